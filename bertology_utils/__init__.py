@@ -1,0 +1,15 @@
+"""bertology_utils: see what the attention heads of BERT-style encoders do.
+
+The package follows the pipeline, one module per stage:
+
+- ``data``            text, treebanks (CoNLL-U), GLUE tasks, GAP -> items of words
+- ``models``          load any Hugging Face encoder with attentions switched on
+- ``alignment``       tokenize pre-split words and map tokens back to words
+- ``extraction``      batched model forward -> token attention
+- ``word_attention``  token-level -> word-level attention (Clark et al.'s rule)
+- ``store``           on-disk, resumable, shardable store of attention maps
+- ``harness``         run notebooks with papermill, record metrics
+- ``figures``         shared plotting helpers
+- ``cli``             the ``bertology`` command
+"""
+__version__ = "0.1.0"

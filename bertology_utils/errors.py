@@ -1,0 +1,37 @@
+"""Exceptions raised by bertology_utils; all derive from BertologyError so callers can catch one type."""
+
+
+class BertologyError(Exception):
+    """Base class for every error this package raises on purpose."""
+
+
+class DataFormatError(BertologyError, ValueError):
+    """An input file is malformed. The message names the file and, where known, the line."""
+
+    def __init__(self, message: str, path=None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}" + (f":{line}" if line is not None else "")
+        super().__init__(f"{where}: {message}" if where else message)
+        self.path = path
+        self.line = line
+
+
+class DataNotFoundError(BertologyError, FileNotFoundError):
+    """A data set could not be found locally and could not (or may not) be downloaded."""
+
+
+class ModelNotAvailableError(BertologyError, OSError):
+    """A model could not be loaded: unknown name, missing offline, or attentions unavailable."""
+
+
+class StoreError(BertologyError):
+    """An attention store cannot be used as asked."""
+
+
+class StoreMismatchError(StoreError):
+    """An existing store was written with other settings (model, data, conversion rule...)."""
+
+
+class StoreCorruptError(StoreError):
+    """An attention store is damaged or inconsistent."""
