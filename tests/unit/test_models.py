@@ -1,0 +1,216 @@
+"""Model loading: eager attentions, shapes, limits, fingerprints and error messages, on tiny offline models."""
+import dataclasses
+import json
+import shutil
+import traceback
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers
+
+from bertology_utils import settings
+from bertology_utils.errors import ModelNotAvailableError
+from bertology_utils.models import check_attentions, default_model_path, describe_model, load_model
+from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
+
+
+@pytest.fixture
+def tiny(tiny_model_dir):
+    return load_model(tiny_model_dir, device="cpu")
+
+
+def _copy(folder, tmp_path, *, keep_tokenizer=True):
+    """A copy of a model folder, optionally without its tokenizer files."""
+    target = tmp_path / folder.name
+    shutil.copytree(folder, target, ignore=None if keep_tokenizer else shutil.ignore_patterns("tokenizer*"))
+    return target
+
+
+def _attentions(loaded, texts):
+    batch = loaded.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return batch, loaded.model(**batch, output_attentions=True).attentions
+
+
+def test_tiny_models_return_eager_attentions(tiny, tiny_model_dir):
+    layers, heads = TINY_SHAPES[tiny_model_dir.name]
+    assert (tiny.num_layers, tiny.num_heads) == (layers, heads)
+    assert tiny.model.config._attn_implementation == "eager"
+    assert not tiny.model.training
+    batch, attentions = _attentions(tiny, ["the cat sat on the mat", "hello"])
+    T = batch["input_ids"].shape[1]
+    assert len(attentions) == layers
+    for layer in attentions:
+        assert layer.shape == (2, heads, T, T)
+        torch.testing.assert_close(layer.sum(-1), torch.ones(2, heads, T))
+
+
+def test_max_tokens_is_the_real_limit(tiny, tiny_model_dir):
+    expected = MAX_POSITIONS - POSITION_OFFSET.get(tiny_model_dir.name, 0)
+    assert tiny.max_tokens == expected
+    word = tiny.tokenizer("hello", add_special_tokens=False)["input_ids"][0]
+    ids = lambda n: torch.tensor([[tiny.tokenizer.cls_token_id] + [word] * (n - 2) + [tiny.tokenizer.sep_token_id]])
+    with torch.no_grad():
+        assert len(tiny.model(input_ids=ids(expected), output_attentions=True).attentions) == tiny.num_layers
+        with pytest.raises((RuntimeError, IndexError)):
+            tiny.model(input_ids=ids(expected + 1))
+    tiny.tokenizer.model_max_length = 10
+    assert tiny.max_tokens == 10
+
+
+def test_pre_split_words_map_back(tiny):
+    encoding = tiny.tokenizer(["Hello", "wörld"], is_split_into_words=True)
+    word_ids = encoding.word_ids()
+    assert word_ids[0] is None and word_ids[-1] is None
+    assert sorted({w for w in word_ids if w is not None}) == [0, 1]
+    # With a prefix space, byte-level BPE splits the words as it would inside running text.
+    assert encoding["input_ids"] == tiny.tokenizer(" Hello wörld")["input_ids"]
+    assert tiny.tokenizer.is_fast
+
+
+def test_special_token_ids(tiny):
+    specials = tiny.special_token_ids
+    assert {tiny.tokenizer.cls_token_id, tiny.tokenizer.sep_token_id, tiny.tokenizer.pad_token_id} <= specials
+    assert tiny.tokenizer.unk_token_id not in specials
+
+
+def test_fingerprint_stable_and_sensitive(tiny, tiny_model_dir):
+    again = load_model(tiny_model_dir, device="cpu")
+    assert again.fingerprint() == tiny.fingerprint()
+    assert tiny.fingerprint()["num_heads"] == TINY_SHAPES[tiny_model_dir.name][1]
+    assert tiny.fingerprint()["transformers_version"] == transformers.__version__
+    # Tokenizing with truncation leaves state on the backend; the tokenizer hash must not see it.
+    again.tokenizer("a b c d e f", truncation=True, max_length=4)
+    with torch.no_grad():
+        next(again.model.parameters()).view(-1)[0] += 1.0
+    changed = dataclasses.replace(again)  # a fresh instance: the hashes are cached per instance
+    assert changed.weights_sha256 != tiny.weights_sha256
+    assert changed.tokenizer_sha256 == tiny.tokenizer_sha256
+
+
+def test_build_is_deterministic(tmp_path):
+    first, second, other = (load_model(build_tiny_model("bert", tmp_path / name, seed=seed), device="cpu")
+                            for name, seed in [("a", 0), ("b", 0), ("c", 1)])
+    assert first.weights_sha256 == second.weights_sha256 != other.weights_sha256
+
+
+def test_dtype_and_device(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu", dtype=torch.bfloat16)
+    assert describe_model(loaded)["dtype"] == "bfloat16" and loaded.device == torch.device("cpu")
+    assert len(loaded.weights_sha256) == 64
+    _, attentions = _attentions(loaded, ["hello world"])
+    assert attentions[0].dtype == torch.bfloat16
+
+
+def test_heads(tiny_model_dirs, tmp_path):
+    mlm = load_model(build_tiny_model("bert", tmp_path / "mlm", with_mlm_head=True), head="masked-lm", device="cpu")
+    assert mlm.architecture == "BertForMaskedLM" and mlm.num_heads == TINY_SHAPES["bert"][1]
+    classifier = load_model(tiny_model_dirs["roberta"], head="sequence-classification", num_labels=3, device="cpu")
+    batch = classifier.tokenizer("hello world", return_tensors="pt")
+    with torch.no_grad():
+        assert classifier.model(**batch).logits.shape == (1, 3)
+    with pytest.raises(ValueError, match="head must be one of"):
+        load_model(tiny_model_dirs["bert"], head="causal-lm")
+
+
+def test_describe_model(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["distilbert"], device="cpu")
+    info = describe_model(loaded)
+    assert info["architecture"] == "DistilBertModel"
+    assert (info["layers"], info["heads"], info["max_tokens"]) == (*TINY_SHAPES["distilbert"], MAX_POSITIONS)
+    assert info["parameters"] == sum(p.numel() for p in loaded.model.parameters())
+    assert info["device"] == "cpu" and info["source"] == str(tiny_model_dirs["distilbert"])
+
+
+@pytest.mark.parametrize("key", ["attn_implementation", "_attn_implementation"])
+def test_sdpa_in_saved_config_is_overridden(tiny_model_dirs, tmp_path, key):
+    folder = _copy(tiny_model_dirs["bert"], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, key: "sdpa"}))
+    loaded = load_model(folder, device="cpu")
+    assert len(_attentions(loaded, ["hello world"])[1]) == TINY_SHAPES["bert"][0]
+
+
+def test_default_model_loads_offline(default_model_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert default_model_path() == default_model_dir
+    loaded = load_model(device="cpu")
+    assert loaded.name == settings.DEFAULT_MODEL and loaded.source == str(default_model_dir)
+    assert (loaded.num_layers, loaded.num_heads, loaded.max_tokens) == (6, 12, 512)
+    batch, attentions = _attentions(loaded, ["attention is all you need"])
+    assert len(attentions) == 6 and attentions[0].shape[1] == 12
+    assert load_model(settings.DEFAULT_MODEL, device="cpu").source == loaded.source
+
+
+def test_unknown_hub_name_offline_is_short_and_clear(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    name = "no-such-org/no-such-model"
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_model(name)
+    message = str(info.value)
+    assert name in message and "hf download" in message and len(message) < 400
+    # The hub client's error is kept for debugging but not printed above ours.
+    assert isinstance(info.value.__context__, OSError)
+    assert "".join(traceback.format_exception(info.value)).count("Traceback") == 1
+
+
+def test_hub_failure_online_names_the_reason(monkeypatch):
+    monkeypatch.setattr(settings, "is_offline", lambda: False)
+
+    def refuse(*args, **kwargs):
+        raise OSError("connection refused\nlong hub-client detail")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", refuse)
+    with pytest.raises(ModelNotAvailableError, match=r"'org/model' .*\(connection refused\)\. .*hf download org/model"):
+        load_model("org/model")
+
+
+@pytest.mark.parametrize("case, match", [
+    ("empty", "no config.json"),
+    ("missing", "does not exist"),
+    ("file", "is a file"),
+    ("no-tokenizer", "tokenizer files"),
+    ("unknown-type", "Could not load"),
+])
+def test_bad_folders(tiny_model_dirs, tmp_path, case, match):
+    paths = {
+        "empty": lambda: tmp_path,
+        "missing": lambda: tmp_path / "nowhere" / "model",
+        "file": lambda: tiny_model_dirs["bert"] / "config.json",
+        "no-tokenizer": lambda: _copy(tiny_model_dirs["bert"], tmp_path, keep_tokenizer=False),
+        "unknown-type": lambda: (tmp_path / "config.json").write_text('{"model_type": "no-such-type"}') and tmp_path,
+    }
+    with pytest.raises(ModelNotAvailableError, match=match):
+        load_model(paths[case]())
+
+
+def test_model_without_attentions_is_rejected(tiny_model_dirs, tmp_path, monkeypatch):
+    folder = _copy(tiny_model_dirs["bert"], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "_attn_implementation": "sdpa"}))
+    # Simulate a model whose attention implementation cannot be switched to eager.
+    monkeypatch.setattr(transformers.PreTrainedModel, "set_attn_implementation", lambda self, impl: None)
+    with pytest.raises(ModelNotAvailableError, match="sdpa"):
+        load_model(folder, device="cpu")
+
+
+@pytest.mark.parametrize("attentions, match", [
+    (None, "no attention weights"),
+    ((), "no attention weights"),
+    ((torch.ones(1, 4, 3, 3),), "for 1 layers, expected 2"),
+    ((torch.ones(1, 4, 3, 3), torch.ones(1, 3, 3, 3)), "Layer 1"),
+])
+def test_check_attentions(attentions, match):
+    with pytest.raises(ModelNotAvailableError, match=match) as info:
+        check_attentions(SimpleNamespace(attentions=attentions), num_layers=2, num_heads=4)
+    assert "eager" in str(info.value)
+    check_attentions(SimpleNamespace(attentions=(torch.ones(1, 4, 3, 3),) * 2), num_layers=2, num_heads=4)
+
+
+def test_loaded_model_checks_its_own_shape(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["electra"], device="cpu")
+    _, attentions = _attentions(loaded, ["hello world"])
+    loaded.check_attentions(SimpleNamespace(attentions=attentions))
+    with pytest.raises(ModelNotAvailableError, match="expected 2"):
+        loaded.check_attentions(SimpleNamespace(attentions=attentions[:1]))
