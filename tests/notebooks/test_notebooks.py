@@ -1,0 +1,48 @@
+"""Every notebook in notebooks/ runs end to end on small parameters and is committed clean.
+
+See bertology_utils.harness for the notebook convention.
+"""
+import json
+import re
+
+import nbformat
+import pytest
+
+from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
+
+NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
+
+#: Notebook stem -> parameters small enough for the test suite (the defaults are for real runs).
+SMALL_PARAMETERS = {
+    "00_tour": {"n_sentences": 4},
+}
+
+
+def _stem(path):
+    return path.stem
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_runs(notebook, tmp_path):
+    report = run_notebooks([notebook], run_name="test", parameters=SMALL_PARAMETERS.get(notebook.stem, {}),
+                           results_root=tmp_path, progress=False)
+    assert report.ok, report.summary()
+    path = tmp_path / "test" / notebook.stem / "metrics.json"
+    assert path.is_file(), f"{notebook.name} wrote no metrics.json: it must call record_metrics"
+    assert json.loads(path.read_text()), f"{notebook.name} recorded no metrics"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_is_committed_clean(notebook):
+    nb = nbformat.read(notebook, as_version=4)
+    assert re.fullmatch(r"\d+_.+\.ipynb", notebook.name), "notebooks are named NN_topic.ipynb"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c for c in code if c.outputs] == [], "clear the outputs before committing"
+    assert [c for c in code if c.execution_count is not None] == [], "clear the execution counts before committing"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell must be tagged 'parameters'"
+    assert tagged[0].cell_type == "code"
+    for name in ("output_dir", "model_name"):
+        assert re.search(rf"^{name}\s*=", tagged[0].source, re.MULTILINE), f"the parameters cell must set {name}"

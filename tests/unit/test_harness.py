@@ -1,0 +1,257 @@
+"""The notebook harness and the `bertology run` command, on tiny notebooks built here."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from bertology_utils import harness
+from bertology_utils.cli import main, parse_parameter_value
+from bertology_utils.errors import BertologyError
+
+PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
+
+
+def write_notebook(path: Path, *sources: str, parameters: str = PARAMETERS) -> Path:
+    """A notebook with a `parameters` cell followed by one code cell per source."""
+    params = nbformat.v4.new_code_cell(parameters)
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, *map(nbformat.v4.new_code_cell, sources)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+GOOD_CELLS = (
+    "import numpy as np\n"
+    "import matplotlib\n"
+    "matplotlib.use('Agg')\n"
+    "import matplotlib.pyplot as plt\n"
+    "from bertology_utils.harness import record_metrics, save_figure",
+    "record_metrics({'test.n': n, 'test.model': model_name, 'test.mean': np.float32(0.5),\n"
+    "                'test.counts': np.arange(3), 'test.missing': float('nan')}, output_dir=output_dir)\n"
+    "fig, ax = plt.subplots(figsize=(2, 2))\n"
+    "ax.plot([0, 1], [0, 1])\n"
+    "save_figure(fig, 'line plot', output_dir=output_dir)",
+)
+# Raises in its 3rd cell (index 2); the cell after it must not run.
+BAD_CELLS = ("x = 1", "raise ValueError('boom')", "y = 2")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One harness run: a failing notebook first, then a good one."""
+    folder = tmp_path_factory.mktemp("notebooks")
+    bad = write_notebook(folder / "01_bad.ipynb", *BAD_CELLS)
+    good = write_notebook(folder / "00_good.ipynb", *GOOD_CELLS)
+    root = tmp_path_factory.mktemp("results")
+    report = harness.run_notebooks([bad, good], run_name="t", parameters={"n": 3, "model_name": "tiny"},
+                                   results_root=root, progress=False)
+    return report, root / "t"
+
+
+@pytest.mark.notebook
+def test_good_notebook_ran_and_recorded(run):
+    report, run_dir = run
+    good = report.notebooks[1]
+    assert good.ok and good.error is None
+    assert Path(good.executed_notebook) == run_dir / "00_good" / "00_good.ipynb"
+    assert Path(good.executed_notebook).is_file()
+    metrics = json.loads((run_dir / "00_good" / "metrics.json").read_text())
+    assert metrics == {"test.counts": [0, 1, 2], "test.mean": 0.5, "test.missing": None,
+                       "test.model": "tiny", "test.n": 3}
+    assert good.metrics == str(run_dir / "00_good" / "metrics.json")
+    assert (run_dir / "00_good" / "figures" / "line_plot.png").stat().st_size > 0
+
+
+@pytest.mark.notebook
+def test_failure_is_recorded_and_partial_notebook_kept(run):
+    report, run_dir = run
+    bad = report.notebooks[0]
+    assert bad.status == "failed"
+    assert bad.error == {"cell_index": 2, "exec_count": 4, "ename": "ValueError", "evalue": "boom"}
+    assert bad.metrics is None
+    executed = nbformat.read(bad.executed_notebook, as_version=4)
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert [c.source for c in code[-2:]] == list(BAD_CELLS[-2:])
+    assert code[-2].outputs[0].ename == "ValueError"
+    assert code[-1].execution_count is None  # never ran
+    assert not report.ok
+    assert report.failures == [bad]
+    lines = report.summary().splitlines()
+    assert lines[0].startswith("FAILED") and lines[0].endswith(
+        "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom")
+    assert lines[1].startswith("ok") and "00_good" in lines[1]
+
+
+@pytest.mark.notebook
+def test_run_json(run):
+    report, run_dir = run
+    data = json.loads((run_dir / "run.json").read_text())
+    assert data == json.loads(json.dumps(report.to_dict()))
+    assert data["run_name"] == "t"
+    assert data["parameters"] == {"n": 3, "model_name": "tiny"}
+    assert [(nb["name"], nb["status"]) for nb in data["notebooks"]] == [("01_bad", "failed"), ("00_good", "ok")]
+    assert set(data["versions"]) == {"python", "torch", "transformers", "bertology_utils"}
+    assert data["started"] <= data["finished"]
+
+
+@pytest.mark.notebook
+def test_load_metrics(run, monkeypatch):
+    _, run_dir = run
+    assert set(harness.load_metrics(run_dir)) == {"00_good"}
+    monkeypatch.setenv(harness.RESULTS_DIR_ENV, str(run_dir.parent))
+    assert harness.load_metrics("t")["00_good"]["test.n"] == 3
+    with pytest.raises(BertologyError):
+        harness.load_metrics("no-such-run")
+
+
+# --------------------------------------------------------------------------- CLI
+
+@pytest.mark.notebook
+def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, capsys):
+    nb = write_notebook(
+        tmp_path / "05_params.ipynb",
+        "from bertology_utils.harness import record_metrics\n"
+        "record_metrics({f'p.{k}': [v, type(v).__name__] for k, v in dict(i=i, f=f, s=s, b=b).items()},\n"
+        "               output_dir=output_dir)",
+        parameters="output_dir = None\nmodel_name = None\ni = 0\nf = 0.0\ns = ''\nb = False",
+    )
+    stale = tmp_path / "res" / "cli" / "05_params" / "stale.txt"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("from an earlier run")
+    argv = ["run", str(nb), "-p", "i", "3", "-p", "f", "0.25", "-p", "s", "hello", "-p", "b", "True",
+            "--run-name", "cli", "--results-dir", str(tmp_path / "res")]
+    assert main(argv) == 0
+    metrics = json.loads((tmp_path / "res" / "cli" / "05_params" / "metrics.json").read_text())
+    assert metrics == {"p.i": [3, "int"], "p.f": [0.25, "float"], "p.s": ["hello", "str"], "p.b": [True, "bool"]}
+    assert not stale.exists()
+    out = capsys.readouterr().out
+    assert out.startswith("ok") and f"results: {tmp_path / 'res' / 'cli'}" in out
+
+
+@pytest.mark.notebook
+def test_cli_run_exits_1_when_a_notebook_fails(tmp_path, capsys):
+    nb = write_notebook(tmp_path / "01_bad.ipynb", *BAD_CELLS)
+    assert main(["run", str(nb), "--run-name", "x", "--results-dir", str(tmp_path)]) == 1
+    assert "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "required: COMMAND"),
+    (["run", "--no-such-option"], "unrecognized arguments"),
+    (["run", "-p", "n"], "expected 2 arguments"),
+    (["run", "no_such_notebook"], "bertology: error: unknown notebook 'no_such_notebook'"),
+    (["run", "{nb}", "-p", "not a name", "1"], "bertology: error: -p not a name"),
+    (["run", "{nb}", "-p", "output_dir", "/tmp"], "bertology: error: output_dir is set by the harness"),
+    (["run", "{nb}", "--kernel", "no-such-kernel"], "bertology: error: no Jupyter kernel named 'no-such-kernel'"),
+    (["run", "{nb}", "--run-name", "../up"], "bertology: error: bad run name"),
+])
+def test_cli_usage_errors_exit_2(argv, message, tmp_path, capsys):
+    nb = write_notebook(tmp_path / "00_x.ipynb", "pass")
+    argv = [a.format(nb=nb) for a in argv] + ["--results-dir", str(tmp_path)] * bool(argv)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert not list(tmp_path.glob("*/run.json"))  # nothing ran
+
+
+@pytest.mark.parametrize("text, value", [
+    ("3", 3), ("-2", -2), ("0.25", 0.25), ("1e3", 1000.0), ("True", True), ("False", False),
+    ("None", None), ("true", True), ("[1, 2]", [1, 2]), ('{"a": 1}', {"a": 1}), ('"3"', "3"),
+    ("hello", "hello"), ("bert-base-uncased", "bert-base-uncased"), ("", ""),
+])
+def test_parse_parameter_value(text, value):
+    parsed = parse_parameter_value(text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert main(["run", "--help"]) == 0
+    assert "examples:" in capsys.readouterr().out
+
+
+def test_python_dash_m():
+    done = subprocess.run([sys.executable, "-m", "bertology_utils", "run", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: bertology run")
+
+
+# --------------------------------------------------------------------------- finding notebooks
+
+@pytest.fixture
+def notebooks_dir(tmp_path):
+    for name in ("00_tour", "01_heads", "10_probe", "notes"):
+        write_notebook(tmp_path / f"{name}.ipynb", "pass")
+    return tmp_path
+
+
+def test_list_notebooks_only_numbered(notebooks_dir):
+    assert [p.name for p in harness.list_notebooks(notebooks_dir)] == ["00_tour.ipynb", "01_heads.ipynb", "10_probe.ipynb"]
+    assert harness.list_notebooks(notebooks_dir / "missing") == []
+
+
+@pytest.mark.parametrize("name, stem", [
+    ("00_tour", "00_tour"), ("00_tour.ipynb", "00_tour"), ("00", "00_tour"), ("0", "00_tour"),
+    ("1", "01_heads"), ("10", "10_probe"),
+])
+def test_resolve_notebooks_by_name(notebooks_dir, name, stem):
+    assert harness.resolve_notebooks([name], notebooks_dir) == [(notebooks_dir / f"{stem}.ipynb").resolve()]
+
+
+def test_resolve_notebooks_paths_order_and_duplicates(notebooks_dir):
+    other = str(notebooks_dir / "notes.ipynb")  # any existing file path works, numbered or not
+    resolved = harness.resolve_notebooks(["01", other, "01_heads"], notebooks_dir)
+    assert [p.stem for p in resolved] == ["01_heads", "notes"]
+
+
+def test_resolve_unknown_notebook_lists_available(notebooks_dir):
+    with pytest.raises(BertologyError, match="unknown notebook '7'.*00_tour, 01_heads, 10_probe"):
+        harness.resolve_notebooks(["7"], notebooks_dir)
+
+
+# --------------------------------------------------------------------------- metrics and figures
+
+def test_record_metrics_merges_and_converts(tmp_path):
+    torch = pytest.importorskip("torch")
+    pd = pytest.importorskip("pandas")
+    harness.record_metrics({"a.kept": 1, "a.replaced": 1}, output_dir=tmp_path)
+    full = harness.record_metrics(
+        {"a.replaced": np.int64(2), "a.array": np.array([[0.5, np.nan]], dtype=np.float32),
+         "a.tensor": torch.tensor(1.5), "a.bool": np.bool_(True), "a.inf": float("inf"),
+         "a.path": tmp_path / "x", "a.series": pd.Series([1, 2], index=["u", "v"])},
+        output_dir=tmp_path, extra="text")
+    expected = {"a.kept": 1, "a.replaced": 2, "a.array": [[0.5, None]], "a.tensor": 1.5, "a.bool": True,
+                "a.inf": None, "a.path": str(tmp_path / "x"), "a.series": {"u": 1, "v": 2}, "extra": "text"}
+    assert full == expected
+    text = (tmp_path / "metrics.json").read_text()
+    assert text == json.dumps(expected, indent=2, sort_keys=True) + "\n"
+    assert type(json.loads(text)["a.replaced"]) is int
+
+
+def test_record_metrics_rejects_unknown_types(tmp_path):
+    with pytest.raises(TypeError, match="object"):
+        harness.record_metrics({"a.b": object()}, output_dir=tmp_path)
+
+
+def test_interactive_output_dir(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.setenv(harness.RESULTS_DIR_ENV, str(tmp_path))
+    assert harness.results_dir() == tmp_path
+    harness.record_metrics(x=math.pi)
+    paths = harness.save_figure(Figure(figsize=(1, 1)), "../Heads: layer 3/head 2.", formats=("png", "svg"))
+    assert json.loads((tmp_path / "interactive" / "metrics.json").read_text()) == {"x": math.pi}
+    figures = tmp_path / "interactive" / "figures"
+    assert paths == [figures / "_Heads_layer_3_head_2.png", figures / "_Heads_layer_3_head_2.svg"]
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_default_run_name_format():
+    name = harness.default_run_name()
+    assert len(name) == 15 and name[8] == "-" and name.replace("-", "").isdigit()
