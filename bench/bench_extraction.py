@@ -1,0 +1,151 @@
+"""Extraction throughput and memory, as ratios against baselines measured in the same run.
+
+Throughput (sentences/s on the same sentences, best of --repeats):
+  bare     batched model forward with attentions only (pre-tokenized, length-sorted batches)
+  loop     the loop a user writes first: one sentence at a time, Python word conversion
+  pipeline bertology's extract_attention: tokenize, align, forward, word conversion, store write
+Targets: pipeline >= 0.85 x bare, pipeline >= 1.3 x loop.
+
+Memory: peak RSS of extracting N and 10 x N sentences into a store, each in a fresh
+process. Target: the larger run's peak grows by less than 20%.
+
+    python bench/bench_extraction.py [--sentences 500] [--memory-sentences 200]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def corpus_of(n: int):
+    """The first n sentences of UD EWT dev (train for larger n), or the project sample repeated."""
+    from bertology_utils.data import Corpus, default_treebank, load_treebank
+    from bertology_utils.errors import DataNotFoundError
+
+    corpus = default_treebank("dev")
+    if len(corpus) < n:
+        try:
+            corpus = load_treebank("train", download=False)
+        except (DataNotFoundError, TypeError):
+            pass
+    if len(corpus) < n:  # only the sample is here: repeat it, and say so
+        items = [corpus[i % len(corpus)] for i in range(n)]
+        return Corpus.from_items(items, name=f"{corpus.name} repeated"), f"{corpus.name} repeated to {n}"
+    return corpus[:n], corpus[:n].name
+
+
+def bare_forward(loaded, corpus, batch_size: int) -> float:
+    """Seconds for length-sorted batched forwards with attentions; tokenization done beforehand."""
+    tok = loaded.tokenizer
+    encoded = [tok(list(s.words), is_split_into_words=True) for s in corpus]
+    encoded.sort(key=lambda e: len(e["input_ids"]))  # bucket by token count: the least padding
+    batches = [tok.pad(encoded[i:i + batch_size], return_tensors="pt") for i in range(0, len(encoded), batch_size)]
+    batches = [{k: v.to(loaded.device) for k, v in b.items()} for b in batches]
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for b in batches:
+            out = loaded.model(**b, output_attentions=True)
+            assert len(out.attentions) == loaded.num_layers
+    return time.perf_counter() - start
+
+
+def first_loop(loaded, corpus) -> float:
+    """An honest first attempt: batch of one, numpy conversion looping over words."""
+    tok = loaded.tokenizer
+    start = time.perf_counter()
+    results = []
+    with torch.inference_mode():
+        for s in corpus:
+            enc = tok(list(s.words), is_split_into_words=True, return_tensors="pt")
+            att = torch.stack(loaded.model(**enc, output_attentions=True).attentions, 1)[0].numpy()
+            word_ids = enc.word_ids(0)
+            groups, last = [], object()
+            for t, w in enumerate(word_ids):  # specials and each word's tokens become one group
+                if w is None or w != last:
+                    groups.append([])
+                groups[-1].append(t)
+                last = w if w is not None else object()
+            to_words = np.stack([att[..., g].sum(-1) for g in groups], -1)
+            results.append(np.stack([to_words[..., g, :].mean(-2) for g in groups], -2).astype(np.float16))
+    return time.perf_counter() - start
+
+
+def pipeline(loaded, corpus, batch_size: int) -> float:
+    from bertology_utils.extraction import extract_attention
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        extract_attention(corpus, Path(tmp) / "s.zarr", loaded, batch_size=batch_size, progress=False)
+        return time.perf_counter() - start
+
+
+def peak_rss_mb(n: int) -> float:
+    """Peak RSS of a fresh process extracting n sentences into a store."""
+    code = f"""
+import resource, tempfile, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from bench_extraction import corpus_of
+from bertology_utils.extraction import extract_attention
+from bertology_utils.models import load_model
+corpus, _ = corpus_of({n})
+with tempfile.TemporaryDirectory() as tmp:
+    extract_attention(corpus, tmp + "/s.zarr", load_model(), progress=False)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory-sentences", type=int, default=200, help="N for the N vs 10N memory check")
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+
+    from bertology_utils.models import load_model
+
+    loaded = load_model()
+    corpus, described = corpus_of(args.sentences)
+    n = len(corpus)
+    print(f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}) on {loaded.device}, "
+          f"{torch.get_num_threads()} threads; {n} sentences of {described}")
+    pipeline(loaded, corpus[:64], args.batch_size)  # warm-up: first-call costs stay out of the numbers
+    times = {"bare": [], "loop": [], "pipeline": []}
+    for _ in range(args.repeats):  # interleaved, so drifting machine load hits every method alike
+        times["bare"].append(bare_forward(loaded, corpus, args.batch_size))
+        times["loop"].append(first_loop(loaded, corpus))
+        times["pipeline"].append(pipeline(loaded, corpus, args.batch_size))
+    rate = {k: n / min(v) for k, v in times.items()}
+    for k, r in rate.items():
+        print(f"  {k:9s} {r:8.1f} sentences/s")
+    result = {
+        "sentences": n,
+        "rates": {k: round(v, 1) for k, v in rate.items()},
+        "pipeline_vs_bare": round(rate["pipeline"] / rate["bare"], 3),
+        "pipeline_vs_loop": round(rate["pipeline"] / rate["loop"], 3),
+    }
+    print(f"pipeline / bare forward = {result['pipeline_vs_bare']:.2f}x (target >= 0.85)")
+    print(f"pipeline / first loop   = {result['pipeline_vs_loop']:.2f}x (target >= 1.3)")
+    if not args.skip_memory:
+        small, large = peak_rss_mb(args.memory_sentences), peak_rss_mb(10 * args.memory_sentences)
+        result["peak_rss_mb"] = {str(args.memory_sentences): round(small), str(10 * args.memory_sentences): round(large)}
+        result["memory_growth"] = round(large / small - 1, 3)
+        print(f"peak RSS: {small:.0f} MB for {args.memory_sentences}, {large:.0f} MB for {10 * args.memory_sentences} "
+              f"sentences: +{100 * result['memory_growth']:.1f}% (target < 20%)")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

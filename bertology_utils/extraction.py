@@ -1,0 +1,228 @@
+"""Batched model forward: items -> token attention -> word attention, in memory or into a store.
+
+Items are processed in fixed blocks of ``block_size`` consecutive corpus items. Inside a
+block they are sorted by length and cut into batches of ``batch_size`` (little padding);
+results are put back in corpus order and committed to the store block by block. Block
+boundaries depend only on the shard's start, so a resumed extraction runs exactly the
+batches an uninterrupted one would, and writes identical values.
+"""
+from __future__ import annotations
+
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import __version__
+from .alignment import AlignedItem, align
+from .data import Corpus
+from .errors import BertologyError
+from .models import LoadedModel, load_model
+from .store import AttentionStore
+from .word_attention import ItemAttention, SkippedItem, word_attention
+
+TOO_LONG_POLICIES = ("skip", "error")
+
+
+def _as_corpus(items) -> Corpus:
+    return items if isinstance(items, Corpus) else Corpus.from_items(list(items), name="items")
+
+
+def _as_model(model) -> LoadedModel:
+    return model if isinstance(model, LoadedModel) else load_model(model)
+
+
+class _Forward:
+    """Runs batches of aligned items through a model and converts their attention to words."""
+
+    def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool):
+        self.loaded = loaded
+        self.from_rule = from_rule
+        self.keep_tokens = keep_tokens
+        self.pad_id = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+        self.uses_token_types = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+
+    @torch.inference_mode()
+    def __call__(self, batch: Sequence[AlignedItem]) -> list[ItemAttention]:
+        n_tok = max(a.n_tokens for a in batch)
+        n_words = max(a.n_words for a in batch)
+        ids = np.full((len(batch), n_tok), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch), n_tok), dtype=np.int64)
+        t2w = np.full((len(batch), n_tok), -1, dtype=np.int64)
+        types = np.zeros((len(batch), n_tok), dtype=np.int64)
+        for b, a in enumerate(batch):  # one row copy per item
+            ids[b, :a.n_tokens], mask[b, :a.n_tokens], t2w[b, :a.n_tokens] = a.input_ids, 1, a.token_to_word
+            if a.token_type_ids is not None:
+                types[b, :a.n_tokens] = a.token_type_ids
+        device = self.loaded.device
+        inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+        if self.uses_token_types and batch[0].token_type_ids is not None:
+            inputs["token_type_ids"] = torch.from_numpy(types).to(device)
+        outputs = self.loaded.model(**inputs, output_attentions=True)
+        self.loaded.check_attentions(outputs)
+        attention = torch.stack(outputs.attentions, dim=1)  # (B, L, H, T, T)
+        words = word_attention(attention, torch.from_numpy(t2w), self.from_rule, n_words=n_words)
+        words = words.to(torch.float16).cpu().numpy()
+        tokens = attention.to(torch.float16).cpu().numpy() if self.keep_tokens else None
+        out = []
+        for b, a in enumerate(batch):
+            w, t = a.n_words, a.n_tokens
+            item = ItemAttention(
+                index=a.index, item_id=a.item_id, words=a.words, word_kinds=a.word_kinds, segments=a.segments,
+                attention=np.ascontiguousarray(words[b, :, :, :w, :w]), n_tokens=t, replaced=a.replaced,
+            )
+            if tokens is not None:
+                item.tokens = tuple(self.loaded.tokenizer.convert_ids_to_tokens(a.input_ids.tolist()))
+                item.token_to_word = a.token_to_word
+                item.token_attention = np.ascontiguousarray(tokens[b, :, :, :t, :t])
+            out.append(item)
+        return out
+
+
+def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
+               too_long: str) -> list[ItemAttention | SkippedItem]:
+    """Results for one block of aligned items, in the block's order."""
+    results: dict[int, ItemAttention | SkippedItem] = {}
+    fits = []
+    for a in aligned:
+        if a.n_tokens <= max_tokens:
+            fits.append(a)
+        elif too_long == "error":
+            raise BertologyError(f"item {a.index} ({a.item_id}) has {a.n_tokens} tokens, more than the "
+                                 f"{max_tokens} the model takes; pass too_long='skip' to skip such items")
+        else:
+            results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
+    # Stable sort: ties keep corpus order, so batches are the same on every run.
+    fits.sort(key=lambda a: a.n_tokens)
+    for lo in range(0, len(fits), batch_size):
+        for item in forward(fits[lo:lo + batch_size]):
+            results[item.index] = item
+    return [results[a.index] for a in aligned]
+
+
+def _blocks(start: int, stop: int, block_size: int, origin: int) -> Iterator[tuple[int, int]]:
+    """Block ranges covering ``[start, stop)``, aligned to ``origin`` (the shard's start)."""
+    lo = start
+    while lo < stop:
+        hi = min(stop, origin + ((lo - origin) // block_size + 1) * block_size)
+        yield lo, hi
+        lo = hi
+
+
+def iter_attention(
+    items: Iterable,
+    model=None,
+    *,
+    batch_size: int = 32,
+    block_size: int = 512,
+    from_rule: str = "mean",
+    keep_tokens: bool = False,
+    too_long: str = "skip",
+    max_tokens: int | None = None,
+    progress: bool = True,
+) -> Iterator[ItemAttention | SkippedItem]:
+    """Yield the word-level attention of each item in corpus order (skipped items as :class:`SkippedItem`)."""
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    forward = _Forward(loaded, from_rule, keep_tokens)
+    limit = _max_tokens(loaded, max_tokens, too_long)
+    with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
+        for lo, hi in _blocks(0, len(corpus), block_size, 0):
+            for r in _run_block(forward, align(loaded.tokenizer, corpus[lo:hi], lo), batch_size, limit, too_long):
+                yield r
+            bar.update(hi - lo)
+
+
+def attention_for(items, model=None, **kwargs) -> list[ItemAttention]:
+    """Word-level attention of a few items, in memory. Raises if an item is too long for the model."""
+    kwargs.setdefault("too_long", "error")
+    kwargs.setdefault("progress", False)
+    return [r for r in iter_attention(items, model, **kwargs) if isinstance(r, ItemAttention)]
+
+
+def _max_tokens(loaded: LoadedModel, max_tokens: int | None, too_long: str) -> int:
+    if too_long not in TOO_LONG_POLICIES:
+        raise ValueError(f"too_long must be one of {TOO_LONG_POLICIES}, not {too_long!r}")
+    if max_tokens is not None and max_tokens > loaded.max_tokens:
+        raise BertologyError(f"max_tokens={max_tokens} is more than {loaded.name} takes ({loaded.max_tokens})")
+    return loaded.max_tokens if max_tokens is None else max_tokens
+
+
+def store_metadata(loaded: LoadedModel, corpus: Corpus, *, from_rule: str, keep_tokens: bool, max_tokens: int,
+                   too_long: str, batch_size: int, block_size: int) -> dict:
+    """What a store is checked against when it is reused: any difference refuses the reuse."""
+    return {
+        "model": loaded.fingerprint(),
+        "corpus": {"name": corpus.name, "sha256": corpus.sha256, "items": len(corpus)},
+        "conversion": {"from_rule": from_rule, "token_level": keep_tokens, "max_tokens": max_tokens,
+                       "too_long": too_long, "dtype": "float16"},
+        "extraction": {"batch_size": batch_size, "block_size": block_size},
+        "library": {"bertology_utils": __version__},
+    }
+
+
+def shard_range(n_items: int, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """``[start, stop)`` of shard ``i`` of ``n`` (contiguous, sizes differing by at most one)."""
+    if shard is None:
+        return 0, n_items
+    i, n = shard
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, not {shard}")
+    bounds = np.linspace(0, n_items, n + 1).round().astype(int)
+    return int(bounds[i]), int(bounds[i + 1])
+
+
+def extract_attention(
+    items: Iterable,
+    store_path,
+    model=None,
+    *,
+    batch_size: int = 32,
+    block_size: int = 512,
+    from_rule: str = "mean",
+    keep_tokens: bool = False,
+    too_long: str = "skip",
+    max_tokens: int | None = None,
+    shard: tuple[int, int] | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> AttentionStore:
+    """Extract word-level attention for ``items`` into the store at ``store_path``; resumable.
+
+    Re-running with the same settings continues where an interrupted run stopped (even
+    after ``kill -9``); a store written with other settings is refused unless ``overwrite``.
+    ``shard=(i, n)`` extracts only the i-th of n contiguous slices, for parallel workers
+    whose stores :func:`bertology_utils.store.merge_stores` joins.
+    """
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    limit = _max_tokens(loaded, max_tokens, too_long)
+    metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
+                              too_long=too_long, batch_size=batch_size, block_size=block_size)
+    store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
+    start, stop = shard_range(len(corpus), shard)
+    # Resume partly written shards in range, then create shards for the gaps.
+    plan = [(s.start, s.stop, s.start + s.committed) for s in store.shards
+            if s.start < stop and start < s.stop and not s.complete]
+    plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
+    forward = _Forward(loaded, from_rule, keep_tokens)
+    skipped = 0
+    with tqdm(total=sum(hi - resume for _, hi, resume in plan), desc=f"extract {corpus.name}", unit="item",
+              disable=not progress) as bar, ThreadPoolExecutor(max_workers=1) as pool:
+        for lo_shard, hi_shard, _ in sorted(plan):
+            writer = store.writer(lo_shard, hi_shard, keep_tokens)
+            pending = None  # the previous block's write overlaps this block's forward
+            for lo, hi in _blocks(writer.next_index, hi_shard, block_size, lo_shard):
+                results = _run_block(forward, align(loaded.tokenizer, corpus[lo:hi], lo), batch_size, limit, too_long)
+                if pending is not None:
+                    pending.result()
+                pending = pool.submit(writer.append, results)
+                skipped += sum(isinstance(r, SkippedItem) for r in results)
+                bar.update(hi - lo)
+                bar.set_postfix(skipped=skipped, refresh=False)
+            if pending is not None:
+                pending.result()
+    store.refresh()
+    return store

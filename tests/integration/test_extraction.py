@@ -1,0 +1,196 @@
+"""Extraction end to end on tiny random models: tokenize, align, forward, convert, store."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_utils.alignment import align
+from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
+from bertology_utils.errors import BertologyError, StoreMismatchError
+from bertology_utils.extraction import attention_for, extract_attention, shard_range
+from bertology_utils.models import load_model
+from bertology_utils.store import AttentionStore, merge_stores
+from bertology_utils.word_attention import word_attention_single
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """Sample sentences, an over-long one (the tiny models take 64 positions) and a pair."""
+    sample = list(load_sample()[:12])
+    long = Sentence("long", tuple(f"w{i}" for i in range(80)))
+    pair = SentencePair("pair", ("the", "cat", "sat"), ("it", "slept", "."))
+    return Corpus.from_items(sample[:5] + [long] + sample[5:] + [pair], name="mixed")
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_model_dirs):
+    return load_model(tiny_model_dirs["bert"])
+
+
+def assert_stores_equal(a: AttentionStore, b: AttentionStore):
+    assert list(a.status()) == list(b.status())
+    for x, y in zip(a.iter_items(dtype=np.float16), b.iter_items(dtype=np.float16), strict=True):
+        assert x.index == y.index and x.words == y.words
+        np.testing.assert_array_equal(x.attention, y.attention)
+
+
+def test_every_architecture(tiny_model_dir, corpus, tmp_path):
+    loaded = load_model(tiny_model_dir)
+    store = extract_attention(corpus, tmp_path / "s.zarr", loaded, batch_size=4, block_size=8, progress=False)
+    assert store.is_complete and store.skipped() == {5: store.skipped()[5]}
+    assert store.skipped()[5] > loaded.max_tokens
+    for item in store:
+        source = corpus[item.index]
+        n = item.n_words
+        assert item.attention.shape == (loaded.num_layers, loaded.num_heads, n, n)
+        np.testing.assert_allclose(item.attention.sum(-1), 1.0, atol=4e-3)  # float16 storage
+        expected = list(source.words) if isinstance(source, Sentence) else list(source.a) + list(source.b)
+        assert [w for w, k in zip(item.words, item.word_kinds) if k == 0] == expected
+
+
+def test_matches_an_independent_forward(bert, corpus):
+    """The stored word map equals converting the plain Hugging Face forward of that one sentence."""
+    sentence = corpus[2]
+    (item,) = attention_for([sentence], bert, batch_size=1)
+    enc = bert.tokenizer(list(sentence.words), is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        att = torch.stack(bert.model(**enc, output_attentions=True).attentions, 1)[0].numpy()
+    word_ids = enc.word_ids(0)
+    t2w = np.cumsum([True] + [w is None or w != p for p, w in zip(word_ids, word_ids[1:])]) - 1
+    np.testing.assert_allclose(item.attention, word_attention_single(att, t2w), atol=2e-3)
+
+
+def test_batched_equals_one_at_a_time(bert, corpus):
+    together = attention_for(corpus, bert, batch_size=8, too_long="skip")
+    alone = attention_for(corpus, bert, batch_size=1, too_long="skip")
+    assert [i.index for i in together] == [i.index for i in alone] == [i for i in range(len(corpus)) if i != 5]
+    for x, y in zip(together, alone):
+        np.testing.assert_allclose(x.attention.astype(np.float32), y.attention.astype(np.float32), atol=2e-3)
+
+
+def test_token_level_kept(bert, corpus, tmp_path):
+    store = extract_attention(corpus[:3], tmp_path / "t.zarr", bert, keep_tokens=True, progress=False)
+    item = store[1]
+    assert item.token_attention.shape[-1] == item.n_tokens == len(item.tokens)
+    np.testing.assert_allclose(word_attention_single(item.token_attention, item.token_to_word),
+                               item.attention, atol=4e-3)
+
+
+def test_too_long_error_and_max_tokens(bert, corpus, tmp_path):
+    with pytest.raises(BertologyError, match="item 5 .* more than the 64"):
+        extract_attention(corpus, tmp_path / "e.zarr", bert, too_long="error", progress=False)
+    store = extract_attention(corpus[:5], tmp_path / "m.zarr", bert, max_tokens=12, progress=False)
+    assert all(n > 12 for n in store.skipped().values()) and store.summary()["extracted"] > 0
+    with pytest.raises(BertologyError, match="more than"):
+        extract_attention(corpus, tmp_path / "x.zarr", bert, max_tokens=10_000, progress=False)
+
+
+def test_reuse_with_other_settings_is_refused(bert, corpus, tmp_path):
+    path = tmp_path / "s.zarr"
+    extract_attention(corpus[:4], path, bert, progress=False)
+    with pytest.raises(StoreMismatchError, match="from_rule"):
+        extract_attention(corpus[:4], path, bert, from_rule="max", progress=False)
+    with pytest.raises(StoreMismatchError, match="corpus"):
+        extract_attention(corpus[1:5], path, bert, progress=False)
+
+
+def test_shards_merge_to_the_unsharded_result(bert, corpus, tmp_path):
+    whole = extract_attention(corpus, tmp_path / "whole.zarr", bert, block_size=4, progress=False)
+    parts = []
+    for i in range(3):
+        parts.append(tmp_path / f"part{i}.zarr")
+        part = extract_attention(corpus, parts[-1], bert, block_size=4, shard=(i, 3), progress=False)
+        assert not part.is_complete and part.done == np.subtract(*shard_range(len(corpus), (i, 3))[::-1])
+    merged = merge_stores(tmp_path / "merged.zarr", parts)
+    assert merged.is_complete
+    assert_stores_equal(merged, whole)
+
+
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    from bertology_utils.data import load_sample
+    from bertology_utils.extraction import extract_attention
+    from bertology_utils import store as store_module
+
+    model_dir, path, die_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    original = store_module.ShardWriter.append
+    calls = []
+
+    def append(self, results):
+        calls.append(1)
+        if len(calls) > die_after:  # half-write this block, then die without committing it
+            self.shard.array("attention").append(results[0].attention.reshape(-1)[:100])
+            os.kill(os.getpid(), signal.SIGKILL)
+        original(self, results)
+
+    store_module.ShardWriter.append = append
+    extract_attention(load_sample(), path, model_dir, batch_size=4, block_size=8, progress=False)
+""")
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tiny_model_dirs, tmp_path):
+    model_dir = tiny_model_dirs["bert"]
+    path = tmp_path / "killed.zarr"
+    proc = subprocess.run([sys.executable, "-c", KILLED_RUN, str(model_dir), str(path), "2"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    partial = AttentionStore.open(path)
+    assert partial.done == 16 and not partial.is_complete  # two committed blocks of 8
+
+    resumed = extract_attention(load_sample(), path, model_dir, batch_size=4, block_size=8, progress=False)
+    fresh = extract_attention(load_sample(), tmp_path / "fresh.zarr", model_dir, batch_size=4, block_size=8,
+                              progress=False)
+    assert resumed.is_complete
+    assert_stores_equal(resumed, fresh)
+
+
+@pytest.mark.slow
+def test_kill_from_outside_at_any_moment(tiny_model_dirs, tmp_path):
+    """kill -9 sent by another process while extraction runs; the resumed store is exact."""
+    model_dir = tiny_model_dirs["bert"]
+    path = tmp_path / "k.zarr"
+    code = ("import sys; from bertology_utils.data import load_sample; "
+            "from bertology_utils.extraction import extract_attention; "
+            "c = load_sample(); c = type(c).from_items(list(c) * 5, name='x5'); "
+            "extract_attention(c, sys.argv[2], sys.argv[1], batch_size=2, block_size=4, progress=False)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(model_dir), str(path)])
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait for the first commits, then kill mid-run
+        if (path / "shards").exists() and any((path / "shards").iterdir()):
+            try:
+                if AttentionStore.open(path).done >= 8:
+                    break
+            except Exception:
+                pass
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    corpus = load_sample()
+    corpus = type(corpus).from_items(list(corpus) * 5, name="x5")
+    done_before = AttentionStore.open(path).done
+    assert 0 < done_before < len(corpus)
+    resumed = extract_attention(corpus, path, model_dir, batch_size=2, block_size=4, progress=False)
+    fresh = extract_attention(corpus, tmp_path / "f.zarr", model_dir, batch_size=2, block_size=4, progress=False)
+    assert_stores_equal(resumed, fresh)
+
+
+@pytest.mark.slow
+def test_default_model_on_the_sample(default_model_dir, tmp_path):
+    loaded = load_model(default_model_dir)
+    store = extract_attention(load_sample(), tmp_path / "d.zarr", loaded, progress=False)
+    assert (loaded.num_layers, loaded.num_heads) == (6, 12)
+    assert store.is_complete and store.summary()["extracted"] == 40
+    item = store[0]
+    assert item.words[0] == "[CLS]" and item.words[-1] == "[SEP]"
+    assert item.attention.shape[:2] == (6, 12)
+
+
+def test_align_indexes_follow_the_corpus(bert, corpus):
+    aligned = align(bert.tokenizer, corpus[3:6], start_index=3)
+    assert [a.index for a in aligned] == [3, 4, 5]

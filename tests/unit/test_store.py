@@ -1,0 +1,208 @@
+import json
+
+import numpy as np
+import pytest
+
+from bertology_utils.errors import StoreCorruptError, StoreError, StoreMismatchError
+from bertology_utils.store import AttentionStore, merge_stores
+from bertology_utils.word_attention import ItemAttention, SkippedItem
+
+L, H = 2, 3
+
+
+def metadata(**conversion):
+    return {
+        "model": {"name": "tiny", "num_layers": L, "num_heads": H, "weights_sha256": "abc"},
+        "corpus": {"name": "synthetic", "sha256": "def", "items": 10},
+        "conversion": {"from_rule": "mean", "max_tokens": 64, **conversion},
+        "library": {"bertology_utils": "test"},
+    }
+
+
+def make_item(index, rng, n_words=None, tokens=False):
+    n = n_words or int(rng.integers(3, 9))
+    att = rng.random((L, H, n, n)).astype(np.float32)
+    att /= att.sum(-1, keepdims=True)
+    item = ItemAttention(
+        index=index, item_id=f"s{index}", words=tuple(f"w{index}_{k}" for k in range(n)),
+        word_kinds=np.array([1] + [0] * (n - 2) + [2], dtype=np.int8), segments=np.zeros(n, dtype=np.int8),
+        attention=att, n_tokens=n + 1, replaced=index % 2,
+    )
+    if tokens:
+        t = n + 1
+        item.tokens = tuple(f"t{k}" for k in range(t))
+        item.token_to_word = np.minimum(np.arange(t), n - 1).astype(np.int32)
+        item.token_attention = rng.random((L, H, t, t)).astype(np.float32)
+    return item
+
+
+def items_for(n_items, seed=0, skip=(), tokens=False):
+    rng = np.random.default_rng(seed)
+    return [SkippedItem(i, f"s{i}", 99, "too long") if i in skip else make_item(i, rng, tokens=tokens)
+            for i in range(n_items)]
+
+
+def write(path, results, n_items=10, shard=(0, 10), block=4, tokens=False, meta=None):
+    store = AttentionStore.open_or_create(path, meta or metadata(), n_items)
+    writer = store.writer(*shard, keep_tokens=tokens)
+    for lo in range(0, len(results), block):
+        writer.append(results[lo:lo + block])
+    store.refresh()
+    return store
+
+
+def assert_same(item, expected):
+    assert item.index == expected.index and item.item_id == expected.item_id
+    assert item.words == expected.words
+    np.testing.assert_array_equal(item.word_kinds, expected.word_kinds)
+    np.testing.assert_array_equal(item.attention, expected.attention.astype(np.float16).astype(np.float32))
+    assert item.n_tokens == expected.n_tokens and item.replaced == expected.replaced
+
+
+def test_round_trip_random_access_and_iteration(tmp_path):
+    results = items_for(10, skip={3, 7})
+    store = write(tmp_path / "s.zarr", results)
+    reopened = AttentionStore.open(tmp_path / "s.zarr")
+    assert reopened.is_complete and len(reopened) == 10
+    for i in (9, 0, 5):  # out of order on purpose
+        assert_same(reopened[i], results[i])
+    got = list(reopened.iter_items(span=3))
+    assert [g.index for g in got] == [0, 1, 2, 4, 5, 6, 8, 9]
+    for g in got:
+        assert_same(g, results[g.index])
+    assert reopened.skipped() == {3: 99, 7: 99}
+    with pytest.raises(KeyError, match="skipped: 99 tokens"):
+        reopened[3]
+    assert list(reopened.status()) == [0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+    assert [i.index for i in reopened.iter_items(indices=[8, 1, 3])] == [1, 8]
+    assert reopened.summary()["skipped"] == 2
+
+
+def test_token_level_round_trip(tmp_path):
+    results = items_for(10, tokens=True)
+    store = write(tmp_path / "s.zarr", results, tokens=True)
+    item = store[6]
+    np.testing.assert_array_equal(item.token_attention,
+                                  results[6].token_attention.astype(np.float16).astype(np.float32))
+    assert item.tokens == results[6].tokens
+    np.testing.assert_array_equal(item.token_to_word, results[6].token_to_word)
+
+
+def test_uncommitted_tail_is_invisible_and_cut_on_resume(tmp_path):
+    results = items_for(10)
+    path = tmp_path / "s.zarr"
+    store = write(path, results[:4])
+    # A writer killed after appending data but before its commit leaves this behind.
+    shard = store.shards[0]
+    shard.array("attention").append(np.ones(500, dtype=np.float16))
+    shard.array("n_words").append(np.array([7, 7], dtype=np.int32))
+    reopened = AttentionStore.open(path)
+    assert reopened.done == 4 and not reopened.is_complete
+    with pytest.raises(KeyError, match="not been extracted"):
+        reopened[4]
+    assert_same(reopened[3], results[3])
+    resumed = AttentionStore.open_or_create(path, metadata(), 10)
+    writer = resumed.writer(0, 10, keep_tokens=False)
+    assert writer.next_index == 4
+    writer.append(results[4:])
+    final = AttentionStore.open(path)
+    assert final.is_complete
+    for r in results:
+        assert_same(final[r.index], r)
+
+
+def test_appending_out_of_order_is_refused(tmp_path):
+    store = AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 10)
+    writer = store.writer(0, 10, keep_tokens=False)
+    with pytest.raises(StoreError, match="in order"):
+        writer.append(items_for(10)[1:3])
+
+
+def test_mismatched_settings_are_refused(tmp_path):
+    path = tmp_path / "s.zarr"
+    write(path, items_for(10))
+    with pytest.raises(StoreMismatchError) as err:
+        AttentionStore.open_or_create(path, metadata(from_rule="first"), 10)
+    assert "conversion.from_rule: store has 'mean', asked for 'first'" in str(err.value)
+    with pytest.raises(StoreMismatchError, match="n_items"):
+        AttentionStore.open_or_create(path, metadata(), 11)
+    fresh = AttentionStore.open_or_create(path, metadata(from_rule="first"), 10, overwrite=True)
+    assert fresh.done == 0 and fresh.metadata["conversion"]["from_rule"] == "first"
+
+
+def test_not_a_store(tmp_path):
+    with pytest.raises(StoreError, match="no attention store"):
+        AttentionStore.open(tmp_path / "missing.zarr")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="not an attention store"):
+        AttentionStore.open_or_create(tmp_path / "full", metadata(), 10)
+    assert (tmp_path / "full" / "notes.txt").read_text() == "mine"  # nothing of the user's is lost
+
+
+def test_corrupt_metadata(tmp_path):
+    path = tmp_path / "s.zarr"
+    write(path, items_for(10))
+    (path / "zarr.json").write_text("{ not json")
+    with pytest.raises(StoreCorruptError, match="cannot read"):
+        AttentionStore.open(path)
+
+
+def test_corrupt_chunk_is_detected(tmp_path):
+    path = tmp_path / "s.zarr"
+    write(path, items_for(10))
+    chunks = [p for p in (path / "shards").rglob("attention/c/*") if p.is_file()]
+    assert chunks
+    data = bytearray(chunks[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunks[0].write_bytes(bytes(data))
+    store = AttentionStore.open(path)
+    with pytest.raises(StoreCorruptError, match="cannot read items"):
+        store[0]
+
+
+def test_committed_length_longer_than_array_is_corrupt(tmp_path):
+    path = tmp_path / "s.zarr"
+    store = write(path, items_for(10))
+    shard_json = store.shards[0].group.store_path.store.root / "shards" / store.shards[0].name / "zarr.json"
+    meta = json.loads(shard_json.read_text())
+    meta["attributes"]["lengths"]["attention"] += 1000
+    shard_json.write_text(json.dumps(meta))
+    with pytest.raises(StoreCorruptError, match="shorter"):
+        AttentionStore.open(path).shards
+
+
+def test_merge_disjoint_shards(tmp_path):
+    results = items_for(10, skip={2})
+    write(tmp_path / "a.zarr", results[:6], shard=(0, 6))
+    write(tmp_path / "b.zarr", results[6:], shard=(6, 10))
+    merged = merge_stores(tmp_path / "m.zarr", [tmp_path / "a.zarr", tmp_path / "b.zarr"])
+    assert merged.is_complete and merged.skipped() == {2: 99}
+    for r in results:
+        if isinstance(r, ItemAttention):
+            assert_same(merged[r.index], r)
+    # Merging the same source again is a no-op, not a duplicate.
+    again = merge_stores(tmp_path / "m.zarr", [tmp_path / "a.zarr"])
+    assert len(again.shards) == 2
+
+
+def test_merge_refuses_mismatch_and_overlap(tmp_path):
+    results = items_for(10)
+    write(tmp_path / "a.zarr", results[:6], shard=(0, 6))
+    write(tmp_path / "b.zarr", results[6:], shard=(6, 10), meta=metadata(from_rule="max"))
+    with pytest.raises(StoreMismatchError, match="from_rule"):
+        merge_stores(tmp_path / "m.zarr", [tmp_path / "a.zarr", tmp_path / "b.zarr"])
+    write(tmp_path / "c.zarr", results[4:], shard=(4, 10))
+    with pytest.raises(StoreError, match="overlaps"):
+        merge_stores(tmp_path / "m2.zarr", [tmp_path / "a.zarr", tmp_path / "c.zarr"])
+
+
+def test_missing_ranges(tmp_path):
+    store = AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 10)
+    store.writer(2, 4, keep_tokens=False)
+    store.writer(6, 8, keep_tokens=False)
+    store.refresh()
+    assert store.missing_ranges() == [(0, 2), (4, 6), (8, 10)]
+    assert store.missing_ranges(3, 7) == [(4, 6)]
+    with pytest.raises(StoreError, match="overlaps"):
+        store.writer(3, 5, keep_tokens=False)
