@@ -8,7 +8,10 @@ batches an uninterrupted one would, and writes identical values.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -17,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import __version__
+from . import __version__, settings
 from .alignment import AlignedItem, align
 from .data import Corpus
 from .errors import BertologyError
@@ -226,3 +229,28 @@ def extract_attention(
                 pending.result()
     store.refresh()
     return store
+
+
+def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -> Path:
+    """Where :func:`extract_cached` keeps the store for these items, model and settings."""
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    options = dict(from_rule="mean", keep_tokens=False, too_long="skip", batch_size=32, block_size=512)
+    options.update(settings_kwargs)
+    limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
+    metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)
+    digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{loaded.name}-{corpus.name}")[-80:]
+    root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "attention"
+    return root / f"{slug}-{digest}.zarr"
+
+
+def extract_cached(items, model=None, *, cache_dir=None, progress: bool = True, **kwargs) -> AttentionStore:
+    """:func:`extract_attention` into a cache folder keyed by model, data and settings.
+
+    Notebooks that study the same corpus with the same model share one extraction; a
+    change of model weights, data or conversion rule gives a new store. The cache lives
+    under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given.
+    """
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    path = cached_store_path(corpus, loaded, cache_dir=cache_dir, **kwargs)
+    return extract_attention(corpus, path, loaded, progress=progress, **kwargs)

@@ -234,13 +234,14 @@ def load_model(
     *,
     head: str = "base",
     device: str | torch.device | None = None,
-    dtype: torch.dtype | str | None = None,
+    dtype: torch.dtype | str = torch.float32,
     **model_kwargs,
 ) -> LoadedModel:
     """Load a model (default: all-MiniLM-L6-v2, from its local package when installed) with eager attention.
 
     ``head`` picks the model class: "base", "masked-lm" or "sequence-classification"; ``model_kwargs``
-    (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` None keeps transformers' default.
+    (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` defaults to float32 whatever the
+    checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
     ``device`` defaults to cuda when available, else cpu. Raises ModelNotAvailableError with a
     short message when the model cannot be found, loaded, or does not return attention weights.
     """
@@ -248,8 +249,7 @@ def load_model(
         raise ValueError(f"head must be one of {', '.join(HEADS)}, not {head!r}")
     name, source, is_local = _resolve(name_or_path)
     hub_kwargs = {"local_files_only": True} if settings.is_offline() else {}
-    if dtype is not None:
-        model_kwargs["dtype"] = dtype
+    model_kwargs["dtype"] = "auto" if dtype is None else dtype
     try:
         model = HEADS[head].from_pretrained(source, attn_implementation="eager", **hub_kwargs, **model_kwargs)
         tokenizer = _load_tokenizer(source, **hub_kwargs)

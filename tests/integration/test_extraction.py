@@ -13,7 +13,7 @@ import torch
 from bertology_utils.alignment import align
 from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
 from bertology_utils.errors import BertologyError, StoreMismatchError
-from bertology_utils.extraction import attention_for, extract_attention, shard_range
+from bertology_utils.extraction import attention_for, extract_attention, extract_cached, shard_range
 from bertology_utils.models import load_model
 from bertology_utils.store import AttentionStore, merge_stores
 from bertology_utils.word_attention import word_attention_single
@@ -194,3 +194,12 @@ def test_default_model_on_the_sample(default_model_dir, tmp_path):
 def test_align_indexes_follow_the_corpus(bert, corpus):
     aligned = align(bert.tokenizer, corpus[3:6], start_index=3)
     assert [a.index for a in aligned] == [3, 4, 5]
+
+
+def test_extract_cached_reuses_and_separates(bert, corpus, tmp_path):
+    first = extract_cached(corpus[:4], bert, cache_dir=tmp_path, progress=False)
+    again = extract_cached(corpus[:4], bert, cache_dir=tmp_path, progress=False)
+    other = extract_cached(corpus[:4], bert, cache_dir=tmp_path, from_rule="first", progress=False)
+    assert first.path == again.path != other.path
+    assert len(list(tmp_path.iterdir())) == 2
+    assert other.metadata["conversion"]["from_rule"] == "first"
