@@ -1,7 +1,8 @@
 """The ``bertology`` command (also ``python -m bertology_utils``).
 
 Each subcommand is a ``Command``: a name, a one-line help, a function that adds its arguments
-to an argparse parser, a handler that returns the exit status, and examples. Adding one means
+to an argparse parser, a handler that returns the exit status, examples, and optionally a
+paragraph describing it. Adding one means
 writing those two functions and listing the Command in ``COMMANDS``.
 
 Exit status: 0 success, 1 the work ran but something failed (a notebook), 2 usage error.
@@ -29,6 +30,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[argparse.Namespace], int]            # returns the exit status
     epilog: str = ""                                        # examples, for `bertology NAME --help`
+    description: str = ""                                   # a paragraph for `bertology NAME --help` (default: help)
 
 
 # --------------------------------------------------------------------------- run
@@ -104,13 +106,369 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+# --------------------------------------------------------------------------- shared helpers
+#
+# The package modules import torch, transformers and zarr (seconds); they are imported inside
+# the handlers so that `bertology --help` and `bertology run` stay fast.
+
+#: Mirrors bertology_utils.word_attention.FROM_RULES and extraction.TOO_LONG_POLICIES (kept
+#: literal for the import time above; tests/unit/test_cli.py checks they agree).
+FROM_RULES = ("mean", "first", "max")
+TOO_LONG_POLICIES = ("skip", "error")
+_SHOW_SKIPPED = 10  # skipped indices listed in a summary
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)`` with ``0 <= I < N`` (an argparse type)."""
+    i, sep, n = text.partition("/")
+    try:
+        if not sep:
+            raise ValueError
+        shard = int(i), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 0/4") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: I/N needs 0 <= I < N (shards count from 0)")
+    return shard
+
+
+def _load_model(name_or_path, quiet: bool):
+    """load_model; ``quiet`` also hides transformers' own "Loading weights" progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    from .models import load_model
+
+    shown = hf_logging.is_progress_bar_enabled()
+    if quiet and shown:
+        hf_logging.disable_progress_bar()
+    try:
+        return load_model(name_or_path)
+    finally:
+        if quiet and shown:
+            hf_logging.enable_progress_bar()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _store_lines(store) -> list[str]:
+    """A store's summary as indented lines (items, extracted, skipped with indices, missing, path)."""
+    s = store.summary()
+    lines = [f"store: {s['path']}",
+             f"  {s['corpus']} under {s['model']}, from_rule {s['from_rule']}",
+             f"  items {s['items']}: extracted {s['extracted']}, skipped {s['skipped']}, missing {s['missing']}"
+             f" ({_plural(s['shards'], 'shard')})"]
+    skipped = sorted(store.skipped())
+    if skipped:
+        limit = store.metadata["conversion"]["max_tokens"]
+        shown = ", ".join(map(str, skipped[:_SHOW_SKIPPED]))
+        more = f" ... ({len(skipped) - _SHOW_SKIPPED} more)" if len(skipped) > _SHOW_SKIPPED else ""
+        lines.append(f"  {_plural(len(skipped), 'item')} longer than {limit} tokens "
+                     f"{'was' if len(skipped) == 1 else 'were'} skipped: indices {shown}{more}")
+    if s["missing"]:
+        gaps = ", ".join(f"[{a}, {b})" for a, b in store.missing_ranges()[:_SHOW_SKIPPED])
+        lines.append(f"  missing items {gaps} are not extracted yet (other shards? join them with bertology merge)")
+    return lines
+
+
+# --------------------------------------------------------------------------- extract
+
+EXTRACT_DESCRIPTION = """\
+Run a model over a data set and write the word-level attention of every item into an
+attention store (a Zarr folder that notebooks read with AttentionStore.open). The input is
+one of a registered data set, a CoNLL-U file, a text file (one sentence per line) or
+sentences given on the command line. Extraction is resumable: re-running the same command
+continues where an interrupted run stopped; a store written with other settings is refused
+unless --overwrite. Items with more tokens than the model takes are skipped and reported
+(or stop the run with --too-long error). --shard I/N extracts one of N slices, so N
+processes or machines can work in parallel; `bertology merge` joins their stores.
+"""
+
+EXTRACT_EPILOG = """\
+examples:
+  bertology extract --dataset ud-english-ewt --split dev --store results/ewt-dev.zarr
+  bertology extract --conllu my.conllu --model bert-base-uncased --from-rule first --store my.zarr
+  bertology extract --sentence "The cat sat on the mat." --token-level --store cat.zarr
+
+  in parallel, one shard per process (0/4 ... 3/4), then join the stores:
+  bertology extract --dataset ud-english-ewt --split train --shard 0/4 --store part0.zarr
+  bertology merge ewt-train.zarr part0.zarr part1.zarr part2.zarr part3.zarr
+
+Data sets: see `bertology info`. Exit status: 0 done, 2 usage error or an item too long
+with --too-long error (the store keeps what was done; re-run to resume).
+"""
+
+
+def _add_extract_arguments(parser: argparse.ArgumentParser) -> None:
+    data = parser.add_argument_group("input (exactly one)")
+    source = data.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", metavar="NAME",
+                        help="a registered data set: ud-english-ewt, sample, sample-pairs, glue/SST-2, ... "
+                             "(list: bertology info)")
+    source.add_argument("--conllu", type=Path, metavar="FILE", help="a CoNLL-U file")
+    source.add_argument("--text", type=Path, metavar="FILE",
+                        help="a UTF-8 text file, one sentence per line (blank lines skipped)")
+    source.add_argument("--sentence", action="append", dest="sentences", metavar="TEXT",
+                        help="a sentence; repeatable")
+    data.add_argument("--split", metavar="SPLIT", help="the split of --dataset (default: its usual one, e.g. dev)")
+    data.add_argument("--limit", type=_positive_int, metavar="N", help="only the first N items")
+
+    parser.add_argument("--store", type=Path, required=True, metavar="PATH",
+                        help="the attention store to write (a folder, e.g. results/ewt-dev.zarr)")
+    parser.add_argument("--model", metavar="NAME_OR_PATH",
+                        help="a Hugging Face Hub id or a local model folder (default: all-MiniLM-L6-v2)")
+
+    conv = parser.add_argument_group("conversion")
+    conv.add_argument("--from-rule", choices=FROM_RULES, default="mean",
+                      help="how the attention FROM a word's tokens is combined (default: %(default)s; "
+                           "attention TO a word is always summed)")
+    conv.add_argument("--token-level", action="store_true", help="also keep the token-level attention (large)")
+    conv.add_argument("--too-long", choices=TOO_LONG_POLICIES, default="skip",
+                      help="items with more tokens than the model takes: skip them or stop (default: %(default)s)")
+    conv.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                      help="treat items with more than N tokens as too long (default: the model's limit)")
+
+    run = parser.add_argument_group("running")
+    run.add_argument("--batch-size", type=_positive_int, default=32, metavar="N",
+                     help="items per forward pass (default: %(default)s)")
+    run.add_argument("--block-size", type=_positive_int, default=512, metavar="N",
+                     help="items per write to the store (default: %(default)s)")
+    run.add_argument("--shard", type=parse_shard, metavar="I/N",
+                     help="extract only slice I of N (0 <= I < N) of the items, for parallel workers")
+    run.add_argument("--overwrite", action="store_true",
+                     help="delete a store at --store first instead of resuming it")
+    run.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def _load_corpus(args: argparse.Namespace):
+    from . import data
+
+    if args.split is not None and args.dataset is None:
+        raise BertologyError("--split goes with --dataset")
+    if args.dataset is not None:
+        corpus = data.load_dataset(args.dataset, args.split)
+    elif args.conllu is not None:
+        corpus = data.read_conllu(args.conllu)
+    elif args.text is not None:
+        corpus = data.read_text_lines(args.text)
+    else:
+        corpus = data.Corpus.from_texts(args.sentences, name="sentences")
+    if args.limit is not None and args.limit < len(corpus):
+        corpus = corpus[:args.limit]
+    return corpus
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from .extraction import extract_attention, shard_range
+
+    corpus = _load_corpus(args)
+    print(f"data: {corpus.description}")
+    loaded = _load_model(args.model, quiet=not args.progress)
+    print(f"model: {loaded.name} ({loaded.architecture}, {loaded.num_layers} layers x {loaded.num_heads} heads, "
+          f"up to {loaded.max_tokens} tokens, on {loaded.device})")
+    if args.overwrite:
+        print(f"overwriting any store at {args.store}")
+    if args.shard is not None:
+        lo, hi = shard_range(len(corpus), args.shard)
+        print(f"shard {args.shard[0]}/{args.shard[1]}: items {lo} to {hi - 1} of {len(corpus)}")
+    try:
+        store = extract_attention(
+            corpus, args.store, loaded, batch_size=args.batch_size, block_size=args.block_size,
+            from_rule=args.from_rule, keep_tokens=args.token_level, too_long=args.too_long,
+            max_tokens=args.max_tokens, shard=args.shard, overwrite=args.overwrite, progress=args.progress)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; run the same command again to resume into {args.store}", file=sys.stderr)
+        return 130
+    print("\n".join(_store_lines(store)))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- info
+
+INFO_DESCRIPTION = """\
+Show what this installation works with: the model (its type, layers x heads, token limit,
+device; loading it is the slow part, --no-model skips it), every registered data set and
+split with where it was found (or its download URL), the versions of Python and the main
+libraries, and the settings read from the environment (data directory, cache, offline).
+With --store, also the summary and metadata of an attention store.
+"""
+
+INFO_EPILOG = """\
+examples:
+  bertology info                         everything, with the default model
+  bertology info --no-model --json       quick, as one JSON object
+  bertology info --model roberta-base --store results/ewt-dev.zarr
+
+Exit status: 0, or 1 when the model or the store could not be opened (the rest is still shown).
+"""
+
+_VERSIONS = {"torch": "torch", "transformers": "transformers", "zarr": "zarr", "papermill": "papermill"}
+
+
+def _add_info_arguments(parser: argparse.ArgumentParser) -> None:
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--model", metavar="NAME_OR_PATH",
+                       help="the model to describe: a Hub id or a local folder (default: the default model)")
+    model.add_argument("--no-model", action="store_true", help="do not load a model (fast)")
+    parser.add_argument("--store", type=Path, metavar="PATH", help="also describe this attention store")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _versions() -> dict[str, str | None]:
+    import importlib.metadata
+    import platform
+
+    out: dict[str, str | None] = {"python": platform.python_version(), "bertology_utils": __version__}
+    for key, dist in _VERSIONS.items():
+        try:
+            out[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[key] = None
+    return out
+
+
+def _settings() -> dict:
+    from . import settings
+    from .models import default_model_path
+
+    return {
+        settings.DATA_DIR_ENV: settings.data_dir(),
+        "project_data_dir": settings.project_data_dir(),
+        "cache_dir": settings.cache_dir(),
+        "offline": settings.is_offline(),
+        "default_model": settings.DEFAULT_MODEL,
+        "default_model_path": default_model_path(),
+    }
+
+
+def _info(args: argparse.Namespace) -> tuple[dict, bool]:
+    """The info as a JSON-able dict, and whether everything asked for could be opened."""
+    from .data import available_datasets
+    from .errors import ModelNotAvailableError, StoreError
+
+    ok = True
+    info: dict = {"model": None}
+    if not args.no_model:
+        from .models import describe_model
+        try:
+            info["model"] = describe_model(_load_model(args.model, quiet=True))
+        except ModelNotAvailableError as exc:
+            info["model"], ok = {"name": args.model, "error": str(exc)}, False
+    info["datasets"] = available_datasets()
+    info["versions"] = _versions()
+    info["settings"] = _settings()
+    if args.store is not None:
+        from .store import AttentionStore
+        try:
+            store = AttentionStore.open(args.store)
+            info["store"] = {**store.summary(), "complete": store.is_complete, "skipped_items": store.skipped(),
+                             "metadata": store.metadata}
+        except StoreError as exc:
+            info["store"], ok = {"path": args.store, "error": str(exc)}, False
+    return json.loads(json.dumps(info, default=str)), ok  # paths -> strings, int keys -> strings
+
+
+def _info_text(info: dict) -> list[str]:
+    lines = ["model"]
+    model = info["model"]
+    if model is None:
+        lines.append("  (not loaded: --no-model)")
+    elif "error" in model:
+        lines.append(f"  error: {model['error']}")
+    else:
+        lines += [f"  {key}: {value}" for key, value in model.items()]
+    lines.append("data sets")
+    width = max(len(f"{d['name']} {d['split']}") for d in info["datasets"])
+    for d in info["datasets"]:
+        where = (f"found in {d['where']}: {d['path']}" if d["path"] else
+                 f"not found; download: {d['url']}" if d["url"] else "not found (no download URL)")
+        lines.append(f"  {d['name'] + ' ' + d['split']:<{width}}  {where}")
+    lines.append("versions")
+    lines.append("  " + ", ".join(f"{key} {value or 'not installed'}" for key, value in info["versions"].items()))
+    lines.append("settings")
+    lines += [f"  {key}: {'(not set)' if value is None else value}" for key, value in info["settings"].items()]
+    if "store" in info:
+        store = info["store"]
+        if "error" in store:
+            lines += ["store", f"  error: {store['error']}"]
+        else:
+            lines += [f"store: {store['path']}",
+                      f"  items {store['items']}: extracted {store['extracted']}, skipped {store['skipped']}, "
+                      f"missing {store['missing']} ({_plural(store['shards'], 'shard')}; "
+                      f"{'complete' if store['complete'] else 'not complete'})"]
+            skipped = sorted(map(int, store["skipped_items"]))
+            if skipped:
+                shown = ", ".join(map(str, skipped[:_SHOW_SKIPPED]))
+                lines.append(f"  skipped: indices {shown}" + (" ..." if len(skipped) > _SHOW_SKIPPED else ""))
+            lines.append("  metadata:")
+            lines += ["    " + line for line in json.dumps(store["metadata"], indent=2).splitlines()]
+    return lines
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    info, ok = _info(args)
+    print(json.dumps(info, indent=2) if args.json else "\n".join(_info_text(info)))
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+# --------------------------------------------------------------------------- merge
+
+MERGE_DESCRIPTION = """\
+Join attention stores written in parallel (`bertology extract --shard I/N`, same data,
+model and settings) into one store at TARGET: each source's shards are copied, shards
+already in TARGET are left as they are, and stores written with different settings are
+refused. TARGET may already exist (merge shards as they finish); prints the merged summary
+and whether every item is now in it.
+"""
+
+MERGE_EPILOG = """\
+examples:
+  bertology merge ewt-train.zarr part0.zarr part1.zarr part2.zarr part3.zarr
+  bertology merge ewt-train.zarr part3.zarr         add a late shard to the merged store
+  bertology merge --overwrite all.zarr part*.zarr   start TARGET afresh
+
+Exit status: 0 merged (complete or not; the output says), 2 usage error or stores that do not fit.
+"""
+
+
+def _add_merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", type=Path, metavar="TARGET", help="the store to write (created if missing)")
+    parser.add_argument("sources", type=Path, nargs="+", metavar="SOURCE", help="stores to copy shards from")
+    parser.add_argument("--overwrite", action="store_true", help="delete TARGET first")
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from .store import merge_stores
+
+    store = merge_stores(args.target, args.sources, overwrite=args.overwrite)
+    print("\n".join(_store_lines(store)))
+    print("complete: every item is extracted or skipped" if store.is_complete
+          else f"not complete: {store.n_items - store.done} items missing")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- registry
 
 COMMANDS: list[Command] = [
     Command("run", "execute notebooks with papermill and record their metrics and figures",
             _add_run_arguments, _cmd_run, RUN_EPILOG),
-    # Room for `extract`, `info` and `merge` (to be added): one _add_*_arguments function,
-    # one _cmd_* handler returning an exit status, and one Command line here.
+    Command("extract", "extract word-level attention of a data set into a resumable, shardable store",
+            _add_extract_arguments, _cmd_extract, EXTRACT_EPILOG, EXTRACT_DESCRIPTION),
+    Command("info", "show the model, the data sets found, versions and settings (and a store's summary)",
+            _add_info_arguments, _cmd_info, INFO_EPILOG, INFO_DESCRIPTION),
+    Command("merge", "join attention stores extracted in parallel shards into one",
+            _add_merge_arguments, _cmd_merge, MERGE_EPILOG, MERGE_DESCRIPTION),
 ]
 
 DESCRIPTION = "See what the attention heads of BERT-style encoders do: run the notebooks, record results."
@@ -118,6 +476,8 @@ EPILOG = """\
 examples:
   bertology run                  run every notebook
   bertology run 00 -p n_sentences 8
+  bertology extract --dataset ud-english-ewt --split dev --store results/ewt-dev.zarr
+  bertology info --no-model      data sets found, versions, settings
   bertology COMMAND --help       the options of one command
 """
 
@@ -128,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.help,
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.description or command.help,
                                     epilog=command.epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         command.add_arguments(sub)
         sub.set_defaults(handler=command.handler)

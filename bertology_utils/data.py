@@ -135,12 +135,16 @@ def _canonical_sha256(items: Sequence, labels: Sequence | None) -> str:
 def _summary(items: Sequence) -> str:
     kinds = {type(item) for item in items}
     if kinds == {Sentence}:
-        return f"{len(items)} sentences, {sum(len(s.words) for s in items)} words"
+        return f"{_count(len(items), 'sentence')}, {_count(sum(len(s.words) for s in items), 'word')}"
     if kinds == {SentencePair}:
-        return f"{len(items)} sentence pairs"
+        return _count(len(items), "sentence pair")
     if kinds == {GapExample}:
-        return f"{len(items)} GAP examples"
-    return f"{len(items)} items"
+        return _count(len(items), "GAP example")
+    return _count(len(items), "item")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @dataclass(frozen=True)
@@ -408,6 +412,20 @@ def _sentence(block: list[tuple[int, str]], number: int, path: Path) -> Sentence
         upos=None if all(u == "_" for u in upos) else upos,
         text=tokens.metadata.get("text"),
     )
+
+
+def read_text_lines(path: str | os.PathLike, name: str | None = None) -> Corpus:
+    """One sentence per non-blank line of a UTF-8 text file, split with :func:`words_of`.
+
+    Item ids are ``<name>:<line number>``, so they point back into the file.
+    """
+    path = Path(path)
+    lines, sha = _read_lines(path)
+    items = tuple(Sentence(f"{name or path.stem}:{n}", tuple(words_of(line)), text=line)
+                  for n, line in enumerate(lines, 1) if words_of(line))
+    if not items:
+        raise DataFormatError("no sentences (no line has a word)", path)
+    return Corpus(items, name or path.stem, path, sha)
 
 
 def read_conllu(path: str | os.PathLike, name: str | None = None) -> Corpus:

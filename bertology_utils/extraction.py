@@ -96,7 +96,7 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
             fits.append(a)
         elif too_long == "error":
             raise BertologyError(f"item {a.index} ({a.item_id}) has {a.n_tokens} tokens, more than the "
-                                 f"{max_tokens} the model takes; pass too_long='skip' to skip such items")
+                                 f"{max_tokens} the model takes; skip such items with too_long='skip' (--too-long skip)")
         else:
             results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
     # Stable sort: ties keep corpus order, so batches are the same on every run.
@@ -205,6 +205,8 @@ def extract_attention(
     metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
                               too_long=too_long, batch_size=batch_size, block_size=block_size)
     store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
+    if store.done:  # said even without a progress bar: a reused store should never be a surprise
+        tqdm.write(f"resuming: {store.done} of {store.n_items} items already in the store at {store.path}")
     start, stop = shard_range(len(corpus), shard)
     # Resume partly written shards in range, then create shards for the gaps.
     plan = [(s.start, s.stop, s.start + s.committed) for s in store.shards

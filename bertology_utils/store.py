@@ -61,12 +61,18 @@ _TOKEN_ARRAYS = {
 }
 
 
+#: Metadata that names things without changing the numbers: a model given as "./bert" or as an
+#: absolute path is the same model when its weights and tokenizer hash the same.
+_NOT_COMPARED = {"metadata.model.name", "metadata.model.source"}
+
+
 def _diff(stored, wanted, prefix="") -> list[str]:
     """Human-readable differences between two nested metadata dicts."""
     if isinstance(stored, dict) and isinstance(wanted, dict):
         out = []
         for key in sorted(set(stored) | set(wanted)):
-            out += _diff(stored.get(key, "<missing>"), wanted.get(key, "<missing>"), f"{prefix}{key}.")
+            if f"{prefix}{key}" not in _NOT_COMPARED:
+                out += _diff(stored.get(key, "<missing>"), wanted.get(key, "<missing>"), f"{prefix}{key}.")
         return out
     return [] if stored == wanted else [f"{prefix[:-1]}: store has {stored!r}, asked for {wanted!r}"]
 

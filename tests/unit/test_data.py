@@ -468,3 +468,17 @@ def test_real_data_counts(monkeypatch, name, split, count):
         assert sum(len(s.words) for s in corpus) == 25_147 and all(s.has_syntax for s in corpus)
     if name == "glue/RTE":
         assert corpus.labels.count("entailment") == 146
+
+
+def test_read_text_lines_keeps_line_numbers(tmp_path):
+    from bertology_utils.data import file_sha256, read_text_lines
+
+    path = tmp_path / "notes.txt"
+    path.write_text("The cat sat.\n\n  \nIt slept, didn't it?\n", encoding="utf-8")
+    corpus = read_text_lines(path)
+    assert [s.id for s in corpus] == ["notes:1", "notes:4"]
+    assert corpus[1].words == ("It", "slept", ",", "didn't", "it", "?")
+    assert corpus.sha256 == file_sha256(path) and corpus.description.startswith("notes: 2 sentences")
+    (tmp_path / "blank.txt").write_text("\n \n")
+    with pytest.raises(DataFormatError, match="blank.txt"):
+        read_text_lines(tmp_path / "blank.txt")

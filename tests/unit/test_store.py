@@ -206,3 +206,14 @@ def test_missing_ranges(tmp_path):
     assert store.missing_ranges(3, 7) == [(4, 6)]
     with pytest.raises(StoreError, match="overlaps"):
         store.writer(3, 5, keep_tokens=False)
+
+
+def test_model_named_differently_is_the_same_model(tmp_path):
+    path = tmp_path / "s.zarr"
+    write(path, items_for(10))
+    meta = metadata()
+    meta["model"] = {**meta["model"], "name": "./tiny", "source": "/elsewhere/tiny"}
+    assert AttentionStore.open_or_create(path, meta, 10).done == 10  # weights hash decides, not the path
+    meta["model"]["weights_sha256"] = "other"
+    with pytest.raises(StoreMismatchError, match="weights_sha256"):
+        AttentionStore.open_or_create(path, meta, 10)
