@@ -142,22 +142,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def _load_model(name_or_path, quiet: bool):
-    """load_model; ``quiet`` also hides transformers' own "Loading weights" progress bar."""
-    from transformers.utils import logging as hf_logging
-
-    from .models import load_model
-
-    shown = hf_logging.is_progress_bar_enabled()
-    if quiet and shown:
-        hf_logging.disable_progress_bar()
-    try:
-        return load_model(name_or_path)
-    finally:
-        if quiet and shown:
-            hf_logging.enable_progress_bar()
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -271,10 +255,11 @@ def _load_corpus(args: argparse.Namespace):
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     from .extraction import extract_attention, shard_range
+    from .models import load_model
 
     corpus = _load_corpus(args)
     print(f"data: {corpus.description}")
-    loaded = _load_model(args.model, quiet=not args.progress)
+    loaded = load_model(args.model, progress=args.progress)
     print(f"model: {loaded.name} ({loaded.architecture}, {loaded.num_layers} layers x {loaded.num_heads} heads, "
           f"up to {loaded.max_tokens} tokens, on {loaded.device})")
     if args.overwrite:
@@ -360,9 +345,9 @@ def _info(args: argparse.Namespace) -> tuple[dict, bool]:
     ok = True
     info: dict = {"model": None}
     if not args.no_model:
-        from .models import describe_model
+        from .models import describe_model, load_model
         try:
-            info["model"] = describe_model(_load_model(args.model, quiet=True))
+            info["model"] = describe_model(load_model(args.model))
         except ModelNotAvailableError as exc:
             info["model"], ok = {"name": args.model, "error": str(exc)}, False
     info["datasets"] = available_datasets()

@@ -205,7 +205,10 @@ def extract_attention(
     metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
                               too_long=too_long, batch_size=batch_size, block_size=block_size)
     store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
-    if store.done:  # said even without a progress bar: a reused store should never be a surprise
+    # Said even without a progress bar: a reused store should never be a surprise.
+    if store.is_complete:
+        tqdm.write(f"reusing the complete store at {store.path} ({store.n_items} items)")
+    elif store.done:
         tqdm.write(f"resuming: {store.done} of {store.n_items} items already in the store at {store.path}")
     start, stop = shard_range(len(corpus), shard)
     # Resume partly written shards in range, then create shards for the gaps.
@@ -241,7 +244,7 @@ def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -
     limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
     metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)
     digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).hexdigest()[:16]
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{loaded.name}-{corpus.name}")[-80:]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(loaded.name).name}-{corpus.name}")[:80]
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "attention"
     return root / f"{slug}-{digest}.zarr"
 

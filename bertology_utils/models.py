@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from . import settings
 from .errors import ModelNotAvailableError
@@ -235,6 +236,7 @@ def load_model(
     head: str = "base",
     device: str | torch.device | None = None,
     dtype: torch.dtype | str = torch.float32,
+    progress: bool = False,
     **model_kwargs,
 ) -> LoadedModel:
     """Load a model (default: all-MiniLM-L6-v2, from its local package when installed) with eager attention.
@@ -242,7 +244,8 @@ def load_model(
     ``head`` picks the model class: "base", "masked-lm" or "sequence-classification"; ``model_kwargs``
     (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` defaults to float32 whatever the
     checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
-    ``device`` defaults to cuda when available, else cpu. Raises ModelNotAvailableError with a
+    ``device`` defaults to cuda when available, else cpu. ``progress`` shows transformers'
+    "Loading weights" bar, which is noise in notebooks for the small models used here. Raises ModelNotAvailableError with a
     short message when the model cannot be found, loaded, or does not return attention weights.
     """
     if head not in HEADS:
@@ -250,12 +253,18 @@ def load_model(
     name, source, is_local = _resolve(name_or_path)
     hub_kwargs = {"local_files_only": True} if settings.is_offline() else {}
     model_kwargs["dtype"] = "auto" if dtype is None else dtype
+    bar_was_shown = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
     try:
         model = HEADS[head].from_pretrained(source, attn_implementation="eager", **hub_kwargs, **model_kwargs)
         tokenizer = _load_tokenizer(source, **hub_kwargs)
     except (OSError, ValueError) as exc:
         # `from None` keeps hub-client tracebacks off screen; the original stays in __context__.
         raise ModelNotAvailableError(_load_failure(name, source, is_local, head, exc)) from None
+    finally:
+        if bar_was_shown:
+            hf_logging.enable_progress_bar()
     if model.config._attn_implementation != "eager":
         # A config.json carrying "_attn_implementation" overrides the from_pretrained argument.
         model.set_attn_implementation("eager")
@@ -273,6 +282,20 @@ def load_model(
     loaded = LoadedModel(model=model.to(device).eval(), tokenizer=tokenizer, name=name, source=source)
     _probe(loaded)
     return loaded
+
+
+def random_init(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """``loaded``'s architecture and tokenizer with freshly initialised weights.
+
+    The baseline of Clark et al. (a probe on random-init BERT) and Kovaleva et al. (fine-tuning
+    from scratch): what structure is there before any training. Deterministic for a seed.
+    """
+    torch.manual_seed(seed)
+    model = type(loaded.model)(loaded.config).to(device=loaded.device, dtype=next(loaded.model.parameters()).dtype)
+    copy = LoadedModel(model=model.eval(), tokenizer=loaded.tokenizer,
+                       name=f"{loaded.name} (random init, seed {seed})", source=loaded.source)
+    _probe(copy)
+    return copy
 
 
 def describe_model(loaded: LoadedModel) -> dict[str, Any]:

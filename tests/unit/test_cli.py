@@ -46,7 +46,7 @@ def test_extract_conllu_resume_and_refuse_other_settings(tmp_path, bert, capsys)
         assert item.attention.shape == (2, 4, len(words) + 2, len(words) + 2)
 
     assert _extract("--conllu", conllu, "--model", bert, "--store", store_path) == 0
-    assert "resuming: 3 of 3 items already in the store" in capsys.readouterr().out
+    assert "reusing the complete store" in capsys.readouterr().out
 
     assert _extract("--conllu", conllu, "--model", bert, "--store", store_path, "--from-rule", "first") == 2
     err = capsys.readouterr().err

@@ -214,3 +214,13 @@ def test_loaded_model_checks_its_own_shape(tiny_model_dirs):
     loaded.check_attentions(SimpleNamespace(attentions=attentions))
     with pytest.raises(ModelNotAvailableError, match="expected 2"):
         loaded.check_attentions(SimpleNamespace(attentions=attentions[:1]))
+
+
+def test_random_init_copy(tiny_model_dirs):
+    from bertology_utils.models import random_init
+
+    loaded = load_model(tiny_model_dirs["roberta"])
+    copy, again = random_init(loaded, seed=1), random_init(loaded, seed=1)
+    assert (copy.num_layers, copy.num_heads) == (loaded.num_layers, loaded.num_heads)
+    assert copy.weights_sha256 == again.weights_sha256 != loaded.weights_sha256
+    assert copy.tokenizer_sha256 == loaded.tokenizer_sha256 and "random init" in copy.name
