@@ -1,0 +1,151 @@
+"""Fine-tuning: GLUE metrics, learning a separable toy task, the cache (hits, misses, corrupt entries)."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_utils.data import Corpus, Sentence, SentencePair
+from bertology_utils.errors import BertologyError
+from bertology_utils.finetuning import (
+    DEFAULT_BUDGETS, TASKS, Budget, FineTuneCacheWarning, default_budget, encode, evaluate, fine_tune,
+    glue_metrics, label_ids, predict, task_spec,
+)
+from bertology_utils.interventions import gate_heads
+from bertology_utils.models import load_model
+
+POSITIVE = ["good", "great", "happy", "excellent", "nice", "wonderful"]
+NEGATIVE = ["bad", "awful", "sad", "terrible", "poor", "horrible"]
+FILLER = ["the", "movie", "was", "really", "quite", "story", "film", "acting", "and", "very"]
+
+
+def toy_sentiment(n: int, seed: int) -> Corpus:
+    """Sentences whose label is whether their one sentiment word is positive: separable by a single token."""
+    rng = np.random.default_rng(seed)
+    items, labels = [], []
+    for i in range(n):
+        label = int(rng.integers(2))
+        words = list(rng.choice(FILLER, size=int(rng.integers(3, 7))))
+        words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(POSITIVE if label else NEGATIVE)))
+        items.append(Sentence(f"toy{seed}:{i}", tuple(words)))
+        labels.append(label)
+    return Corpus.from_items(items, f"toy-{seed}", labels)
+
+
+TOY_BUDGET = Budget(train_examples=None, epochs=5, batch_size=16, learning_rate=1e-2, max_tokens=32,
+                    warmup_fraction=0.0)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return toy_sentiment(128, 0), toy_sentiment(64, 1)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model_dirs, toy, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("finetuned")
+    train, dev = toy
+    run = fine_tune("SST-2", tiny_model_dirs["bert"], budget=TOY_BUDGET, seed=0, train=train, dev=dev,
+                    cache_dir=cache, progress=False)
+    return run, cache
+
+
+def test_glue_metrics():
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    assert glue_metrics("SST-2", logits, [0, 1, 0, 0]) == {"accuracy": 0.75, "score": 0.75}
+    mrpc = glue_metrics("MRPC", logits, [1, 1, 0, 0])  # predicted 0, 1, 1, 0: one hit, one miss, one false alarm
+    assert mrpc == {"f1": 0.5, "accuracy": 0.5, "score": 0.5}
+    rte = glue_metrics("RTE", np.array([0, 1, 1]), ["entailment", "not_entailment", "entailment"])
+    assert rte["accuracy"] == pytest.approx(2 / 3)
+    sts = glue_metrics("STS-B", np.array([[0.1], [0.5], [0.4]]), [1.0, 3.0, 2.5])
+    assert sts["pearson"] > 0.9 and sts["spearman"] == pytest.approx(1.0)
+    assert glue_metrics("CoLA", np.array([1, 0, 1, 0]), [1, 0, 1, 0])["matthews"] == pytest.approx(1.0)
+    with pytest.raises(BertologyError):
+        task_spec("SQuAD")
+
+
+def test_label_ids_and_budgets():
+    assert label_ids("RTE", ["not_entailment", "entailment"]).tolist() == [1, 0]
+    assert label_ids("STS-B", [4.5]).dtype == np.float32
+    with pytest.raises(BertologyError):
+        label_ids("SST-2", [2])
+    assert set(DEFAULT_BUDGETS) == set(TASKS) and default_budget("sst2") == DEFAULT_BUDGETS["SST-2"]
+    with pytest.raises(ValueError):
+        Budget(train_examples=0)
+    assert TASKS["STS-B"].is_regression and TASKS["STS-B"].num_labels == 1
+
+
+def test_encode_truncates_pairs(tiny_model_dirs):
+    tokenizer = load_model(tiny_model_dirs["bert"]).tokenizer
+    pair = SentencePair("p", ("a",) * 30, ("b",) * 5)
+    (encoded,) = encode(tokenizer, [pair], max_tokens=16)
+    assert len(encoded["input_ids"]) == 16 and set(encoded["token_type_ids"]) == {0, 1}
+
+
+def test_fine_tuning_learns_a_separable_task(trained):
+    run, _ = trained
+    assert not run.from_cache
+    assert run.metrics["accuracy"] > 0.8, run.describe()
+    assert run.loss_curve[-1] < run.loss_curve[0]
+    assert run.loaded.model.training is False
+
+
+def test_cache_hit_reuses_the_checkpoint(trained, tiny_model_dirs, toy):
+    run, cache = trained
+    train, dev = toy
+    again = fine_tune("SST-2", tiny_model_dirs["bert"], budget=TOY_BUDGET, seed=0, train=train, dev=dev,
+                      cache_dir=cache, progress=False)
+    assert again.from_cache and again.path == run.path
+    assert again.loaded.weights_sha256 == run.loaded.weights_sha256
+    assert again.metrics == run.metrics
+    # Gates of one leave the classifier's predictions unchanged.
+    with gate_heads(again.loaded, torch.ones(again.loaded.num_layers, again.loaded.num_heads)):
+        gated = predict(again.loaded, dev)
+    np.testing.assert_array_equal(gated, predict(again.loaded, dev))
+
+
+def test_cache_misses_on_seed_budget_and_init(trained, tiny_model_dirs, toy):
+    run, cache = trained
+    train, dev = toy
+    small = Budget(train_examples=16, epochs=1, batch_size=16, max_tokens=32)
+    other = [fine_tune("SST-2", tiny_model_dirs["bert"], budget=small, seed=seed, init=init, train=train, dev=dev,
+                       cache_dir=cache, progress=False) for seed, init in [(0, "pretrained"), (1, "pretrained"),
+                                                                          (0, "random")]]
+    assert len({run.path} | {o.path for o in other}) == 4
+    assert not any(o.from_cache for o in other)
+
+
+def test_corrupt_entry_is_rebuilt_not_loaded(tiny_model_dirs, toy, tmp_path):
+    train, dev = toy
+    budget = Budget(train_examples=32, epochs=1, batch_size=16, max_tokens=32)
+
+    def run():
+        return fine_tune("SST-2", tiny_model_dirs["bert"], budget=budget, seed=0, train=train, dev=dev,
+                         cache_dir=tmp_path, progress=False)
+
+    first = run()
+    weights = first.path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = b"\x00\x00\x80\x7f" * 2  # the last weights become +inf: still a readable file
+    weights.write_bytes(bytes(data))
+    with pytest.warns(FineTuneCacheWarning, match="corrupt"):
+        rebuilt = run()
+    assert not rebuilt.from_cache
+    assert rebuilt.loaded.weights_sha256 == first.loaded.weights_sha256  # training is deterministic
+    record = json.loads((first.path / "bertology.json").read_text())
+    assert record["weights_sha256"] == first.loaded.weights_sha256
+    # An unreadable record is treated the same way.
+    (first.path / "bertology.json").write_text("{not json")
+    with pytest.warns(FineTuneCacheWarning):
+        assert not run().from_cache
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FineTuneCacheWarning)
+        assert run().from_cache
+    assert not any(p.name.endswith(".part") for p in tmp_path.iterdir())  # no half-written entries left
+
+
+def test_evaluate_reports_n(trained, toy):
+    run, _ = trained
+    metrics = evaluate(run.loaded, toy[1], "SST-2")
+    assert metrics["n"] == 64 and metrics["accuracy"] == pytest.approx(run.metrics["accuracy"])

@@ -1,0 +1,191 @@
+"""Gradients w.r.t. attention (checked against finite differences), statistics, objectives, ablations."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_utils.alignment import align
+from bertology_utils.data import Corpus, Sentence
+from bertology_utils.errors import ModelNotAvailableError
+from bertology_utils.gradients import (
+    CLS, KINDS, OTHER, PUNCT, SEP, ClassifierObjective, MaskedEmbeddingObjective, MaskedLMObjective,
+    ablation_curves, ablation_summary, attention_gradients, batch_attention_gradients, consecutive_pairs,
+    has_mlm_head, head_gradient, sep_noop_claims, token_batches, token_kinds,
+)
+from bertology_utils.interventions import edit_attention
+from bertology_utils.models import load_model
+from tiny_models import build_tiny_model
+
+SENTENCES = Corpus.from_texts([
+    "The old sailor reads the morning newspaper near the station.",
+    "Where did you put the keys? I think they're on the kitchen table!",
+    "Children learn languages quickly, because they listen carefully.",
+    "Hello world!",
+    "Scientists measured the temperature of the ocean every hour.",
+    "Our team published an article about verbs, nouns and pronouns.",
+], name="sentences")
+
+
+@pytest.fixture(scope="module")
+def mlm(tmp_path_factory):
+    folder = build_tiny_model("bert", tmp_path_factory.mktemp("mlm") / "bert-mlm", with_mlm_head=True)
+    return load_model(folder, head="masked-lm")
+
+
+@pytest.fixture(scope="module")
+def mlm64(mlm):
+    """The tiny masked-LM model in float64, so finite differences are accurate."""
+    twin = copy.deepcopy(mlm)
+    twin.model.double()
+    return twin
+
+
+def test_token_kinds(tiny_model_dirs):
+    for arch in ("bert", "roberta"):
+        loaded = load_model(tiny_model_dirs[arch])
+        pair = align(loaded.tokenizer, [(["Hello", ",", "world"], ["Bye", "!"])])[0]
+        kinds = token_kinds(pair)
+        tokens = loaded.tokenizer.convert_ids_to_tokens(pair.input_ids.tolist())
+        assert kinds[0] == CLS and kinds[-1] == SEP, tokens
+        assert (kinds == SEP).sum() == (2 if arch == "bert" else 3), tokens  # RoBERTa: </s></s> between texts
+        words = [pair.words[w] for w in pair.token_to_word]
+        assert all(k == PUNCT for k, w in zip(kinds, words) if w in {",", "!"})
+        assert all(k == OTHER for k, w in zip(kinds, words) if w in {"Hello", "world", "Bye"})
+
+
+def test_gradient_matches_finite_differences(mlm64):
+    objective = MaskedLMObjective(mlm64, seed=3)
+    batch = objective.prepare(token_batches(mlm64, SENTENCES[:3], batch_size=3)[0][0])
+    probs, grads, output = batch_attention_gradients(objective, batch)
+    assert grads.shape == probs.shape == (3, mlm64.num_layers, mlm64.num_heads) + (batch.input_ids.shape[1],) * 2
+    real = batch.real
+    # The largest entries and a few random real ones, in every layer.
+    rng = np.random.default_rng(0)
+    picks = []
+    for layer in range(mlm64.num_layers):
+        flat = grads[:, layer].abs().flatten().argmax()
+        picks.append((layer,) + np.unravel_index(int(flat), grads[:, layer].shape))
+        b = int(rng.integers(3))
+        n = int(real[b].sum())
+        picks.append((layer, b, int(rng.integers(mlm64.num_heads)), int(rng.integers(n)), int(rng.integers(n))))
+    eps = 1e-5
+
+    def loss_with(layer, b, h, i, j, delta):
+        def bump(at_layer, p):
+            if at_layer != layer:
+                return None
+            p = p.clone()
+            p[b, h, i, j] += delta
+            return p
+        with edit_attention(mlm64, bump), torch.no_grad():
+            return float(objective.forward(batch).losses.sum())
+
+    for layer, b, h, i, j in picks:
+        estimate = (loss_with(layer, b, h, i, j, eps) - loss_with(layer, b, h, i, j, -eps)) / (2 * eps)
+        assert float(grads[b, layer, h, i, j]) == pytest.approx(estimate, rel=1e-4, abs=1e-9)
+
+
+def test_one_pass_equals_head_by_head(mlm):
+    objective = MaskedLMObjective(mlm)
+    batch = objective.prepare(token_batches(mlm, SENTENCES[:4], batch_size=4)[0][0])
+    _, grads, _ = batch_attention_gradients(objective, batch)
+    for layer, head in [(0, 1), (mlm.num_layers - 1, mlm.num_heads - 1)]:
+        torch.testing.assert_close(head_gradient(objective, batch, layer, head), grads[:, layer, head],
+                                   rtol=1e-4, atol=1e-7)
+
+
+def test_statistics_are_consistent(mlm):
+    stats = attention_gradients(SENTENCES, MaskedLMObjective(mlm), batch_size=4, progress=False)
+    shape = (mlm.num_layers, mlm.num_heads)
+    assert all(stats.attention[k].shape == shape and stats.gradient[k].shape == shape for k in KINDS)
+    np.testing.assert_allclose(sum(stats.attention[k] for k in KINDS), 1.0, rtol=1e-5)
+    assert stats.n_items == len(SENTENCES) and stats.n_skipped == 0
+    assert stats.weights_per_kind["sep"] == stats.n_tokens  # one [SEP] per sentence: one weight per row
+    # The normalisation: weighted by how many weights each kind has, the normalised gradient averages 1.
+    weights = np.array([stats.weights_per_kind[k] for k in KINDS], dtype=float)
+    mean = sum(stats.normalised_gradient(k) * w for k, w in zip(KINDS, weights)) / weights.sum()
+    assert float(mean.mean()) == pytest.approx(1.0, rel=1e-6)
+    assert stats.gradient_norm.shape == (mlm.num_layers,) and np.all(stats.gradient_norm > 0)
+    table = stats.layer_table()
+    assert len(table) == len(KINDS) * mlm.num_layers
+    assert len(stats.head_table()) == len(KINDS) * mlm.num_layers * mlm.num_heads
+
+
+def test_statistics_do_not_depend_on_batching(mlm):
+    one = attention_gradients(SENTENCES, MaskedLMObjective(mlm, seed=1), batch_size=1, progress=False)
+    many = attention_gradients(SENTENCES, MaskedLMObjective(mlm, seed=1), batch_size=6, progress=False)
+    for kind in KINDS:
+        np.testing.assert_allclose(one.attention[kind], many.attention[kind], rtol=1e-4)
+        np.testing.assert_allclose(one.gradient[kind], many.gradient[kind], rtol=1e-3)
+    assert one.mean_loss == pytest.approx(many.mean_loss, rel=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["roberta", "distilbert", "electra", "mpnet"])
+def test_every_architecture_with_the_embedding_objective(tiny_model_dirs, arch):
+    loaded = load_model(tiny_model_dirs[arch])
+    stats = attention_gradients(SENTENCES[:3], MaskedEmbeddingObjective(loaded), progress=False)
+    assert stats.gradient["sep"].shape == (loaded.num_layers, loaded.num_heads)
+    assert np.isfinite(stats.overall_gradient) and stats.overall_gradient > 0
+
+
+def test_the_mlm_objective_refuses_a_random_head(tiny_model_dirs):
+    headless = load_model(tiny_model_dirs["bert"], head="masked-lm")  # loads, with a fresh random head
+    assert not has_mlm_head(headless)
+    with pytest.raises(ModelNotAvailableError, match="no trained masked-LM head"):
+        MaskedLMObjective(headless)
+    with pytest.raises(ModelNotAvailableError, match="not a masked-LM model"):
+        MaskedLMObjective(load_model(tiny_model_dirs["bert"]))
+
+
+def test_masking_is_seeded_per_item(mlm):
+    def masked(batch_size, seed):
+        objective = MaskedLMObjective(mlm, seed=seed)
+        out = {}
+        for batch in token_batches(mlm, SENTENCES, batch_size=batch_size)[0]:
+            batch = objective.prepare(batch)
+            for b, item in enumerate(batch.items):
+                out[item.index] = batch.extras["masked"][b, :item.n_tokens].tolist()
+        return out
+
+    assert masked(1, 0) == masked(4, 0)
+    assert masked(4, 0) != masked(4, 1)
+    assert all(any(row) for row in masked(4, 0).values())  # every item has a masked word
+
+
+def test_classifier_objective(tiny_model_dirs):
+    torch.manual_seed(0)
+    classifier = load_model(tiny_model_dirs["electra"], head="sequence-classification", num_labels=2)
+    labels = [i % 2 for i in range(len(SENTENCES))]
+    objective = ClassifierObjective(classifier, labels, task="SST-2")
+    stats = attention_gradients(SENTENCES, objective, progress=False)
+    assert stats.mean_loss > 0 and "SST-2" in stats.objective
+    with pytest.raises(ModelNotAvailableError):
+        ClassifierObjective(load_model(tiny_model_dirs["electra"]), labels)
+
+
+def test_ablation_curves(mlm):
+    objective = MaskedLMObjective(mlm)
+    curves = ablation_curves(SENTENCES, objective, targets=("sep", "punct"), batch_size=4, progress=False)
+    assert curves.attrs["null_change"] == 0.0
+    assert len(curves) == mlm.num_layers * 2 * 2 * 2
+    assert set(curves.intervention) == {"target", "control"}
+    assert curves["mass"].between(0, 1).all()
+    assert (curves.hidden_change > 0).all()
+    assert curves.loc[curves.intervention == "control", "negative_share"].between(0, 1).all()
+    summary = ablation_summary(curves)
+    assert len(summary) == 4 and np.isfinite(summary.ratio).all()
+    claims = sep_noop_claims({"mlm": attention_gradients(SENTENCES, objective, progress=False)}, curves)
+    assert set(claims.verdict) <= {"agrees", "differs"} and claims.key.is_unique
+
+
+def test_ablating_an_absent_kind_changes_nothing(mlm):
+    no_punct = Corpus.from_items([Sentence("a", ("one", "two", "three")), Sentence("b", ("four", "five"))], "plain")
+    curves = ablation_curves(no_punct, MaskedLMObjective(mlm), targets=("punct",), modes=("zero",), progress=False)
+    target = curves[curves.intervention == "target"]
+    assert (target.mass == 0).all() and (target.hidden_change == 0).all() and (target.loss_change == 0).all()
+
+
+def test_consecutive_pairs():
+    pairs = consecutive_pairs(SENTENCES)
+    assert len(pairs) == 3 and pairs[0].a == SENTENCES[0].words and pairs[0].b == SENTENCES[1].words
