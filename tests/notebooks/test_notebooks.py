@@ -15,7 +15,19 @@ NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebook stem -> parameters small enough for the test suite (the defaults are for real runs).
 SMALL_PARAMETERS = {
     "00_tour": {"n_sentences": 4},
+    "02_sep_noop": {"n_sentences": 8, "n_sst2": 8, "sst2_train_examples": 32, "sst2_epochs": 1,
+                    "sst2_eval_examples": 32, "n_ablation": 4, "batch_size": 4},
+    "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
+    "05_clustering": {"n_sentences": 12, "n_permutations": 200},
 }
+
+
+@pytest.fixture(scope="module")
+def isolated_cache(tmp_path_factory):
+    """One cache for the notebooks of this run (shared extractions), never the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
 
 
 def _stem(path):
@@ -25,13 +37,19 @@ def _stem(path):
 @pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
-def test_notebook_runs(notebook, tmp_path):
+def test_notebook_runs(notebook, tmp_path, isolated_cache):
     report = run_notebooks([notebook], run_name="test", parameters=SMALL_PARAMETERS.get(notebook.stem, {}),
                            results_root=tmp_path, progress=False)
     assert report.ok, report.summary()
     path = tmp_path / "test" / notebook.stem / "metrics.json"
     assert path.is_file(), f"{notebook.name} wrote no metrics.json: it must call record_metrics"
     assert json.loads(path.read_text()), f"{notebook.name} recorded no metrics"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_has_small_parameters(notebook):
+    """Without an entry the suite would run a notebook's full-size defaults."""
+    assert notebook.stem in SMALL_PARAMETERS, f"add {notebook.stem!r} to SMALL_PARAMETERS"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
