@@ -8,6 +8,10 @@ The package follows the pipeline, one module per stage:
 - ``extraction``      batched model forward -> token attention
 - ``word_attention``  token-level -> word-level attention (Clark et al.'s rule)
 - ``store``           on-disk, resumable, shardable store of attention maps
+- analyses:           ``patterns`` (surface statistics), ``syntax`` and ``coreference``
+                      (heads that track them), ``clustering`` (heads by Jensen-Shannon
+                      distance), ``gradients`` (gradients w.r.t. attention), ``probes``
+- interventions:      ``interventions`` (edit attention, gate heads), ``finetuning`` (GLUE)
 - ``harness``         run notebooks with papermill, record metrics
 - ``figures``         shared plotting helpers
 - ``cli``             the ``bertology`` command

@@ -29,6 +29,9 @@ from .store import AttentionStore
 from .word_attention import ItemAttention, SkippedItem, word_attention
 
 TOO_LONG_POLICIES = ("skip", "error")
+#: Default cap on attention weights per batch (items x layers x heads x tokens^2): 2^24 float32
+#: weights are 64 MiB, so peak memory stays flat however long the longest sentences are.
+MAX_BATCH_WEIGHTS = 1 << 24
 
 
 def _as_corpus(items) -> Corpus:
@@ -67,10 +70,14 @@ class _Forward:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
         outputs = self.loaded.model(**inputs, output_attentions=True)
         self.loaded.check_attentions(outputs)
-        attention = torch.stack(outputs.attentions, dim=1)  # (B, L, H, T, T)
-        words = word_attention(attention, torch.from_numpy(t2w), self.from_rule, n_words=n_words)
-        words = words.to(torch.float16).cpu().numpy()
-        tokens = attention.to(torch.float16).cpu().numpy() if self.keep_tokens else None
+        shape = (len(batch), self.loaded.num_layers, self.loaded.num_heads)
+        words = np.empty(shape + (n_words, n_words), dtype=np.float16)
+        tokens = np.empty(shape + (n_tok, n_tok), dtype=np.float16) if self.keep_tokens else None
+        t2w_t = torch.from_numpy(t2w)
+        for layer, att in enumerate(outputs.attentions):  # layer by layer: no stacked copy of every map
+            words[:, layer] = word_attention(att, t2w_t, self.from_rule, n_words=n_words).to(torch.float16).cpu().numpy()
+            if tokens is not None:
+                tokens[:, layer] = att.to(torch.float16).cpu().numpy()
         out = []
         for b, a in enumerate(batch):
             w, t = a.n_words, a.n_tokens
@@ -86,8 +93,22 @@ class _Forward:
         return out
 
 
+def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, maps_per_item: int):
+    """Cut length-sorted items into batches of at most ``batch_size`` items and ``max_batch_weights``
+    attention weights (items x layers x heads x tokens^2), so one long outlier cannot blow up memory."""
+    batch: list[AlignedItem] = []
+    for a in fits:
+        too_big = (len(batch) + 1) * maps_per_item * a.n_tokens**2 > max_batch_weights
+        if batch and (len(batch) == batch_size or too_big):
+            yield batch
+            batch = []
+        batch.append(a)
+    if batch:
+        yield batch
+
+
 def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
-               too_long: str) -> list[ItemAttention | SkippedItem]:
+               too_long: str, max_batch_weights: int) -> list[ItemAttention | SkippedItem]:
     """Results for one block of aligned items, in the block's order."""
     results: dict[int, ItemAttention | SkippedItem] = {}
     fits = []
@@ -101,8 +122,9 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
             results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
     # Stable sort: ties keep corpus order, so batches are the same on every run.
     fits.sort(key=lambda a: a.n_tokens)
-    for lo in range(0, len(fits), batch_size):
-        for item in forward(fits[lo:lo + batch_size]):
+    maps_per_item = forward.loaded.num_layers * forward.loaded.num_heads
+    for batch in _batches(fits, batch_size, max_batch_weights, maps_per_item):
+        for item in forward(batch):
             results[item.index] = item
     return [results[a.index] for a in aligned]
 
@@ -122,6 +144,7 @@ def iter_attention(
     *,
     batch_size: int = 32,
     block_size: int = 512,
+    max_batch_weights: int = MAX_BATCH_WEIGHTS,
     from_rule: str = "mean",
     keep_tokens: bool = False,
     too_long: str = "skip",
@@ -134,7 +157,8 @@ def iter_attention(
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):
-            for r in _run_block(forward, align(loaded.tokenizer, corpus[lo:hi], lo), batch_size, limit, too_long):
+            aligned = align(loaded.tokenizer, corpus[lo:hi], lo)
+            for r in _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights):
                 yield r
             bar.update(hi - lo)
 
@@ -155,14 +179,14 @@ def _max_tokens(loaded: LoadedModel, max_tokens: int | None, too_long: str) -> i
 
 
 def store_metadata(loaded: LoadedModel, corpus: Corpus, *, from_rule: str, keep_tokens: bool, max_tokens: int,
-                   too_long: str, batch_size: int, block_size: int) -> dict:
+                   too_long: str, batch_size: int, block_size: int, max_batch_weights: int) -> dict:
     """What a store is checked against when it is reused: any difference refuses the reuse."""
     return {
         "model": loaded.fingerprint(),
         "corpus": {"name": corpus.name, "sha256": corpus.sha256, "items": len(corpus)},
         "conversion": {"from_rule": from_rule, "token_level": keep_tokens, "max_tokens": max_tokens,
                        "too_long": too_long, "dtype": "float16"},
-        "extraction": {"batch_size": batch_size, "block_size": block_size},
+        "extraction": {"batch_size": batch_size, "block_size": block_size, "max_batch_weights": max_batch_weights},
         "library": {"bertology_utils": __version__},
     }
 
@@ -185,6 +209,7 @@ def extract_attention(
     *,
     batch_size: int = 32,
     block_size: int = 512,
+    max_batch_weights: int = MAX_BATCH_WEIGHTS,
     from_rule: str = "mean",
     keep_tokens: bool = False,
     too_long: str = "skip",
@@ -203,7 +228,8 @@ def extract_attention(
     corpus, loaded = _as_corpus(items), _as_model(model)
     limit = _max_tokens(loaded, max_tokens, too_long)
     metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
-                              too_long=too_long, batch_size=batch_size, block_size=block_size)
+                              too_long=too_long, batch_size=batch_size, block_size=block_size,
+                              max_batch_weights=max_batch_weights)
     store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
     if store.is_complete:
@@ -223,7 +249,8 @@ def extract_attention(
             writer = store.writer(lo_shard, hi_shard, keep_tokens)
             pending = None  # the previous block's write overlaps this block's forward
             for lo, hi in _blocks(writer.next_index, hi_shard, block_size, lo_shard):
-                results = _run_block(forward, align(loaded.tokenizer, corpus[lo:hi], lo), batch_size, limit, too_long)
+                aligned = align(loaded.tokenizer, corpus[lo:hi], lo)
+                results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights)
                 if pending is not None:
                     pending.result()
                 pending = pool.submit(writer.append, results)
@@ -239,7 +266,8 @@ def extract_attention(
 def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -> Path:
     """Where :func:`extract_cached` keeps the store for these items, model and settings."""
     corpus, loaded = _as_corpus(items), _as_model(model)
-    options = dict(from_rule="mean", keep_tokens=False, too_long="skip", batch_size=32, block_size=512)
+    options = dict(from_rule="mean", keep_tokens=False, too_long="skip", batch_size=32, block_size=512,
+                   max_batch_weights=MAX_BATCH_WEIGHTS)
     options.update(settings_kwargs)
     limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
     metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)

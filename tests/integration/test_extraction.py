@@ -203,3 +203,16 @@ def test_extract_cached_reuses_and_separates(bert, corpus, tmp_path):
     assert first.path == again.path != other.path
     assert len(list(tmp_path.iterdir())) == 2
     assert other.metadata["conversion"]["from_rule"] == "first"
+
+
+def test_batches_respect_the_attention_budget(bert, corpus):
+    from bertology_utils.extraction import _batches
+
+    fits = sorted(align(bert.tokenizer, [c for i, c in enumerate(corpus) if i != 5]), key=lambda a: a.n_tokens)
+    maps = bert.num_layers * bert.num_heads
+    budget = maps * fits[-1].n_tokens ** 2 * 2  # room for two of the longest item
+    batches = list(_batches(fits, 8, budget, maps))
+    assert [a.index for b in batches for a in b] == [a.index for a in fits]  # order kept, nothing lost
+    assert all(len(b) <= 8 for b in batches)
+    assert all(len(b) == 1 or len(b) * maps * b[-1].n_tokens ** 2 <= budget for b in batches)
+    assert len(batches[-1]) <= 2 and len(list(_batches(fits, 8, 1, maps))) == len(fits)
