@@ -15,6 +15,7 @@ NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebook stem -> parameters small enough for the test suite (the defaults are for real runs).
 SMALL_PARAMETERS = {
     "00_tour": {"n_sentences": 4},
+    "01_patterns": {"n_sentences": 8, "n_pairs": 4, "n_glue": 4},
     "02_sep_noop": {"n_sentences": 8, "n_sst2": 8, "sst2_train_examples": 32, "sst2_epochs": 1,
                     "sst2_eval_examples": 32, "n_ablation": 4, "batch_size": 4},
     "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},

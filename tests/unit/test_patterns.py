@@ -121,3 +121,97 @@ def test_head_table_counts_from_one():
     assert row.x == values[1, 3] and row.y == -values[1, 3]
     with pytest.raises(ValueError):
         head_table({"x": values, "y": values[:, :2]})
+
+
+# --------------------------------------------------------------------------- surface statistics, Vig's patterns
+
+from bertology_utils.patterns import (STATISTICS, VIG_PATTERNS, depth_scaled_layers, surface_statistics,  # noqa: E402
+                                      surface_statistics_loop, vig_patterns)
+
+
+def offset_maps(n: int, offset: int) -> np.ndarray:
+    """Every row on position i + offset (clipped to the sentence)."""
+    maps = np.zeros((L, H, n, n))
+    for i in range(n):
+        maps[..., i, min(max(i + offset, 0), n - 1)] = 1.0
+    return maps
+
+
+def test_previous_token_map_scores_one_for_previous():
+    stats = surface_statistics([item(5, offset_maps(7, -1))])
+    assert np.allclose(stats["previous"], 1.0)
+    assert np.allclose(stats["next"], 0.0)
+    nxt = surface_statistics([item(5, offset_maps(7, +1))])
+    assert np.allclose(nxt["next"], 1.0) and np.allclose(nxt["previous"], 0.0)
+    assert np.allclose(surface_statistics([item(5, offset_maps(7, 0))])["self"], 1.0)
+
+
+def test_special_tokens_punctuation_and_sep_to_sep():
+    it = item(4, one_hot_maps(6, 5))  # every row on [SEP]
+    it.words = ("[CLS]", "a", ",", "b", ".", "[SEP]")
+    stats = surface_statistics([it])
+    assert np.allclose(stats["sep"], 1.0) and np.allclose(stats["sep_to_sep"], 1.0) and np.allclose(stats["cls"], 0)
+    it.attention = one_hot_maps(6, 4).astype(np.float32)
+    stats = surface_statistics([it])
+    assert np.allclose(stats["period"], 1.0) and np.allclose(stats["comma"], 0.0) and np.allclose(stats["punct"], 1.0)
+    assert np.allclose(stats["sep_to_sep"], 0.0)
+
+
+def test_entropy_and_cls_row_entropy_with_uniform_reference():
+    stats = surface_statistics([item(6)])  # uniform over 8
+    assert np.allclose(stats["entropy"], math.log(8)) and np.allclose(stats["cls_entropy"], math.log(8))
+    assert stats.uniform_entropy == pytest.approx(math.log(8)) == stats.uniform_cls_entropy
+
+
+def test_vectorised_equals_loop_and_token_level():
+    rng = np.random.default_rng(1)
+    items = []
+    for i, n_words in enumerate((2, 5)):
+        n = n_words + 2
+        logits = rng.normal(size=(L, H, n, n))
+        it = item(n_words, np.exp(logits) / np.exp(logits).sum(-1, keepdims=True), i)
+        it.words = it.words[:2] + (".",) + it.words[3:]
+        t = n + 1  # word 1 split in two pieces
+        it.token_to_word = np.array([0, 1, 1] + list(range(2, n)))
+        it.tokens = ("[CLS]", "w", "##0", *it.words[2:])
+        tl = rng.normal(size=(L, H, t, t))
+        it.token_attention = (np.exp(tl) / np.exp(tl).sum(-1, keepdims=True)).astype(np.float32)
+        items.append(it)
+    for level in ("word", "token"):
+        fast, slow = surface_statistics(items, level), surface_statistics_loop(items, level)
+        assert set(fast.values) == set(STATISTICS)
+        for name in STATISTICS:
+            assert np.allclose(fast[name], slow[name], atol=1e-9), (level, name)
+    assert surface_statistics(items, "token").rows["self"] == sum(len(i.token_to_word) for i in items)
+    vig = vig_patterns(items)
+    assert vig.rows["same_word_pieces"] == 2 * len(items)
+    with pytest.raises(ValueError):
+        surface_statistics([item(3)], "token")
+
+
+def test_vig_patterns_on_known_maps():
+    it = item(5, offset_maps(7, -1))
+    vig = vig_patterns([it])
+    assert set(vig.values) == set(VIG_PATTERNS)
+    assert np.allclose(vig.values["previous_word"], 1.0) and np.allclose(vig.values["next_word"], 0.0)
+    assert np.allclose(vig_patterns([item(5)]).values["bag_of_words"], 1.0)
+    # identical words across two segments, each attending to its twin
+    n = 6
+    maps = np.zeros((L, H, n, n))
+    twin = {0: 0, 1: 4, 2: 2, 3: 3, 4: 1, 5: 5}
+    for i, j in twin.items():
+        maps[..., i, j] = 1.0
+    pair = ItemAttention(0, "p", ("[CLS]", "cat", "[SEP]", "dog", "cat", "[SEP]"),
+                         np.array([LEADING_SPECIAL, WORD, SEPARATOR, WORD, WORD, SEPARATOR], np.int8),
+                         np.array([0, 0, 0, 1, 1, 1], np.int8), maps, n)
+    vig = vig_patterns([pair])
+    assert np.allclose(vig.values["identical_word"], 1.0) and np.allclose(vig.values["identical_word_across"], 1.0)
+    assert vig.top("identical_word", 3).shape == (3, 3)
+    assert np.allclose(vig.values["delimiter"], 3 / 6)
+
+
+def test_depth_scaled_layers():
+    assert depth_scaled_layers(6, 10, 12) == (6, 10)
+    assert depth_scaled_layers(6, 10, 6) == (3, 5)
+    assert depth_scaled_layers(1, 1, 24) == (1, 2)
+    assert depth_scaled_layers(12, 12, 6) == (6, 6)

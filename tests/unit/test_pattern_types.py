@@ -1,0 +1,85 @@
+"""Kovaleva's pattern types on synthetic maps whose answer is known, and the labelled set's format."""
+import numpy as np
+import pytest
+
+from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.pattern_types import (LABELS_DIR, TYPES, classify_items, classify_map, f1_report,
+                                           load_labelled_maps, template_scores, type_proportions)
+from bertology_utils.word_attention import ItemAttention
+
+
+def single(n_words):
+    kinds = np.array([LEADING_SPECIAL] + [WORD] * n_words + [SEPARATOR], np.int8)
+    return kinds, np.zeros(n_words + 2, np.int8)
+
+
+def pair(a, b):
+    kinds = np.array([LEADING_SPECIAL] + [WORD] * a + [SEPARATOR] + [WORD] * b + [SEPARATOR], np.int8)
+    segments = np.array([0] * (a + 2) + [1] * (b + 1), np.int8)
+    return kinds, segments
+
+
+def test_pure_diagonal_is_diagonal():
+    kinds, seg = single(10)
+    assert classify_map(np.eye(12), kinds, seg) == "diagonal"
+    prev = np.eye(12, k=-1)
+    prev[0, 0] = 1
+    assert classify_map(prev, kinds, seg) == "diagonal"
+
+
+def test_sep_column_is_vertical():
+    kinds, seg = single(10)
+    m = np.zeros((12, 12))
+    m[:, -1] = 1
+    assert classify_map(m, kinds, seg) == "vertical"
+    scores = template_scores(m, kinds, seg)
+    assert scores["vertical"] == pytest.approx(1.0) and np.isnan(scores["block"])
+
+
+def test_vertical_plus_diagonal():
+    kinds, seg = single(10)
+    m = 0.5 * np.eye(12)
+    m[:, 0] += 0.5
+    assert classify_map(m, kinds, seg) == "vertical+diagonal"
+
+
+def test_block_diagonal_pair_is_block_and_single_never_is():
+    kinds, seg = pair(6, 5)
+    n = len(kinds)
+    m = np.zeros((n, n))
+    for s in (0, 1):
+        inside = (seg == s) & (kinds == WORD)
+        m[np.ix_(seg == s, inside)] = 1.0
+    m /= m.sum(-1, keepdims=True)
+    assert classify_map(m, kinds, seg) == "block"
+    kinds1, seg1 = single(n - 2)
+    assert classify_map(np.full((n, n), 1 / n), kinds1, seg1) == "heterogeneous"
+
+
+def test_uniform_is_heterogeneous_and_items_table():
+    kinds, seg = pair(8, 8)
+    n = len(kinds)
+    assert classify_map(np.full((n, n), 1 / n), kinds, seg) == "heterogeneous"
+    maps = np.stack([np.full((n, n), 1 / n), np.eye(n)])[None].repeat(2, 0)  # (2 layers, 2 heads)
+    it = ItemAttention(0, "x", tuple("w" * n), kinds, seg, maps, n)
+    table = classify_items([it], dataset="toy")
+    assert len(table) == 4 and set(table["type"]) == {"heterogeneous", "diagonal"}
+    props = type_proportions(table, "layer")
+    assert list(props.columns) == list(TYPES) and np.allclose(props.sum(axis=1), 1)
+
+
+def test_f1_report():
+    report = f1_report(["vertical", "diagonal", "block"], ["vertical", "block", "block"])
+    assert report.loc["vertical", "f1"] == 1.0 and report.loc["diagonal", "f1"] == 0.0
+    assert report.loc["block", "f1"] == pytest.approx(2 / 3)
+    assert report.loc["macro", "f1"] == pytest.approx((1 + 0 + 2 / 3) / 3)
+
+
+@pytest.mark.skipif(not (LABELS_DIR / "labels.csv").is_file(), reason="labelled set not present")
+def test_labelled_set_is_complete():
+    table, maps = load_labelled_maps()
+    assert len(table) >= 150 and table["map_id"].is_unique
+    assert set(table["label"]) <= set(TYPES)
+    assert table["dataset"].nunique() >= 3
+    for m, (att, kinds, seg) in maps.items():
+        assert att.shape == (len(kinds), len(kinds)) == (len(seg), len(seg))
