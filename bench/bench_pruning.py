@@ -1,0 +1,94 @@
+"""Physically pruned heads vs the full model: inference speed at batch sizes 1 and 32.
+
+The same classifier (the offline MiniLM with a fresh classification head unless --model) is
+timed in full and after :func:`bertology_utils.pruning.prune_heads` removes --share of the
+heads of every layer (lowest-numbered kept, at least one head per layer). Both are timed in
+the same run on the same inputs, interleaved, best of --repeats; the ratio full / pruned is
+the speed-up. The pruned outputs are checked against the full model with those heads gated
+to 0. Also: Michel importance (one backward per batch) vs the one-at-a-time head ablation
+sweep on the same dev batches (time ratio).
+
+    python bench/bench_pruning.py [--model NAME] [--share 0.5] [--tokens 64] [--repeats 5] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import numpy as np
+import torch
+
+
+def _best(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--share", type=float, default=0.5, help="share of each layer's heads to remove")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dev-examples", type=int, default=32, help="examples for importance vs ablation timing")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from bertology_utils.data import Corpus, Sentence
+    from bertology_utils.models import load_model
+    from bertology_utils.interventions import gate_heads
+    from bertology_utils.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
+
+    full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
+    layers, heads = gate_shape(full)
+    n_remove = min(heads - 1, int(round(args.share * heads)))
+    mask = np.ones((layers, heads))
+    mask[:, heads - n_remove:] = 0
+    pruned = copy.deepcopy(full)
+    prune_heads(pruned, mask)
+    print(f"{full.name}: {layers} layers x {heads} heads; removing {n_remove} heads per layer "
+          f"({n_remove * layers} of {layers * heads}); {args.tokens} tokens; {args.threads} thread(s)")
+    n_full = sum(p.numel() for p in full.model.parameters())
+    n_pruned = sum(p.numel() for p in pruned.model.parameters())
+    print(f"parameters: {n_full:,} -> {n_pruned:,}")
+
+    rng = np.random.default_rng(0)
+    vocab = full.tokenizer.vocab_size
+    for batch_size in (1, 32):
+        ids = torch.as_tensor(rng.integers(1000, vocab, size=(batch_size, args.tokens)))
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        with torch.no_grad():
+            a = pruned.model(**batch).logits
+            with gate_heads(full.model, torch.as_tensor(mask, dtype=torch.float32)):
+                b = full.model(**batch).logits
+        err = (a - b).abs().max().item()
+        t_full = t_pruned = float("inf")
+        for _ in range(args.repeats):  # interleaved, so load changes hit both
+            with torch.no_grad():
+                t_full = min(t_full, _best(lambda: full.model(**batch), 1))
+                t_pruned = min(t_pruned, _best(lambda: pruned.model(**batch), 1))
+        print(f"batch {batch_size:>2}: full {t_full * 1e3:8.2f} ms, pruned {t_pruned * 1e3:8.2f} ms, "
+              f"speed-up x{t_full / t_pruned:.2f} (max |pruned - gated| {err:.1e})")
+
+    words = ["the", "film", "was", "not", "very", "good", "and", "story", "acting", "bad", "great", "plot"]
+    items = [Sentence(f"s{i}", tuple(rng.choice(words, size=12))) for i in range(args.dev_examples)]
+    dev = dev_set(full, Corpus.from_items(items, "bench", [int(x) for x in rng.integers(0, 2, len(items))]), "SST-2")
+    start = time.perf_counter()
+    head_importance(full, dev)
+    t_imp = time.perf_counter() - start
+    start = time.perf_counter()
+    ablation_sweep(full, dev, layers=False)
+    t_abl = time.perf_counter() - start
+    print(f"importance (1 backward/batch) {t_imp:.2f} s vs one-at-a-time ablation of {layers * heads} heads "
+          f"{t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}")
+
+
+if __name__ == "__main__":
+    main()

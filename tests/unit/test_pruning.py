@@ -1,0 +1,201 @@
+"""Head gating, ablation sweeps, Michel importance, physical pruning, attention change — on tiny models."""
+import numpy as np
+import pytest
+import torch
+
+from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions import gate_heads
+from bertology_utils.models import load_model
+from bertology_utils.pruning import (
+    ablation_sweep, attention_change, dev_set, gate_shape, head_importance, importance_ablation_agreement,
+    predict_with_gates, prunable_share, prune_heads, pruned_heads, pruning_claims, pruning_curve,
+    random_pruning_curves, scores_for_gates,
+)
+
+WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
+GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
+PRUNABLE_ARCHS = ("bert", "roberta", "electra")
+
+
+def corpus(n: int = 12, seed: int = 0) -> Corpus:
+    rng = np.random.default_rng(seed)
+    items = [Sentence(f"t{i}", tuple(rng.choice(WORDS, size=int(rng.integers(3, 9))))) for i in range(n)]
+    return Corpus.from_items(items, "toy", [int(x) for x in rng.integers(0, 2, size=n)])
+
+
+def classifier(folder):
+    torch.manual_seed(0)
+    return load_model(folder, head="sequence-classification", num_labels=2, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return corpus()
+
+
+@pytest.mark.parametrize("arch", GATED_ARCHS)
+def test_gates_of_one_change_nothing_and_zero_removes_the_head(tiny_model_dirs, data, arch):
+    loaded = classifier(tiny_model_dirs[arch])
+    dev = dev_set(loaded, data, "SST-2", batch_size=5)
+    layers, heads = gate_shape(loaded)
+    assert (layers, heads) == (loaded.num_layers, loaded.num_heads)
+    plain = predict_with_gates(loaded, dev, torch.ones(1, layers, heads))[0]
+    with torch.no_grad():
+        reference = np.concatenate([loaded.model(**b).logits.numpy() for b in dev.batches])
+    order = np.concatenate(dev.rows)
+    np.testing.assert_allclose(plain[order], reference, atol=1e-6)
+    # gate 0 on one head, vectorised over configurations, equals gate_heads one at a time
+    stack = torch.ones(3, layers, heads)
+    stack[1, 0, 0] = 0
+    stack[2, layers - 1, heads - 1] = 0
+    many = predict_with_gates(loaded, dev, stack, configs_per_pass=2)
+    for k in range(3):
+        with gate_heads(loaded.model, stack[k]), torch.no_grad():
+            one = np.concatenate([loaded.model(**b).logits.numpy() for b in dev.batches])
+        np.testing.assert_allclose(many[k][order], one, atol=1e-5)
+    assert not np.allclose(many[1], many[0])
+
+
+def test_gate_zero_equals_removing_the_heads_value_contribution(tiny_model_dirs, data):
+    """Zeroing a head's value projection rows removes its context: same output as its gate at 0."""
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2")
+    layers, heads = gate_shape(loaded)
+    gates = torch.ones(layers, heads)
+    gates[1, 2] = 0
+    gated = predict_with_gates(loaded, dev, gates[None])[0]
+    attn = loaded.model.bert.encoder.layer[1].attention.self
+    size = attn.attention_head_size
+    with torch.no_grad():
+        attn.value.weight[2 * size:3 * size] = 0
+        attn.value.bias[2 * size:3 * size] = 0
+    removed = predict_with_gates(loaded, dev, torch.ones(1, layers, heads))[0]
+    np.testing.assert_allclose(gated, removed, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", PRUNABLE_ARCHS)
+def test_physical_pruning_equals_gating(tiny_model_dirs, data, arch):
+    loaded = classifier(tiny_model_dirs[arch])
+    dev = dev_set(loaded, data, "SST-2", batch_size=4)
+    layers, heads = gate_shape(loaded)
+    mask = np.ones((layers, heads))
+    mask[0, 0] = 0
+    mask[layers - 1, heads - 1] = 0
+    gated = predict_with_gates(loaded, dev, mask[None])[0]
+    n_params = sum(p.numel() for p in loaded.model.parameters())
+    assert prune_heads(loaded, mask) == {0: [0], layers - 1: [heads - 1]}
+    assert sum(p.numel() for p in loaded.model.parameters()) < n_params
+    with torch.no_grad():
+        pruned = np.concatenate([loaded.model(**b).logits.numpy() for b in dev.batches])
+    np.testing.assert_allclose(pruned, gated[np.concatenate(dev.rows)], atol=1e-5)
+    # pruning again uses original head numbers
+    if heads > 2:
+        prune_heads(loaded, {0: [0, 1]})
+        assert pruned_heads(loaded)[0] == [0, 1]
+    with pytest.raises(ValueError):
+        prune_heads(loaded, {0: list(range(heads))})
+
+
+def test_importance_is_finite_normalised_and_matches_finite_differences(tiny_model_dirs, data):
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2", batch_size=6)
+    layers, heads = gate_shape(loaded)
+    imp = head_importance(loaded, dev)
+    assert imp.shape == (layers, heads) and np.isfinite(imp).all() and (imp >= 0).all()
+    np.testing.assert_allclose(np.linalg.norm(imp, axis=1), 1.0, atol=1e-9)
+    # per-batch estimate vs central finite differences of the summed loss of each batch
+    raw = head_importance(loaded, dev, normalise=False, per_example=False)
+    loaded.model.eval()
+    eps = 1e-3
+    fd = np.zeros((layers, heads))
+    for batch, rows in zip(dev.batches, dev.rows):
+        y = torch.as_tensor(dev.labels[rows])
+        for l in range(layers):
+            for h in range(heads):
+                vals = []
+                for sign in (1, -1):
+                    g = torch.ones(layers, heads, dtype=torch.float32)
+                    g[l, h] += sign * eps
+                    with gate_heads(loaded.model, g), torch.no_grad():
+                        logits = loaded.model(**batch).logits.double()
+                    vals.append(torch.nn.functional.cross_entropy(logits, y, reduction="sum").item())
+                fd[l, h] += abs(vals[0] - vals[1]) / (2 * eps)
+    fd /= len(dev.batches)
+    np.testing.assert_allclose(raw, fd, rtol=2e-2, atol=1e-4)
+    # masked heads get zero importance
+    mask = np.ones((layers, heads))
+    mask[0, 1] = 0
+    assert head_importance(loaded, dev, mask=mask)[0, 1] == 0
+
+
+def test_ablation_sweep_shapes_and_consistency(tiny_model_dirs, data):
+    loaded = classifier(tiny_model_dirs["roberta"])
+    dev = dev_set(loaded, data, "SST-2")
+    layers, heads = gate_shape(loaded)
+    result = ablation_sweep(loaded, dev)
+    assert result.head_deltas.shape == (layers, heads) and result.layer_deltas.shape == (layers,)
+    g = np.ones((layers, heads))
+    g[1, 0] = 0
+    score = scores_for_gates(loaded, dev, g[None])[0]
+    assert result.head_deltas[1, 0] == pytest.approx(score - result.base)
+    s = result.summary()
+    assert 0 <= s["share_heads_not_hurting"] <= 1
+    rho, _ = importance_ablation_agreement(head_importance(loaded, dev), result.head_deltas)
+    assert np.isnan(rho) or -1 <= rho <= 1
+
+
+def test_pruning_curves(tiny_model_dirs, data):
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2")
+    curve = pruning_curve(loaded, dev, step=0.25)
+    layers, heads = gate_shape(loaded)
+    np.testing.assert_allclose(curve.fractions, [0, 0.25, 0.5, 0.75, 1.0])
+    assert len(curve.order) == layers * heads and len(set(curve.order)) == layers * heads
+    randoms = random_pruning_curves(loaded, dev, seeds=(0, 1), step=0.25)
+    assert len(randoms) == 2 and all(r.scores[0] == pytest.approx(curve.base) for r in randoms)
+    rows = pruning_claims(importance_curve=curve, random_curves=randoms)
+    assert rows[0]["verdict"] in ("reproduced", "partly", "not reproduced", "inconclusive")
+
+
+def test_prunable_share():
+    f = np.array([0, 0.1, 0.2, 0.3])
+    assert prunable_share(f, [1.0, 0.95, 0.85, 0.9], 1.0) == 0.1
+    assert prunable_share(f, [1.0, 0.95, 0.92, 0.91], 1.0) == 0.3
+    assert prunable_share(f, [0.5, 0.1, 0.1, 0.1], 0.5) == 0.0
+
+
+def test_attention_change(tiny_model_dirs, data):
+    a = load_model(tiny_model_dirs["bert"], device="cpu")
+    same = attention_change(a, a, data)
+    layers, heads = gate_shape(a)
+    assert same.shape == (layers, heads)
+    np.testing.assert_allclose(same, 1.0, atol=1e-5)
+    b = classifier(tiny_model_dirs["bert"])
+    with torch.no_grad():
+        b.model.bert.encoder.layer[layers - 1].attention.self.query.weight.mul_(5.0)
+    changed = attention_change(a, b, data)
+    assert changed[: layers - 1].min() > 0.9999 and changed[layers - 1].min() < 0.9999
+    rows = pruning_claims(cosine=changed)
+    assert rows[0]["paper"] == "Kovaleva et al."
+
+
+def test_string_labels_score_like_glue(tiny_model_dirs, data):
+    """RTE's labels are strings: the sweep scores them with GLUE's label map."""
+    from bertology_utils.finetuning import evaluate
+
+    rte = Corpus.from_items(list(data), "toy-rte", ["entailment" if y else "not_entailment" for y in data.labels])
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, rte, "RTE", batch_size=5)
+    layers, heads = gate_shape(loaded)
+    score = scores_for_gates(loaded, dev, np.ones((1, layers, heads)))[0]
+    assert score == pytest.approx(evaluate(loaded, rte, "RTE")["score"])
+    assert head_importance(loaded, dev).shape == (layers, heads)
+
+
+@pytest.mark.parametrize("arch", sorted(set(GATED_ARCHS) - set(PRUNABLE_ARCHS)))
+def test_physical_pruning_refuses_other_layouts(tiny_model_dirs, arch):
+    from bertology_utils.errors import ModelNotAvailableError
+
+    loaded = classifier(tiny_model_dirs[arch])
+    with pytest.raises(ModelNotAvailableError):
+        prune_heads(loaded, {0: [0]})
