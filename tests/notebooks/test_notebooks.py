@@ -19,6 +19,7 @@ SMALL_PARAMETERS = {
     "02_sep_noop": {"n_sentences": 8, "n_sst2": 8, "sst2_train_examples": 32, "sst2_epochs": 1,
                     "sst2_eval_examples": 32, "n_ablation": 4, "batch_size": 4},
     "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
+    "04_probes": {"n_train": 60, "n_dev": 20, "n_test": 20, "max_epochs": 2},
     "05_clustering": {"n_sentences": 12, "n_permutations": 200},
     "06_pruning": {"tasks": ["SST-2"], "train_examples": 32, "epochs": 1, "eval_examples": 16, "dev_examples": 8,
                    "cosine_examples": 8, "random_seeds": [0, 1], "step": 0.25, "batch_size": 8},

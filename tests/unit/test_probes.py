@@ -1,0 +1,339 @@
+"""Probing classifiers on synthetic attention whose answers are known, and on a tiny model's store."""
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.data import Corpus, Sentence
+from bertology_utils.errors import BertologyError
+from bertology_utils.probes import (
+    CLAIMS, N_DISTANCE_FEATURES, PAPER_TABLE3, TABLE3_ROWS, AttentionProbe, AttentionWordsProbe, DistanceWordsProbe,
+    ProbeData, ProbeEvaluation, RightBranching, claims, distance_features, plot_probe_weights, plot_tree_comparison,
+    table3,
+)
+from bertology_utils.word_attention import ItemAttention
+from bertology_utils.word_vectors import StaticVectors
+
+L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
+POINTING = (1, 2)  # layer 2, head 3 (0-based) points at the gold head
+
+DOG = Sentence("dog", ("The", "old", "dog", "chased", "a", "cat", "."), heads=(3, 3, 4, 0, 6, 4, 4),
+               relations=("det", "amod", "nsubj", "root", "det", "obj", "punct"))
+
+
+def random_tree(rng, n: int, index: int) -> Sentence:
+    """A random tree over n words: each word's head is a word placed before it in a random order."""
+    order = rng.permutation(n)
+    heads = np.zeros(n, dtype=int)
+    for k, word in enumerate(order[1:], 1):
+        heads[word] = order[rng.integers(0, k)] + 1
+    relations = rng.choice(["nsubj", "obj", "det", "amod", "punct"], size=n).tolist()
+    relations[order[0]] = "root"
+    return Sentence(f"s{index}", tuple(f"w{rng.integers(0, 30)}" for _ in range(n)), tuple(heads.tolist()),
+                    tuple(relations))
+
+
+def item(sentence: Sentence, index: int, rng, pointing=POINTING, root_to=LEADING_SPECIAL,
+         shape=(L, H)) -> ItemAttention:
+    """[CLS] words [SEP]: noisy rows everywhere, one head whose word rows are one-hot on the gold head.
+
+    The root word's row in the pointing head is one-hot on [CLS] (or [SEP] with ``root_to``).
+    """
+    n = len(sentence.words)
+    m = n + 2
+    logits = rng.normal(size=(*shape, m, m))
+    maps = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    if pointing is not None:
+        layer, head = pointing
+        maps[layer, head] = 0.0
+        maps[layer, head, 0, 0] = maps[layer, head, m - 1, m - 1] = 1.0
+        for j, gold in enumerate(sentence.heads):
+            target = gold if gold > 0 else (0 if root_to == LEADING_SPECIAL else m - 1)
+            maps[layer, head, j + 1, target] = 1.0
+    kinds = np.array([LEADING_SPECIAL] + [WORD] * n + [SEPARATOR], dtype=np.int8)
+    return ItemAttention(index=index, item_id=sentence.id, words=("[CLS]", *sentence.words, "[SEP]"),
+                         word_kinds=kinds, segments=np.zeros(m, dtype=np.int8), attention=maps.astype(np.float32),
+                         n_tokens=m)
+
+
+def synthetic(n_sentences: int, seed: int, vectors=None, **item_kwargs) -> ProbeData:
+    rng = np.random.default_rng(seed)
+    sentences = [random_tree(rng, int(rng.integers(2, 12)), i) for i in range(n_sentences)]
+    corpus = Corpus.from_items(sentences, f"synthetic-{seed}")
+    items = [item(s, i, rng, **item_kwargs) for i, s in enumerate(sentences)]
+    return ProbeData(corpus, items, vectors, block_size=16)
+
+
+def vectors(dim: int = 5) -> StaticVectors:
+    rng = np.random.default_rng(0)
+    vocabulary = [f"w{k}" for k in range(30)]
+    return StaticVectors(vocabulary, rng.normal(size=(30, dim)), description="random test vectors")
+
+
+FAST = dict(lr=0.1, max_epochs=15, patience=3, batch_size=8)
+
+
+# --------------------------------------------------------------------------- what the probes learn
+
+@pytest.mark.parametrize("root_to", [LEADING_SPECIAL, SEPARATOR])
+def test_a_head_pointing_at_the_gold_head_gives_uas_one_and_the_weight_goes_to_it(root_to):
+    train, test = synthetic(40, 1, root_to=root_to), synthetic(15, 3, root_to=root_to)
+    probe = AttentionProbe(**FAST).fit(train)  # no dev: every epoch runs, the weight keeps growing
+    evaluation = probe.evaluate(test)
+    assert evaluation.uas >= 0.99
+    assert evaluation.uas_with_punctuation >= 0.99
+    assert probe.w_.shape == probe.u_.shape == (L, H)
+    assert np.unravel_index(np.abs(probe.w_).argmax(), probe.w_.shape) == POINTING
+    others = np.delete(np.abs(probe.w_).ravel(), np.ravel_multi_index(POINTING, (L, H)))
+    assert probe.w_[POINTING] > 3 * others.max()
+    # The root is found through the special token the pointing head attends to.
+    cls_weight, sep_weight = probe.root_scale_
+    assert (cls_weight > sep_weight) == (root_to == LEADING_SPECIAL)
+    assert probe.score(test) == evaluation.uas
+
+
+def test_attention_and_words_probe_learns_the_pointing_head_too():
+    vecs = vectors()
+    train, test = synthetic(80, 1, vectors=vecs), synthetic(15, 3, vectors=vecs)
+    probe = AttentionWordsProbe(**FAST).fit(train)
+    assert probe.score(test) >= 0.99
+    weights = probe.effective_weights(test, relations=("nsubj", "absent"))
+    assert set(weights) == {"all", "nsubj"} and weights["all"].shape == (2, L, H)
+    w = np.abs(weights["all"][0])
+    assert np.unravel_index(w.argmax(), w.shape) == POINTING
+
+
+def test_without_a_pointing_head_the_probe_does_not_find_the_trees():
+    train, dev, test = (synthetic(n, seed, pointing=None) for n, seed in ((40, 1), (10, 2), (30, 3)))
+    assert AttentionProbe(**FAST).fit(train, dev=dev).score(test) < 0.6
+
+
+def test_distances_and_words_baseline_learns_a_positional_rule():
+    rng = np.random.default_rng(0)
+    chains = [Sentence(f"c{i}", tuple(f"w{rng.integers(0, 30)}" for _ in range(n)),
+                       tuple(list(range(2, n + 1)) + [0]), tuple(["dep"] * (n - 1) + ["root"]))
+              for i, n in enumerate(rng.integers(2, 10, size=40))]
+    data = ProbeData(Corpus.from_items(chains, "chains"), None, vectors())
+    probe = DistanceWordsProbe(hidden_size=16, **FAST).fit(data)
+    assert probe.score(data) == 1.0
+
+
+def test_right_branching_on_a_hand_made_tree():
+    data = ProbeData(Corpus.from_items([DOG], "dog"), None)
+    baseline = RightBranching().fit(data)
+    [heads] = baseline.predict(data)
+    assert heads.tolist() == [2, 3, 4, 5, 6, 7, 0]
+    evaluation = baseline.evaluate(data)
+    # Scored: every word but the punctuation; right: old->dog, dog->chased, a->cat.
+    assert evaluation.n_scored == 6
+    assert evaluation.uas == pytest.approx(3 / 6)
+    assert evaluation.uas_with_punctuation == pytest.approx(3 / 7)
+    by_relation = evaluation.by_relation()
+    assert by_relation.loc["det", "count"] == 2 and by_relation.loc["det", "uas"] == 0.5
+    assert "punct" not in by_relation.index
+
+
+# --------------------------------------------------------------------------- determinism, conventions
+
+@pytest.mark.parametrize("make", [lambda: AttentionProbe(max_epochs=2, batch_size=4, lr=0.05),
+                                  lambda: AttentionWordsProbe(max_epochs=2, batch_size=4, lr=0.05),
+                                  lambda: DistanceWordsProbe(hidden_size=8, max_epochs=2, batch_size=4, lr=0.05)])
+def test_fit_twice_with_the_same_seed_gives_identical_probes(make):
+    train, dev = synthetic(24, 1, vectors=vectors()), synthetic(8, 2, vectors=vectors())
+    first, second = make().fit(train, dev=dev), make().fit(train, dev=dev)
+    for (name, a), (_, b) in zip(first.module_.state_dict().items(), second.module_.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert [h["train_loss"] for h in first.history_] == [h["train_loss"] for h in second.history_]
+    for a, b in zip(first.predict(dev), second.predict(dev)):
+        np.testing.assert_array_equal(a, b)
+    other = make().set_params(seed=7).fit(train, dev=dev)
+    assert [h["train_loss"] for h in other.history_] != [h["train_loss"] for h in first.history_]
+
+
+def test_scikit_learn_conventions():
+    probe = AttentionWordsProbe(lr=0.01, max_epochs=3)
+    assert probe.get_params()["lr"] == 0.01
+    assert probe.set_params(max_epochs=4) is probe and probe.max_epochs == 4
+    copy = clone(probe)
+    assert copy.get_params() == probe.get_params() and copy is not probe
+    assert "max_epochs=4" in repr(probe)
+    with pytest.raises(NotFittedError):
+        probe.predict(synthetic(3, 1, vectors=vectors()))
+    with pytest.raises(TypeError, match="ProbeData"):
+        AttentionProbe().fit([1, 2, 3])
+    with pytest.raises(ValueError, match="max_epochs"):
+        AttentionProbe(max_epochs=0).fit(synthetic(3, 1))
+
+
+def test_predictions_do_not_depend_on_how_sentences_are_batched():
+    train, test = synthetic(30, 1), synthetic(20, 3)
+    probe = AttentionProbe(max_epochs=2, lr=0.05).fit(train)
+    alone = probe.set_params(batch_size=1).predict(test)
+    together = probe.set_params(batch_size=64).predict(test)
+    assert len(alone) == len(test) == 20
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_batches_cover_every_sentence_once_with_padding_masked():
+    data = synthetic(40, 1, vectors=vectors())
+    seen = []
+    for batch in data.batches(batch_size=5, max_pairs=200, vectors=True, shuffle=True, seed=3):
+        B, N = batch.heads.shape
+        assert B <= 5 and (B * N * N <= 200 or B == 1)
+        assert batch.maps.shape == (B, N, N, L * H) and batch.root.shape == (B, N, 2, 2 * L * H)
+        assert batch.vectors.shape == (B, N, 5)
+        for b, n in enumerate(batch.lengths.tolist()):
+            assert batch.candidates[b, :n, 0].all()                  # ROOT is always a candidate
+            assert not batch.candidates[b, :, n + 1:].any()          # padding never is
+            assert not batch.candidates[b, torch.arange(n), torch.arange(n) + 1].any()  # nor the word itself
+            assert (batch.heads[b, n:] == -100).all() and (batch.heads[b, :n] >= 0).all()
+            assert not batch.maps[b, n:].any()
+        seen += batch.indices.tolist()
+    assert sorted(seen) == list(range(40))
+    again = [b.indices.tolist() for b in data.batches(batch_size=5, max_pairs=200, shuffle=True, seed=3)]
+    assert sum(again, []) == seen
+    in_order = sum((b.indices.tolist() for b in data.batches(batch_size=5)), [])
+    assert sorted(in_order) == list(range(40))
+
+
+def test_root_features_come_from_cls_and_sep():
+    rng = np.random.default_rng(0)
+    sentence = random_tree(rng, 4, 0)
+    it = item(sentence, 0, rng)
+    data = ProbeData(Corpus.from_items([sentence], "one"), [it])
+    [batch] = data.batches()
+    att = it.attention.reshape(L * H, 6, 6)
+    for j in range(4):
+        np.testing.assert_allclose(batch.root[0, j, 0, :L * H], att[:, j + 1, 0], rtol=1e-6)      # j -> [CLS]
+        np.testing.assert_allclose(batch.root[0, j, 1, :L * H], att[:, j + 1, 5], rtol=1e-6)      # j -> [SEP]
+        np.testing.assert_allclose(batch.root[0, j, 0, L * H:], att[:, 0, j + 1], rtol=1e-6)      # [CLS] -> j
+        np.testing.assert_allclose(batch.root[0, j, 1, L * H:], att[:, 5, j + 1], rtol=1e-6)      # [SEP] -> j
+        np.testing.assert_allclose(batch.maps[0, j, :, :], att[:, j + 1, 1:5].T, rtol=1e-6)
+
+
+def test_distance_features():
+    features = distance_features(torch.tensor([3]), 3)
+    assert features.shape == (1, 3, 4, N_DISTANCE_FEATURES)
+    root = features[0, :, 0]
+    assert (root[:, -1] == 1).all() and (root[:, :-1] == 0).all()
+    # dependent 0, candidate word 2 (column 3): two ahead of a 3-word sentence.
+    assert features[0, 0, 3].tolist() == pytest.approx([2 / 3, 0, 0, 1, 0, 0, 0])
+    # dependent 2, candidate word 1 (column 2): one behind.
+    assert features[0, 2, 2].tolist() == pytest.approx([0, 1 / 3, 0, 0, 1, 0, 0])
+
+
+# --------------------------------------------------------------------------- clear errors
+
+def test_bad_shapes_give_clear_errors():
+    rng = np.random.default_rng(0)
+    sentences = [random_tree(rng, 4, i) for i in range(3)]
+    corpus = Corpus.from_items(sentences, "three")
+    good = [item(s, i, rng) for i, s in enumerate(sentences)]
+
+    wrong_size = list(good)
+    wrong_size[1] = ItemAttention(**{**good[1].__dict__, "attention": good[1].attention[:, :, :5, :5]})
+    with pytest.raises(BertologyError, match=r"item 1 .*shape \(2, 3, 5, 5\).*expected \(layers, heads, 6, 6\)"):
+        AttentionProbe(max_epochs=1).fit(ProbeData(corpus, wrong_size))
+
+    mixed = list(good)
+    mixed[2] = item(sentences[2], 2, rng, pointing=None, shape=(3, 3))
+    with pytest.raises(BertologyError, match="3 x 3 layers x heads, earlier items 2 x 3"):
+        AttentionProbe(max_epochs=1).fit(ProbeData(corpus, mixed))
+
+    probe = AttentionProbe(max_epochs=1).fit(ProbeData(corpus, good))
+    other_model = [item(s, i, rng, pointing=None, shape=(4, 2)) for i, s in enumerate(sentences)]
+    with pytest.raises(BertologyError, match="fit on 2 x 3 layers x heads.*has 4 x 2"):
+        probe.predict(ProbeData(corpus, other_model))
+
+    other_words = list(good)
+    other_words[0] = ItemAttention(**{**good[0].__dict__, "words": ("[CLS]", "x", "y", "z", "w", "[SEP]")})
+    with pytest.raises(BertologyError, match="word 1 is 'x' in the attention map"):
+        probe.predict(ProbeData(corpus, other_words))
+    skipping = ProbeData(corpus, other_words, on_mismatch="skip")
+    assert len(probe.predict(skipping)) == 2 and skipping.skipped["words differ from the treebank"] == 1
+
+    with pytest.raises(BertologyError, match="needs word vectors"):
+        AttentionWordsProbe(max_epochs=1).fit(ProbeData(corpus, good))
+    words_probe = AttentionWordsProbe(max_epochs=1).fit(ProbeData(corpus, good, vectors(5)))
+    with pytest.raises(BertologyError, match="dimension 5.*have 7"):
+        words_probe.predict(ProbeData(corpus, good, vectors(7)))
+    with pytest.raises(BertologyError, match="reads attention"):
+        probe.predict(ProbeData(corpus, None))
+    with pytest.raises(BertologyError, match="outside the corpus"):
+        ProbeData(corpus[:2], good)
+    with pytest.raises(BertologyError, match="no sentence of .* can be used"):
+        ProbeData(Corpus.from_items([Sentence("x", ("a", "b"))], "no trees"), None)
+
+
+# --------------------------------------------------------------------------- a real store
+
+def test_probes_on_a_tiny_models_store(tiny_model_dirs, tmp_path):
+    from bertology_utils.data import load_sample
+    from bertology_utils.extraction import extract_attention
+    from bertology_utils.models import load_model
+    from bertology_utils.word_vectors import ModelEmbeddingVectors
+
+    corpus = load_sample()[:12]
+    for arch in ("bert", "roberta"):
+        loaded = load_model(tiny_model_dirs[arch])
+        store = extract_attention(corpus, tmp_path / f"{arch}.zarr", loaded, progress=False)
+        data = ProbeData(corpus, store, ModelEmbeddingVectors(loaded), block_size=5)
+        assert data.shape == (loaded.num_layers, loaded.num_heads)
+        for probe in (AttentionProbe(max_epochs=2), AttentionWordsProbe(max_epochs=2),
+                      DistanceWordsProbe(max_epochs=1, hidden_size=8), RightBranching()):
+            probe.fit(data, dev=data)
+            predicted = probe.predict(data)
+            assert [len(p) for p in predicted] == [len(s.words) for s in corpus]
+            assert all(((p >= 0) & (p <= len(p))).all() for p in predicted)
+            assert all((p != np.arange(1, len(p) + 1)).all() for p in predicted)  # never its own head
+            assert 0 <= probe.score(data) <= 1
+        probe = AttentionProbe(max_epochs=1).fit(data)
+        assert probe.w_.shape == (loaded.num_layers, loaded.num_heads)
+
+
+# --------------------------------------------------------------------------- tables and pictures
+
+def fake_evaluation(name: str, uas: float) -> ProbeEvaluation:
+    n = 100
+    gold = np.ones(n, dtype=np.int64)
+    predicted = np.where(np.arange(n) < round(uas * n), 1, 2)
+    return ProbeEvaluation(name, np.zeros(n, dtype=np.int64), np.arange(n), gold, predicted,
+                           np.array(["dep"] * n, dtype=object), np.ones(n, dtype=bool))
+
+
+def test_table3_and_claims_are_computed_from_the_numbers():
+    assert set(PAPER_TABLE3) == set(TABLE3_ROWS)
+    ours = {"Right-branching": 0.3, "Distances + words": 0.6, "Random-init Attn + words": 0.5, "Attn": 0.55,
+            "Attn + words": 0.7}
+    test = {name: fake_evaluation(name, uas) for name, uas in ours.items()}
+    table = table3(test, test)
+    assert list(table.index) == list(TABLE3_ROWS)
+    assert table.loc["Attn", "test"] == pytest.approx(55.0)
+    assert table.loc["Attn", "test - paper"] == pytest.approx(55.0 - 61.0)
+    verdicts = claims(test, test)
+    assert len(verdicts) == len(CLAIMS)
+    assert verdicts.loc["attention adds syntax beyond words and distances", "verdict"] == "holds here"
+    assert verdicts.loc["word vectors help the attention probe", "test margin"] == pytest.approx(15.0)
+    below = "random-init attention + words falls below distances + words"
+    assert verdicts.loc[below, "verdict"] == "holds here"
+    test["Attn"] = fake_evaluation("Attn", 0.2)
+    assert claims(test).loc["attention alone beats right-branching", "verdict"] == "does not hold here"
+
+
+def test_pictures_draw():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = plot_probe_weights(np.random.default_rng(0).normal(size=(2, L, H)), title="test")
+    assert len(axes) == 2
+    ax = plot_tree_comparison(DOG.words, DOG.heads, [2, 3, 4, 0, 6, 4, 4], title="dog")
+    assert ax.get_title() == "dog"
+    with pytest.raises(ValueError):
+        plot_tree_comparison(DOG.words, DOG.heads, [1, 2])
+    with pytest.raises(ValueError):
+        plot_probe_weights(np.zeros((L, H)))
+    plt.close("all")
