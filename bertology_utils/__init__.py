@@ -8,10 +8,12 @@ The package follows the pipeline, one module per stage:
 - ``extraction``      batched model forward -> token attention
 - ``word_attention``  token-level -> word-level attention (Clark et al.'s rule)
 - ``store``           on-disk, resumable, shardable store of attention maps
-- analyses:           ``patterns`` (surface statistics), ``syntax`` and ``coreference``
-                      (heads that track them), ``clustering`` (heads by Jensen-Shannon
-                      distance), ``gradients`` (gradients w.r.t. attention), ``probes``
-- interventions:      ``interventions`` (edit attention, gate heads), ``finetuning`` (GLUE)
+- analyses:           ``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's
+                      types), ``syntax`` and ``coreference`` (heads that track them),
+                      ``clustering`` (heads by Jensen-Shannon distance), ``gradients``
+                      (gradients w.r.t. attention), ``probes`` and ``word_vectors``
+- interventions:      ``interventions`` (edit attention, gate heads), ``finetuning`` (GLUE),
+                      ``pruning`` (ablation, importance, real pruning)
 - ``harness``         run notebooks with papermill, record metrics
 - ``figures``         shared plotting helpers
 - ``cli``             the ``bertology`` command
