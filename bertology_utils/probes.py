@@ -80,7 +80,7 @@ from .alignment import LEADING_SPECIAL, SEPARATOR
 from .data import Corpus
 from .errors import BertologyError, DataNotFoundError
 from .store import AttentionStore
-from .syntax import EXCLUDED_RELATIONS, ON_MISMATCH, _mismatch, real_word_positions
+from .syntax import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
 from .word_attention import ItemAttention
 
 __all__ = [
@@ -254,7 +254,7 @@ class ProbeData:
                 raise BertologyError(f"item {i} ({item.item_id}) has {att.shape[0]} x {att.shape[1]} layers x heads, "
                                      f"earlier items {self.shape[0]} x {self.shape[1]}")
             real = real_word_positions(item)
-            problem = _mismatch(item, real, sentence.words)
+            problem = word_mismatch(item, real, sentence.words)
             if problem is not None:
                 if self.on_mismatch == "raise":
                     raise BertologyError(f"sentence {i} ({sentence.id}): {problem}; the attention does not belong to "

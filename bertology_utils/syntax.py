@@ -156,7 +156,7 @@ def _sentence_words(item: ItemAttention, real: np.ndarray) -> tuple[str, ...]:
     return tuple(np.asarray(item.words, dtype=object)[real].tolist())
 
 
-def _mismatch(item: ItemAttention, real: np.ndarray, expected: tuple[str, ...]) -> str | None:
+def word_mismatch(item: ItemAttention, real: np.ndarray, expected: tuple[str, ...]) -> str | None:
     """Why the item's words are not the treebank sentence's, or None when they are."""
     found = _sentence_words(item, real)
     if found == tuple(expected):
@@ -350,7 +350,7 @@ def score_syntax(
             skipped["no tree"] += 1
             continue
         real = real_word_positions(item)
-        problem = _mismatch(item, real, corpus[i].words)
+        problem = word_mismatch(item, real, corpus[i].words)
         if problem is not None:
             if on_mismatch == "raise":
                 raise BertologyError(f"sentence {i} ({corpus[i].id}): {problem}; the attention does not belong to "

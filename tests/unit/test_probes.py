@@ -15,6 +15,7 @@ from bertology_utils.probes import (
 )
 from bertology_utils.word_attention import ItemAttention
 from bertology_utils.word_vectors import StaticVectors
+from synthetic_trees import random_heads
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
 POINTING = (1, 2)  # layer 2, head 3 (0-based) points at the gold head
@@ -24,15 +25,9 @@ DOG = Sentence("dog", ("The", "old", "dog", "chased", "a", "cat", "."), heads=(3
 
 
 def random_tree(rng, n: int, index: int) -> Sentence:
-    """A random tree over n words: each word's head is a word placed before it in a random order."""
-    order = rng.permutation(n)
-    heads = np.zeros(n, dtype=int)
-    for k, word in enumerate(order[1:], 1):
-        heads[word] = order[rng.integers(0, k)] + 1
-    relations = rng.choice(["nsubj", "obj", "det", "amod", "punct"], size=n).tolist()
-    relations[order[0]] = "root"
-    return Sentence(f"s{index}", tuple(f"w{rng.integers(0, 30)}" for _ in range(n)), tuple(heads.tolist()),
-                    tuple(relations))
+    """A random tree over n words, with words drawn from a small vocabulary."""
+    heads, relations = random_heads(rng, n)
+    return Sentence(f"s{index}", tuple(f"w{rng.integers(0, 30)}" for _ in range(n)), heads, relations)
 
 
 def item(sentence: Sentence, index: int, rng, pointing=POINTING, root_to=LEADING_SPECIAL,

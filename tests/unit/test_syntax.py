@@ -10,6 +10,7 @@ from bertology_utils.syntax import (
     score_syntax,
 )
 from bertology_utils.word_attention import ItemAttention
+from synthetic_trees import random_heads
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
 
@@ -51,14 +52,9 @@ def gold_head(sentence):
 
 
 def random_tree(rng, n: int, index: int) -> Sentence:
-    """A random (possibly non-projective) tree: each word's head is a word placed before it in a random order."""
-    order = rng.permutation(n)
-    heads = np.zeros(n, dtype=int)
-    for k, word in enumerate(order[1:], 1):
-        heads[word] = order[rng.integers(0, k)] + 1
-    relations = rng.choice(["nsubj", "obj", "det", "amod", "punct"], size=n).tolist()
-    relations[order[0]] = "root"
-    return Sentence(f"r{index}", tuple(f"w{index}_{i}" for i in range(n)), tuple(heads.tolist()), tuple(relations))
+    """A random (possibly non-projective) tree with distinct words."""
+    heads, relations = random_heads(rng, n)
+    return Sentence(f"r{index}", tuple(f"w{index}_{i}" for i in range(n)), heads, relations)
 
 
 def test_attention_on_the_gold_head_scores_one_and_the_best_head_is_named_from_one():
