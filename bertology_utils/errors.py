@@ -35,3 +35,7 @@ class StoreMismatchError(StoreError):
 
 class StoreCorruptError(StoreError):
     """An attention store is damaged or inconsistent."""
+
+
+class AssetMissingError(BertologyError, FileNotFoundError):
+    """Third-party JavaScript for an offline view is not installed (and the CDN may not be used)."""
