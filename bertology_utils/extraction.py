@@ -243,22 +243,28 @@ def extract_attention(
     plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
     forward = _Forward(loaded, from_rule, keep_tokens)
     skipped = 0
+    # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
+    # order), one tokenizes and aligns the next block. Neither changes what is computed.
     with tqdm(total=sum(hi - resume for _, hi, resume in plan), desc=f"extract {corpus.name}", unit="item",
-              disable=not progress) as bar, ThreadPoolExecutor(max_workers=1) as pool:
-        for lo_shard, hi_shard, _ in sorted(plan):
-            writer = store.writer(lo_shard, hi_shard, keep_tokens)
-            pending = None  # the previous block's write overlaps this block's forward
-            for lo, hi in _blocks(writer.next_index, hi_shard, block_size, lo_shard):
-                aligned = align(loaded.tokenizer, corpus[lo:hi], lo)
+              disable=not progress) as bar, ThreadPoolExecutor(max_workers=1) as writes, \
+            ThreadPoolExecutor(max_workers=1) as prefetch:
+        for lo_shard, hi_shard, resume in sorted(plan):
+            blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
+            writer = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
+            aligning = prefetch.submit(align, loaded.tokenizer, corpus[blocks[0][0]:blocks[0][1]], blocks[0][0])
+            pending = writer  # the previous block's write overlaps this block's forward
+            for k, (lo, hi) in enumerate(blocks):
+                aligned = aligning.result()
+                if k + 1 < len(blocks):
+                    nlo, nhi = blocks[k + 1]
+                    aligning = prefetch.submit(align, loaded.tokenizer, corpus[nlo:nhi], nlo)
                 results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights)
-                if pending is not None:
-                    pending.result()
-                pending = pool.submit(writer.append, results)
+                pending.result()
+                pending = writes.submit(writer.result().append, results)
                 skipped += sum(isinstance(r, SkippedItem) for r in results)
                 bar.update(hi - lo)
                 bar.set_postfix(skipped=skipped, refresh=False)
-            if pending is not None:
-                pending.result()
+            pending.result()
     store.refresh()
     return store
 
