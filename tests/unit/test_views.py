@@ -1,0 +1,261 @@
+"""Offline bertviz views, the layer/head explorer and the query·key neuron view."""
+import base64
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_utils import assets, settings
+from bertology_utils.data import Corpus, SentencePair, words_of
+from bertology_utils.errors import AssetMissingError, BertologyError
+from bertology_utils.extraction import attention_for, extract_attention
+from bertology_utils.models import load_model
+from bertology_utils.views import AttentionView, explorer, head_view, model_view, neuron_view
+from tiny_models import ARCHS
+
+SENTENCE = "The old sailor reads a heavy wooden box near the station."
+PAIR = ("Hello world again.", "Where did you put the keys?")
+LIBRARIES = ("require", "d3", "jquery")
+needs_libraries = pytest.mark.skipif(not assets.have_assets(*LIBRARIES),
+                                     reason="the npm libraries are not installed (make setup)")
+
+
+@pytest.fixture(scope="module")
+def loaded_models(tiny_model_dirs):
+    return {arch: load_model(folder) for arch, folder in tiny_model_dirs.items()}
+
+
+@pytest.fixture
+def no_libraries(tmp_path, monkeypatch):
+    """No place has the libraries (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is allowed."""
+    root = tmp_path / "node_modules"
+    root.mkdir()
+    monkeypatch.setenv(assets.JS_DIR_ENV, str(root))
+    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    for var in (settings.OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    return root
+
+
+def _params(view: AttentionView) -> dict:
+    """The parameters bertviz embeds in its script (attention, texts, root id)."""
+    found = re.findall(r"const params = (\{.*\}); *$", view.html, flags=re.MULTILINE)
+    assert len(found) == 1 and view.html.count(found[0][:200]) == 1  # one copy of the data
+    return json.loads(found[0])
+
+
+def _eager_attention(loaded, words_a, words_b=None) -> np.ndarray:
+    """The model's own attention, (layers, heads, T, T), from a plain transformers forward pass."""
+    args = (list(words_a),) if words_b is None else (list(words_a), list(words_b))
+    inputs = loaded.tokenizer(*args, is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        outputs = loaded.model(**inputs, output_attentions=True)
+    return torch.stack(outputs.attentions)[:, 0].numpy()
+
+
+# --------------------------------------------------------------------------- bertviz views
+
+@needs_libraries
+@pytest.mark.parametrize("draw", [head_view, model_view])
+def test_views_inline_the_libraries_and_load_nothing(loaded_models, draw):
+    view = draw(SENTENCE, loaded_models["bert"])
+    for name in LIBRARIES:
+        text = assets.asset_text(name).replace("</script", "<\\/script")
+        assert text[:2000] in view.html and text[-2000:] in view.html, f"{name} is not inlined"
+    for remote in ("cdnjs", "unpkg", "jsdelivr", "<script src"):
+        assert remote not in view.html
+    assert not re.search(r"require\.config\(\{\s*paths", view.html)  # bertviz's CDN paths are gone
+    assert view.html.startswith(f'<div id="{view.element_id}" class="bertology-view bertology-')
+    assert _params(view)["root_div_id"] == f"{view.element_id}-bertviz"
+
+
+@needs_libraries
+def test_views_are_deterministic_and_named_by_content(loaded_models):
+    bert = loaded_models["bert"]
+    first, again = head_view(SENTENCE, bert), head_view(SENTENCE, bert)
+    assert first.html == again.html
+    other = head_view("A small dog.", bert)
+    assert other.element_id != first.element_id
+    assert head_view(SENTENCE, bert, element_id="tour-head").element_id == "tour-head"
+    assert model_view(SENTENCE, bert).element_id.startswith("bertology-model-view-")
+
+
+def test_bertviz_does_not_leak_resource_warnings(loaded_models):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        head_view(SENTENCE, loaded_models["bert"])
+
+
+def test_offline_without_the_libraries_raises(loaded_models, no_libraries, monkeypatch):
+    monkeypatch.setenv(settings.OFFLINE_ENV, "1")
+    with pytest.raises(AssetMissingError, match="is not installed"):
+        head_view(SENTENCE, loaded_models["bert"])
+
+
+def test_online_without_the_libraries_uses_the_cdn_with_a_warning(loaded_models, no_libraries):
+    with pytest.warns(UserWarning, match="will not draw offline"):
+        view = model_view(SENTENCE, loaded_models["bert"])
+    assert f'<script src="{assets.ASSETS["require"].cdn}">' in view.html
+    for name in ("d3", "jquery"):
+        assert json.dumps(assets.ASSETS[name].cdn.removesuffix(".js")) in view.html
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_head_view_holds_the_models_own_token_attention(loaded_models, arch):
+    loaded = loaded_models[arch]
+    item = Corpus.from_texts(SENTENCE)[0]
+    params = _params(head_view(SENTENCE, loaded))
+    (data,) = params["attention"]  # one sentence: one attention filter
+    reference = _eager_attention(loaded, item.words)
+    # float16 storage, then 4 decimals
+    np.testing.assert_allclose(np.array(data["attn"]), reference, atol=1.5e-3)
+    assert data["left_text"] == [t.replace("Ġ", " ") for t in attention_for([item], loaded, keep_tokens=True)[0].tokens]
+
+
+def test_pair_views_split_at_the_second_text(loaded_models):
+    loaded = loaded_models["bert"]
+    item = attention_for([SentencePair("p", *(tuple(words_of(text)) for text in PAIR))], loaded)[0]
+    params = _params(head_view(PAIR, loaded, level="word"))
+    names = [d["name"] for d in params["attention"]]
+    assert names[0] == "All" and "Sentence B -> Sentence B" in names
+    full = np.array(params["attention"][0]["attn"])
+    np.testing.assert_allclose(full, item.attention, atol=1e-3)
+    assert params["attention"][0]["left_text"] == list(item.words)
+    b_start = int(np.flatnonzero(item.segments == 1)[0])
+    b_to_b = params["attention"][names.index("Sentence B -> Sentence B")]
+    assert b_to_b["left_text"] == list(item.words[b_start:])
+    np.testing.assert_allclose(np.array(b_to_b["attn"]), item.attention[:, :, b_start:, b_start:], atol=1e-3)
+
+
+def test_model_view_restricts_layers_and_heads(loaded_models):
+    loaded = loaded_models["roberta"]  # 3 layers x 2 heads
+    params = _params(model_view(SENTENCE, loaded, layers=[2], heads=[1]))
+    reference = _eager_attention(loaded, Corpus.from_texts(SENTENCE)[0].words)
+    attn = np.array(params["attention"][0]["attn"])
+    assert attn.shape[:2] == (1, 1) and params["include_layers"] == [2] and params["include_heads"] == [1]
+    np.testing.assert_allclose(attn[0, 0], reference[2, 1], atol=1.5e-3)
+
+
+def test_views_of_store_items_are_word_level(loaded_models, tmp_path):
+    loaded = loaded_models["distilbert"]
+    store = extract_attention(Corpus.from_texts([SENTENCE, "A small dog."]), tmp_path / "s.zarr", loaded,
+                              progress=False)
+    params = _params(head_view(store[1], level="word"))
+    np.testing.assert_allclose(np.array(params["attention"][0]["attn"]), store[1].attention, atol=1e-4)
+    with pytest.raises(BertologyError, match="word-level attention only"):
+        head_view(store[1])
+    with pytest.raises(ValueError, match="level must be one of"):
+        head_view(SENTENCE, loaded, level="sentence")
+
+
+def test_saved_view_is_a_standalone_page(loaded_models, tmp_path):
+    view = head_view(SENTENCE, loaded_models["electra"])
+    path = view.save(tmp_path / "out" / "head.html")
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and view.html in page and page.rstrip().endswith("</html>")
+    assert view._repr_html_() == view.html
+
+
+# --------------------------------------------------------------------------- explorer
+
+def _png(widget) -> bytes:
+    (output,) = widget.output.outputs
+    return base64.b64decode(output["data"]["image/png"])
+
+
+def test_explorer_on_a_store_redraws_when_a_control_changes(loaded_models, tmp_path):
+    loaded = loaded_models["bert"]  # 2 layers x 4 heads
+    store = extract_attention(Corpus.from_texts([SENTENCE, "A small dog barks.", "Hello world again."]),
+                              tmp_path / "s.zarr", loaded, progress=False)
+    panel = explorer(store)
+    assert "bertology-explorer" in panel._dom_classes
+    assert (panel.layer.max, panel.head.max) == (store.num_layers, store.num_heads)
+    assert list(panel.level.options) == ["word"]  # this store kept no token maps
+    assert panel.state == {"index": 0, "layer": 0, "head": 0, "level": "word"}
+    before = _png(panel)
+    np.testing.assert_array_equal(panel.current, store[0].attention[0, 0])
+
+    panel.layer.value = 2
+    assert panel.state["layer"] == 1 and _png(panel) != before
+    np.testing.assert_array_equal(panel.current, store[0].attention[1, 0])
+    panel.head.value = 4
+    panel.sentence.value = 2
+    assert panel.state == {"index": 2, "layer": 1, "head": 3, "level": "word"}
+    np.testing.assert_array_equal(panel.current, store[2].attention[1, 3])
+    with pytest.raises(BertologyError, match="not available"):
+        explorer(store, level="token")
+
+
+def test_explorer_on_items_switches_between_words_and_tokens(loaded_models):
+    loaded = loaded_models["mpnet"]
+    texts = [SENTENCE, "Running, jumping and swimming."]
+    items = attention_for(Corpus.from_texts(texts), loaded, keep_tokens=True)
+    panel = explorer(texts, loaded, layer=1, head=2)
+    assert list(panel.level.options) == ["word", "token"]
+    np.testing.assert_array_equal(panel.current, items[0].attention[1, 2])
+    words = _png(panel)
+    panel.level.value = "token"
+    assert panel.current.shape == (items[0].n_tokens,) * 2 and _png(panel) != words
+    np.testing.assert_array_equal(panel.current, items[0].token_attention[1, 2])
+    with pytest.raises(ValueError, match="out of range"):
+        explorer(items, head=loaded.num_heads)
+
+
+# --------------------------------------------------------------------------- neuron view
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_neuron_view_products_reproduce_the_models_attention(loaded_models, arch):
+    loaded = loaded_models[arch]
+    words = Corpus.from_texts(SENTENCE)[0].words
+    reference = _eager_attention(loaded, words)
+    for layer, head, query in [(0, 0, 1), (loaded.num_layers - 1, loaded.num_heads - 1, 4)]:
+        view = neuron_view(SENTENCE, loaded, layer=layer, head=head, query=query)
+        d = view.query.shape[0]
+        assert view.products.shape == (len(view.tokens), d) and d * loaded.num_heads == loaded.config.hidden_size
+        np.testing.assert_allclose(view.products, view.query[None] * view.keys, rtol=1e-6)
+        # sum over dims of q*k / sqrt(d_head), plus the mask (and MPNet's position bias), softmaxed
+        rebuilt = _softmax(view.products.sum(-1) / np.sqrt(d) + view.bias)
+        np.testing.assert_allclose(rebuilt, reference[layer, head, query], atol=1e-5)
+        np.testing.assert_allclose(view.attention, reference[layer, head, query], atol=1e-5)
+        if arch == "mpnet":  # relative position bias is part of MPNet's scores; without it the identity fails
+            assert np.abs(view.bias).max() > 0
+            assert np.abs(_softmax(view.products.sum(-1) / np.sqrt(d)) - reference[layer, head, query]).max() > 1e-5
+        else:
+            assert not view.bias.any()  # one unpadded input: the mask adds nothing
+
+
+def test_neuron_view_of_a_pair_and_by_token_string(loaded_models):
+    loaded = loaded_models["bert"]
+    view = neuron_view(PAIR, loaded, layer=1, head=2, query="keys")
+    assert view.tokens[view.query_index] == "keys"
+    reference = _eager_attention(loaded, *(Corpus.from_texts(t)[0].words for t in PAIR))
+    np.testing.assert_allclose(view.attention, reference[1, 2, view.query_index], atol=1e-5)
+    default = neuron_view(SENTENCE, loaded)
+    assert default.query_index == 1  # the first word's first token, after [CLS]
+    with pytest.raises(BertologyError, match="not among the tokens"):
+        neuron_view(SENTENCE, loaded, query="zebra")
+    with pytest.raises(ValueError, match="out of range"):
+        neuron_view(SENTENCE, loaded, layer=loaded.num_layers)
+
+
+def test_neuron_view_figure(loaded_models):
+    import matplotlib.pyplot as plt
+
+    view = neuron_view(SENTENCE, loaded_models["distilbert"], layer=1, head=2, query=3)
+    fig = view.figure()
+    try:
+        heatmap, scores, attention = fig.axes[:3]
+        assert heatmap.collections[0].get_array().size == view.products.size
+        np.testing.assert_allclose([p.get_width() for p in attention.patches], view.attention, rtol=1e-6)
+        np.testing.assert_allclose([p.get_width() for p in scores.patches], view.scores, rtol=1e-6)
+    finally:
+        plt.close(fig)
