@@ -15,7 +15,11 @@ The package follows the pipeline, one module per stage:
 - interventions:      ``interventions`` (edit attention, gate heads), ``finetuning`` (GLUE),
                       ``pruning`` (ablation, importance, real pruning)
 - ``harness``         run notebooks with papermill, record metrics
+- ``regression``      compare a run's metrics with committed references, per-metric tolerances
 - ``figures``         shared plotting helpers
+- presentation:       ``views`` (bertviz head/model views, explorer widget, neuron view),
+                      ``slides`` (reveal.js decks), ``report`` (one HTML page per run),
+                      ``assets`` (the npm-installed JavaScript they inline, so they work offline)
 - ``cli``             the ``bertology`` command
 """
 __version__ = "0.1.0"
