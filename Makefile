@@ -75,3 +75,14 @@ lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
 
 clean-results: ## delete the results/ folder
 	rm -rf results
+
+# The references tests/notebooks compares each notebook's metrics with: every notebook run with the
+# tests' SMALL_PARAMETERS and a fresh cache, as the tests run them. Refresh only on purpose (a change
+# that moves a notebook's numbers), then review `git diff tests/references`: tolerances are kept.
+.PHONY: refresh-references
+refresh-references: setup ## rewrite tests/references/small/ from a run with the tests' small parameters
+	rm -rf results/.refresh-references-cache
+	$(VENV_PYTHON) -c 'import json, sys; sys.path.insert(0, "tests/notebooks"); \
+		from test_notebooks import SMALL_PARAMETERS; print(json.dumps(SMALL_PARAMETERS))' \
+	| BERTOLOGY_CACHE_DIR=$(CURDIR)/results/.refresh-references-cache $(VENV)/bin/bertology run \
+		--params-file - --run-name references-small --update-reference tests/references/small

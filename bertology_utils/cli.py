@@ -43,10 +43,22 @@ examples:
   bertology run 00 -p n_sentences 8 -p model_name bert-base-uncased
   bertology run --list                 list the notebooks
 
+regression checks (a reference folder holds <notebook>.json; see bertology_utils.regression):
+  bertology run --check my-refs/       compare each notebook's metrics with my-refs/<notebook>.json
+                                       under the tolerances stated there; print the diff and
+                                       write <results>/<run-name>/check.json
+  bertology run --update-reference my-refs/
+                                       (re)write my-refs/ from this run, on purpose: values and
+                                       parameters change, stated tolerances are kept
+  bertology check RUN REFERENCE_DIR    check a finished run
+  make refresh-references              the test suite's references (tests/references/small)
+
 -p values are read like papermill's: 8 is an int, 0.5 a float, True/False/None,
-JSON such as '[1, 2]' or '{"a": 1}'; anything else is a string.
-Exit status: 0 every notebook ran, 1 a notebook failed (see the summary and
-<results>/<run-name>/run.json), 2 usage error.
+JSON such as '[1, 2]' or '{"a": 1}'; anything else is a string. A --params-file is a JSON
+object, notebook stem -> {parameter: value} ('-' reads it from stdin); -p values win.
+Exit status: 0 every notebook ran (and --check passed), 1 a notebook failed (see the summary
+and <results>/<run-name>/run.json) or --check found a metric off or missing, 2 usage error
+or a malformed reference or parameters file.
 """
 
 
@@ -79,6 +91,58 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell-timeout", type=int, metavar="SECONDS",
                         help="fail a cell that runs longer than this (default: no limit)")
     parser.add_argument("--list", action="store_true", help="list the notebooks and exit")
+    parser.add_argument("--params-file", type=Path, metavar="FILE",
+                        help="parameters per notebook: a JSON object, notebook stem -> {parameter: value}")
+    reference = parser.add_mutually_exclusive_group()
+    reference.add_argument("--check", type=Path, metavar="REFERENCE_DIR",
+                           help="compare the metrics with REFERENCE_DIR/<notebook>.json; exit 1 on a regression")
+    reference.add_argument("--update-reference", type=Path, metavar="REFERENCE_DIR",
+                           help="write the metrics to REFERENCE_DIR/<notebook>.json, keeping stated tolerances")
+
+
+def _read_params_file(path: Path, notebooks: list[Path]) -> dict[str, dict]:
+    """Read a --params-file: notebook stem -> parameters, for stems of notebooks/ or of ``notebooks``."""
+    from .errors import DataFormatError
+
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BertologyError(f"--params-file: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"not valid JSON ({exc})", path) from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise DataFormatError("expected a JSON object: notebook stem -> {parameter: value}", path)
+    known = {nb.stem for nb in [*harness.list_notebooks(), *notebooks]}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise DataFormatError(f"no notebook named {', '.join(unknown)}; notebooks: {', '.join(sorted(known))}", path)
+    bad = sorted(f"{stem}: {key}" for stem, params in data.items() for key in params if not key.isidentifier())
+    if bad:
+        raise DataFormatError(f"parameter names must be Python identifiers: {', '.join(bad)}", path)
+    return data
+
+
+def _check(run_dir: Path, reference_dir: Path, references=None) -> int:
+    """Compare a run with references, print the diff, write check.json; the exit status."""
+    from . import regression
+
+    result = regression.check_run(run_dir, reference_dir, references)
+    print(result.report())
+    print(f"check: {regression.write_check(result, run_dir)}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _update_reference(run_dir: Path, reference_dir: Path) -> None:
+    from . import regression
+
+    refresh = regression.update_references(run_dir, reference_dir)
+    print(refresh.changes.report(heading="the old references in"))
+    for stem in refresh.not_written:
+        print(f"not updated: {stem} failed; its reference is left as it was")
+    print(f"wrote {len(refresh.written)} reference{'s' * (len(refresh.written) != 1)} in {reference_dir}"
+          + ("; review them with git diff" if refresh.written else ""))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -98,12 +162,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
     notebooks = harness.resolve_notebooks(args.notebooks) if args.notebooks else harness.list_notebooks()
     if not notebooks:
         raise BertologyError(f"no notebooks in {harness.DEFAULT_NOTEBOOKS_DIR}")
+    per_notebook = _read_params_file(args.params_file, notebooks) if args.params_file else None
+    # A malformed reference stops the run before it starts, not after an hour of notebooks.
+    from . import regression
+    references = regression.read_references(args.check) if args.check else None
+    if args.update_reference:
+        regression.read_references(args.update_reference, allow_empty=True)
     report = harness.run_notebooks(notebooks, run_name=args.run_name, parameters=parameters,
+                                   notebook_parameters=per_notebook,
                                    results_root=args.results_dir, kernel_name=args.kernel,
                                    cell_timeout=args.cell_timeout)
     print(report.summary())
     print(f"results: {report.run_dir}")
-    return EXIT_OK if report.ok else EXIT_FAILED
+    status = EXIT_OK if report.ok else EXIT_FAILED
+    if args.check:
+        status = max(status, _check(report.run_dir, args.check, references))
+    if args.update_reference:
+        _update_reference(report.run_dir, args.update_reference)
+    return status
+
+
+CHECK_DESCRIPTION = """\
+Compare the metrics of a finished run with reference metrics (REFERENCE_DIR/<notebook>.json),
+each under the tolerance its reference states; print what regressed, went missing or is new
+and write RUN_DIR/check.json. The same as `bertology run --check`, without running anything.
+"""
+
+CHECK_EPILOG = """\
+examples:
+  bertology check nightly my-refs/       results/nightly/ (a run name) against my-refs/<notebook>.json
+  bertology check /data/runs/x tests/references/small
+
+Exit status: 0 every metric within its tolerance, 1 a metric off or missing, 2 usage error
+or a malformed reference file.
+"""
+
+
+def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help=f"a run's folder, or a run name under the results root (${harness.RESULTS_DIR_ENV})")
+    parser.add_argument("reference_dir", type=Path, metavar="REFERENCE_DIR",
+                        help="a folder of <notebook>.json references")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    return _check(harness.find_run(args.run_dir), args.reference_dir)
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -443,6 +546,71 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- slides
+
+SLIDES_DESCRIPTION = """\
+Turn the executed notebooks of a run into reveal.js slide decks: one HTML file per notebook
+that opens offline (reveal.js, its theme, jQuery and require.js are inlined; figures are
+embedded). The cells' slideshow metadata makes the slides, as RISE does live in JupyterLab.
+Code is hidden unless --show-code.
+"""
+
+SLIDES_EPILOG = """\
+examples:
+  bertology slides results/default             every notebook of the run
+  bertology slides default 00 03 --show-code   a run by name; two notebooks, with their code
+  bertology slides results/default --out decks
+
+Decks go to RUN_DIR/<stem>/<stem>.slides.html, or DIR/<stem>.slides.html with --out.
+Exit status: 0, or 2 when the run folder, a notebook or the JavaScript libraries are missing.
+"""
+
+
+def _add_slides_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (results/NAME) or a run name")
+    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                        help="only these notebooks, by stem (00_tour) or number (00); default: every one")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write the decks into DIR instead")
+    parser.add_argument("--show-code", action="store_true", help="show the code cells' input (hidden by default)")
+
+
+def _cmd_slides(args: argparse.Namespace) -> int:
+    from .slides import run_slides
+
+    for path in run_slides(args.run_dir, args.notebooks, out_dir=args.out, show_code=args.show_code):
+        print(path)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- report
+
+REPORT_DESCRIPTION = """\
+Write one self-contained HTML page for a run: model, data, versions and parameters, each
+notebook's status, "paper vs ours" tables and figures, every metric, the failing cells, and
+the differences found by `bertology check` when the run folder has a check.json.
+"""
+
+REPORT_EPILOG = """\
+examples:
+  bertology report results/default             writes results/default/report.html
+  bertology report default --out report.html
+
+Exit status: 0, or 2 when the run folder is missing or holds no run.
+"""
+
+
+def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (results/NAME) or a run name")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="where to write the page (default: RUN_DIR/report.html)")
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    print(build_report(args.run_dir, args.out))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- registry
 
 COMMANDS: list[Command] = [
@@ -454,6 +622,12 @@ COMMANDS: list[Command] = [
             _add_info_arguments, _cmd_info, INFO_EPILOG, INFO_DESCRIPTION),
     Command("merge", "join attention stores extracted in parallel shards into one",
             _add_merge_arguments, _cmd_merge, MERGE_EPILOG, MERGE_DESCRIPTION),
+    Command("check", "compare a run's metrics with reference metrics under their stated tolerances",
+            _add_check_arguments, _cmd_check, CHECK_EPILOG, CHECK_DESCRIPTION),
+    Command("slides", "turn a run's executed notebooks into offline reveal.js slide decks",
+            _add_slides_arguments, _cmd_slides, SLIDES_EPILOG, SLIDES_DESCRIPTION),
+    Command("report", "write one self-contained HTML page summarising a run",
+            _add_report_arguments, _cmd_report, REPORT_EPILOG, REPORT_DESCRIPTION),
 ]
 
 DESCRIPTION = "See what the attention heads of BERT-style encoders do: run the notebooks, record results."

@@ -25,6 +25,7 @@ Results layout
 ::
 
     results/<run-name>/run.json                what ran: parameters, status, timings, versions
+    results/<run-name>/check.json              metrics against references (--check; see regression)
     results/<run-name>/<stem>/<stem>.ipynb     the executed notebook (partial when it failed)
     results/<run-name>/<stem>/metrics.json     written by record_metrics
     results/<run-name>/<stem>/figures/         written by save_figure
@@ -131,6 +132,7 @@ class NotebookResult:
     executed_notebook: str | None   # the executed copy; partial when the notebook failed
     metrics: str | None             # its metrics.json, if it wrote one
     error: dict | None = None       # cell_index, exec_count, ename, evalue
+    parameters: dict | None = None  # the parameters it was given (without output_dir)
 
     @property
     def ok(self) -> bool:
@@ -188,6 +190,7 @@ def run_notebooks(
     *,
     run_name: str | None = None,
     parameters: Mapping | None = None,
+    notebook_parameters: Mapping[str, Mapping] | None = None,
     results_root: str | os.PathLike | None = None,
     kernel_name: str = "python3",
     progress: bool = True,
@@ -195,11 +198,13 @@ def run_notebooks(
 ) -> RunReport:
     """Execute ``notebooks`` with papermill into ``<results_root>/<run_name>/<stem>/``.
 
-    ``parameters`` go to every notebook, plus its ``output_dir``. A notebook that fails is
-    recorded (cell, error) and its partial executed copy kept; the others still run. Cell
-    indices are 0-based positions in the source notebook; the exec count is the ``In [N]``
-    of the executed copy. ``cell_timeout`` (seconds) fails a cell that runs longer.
-    Raises BertologyError before running anything when the request cannot work.
+    ``parameters`` go to every notebook, plus its ``output_dir``; ``notebook_parameters`` maps
+    a notebook's stem to parameters for it alone (``parameters`` win; stems not run are
+    ignored). A notebook that fails is recorded (cell, error) and its partial executed copy
+    kept; the others still run. Cell indices are 0-based positions in the source notebook;
+    the exec count is the ``In [N]`` of the executed copy. ``cell_timeout`` (seconds) fails a
+    cell that runs longer. Raises BertologyError before running anything when the request
+    cannot work.
     """
     paths = list(dict.fromkeys(Path(nb).expanduser().resolve() for nb in notebooks))
     if not paths:
@@ -212,7 +217,8 @@ def run_notebooks(
     if clashes:
         raise BertologyError(f"notebooks share a name and would share a results folder: {', '.join(clashes)}")
     params = dict(parameters or {})
-    if "output_dir" in params:
+    per_notebook = {stem: dict(p) for stem, p in (notebook_parameters or {}).items()}
+    if "output_dir" in params or any("output_dir" in p for p in per_notebook.values()):
         raise BertologyError("output_dir is set by the harness; it cannot be passed as a parameter")
     run_name = run_name or default_run_name()
     if not _RUN_NAME.fullmatch(run_name):
@@ -226,7 +232,8 @@ def run_notebooks(
     for i, path in enumerate(paths, 1):
         if progress:
             print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
-        result = _run_one(path, run_dir / path.stem, params, kernel_name, cell_timeout)
+        result = _run_one(path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params},
+                          kernel_name, cell_timeout)
         if progress:
             print(f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)", file=sys.stderr, flush=True)
         results.append(result)
@@ -268,7 +275,7 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
         duration_s=round(duration, 3),
         executed_notebook=str(executed) if executed.exists() else None,
         metrics=str(metrics) if metrics.exists() else None,
-        error=error,
+        error=error, parameters=params,
     )
 
 
@@ -365,14 +372,19 @@ def save_figure(fig, name: str, output_dir: str | os.PathLike | None = None,
     return paths
 
 
-def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
-    """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
+def find_run(run_dir: str | os.PathLike) -> Path:
+    """A run's folder: ``run_dir`` itself, or a run name under results_dir()."""
     folder = Path(run_dir).expanduser()
     if not folder.is_dir() and (results_dir() / folder).is_dir():
         folder = results_dir() / folder
     if not folder.is_dir():
         raise BertologyError(f"no run folder {run_dir} (looked in {Path.cwd()} and {results_dir()})")
-    return {p.parent.name: _read_json(p) for p in sorted(folder.glob(f"*/{METRICS_FILE}"))}
+    return folder
+
+
+def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
+    """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
+    return {p.parent.name: _read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}
 
 
 def _output_folder(output_dir: str | os.PathLike | None) -> Path:

@@ -1,16 +1,22 @@
-"""Every notebook in notebooks/ runs end to end on small parameters and is committed clean.
+"""Every notebook in notebooks/ runs end to end on small parameters, records the metrics of its
+committed reference (tests/references/small/<stem>.json) within their tolerances, and is committed clean.
 
-See bertology_utils.harness for the notebook convention.
+See bertology_utils.harness for the notebook convention and bertology_utils.regression for the
+reference files. `make refresh-references` rewrites the references from SMALL_PARAMETERS.
 """
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
 
+from bertology_utils import regression
 from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
 NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references" / "small"
+REFRESH = "a change on purpose? `make refresh-references`, then review `git diff tests/references`"
 
 #: Notebook stem -> parameters small enough for the test suite (the defaults are for real runs).
 SMALL_PARAMETERS = {
@@ -48,12 +54,28 @@ def test_notebook_runs(notebook, tmp_path, isolated_cache):
     path = tmp_path / "test" / notebook.stem / "metrics.json"
     assert path.is_file(), f"{notebook.name} wrote no metrics.json: it must call record_metrics"
     assert json.loads(path.read_text()), f"{notebook.name} recorded no metrics"
+    reference = regression.read_reference(REFERENCE_DIR / f"{notebook.stem}.json")
+    result = regression.check_run(tmp_path / "test", REFERENCE_DIR, {notebook.stem: reference})
+    assert result.ok, f"{result.report()}\n{REFRESH}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
 def test_notebook_has_small_parameters(notebook):
     """Without an entry the suite would run a notebook's full-size defaults."""
     assert notebook.stem in SMALL_PARAMETERS, f"add {notebook.stem!r} to SMALL_PARAMETERS"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_has_a_reference_made_with_the_small_parameters(notebook):
+    reference = regression.read_reference(REFERENCE_DIR / f"{notebook.stem}.json")
+    assert reference.parameters == SMALL_PARAMETERS.get(notebook.stem), (
+        f"{reference.path} was made with {reference.parameters}; SMALL_PARAMETERS has "
+        f"{SMALL_PARAMETERS.get(notebook.stem)}\n{REFRESH}")
+
+
+def test_every_reference_belongs_to_a_notebook():
+    stems = {nb.stem for nb in NOTEBOOKS}
+    assert [p.name for p in REFERENCE_DIR.glob("*.json") if p.stem not in stems] == []
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)

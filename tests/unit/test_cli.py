@@ -143,6 +143,16 @@ def test_help_reads_well(capsys):
         assert "examples:" in capsys.readouterr().out
 
 
+def test_regression_options_are_documented(capsys):
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--check REFERENCE_DIR" in out and "--update-reference REFERENCE_DIR" in out and "--params-file" in out
+    assert "make refresh-references" in out
+    assert main(["check", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "RUN_DIR REFERENCE_DIR" in out and "examples:" in out and "check.json" in out
+
+
 def test_choices_match_the_package():
     assert FROM_RULES == word_attention.FROM_RULES
     assert TOO_LONG_POLICIES == extraction.TOO_LONG_POLICIES

@@ -1,0 +1,60 @@
+"""The exported slide deck and the run report in a real browser, with the network cut off."""
+import pytest
+
+from bertology_utils import regression, settings
+from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
+from bertology_utils.report import build_report
+from bertology_utils.slides import notebook_to_slides
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+IMAGES_LOADED = """() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"""
+
+
+@pytest.fixture(scope="module")
+def tour_run(tmp_path_factory, browser_env):
+    """The tour executed by the harness with the test suite's small parameters, plus its deck and report."""
+    root = tmp_path_factory.mktemp("results")
+    small = regression.read_reference(settings.PROJECT_ROOT / "tests" / "references" / "small" / "00_tour.json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BERTOLOGY_CACHE_DIR", browser_env["BERTOLOGY_CACHE_DIR"])
+        report = run_notebooks([DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"], run_name="browser",
+                               parameters=small.parameters, results_root=root, progress=False)
+    assert report.ok, report.summary()
+    run = root / "browser"
+    return {"deck": notebook_to_slides(run / "00_tour" / "00_tour.ipynb"), "report": build_report(run)}
+
+
+def test_slide_deck_initialises_offline_and_every_slide_shows(tour_run, offline_page):
+    page = offline_page.page
+    page.goto(tour_run["deck"].as_uri())
+    page.wait_for_function("() => window.Reveal !== undefined && Reveal.isReady()", timeout=30_000)
+    assert page.locator("div.reveal.ready").count() == 1
+    total = page.evaluate("() => Reveal.getTotalSlides()")
+    assert total >= 5
+    # Walk the whole talk, fragments included: a broken slide-change handler throws here.
+    steps = page.evaluate("""() => { let n = 0;
+        while ((!Reveal.isLastSlide() || Reveal.availableFragments().next) && n < 1000) { Reveal.next(); n++; }
+        return n; }""")
+    assert page.evaluate("() => Reveal.isLastSlide()") and steps >= total - 1
+    page.wait_for_function(IMAGES_LOADED, timeout=30_000)
+    assert page.locator("img[src^='data:image/png']").count() >= 3
+    # The bertviz views inside the deck draw too.
+    page.wait_for_function("() => document.querySelectorAll('.bertology-head-view svg #attention line').length > 0",
+                           timeout=30_000)
+    page.evaluate("() => Reveal.slide(0)")
+    offline_page.screenshot("slides-tour")
+    assert offline_page.blocked == [], f"the deck tried the network: {offline_page.blocked}"
+    assert offline_page.errors == []
+
+
+def test_report_opens_offline_with_its_figures(tour_run, offline_page):
+    page = offline_page.page
+    page.goto(tour_run["report"].as_uri())
+    page.wait_for_function(IMAGES_LOADED, timeout=30_000)
+    assert page.locator("#nb-00_tour img").count() >= 3
+    assert page.locator("#metrics").count() == 1
+    assert "tour.num_heads" in page.locator("#metrics").inner_text()
+    offline_page.screenshot("report")
+    assert offline_page.blocked == [], f"the report tried the network: {offline_page.blocked}"
+    assert offline_page.errors == []

@@ -1,0 +1,232 @@
+"""Slide decks from executed notebooks: structure, hidden code, inlined libraries, nothing loaded from the network."""
+import base64
+import io
+import re
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from PIL import Image
+
+from bertology_utils import assets
+from bertology_utils.cli import main
+from bertology_utils.errors import BertologyError
+from bertology_utils.slides import (SLIDES_SUFFIX, network_references, notebook_to_slides, prepare_for_slides,
+                                    run_slides)
+
+needs_assets = pytest.mark.skipif(
+    not assets.have_assets("reveal", "reveal_css", "reveal_theme", "jquery", "require", "widgets"),
+    reason="the JavaScript libraries are not installed (make setup / npm ci)")
+
+
+def png_base64(size=(6, 4), colour=(200, 30, 30)) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+PNG = png_base64()
+TABLE_HTML = ('<div><table border="1" class="dataframe"><thead><tr><th></th><th>claim</th><th>ours</th>'
+              '<th>verdict</th></tr></thead><tbody><tr><th>0</th><td>heads park on [SEP]</td><td>0.03</td>'
+              '<td>differs</td></tr></tbody></table></div>')
+
+
+def _cell(kind, source, slide=None, tags=(), outputs=(), **metadata):
+    cell = nbformat.v4.new_markdown_cell(source) if kind == "md" else nbformat.v4.new_code_cell(source)
+    if slide is not None:
+        cell.metadata["slideshow"] = {"slide_type": slide}
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    cell.metadata.update(metadata)
+    if kind == "code":
+        cell.outputs = list(outputs)
+    return cell
+
+
+def talk_notebook():
+    """An executed notebook shaped like the project's: a title, findings with figures, a table, skipped code."""
+    stream = nbformat.v4.new_output
+    cells = [
+        _cell("md", "# A talk about heads\n\nIntro text.", "slide"),
+        _cell("code", "output_dir = None\nmodel_name = None", "skip", tags=["parameters"]),
+        _cell("code", 'output_dir = "/tmp/x"', tags=["injected-parameters"]),
+        _cell("md", "## Finding one", "slide"),
+        _cell("code", "fig = draw_secret_figure()", "subslide",
+              outputs=[stream("stream", name="stderr", text="UserWarning: noisy warning\n"),
+                       stream("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]),
+        _cell("md", "The caption of finding one.", "fragment"),
+        _cell("code", "prepare_without_output()", "slide"),
+        _cell("md", "## Finding two\n\nText that continues the slide the silent code cell opened.", "-"),
+        _cell("code", "print('printed by hidden code')", "fragment",
+              outputs=[stream("stream", name="stdout", text="printed by hidden code\n")]),
+        _cell("md", "## Paper vs ours", "slide"),
+        _cell("code", "comparison_table_code", "subslide",
+              outputs=[stream("execute_result", data={"text/html": TABLE_HTML, "text/plain": "table"},
+                              execution_count=5)]),
+        _cell("code", "collapsed_source_code()", "-",
+              outputs=[stream("stream", name="stdout", text="output of a collapsed cell\n")],
+              jupyter={"source_hidden": True}),
+        _cell("code", "removed_cell_code()", "-", tags=["remove-cell"],
+              outputs=[stream("stream", name="stdout", text="output of a removed cell\n")]),
+        _cell("md", "Speaker notes here.", "notes"),
+        _cell("code", "record_metrics_code()", "skip"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+@pytest.fixture
+def executed(tmp_path):
+    path = tmp_path / "run" / "01_talk" / "01_talk.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(talk_notebook(), path)
+    return path
+
+
+def slide_structure(html):
+    """Number of vertical slides in each horizontal slide."""
+    slides = BeautifulSoup(html, "html.parser").select_one("div.reveal > div.slides")
+    return [len(top.find_all("section", recursive=False)) or 1 for top in slides.find_all("section", recursive=False)]
+
+
+# --------------------------------------------------------------------------- preparing the notebook
+
+def test_prepare_skips_silent_code_and_hands_its_slide_to_the_next_cell():
+    cells = prepare_for_slides(talk_notebook()).cells
+    types = {cell.source.splitlines()[0]: cell.metadata.get("slideshow", {}).get("slide_type", "-") for cell in cells}
+    assert types["prepare_without_output()"] == "skip"
+    assert types["## Finding two"] == "slide"                # took over the slide the silent cell opened
+    assert types['output_dir = "/tmp/x"'] == "skip"          # papermill's injected parameters
+    assert "removed_cell_code()" not in types
+    assert types["fig = draw_secret_figure()"] == "subslide"  # has an output: kept as it was
+    figure_cell = next(c for c in cells if c.source.startswith("fig ="))
+    assert [o.output_type for o in figure_cell.outputs] == ["display_data"]  # stderr dropped in a talk
+
+
+def test_prepare_with_code_keeps_cells_and_streams_but_honours_removals():
+    cells = prepare_for_slides(talk_notebook(), show_code=True).cells
+    silent = next(c for c in cells if c.source == "prepare_without_output()")
+    assert silent.metadata["slideshow"]["slide_type"] == "slide"
+    figure_cell = next(c for c in cells if c.source.startswith("fig ="))
+    assert [o.output_type for o in figure_cell.outputs] == ["stream", "display_data"]
+    collapsed = next(c for c in cells if c.source == "collapsed_source_code()")
+    assert collapsed.metadata["transient"] == {"remove_source": True}
+    assert all(c.source != "removed_cell_code()" for c in cells)
+
+
+def test_with_code_a_collapsed_cell_without_output_is_skipped_too():
+    nb = nbformat.v4.new_notebook(cells=[
+        _cell("md", "# Title", "slide"),
+        _cell("code", "setup()", "subslide", jupyter={"source_hidden": True}),
+        _cell("md", "More text", "fragment"),
+        _cell("code", "visible_setup()", "subslide")])
+    types = [c.metadata["slideshow"]["slide_type"] for c in prepare_for_slides(nb, show_code=True).cells]
+    assert types == ["slide", "skip", "subslide", "subslide"]
+
+
+def test_prepare_does_not_change_the_notebook_given():
+    nb = talk_notebook()
+    before = nbformat.writes(nb)
+    prepare_for_slides(nb)
+    assert nbformat.writes(nb) == before
+
+
+# --------------------------------------------------------------------------- network references
+
+def test_network_references_finds_scripts_links_and_imports_only_where_they_load():
+    page = """<html><head>
+    <script src="https://cdn.example.org/lib.js"></script>
+    <script type="text/javascript" src='//cdn.example.org/protocol-relative.js'></script>
+    <link rel="stylesheet" href="http://cdn.example.org/a.css">
+    <style>@import url(https://fonts.example.org/css?family=X); /* @import url('https://commented.example'); */</style>
+    <script src="data:text/javascript;base64,AAAA"></script>
+    <script>var s = "<link href='https://in.a.string.example'>"; // https://comment.example</script>
+    <a href="https://a.link.is.not.loaded.example">x</a>
+    </head></html>"""
+    found = network_references(page)
+    assert len(found) == 4
+    assert any("lib.js" in f for f in found) and any("protocol-relative" in f for f in found)
+    assert any("a.css" in f for f in found) and any("fonts.example.org" in f for f in found)
+    assert not any("commented" in f or "a.link" in f or "in.a.string" in f for f in found)
+    assert network_references("<p>no references</p>") == []
+
+
+# --------------------------------------------------------------------------- the deck
+
+@needs_assets
+def test_deck_is_self_contained_and_follows_the_slideshow_metadata(executed):
+    out = notebook_to_slides(executed)
+    assert out == executed.with_name("01_talk" + SLIDES_SUFFIX)
+    html = out.read_text(encoding="utf-8")
+
+    assert network_references(html) == []
+    assert re.findall(r"<script\b[^>]*\bsrc\s*=", html, re.IGNORECASE) == []   # every script inline
+    assert re.findall(r"<link\b[^>]*\bhref\s*=", html, re.IGNORECASE) == []    # every stylesheet inline
+    for name in ("reveal", "jquery", "require"):
+        assert assets.asset_text(name)[-300:].replace("</script", "<\\/script") in html, name
+    assert assets.asset_text("reveal_css")[-300:] in html
+    assert "fonts.googleapis.com" not in html             # the theme's web-font import is dropped
+    assert "Reveal.initialize(" in html
+    assert "mathjax" not in html.lower() and "mermaid.initialize" not in html
+    assert "@jupyter-widgets/html-manager" not in html    # no widget state: no widget renderer
+
+    assert slide_structure(html) == [1, 2, 1, 2]          # title; finding + figure; finding two; paper + table
+    assert f"data:image/png;base64,{PNG}" in html
+    assert "differs" in html and "heads park on [SEP]" in html
+    assert 'class="fragment"' in html and '<aside class="notes">' in html
+    assert "printed by hidden code" in html and "output of a collapsed cell" in html
+    for hidden in ("draw_secret_figure", "noisy warning", "record_metrics_code", "removed_cell",
+                   "prepare_without_output", "/tmp/x", "In&nbsp;["):
+        assert hidden not in html, hidden
+
+
+@needs_assets
+def test_show_code_keeps_the_code_but_not_what_the_notebook_hides(executed, tmp_path):
+    html = notebook_to_slides(executed, tmp_path / "deck.html", show_code=True).read_text(encoding="utf-8")
+    assert "draw_secret_figure" in html and "noisy warning" in html and "prepare_without_output" in html
+    assert "collapsed_source_code" not in html and "output of a collapsed cell" in html
+    assert "removed_cell" not in html
+    assert "record_metrics_code" not in html              # 'skip' cells stay out of a deck
+    assert slide_structure(html) == [1, 2, 1, 2]
+    assert network_references(html) == []
+
+
+@needs_assets
+def test_widget_state_gets_the_inlined_renderer(executed, tmp_path):
+    nb = nbformat.read(executed, as_version=4)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "version_major": 2, "version_minor": 0, "state": {}}}
+    nbformat.write(nb, executed)
+    html = notebook_to_slides(executed, tmp_path / "widgets.html").read_text(encoding="utf-8")
+    assert 'define("@jupyter-widgets/html-manager"' in html
+    assert 'type="application/vnd.jupyter.widget-state+json"' in html
+    assert network_references(html) == []
+
+
+def test_a_missing_notebook_is_a_clear_error(tmp_path):
+    with pytest.raises(BertologyError, match="no notebook"):
+        notebook_to_slides(tmp_path / "nope.ipynb")
+
+
+# --------------------------------------------------------------------------- a run's decks and the command
+
+@needs_assets
+def test_run_slides_picks_notebooks_by_number_or_stem(executed, tmp_path, capsys):
+    run_dir = executed.parent.parent
+    other = run_dir / "02_other" / "02_other.ipynb"
+    other.parent.mkdir()
+    nbformat.write(talk_notebook(), other)
+
+    assert run_slides(run_dir, ["2"]) == [other.with_name("02_other" + SLIDES_SUFFIX)]
+    decks = tmp_path / "decks"
+    assert main(["slides", str(run_dir), "--out", str(decks)]) == 0
+    assert capsys.readouterr().out.split() == [str(decks / "01_talk.slides.html"), str(decks / "02_other.slides.html")]
+    assert (decks / "01_talk.slides.html").stat().st_size > 100_000   # the libraries are in it
+
+    assert main(["slides", str(run_dir), "07"]) == 2
+    err = capsys.readouterr().err
+    assert "'07' is not in this run" in err and "01_talk, 02_other" in err
+    assert main(["slides", str(tmp_path / "no-run")]) == 2
+    assert "no run folder" in capsys.readouterr().err
