@@ -31,7 +31,7 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast bench lab clean-results
+.PHONY: help setup run test test-fast bench lab slides report clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -72,6 +72,12 @@ bench: setup ## run every bench/*.py
 
 lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run)
+	$(VENV)/bin/bertology slides $(RUN_NAME)
+
+report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after make run)
+	$(VENV)/bin/bertology report $(RUN_NAME)
 
 clean-results: ## delete the results/ folder
 	rm -rf results

@@ -611,6 +611,40 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- assets
+
+ASSETS_DESCRIPTION = """\
+The offline views (bertviz, widgets) and slide decks inline third-party JavaScript installed
+from npm: `make setup` runs `npm ci` in the checkout; --install puts the same pinned versions
+in the cache folder (for installs without a checkout). Without them, pages load the libraries
+from CDNs (with a warning) and draw nothing offline.
+"""
+ASSETS_EPILOG = """\
+examples:
+  bertology assets               where each library was found, or that it is missing
+  bertology assets --install     npm install the pinned versions into <cache>/js
+Exit status: 0 every library found, 1 some missing.
+"""
+
+
+def _add_assets_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--install", action="store_true", help="install the missing libraries with npm into the cache")
+
+
+def _cmd_assets(args: argparse.Namespace) -> int:
+    from . import assets
+
+    if args.install and not assets.have_assets():
+        print(f"installed into {assets.install()}")
+    for name, asset in assets.ASSETS.items():
+        path = assets.asset_path(name)
+        print(f"  {name:13s} {asset.package + '@' + asset.version:40s} {path if path else 'MISSING'}")
+    if not assets.have_assets():
+        print(f"missing libraries: {assets.INSTALL_HINT}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- registry
 
 COMMANDS: list[Command] = [
@@ -628,6 +662,8 @@ COMMANDS: list[Command] = [
             _add_slides_arguments, _cmd_slides, SLIDES_EPILOG, SLIDES_DESCRIPTION),
     Command("report", "write one self-contained HTML page summarising a run",
             _add_report_arguments, _cmd_report, REPORT_EPILOG, REPORT_DESCRIPTION),
+    Command("assets", "show (or install) the JavaScript the offline views and slide decks inline",
+            _add_assets_arguments, _cmd_assets, ASSETS_EPILOG, ASSETS_DESCRIPTION),
 ]
 
 DESCRIPTION = "See what the attention heads of BERT-style encoders do: run the notebooks, record results."

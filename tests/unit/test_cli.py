@@ -156,3 +156,20 @@ def test_regression_options_are_documented(capsys):
 def test_choices_match_the_package():
     assert FROM_RULES == word_attention.FROM_RULES
     assert TOO_LONG_POLICIES == extraction.TOO_LONG_POLICIES
+
+
+def test_assets_lists_each_library_and_fails_when_one_is_missing(tmp_path, monkeypatch, capsys):
+    from bertology_utils import assets, settings
+
+    monkeypatch.setenv(assets.JS_DIR_ENV, str(tmp_path / "node_modules"))
+    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    assert main(["assets"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("MISSING") == len(assets.ASSETS) and "npm ci" in out
+    for asset in assets.ASSETS.values():  # every pinned library installed: all found, exit 0
+        path = tmp_path / "node_modules" / asset.package / asset.file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("/* stand-in */")
+    assert main(["assets"]) == 0
+    assert "MISSING" not in capsys.readouterr().out
