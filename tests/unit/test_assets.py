@@ -9,16 +9,8 @@ from bertology_utils.errors import AssetMissingError
 
 
 @pytest.fixture
-def js_dir(tmp_path, monkeypatch):
-    """An empty node_modules that wins the lookup, and no other place with the libraries."""
-    root = tmp_path / "node_modules"
-    root.mkdir()
-    monkeypatch.setenv(assets.JS_DIR_ENV, str(root))
-    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
-    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    for var in (settings.OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    return root
+def js_dir(no_js_libraries):
+    return no_js_libraries
 
 
 def _install_fake(root, name, text):

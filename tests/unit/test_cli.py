@@ -158,17 +158,14 @@ def test_choices_match_the_package():
     assert TOO_LONG_POLICIES == extraction.TOO_LONG_POLICIES
 
 
-def test_assets_lists_each_library_and_fails_when_one_is_missing(tmp_path, monkeypatch, capsys):
-    from bertology_utils import assets, settings
+def test_assets_lists_each_library_and_fails_when_one_is_missing(no_js_libraries, capsys):
+    from bertology_utils import assets
 
-    monkeypatch.setenv(assets.JS_DIR_ENV, str(tmp_path / "node_modules"))
-    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
-    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
     assert main(["assets"]) == 1
     out = capsys.readouterr().out
     assert out.count("MISSING") == len(assets.ASSETS) and "npm ci" in out
     for asset in assets.ASSETS.values():  # every pinned library installed: all found, exit 0
-        path = tmp_path / "node_modules" / asset.package / asset.file
+        path = no_js_libraries / asset.package / asset.file
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("/* stand-in */")
     assert main(["assets"]) == 0

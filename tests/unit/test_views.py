@@ -28,19 +28,6 @@ def loaded_models(tiny_model_dirs):
     return {arch: load_model(folder) for arch, folder in tiny_model_dirs.items()}
 
 
-@pytest.fixture
-def no_libraries(tmp_path, monkeypatch):
-    """No place has the libraries (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is allowed."""
-    root = tmp_path / "node_modules"
-    root.mkdir()
-    monkeypatch.setenv(assets.JS_DIR_ENV, str(root))
-    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path / "no-checkout")
-    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    for var in (settings.OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    return root
-
-
 def _params(view: AttentionView) -> dict:
     """The parameters bertviz embeds in its script (attention, texts, root id)."""
     found = re.findall(r"const params = (\{.*\}); *$", view.html, flags=re.MULTILINE)
@@ -90,13 +77,13 @@ def test_bertviz_does_not_leak_resource_warnings(loaded_models):
         head_view(SENTENCE, loaded_models["bert"])
 
 
-def test_offline_without_the_libraries_raises(loaded_models, no_libraries, monkeypatch):
+def test_offline_without_the_libraries_raises(loaded_models, no_js_libraries, monkeypatch):
     monkeypatch.setenv(settings.OFFLINE_ENV, "1")
     with pytest.raises(AssetMissingError, match="is not installed"):
         head_view(SENTENCE, loaded_models["bert"])
 
 
-def test_online_without_the_libraries_uses_the_cdn_with_a_warning(loaded_models, no_libraries):
+def test_online_without_the_libraries_uses_the_cdn_with_a_warning(loaded_models, no_js_libraries):
     with pytest.warns(UserWarning, match="will not draw offline"):
         view = model_view(SENTENCE, loaded_models["bert"])
     assert f'<script src="{assets.ASSETS["require"].cdn}">' in view.html
