@@ -86,7 +86,7 @@ def _word_indices(word_ids, sequence_ids, n_first: int) -> tuple[np.ndarray, np.
     special = np.isnan(wid)
     # A word's key is unique across both texts; a token starts a new word when it is
     # special or its key differs from the previous token's (a word's tokens are contiguous).
-    key = np.where(special, -1.0, wid + np.nan_to_num(sid) * (n_first + 1))
+    key = np.where(special, -1.0, wid + np.where(np.isnan(sid), 0.0, sid) * (n_first + 1))
     starts = special.copy()
     starts[1:] |= key[1:] != key[:-1]
     starts[0] = True
@@ -155,14 +155,15 @@ def _aligned_item(tokenizer, enc, row, first, second, *, index, item_id, replace
         return None
 
     input_ids = np.asarray(enc["input_ids"][row], dtype=np.int64)
-    tokens = tokenizer.convert_ids_to_tokens(input_ids.tolist())
     # Specials first take their own token string; real words then fill the remaining slots in order.
+    special_words = token_to_word[special]
+    is_special_word = np.zeros(n_words, dtype=bool)
+    is_special_word[special_words] = True
     words = np.empty(n_words, dtype=object)
-    words[token_to_word[special]] = np.asarray(tokens, dtype=object)[special]
-    words[~np.isin(np.arange(n_words), token_to_word[special])] = list(first) + list(second or [])
+    words[special_words] = tokenizer.convert_ids_to_tokens(input_ids[special].tolist())
+    words[~is_special_word] = list(first) + list(second or [])
 
     kinds = np.zeros(n_words, dtype=np.int8)
-    special_words = token_to_word[special]
     kinds[special_words] = SEPARATOR
     if special[0] and input_ids[0] in {tokenizer.cls_token_id, tokenizer.bos_token_id} - {None}:
         kinds[0] = LEADING_SPECIAL
@@ -170,7 +171,7 @@ def _aligned_item(tokenizer, enc, row, first, second, *, index, item_id, replace
     # A special token belongs to the segment of the text before it ([CLS] to the first).
     filled = _forward_fill(np.array(sequence_ids, dtype=float))
     segments = np.zeros(n_words, dtype=np.int8)
-    segments[token_to_word] = np.nan_to_num(filled).astype(np.int8)
+    segments[token_to_word] = np.where(np.isnan(filled), 0, filled).astype(np.int8)
 
     tt = enc.get("token_type_ids")
     return AlignedItem(
