@@ -6,7 +6,8 @@ heads of every layer (lowest-numbered kept, at least one head per layer). Both a
 the same run on the same inputs, interleaved, best of --repeats; the ratio full / pruned is
 the speed-up. The pruned outputs are checked against the full model with those heads gated
 to 0. Also: Michel importance (one backward per batch) vs the one-at-a-time head ablation
-sweep on the same dev batches (time ratio).
+sweep on the same dev batches (time ratio), and that sweep with the layers below each gated
+layer shared by its configurations vs the whole model run per configuration.
 
     python bench/bench_pruning.py [--model NAME] [--share 0.5] [--tokens 64] [--repeats 5] [--threads 1]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+from unittest import mock
 
 import numpy as np
 import torch
@@ -44,6 +46,7 @@ def main() -> None:
     from bertology_utils.data import Corpus, Sentence
     from bertology_utils.models import load_model
     from bertology_utils.interventions import gate_heads
+    from bertology_utils import pruning
     from bertology_utils.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
 
     full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
@@ -84,10 +87,18 @@ def main() -> None:
     head_importance(full, dev)
     t_imp = time.perf_counter() - start
     start = time.perf_counter()
-    ablation_sweep(full, dev, layers=False)
+    shared = ablation_sweep(full, dev)
     t_abl = time.perf_counter() - start
     print(f"importance (1 backward/batch) {t_imp:.2f} s vs one-at-a-time ablation of {layers * heads} heads "
-          f"{t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}")
+          f"and {layers} layers {t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}")
+    # the same sweep with every configuration running the whole model (no layers shared below the gated one)
+    with mock.patch.object(pruning, "_layer_modules", lambda model: None):
+        start = time.perf_counter()
+        whole = ablation_sweep(full, dev)
+        t_whole = time.perf_counter() - start
+    err = np.abs(shared.head_loss_deltas - whole.head_loss_deltas).max()
+    print(f"ablation sweep sharing the layers below the gated one {t_abl:.2f} s vs whole model per configuration "
+          f"{t_whole:.2f} s: x{t_whole / t_abl:.2f} (max |loss delta difference| {err:.1e})")
 
 
 if __name__ == "__main__":

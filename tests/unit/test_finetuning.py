@@ -10,7 +10,7 @@ from bertology_utils.data import Corpus, Sentence, SentencePair
 from bertology_utils.errors import BertologyError
 from bertology_utils.finetuning import (
     DEFAULT_BUDGETS, TASKS, Budget, FineTuneCacheWarning, default_budget, encode, evaluate, fine_tune,
-    glue_metrics, label_ids, predict, task_spec,
+    glue_metrics, label_ids, majority_baseline, predict, task_spec,
 )
 from bertology_utils.interventions import gate_heads
 from bertology_utils.models import load_model
@@ -65,6 +65,15 @@ def test_glue_metrics():
         task_spec("SQuAD")
 
 
+def test_majority_baseline():
+    assert majority_baseline("RTE", ["entailment", "not_entailment", "not_entailment"]) == pytest.approx(2 / 3)
+    # MRPC's score is the mean of F1 and accuracy: always "equivalent" on 3 of 4 positives
+    assert majority_baseline("MRPC", [1, 1, 1, 0]) == pytest.approx((6 / 7 + 0.75) / 2)
+    assert np.isnan(majority_baseline("STS-B", [1.0, 2.0]))
+    with pytest.raises(BertologyError):
+        majority_baseline("SST-2", [])
+
+
 def test_label_ids_and_budgets():
     assert label_ids("RTE", ["not_entailment", "entailment"]).tolist() == [1, 0]
     assert label_ids("STS-B", [4.5]).dtype == np.float32
@@ -114,6 +123,29 @@ def test_cache_misses_on_seed_budget_and_init(trained, tiny_model_dirs, toy):
                                                                           (0, "random")]]
     assert len({run.path} | {o.path for o in other}) == 4
     assert not any(o.from_cache for o in other)
+
+
+def test_random_init_starts_from_models_random_init_and_is_cached_apart(trained, tiny_model_dirs, toy):
+    """Kovaleva et al.'s control: the same recipe from models.random_init's copy, its own cache entry."""
+    from bertology_utils.models import random_init
+
+    run, cache = trained
+    train, dev = toy
+    small = Budget(train_examples=16, epochs=1, batch_size=16, max_tokens=32)
+    kwargs = dict(budget=small, seed=3, train=train, dev=dev, cache_dir=cache, progress=False)
+    pre = fine_tune("SST-2", tiny_model_dirs["bert"], **kwargs)
+    rand = fine_tune("SST-2", tiny_model_dirs["bert"], init="random", **kwargs)
+    keys = [json.loads((r.path / "bertology.json").read_text())["key"] for r in (pre, rand)]
+    assert rand.init == "random" and keys[1]["init"] == "random" and "-random-" in rand.path.name
+    assert keys[0]["initial_weights_sha256"] != keys[1]["initial_weights_sha256"]
+    # the random start is models.random_init of the pre-trained classifier with the run's seed
+    torch.manual_seed(3)
+    classifier = load_model(tiny_model_dirs["bert"], head="sequence-classification", num_labels=2)
+    assert random_init(classifier, 3).weights_sha256 == keys[1]["initial_weights_sha256"]
+    again = fine_tune("SST-2", tiny_model_dirs["bert"], init="random", **kwargs)
+    assert again.from_cache and again.path == rand.path and again.metrics == rand.metrics
+    with pytest.raises(ValueError):
+        fine_tune("SST-2", tiny_model_dirs["bert"], init="scratch", **kwargs)
 
 
 def test_corrupt_entry_is_rebuilt_not_loaded(tiny_model_dirs, toy, tmp_path):

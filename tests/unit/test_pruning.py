@@ -1,4 +1,6 @@
 """Head gating, ablation sweeps, Michel importance, physical pruning, attention change — on tiny models."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -9,12 +11,12 @@ from bertology_utils.models import load_model
 from bertology_utils.pruning import (
     ablation_sweep, attention_change, dev_set, gate_shape, head_importance, importance_ablation_agreement,
     predict_with_gates, prunable_share, prune_heads, pruned_heads, pruning_claims, pruning_curve,
-    random_pruning_curves, scores_for_gates,
+    random_init_claim, random_pruning_curves, scores_for_gates,
 )
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
-PRUNABLE_ARCHS = ("bert", "roberta", "electra")
+PRUNABLE_ARCHS = ("bert", "roberta", "electra", "distilbert")
 
 
 def corpus(n: int = 12, seed: int = 0) -> Corpus:
@@ -54,6 +56,36 @@ def test_gates_of_one_change_nothing_and_zero_removes_the_head(tiny_model_dirs, 
             one = np.concatenate([loaded.model(**b).logits.numpy() for b in dev.batches])
         np.testing.assert_allclose(many[k][order], one, atol=1e-5)
     assert not np.allclose(many[1], many[0])
+
+
+@pytest.mark.parametrize("arch", GATED_ARCHS)
+def test_configurations_sharing_their_lower_layers_match_one_at_a_time(tiny_model_dirs, data, arch):
+    """Copies made at the first gated layer (hooks on the layers) give what gating the whole batch gives."""
+    from bertology_utils.pruning import _layer_modules
+
+    loaded = classifier(tiny_model_dirs[arch])
+    assert _layer_modules(loaded.model) is not None  # the shared path is the one tested
+    dev = dev_set(loaded, data, "SST-2", batch_size=5)
+    layers, heads = gate_shape(loaded)
+    stack = [np.ones((layers, heads))] * 2  # two all-ones configurations: one plain pass, tiled
+    for layer in range(layers):
+        for head in (0, heads - 1):
+            g = np.ones((layers, heads))
+            g[layer, head] = 0
+            stack.append(g)
+        g = np.ones((layers, heads))
+        g[layer] = 0.5  # a layer scaled, not only removed
+        stack.append(g)
+    stack.append((np.random.default_rng(0).random((layers, heads)) > 0.5).astype(float))
+    stack = np.stack(stack)
+    order = np.concatenate(dev.rows)
+    expected = []
+    for g in stack:
+        with gate_heads(loaded.model, torch.as_tensor(g, dtype=torch.float32)), torch.no_grad():
+            expected.append(np.concatenate([loaded.model(**b).logits.numpy() for b in dev.batches]))
+    for per_pass in (None, 3):
+        got = predict_with_gates(loaded, dev, stack, configs_per_pass=per_pass)
+        np.testing.assert_allclose(got[:, order], np.stack(expected), atol=2e-5)
 
 
 def test_gate_zero_equals_removing_the_heads_value_contribution(tiny_model_dirs, data):
@@ -139,9 +171,47 @@ def test_ablation_sweep_shapes_and_consistency(tiny_model_dirs, data):
     score = scores_for_gates(loaded, dev, g[None])[0]
     assert result.head_deltas[1, 0] == pytest.approx(score - result.base)
     s = result.summary()
-    assert 0 <= s["share_heads_not_hurting"] <= 1
-    rho, _ = importance_ablation_agreement(head_importance(loaded, dev), result.head_deltas)
-    assert np.isnan(rho) or -1 <= rho <= 1
+    assert 0 <= s["share_heads_not_hurting"] <= 1 and 0 <= s["share_heads_lower_loss"] <= 1
+    # the loss deltas are the classifier's own cross-entropy, gated head by head
+    order = np.concatenate(dev.rows)
+    targets = torch.as_tensor(dev.labels[order])
+
+    def mean_loss(gates):
+        with gate_heads(loaded.model, torch.as_tensor(gates, dtype=torch.float32)), torch.no_grad():
+            logits = torch.cat([loaded.model(**b).logits for b in dev.batches])
+        return torch.nn.functional.cross_entropy(logits, targets).item()
+
+    assert result.base_loss == pytest.approx(mean_loss(np.ones((layers, heads))), rel=1e-5)
+    assert result.head_loss_deltas[1, 0] == pytest.approx(mean_loss(g) - result.base_loss, abs=1e-5)
+    g_layer = np.ones((layers, heads))
+    g_layer[layers - 1] = 0
+    assert result.layer_loss_deltas[layers - 1] == pytest.approx(mean_loss(g_layer) - result.base_loss, abs=1e-5)
+    assert np.ptp(result.head_loss_deltas) > 0  # continuous: the heads are ranked, not tied
+    # harm is the loss increase (or the metric drop): a ranking by harm agrees with itself
+    assert importance_ablation_agreement(result.head_loss_deltas, result)[0] == pytest.approx(1.0)
+    assert importance_ablation_agreement(-result.head_loss_deltas, result)[0] == pytest.approx(-1.0)
+    np.testing.assert_array_equal(result.harm("metric"), -result.head_deltas)
+    rho, p = importance_ablation_agreement(head_importance(loaded, dev, normalise=False), result)
+    assert -1 <= rho <= 1 and 0 <= p <= 1
+    with pytest.raises(ValueError):
+        result.harm("accuracy")
+
+
+def test_regression_loss_is_squared_error(tiny_model_dirs, data):
+    """STS-B: one output, the loss is the mean squared error to the scores."""
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs["electra"], head="sequence-classification", num_labels=1,
+                        problem_type="regression", device="cpu")
+    scores = np.linspace(0, 5, len(data)).tolist()
+    sts = Corpus.from_items(list(data), "toy-sts", scores)
+    dev = dev_set(loaded, sts, "STS-B", batch_size=5)
+    result = ablation_sweep(loaded, dev, layers=False)
+    with torch.no_grad():
+        pred = np.concatenate([loaded.model(**b).logits[:, 0].numpy() for b in dev.batches])
+    expected = np.mean((pred - np.asarray(scores, dtype=np.float32)[np.concatenate(dev.rows)]) ** 2)
+    assert result.base_loss == pytest.approx(expected, rel=1e-5)
+    assert np.isnan(result.layer_loss_deltas).all() and np.isfinite(result.head_loss_deltas).all()
+    assert not [r for r in pruning_claims(ablation=result) if "whole layer" in r["claim"]]  # no layers swept
 
 
 def test_pruning_curves(tiny_model_dirs, data):
@@ -151,10 +221,65 @@ def test_pruning_curves(tiny_model_dirs, data):
     layers, heads = gate_shape(loaded)
     np.testing.assert_allclose(curve.fractions, [0, 0.25, 0.5, 0.75, 1.0])
     assert len(curve.order) == layers * heads and len(set(curve.order)) == layers * heads
+    # an importance measured beforehand gives the same curve (it is the first measurement)
+    again = pruning_curve(loaded, dev, step=0.25, importance=head_importance(loaded, dev))
+    assert again.order == curve.order
+    np.testing.assert_array_equal(again.scores, curve.scores)
+    with pytest.raises(ValueError):
+        pruning_curve(loaded, dev, importance=np.ones((layers + 1, heads)))
     randoms = random_pruning_curves(loaded, dev, seeds=(0, 1), step=0.25)
     assert len(randoms) == 2 and all(r.scores[0] == pytest.approx(curve.base) for r in randoms)
     rows = pruning_claims(importance_curve=curve, random_curves=randoms)
     assert rows[0]["verdict"] in ("reproduced", "partly", "not reproduced", "inconclusive")
+
+
+def test_claim_verdicts_follow_the_numbers():
+    rows = {r["verdict"] for r in pruning_claims(agreement=(0.5, 0.01))}
+    assert rows == {"reproduced"}
+    assert pruning_claims(agreement=(0.2, 0.3))[0]["verdict"] == "partly"
+    assert pruning_claims(agreement=(-0.2, 0.01))[0]["verdict"] == "not reproduced"
+    assert pruning_claims(agreement=(float("nan"), float("nan")))[0]["verdict"] == "inconclusive"
+    assert random_init_claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.55)})["verdict"] == "reproduced"
+    mixed = random_init_claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.62)}, majority={"SST-2": 0.5, "RTE": 0.53})
+    assert mixed["verdict"] == "partly" and "majority class 0.530" in mixed["ours"]
+    assert random_init_claim({"RTE": (0.5, 0.55)})["verdict"] == "not reproduced"
+    # a pre-trained run at the majority class learned nothing: no win, whatever random init scored
+    floor = {"SST-2": 0.51, "RTE": 0.527}
+    stuck = random_init_claim({"SST-2": (0.8, 0.58), "RTE": (0.527, 0.473)}, majority=floor)
+    assert stuck["verdict"] == "partly" and "learned nothing" in stuck["ours"]
+    assert random_init_claim({"RTE": (0.527, 0.473)}, majority=floor)["verdict"] == "inconclusive"
+    assert random_init_claim({"SST-2": (0.8, 0.9), "RTE": (0.5, 0.4)}, majority=floor)["verdict"] == "not reproduced"
+    assert random_init_claim({"STS-B": (0.4, float("nan"))})["verdict"] == "reproduced"
+    assert random_init_claim({"STS-B": (float("nan"), float("nan"))})["verdict"] == "inconclusive"  # constant
+    with pytest.raises(ValueError):
+        random_init_claim({})
+
+
+def test_layer_claim(tiny_model_dirs, data):
+    loaded = classifier(tiny_model_dirs["bert"])
+    result = ablation_sweep(loaded, dev_set(loaded, data, "SST-2"))
+    layer_row = [r for r in pruning_claims(ablation=result) if "whole layer" in r["claim"]][0]
+    best = int(np.argmax(result.layer_deltas))
+    assert f"layer {best + 1}" in layer_row["ours"]
+    assert layer_row["verdict"] == ("inconclusive" if not result.layer_deltas.any() else
+                                    "reproduced" if result.layer_deltas.max() > 0 else "not reproduced")
+    tied = dataclasses.replace(result, layer_deltas=np.zeros_like(result.layer_deltas))
+    assert [r for r in pruning_claims(ablation=tied) if "whole layer" in r["claim"]][0]["verdict"] == "inconclusive"
+    better = dataclasses.replace(result, layer_deltas=np.r_[-0.1, 0.03, np.zeros(len(result.layer_deltas) - 2)])
+    row = [r for r in pruning_claims(ablation=better) if "whole layer" in r["claim"]][0]
+    assert row["verdict"] == "reproduced" and "layer 2, +0.030" in row["ours"]
+
+
+def test_dev_set_token_budget_keeps_the_first_items(tiny_model_dirs, data):
+    from bertology_utils.finetuning import encode
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    lengths = np.array([len(e["input_ids"]) for e in encode(loaded.tokenizer, list(data), loaded.max_tokens)])
+    for budget, n in [(lengths[:5].sum(), 5), (lengths[:5].sum() - 1, 4), (1, 1), (10 ** 6, len(data))]:
+        dev = dev_set(loaded, data, "SST-2", batch_size=3, token_budget=int(budget))
+        assert len(dev) == n
+        np.testing.assert_array_equal(dev.labels, data.labels[:n])
+        assert sorted(np.concatenate(dev.rows).tolist()) == list(range(n))
 
 
 def test_prunable_share():
@@ -197,5 +322,5 @@ def test_physical_pruning_refuses_other_layouts(tiny_model_dirs, arch):
     from bertology_utils.errors import ModelNotAvailableError
 
     loaded = classifier(tiny_model_dirs[arch])
-    with pytest.raises(ModelNotAvailableError):
+    with pytest.raises(ModelNotAvailableError, match="only be gated"):
         prune_heads(loaded, {0: [0]})
