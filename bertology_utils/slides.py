@@ -10,7 +10,7 @@ would not load, and reveal's slide-change handler would throw. Figures are embed
 nbconvert as ``data:`` URIs, so the file opens with no network.
 
 By default a deck reads as a talk: code is hidden, and so are stderr streams (warnings,
-progress bars) and code cells that then show nothing. ``show_code=True`` keeps the code.
+text progress bars), tqdm's progress-bar widgets, and code cells that then show nothing. ``show_code=True`` keeps the code.
 Whatever the mode, cells tagged ``remove-cell`` are dropped, ``remove-input`` / ``hide-input``
 (or collapsed in JupyterLab) lose their code and ``remove-output`` their outputs;
 papermill's injected-parameters cell is skipped.
@@ -166,9 +166,22 @@ def prepare_for_slides(nb, *, show_code: bool = False):
         if tags & REMOVE_OUTPUT_TAGS or hidden.get("outputs_hidden"):
             cell.outputs = []
         if not show_code:
-            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")]
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")
+                            and not _is_progress_bar(o)]
     _skip_empty_code_cells(nb.cells, show_code)
     return nb
+
+
+#: tqdm's notebook bar as text: "desc: 100%|#####| 8/8 [00:01<00:00, ...]".
+_PROGRESS_TEXT = re.compile(r"\d+%\|.*\|\s*\d+/\d+\s*\[")
+
+
+def _is_progress_bar(output) -> bool:
+    """A tqdm progress-bar widget (its plain-text form is the bar): noise in a talk."""
+    data = output.get("data", {})
+    text = data.get("text/plain", "")
+    return "application/vnd.jupyter.widget-view+json" in data and bool(_PROGRESS_TEXT.search(
+        text if isinstance(text, str) else "".join(text)))
 
 
 def _slide_type(cell) -> str:

@@ -230,3 +230,16 @@ def test_run_slides_picks_notebooks_by_number_or_stem(executed, tmp_path, capsys
     assert "'07' is not in this run" in err and "01_talk, 02_other" in err
     assert main(["slides", str(tmp_path / "no-run")]) == 2
     assert "no run folder" in capsys.readouterr().err
+
+
+def test_a_talk_drops_progress_bar_widgets_but_keeps_other_widgets():
+    new = nbformat.v4.new_output
+    widget = "application/vnd.jupyter.widget-view+json"
+    bar = new("display_data", data={widget: {"model_id": "a", "version_major": 2, "version_minor": 0},
+                                    "text/plain": "extract ewt:  100%|##########| 8/8 [00:01<00:00,  6.10item/s]"})
+    explorer = new("display_data", data={widget: {"model_id": "b", "version_major": 2, "version_minor": 0},
+                                         "text/plain": "AttentionExplorer(children=(Dropdown(...),))"})
+    nb = nbformat.v4.new_notebook(cells=[_cell("code", "run()", "slide", outputs=[bar, explorer])])
+    kept = prepare_for_slides(nb).cells[0].outputs
+    assert [o.data["text/plain"] for o in kept] == [explorer.data["text/plain"]]
+    assert len(prepare_for_slides(nb, show_code=True).cells[0].outputs) == 2
