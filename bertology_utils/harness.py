@@ -382,6 +382,26 @@ def find_run(run_dir: str | os.PathLike) -> Path:
     return folder
 
 
+#: Status of a notebook folder with results that run.json does not list (a run without run.json, a copied folder).
+UNLISTED = "not in run.json"
+
+
+def run_entries(run_dir: str | os.PathLike) -> list[dict]:
+    """The notebooks of a run, sorted by name: run.json's entries (name, status, parameters, error...),
+    plus each notebook folder with results that run.json does not list, with status :data:`UNLISTED`."""
+    folder = find_run(run_dir)
+    path = folder / RUN_FILE
+    entries = _read_json(path).get("notebooks", []) if path.is_file() else []
+    if not isinstance(entries, list) or not all(isinstance(nb, dict) and "name" in nb for nb in entries):
+        raise DataFormatError("'notebooks' must be a list of objects with a 'name'", path)
+    entries = [dict(nb) for nb in entries]
+    listed = {nb["name"] for nb in entries}
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in listed):
+        if (sub / f"{sub.name}.ipynb").is_file() or (sub / METRICS_FILE).is_file():
+            entries.append({"name": sub.name, "status": UNLISTED})
+    return sorted(entries, key=lambda nb: nb["name"])
+
+
 def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
     """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
     return {p.parent.name: _read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}

@@ -300,17 +300,6 @@ def _shorten(value) -> str:
 
 # --------------------------------------------------------------------------- runs
 
-def _run_notebooks(folder: Path) -> list[dict]:
-    """The notebooks of a run (name, status, parameters) from its run.json, else its metrics folders."""
-    path = folder / harness.RUN_FILE
-    if not path.is_file():
-        return [{"name": p.parent.name, "status": "ok"} for p in sorted(folder.glob(f"*/{harness.METRICS_FILE}"))]
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))["notebooks"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise DataFormatError(f"not a run.json written by bertology run ({exc})", path) from None
-
-
 def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
               references: dict[str, Reference] | None = None) -> CheckResult:
     """Compare the notebooks of ``run_dir`` with the references in ``reference_dir``.
@@ -319,7 +308,7 @@ def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
     """
     folder = harness.find_run(run_dir)
     references = read_references(reference_dir) if references is None else references
-    ran = _run_notebooks(folder)
+    ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
     differences, notes = [], []
     for nb in ran:
@@ -327,7 +316,7 @@ def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
         reference = references.get(stem)
         if reference is None:
             notes.append(f"{stem} has no reference in {reference_dir}: its metrics are new")
-        elif nb.get("status") != "ok":
+        elif nb.get("status") == "failed":
             notes.append(f"{stem} failed: the reference metrics it did not record are missing")
         elif reference.parameters is not None and "parameters" in nb and nb["parameters"] != reference.parameters:
             notes.append(f"{stem} ran with parameters {json.dumps(nb['parameters'], sort_keys=True)}; "
@@ -367,7 +356,7 @@ def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLi
     folder = harness.find_run(run_dir)
     reference_dir = Path(reference_dir)
     old = read_references(reference_dir, allow_empty=True)
-    ran = _run_notebooks(folder)
+    ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
     written, not_written, changes = [], [], []
     for nb in ran:

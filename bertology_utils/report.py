@@ -56,17 +56,6 @@ def _read_json(path: Path) -> dict:
     return harness._read_json(path) if path.is_file() else {}
 
 
-def _notebook_entries(run_dir: Path, run: dict) -> list[dict]:
-    """run.json's notebooks and the run's notebook folders that it does not list, sorted by name."""
-    entries = [dict(nb) for nb in run.get("notebooks", [])]
-    listed = {nb.get("name") for nb in entries}
-    for folder in sorted(p for p in run_dir.iterdir() if p.is_dir()):
-        has_results = (folder / f"{folder.name}.ipynb").is_file() or (folder / harness.METRICS_FILE).is_file()
-        if folder.name not in listed and has_results:
-            entries.append({"name": folder.name, "status": "not in run.json"})
-    return sorted(entries, key=lambda e: e["name"])
-
-
 # --------------------------------------------------------------------------- extracting from notebooks
 
 def paper_tables(notebook_dir: Path) -> list[tuple[str, str]]:
@@ -324,7 +313,7 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     """Write the run's report (default ``<run dir>/report.html``) and return its path."""
     folder = harness.find_run(run_dir)
     run = _read_json(folder / harness.RUN_FILE)
-    entries = _notebook_entries(folder, run)
+    entries = harness.run_entries(folder)
     if not entries:
         raise BertologyError(f"{folder} holds no run: no run.json and no notebook results")
     metrics = {e["name"]: _read_json(folder / e["name"] / harness.METRICS_FILE) for e in entries}
