@@ -240,7 +240,7 @@ def run_notebooks(
 
     report = RunReport(run_name, run_dir, started, _now(), params, results, _versions())
     text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
-    _write_text(run_dir / RUN_FILE, text + "\n")
+    write_text(run_dir / RUN_FILE, text + "\n")
     return report
 
 
@@ -346,9 +346,9 @@ def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike
     if bad_keys:
         raise TypeError(f"metric names must be strings, got {bad_keys!r}")
     path = _output_folder(output_dir) / METRICS_FILE
-    recorded = _read_json(path) if path.exists() else {}
+    recorded = read_json(path) if path.exists() else {}
     recorded.update(_to_json(new))
-    _write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
     return recorded
 
 
@@ -391,7 +391,7 @@ def run_entries(run_dir: str | os.PathLike) -> list[dict]:
     plus each notebook folder with results that run.json does not list, with status :data:`UNLISTED`."""
     folder = find_run(run_dir)
     path = folder / RUN_FILE
-    entries = _read_json(path).get("notebooks", []) if path.is_file() else []
+    entries = read_json(path).get("notebooks", []) if path.is_file() else []
     if not isinstance(entries, list) or not all(isinstance(nb, dict) and "name" in nb for nb in entries):
         raise DataFormatError("'notebooks' must be a list of objects with a 'name'", path)
     entries = [dict(nb) for nb in entries]
@@ -404,7 +404,7 @@ def run_entries(run_dir: str | os.PathLike) -> list[dict]:
 
 def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
     """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
-    return {p.parent.name: _read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}
+    return {p.parent.name: read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}
 
 
 def _output_folder(output_dir: str | os.PathLike | None) -> Path:
@@ -438,7 +438,8 @@ def _to_json(value):
     raise TypeError(f"cannot record a {type(value).__name__} as a metric; use numbers, strings, lists or dicts")
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; anything else raises DataFormatError naming the file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -448,7 +449,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     """Write via a temporary file, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -329,7 +329,7 @@ def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
 def write_check(result: CheckResult, run_dir: str | os.PathLike) -> Path:
     """Write ``<run dir>/check.json``; returns its path."""
     path = harness.find_run(run_dir) / CHECK_FILE
-    harness._write_text(path, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    harness.write_text(path, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -366,7 +366,7 @@ def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLi
             continue
         changes += compare_metrics(stem, old.get(stem), metrics.get(stem, {}))
         path = reference_dir / f"{stem}.json"
-        harness._write_text(path, _dumps(_reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"))))
+        harness.write_text(path, _dumps(_reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"))))
         written.append(path)
     return Refresh(written, not_written, CheckResult(reference_dir, changes))
 

@@ -52,8 +52,8 @@ def executed_notebooks(run_dir: Path) -> dict[str, Path]:
     return {p.parent.name: p for p in sorted(run_dir.glob("*/*.ipynb")) if p.stem == p.parent.name}
 
 
-def _read_json(path: Path) -> dict:
-    return harness._read_json(path) if path.is_file() else {}
+def _read_json_or_empty(path: Path) -> dict:
+    return harness.read_json(path) if path.is_file() else {}
 
 
 # --------------------------------------------------------------------------- extracting from notebooks
@@ -312,13 +312,13 @@ def _metrics_section(metrics: dict[str, dict]) -> str:
 def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
     """Write the run's report (default ``<run dir>/report.html``) and return its path."""
     folder = harness.find_run(run_dir)
-    run = _read_json(folder / harness.RUN_FILE)
+    run = _read_json_or_empty(folder / harness.RUN_FILE)
     entries = harness.run_entries(folder)
     if not entries:
         raise BertologyError(f"{folder} holds no run: no run.json and no notebook results")
-    metrics = {e["name"]: _read_json(folder / e["name"] / harness.METRICS_FILE) for e in entries}
+    metrics = {e["name"]: _read_json_or_empty(folder / e["name"] / harness.METRICS_FILE) for e in entries}
     metrics = {stem: m for stem, m in metrics.items() if m}
-    check = _read_json(folder / CHECK_FILE)
+    check = _read_json_or_empty(folder / CHECK_FILE)
     if check and not isinstance(check.get("differences", []), list):
         raise DataFormatError("'differences' must be a list", folder / CHECK_FILE)
     failed = [e for e in entries if e.get("status") == "failed"]
