@@ -551,8 +551,8 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
         if not keep:
             raise ValueError(f"pruning every head of layer {layer} is not supported; gate the layer instead")
         owner, name = layout.output
-        index = torch.tensor([i * size + j for i in keep for j in range(size)],
-                             device=getattr(owner, name).weight.device)
+        device = getattr(owner, name).weight.device
+        index = (torch.as_tensor(keep, device=device)[:, None] * size + torch.arange(size, device=device)).flatten()
         for proj_owner, proj in layout.qkv:
             setattr(proj_owner, proj, _keep_rows(getattr(proj_owner, proj), index, 0))
         setattr(owner, name, _keep_rows(getattr(owner, name), index, 1))
