@@ -23,10 +23,11 @@ from tqdm.auto import tqdm
 from . import __version__, settings
 from .alignment import AlignedItem, align
 from .data import Corpus
-from .errors import BertologyError
+from .errors import BertologyError, ModelNotAvailableError
+from .interventions import attention_modules
 from .models import LoadedModel, load_model
 from .store import AttentionStore
-from .word_attention import ItemAttention, SkippedItem, word_attention
+from .word_attention import ItemAttention, SkippedItem, WordConversion
 
 TOO_LONG_POLICIES = ("skip", "error")
 #: Default cap on attention weights per batch (items x layers x heads x tokens^2): 2^24 float32
@@ -42,8 +43,25 @@ def _as_model(model) -> LoadedModel:
     return model if isinstance(model, LoadedModel) else load_model(model)
 
 
+class _AttentionsDone(Exception):
+    """Raised by a hook once the last layer's attention is computed: the rest of the forward is skipped."""
+
+
+def _attention_layers(model) -> list | None:
+    try:
+        return attention_modules(model)
+    except ModelNotAvailableError:
+        return None
+
+
 class _Forward:
-    """Runs batches of aligned items through a model and converts their attention to words."""
+    """Runs batches of aligned items through a model and converts their attention to words.
+
+    The forward pass stops right after the last layer's attention (hooks keep each layer's
+    probabilities): what follows, the last feed-forward block and any pooler or head, changes
+    no attention map. An architecture where the hooks do not see every layer's probabilities
+    gets the whole forward pass instead.
+    """
 
     def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool):
         self.loaded = loaded
@@ -51,9 +69,47 @@ class _Forward:
         self.keep_tokens = keep_tokens
         self.pad_id = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
         self.uses_token_types = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+        self._buffers: dict[str, np.ndarray] = {}
+        self._layers = _attention_layers(loaded.model)
+
+    def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
+        if self._layers is not None:
+            captured = []
+
+            def keep(module, _args, output):
+                captured.append(output[1] if isinstance(output, tuple) and len(output) > 1 else None)
+                if module is self._layers[-1]:
+                    raise _AttentionsDone
+
+            handles = [m.register_forward_hook(keep) for m in self._layers]
+            try:
+                self.loaded.model(**inputs, output_attentions=True)
+            except _AttentionsDone:
+                pass
+            finally:
+                for h in handles:
+                    h.remove()
+            n_tok = inputs["input_ids"].shape[1]
+            if len(captured) == len(self._layers) and all(
+                    isinstance(c, torch.Tensor) and c.shape[1:] == (self.loaded.num_heads, n_tok, n_tok) for c in captured):
+                return tuple(captured)
+            self._layers = None  # this architecture hides its probabilities from the hooks
+        outputs = self.loaded.model(**inputs, output_attentions=True)
+        self.loaded.check_attentions(outputs)
+        return outputs.attentions
+
+    def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A float16 work array of ``shape``, reused across batches: fresh memory costs page faults."""
+        size = int(np.prod(shape))
+        buf = self._buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self._buffers[name] = np.empty(size, dtype=np.float16)
+        return buf[:size].reshape(shape)
 
     @torch.inference_mode()
-    def __call__(self, batch: Sequence[AlignedItem]) -> list[ItemAttention]:
+    def __call__(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None = None) -> list[ItemAttention]:
+        """Attention of ``batch``; ``into`` maps an item's index to the (word map, token map or None)
+        arrays its results are copied into, else each item gets arrays of its own."""
         n_tok = max(a.n_tokens for a in batch)
         n_words = max(a.n_words for a in batch)
         ids = np.full((len(batch), n_tok), self.pad_id, dtype=np.int64)
@@ -68,29 +124,37 @@ class _Forward:
         inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
         if self.uses_token_types and batch[0].token_type_ids is not None:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        outputs = self.loaded.model(**inputs, output_attentions=True)
-        self.loaded.check_attentions(outputs)
+        attentions = self._attentions(inputs)
         shape = (len(batch), self.loaded.num_layers, self.loaded.num_heads)
-        words = np.empty(shape + (n_words, n_words), dtype=np.float16)
-        tokens = np.empty(shape + (n_tok, n_tok), dtype=np.float16) if self.keep_tokens else None
-        t2w_t = torch.from_numpy(t2w)
-        for layer, att in enumerate(outputs.attentions):  # layer by layer: no stacked copy of every map
-            words[:, layer] = word_attention(att, t2w_t, self.from_rule, n_words=n_words).to(torch.float16).cpu().numpy()
+        words = torch.from_numpy(self._scratch("words", shape + (n_words, n_words)))
+        tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
+        convert = WordConversion(torch.from_numpy(t2w).to(device), self.from_rule, n_words=n_words)
+        for layer, att in enumerate(attentions):  # layer by layer: no stacked copy of every map
+            words[:, layer].copy_(convert(att))  # float32 -> float16 in the copy
             if tokens is not None:
-                tokens[:, layer] = att.to(torch.float16).cpu().numpy()
+                tokens[:, layer].copy_(att)
+        words, tokens = words.numpy(), tokens.numpy() if tokens is not None else None
         out = []
         for b, a in enumerate(batch):
             w, t = a.n_words, a.n_tokens
+            word_map, token_map = into[a.index] if into is not None else (None, None)
             item = ItemAttention(
                 index=a.index, item_id=a.item_id, words=a.words, word_kinds=a.word_kinds, segments=a.segments,
-                attention=np.ascontiguousarray(words[b, :, :, :w, :w]), n_tokens=t, replaced=a.replaced,
+                attention=_copy(words[b, :, :, :w, :w], word_map), n_tokens=t, replaced=a.replaced,
             )
             if tokens is not None:
                 item.tokens = tuple(self.loaded.tokenizer.convert_ids_to_tokens(a.input_ids.tolist()))
                 item.token_to_word = a.token_to_word
-                item.token_attention = np.ascontiguousarray(tokens[b, :, :, :t, :t])
+                item.token_attention = _copy(tokens[b, :, :, :t, :t], token_map)
             out.append(item)
         return out
+
+
+def _copy(values: np.ndarray, into: np.ndarray | None) -> np.ndarray:
+    if into is None:
+        return values.copy()
+    into[...] = values
+    return into
 
 
 def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, maps_per_item: int):
@@ -107,9 +171,19 @@ def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, m
         yield batch
 
 
+def _back_to_back(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """float16 arrays of ``shapes`` lying end to end in one buffer: a store block's layout, so the
+    writer appends the buffer without another copy."""
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    flat = np.empty(sum(sizes), dtype=np.float16)
+    ends = np.cumsum(sizes)
+    return [flat[end - size:end].reshape(shape) for end, size, shape in zip(ends, sizes, shapes)]
+
+
 def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
-               too_long: str, max_batch_weights: int) -> list[ItemAttention | SkippedItem]:
-    """Results for one block of aligned items, in the block's order."""
+               too_long: str, max_batch_weights: int, pack: bool = False) -> list[ItemAttention | SkippedItem]:
+    """Results for one block of aligned items, in the block's order. With ``pack``, the items' maps
+    are views of one buffer per block (see :func:`_back_to_back`), alive as long as any of them is."""
     results: dict[int, ItemAttention | SkippedItem] = {}
     fits = []
     for a in aligned:
@@ -120,11 +194,18 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
                                  f"{max_tokens} the model takes; skip such items with too_long='skip' (--too-long skip)")
         else:
             results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
+    loaded = forward.loaded
+    into = None
+    if pack:
+        maps = (loaded.num_layers, loaded.num_heads)
+        word_maps = _back_to_back([maps + (a.n_words, a.n_words) for a in fits])
+        token_maps = _back_to_back([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens \
+            else [None] * len(fits)
+        into = {a.index: pair for a, pair in zip(fits, zip(word_maps, token_maps))}
     # Stable sort: ties keep corpus order, so batches are the same on every run.
     fits.sort(key=lambda a: a.n_tokens)
-    maps_per_item = forward.loaded.num_layers * forward.loaded.num_heads
-    for batch in _batches(fits, batch_size, max_batch_weights, maps_per_item):
-        for item in forward(batch):
+    for batch in _batches(fits, batch_size, max_batch_weights, loaded.num_layers * loaded.num_heads):
+        for item in forward(batch, into):
             results[item.index] = item
     return [results[a.index] for a in aligned]
 
@@ -258,7 +339,7 @@ def extract_attention(
                 if k + 1 < len(blocks):
                     nlo, nhi = blocks[k + 1]
                     aligning = prefetch.submit(align, loaded.tokenizer, corpus[nlo:nhi], nlo)
-                results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights)
+                results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights, pack=True)
                 pending.result()
                 pending = writes.submit(writer.result().append, results)
                 skipped += sum(isinstance(r, SkippedItem) for r in results)

@@ -9,7 +9,8 @@ word combines the rows of its tokens by ``from_rule``:
 
 With every token belonging to exactly one word (special tokens are words of their
 own), each word-level row still sums to 1. Everything is batched: one call converts
-(batch, layers, heads) maps at once with two matrix products.
+(batch, layers, heads) maps at once in one contraction; :class:`WordConversion` keeps
+the per-batch preparation for reuse across layers.
 """
 from __future__ import annotations
 
@@ -21,11 +22,62 @@ import torch
 FROM_RULES = ("mean", "first", "max")
 
 
-def _membership(token_to_word: torch.Tensor, n_words: int) -> torch.Tensor:
-    """(B, T, W) one-hot: token t of item b belongs to word w. Padding (-1) maps nowhere."""
-    valid = token_to_word >= 0
-    one_hot = torch.nn.functional.one_hot(token_to_word.clamp(min=0), n_words + 1)[..., :n_words]
-    return one_hot * valid.unsqueeze(-1)
+class WordConversion:
+    """The token -> word conversion of one batch, prepared once and applied to many maps.
+
+    Extraction converts every layer of a batch with the same token -> word map, so the
+    one-hot membership and the ``from_rule`` row weights are built once per batch, not per
+    layer. Each call is a single contraction: ``rows @ attention @ members``.
+
+    Args:
+        token_to_word: ``(B, T)`` integer word index of each token, ``-1`` for padding.
+        from_rule: one of :data:`FROM_RULES`.
+        n_words: word dimension of the results; defaults to the largest word index + 1.
+    """
+
+    def __init__(self, token_to_word: torch.Tensor, from_rule: str = "mean", n_words: int | None = None):
+        if from_rule not in FROM_RULES:
+            raise ValueError(f"from_rule must be one of {FROM_RULES}, not {from_rule!r}")
+        token_to_word = torch.as_tensor(token_to_word).long()
+        self.from_rule = from_rule
+        self.token_to_word = token_to_word
+        self.n_words = int(token_to_word.max()) + 1 if n_words is None else n_words
+        valid = token_to_word >= 0
+        # (B, T, W) one-hot: token t of item b belongs to word w. Padding (-1) maps nowhere.
+        one_hot = torch.nn.functional.one_hot(token_to_word.clamp(min=0), self.n_words + 1)[..., :self.n_words]
+        self.members = (one_hot * valid.unsqueeze(-1)).float()
+        if from_rule == "mean":
+            counts = self.members.sum(1, keepdim=True).clamp_min(1)  # (B, 1, W)
+            self.rows = (self.members / counts).transpose(1, 2)  # (B, W, T)
+        elif from_rule == "first":  # the first token of each word is where the word index changes
+            first = torch.ones_like(token_to_word, dtype=torch.bool)
+            first[:, 1:] = token_to_word[:, 1:] != token_to_word[:, :-1]
+            self.rows = (self.members * first.unsqueeze(-1)).transpose(1, 2)
+        else:
+            self.rows = None
+
+    def __call__(self, attention: torch.Tensor) -> torch.Tensor:
+        """``(B, ..., T, T)`` token attention -> ``(B, ..., W, W)`` word attention, in ``attention``'s dtype;
+        rows and columns of absent words (padding) are zero."""
+        if attention.shape[-1] != attention.shape[-2] or attention.shape[-1] != self.token_to_word.shape[-1]:
+            raise ValueError(
+                f"attention {tuple(attention.shape)} does not match token_to_word {tuple(self.token_to_word.shape)}"
+            )
+        members = self.members.to(attention.device, attention.dtype)
+        if self.rows is not None:
+            rows = self.rows.to(attention.device, attention.dtype)
+            return torch.einsum("bwt,b...ts,bsv->b...wv", rows, attention, members)
+        # max: scatter each token's row of attention-to-words onto its word with amax; padding
+        # goes to a spare row.
+        to_words = torch.einsum("b...ts,bsv->b...tv", attention, members)
+        extra = attention.dim() - 3  # dims between batch and (T, T)
+        t2w = self.token_to_word.to(attention.device)
+        index = torch.where(t2w >= 0, t2w, self.n_words)
+        index = index.view(index.shape[0], *([1] * extra), -1, 1).expand(*to_words.shape)
+        out = torch.zeros(*to_words.shape[:-2], self.n_words + 1, self.n_words, dtype=to_words.dtype,
+                          device=to_words.device)
+        out = out.scatter_reduce(-2, index, to_words, reduce="amax", include_self=False)[..., :self.n_words, :]
+        return out / out.sum(-1, keepdim=True).clamp_min(torch.finfo(out.dtype).tiny)
 
 
 def word_attention(
@@ -47,38 +99,7 @@ def word_attention(
         ``(B, L, H, W, W)`` word attention in ``attention``'s dtype; rows and columns of
         absent words (padding) are zero.
     """
-    if from_rule not in FROM_RULES:
-        raise ValueError(f"from_rule must be one of {FROM_RULES}, not {from_rule!r}")
-    if attention.shape[-1] != attention.shape[-2] or attention.shape[-1] != token_to_word.shape[-1]:
-        raise ValueError(
-            f"attention {tuple(attention.shape)} does not match token_to_word {tuple(token_to_word.shape)}"
-        )
-    token_to_word = token_to_word.to(attention.device, torch.long)
-    if n_words is None:
-        n_words = int(token_to_word.max()) + 1
-    extra = attention.dim() - 3  # dims between batch and (T, T)
-    members = _membership(token_to_word, n_words).to(attention.dtype)  # (B, T, W)
-    members_b = members.view(members.shape[0], *([1] * extra), *members.shape[1:])
-
-    to_words = attention @ members_b  # (B, ..., T, W): attention to a word sums its tokens
-
-    if from_rule == "max":
-        # Scatter each token's row onto its word with amax; padding goes to a spare row.
-        index = torch.where(token_to_word >= 0, token_to_word, n_words)
-        index = index.view(index.shape[0], *([1] * extra), -1, 1).expand(*to_words.shape)
-        out = torch.zeros(*to_words.shape[:-2], n_words + 1, n_words, dtype=to_words.dtype, device=to_words.device)
-        out = out.scatter_reduce(-2, index, to_words, reduce="amax", include_self=False)[..., :n_words, :]
-        return out / out.sum(-1, keepdim=True).clamp_min(torch.finfo(out.dtype).tiny)
-
-    if from_rule == "mean":
-        counts = members.sum(1, keepdim=True).clamp_min(1)  # (B, 1, W)
-        rows = (members / counts).transpose(1, 2)  # (B, W, T)
-    else:  # first: the first token of each word is where the word index changes
-        first = torch.ones_like(token_to_word, dtype=torch.bool)
-        first[:, 1:] = token_to_word[:, 1:] != token_to_word[:, :-1]
-        rows = (members * first.unsqueeze(-1)).transpose(1, 2)
-    rows_b = rows.view(rows.shape[0], *([1] * extra), *rows.shape[1:])
-    return rows_b @ to_words
+    return WordConversion(token_to_word.to(attention.device), from_rule, n_words)(attention)
 
 
 def word_attention_single(attention, token_to_word, from_rule: str = "mean") -> np.ndarray:

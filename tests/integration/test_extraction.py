@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from bertology_utils import extraction
 from bertology_utils.alignment import align
 from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
 from bertology_utils.errors import BertologyError, StoreMismatchError
@@ -64,6 +65,34 @@ def test_matches_an_independent_forward(bert, corpus):
     word_ids = enc.word_ids(0)
     t2w = np.cumsum([True] + [w is None or w != p for p, w in zip(word_ids, word_ids[1:])]) - 1
     np.testing.assert_allclose(item.attention, word_attention_single(att, t2w), atol=2e-3)
+
+
+def test_forward_stops_after_the_last_attention(tiny_model_dir, corpus):
+    """Every layer's maps equal the whole forward pass's, but the model's forward never completes:
+    the last feed-forward block (and whatever follows it) is skipped."""
+    loaded = load_model(tiny_model_dir)
+    completed = []
+    handle = loaded.model.register_forward_hook(lambda *args: completed.append(True))
+    try:
+        (item,) = attention_for([corpus[2]], loaded, keep_tokens=True)
+        assert not completed
+        enc = loaded.tokenizer(list(corpus[2].words), is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            full = torch.stack(loaded.model(**enc, output_attentions=True).attentions, 1)[0]
+        assert completed  # the hook does fire on a whole forward pass
+    finally:
+        handle.remove()
+    np.testing.assert_array_equal(item.token_attention, full.to(torch.float16).numpy())
+
+
+def test_whole_forward_when_hooks_see_no_probabilities(bert, corpus, monkeypatch):
+    """An architecture whose hooked modules do not return the probabilities gets the whole
+    forward pass, with the same results."""
+    expected = attention_for(corpus[:4], bert, batch_size=2)
+    monkeypatch.setattr(extraction, "_attention_layers", lambda model: [model.embeddings])
+    got = attention_for(corpus[:4], bert, batch_size=2)
+    for x, y in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(x.attention, y.attention)
 
 
 def test_batched_equals_one_at_a_time(bert, corpus):

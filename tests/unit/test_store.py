@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from bertology_utils.errors import StoreCorruptError, StoreError, StoreMismatchError
+from bertology_utils import store as store_module
 from bertology_utils.store import AttentionStore, merge_stores
 from bertology_utils.word_attention import ItemAttention, SkippedItem
 
@@ -217,3 +218,32 @@ def test_model_named_differently_is_the_same_model(tmp_path):
     meta["model"]["weights_sha256"] = "other"
     with pytest.raises(StoreMismatchError, match="weights_sha256"):
         AttentionStore.open_or_create(path, meta, 10)
+
+
+def test_maps_packed_back_to_back_are_written_without_a_copy(tmp_path):
+    """Maps that are consecutive views of one buffer (as extraction packs a block) are joined as a
+    view; any other layout is copied. Both write the same store."""
+    rng = np.random.default_rng(3)
+    items = [make_item(i, rng) for i in range(4)]
+    sizes = [it.attention.size for it in items]
+    flat = np.empty(sum(sizes), dtype=np.float16)
+    ends = np.cumsum(sizes)
+    packed = []
+    for it, end, size in zip(items, ends, sizes):
+        view = flat[end - size:end].reshape(it.attention.shape)
+        view[...] = it.attention
+        packed.append(ItemAttention(**{**it.__dict__, "attention": view}))
+    joined = store_module._concat([p.attention.reshape(-1) for p in packed], np.float16)
+    assert np.shares_memory(joined, flat) and joined.size == flat.size
+    shuffled = [packed[i].attention.reshape(-1) for i in (1, 0, 2, 3)]
+    copied = store_module._concat(shuffled, np.float16)
+    assert not np.shares_memory(copied, flat)
+    np.testing.assert_array_equal(copied, np.concatenate(shuffled))
+    stores = []
+    for name, results in (("packed", packed), ("separate", items)):
+        store = AttentionStore.open_or_create(tmp_path / f"{name}.zarr", metadata(), 10)
+        store.writer(0, 4, keep_tokens=False).append(results)
+        store.refresh()
+        stores.append(store)
+    for x, y in zip(*(s.iter_items(dtype=np.float16) for s in stores), strict=True):
+        np.testing.assert_array_equal(x.attention, y.attention)
