@@ -331,16 +331,17 @@ def extract_attention(
             ThreadPoolExecutor(max_workers=1) as prefetch:
         for lo_shard, hi_shard, resume in sorted(plan):
             blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
-            writer = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
             aligning = prefetch.submit(align, loaded.tokenizer, corpus[blocks[0][0]:blocks[0][1]], blocks[0][0])
-            pending = writer  # the previous block's write overlaps this block's forward
+            writer = None
             for k, (lo, hi) in enumerate(blocks):
                 aligned = aligning.result()
+                if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
+                    writer = pending = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
                 if k + 1 < len(blocks):
                     nlo, nhi = blocks[k + 1]
                     aligning = prefetch.submit(align, loaded.tokenizer, corpus[nlo:nhi], nlo)
                 results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights, pack=True)
-                pending.result()
+                pending.result()  # the previous block's write overlapped this block's forward
                 pending = writes.submit(writer.result().append, results)
                 skipped += sum(isinstance(r, SkippedItem) for r in results)
                 bar.update(hi - lo)

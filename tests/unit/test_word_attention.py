@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertology_utils.word_attention import FROM_RULES, word_attention, word_attention_single
+from bertology_utils.word_attention import FROM_RULES, WordConversion, word_attention, word_attention_single
 
 
 def reference(att: np.ndarray, t2w: np.ndarray, rule: str) -> np.ndarray:
@@ -98,3 +98,20 @@ def test_bad_arguments():
         word_attention(att, torch.tensor([[0, 1, 2]]), "median")
     with pytest.raises(ValueError, match="does not match"):
         word_attention(att, torch.tensor([[0, 1]]))
+
+
+@pytest.mark.parametrize("rule", FROM_RULES)
+def test_one_prepared_conversion_serves_every_layer(rule):
+    """Extraction prepares the conversion once per batch and applies it to each layer's maps."""
+    rng = np.random.default_rng(1)
+    t2w = torch.tensor([[0, 1, 1, 2, 3, 3], [0, 1, 2, 2, -1, -1]])
+    layers = [torch.from_numpy(random_maps(rng, (2, 3, 6, 6)).astype(np.float32)) for _ in range(2)]
+    for layer in layers:
+        layer[1, :, :, 4:] = 0  # padded keys get no attention, as an attention mask gives
+    convert = WordConversion(t2w, rule, n_words=5)  # one more word than either item has
+    for layer in layers:
+        got = convert(layer)
+        assert got.shape == (2, 3, 5, 5)
+        torch.testing.assert_close(got, word_attention(layer, t2w, rule, n_words=5))
+        torch.testing.assert_close(got[0, :, :4, :4], torch.from_numpy(word_attention_single(layer[0], t2w[0], rule)))
+        assert torch.all(got[0, :, 4:] == 0) and torch.all(got[:, :, :, 4:] == 0)
