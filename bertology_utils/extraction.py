@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -74,9 +75,11 @@ class _Forward:
 
     def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
         if self._layers is not None:
-            captured = []
+            captured, caller = [], threading.get_ident()
 
             def keep(module, _args, output):
+                if threading.get_ident() != caller:  # another thread's forward through the same model
+                    return
                 captured.append(output[1] if isinstance(output, tuple) and len(output) > 1 else None)
                 if module is self._layers[-1]:
                     raise _AttentionsDone

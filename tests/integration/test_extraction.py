@@ -4,7 +4,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from bertology_utils.alignment import align
 from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
 from bertology_utils.errors import BertologyError, StoreMismatchError
 from bertology_utils.extraction import attention_for, extract_attention, extract_cached, shard_range
+from bertology_utils.interventions import attention_modules
 from bertology_utils.models import load_model
 from bertology_utils.store import AttentionStore, merge_stores
 from bertology_utils.word_attention import word_attention_single
@@ -93,6 +96,31 @@ def test_whole_forward_when_hooks_see_no_probabilities(bert, corpus, monkeypatch
     got = attention_for(corpus[:4], bert, batch_size=2)
     for x, y in zip(expected, got, strict=True):
         np.testing.assert_array_equal(x.attention, y.attention)
+
+
+def test_threads_sharing_a_model_each_get_their_own_maps(bert, corpus):
+    """The stopping hooks live on the shared model, so two threads' forwards run through both
+    threads' hooks: each keeps only its own maps and still stops early."""
+    parts = [corpus[:4], corpus[6:10]]
+    serial = [attention_for(p, bert, batch_size=len(p)) for p in parts]
+    barrier = threading.Barrier(2, timeout=30)  # both forwards in flight at once
+    completed = []
+
+    def meet(*args):
+        barrier.wait()
+
+    hooks = [attention_modules(bert.model)[0].register_forward_hook(meet),
+             bert.model.register_forward_hook(lambda *args: completed.append(True))]
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            threaded = list(pool.map(lambda p: attention_for(p, bert, batch_size=len(p)), parts))
+    finally:
+        for h in hooks:
+            h.remove()
+    assert not completed
+    for want, got in zip(serial, threaded):
+        for x, y in zip(want, got, strict=True):
+            np.testing.assert_array_equal(x.attention, y.attention)
 
 
 def test_batched_equals_one_at_a_time(bert, corpus):
