@@ -1,4 +1,4 @@
-"""Third-party JavaScript for offline views: bertviz, widget state, reveal.js slides.
+"""Third-party JavaScript for offline views: bertviz, widget state, reveal.js slides, MathJax.
 
 The libraries come from the npm registry at install time (``package.json`` pins them;
 ``make setup`` runs ``npm ci``) and are inlined into notebooks and HTML files, so the
@@ -47,6 +47,8 @@ ASSETS = {
                           "https://unpkg.com/reveal.js@4.6.0/dist/theme/simple.css"),
     "widgets": Asset("@jupyter-widgets/html-manager", "1.0.6", "dist/embed-amd.js",
                      "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"),
+    # SVG output: no web fonts to fetch, so LaTeX renders offline from this one file.
+    "mathjax": Asset("mathjax", "3.2.2", "es5/tex-svg.js", "https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/tex-svg.js"),
 }
 
 INSTALL_HINT = ("install them with `make setup` or `npm ci` in the repository (needs npm), "

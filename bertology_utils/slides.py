@@ -5,9 +5,10 @@ A deck follows the cells' slideshow metadata (``slide``, ``subslide``, ``fragmen
 ``SlidesExporter`` writes the deck; it has no option to inline its libraries, so a small
 template override puts reveal.js, its stylesheet and theme, jQuery and require.js (and the
 widget renderer when the notebook saved widget state) into the page from the npm-installed
-copies (see :mod:`bertology_utils.assets`), and leaves MathJax and mermaid out: offline they
-would not load, and reveal's slide-change handler would throw. Figures are embedded by
-nbconvert as ``data:`` URIs, so the file opens with no network.
+copies (see :mod:`bertology_utils.assets`). nbconvert's own MathJax and mermaid tags are left
+out (offline they would not load, and reveal's slide-change handler would throw); a deck whose
+markdown has LaTeX gets MathJax 3's SVG build inlined instead, which needs no web fonts.
+Figures are embedded by nbconvert as ``data:`` URIs, so the file opens with no network.
 
 By default a deck reads as a talk: code is hidden, and so are stderr streams (warnings,
 text progress bars), tqdm's progress-bar widgets, and code cells that then show nothing. ``show_code=True`` keeps the code.
@@ -94,7 +95,7 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block jupyter_widgets -%}
 {%- if "widgets" in nb.metadata -%}{{ resources.bertology_widgets }}{%- endif -%}
 {%- endblock jupyter_widgets -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mathjax -%}{{ resources.bertology_mathjax }}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_css -%}<style type="text/css">{{ resources.bertology_css }}</style>{%- endblock html_head_css -%}
 {%- block footer_js -%}{{ resources.bertology_footer }}{%- endblock footer_js -%}
 """
@@ -106,6 +107,21 @@ _SCRIPT_BODY = re.compile(r"(<script\b[^>]*>).*?(</script\s*>)", re.IGNORECASE |
 _STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)</style>", re.IGNORECASE | re.DOTALL)
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _REMOTE_IMPORT = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//[^"')\s;]+""", re.IGNORECASE)
+
+
+#: LaTeX in markdown, as Jupyter renders it: $...$, $$...$$, \(...\), \[...\] or an environment.
+_MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$[^$\s](?:[^$]*[^$\s])?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{",
+                   re.DOTALL)
+
+# Typeset the same delimiters Jupyter does, once the page has loaded (hidden slides included).
+_MATHJAX_CONFIG = """<script>
+window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true}, svg: {fontCache: "global"}};
+</script>"""
+
+
+def has_math(nb) -> bool:
+    """Whether any markdown cell of ``nb`` holds LaTeX that MathJax would typeset."""
+    return any(cell.cell_type == "markdown" and _MATH.search(cell.source) for cell in nb.cells)
 
 
 def network_references(html: str) -> list[str]:
@@ -225,6 +241,7 @@ def _export(nb, *, title: str, show_code: bool) -> str:
         # reveal.js first: its UMD build would register an anonymous AMD module once require.js exists.
         "bertology_scripts": "\n".join(script_tag(name) for name in ("reveal", "jquery", "require")),
         "bertology_widgets": script_tag("widgets") if "widgets" in nb.metadata else "",
+        "bertology_mathjax": _MATHJAX_CONFIG + "\n" + script_tag("mathjax") if has_math(nb) else "",
         "bertology_css": _DECK_CSS,
         "bertology_footer": _FOOTER_JS % {"config": json.dumps(config)},
     }

@@ -1,4 +1,5 @@
 """The exported slide deck and the run report in a real browser, with the network cut off."""
+import nbformat
 import pytest
 
 from bertology_utils import regression, settings
@@ -44,6 +45,25 @@ def test_slide_deck_initialises_offline_and_every_slide_shows(tour_run, offline_
                            timeout=30_000)
     page.evaluate("() => Reveal.slide(0)")
     offline_page.screenshot("slides-tour")
+    assert offline_page.blocked == [], f"the deck tried the network: {offline_page.blocked}"
+    assert offline_page.errors == []
+
+
+def test_latex_in_a_deck_renders_offline(tmp_path, offline_page):
+    """Notebook 04 explains its probe in LaTeX: the deck typesets it with the inlined MathJax."""
+    cells = [nbformat.v4.new_markdown_cell("# Probes\n\nHead $k$ puts weight $\\alpha_k[j,i]$ on word $i$."),
+             nbformat.v4.new_markdown_cell("## Display\n\n$$p(i \\mid j) = \\sum_k w_k \\alpha_k[j,i]$$")]
+    for cell in cells:
+        cell.metadata["slideshow"] = {"slide_type": "slide"}
+    path = tmp_path / "04_math.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    page = offline_page.page
+    page.goto(notebook_to_slides(path).as_uri())
+    page.wait_for_function("() => window.Reveal !== undefined && Reveal.isReady()", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('mjx-container svg').length >= 4", timeout=30_000)
+    assert "$" not in page.locator(".reveal .slides").inner_text()  # no LaTeX left as source
+    page.evaluate("() => { Reveal.next(); Reveal.prev(); }")
+    offline_page.screenshot("slides-latex")
     assert offline_page.blocked == [], f"the deck tried the network: {offline_page.blocked}"
     assert offline_page.errors == []
 

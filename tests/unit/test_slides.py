@@ -11,7 +11,7 @@ from PIL import Image
 from bertology_utils import assets
 from bertology_utils.cli import main
 from bertology_utils.errors import BertologyError
-from bertology_utils.slides import (SLIDES_SUFFIX, network_references, notebook_to_slides, prepare_for_slides,
+from bertology_utils.slides import (SLIDES_SUFFIX, has_math, network_references, notebook_to_slides, prepare_for_slides,
                                     run_slides)
 
 needs_assets = pytest.mark.skipif(
@@ -243,3 +243,29 @@ def test_a_talk_drops_progress_bar_widgets_but_keeps_other_widgets():
     kept = prepare_for_slides(nb).cells[0].outputs
     assert [o.data["text/plain"] for o in kept] == [explorer.data["text/plain"]]
     assert len(prepare_for_slides(nb, show_code=True).cells[0].outputs) == 2
+
+
+@pytest.mark.parametrize("markdown, math", [
+    ("the weight $\\alpha_k[j,i]$ of head $k$", True),
+    ("$$\\sum_i x_i = 1$$", True),
+    ("inline \\(a + b\\) and display \\[c\\]", True),
+    ("\\begin{align} x &= y \\end{align}", True),
+    ("it costs $5 and $10", False),
+    ("an escaped \\$ sign and plain prose", False),
+])
+def test_has_math(markdown, math):
+    nb = nbformat.v4.new_notebook(cells=[_cell("md", markdown), _cell("code", "x = '$y$'")])
+    assert has_math(nb) is math
+
+
+@pytest.mark.skipif(not assets.have_assets("mathjax", "reveal", "reveal_css", "reveal_theme", "jquery", "require"),
+                    reason="the JavaScript libraries are not installed (make setup / npm ci)")
+def test_a_deck_with_latex_inlines_mathjax(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[_cell("md", "# Probes\n\nThe weight $\\alpha_k[j,i]$ of head $k$.", "slide")])
+    path = tmp_path / "04_math.ipynb"
+    nbformat.write(nb, path)
+    html = notebook_to_slides(path).read_text(encoding="utf-8")
+    assert network_references(html) == []
+    assert "window.MathJax = {tex:" in html
+    assert assets.asset_text("mathjax")[-300:].replace("</script", "<\\/script") in html
+    assert html.index("window.MathJax") < html.index(assets.asset_text("mathjax")[:200])  # config first
