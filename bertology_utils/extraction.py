@@ -174,7 +174,7 @@ def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, m
         yield batch
 
 
-def _back_to_back(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+def _packed_maps(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
     """float16 arrays of ``shapes`` lying end to end in one buffer: a store block's layout, so the
     writer appends the buffer without another copy."""
     sizes = [int(np.prod(shape)) for shape in shapes]
@@ -186,7 +186,7 @@ def _back_to_back(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
 def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
                too_long: str, max_batch_weights: int, pack: bool = False) -> list[ItemAttention | SkippedItem]:
     """Results for one block of aligned items, in the block's order. With ``pack``, the items' maps
-    are views of one buffer per block (see :func:`_back_to_back`), alive as long as any of them is."""
+    are views of one buffer per block (see :func:`_packed_maps`), alive as long as any of them is."""
     results: dict[int, ItemAttention | SkippedItem] = {}
     fits = []
     for a in aligned:
@@ -201,8 +201,8 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
     into = None
     if pack:
         maps = (loaded.num_layers, loaded.num_heads)
-        word_maps = _back_to_back([maps + (a.n_words, a.n_words) for a in fits])
-        token_maps = _back_to_back([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens \
+        word_maps = _packed_maps([maps + (a.n_words, a.n_words) for a in fits])
+        token_maps = _packed_maps([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens \
             else [None] * len(fits)
         into = {a.index: pair for a, pair in zip(fits, zip(word_maps, token_maps))}
     # Stable sort: ties keep corpus order, so batches are the same on every run.
