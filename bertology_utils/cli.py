@@ -427,8 +427,7 @@ def _versions() -> dict[str, str | None]:
 
 
 def _settings() -> dict:
-    from . import settings
-    from .models import default_model_path
+    from . import settings  # not .models: `info --no-model` should not pay for importing torch
 
     return {
         settings.DATA_DIR_ENV: settings.data_dir(),
@@ -436,7 +435,7 @@ def _settings() -> dict:
         "cache_dir": settings.cache_dir(),
         "offline": settings.is_offline(),
         "default_model": settings.DEFAULT_MODEL,
-        "default_model_path": default_model_path(),
+        "default_model_path": settings.default_model_path(),
     }
 
 

