@@ -93,8 +93,9 @@ class _Forward:
                 for h in handles:
                     h.remove()
             n_tok = inputs["input_ids"].shape[1]
+            expected = (self.loaded.num_heads, n_tok, n_tok)
             if len(captured) == len(self._layers) and all(
-                    isinstance(c, torch.Tensor) and c.shape[1:] == (self.loaded.num_heads, n_tok, n_tok) for c in captured):
+                    isinstance(c, torch.Tensor) and c.shape[1:] == expected for c in captured):
                 return tuple(captured)
             self._layers = None  # this architecture hides its probabilities from the hooks
         outputs = self.loaded.model(**inputs, output_attentions=True)
@@ -241,7 +242,7 @@ def iter_attention(
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):
-            aligned = align(loaded.tokenizer, corpus[lo:hi], lo)
+            aligned = align(loaded.tokenizer, corpus.items[lo:hi], lo)
             for r in _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights):
                 yield r
             bar.update(hi - lo)
@@ -334,7 +335,7 @@ def extract_attention(
             ThreadPoolExecutor(max_workers=1) as prefetch:
         for lo_shard, hi_shard, resume in sorted(plan):
             blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
-            aligning = prefetch.submit(align, loaded.tokenizer, corpus[blocks[0][0]:blocks[0][1]], blocks[0][0])
+            aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[blocks[0][0]:blocks[0][1]], blocks[0][0])
             writer = None
             for k, (lo, hi) in enumerate(blocks):
                 aligned = aligning.result()
@@ -342,7 +343,7 @@ def extract_attention(
                     writer = pending = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
                 if k + 1 < len(blocks):
                     nlo, nhi = blocks[k + 1]
-                    aligning = prefetch.submit(align, loaded.tokenizer, corpus[nlo:nhi], nlo)
+                    aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
                 results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights, pack=True)
                 pending.result()  # the previous block's write overlapped this block's forward
                 pending = writes.submit(writer.result().append, results)
