@@ -49,7 +49,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -57,7 +56,6 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .alignment import WORD
 from .store import AttentionStore
 from .word_attention import ItemAttention
 
@@ -480,43 +478,18 @@ def same_layer_statistic(distances, layers: Sequence | None = None, *, n_permuta
 
 # --------------------------------------------------------------------------- behaviour colours
 
-def _is_punctuation(word: str) -> bool:
-    return bool(word) and all(unicodedata.category(c).startswith("P") for c in word)
-
-
 def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
     """Mean share of attention each head puts on the previous word, itself, the next word and punctuation.
 
-    Rows are renormalised and averaged as in :mod:`bertology_utils.patterns` (every attending
-    word of every item weighs the same, special pseudo-words included); ``"previous"`` averages
-    over rows that have a previous word, ``"next"`` over rows that have a next one. Punctuation
-    is attention to real words made only of Unicode punctuation (Clark et al. counted "." and ",").
-    Returns ``(layers, heads)`` arrays under ``"previous"``, ``"self"``, ``"next"``, ``"punct"``.
+    These are :func:`bertology_utils.patterns.surface_statistics`' means (every attending word of
+    every item weighs the same, special pseudo-words included; ``"previous"`` and ``"next"`` over
+    the rows that have such a neighbour), as ``(layers, heads)`` arrays under ``"previous"``,
+    ``"self"``, ``"next"`` and ``"punct"``: what the embedding plots colour heads by.
     """
-    sums, counts = None, {"previous": 0, "self": 0, "next": 0, "punct": 0}
-    for item in items:
-        att = np.asarray(item.attention, dtype=np.float64)
-        n = att.shape[-1]
-        p = att / att.sum(-1, keepdims=True)
-        punct = np.array([kind == WORD and _is_punctuation(w) for w, kind in zip(item.words, item.word_kinds)])
-        rows = np.arange(n)
-        part = {
-            "previous": p[..., rows[1:], rows[1:] - 1].sum(-1),
-            "self": p[..., rows, rows].sum(-1),
-            "next": p[..., rows[:-1], rows[:-1] + 1].sum(-1),
-            "punct": p[..., punct].sum((-2, -1)),
-        }
-        if sums is None:
-            sums = {key: np.zeros(att.shape[:2]) for key in part}
-        for key, value in part.items():
-            sums[key] += value
-        counts["previous"] += n - 1
-        counts["self"] += n
-        counts["next"] += n - 1
-        counts["punct"] += n
-    if sums is None:
-        raise ValueError("no items")
-    return {key: sums[key] / counts[key] if counts[key] else np.full_like(sums[key], np.nan) for key in sums}
+    from .patterns import surface_statistics
+
+    stats = surface_statistics(items)
+    return {key: stats[key] for key in ("previous", "self", "next", "punct")}
 
 
 def plot_embedding(coords: np.ndarray, values, *, ax=None, title: str | None = None, label: str = "",
