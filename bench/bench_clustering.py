@@ -1,4 +1,4 @@
-"""Speed and memory of the all-pairs head distances (bertology_utils.clustering), against the scipy loop.
+"""Speed and memory of the all-pairs head distances (bertology_utils.analyses.clustering), against the scipy loop.
 
   tiled     head_distances over every item of the store: all pairs of heads at once, in tiles
   loop      the loop written first: scipy's jensenshannon for every pair of heads and every
@@ -54,8 +54,8 @@ def simulate(lengths: list[int], layers: int, heads: int, dtype: str) -> dict:
     """head_distances on random maps of a layers x heads model; time and peak memory (run in a fresh process)."""
     import tracemalloc
 
-    from bertology_utils.clustering import head_distances
-    from bertology_utils.word_attention import ItemAttention
+    from bertology_utils.analyses.clustering import head_distances
+    from bertology_utils.attention.word_attention import ItemAttention
 
     def items():
         rng = np.random.default_rng(0)
@@ -90,9 +90,9 @@ def main() -> None:
         print(json.dumps(simulate(**json.loads(args.simulate))))
         return
 
-    from bertology_utils.clustering import head_distances
-    from bertology_utils.extraction import extract_cached
-    from bertology_utils.models import load_model
+    from bertology_utils.analyses.clustering import head_distances
+    from bertology_utils.attention.extraction import extract_cached
+    from bertology_utils.core.models import load_model
 
     loaded = load_model()
     corpus, described = corpus_of(args.sentences)

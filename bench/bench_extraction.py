@@ -32,7 +32,7 @@ import torch
 def corpus_of(n: int):
     """The first n sentences of UD EWT dev (train for larger n), or the project sample repeated."""
     from bertology_utils.data import Corpus, default_treebank, load_treebank
-    from bertology_utils.errors import DataNotFoundError
+    from bertology_utils.core.errors import DataNotFoundError
 
     corpus = default_treebank("dev")
     if len(corpus) < n:
@@ -51,7 +51,7 @@ def bare_forward(loaded, corpus, batch_size: int, attention_only: bool = False) 
 
     ``attention_only``: the forward the pipeline runs, stopped after the last layer's attention.
     """
-    from bertology_utils.extraction import _Forward
+    from bertology_utils.attention.extraction import _Forward
 
     tok = loaded.tokenizer
     encoded = [tok(list(s.words), is_split_into_words=True) for s in corpus]
@@ -89,7 +89,7 @@ def first_loop(loaded, corpus) -> float:
 
 
 def pipeline(loaded, corpus, batch_size: int) -> float:
-    from bertology_utils.extraction import extract_attention
+    from bertology_utils.attention.extraction import extract_attention
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -104,8 +104,8 @@ import resource, tempfile, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from bench_extraction import corpus_of
 from bertology_utils.data import Corpus
-from bertology_utils.extraction import extract_attention
-from bertology_utils.models import load_model
+from bertology_utils.attention.extraction import extract_attention
+from bertology_utils.core.models import load_model
 corpus, _ = corpus_of({n})
 corpus = Corpus.from_items(list(corpus) * {repeats}, name="repeated")
 with tempfile.TemporaryDirectory() as tmp:
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
 
-    from bertology_utils.models import load_model
+    from bertology_utils.core.models import load_model
 
     loaded = load_model()
     corpus, described = corpus_of(args.sentences)

@@ -31,9 +31,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertology_utils.data import default_treebank
-    from bertology_utils.gradients import (MaskedEmbeddingObjective, MaskedLMObjective, batch_attention_gradients,
+    from bertology_utils.interventions.gradients import (MaskedEmbeddingObjective, MaskedLMObjective, batch_attention_gradients,
                                            has_mlm_head, head_gradient, token_batches)
-    from bertology_utils.models import load_model
+    from bertology_utils.core.models import load_model
 
     base = load_model(args.model)
     objective = (MaskedLMObjective(load_model(args.model, head="masked-lm")) if has_mlm_head(base)

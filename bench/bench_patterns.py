@@ -1,4 +1,4 @@
-"""Speed of the per-head surface statistics (bertology_utils.patterns), against a plain Python loop.
+"""Speed of the per-head surface statistics (bertology_utils.analyses.patterns), against a plain Python loop.
 
   vectorised  surface_statistics over every item of the store (read from disk included), word level,
               then the same at token level, plus vig_patterns and the Kovaleva classifier
@@ -30,10 +30,10 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     args = parser.parse_args()
 
-    from bertology_utils.extraction import extract_cached
-    from bertology_utils.models import load_model
-    from bertology_utils.pattern_types import classify_items
-    from bertology_utils.patterns import surface_statistics, surface_statistics_loop, vig_patterns
+    from bertology_utils.attention.extraction import extract_cached
+    from bertology_utils.core.models import load_model
+    from bertology_utils.analyses.pattern_types import classify_items
+    from bertology_utils.analyses.patterns import surface_statistics, surface_statistics_loop, vig_patterns
 
     model = load_model(args.model)
     corpus, name = corpus_of(args.sentences)

@@ -31,11 +31,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the probes' n_jobs)")
     args = parser.parse_args()
 
-    from bertology_utils.extraction import extract_cached
-    from bertology_utils.models import load_model
-    from bertology_utils.probes import (AttentionProbe, AttentionWordsProbe, DistanceWordsProbe, ProbeData,
+    from bertology_utils.attention.extraction import extract_cached
+    from bertology_utils.core.models import load_model
+    from bertology_utils.analyses.probes import (AttentionProbe, AttentionWordsProbe, DistanceWordsProbe, ProbeData,
                                         treebank_splits)
-    from bertology_utils.word_vectors import default_word_vectors
+    from bertology_utils.analyses.word_vectors import default_word_vectors
 
     loaded = load_model()
     splits, note = treebank_splits(n_train=args.n_train)

@@ -1,7 +1,7 @@
 """Physically pruned heads vs the full model: inference speed at batch sizes 1 and 32.
 
 The same classifier (the offline MiniLM with a fresh classification head unless --model) is
-timed in full and after :func:`bertology_utils.pruning.prune_heads` removes --share of the
+timed in full and after :func:`bertology_utils.interventions.pruning.prune_heads` removes --share of the
 heads of every layer (lowest-numbered kept, at least one head per layer). Both are timed in
 the same run on the same inputs, interleaved, best of --repeats; the ratio full / pruned is
 the speed-up. The pruned outputs are checked against the full model with those heads gated
@@ -44,10 +44,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from bertology_utils.data import Corpus, Sentence
-    from bertology_utils.models import load_model
-    from bertology_utils.interventions import gate_heads
-    from bertology_utils import pruning
-    from bertology_utils.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
+    from bertology_utils.core.models import load_model
+    from bertology_utils.interventions.editing import gate_heads
+    from bertology_utils.interventions.editing import pruning
+    from bertology_utils.interventions.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
 
     full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
     layers, heads = gate_shape(full)

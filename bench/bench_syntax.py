@@ -25,7 +25,7 @@ import numpy as np
 
 def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
     """(direction, layer, head, relation) -> hits, the slow way, with score_syntax's definitions."""
-    from bertology_utils.syntax import ALL, EXCLUDED_RELATIONS, POSSESSIVE_CLITICS, POSSESSOR_RELATIONS
+    from bertology_utils.analyses.syntax import ALL, EXCLUDED_RELATIONS, POSSESSIVE_CLITICS, POSSESSOR_RELATIONS
 
     hits = collections.Counter()
     for direction in range(2):
@@ -68,9 +68,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertology_utils.data import Corpus, default_treebank
-    from bertology_utils.extraction import extract_cached
-    from bertology_utils.models import load_model
-    from bertology_utils.syntax import score_syntax
+    from bertology_utils.attention.extraction import extract_cached
+    from bertology_utils.core.models import load_model
+    from bertology_utils.analyses.syntax import score_syntax
 
     loaded = load_model()
     corpus = default_treebank("dev")

@@ -22,4 +22,6 @@ The package follows the pipeline, one module per stage:
                       ``assets`` (the npm-installed JavaScript they inline, so they work offline)
 - ``cli``             the ``bertology`` command
 """
-__version__ = "0.1.0"
+from bertology_utils.core._version import __version__
+
+__all__ = ["__version__"]

@@ -1,4 +1,4 @@
 """``python -m bertology_utils``: the ``bertology`` command."""
-from .cli import main
+from bertology_utils.cli import main
 
 raise SystemExit(main())

@@ -34,7 +34,8 @@ def default_model_dir():
 def no_js_libraries(tmp_path, monkeypatch):
     """No place has the views' JavaScript (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is
     allowed; returns that empty node_modules folder."""
-    from bertology_utils import assets, settings
+    from bertology_utils.present import assets
+    from bertology_utils.core import settings
 
     root = tmp_path / "node_modules"
     root.mkdir()

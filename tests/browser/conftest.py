@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bertology_utils.harness import results_dir
+from bertology_utils.run.harness import results_dir
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]

@@ -2,10 +2,11 @@
 import nbformat
 import pytest
 
-from bertology_utils import regression, settings
-from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
-from bertology_utils.report import build_report
-from bertology_utils.slides import notebook_to_slides
+from bertology_utils.run import regression
+from bertology_utils.core import settings
+from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
+from bertology_utils.present.report import build_report
+from bertology_utils.present.slides import notebook_to_slides
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -4,8 +4,9 @@ import json
 import papermill
 import pytest
 
-from bertology_utils import regression, settings
-from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR
+from bertology_utils.run import regression
+from bertology_utils.core import settings
+from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

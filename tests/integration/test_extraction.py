@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils import extraction
-from bertology_utils.alignment import align
+from bertology_utils.attention import extraction
+from bertology_utils.attention.alignment import align
 from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
-from bertology_utils.errors import BertologyError, StoreMismatchError
-from bertology_utils.extraction import attention_for, extract_attention, extract_cached, shard_range
-from bertology_utils.interventions import attention_modules
-from bertology_utils.models import load_model
-from bertology_utils.store import AttentionStore, merge_stores
-from bertology_utils.word_attention import word_attention_single
+from bertology_utils.core.errors import BertologyError, StoreMismatchError
+from bertology_utils.attention.extraction import attention_for, extract_attention, extract_cached, shard_range
+from bertology_utils.interventions.editing import attention_modules
+from bertology_utils.core.models import load_model
+from bertology_utils.attention.store import AttentionStore, merge_stores
+from bertology_utils.attention.word_attention import word_attention_single
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +172,8 @@ def test_shards_merge_to_the_unsharded_result(bert, corpus, tmp_path):
 KILLED_RUN = textwrap.dedent("""
     import os, signal, sys
     from bertology_utils.data import load_sample
-    from bertology_utils.extraction import extract_attention
-    from bertology_utils import store as store_module
+    from bertology_utils.attention.extraction import extract_attention
+    from bertology_utils.attention import store as store_module
 
     model_dir, path, die_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
     original = store_module.ShardWriter.append
@@ -213,7 +213,7 @@ def test_kill_from_outside_at_any_moment(tiny_model_dirs, tmp_path):
     model_dir = tiny_model_dirs["bert"]
     path = tmp_path / "k.zarr"
     code = ("import sys; from bertology_utils.data import load_sample; "
-            "from bertology_utils.extraction import extract_attention; "
+            "from bertology_utils.attention.extraction import extract_attention; "
             "c = load_sample(); c = type(c).from_items(list(c) * 5, name='x5'); "
             "extract_attention(c, sys.argv[2], sys.argv[1], batch_size=2, block_size=4, progress=False)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(model_dir), str(path)])
@@ -263,7 +263,7 @@ def test_extract_cached_reuses_and_separates(bert, corpus, tmp_path):
 
 
 def test_batches_respect_the_attention_budget(bert, corpus):
-    from bertology_utils.extraction import _batches
+    from bertology_utils.attention.extraction import _batches
 
     fits = sorted(align(bert.tokenizer, [c for i, c in enumerate(corpus) if i != 5]), key=lambda a: a.n_tokens)
     maps = bert.num_layers * bert.num_heads

@@ -1,7 +1,7 @@
 """Every notebook in notebooks/ runs end to end on small parameters, records the metrics of its
 committed reference (tests/references/small/<stem>.json) within their tolerances, and is committed clean.
 
-See bertology_utils.harness for the notebook convention and bertology_utils.regression for the
+See bertology_utils.run.harness for the notebook convention and bertology_utils.run.regression for the
 reference files. `make refresh-references` rewrites the references from SMALL_PARAMETERS.
 """
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertology_utils import regression
-from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
+from bertology_utils.run import regression
+from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
 NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references" / "small"

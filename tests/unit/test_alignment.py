@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
 from bertology_utils.data import Sentence, SentencePair
-from bertology_utils.errors import BertologyError
-from bertology_utils.models import load_model
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,9 @@ import warnings
 
 import pytest
 
-from bertology_utils import assets, settings
-from bertology_utils.errors import AssetMissingError
+from bertology_utils.present import assets
+from bertology_utils.core import settings
+from bertology_utils.core.errors import AssetMissingError
 
 
 @pytest.fixture

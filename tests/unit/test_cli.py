@@ -6,10 +6,11 @@ import sys
 import numpy as np
 import pytest
 
-from bertology_utils import extraction, word_attention
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR
-from bertology_utils.cli import FROM_RULES, TOO_LONG_POLICIES, main, parse_shard
-from bertology_utils.store import AttentionStore
+from bertology_utils.attention import extraction
+from bertology_utils.attention import word_attention
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
+from bertology_utils.cli.main import FROM_RULES, TOO_LONG_POLICIES, main, parse_shard
+from bertology_utils.attention.store import AttentionStore
 
 SENTENCES = [["The", "cat", "sat", "."], ["Dogs", "bark", "loudly", "at", "night", "."], ["Hello", "!"]]
 
@@ -109,7 +110,7 @@ def test_info_without_model_as_json(capsys):
 
 def test_info_without_model_does_not_import_torch():
     """`info --no-model` is the quick look: it answers without paying seconds for torch and transformers."""
-    code = ("import sys; from bertology_utils.cli import main; status = main(['info', '--no-model', '--json']); "
+    code = ("import sys; from bertology_utils.cli.main import main; status = main(['info', '--no-model', '--json']); "
             "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); "
             "sys.stderr.write(repr(heavy)); sys.exit(status)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -172,7 +173,7 @@ def test_choices_match_the_package():
 
 
 def test_assets_lists_each_library_and_fails_when_one_is_missing(no_js_libraries, capsys):
-    from bertology_utils import assets
+    from bertology_utils.present import assets
 
     assert main(["assets"]) == 1
     out = capsys.readouterr().out

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.clustering import (
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.analyses.clustering import (
     HeadDistances,
     JSAccumulator,
     embed_heads,
@@ -13,8 +13,8 @@ from bertology_utils.clustering import (
     neighbour_attention,
     same_layer_statistic,
 )
-from bertology_utils.store import AttentionStore
-from bertology_utils.word_attention import ItemAttention
+from bertology_utils.attention.store import AttentionStore
+from bertology_utils.attention.word_attention import ItemAttention
 
 L, H = 2, 3  # not square, and not 12 x 12
 

@@ -2,13 +2,13 @@
 import numpy as np
 import pytest
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.coreference import (
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.analyses.coreference import (
     BASELINES, PAPER_TABLE2, gap_words, paper_comparison, prepare_gap, score_coreference, window, word_spans,
 )
 from bertology_utils.data import Corpus, GapExample
-from bertology_utils.errors import BertologyError, DataFormatError
-from bertology_utils.word_attention import ItemAttention
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.attention.word_attention import ItemAttention
 
 L, H = 2, 3
 
@@ -83,7 +83,7 @@ def test_window_keeps_the_mentions_and_stops_at_sentence_boundaries():
 def tiny_bert(tmp_path_factory):
     from tiny_models import build_tiny_model
 
-    from bertology_utils.models import load_model
+    from bertology_utils.core.models import load_model
 
     return load_model(build_tiny_model("bert", tmp_path_factory.mktemp("tiny") / "bert"), device="cpu")
 

@@ -13,12 +13,13 @@ import conllu
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from bertology_utils import data, settings
+from bertology_utils import data
+from bertology_utils.core import settings
 from bertology_utils.data import (
     Corpus, DataFile, GapExample, Sentence, SentencePair, read_conllu, read_gap_tsv, read_glue_tsv,
     resolve_data_file, words_of,
 )
-from bertology_utils.errors import DataFormatError, DataNotFoundError
+from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 
 
 def write(tmp_path: Path, name: str, text: str, encoding: str = "utf-8") -> Path:

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from bertology_utils.data import Corpus, Sentence, SentencePair
-from bertology_utils.errors import BertologyError
-from bertology_utils.finetuning import (
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.interventions.finetuning import (
     DEFAULT_BUDGETS, TASKS, Budget, FineTuneCacheWarning, default_budget, encode, evaluate, fine_tune,
     glue_metrics, label_ids, majority_baseline, predict, task_spec,
 )
-from bertology_utils.interventions import gate_heads
-from bertology_utils.models import load_model
+from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.core.models import load_model
 
 POSITIVE = ["good", "great", "happy", "excellent", "nice", "wonderful"]
 NEGATIVE = ["bad", "awful", "sad", "terrible", "poor", "horrible"]
@@ -127,7 +127,7 @@ def test_cache_misses_on_seed_budget_and_init(trained, tiny_model_dirs, toy):
 
 def test_random_init_starts_from_models_random_init_and_is_cached_apart(trained, tiny_model_dirs, toy):
     """Kovaleva et al.'s control: the same recipe from models.random_init's copy, its own cache entry."""
-    from bertology_utils.models import random_init
+    from bertology_utils.core.models import random_init
 
     run, cache = trained
     train, dev = toy

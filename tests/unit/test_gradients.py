@@ -5,16 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.alignment import align
+from bertology_utils.attention.alignment import align
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.errors import ModelNotAvailableError
-from bertology_utils.gradients import (
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.interventions.gradients import (
     CLS, KINDS, OTHER, PUNCT, SEP, ClassifierObjective, MaskedEmbeddingObjective, MaskedLMObjective,
     ablation_curves, ablation_summary, attention_gradients, batch_attention_gradients, consecutive_pairs,
     has_mlm_head, head_gradient, sep_noop_claims, token_batches, token_kinds,
 )
-from bertology_utils.interventions import edit_attention
-from bertology_utils.models import load_model
+from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.core.models import load_model
 from tiny_models import build_tiny_model
 
 SENTENCES = Corpus.from_texts([

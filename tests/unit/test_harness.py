@@ -9,9 +9,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from bertology_utils import harness
-from bertology_utils.cli import main, parse_parameter_value
-from bertology_utils.errors import BertologyError
+from bertology_utils.run import harness
+from bertology_utils.cli.main import main, parse_parameter_value
+from bertology_utils.core.errors import BertologyError
 
 PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
 
@@ -31,7 +31,7 @@ GOOD_CELLS = (
     "import matplotlib\n"
     "matplotlib.use('Agg')\n"
     "import matplotlib.pyplot as plt\n"
-    "from bertology_utils.harness import record_metrics, save_figure",
+    "from bertology_utils.run.harness import record_metrics, save_figure",
     "record_metrics({'test.n': n, 'test.model': model_name, 'test.mean': np.float32(0.5),\n"
     "                'test.counts': np.arange(3), 'test.missing': float('nan')}, output_dir=output_dir)\n"
     "fig, ax = plt.subplots(figsize=(2, 2))\n"
@@ -116,7 +116,7 @@ def test_load_metrics(run, monkeypatch):
 def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, capsys):
     nb = write_notebook(
         tmp_path / "05_params.ipynb",
-        "from bertology_utils.harness import record_metrics\n"
+        "from bertology_utils.run.harness import record_metrics\n"
         "record_metrics({f'p.{k}': [v, type(v).__name__] for k, v in dict(i=i, f=f, s=s, b=b).items()},\n"
         "               output_dir=output_dir)",
         parameters="output_dir = None\nmodel_name = None\ni = 0\nf = 0.0\ns = ''\nb = False",
@@ -258,8 +258,8 @@ def test_default_run_name_format():
 
 
 def test_run_entries_lists_run_json_then_unlisted_result_folders(tmp_path):
-    from bertology_utils.errors import DataFormatError
-    from bertology_utils.harness import UNLISTED, run_entries
+    from bertology_utils.core.errors import DataFormatError
+    from bertology_utils.run.harness import UNLISTED, run_entries
 
     run = tmp_path / "r"
     (run / "01_b").mkdir(parents=True)

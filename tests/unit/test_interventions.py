@@ -5,12 +5,12 @@ import pytest
 import torch
 from torch import nn
 
-from bertology_utils.errors import ModelNotAvailableError
-from bertology_utils.interventions import (
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.interventions.editing import (
     ablate_matched_random, ablate_tokens, attention_modules, capture_attention, edit_attention, gate_heads,
     move_matched_mass, negative_share, remove_attention_to,
 )
-from bertology_utils.models import load_model
+from bertology_utils.core.models import load_model
 
 TEXTS = ["Hello world, how are you today?", "A short one."]
 

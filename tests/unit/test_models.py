@@ -9,9 +9,9 @@ import pytest
 import torch
 import transformers
 
-from bertology_utils import settings
-from bertology_utils.errors import ModelNotAvailableError
-from bertology_utils.models import check_attentions, default_model_path, describe_model, load_model
+from bertology_utils.core import settings
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core.models import check_attentions, default_model_path, describe_model, load_model
 from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
 
 
@@ -217,7 +217,7 @@ def test_loaded_model_checks_its_own_shape(tiny_model_dirs):
 
 
 def test_random_init_copy(tiny_model_dirs):
-    from bertology_utils.models import random_init
+    from bertology_utils.core.models import random_init
 
     loaded = load_model(tiny_model_dirs["roberta"])
     copy, again = random_init(loaded, seed=1), random_init(loaded, seed=1)

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.pattern_types import (LABELS_DIR, TYPES, classify_items, classify_map, f1_report,
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.analyses.pattern_types import (LABELS_DIR, TYPES, classify_items, classify_map, f1_report,
                                            load_labelled_maps, template_scores, type_proportions)
-from bertology_utils.word_attention import ItemAttention
+from bertology_utils.attention.word_attention import ItemAttention
 
 
 def single(n_words):

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.patterns import attention_entropy, attention_to_kinds, head_table, max_row_sum_error
-from bertology_utils.word_attention import ItemAttention
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.analyses.patterns import attention_entropy, attention_to_kinds, head_table, max_row_sum_error
+from bertology_utils.attention.word_attention import ItemAttention
 
 L, H = 3, 5
 
@@ -125,7 +125,7 @@ def test_head_table_counts_from_one():
 
 # --------------------------------------------------------------------------- surface statistics, Vig's patterns
 
-from bertology_utils.patterns import (STATISTICS, VIG_PATTERNS, depth_scaled_layers, surface_statistics,  # noqa: E402
+from bertology_utils.analyses.patterns import (STATISTICS, VIG_PATTERNS, depth_scaled_layers, surface_statistics,  # noqa: E402
                                       surface_statistics_loop, vig_patterns)
 
 

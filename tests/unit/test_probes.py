@@ -5,16 +5,16 @@ import torch
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.errors import BertologyError
-from bertology_utils.probes import (
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.analyses.probes import (
     CLAIMS, N_DISTANCE_FEATURES, PAPER_TABLE3, TABLE3_ROWS, AttentionProbe, AttentionWordsProbe, DistanceWordsProbe,
     ProbeData, ProbeEvaluation, RightBranching, claims, distance_features, plot_probe_weights, plot_tree_comparison,
     table3,
 )
-from bertology_utils.word_attention import ItemAttention
-from bertology_utils.word_vectors import StaticVectors
+from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.analyses.word_vectors import StaticVectors
 from synthetic_trees import random_heads
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
@@ -267,9 +267,9 @@ def test_bad_shapes_give_clear_errors():
 
 def test_probes_on_a_tiny_models_store(tiny_model_dirs, tmp_path):
     from bertology_utils.data import load_sample
-    from bertology_utils.extraction import extract_attention
-    from bertology_utils.models import load_model
-    from bertology_utils.word_vectors import ModelEmbeddingVectors
+    from bertology_utils.attention.extraction import extract_attention
+    from bertology_utils.core.models import load_model
+    from bertology_utils.analyses.word_vectors import ModelEmbeddingVectors
 
     corpus = load_sample()[:12]
     for arch in ("bert", "roberta"):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions import gate_heads
-from bertology_utils.models import load_model
-from bertology_utils.pruning import (
+from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.core.models import load_model
+from bertology_utils.interventions.pruning import (
     ablation_sweep, attention_change, dev_set, gate_shape, head_importance, importance_ablation_agreement,
     predict_with_gates, prunable_share, prune_heads, pruned_heads, pruning_claims, pruning_curve,
     random_init_claim, random_pruning_curves, scores_for_gates,
@@ -61,7 +61,7 @@ def test_gates_of_one_change_nothing_and_zero_removes_the_head(tiny_model_dirs, 
 @pytest.mark.parametrize("arch", GATED_ARCHS)
 def test_configurations_sharing_their_lower_layers_match_one_at_a_time(tiny_model_dirs, data, arch):
     """Copies made at the first gated layer (hooks on the layers) give what gating the whole batch gives."""
-    from bertology_utils.pruning import _layer_modules
+    from bertology_utils.interventions.pruning import _layer_modules
 
     loaded = classifier(tiny_model_dirs[arch])
     assert _layer_modules(loaded.model) is not None  # the shared path is the one tested
@@ -271,7 +271,7 @@ def test_layer_claim(tiny_model_dirs, data):
 
 
 def test_dev_set_token_budget_keeps_the_first_items(tiny_model_dirs, data):
-    from bertology_utils.finetuning import encode
+    from bertology_utils.interventions.finetuning import encode
 
     loaded = classifier(tiny_model_dirs["bert"])
     lengths = np.array([len(e["input_ids"]) for e in encode(loaded.tokenizer, list(data), loaded.max_tokens)])
@@ -306,7 +306,7 @@ def test_attention_change(tiny_model_dirs, data):
 
 def test_string_labels_score_like_glue(tiny_model_dirs, data):
     """RTE's labels are strings: the sweep scores them with GLUE's label map."""
-    from bertology_utils.finetuning import evaluate
+    from bertology_utils.interventions.finetuning import evaluate
 
     rte = Corpus.from_items(list(data), "toy-rte", ["entailment" if y else "not_entailment" for y in data.labels])
     loaded = classifier(tiny_model_dirs["bert"])
@@ -319,7 +319,7 @@ def test_string_labels_score_like_glue(tiny_model_dirs, data):
 
 @pytest.mark.parametrize("arch", sorted(set(GATED_ARCHS) - set(PRUNABLE_ARCHS)))
 def test_physical_pruning_refuses_other_layouts(tiny_model_dirs, arch):
-    from bertology_utils.errors import ModelNotAvailableError
+    from bertology_utils.core.errors import ModelNotAvailableError
 
     loaded = classifier(tiny_model_dirs[arch])
     with pytest.raises(ModelNotAvailableError, match="only be gated"):

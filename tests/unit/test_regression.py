@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from bertology_utils import regression
-from bertology_utils.cli import main
-from bertology_utils.errors import DataFormatError
-from bertology_utils.regression import Tolerance, check_run, compare_metrics, read_reference, update_references
+from bertology_utils.run import regression
+from bertology_utils.cli.main import main
+from bertology_utils.core.errors import DataFormatError
+from bertology_utils.run.regression import Tolerance, check_run, compare_metrics, read_reference, update_references
 
 from test_harness import BAD_CELLS, write_notebook
 
@@ -251,7 +251,7 @@ def test_refresh_uses_the_files_default_for_new_floats(tmp_path, references):
 
 # --------------------------------------------------------------------------- bertology run --check / --update-reference
 
-METRIC_CELL = ("from bertology_utils.harness import record_metrics\n"
+METRIC_CELL = ("from bertology_utils.run.harness import record_metrics\n"
                "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir)")
 
 

@@ -10,12 +10,12 @@ import pytest
 from bs4 import BeautifulSoup
 from PIL import Image
 
-from bertology_utils import assets
-from bertology_utils.cli import main
-from bertology_utils.errors import BertologyError
-from bertology_utils.harness import run_notebooks
-from bertology_utils.report import build_report, flatten_metrics, format_value, paper_tables
-from bertology_utils.slides import network_references, run_slides
+from bertology_utils.present import assets
+from bertology_utils.cli.main import main
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.run.harness import run_notebooks
+from bertology_utils.present.report import build_report, flatten_metrics, format_value, paper_tables
+from bertology_utils.present.slides import network_references, run_slides
 
 PAPER_TABLE = ('<div><style scoped>.dataframe {}</style><table border="1" class="dataframe"><thead><tr><th></th>'
                '<th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody><tr><th>0</th>'
@@ -172,7 +172,7 @@ def test_folders_without_run_json_and_bad_input(tmp_path, run_dir, monkeypatch, 
 @pytest.fixture(scope="module")
 def tour_run(tmp_path_factory):
     """The tour notebook run once through the harness (small parameters, as tests/notebooks uses)."""
-    from bertology_utils.harness import DEFAULT_NOTEBOOKS_DIR
+    from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR
 
     root = tmp_path_factory.mktemp("results")
     with pytest.MonkeyPatch.context() as patch:

@@ -8,10 +8,10 @@ import pytest
 from bs4 import BeautifulSoup
 from PIL import Image
 
-from bertology_utils import assets
-from bertology_utils.cli import main
-from bertology_utils.errors import BertologyError
-from bertology_utils.slides import (SLIDES_SUFFIX, has_math, network_references, notebook_to_slides, prepare_for_slides,
+from bertology_utils.present import assets
+from bertology_utils.cli.main import main
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.present.slides import (SLIDES_SUFFIX, has_math, network_references, notebook_to_slides, prepare_for_slides,
                                     run_slides)
 
 needs_assets = pytest.mark.skipif(

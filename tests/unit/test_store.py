@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from bertology_utils.errors import StoreCorruptError, StoreError, StoreMismatchError
-from bertology_utils import store as store_module
-from bertology_utils.store import AttentionStore, merge_stores
-from bertology_utils.word_attention import ItemAttention, SkippedItem
+from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+from bertology_utils.attention import store as store_module
+from bertology_utils.attention.store import AttentionStore, merge_stores
+from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 
 L, H = 2, 3
 

@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from bertology_utils.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.data import Corpus, Sentence, read_conllu
-from bertology_utils.errors import BertologyError
-from bertology_utils.syntax import (
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.analyses.syntax import (
     ALL, DIRECTIONS, OFFSETS, PAPER_TABLE1, STANFORD_TO_UD, example_sentence, paper_comparison, predictions,
     score_syntax,
 )
-from bertology_utils.word_attention import ItemAttention
+from bertology_utils.attention.word_attention import ItemAttention
 from synthetic_trees import random_heads
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
@@ -207,13 +207,13 @@ CONLLU = """\
 def tiny_bert(tmp_path_factory):
     from tiny_models import build_tiny_model
 
-    from bertology_utils.models import load_model
+    from bertology_utils.core.models import load_model
 
     return load_model(build_tiny_model("bert", tmp_path_factory.mktemp("tiny") / "bert"), device="cpu")
 
 
 def test_conllu_multiword_tokens_empty_nodes_and_over_long_sentences_through_a_store(tiny_bert, tmp_path):
-    from bertology_utils.extraction import extract_attention
+    from bertology_utils.attention.extraction import extract_attention
 
     long = "\n".join(f"{i}\tword\tword\tNOUN\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
                      for i in range(1, 80))  # more tokens than the tiny model's 64 positions

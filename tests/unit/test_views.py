@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils import assets, settings
+from bertology_utils.present import assets
+from bertology_utils.core import settings
 from bertology_utils.data import Corpus, SentencePair, words_of
-from bertology_utils.errors import AssetMissingError, BertologyError
-from bertology_utils.extraction import attention_for, extract_attention
-from bertology_utils.models import load_model
-from bertology_utils.views import AttentionView, explorer, head_view, model_view, neuron_view
+from bertology_utils.core.errors import AssetMissingError, BertologyError
+from bertology_utils.attention.extraction import attention_for, extract_attention
+from bertology_utils.core.models import load_model
+from bertology_utils.present.views import AttentionView, explorer, head_view, model_view, neuron_view
 from tiny_models import ARCHS
 
 SENTENCE = "The old sailor reads a heavy wooden box near the station."

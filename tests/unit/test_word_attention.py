@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertology_utils.word_attention import FROM_RULES, WordConversion, word_attention, word_attention_single
+from bertology_utils.attention.word_attention import FROM_RULES, WordConversion, word_attention, word_attention_single
 
 
 def reference(att: np.ndarray, t2w: np.ndarray, rule: str) -> np.ndarray:

@@ -4,8 +4,8 @@ import gzip
 import numpy as np
 import pytest
 
-from bertology_utils.errors import DataFormatError, DataNotFoundError
-from bertology_utils.word_vectors import ModelEmbeddingVectors, StaticVectors, default_word_vectors, load_glove
+from bertology_utils.core.errors import DataFormatError, DataNotFoundError
+from bertology_utils.analyses.word_vectors import ModelEmbeddingVectors, StaticVectors, default_word_vectors, load_glove
 
 GLOVE = """\
 the 0.1 0.2 0.3
@@ -69,8 +69,8 @@ def test_static_vectors_check_their_table():
 
 
 def test_model_embeddings_average_the_word_pieces(tiny_model_dirs):
-    from bertology_utils.alignment import WORD, align
-    from bertology_utils.models import load_model
+    from bertology_utils.attention.alignment import WORD, align
+    from bertology_utils.core.models import load_model
 
     loaded = load_model(tiny_model_dirs["bert"])
     vectors = default_word_vectors(loaded)

@@ -1,0 +1,427 @@
+"""Surface statistics of attention heads: where each head's attention goes, and how spread out it is.
+
+Every function reads word-level :class:`~bertology_utils.attention.word_attention.ItemAttention` records
+(from :func:`~bertology_utils.attention.extraction.attention_for` or an
+:class:`~bertology_utils.attention.store.AttentionStore`, which iterates over its items) and returns one
+value per ``(layer, head)``. Layer and head counts come from the data.
+
+Averaging follows Clark et al. (2019), who averaged over tokens: every attending *word* of every
+item is one row, and each row weighs the same, so long sentences count more than short ones.
+Rows of the special pseudo-words ([CLS], [SEP], ``<s>``, ``</s>``) are included, as are Clark's.
+Stored maps are float16, so a row sums to 1 only within about 1e-3; the statistics below
+renormalise each row before using it (:func:`max_row_sum_error` measures the deviation).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.word_attention import ItemAttention
+
+#: Keys of :func:`attention_to_kinds`, and the word kind each one collects.
+KINDS = {"cls": LEADING_SPECIAL, "sep": SEPARATOR, "other": WORD}
+
+
+class EntropyStats(NamedTuple):
+    """What :func:`attention_entropy` returns (unpacks as a tuple)."""
+
+    entropy: np.ndarray     #: (layers, heads) mean entropy of the attention rows, in nats
+    uniform_entropy: float  #: mean over the same rows of log(row length): a head attending uniformly
+    mean_row_length: float  #: mean number of words a row spreads over (row-weighted, specials included)
+
+
+def _items(items: Iterable[ItemAttention]) -> Iterable[tuple[ItemAttention, np.ndarray]]:
+    """Each item with its attention as float64 (L, H, n, n), checking shapes agree across items."""
+    shape = None
+    for item in items:
+        att = np.asarray(item.attention, dtype=np.float64)
+        n = len(item.words)
+        if att.ndim != 4 or att.shape[2:] != (n, n):
+            raise ValueError(f"item {item.item_id}: attention of shape {att.shape} does not fit {n} words")
+        if len(item.word_kinds) != n:
+            raise ValueError(f"item {item.item_id}: {len(item.word_kinds)} word kinds for {n} words")
+        if shape is None:
+            shape = att.shape[:2]
+        elif att.shape[:2] != shape:
+            raise ValueError(f"item {item.item_id} has {att.shape[:2]} layers x heads, earlier items {shape}")
+        yield item, att
+    if shape is None:
+        raise ValueError("no items: the statistics need at least one item")
+
+
+def attention_to_kinds(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
+    """Mean share of attention each head puts on [CLS]-like words, on separators and on other words.
+
+    For every attending word (row) of every item, the row is renormalised to sum to 1 and
+    split by the kind of the attended word (see :mod:`bertology_utils.attention.alignment`); the shares
+    are then averaged over all rows of all items, each row weighing the same (Clark et al.'s
+    average over tokens, taken at word level). Rows of special words are included; rows that
+    are all zero are left out.
+
+    Returns ``{"cls": ..., "sep": ..., "other": ...}``, each of shape ``(layers, heads)``;
+    the three sum to 1 for every head.
+    """
+    totals, rows = None, None
+    kinds = np.array(list(KINDS.values()))
+    for item, att in _items(items):
+        one_hot = (np.asarray(item.word_kinds)[:, None] == kinds[None, :]).astype(np.float64)  # (n, 3)
+        by_kind = att @ one_hot                                  # (L, H, n, 3): mass of each row per kind
+        mass = by_kind.sum(-1, keepdims=True)                    # (L, H, n, 1): the row sums
+        valid = mass > 0
+        shares = np.divide(by_kind, mass, out=np.zeros_like(by_kind), where=valid)
+        if totals is None:
+            totals, rows = np.zeros(shares.shape[:2] + (3,)), np.zeros(shares.shape[:2] + (1,))
+        totals += shares.sum(axis=2)
+        rows += valid.sum(axis=2)
+    means = np.divide(totals, rows, out=np.full_like(totals, np.nan), where=rows > 0)
+    return {name: means[..., k] for k, name in enumerate(KINDS)}
+
+
+def attention_entropy(items: Iterable[ItemAttention], eps: float = 1e-12) -> EntropyStats:
+    """Mean entropy (nats) of each head's attention rows, with the uniform reference.
+
+    Each row ``p`` is renormalised to sum to 1 (float16 storage leaves it within ~1e-3), then
+    ``H(p) = -sum_j p_j log(max(p_j, eps))``. Clipping inside the logarithm only, with no mass
+    added, makes ``0 log 0 = 0`` exact and leaves every positive entry's contribution unchanged
+    (for ``p_j >= eps``); it is the only smoothing. Rows are averaged as in
+    :func:`attention_to_kinds` (every attending word of every item weighs the same; all-zero rows
+    are left out).
+
+    ``uniform_entropy`` is the mean over the same rows of ``log(n)``, ``n`` the number of words
+    the row spreads over: what a head attending uniformly would score, so ``entropy /
+    uniform_entropy`` near 1 means "attends broadly, bag-of-words like".
+    """
+    totals, rows, n_rows, log_n, length = None, None, 0, 0.0, 0.0
+    for item, att in _items(items):
+        mass = att.sum(-1, keepdims=True)
+        valid = mass > 0
+        p = np.divide(att, mass, out=np.zeros_like(att), where=valid)
+        h = -(p * np.log(np.maximum(p, eps))).sum(-1)            # (L, H, n)
+        if totals is None:
+            totals, rows = np.zeros(h.shape[:2]), np.zeros(h.shape[:2])
+        totals += h.sum(-1)
+        rows += valid[..., 0].sum(-1)
+        n = att.shape[-1]
+        if n:
+            n_rows, log_n, length = n_rows + n, log_n + n * np.log(n), length + n * n
+    entropy = np.divide(totals, rows, out=np.full_like(totals, np.nan), where=rows > 0)
+    return EntropyStats(entropy, float(log_n / max(n_rows, 1)), float(length / max(n_rows, 1)))
+
+
+def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
+    """Largest ``|row sum - 1|`` over every row of every head of every item (float16 rounding shows here)."""
+    worst = 0.0
+    for _, att in _items(items):
+        worst = max(worst, float(np.abs(att.sum(-1) - 1.0).max(initial=0.0)))
+    return worst
+
+
+def head_table(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """One row per (layer, head), both counted from 1 like the papers, one column per ``(layers, heads)`` array.
+
+    ``head_table(attention_to_kinds(items))`` has columns layer, head, cls, sep, other; melt it
+    for seaborn's long format.
+    """
+    arrays = {name: np.asarray(v) for name, v in values.items()}
+    shapes = {v.shape for v in arrays.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"head_table needs (layers, heads) arrays of one shape, got {sorted(shapes)}")
+    layers, heads = shapes.pop()
+    layer, head = np.meshgrid(np.arange(1, layers + 1), np.arange(1, heads + 1), indexing="ij")
+    return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), **{k: v.ravel() for k, v in arrays.items()}})
+
+
+# --------------------------------------------------------------------------- Clark's surface statistics, one pass
+
+import unicodedata
+from dataclasses import dataclass, field
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL as _CLS_KIND, SEPARATOR as _SEP_KIND, WORD as _WORD_KIND
+
+LEVELS = ("word", "token")
+
+#: Names of the ``(layers, heads)`` arrays in :attr:`SurfaceStats.values`, with what each one averages.
+STATISTICS = {
+    "previous": "share of a row on the previous position (rows that have one)",
+    "self": "share of a row on its own position",
+    "next": "share of a row on the next position (rows that have one)",
+    "cls": "share of a row on the leading special token ([CLS], <s>)",
+    "sep": "share of a row on separators ([SEP], </s>)",
+    "sep_to_sep": "share of a separator's row on separators (separator rows only)",
+    "period": 'share of a row on "." ',
+    "comma": 'share of a row on ","',
+    "punct": "share of a row on any all-punctuation word/token",
+    "entropy": "entropy of a row, nats",
+    "cls_entropy": "entropy of the leading special token's row, nats",
+}
+
+_PIECE_MARKS = ("##", "\u0120", "\u2581", "</w>")  # BERT's ##, GPT-2/RoBERTa's Ġ, SentencePiece's ▁
+
+
+def _strip_piece(token: str) -> str:
+    for mark in _PIECE_MARKS:
+        token = token.replace(mark, "")
+    return token
+
+
+def is_punctuation(text: str) -> bool:
+    """True for a non-empty string made only of Unicode punctuation."""
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
+
+
+@dataclass
+class SurfaceStats:
+    """What :func:`surface_statistics` returns: per-head means, their row counts and uniform references."""
+
+    level: str
+    values: dict[str, np.ndarray]          #: name -> (layers, heads) mean, see :data:`STATISTICS`
+    rows: dict[str, int]                   #: name -> number of rows the mean is over
+    uniform_entropy: float                 #: mean log(row length) over all rows: a uniform head's entropy
+    uniform_cls_entropy: float             #: the same over [CLS] rows only
+    n_items: int
+    n_pairs: int = 0                       #: items with two segments
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+    def table(self) -> pd.DataFrame:
+        """:func:`head_table` of every statistic."""
+        return head_table(self.values)
+
+    def per_layer(self) -> pd.DataFrame:
+        """Mean over heads of every statistic, one row per layer (counted from 1)."""
+        return self.table().drop(columns="head").groupby("layer").mean()
+
+
+def _view(item: ItemAttention, level: str):
+    """(attention (L, H, n, n) float64 with rows renormalised, kinds (n,), texts (n,), segments (n,))."""
+    if level == "word":
+        att, kinds, texts, segments = item.attention, np.asarray(item.word_kinds), item.words, np.asarray(item.segments)
+    elif level == "token":
+        if item.token_attention is None:
+            raise ValueError(f"item {item.item_id} has no token-level attention: extract with keep_tokens=True")
+        t2w = np.asarray(item.token_to_word)
+        att, kinds, segments = item.token_attention, np.asarray(item.word_kinds)[t2w], np.asarray(item.segments)[t2w]
+        texts = tuple(_strip_piece(t) for t in item.tokens)
+    else:
+        raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+    att = np.asarray(att, dtype=np.float64)
+    n = att.shape[-1]
+    if att.ndim != 4 or att.shape[-2] != n or len(kinds) != n:
+        raise ValueError(f"item {item.item_id}: attention {att.shape} does not fit {len(kinds)} {level}s")
+    mass = att.sum(-1, keepdims=True)
+    att = np.divide(att, mass, out=np.zeros_like(att), where=mass > 0)
+    return att, kinds, texts, segments
+
+
+def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12) -> SurfaceStats:
+    """Clark et al.'s surface statistics of every head, one pass over the items, vectorised over heads and rows.
+
+    ``level="word"`` reads the word-level maps (Clark's token -> word conversion); ``level="token"``
+    reads the token-level maps kept by ``extract_cached(..., keep_tokens=True)``, where "previous"
+    means the previous *token*, as in Clark's Figure 1. Every row (attending position) of every
+    item weighs the same; rows are renormalised to sum to 1 first (float16 storage). Special
+    tokens are the model's own (from the word kinds: [CLS]/``<s>`` leading, [SEP]/``</s>``
+    separators). Entropy is ``-sum p log max(p, eps)`` (no mass added; ``eps`` only makes 0 log 0 = 0).
+    """
+    sums: dict[str, np.ndarray] = {}
+    rows = {name: 0 for name in STATISTICS}
+    log_n = log_n_cls = 0.0
+    n_items = n_pairs = 0
+    shape = None
+    for item in items:
+        att, kinds, texts, segments = _view(item, level)
+        if shape is None:
+            shape = att.shape[:2]
+            sums = {name: np.zeros(shape) for name in STATISTICS}
+        elif att.shape[:2] != shape:
+            raise ValueError(f"item {item.item_id} has {att.shape[:2]} layers x heads, earlier items {shape}")
+        n = att.shape[-1]
+        n_items += 1
+        n_pairs += int(len(np.unique(segments)) > 1)
+        idx = np.arange(n)
+        cls, sep = kinds == _CLS_KIND, kinds == _SEP_KIND
+        word = kinds == _WORD_KIND
+        period = word & np.array([t == "." for t in texts])
+        comma = word & np.array([t == "," for t in texts])
+        punct = word & np.array([is_punctuation(t) for t in texts])
+        cols = np.stack([cls, sep, period, comma, punct], axis=1).astype(np.float64)  # (n, 5)
+        shares = att @ cols                                                          # (L, H, n, 5)
+        for k, name in enumerate(("cls", "sep", "period", "comma", "punct")):
+            sums[name] += shares[..., k].sum(-1)
+            rows[name] += n
+        if n > 1:
+            sums["previous"] += att[..., idx[1:], idx[:-1]].sum(-1)
+            sums["next"] += att[..., idx[:-1], idx[1:]].sum(-1)
+            rows["previous"] += n - 1
+            rows["next"] += n - 1
+        sums["self"] += att[..., idx, idx].sum(-1)
+        rows["self"] += n
+        if sep.any():
+            sums["sep_to_sep"] += shares[..., sep, 1].sum(-1)
+            rows["sep_to_sep"] += int(sep.sum())
+        h = -(att * np.log(np.maximum(att, eps))).sum(-1)                            # (L, H, n)
+        sums["entropy"] += h.sum(-1)
+        rows["entropy"] += n
+        log_n += n * np.log(n)
+        if cls.any():
+            sums["cls_entropy"] += h[..., cls].sum(-1)
+            rows["cls_entropy"] += int(cls.sum())
+            log_n_cls += int(cls.sum()) * np.log(n)
+    if shape is None:
+        raise ValueError("no items: the statistics need at least one item")
+    values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
+    return SurfaceStats(level, values, rows, float(log_n / max(rows["entropy"], 1)),
+                        float(log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
+                        n_items, n_pairs)
+
+
+def surface_statistics_loop(items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12) -> dict[str, np.ndarray]:
+    """The same means as :func:`surface_statistics`, computed the straightforward way: a Python loop
+    over items, heads and rows. Only for checking and for the benchmark (it is ~100x slower)."""
+    sums, rows, shape = {}, {name: 0 for name in STATISTICS}, None
+    for item in items:
+        att, kinds, texts, _ = _view(item, level)
+        L, H, n, _ = att.shape
+        if shape is None:
+            shape = (L, H)
+            sums = {name: np.zeros(shape) for name in STATISTICS}
+        for l in range(L):
+            for h in range(H):
+                for i in range(n):
+                    row = att[l, h, i]
+                    for j in range(n):
+                        p = row[j]
+                        word = kinds[j] == _WORD_KIND
+                        if kinds[j] == _CLS_KIND:
+                            sums["cls"][l, h] += p
+                        if kinds[j] == _SEP_KIND:
+                            sums["sep"][l, h] += p
+                            if kinds[i] == _SEP_KIND:
+                                sums["sep_to_sep"][l, h] += p
+                        if word and texts[j] == ".":
+                            sums["period"][l, h] += p
+                        if word and texts[j] == ",":
+                            sums["comma"][l, h] += p
+                        if word and is_punctuation(texts[j]):
+                            sums["punct"][l, h] += p
+                        if j == i - 1:
+                            sums["previous"][l, h] += p
+                        if j == i:
+                            sums["self"][l, h] += p
+                        if j == i + 1:
+                            sums["next"][l, h] += p
+                        ent = -p * math.log(max(p, eps))
+                        sums["entropy"][l, h] += ent
+                        if kinds[i] == _CLS_KIND:
+                            sums["cls_entropy"][l, h] += ent
+        for name in ("cls", "sep", "period", "comma", "punct", "self", "entropy"):
+            rows[name] += n
+        rows["previous"] += n - 1
+        rows["next"] += n - 1
+        rows["sep_to_sep"] += int((kinds == _SEP_KIND).sum())
+        rows["cls_entropy"] += int((kinds == _CLS_KIND).sum())
+    return {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
+
+
+# --------------------------------------------------------------------------- Vig's patterns, one score per head
+
+#: Vig & Belinkov (2019)'s patterns, and what the score of each is (a mean over the rows it applies to).
+VIG_PATTERNS = {
+    "previous_word": "share of a word's row on the previous word",
+    "next_word": "share of a word's row on the next word",
+    "identical_word": "share of a word's row on other occurrences of the same word (rows that have one)",
+    "identical_word_across": "the same, counting only occurrences in the other segment (pairs)",
+    "same_word_pieces": "share of a word-piece's row on the other pieces of its word (token level)",
+    "delimiter": "share of a row on [CLS]/[SEP]-like tokens",
+    "bag_of_words": "entropy of a word's row over the real words, divided by log(#words): 1 = uniform",
+}
+
+
+@dataclass
+class PatternScores:
+    """What :func:`vig_patterns` returns."""
+
+    values: dict[str, np.ndarray]  #: pattern -> (layers, heads) score
+    rows: dict[str, int]           #: pattern -> rows averaged (0: not measurable on these items)
+
+    def top(self, pattern: str, k: int = 5) -> pd.DataFrame:
+        """The ``k`` heads with the highest score for ``pattern`` (layer, head from 1)."""
+        table = head_table({pattern: self.values[pattern]})
+        return table.dropna().sort_values(pattern, ascending=False).head(k).reset_index(drop=True)
+
+    def table(self) -> pd.DataFrame:
+        return head_table(self.values)
+
+
+def vig_patterns(items: Iterable[ItemAttention], eps: float = 1e-12) -> PatternScores:
+    """Vig & Belinkov's attention patterns, one score per head (see :data:`VIG_PATTERNS`).
+
+    Word-level maps give every score except ``same_word_pieces``, which needs token maps
+    (items extracted with ``keep_tokens=True``); without them it is NaN with 0 rows. Rows of real
+    words only (specials left out) for the word patterns; "identical" compares lower-cased words.
+    """
+    sums, rows, shape = {}, {name: 0 for name in VIG_PATTERNS}, None
+    for item in items:
+        att, kinds, texts, segments = _view(item, "word")
+        if shape is None:
+            shape = att.shape[:2]
+            sums = {name: np.zeros(shape) for name in VIG_PATTERNS}
+        n = att.shape[-1]
+        word = kinds == _WORD_KIND
+        special = ~word
+        wi = np.flatnonzero(word)
+        sums["delimiter"] += (att @ special.astype(np.float64)).sum(-1)
+        rows["delimiter"] += n
+        prev_ok = wi[(wi > 0) & word[np.maximum(wi - 1, 0)] & (segments[np.maximum(wi - 1, 0)] == segments[wi])]
+        next_ok = wi[(wi < n - 1) & word[np.minimum(wi + 1, n - 1)] & (segments[np.minimum(wi + 1, n - 1)] == segments[wi])]
+        if len(prev_ok):
+            sums["previous_word"] += att[..., prev_ok, prev_ok - 1].sum(-1)
+            rows["previous_word"] += len(prev_ok)
+        if len(next_ok):
+            sums["next_word"] += att[..., next_ok, next_ok + 1].sum(-1)
+            rows["next_word"] += len(next_ok)
+        lower = np.array([t.lower() for t in texts])
+        same = (lower[:, None] == lower[None, :]) & word[:, None] & word[None, :] & ~np.eye(n, dtype=bool)
+        for name, mask in (("identical_word", same), ("identical_word_across", same & (segments[:, None] != segments[None, :]))):
+            has = mask.any(1)
+            if has.any():
+                sums[name] += (att[..., has, :] * mask[has]).sum((-2, -1))
+                rows[name] += int(has.sum())
+        if len(wi) > 1:
+            p = att[..., wi[:, None], wi[None, :]]
+            mass = p.sum(-1, keepdims=True)
+            p = np.divide(p, mass, out=np.zeros_like(p), where=mass > 0)
+            sums["bag_of_words"] += (-(p * np.log(np.maximum(p, eps))).sum(-1) / np.log(len(wi))).sum(-1)
+            rows["bag_of_words"] += len(wi)
+        if item.token_attention is not None:
+            tatt, tkinds, _, _ = _view(item, "token")
+            t2w = np.asarray(item.token_to_word)
+            piece = (t2w[:, None] == t2w[None, :]) & ~np.eye(len(t2w), dtype=bool) & (tkinds == _WORD_KIND)[:, None]
+            has = piece.any(1)
+            if has.any():
+                sums["same_word_pieces"] += (tatt[..., has, :] * piece[has]).sum((-2, -1))
+                rows["same_word_pieces"] += int(has.sum())
+    if shape is None:
+        raise ValueError("no items")
+    values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in VIG_PATTERNS}
+    return PatternScores(values, rows)
+
+
+# --------------------------------------------------------------------------- paper vs ours
+
+def depth_scaled_layers(first: int, last: int, model_layers: int, paper_layers: int = 12) -> tuple[int, int]:
+    """Layers ``first..last`` (from 1) of a ``paper_layers`` model as the same fraction of depth in ours.
+
+    Layer ``l`` covers depth ``((l-1)/P, l/P]``; the result is every layer of ours overlapping
+    ``((first-1)/P, last/P]``, so with ``model_layers == paper_layers`` it is ``(first, last)``.
+    """
+    lo = (first - 1) / paper_layers * model_layers
+    hi = last / paper_layers * model_layers
+    a = int(np.floor(lo + 1e-9)) + 1
+    b = max(a, int(np.ceil(hi - 1e-9)))
+    return a, min(b, model_layers)

@@ -1,0 +1,382 @@
+"""Batched model forward: items -> token attention -> word attention, in memory or into a store.
+
+Items are processed in fixed blocks of ``block_size`` consecutive corpus items. Inside a
+block they are sorted by length and cut into batches of ``batch_size`` (little padding);
+results are put back in corpus order and committed to the store block by block. Block
+boundaries depend only on the shard's start, so a resumed extraction runs exactly the
+batches an uninterrupted one would, and writes identical values.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bertology_utils.core._version import __version__
+from bertology_utils.core import settings
+from bertology_utils.attention.alignment import AlignedItem, align
+from bertology_utils.data import Corpus
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.interventions.editing import attention_modules
+from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.attention.store import AttentionStore
+from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
+
+TOO_LONG_POLICIES = ("skip", "error")
+#: Default cap on attention weights per batch (items x layers x heads x tokens^2): 2^24 float32
+#: weights are 64 MiB, so peak memory stays flat however long the longest sentences are.
+MAX_BATCH_WEIGHTS = 1 << 24
+
+
+def _as_corpus(items) -> Corpus:
+    return items if isinstance(items, Corpus) else Corpus.from_items(list(items), name="items")
+
+
+def _as_model(model) -> LoadedModel:
+    return model if isinstance(model, LoadedModel) else load_model(model)
+
+
+class _AttentionsDone(Exception):
+    """Raised by a hook once the last layer's attention is computed: the rest of the forward is skipped."""
+
+
+def _attention_layers(model) -> list | None:
+    try:
+        return attention_modules(model)
+    except ModelNotAvailableError:
+        return None
+
+
+class _Forward:
+    """Runs batches of aligned items through a model and converts their attention to words.
+
+    The forward pass stops right after the last layer's attention (hooks keep each layer's
+    probabilities): what follows, the last feed-forward block and any pooler or head, changes
+    no attention map. An architecture where the hooks do not see every layer's probabilities
+    gets the whole forward pass instead.
+    """
+
+    def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool):
+        self.loaded = loaded
+        self.from_rule = from_rule
+        self.keep_tokens = keep_tokens
+        self.pad_id = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+        self.uses_token_types = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+        self._buffers: dict[str, np.ndarray] = {}
+        self._layers = _attention_layers(loaded.model)
+
+    def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
+        if self._layers is not None:
+            captured, caller = [], threading.get_ident()
+
+            def keep(module, _args, output):
+                if threading.get_ident() != caller:  # another thread's forward through the same model
+                    return
+                captured.append(output[1] if isinstance(output, tuple) and len(output) > 1 else None)
+                if module is self._layers[-1]:
+                    raise _AttentionsDone
+
+            handles = [m.register_forward_hook(keep) for m in self._layers]
+            try:
+                self.loaded.model(**inputs, output_attentions=True)
+            except _AttentionsDone:
+                pass
+            finally:
+                for h in handles:
+                    h.remove()
+            n_tok = inputs["input_ids"].shape[1]
+            expected = (self.loaded.num_heads, n_tok, n_tok)
+            if len(captured) == len(self._layers) and all(
+                    isinstance(c, torch.Tensor) and c.shape[1:] == expected for c in captured):
+                return tuple(captured)
+            self._layers = None  # this architecture hides its probabilities from the hooks
+        outputs = self.loaded.model(**inputs, output_attentions=True)
+        self.loaded.check_attentions(outputs)
+        return outputs.attentions
+
+    def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A float16 work array of ``shape``, reused across batches: fresh memory costs page faults."""
+        size = int(np.prod(shape))
+        buf = self._buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self._buffers[name] = np.empty(size, dtype=np.float16)
+        return buf[:size].reshape(shape)
+
+    @torch.inference_mode()
+    def __call__(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None = None) -> list[ItemAttention]:
+        """Attention of ``batch``; ``into`` maps an item's index to the (word map, token map or None)
+        arrays its results are copied into, else each item gets arrays of its own."""
+        n_tok = max(a.n_tokens for a in batch)
+        n_words = max(a.n_words for a in batch)
+        ids = np.full((len(batch), n_tok), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch), n_tok), dtype=np.int64)
+        t2w = np.full((len(batch), n_tok), -1, dtype=np.int64)
+        types = np.zeros((len(batch), n_tok), dtype=np.int64)
+        for b, a in enumerate(batch):  # one row copy per item
+            ids[b, :a.n_tokens], mask[b, :a.n_tokens], t2w[b, :a.n_tokens] = a.input_ids, 1, a.token_to_word
+            if a.token_type_ids is not None:
+                types[b, :a.n_tokens] = a.token_type_ids
+        device = self.loaded.device
+        inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+        if self.uses_token_types and batch[0].token_type_ids is not None:
+            inputs["token_type_ids"] = torch.from_numpy(types).to(device)
+        attentions = self._attentions(inputs)
+        shape = (len(batch), self.loaded.num_layers, self.loaded.num_heads)
+        words = torch.from_numpy(self._scratch("words", shape + (n_words, n_words)))
+        tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
+        convert = WordConversion(torch.from_numpy(t2w).to(device), self.from_rule, n_words=n_words)
+        for layer, att in enumerate(attentions):  # layer by layer: no stacked copy of every map
+            words[:, layer].copy_(convert(att))  # float32 -> float16 in the copy
+            if tokens is not None:
+                tokens[:, layer].copy_(att)
+        words, tokens = words.numpy(), tokens.numpy() if tokens is not None else None
+        out = []
+        for b, a in enumerate(batch):
+            w, t = a.n_words, a.n_tokens
+            word_map, token_map = into[a.index] if into is not None else (None, None)
+            item = ItemAttention(
+                index=a.index, item_id=a.item_id, words=a.words, word_kinds=a.word_kinds, segments=a.segments,
+                attention=_copy(words[b, :, :, :w, :w], word_map), n_tokens=t, replaced=a.replaced,
+            )
+            if tokens is not None:
+                item.tokens = tuple(self.loaded.tokenizer.convert_ids_to_tokens(a.input_ids.tolist()))
+                item.token_to_word = a.token_to_word
+                item.token_attention = _copy(tokens[b, :, :, :t, :t], token_map)
+            out.append(item)
+        return out
+
+
+def _copy(values: np.ndarray, into: np.ndarray | None) -> np.ndarray:
+    if into is None:
+        return values.copy()
+    into[...] = values
+    return into
+
+
+def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, maps_per_item: int):
+    """Cut length-sorted items into batches of at most ``batch_size`` items and ``max_batch_weights``
+    attention weights (items x layers x heads x tokens^2), so one long outlier cannot blow up memory."""
+    batch: list[AlignedItem] = []
+    for a in fits:
+        too_big = (len(batch) + 1) * maps_per_item * a.n_tokens**2 > max_batch_weights
+        if batch and (len(batch) == batch_size or too_big):
+            yield batch
+            batch = []
+        batch.append(a)
+    if batch:
+        yield batch
+
+
+def _packed_maps(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """float16 arrays of ``shapes`` lying end to end in one buffer: a store block's layout, so the
+    writer appends the buffer without another copy."""
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    flat = np.empty(sum(sizes), dtype=np.float16)
+    ends = np.cumsum(sizes)
+    return [flat[end - size:end].reshape(shape) for end, size, shape in zip(ends, sizes, shapes)]
+
+
+def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
+               too_long: str, max_batch_weights: int, pack: bool = False) -> list[ItemAttention | SkippedItem]:
+    """Results for one block of aligned items, in the block's order. With ``pack``, the items' maps
+    are views of one buffer per block (see :func:`_packed_maps`), alive as long as any of them is."""
+    results: dict[int, ItemAttention | SkippedItem] = {}
+    fits = []
+    for a in aligned:
+        if a.n_tokens <= max_tokens:
+            fits.append(a)
+        elif too_long == "error":
+            raise BertologyError(f"item {a.index} ({a.item_id}) has {a.n_tokens} tokens, more than the "
+                                 f"{max_tokens} the model takes; skip such items with too_long='skip' (--too-long skip)")
+        else:
+            results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
+    loaded = forward.loaded
+    into = None
+    if pack:
+        maps = (loaded.num_layers, loaded.num_heads)
+        word_maps = _packed_maps([maps + (a.n_words, a.n_words) for a in fits])
+        token_maps = _packed_maps([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens \
+            else [None] * len(fits)
+        into = {a.index: pair for a, pair in zip(fits, zip(word_maps, token_maps))}
+    # Stable sort: ties keep corpus order, so batches are the same on every run.
+    fits.sort(key=lambda a: a.n_tokens)
+    for batch in _batches(fits, batch_size, max_batch_weights, loaded.num_layers * loaded.num_heads):
+        for item in forward(batch, into):
+            results[item.index] = item
+    return [results[a.index] for a in aligned]
+
+
+def _blocks(start: int, stop: int, block_size: int, origin: int) -> Iterator[tuple[int, int]]:
+    """Block ranges covering ``[start, stop)``, aligned to ``origin`` (the shard's start)."""
+    lo = start
+    while lo < stop:
+        hi = min(stop, origin + ((lo - origin) // block_size + 1) * block_size)
+        yield lo, hi
+        lo = hi
+
+
+def iter_attention(
+    items: Iterable,
+    model=None,
+    *,
+    batch_size: int = 32,
+    block_size: int = 512,
+    max_batch_weights: int = MAX_BATCH_WEIGHTS,
+    from_rule: str = "mean",
+    keep_tokens: bool = False,
+    too_long: str = "skip",
+    max_tokens: int | None = None,
+    progress: bool = True,
+) -> Iterator[ItemAttention | SkippedItem]:
+    """Yield the word-level attention of each item in corpus order (skipped items as :class:`SkippedItem`)."""
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    forward = _Forward(loaded, from_rule, keep_tokens)
+    limit = _max_tokens(loaded, max_tokens, too_long)
+    with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
+        for lo, hi in _blocks(0, len(corpus), block_size, 0):
+            aligned = align(loaded.tokenizer, corpus.items[lo:hi], lo)
+            for r in _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights):
+                yield r
+            bar.update(hi - lo)
+
+
+def attention_for(items, model=None, **kwargs) -> list[ItemAttention]:
+    """Word-level attention of a few items, in memory. Raises if an item is too long for the model."""
+    kwargs.setdefault("too_long", "error")
+    kwargs.setdefault("progress", False)
+    return [r for r in iter_attention(items, model, **kwargs) if isinstance(r, ItemAttention)]
+
+
+def _max_tokens(loaded: LoadedModel, max_tokens: int | None, too_long: str) -> int:
+    if too_long not in TOO_LONG_POLICIES:
+        raise ValueError(f"too_long must be one of {TOO_LONG_POLICIES}, not {too_long!r}")
+    if max_tokens is not None and max_tokens > loaded.max_tokens:
+        raise BertologyError(f"max_tokens={max_tokens} is more than {loaded.name} takes ({loaded.max_tokens})")
+    return loaded.max_tokens if max_tokens is None else max_tokens
+
+
+def store_metadata(loaded: LoadedModel, corpus: Corpus, *, from_rule: str, keep_tokens: bool, max_tokens: int,
+                   too_long: str, batch_size: int, block_size: int, max_batch_weights: int) -> dict:
+    """What a store is checked against when it is reused: any difference refuses the reuse."""
+    return {
+        "model": loaded.fingerprint(),
+        "corpus": {"name": corpus.name, "sha256": corpus.sha256, "items": len(corpus)},
+        "conversion": {"from_rule": from_rule, "token_level": keep_tokens, "max_tokens": max_tokens,
+                       "too_long": too_long, "dtype": "float16"},
+        "extraction": {"batch_size": batch_size, "block_size": block_size, "max_batch_weights": max_batch_weights},
+        "library": {"bertology_utils": __version__},
+    }
+
+
+def shard_range(n_items: int, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """``[start, stop)`` of shard ``i`` of ``n`` (contiguous, sizes differing by at most one)."""
+    if shard is None:
+        return 0, n_items
+    i, n = shard
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, not {shard}")
+    bounds = np.linspace(0, n_items, n + 1).round().astype(int)
+    return int(bounds[i]), int(bounds[i + 1])
+
+
+def extract_attention(
+    items: Iterable,
+    store_path,
+    model=None,
+    *,
+    batch_size: int = 32,
+    block_size: int = 512,
+    max_batch_weights: int = MAX_BATCH_WEIGHTS,
+    from_rule: str = "mean",
+    keep_tokens: bool = False,
+    too_long: str = "skip",
+    max_tokens: int | None = None,
+    shard: tuple[int, int] | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> AttentionStore:
+    """Extract word-level attention for ``items`` into the store at ``store_path``; resumable.
+
+    Re-running with the same settings continues where an interrupted run stopped (even
+    after ``kill -9``); a store written with other settings is refused unless ``overwrite``.
+    ``shard=(i, n)`` extracts only the i-th of n contiguous slices, for parallel workers
+    whose stores :func:`bertology_utils.attention.store.merge_stores` joins.
+    """
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    limit = _max_tokens(loaded, max_tokens, too_long)
+    metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
+                              too_long=too_long, batch_size=batch_size, block_size=block_size,
+                              max_batch_weights=max_batch_weights)
+    store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
+    # Said even without a progress bar: a reused store should never be a surprise.
+    if store.is_complete:
+        tqdm.write(f"reusing the complete store at {store.path} ({store.n_items} items)")
+    elif store.done:
+        tqdm.write(f"resuming: {store.done} of {store.n_items} items already in the store at {store.path}")
+    start, stop = shard_range(len(corpus), shard)
+    # Resume partly written shards in range, then create shards for the gaps.
+    plan = [(s.start, s.stop, s.start + s.committed) for s in store.shards
+            if s.start < stop and start < s.stop and not s.complete]
+    plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
+    forward = _Forward(loaded, from_rule, keep_tokens)
+    skipped = 0
+    # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
+    # order), one tokenizes and aligns the next block. Neither changes what is computed.
+    with tqdm(total=sum(hi - resume for _, hi, resume in plan), desc=f"extract {corpus.name}", unit="item",
+              disable=not progress) as bar, ThreadPoolExecutor(max_workers=1) as writes, \
+            ThreadPoolExecutor(max_workers=1) as prefetch:
+        for lo_shard, hi_shard, resume in sorted(plan):
+            blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
+            aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[blocks[0][0]:blocks[0][1]], blocks[0][0])
+            writer = None
+            for k, (lo, hi) in enumerate(blocks):
+                aligned = aligning.result()
+                if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
+                    writer = pending = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
+                if k + 1 < len(blocks):
+                    nlo, nhi = blocks[k + 1]
+                    aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
+                results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights, pack=True)
+                pending.result()  # the previous block's write overlapped this block's forward
+                pending = writes.submit(writer.result().append, results)
+                skipped += sum(isinstance(r, SkippedItem) for r in results)
+                bar.update(hi - lo)
+                bar.set_postfix(skipped=skipped, refresh=False)
+            pending.result()
+    store.refresh()
+    return store
+
+
+def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -> Path:
+    """Where :func:`extract_cached` keeps the store for these items, model and settings."""
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    options = dict(from_rule="mean", keep_tokens=False, too_long="skip", batch_size=32, block_size=512,
+                   max_batch_weights=MAX_BATCH_WEIGHTS)
+    options.update(settings_kwargs)
+    limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
+    metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)
+    digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(loaded.name).name}-{corpus.name}")[:80]
+    root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "attention"
+    return root / f"{slug}-{digest}.zarr"
+
+
+def extract_cached(items, model=None, *, cache_dir=None, progress: bool = True, **kwargs) -> AttentionStore:
+    """:func:`extract_attention` into a cache folder keyed by model, data and settings.
+
+    Notebooks that study the same corpus with the same model share one extraction; a
+    change of model weights, data or conversion rule gives a new store. The cache lives
+    under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given.
+    """
+    corpus, loaded = _as_corpus(items), _as_model(model)
+    path = cached_store_path(corpus, loaded, cache_dir=cache_dir, **kwargs)
+    return extract_attention(corpus, path, loaded, progress=progress, **kwargs)

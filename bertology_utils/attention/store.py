@@ -1,0 +1,508 @@
+"""On-disk store of word-level (and optionally token-level) attention maps.
+
+Layout (a Zarr v3 group; see the README for why Zarr)::
+
+    store.zarr/
+      zarr.json             root attributes: format, metadata (model, data, conversion rule, ...)
+      shards/<start>-<stop>/  one group per contiguous range of corpus indices
+        item_ids, status, n_words, n_tokens, replaced       one entry per item
+        words, word_kinds, segments                         ragged: one entry per word
+        attention                                           ragged float16: layers*heads*words*words per item
+        tokens, token_to_word, token_attention              ragged, only with keep_tokens
+
+Ragged arrays are flat and chunked; an item's slice is found from the cumulative sums
+of ``n_words``/``n_tokens``, so nothing is padded and any item can be read alone.
+
+Writes are append-only and committed per block: data first, then the shard's
+``committed`` attribute (Zarr's local store replaces files atomically). A writer killed
+at any point leaves at most an uncommitted tail, which readers ignore and a resumed
+writer cuts off before appending again. Shards never overlap, so separate processes or
+machines can write separate shards of the same corpus and :func:`merge_stores` joins them.
+"""
+from __future__ import annotations
+
+import bisect
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+
+from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
+
+FORMAT = "bertology-attention-store"
+FORMAT_VERSION = 1
+
+OK, SKIPPED = 0, 1
+
+# Checksummed chunks turn silent bit rot into a read error. Attention maps in float16 barely
+# compress (zstd saves about 9%), so they are only checksummed: cheaper to write and to read.
+_COMPRESSORS = (ZstdCodec(level=3, checksum=True),)
+_MAP_CODECS = (Crc32cCodec(),)
+# Every chunk is written, even an all-zero one: zarr then skips scanning each chunk for the
+# fill value, a third of the write's time for attention maps.
+_ARRAY_CONFIG = {"write_empty_chunks": True}
+
+#: name -> (dtype, chunk length, what one item contributes: "item", "word", "map", "token", "token_map")
+_ARRAYS = {
+    "item_ids": (str, 4096, "item"),
+    "status": ("int8", 4096, "item"),
+    "n_words": ("int32", 4096, "item"),
+    "n_tokens": ("int32", 4096, "item"),
+    "replaced": ("int16", 4096, "item"),
+    "words": (str, 65536, "word"),
+    "word_kinds": ("int8", 65536, "word"),
+    "segments": ("int8", 65536, "word"),
+    "attention": ("float16", 1 << 18, "map"),
+}
+_TOKEN_ARRAYS = {
+    "tokens": (str, 65536, "token"),
+    "token_to_word": ("int32", 65536, "token"),
+    "token_attention": ("float16", 1 << 18, "token_map"),
+}
+
+
+#: Metadata that names things without changing the numbers: a model given as "./bert" or as an
+#: absolute path is the same model when its weights and tokenizer hash the same.
+_NOT_COMPARED = {"metadata.model.name", "metadata.model.source"}
+
+
+def _diff(stored, wanted, prefix="") -> list[str]:
+    """Human-readable differences between two nested metadata dicts."""
+    if isinstance(stored, dict) and isinstance(wanted, dict):
+        out = []
+        for key in sorted(set(stored) | set(wanted)):
+            if f"{prefix}{key}" not in _NOT_COMPARED:
+                out += _diff(stored.get(key, "<missing>"), wanted.get(key, "<missing>"), f"{prefix}{key}.")
+        return out
+    return [] if stored == wanted else [f"{prefix[:-1]}: store has {stored!r}, asked for {wanted!r}"]
+
+
+@dataclass
+class Shard:
+    """One contiguous range ``[start, stop)`` of corpus indices and its arrays."""
+
+    group: zarr.Group
+    start: int
+    stop: int
+    layers: int
+    heads: int
+    committed: int = 0
+    lengths: dict = field(default_factory=dict)
+    _offsets: dict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.group.basename
+
+    @property
+    def complete(self) -> bool:
+        return self.committed == self.stop - self.start
+
+    def array(self, name: str) -> zarr.Array:
+        return self.group[name]
+
+    def offsets(self) -> dict[str, np.ndarray]:
+        """Start offsets (length committed + 1) of each ragged kind, from the per-item counts."""
+        if self._offsets is None:
+            k = self.committed
+            ok = self.array("status")[:k] == OK
+            words = self.array("n_words")[:k].astype(np.int64) * ok
+            tokens = self.array("n_tokens")[:k].astype(np.int64) * ok
+            per_map = self.layers * self.heads
+            sizes = {"word": words, "map": per_map * words**2, "token": tokens, "token_map": per_map * tokens**2}
+            self._offsets = {kind: np.concatenate([[0], np.cumsum(v)]) for kind, v in sizes.items()}
+        return self._offsets
+
+    def has_tokens(self) -> bool:
+        return "token_attention" in self.group
+
+
+class AttentionStore:
+    """A store of attention maps for the items of one corpus under one model and settings.
+
+    Open an existing store with :meth:`open`; extraction creates stores through
+    :meth:`open_or_create`. Index it like a list of corpus items: ``store[i]`` is an
+    :class:`ItemAttention` (float32 maps by default), skipped items raise ``KeyError``
+    with the reason.
+    """
+
+    def __init__(self, path: Path, group: zarr.Group):
+        self.path = Path(path)
+        self.group = group
+        attrs = dict(group.attrs)
+        self.metadata: dict = attrs["metadata"]
+        self.n_items: int = int(attrs["n_items"])
+        self.num_layers: int = int(self.metadata["model"]["num_layers"])
+        self.num_heads: int = int(self.metadata["model"]["num_heads"])
+        self._shards: list[Shard] | None = None
+
+    # -- opening and creating -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path, mode: str = "r") -> "AttentionStore":
+        path = Path(path)
+        if not (path / "zarr.json").is_file():
+            raise StoreError(f"no attention store at {path}")
+        try:
+            group = zarr.open_group(str(path), mode=mode)
+            attrs = dict(group.attrs)
+        except Exception as exc:  # zarr raises many types for a damaged zarr.json
+            raise StoreCorruptError(f"cannot read the attention store at {path}: {exc}") from exc
+        if attrs.get("format") != FORMAT:
+            raise StoreError(f"{path} is a Zarr group but not a bertology attention store")
+        if attrs.get("format_version") != FORMAT_VERSION:
+            raise StoreMismatchError(
+                f"{path} has store format {attrs.get('format_version')}, this version reads {FORMAT_VERSION}; "
+                "extract again into a new path"
+            )
+        if "metadata" not in attrs or "n_items" not in attrs:
+            raise StoreCorruptError(f"{path}: store attributes are incomplete")
+        return cls(path, group)
+
+    @classmethod
+    def open_or_create(cls, path, metadata: dict, n_items: int, *, overwrite: bool = False) -> "AttentionStore":
+        """Open ``path`` for appending if it holds a store with the same metadata, else create it.
+
+        A store written with other settings is refused (``StoreMismatchError``) unless
+        ``overwrite`` is set, in which case it is deleted first.
+        """
+        path = Path(path)
+        if path.exists() and overwrite:
+            shutil.rmtree(path)
+        if (path / "zarr.json").is_file():
+            store = cls.open(path, mode="r+")
+            wanted = {"metadata": metadata, "n_items": n_items}
+            have = {"metadata": store.metadata, "n_items": store.n_items}
+            problems = _diff(have, _jsonable(wanted))
+            if problems:
+                raise StoreMismatchError(
+                    f"the attention store at {path} was written with other settings:\n  "
+                    + "\n  ".join(problems)
+                    + "\nUse another path, or overwrite it (--overwrite / overwrite=True)."
+                )
+            return store
+        if path.exists() and any(path.iterdir()):
+            raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
+        group = zarr.open_group(str(path), mode="w")
+        group.attrs.update(_jsonable({"format": FORMAT, "format_version": FORMAT_VERSION,
+                                      "metadata": metadata, "n_items": n_items}))
+        group.create_group("shards")
+        return cls(path, group)
+
+    # -- shards ---------------------------------------------------------------------------------
+
+    @property
+    def shards(self) -> list[Shard]:
+        if self._shards is None:
+            self._shards = sorted((self._load_shard(g) for _, g in self.group["shards"].groups()),
+                                  key=lambda s: s.start)
+            for a, b in zip(self._shards, self._shards[1:]):
+                if b.start < a.stop:
+                    raise StoreCorruptError(f"{self.path}: shards {a.name} and {b.name} overlap")
+        return self._shards
+
+    def _load_shard(self, group: zarr.Group) -> Shard:
+        attrs = dict(group.attrs)
+        try:
+            shard = Shard(group, int(attrs["start"]), int(attrs["stop"]), self.num_layers, self.num_heads,
+                          int(attrs.get("committed", 0)), dict(attrs.get("lengths", {})))
+            for name, length in shard.lengths.items():
+                if group[name].shape[0] < length:
+                    raise StoreCorruptError(f"array {name} is shorter ({group[name].shape[0]}) than committed ({length})")
+        except (KeyError, ValueError) as exc:
+            raise StoreCorruptError(f"{self.path}: shard {group.basename} is damaged: {exc}") from exc
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"{self.path}: shard {group.basename}: {exc}") from exc
+        return shard
+
+    def refresh(self) -> None:
+        """Forget cached shard state (another process may have written)."""
+        self._shards = None
+
+    def missing_ranges(self, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
+        """Ranges of ``[start, stop)`` covered by no shard at all."""
+        stop = self.n_items if stop is None else stop
+        gaps, cursor = [], start
+        for s in self.shards:
+            if s.stop <= cursor or s.start >= stop:
+                continue
+            if s.start > cursor:
+                gaps.append((cursor, s.start))
+            cursor = max(cursor, s.stop)
+        if cursor < stop:
+            gaps.append((cursor, stop))
+        return gaps
+
+    def writer(self, start: int, stop: int, keep_tokens: bool) -> "ShardWriter":
+        """A writer for the shard ``[start, stop)``: resumes it if it exists, else creates it."""
+        for s in self.shards:
+            if (s.start, s.stop) == (start, stop):
+                return ShardWriter(s)
+            if s.start < stop and start < s.stop:
+                raise StoreError(f"range [{start}, {stop}) overlaps shard {s.name}")
+        group = self.group["shards"].create_group(f"{start:09d}-{stop:09d}")
+        specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
+        for name, (dtype, chunk, _) in specs.items():
+            group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
+                               compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16"
+                               else _COMPRESSORS, config=_ARRAY_CONFIG)
+        group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
+        self.refresh()
+        return ShardWriter(self._load_shard(group))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.n_items
+
+    @property
+    def done(self) -> int:
+        """Items committed (extracted or skipped)."""
+        return sum(s.committed for s in self.shards)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.done == self.n_items and not self.missing_ranges()
+
+    def _locate(self, index: int) -> tuple[Shard, int]:
+        if not 0 <= index < self.n_items:
+            raise IndexError(f"item {index} out of range for a store of {self.n_items} items")
+        shards = self.shards
+        pos = bisect.bisect_right([s.start for s in shards], index) - 1
+        if pos < 0 or index >= shards[pos].start + shards[pos].committed:
+            raise KeyError(f"item {index} has not been extracted into {self.path} yet")
+        return shards[pos], index - shards[pos].start
+
+    def status(self) -> np.ndarray:
+        """Per item: OK, SKIPPED, or -1 for not yet extracted."""
+        out = np.full(self.n_items, -1, dtype=np.int8)
+        for s in self.shards:
+            out[s.start:s.start + s.committed] = s.array("status")[:s.committed]
+        return out
+
+    def skipped(self) -> dict[int, int]:
+        """Skipped item index -> its token count."""
+        out = {}
+        for s in self.shards:
+            st = s.array("status")[:s.committed]
+            idx = np.flatnonzero(st == SKIPPED)
+            n_tok = s.array("n_tokens")[:s.committed]
+            out.update({int(s.start + i): int(n_tok[i]) for i in idx})
+        return out
+
+    def __getitem__(self, index: int) -> ItemAttention:
+        return self.get(index)
+
+    def get(self, index: int, dtype=np.float32) -> ItemAttention:
+        shard, j = self._locate(int(index))
+        return self._read(shard, j, j + 1, dtype)[0]
+
+    def __iter__(self) -> Iterator[ItemAttention]:
+        return self.iter_items()
+
+    def iter_items(self, indices: Sequence[int] | None = None, dtype=np.float32,
+                   span: int = 256) -> Iterator[ItemAttention]:
+        """Extracted items in index order (skipped and missing ones left out), read ``span`` at a time."""
+        wanted = None if indices is None else set(int(i) for i in indices)
+        for shard in self.shards:
+            for lo in range(0, shard.committed, span):
+                hi = min(lo + span, shard.committed)
+                if wanted is not None and not any(shard.start + j in wanted for j in range(lo, hi)):
+                    continue
+                for item in self._read(shard, lo, hi, dtype):
+                    if item is not None and (wanted is None or item.index in wanted):
+                        yield item
+
+    def _read(self, shard: Shard, lo: int, hi: int, dtype) -> list[ItemAttention | None]:
+        """Items ``lo:hi`` of a shard with one read per array (None for skipped ones)."""
+        try:
+            off = shard.offsets()
+            per_item = {n: shard.array(n)[lo:hi] for n in ("item_ids", "status", "n_words", "n_tokens", "replaced")}
+            spans = {kind: (int(off[kind][lo]), int(off[kind][hi])) for kind in off}
+            names = ["words", "word_kinds", "segments", "attention"]
+            if shard.has_tokens():
+                names += ["tokens", "token_to_word", "token_attention"]
+            ragged = {}
+            for name in names:
+                kind = (_ARRAYS.get(name) or _TOKEN_ARRAYS[name])[2]
+                a, b = spans[kind]
+                ragged[name] = (shard.array(name)[a:b], a)
+        except Exception as exc:
+            raise StoreCorruptError(f"{self.path}: cannot read items {shard.start + lo}..{shard.start + hi - 1} "
+                                    f"of shard {shard.name}: {exc}") from exc
+
+        def piece(name, j):
+            kind = (_ARRAYS.get(name) or _TOKEN_ARRAYS[name])[2]
+            data, base = ragged[name]
+            return data[off[kind][j] - base:off[kind][j + 1] - base]
+
+        out: list[ItemAttention | None] = []
+        L, H = shard.layers, shard.heads
+        for k, j in enumerate(range(lo, hi)):
+            index = shard.start + j
+            if per_item["status"][k] != OK:
+                if hi - lo == 1:
+                    raise KeyError(f"item {index} was skipped: {per_item['n_tokens'][k]} tokens, "
+                                   f"more than the model takes ({self.metadata['conversion']['max_tokens']})")
+                out.append(None)
+                continue
+            n = int(per_item["n_words"][k])
+            item = ItemAttention(
+                index=index,
+                item_id=str(per_item["item_ids"][k]),
+                words=tuple(str(w) for w in piece("words", j)),
+                word_kinds=piece("word_kinds", j),
+                segments=piece("segments", j),
+                attention=piece("attention", j).reshape(L, H, n, n).astype(dtype, copy=False),
+                n_tokens=int(per_item["n_tokens"][k]),
+                replaced=int(per_item["replaced"][k]),
+            )
+            if "token_attention" in ragged:
+                t = item.n_tokens
+                item.tokens = tuple(str(w) for w in piece("tokens", j))
+                item.token_to_word = piece("token_to_word", j)
+                item.token_attention = piece("token_attention", j).reshape(L, H, t, t).astype(dtype, copy=False)
+            out.append(item)
+        return out
+
+    def summary(self) -> dict:
+        st = self.status()
+        return {
+            "path": str(self.path),
+            "items": self.n_items,
+            "extracted": int((st == OK).sum()),
+            "skipped": int((st == SKIPPED).sum()),
+            "missing": int((st == -1).sum()),
+            "shards": len(self.shards),
+            "model": self.metadata["model"].get("name"),
+            "corpus": self.metadata["corpus"].get("name"),
+            "from_rule": self.metadata["conversion"].get("from_rule"),
+        }
+
+
+class ShardWriter:
+    """Appends blocks of results to one shard and commits them."""
+
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        # Cut off anything written after the last commit (a killed writer's tail).
+        for name, length in shard.lengths.items():
+            arr = shard.array(name)
+            if arr.shape[0] != length:
+                arr.resize((length,))
+
+    @property
+    def next_index(self) -> int:
+        return self.shard.start + self.shard.committed
+
+    @property
+    def remaining(self) -> tuple[int, int]:
+        return self.next_index, self.shard.stop
+
+    def append(self, results: Sequence[ItemAttention | SkippedItem]) -> None:
+        """Write ``results`` (consecutive items starting at :attr:`next_index`) and commit them."""
+        if not results:
+            return
+        expected = list(range(self.next_index, self.next_index + len(results)))
+        if [r.index for r in results] != expected or expected[-1] >= self.shard.stop:
+            raise StoreError(f"shard {self.shard.name}: results must be items {expected[0]}..{expected[-1]} in order")
+        ok = [r for r in results if isinstance(r, ItemAttention)]
+        data = {
+            "item_ids": np.array([r.item_id for r in results], dtype=object),
+            "status": np.array([OK if isinstance(r, ItemAttention) else SKIPPED for r in results], dtype=np.int8),
+            "n_words": np.array([r.n_words if isinstance(r, ItemAttention) else 0 for r in results], dtype=np.int32),
+            "n_tokens": np.array([r.n_tokens for r in results], dtype=np.int32),
+            "replaced": np.array([getattr(r, "replaced", 0) for r in results], dtype=np.int16),
+            "words": np.array([w for r in ok for w in r.words], dtype=object),
+            "word_kinds": _concat([r.word_kinds for r in ok], np.int8),
+            "segments": _concat([r.segments for r in ok], np.int8),
+            "attention": _concat([r.attention.reshape(-1) for r in ok], np.float16),
+        }
+        if self.shard.has_tokens():
+            if any(r.token_attention is None for r in ok):
+                raise StoreError("this store keeps token-level attention, but results came without it")
+            data["tokens"] = np.array([t for r in ok for t in r.tokens], dtype=object)
+            data["token_to_word"] = _concat([r.token_to_word for r in ok], np.int32)
+            data["token_attention"] = _concat([r.token_attention.reshape(-1) for r in ok], np.float16)
+        lengths = dict(self.shard.lengths)
+        for name, values in data.items():
+            if len(values):
+                self.shard.array(name).append(values)
+            lengths[name] += len(values)
+        committed = self.shard.committed + len(results)
+        # The commit point: only now do readers and resumed writers see the block.
+        self.shard.group.attrs.update({"committed": committed, "lengths": lengths})
+        self.shard.committed, self.shard.lengths, self.shard._offsets = committed, lengths, None
+
+
+def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    if not parts:
+        return np.empty(0, dtype=dtype)
+    joined = _back_to_back(parts)
+    return joined if joined is not None and joined.dtype == dtype else np.concatenate(parts).astype(dtype, copy=False)
+
+
+def _back_to_back(parts: list[np.ndarray]) -> np.ndarray | None:
+    """One view spanning ``parts`` when they lie end to end in one buffer (extraction packs a
+    block's maps that way), so a block is written without another copy; else None."""
+    base = parts[0].base
+    if not (isinstance(base, np.ndarray) and base.ndim == 1 and base.flags.c_contiguous):
+        return None
+
+    def address(a: np.ndarray) -> int:
+        return a.__array_interface__["data"][0]
+
+    first = expected = address(parts[0])
+    for p in parts:
+        if p.base is not base or address(p) != expected or not p.flags.c_contiguous:
+            return None
+        expected += p.nbytes
+    start = (first - address(base)) // base.itemsize
+    return base[start:start + (expected - first) // base.itemsize]
+
+
+def _jsonable(value):
+    """Round-trip through JSON types so stored and requested metadata compare equal."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> AttentionStore:
+    """Join stores written in parallel (same metadata, disjoint shards) into ``target``.
+
+    Each source shard is copied whole; a shard already in the target with the same range
+    and commit count is left as is. Works for local paths.
+    """
+    sources = [AttentionStore.open(s) for s in sources]
+    if not sources:
+        raise StoreError("merge needs at least one source store")
+    first = sources[0]
+    for other in sources[1:]:
+        problems = _diff({"metadata": first.metadata, "n_items": first.n_items},
+                         {"metadata": other.metadata, "n_items": other.n_items})
+        if problems:
+            raise StoreMismatchError(f"cannot merge {other.path} into {first.path}'s settings:\n  " + "\n  ".join(problems))
+    merged = AttentionStore.open_or_create(target, first.metadata, first.n_items, overwrite=overwrite)
+    for src in sources:
+        for shard in src.shards:
+            existing = [s for s in merged.shards if s.start < shard.stop and shard.start < s.stop]
+            if existing:
+                if [(s.start, s.stop, s.committed) for s in existing] == [(shard.start, shard.stop, shard.committed)]:
+                    continue
+                raise StoreError(f"shard {shard.name} of {src.path} overlaps shard(s) "
+                                 f"{[s.name for s in existing]} already in {merged.path}")
+            shutil.copytree(src.path / "shards" / shard.name, merged.path / "shards" / shard.name)
+            merged.refresh()
+    return merged

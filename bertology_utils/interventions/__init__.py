@@ -1,0 +1,1 @@
+"""interventions layer."""

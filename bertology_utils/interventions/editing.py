@@ -1,0 +1,461 @@
+"""Edit attention probabilities inside a model, with one mechanism for every intervention.
+
+transformers 5 removed ``head_mask``, and its attention modules compute their probabilities
+inside a function call, where a forward hook on the module comes too late to change them.
+This module puts one *edit point* in every self-attention layer: right after the softmax
+(and attention dropout), just before the probabilities are multiplied with the values. An
+edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
+``(batch, heads, queries, keys)`` and ``layer`` counted from 0. Everything else is built on it:
+
+* :func:`edit_attention` — any edit, inside a ``with`` block that always restores the model;
+* :func:`capture_attention` — keep each layer's probabilities (the very tensors multiplied
+  with the values) and, after ``backward()``, their gradients: all heads in one pass;
+* :func:`gate_heads` — multiply each head's probabilities by a gate (1 keeps the head, 0
+  removes its contribution). The head's context is ``probs @ values``, linear in the
+  probabilities, so this *is* a gate on the head's output before the output projection
+  (Michel et al.'s gate, and what the removed ``head_mask`` did); it is differentiable;
+* :func:`remove_attention_to` / :func:`move_matched_mass` — move the attention a head puts on
+  some tokens elsewhere (or drop it), and the matched-mass control on one other token.
+
+How the edit point is installed depends on the architecture:
+
+* models whose attention goes through transformers' ``AttentionInterface`` (BERT, RoBERTa,
+  DistilBERT, ELECTRA and most current encoders) are switched, for the duration of the
+  block, to a registered attention function that computes exactly what ``eager`` computes
+  (bit-identical outputs when no edit changes anything) with the edit point in it;
+* MPNet computes its softmax inline and then applies its attention-dropout module to the
+  probabilities; a forward hook on that module is the edit point.
+
+Any other architecture raises :class:`~bertology_utils.core.errors.ModelNotAvailableError`. A
+guard checks at run time that every attention layer really passed through its edit point,
+so an architecture that bypasses it fails loudly instead of silently ignoring the edit.
+Edits nest: inner blocks apply after outer ones, and the model goes back to its own
+attention implementation when the outermost block exits, even on an exception.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+
+__all__ = [
+    "Edit", "attention_modules", "edit_attention", "capture_attention", "AttentionCapture",
+    "gate_heads", "remove_attention_to", "move_matched_mass", "negative_share", "ablate_tokens",
+    "ablate_matched_random",
+    "INTERFACE_NAME", "REMOVAL_MODES",
+]
+
+#: An edit: ``(layer counted from 0, probabilities (batch, heads, queries, keys)) -> probabilities``.
+Edit = Callable[[int, torch.Tensor], torch.Tensor]
+
+#: Name under which the edit-point attention function is registered with transformers.
+INTERFACE_NAME = "bertology_edit"
+#: How :func:`remove_attention_to` treats the attention it takes away.
+REMOVAL_MODES = ("zero", "renormalise")
+
+#: Architectures with an inline softmax followed by an attention-dropout module: class name -> attribute.
+_DROPOUT_EDIT_POINTS = {"MPNetSelfAttention": "dropout"}
+#: Attributes set on attention modules while edits are active.
+_STATE = "_bertology_edit_state"
+
+#: Attention-function arguments of other model families (logit soft-capping, attention sinks) that
+#: eager BERT-style attention does not have; the edit point refuses them rather than ignore them.
+_UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks")
+
+_LOCK = threading.RLock()
+_REGISTERED = False
+
+
+@dataclass
+class _ModuleState:
+    layer: int
+    edits: list = field(default_factory=list)
+    visited: bool = False
+
+
+def _unwrap(model) -> nn.Module:
+    """The torch module of a LoadedModel, or the module itself."""
+    return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
+
+
+def attention_modules(model) -> list[nn.Module]:
+    """The self-attention module of every layer, in layer order (whatever the architecture calls them).
+
+    A self-attention module is one whose class name ends in ``SelfAttention`` (cross-attention
+    modules are left out). Raises ModelNotAvailableError when none is found, or when their
+    number differs from the layer count the config declares.
+    """
+    module = _unwrap(model)
+    found = [m for m in module.modules() if type(m).__name__.endswith("SelfAttention")]
+    config = getattr(module, "config", None)
+    expected = None
+    for name in ("num_hidden_layers", "n_layers", "num_layers"):
+        if isinstance(getattr(config, name, None), int):
+            expected = getattr(config, name)
+            break
+    if not found:
+        raise ModelNotAvailableError(
+            f"{type(module).__name__}: no self-attention modules found (no submodule class ends in "
+            "'SelfAttention'); attention interventions support BERT-style encoders only")
+    if expected is not None and len(found) != expected:
+        raise ModelNotAvailableError(
+            f"{type(module).__name__}: found {len(found)} self-attention modules for {expected} layers; "
+            "cannot tell which module is which layer")
+    return found
+
+
+# --------------------------------------------------------------------------- the edit point
+
+def _apply_edits(module: nn.Module, probs: torch.Tensor) -> torch.Tensor:
+    state: _ModuleState | None = getattr(module, _STATE, None)
+    if state is None:
+        return probs
+    state.visited = True
+    for edit in list(state.edits):
+        out = edit(state.layer, probs)
+        if out is not None:
+            if out.shape != probs.shape:
+                raise BertologyError(f"an attention edit returned shape {tuple(out.shape)} for probabilities "
+                                     f"of shape {tuple(probs.shape)} (layer {state.layer})")
+            probs = out
+    return probs
+
+
+def _edit_point_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' eager attention (BERT's ``eager_attention_forward``) with the edit point added.
+
+    Same operations in the same order as eager, so outputs are bit-identical when no edit
+    changes the probabilities.
+    """
+    unsupported = sorted(k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None)
+    if unsupported or key.shape[1] != query.shape[1]:
+        what = ", ".join(unsupported) or "grouped key/value heads"
+        raise ModelNotAvailableError(
+            f"{type(module).__name__} asks its attention function for {what}, which the edit point does not "
+            "implement; attention interventions support BERT-style encoders")
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = nn.functional.softmax(weights, dim=-1)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    weights = _apply_edits(module, weights)
+    output = torch.matmul(weights, value)
+    output = output.transpose(1, 2).contiguous()
+    return output, weights
+
+
+def _dropout_hook(module: nn.Module):
+    def hook(_dropout, _inputs, output):
+        return _apply_edits(module, output)
+    return hook
+
+
+def _register_interface() -> None:
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(INTERFACE_NAME, _edit_point_attention)
+    # The masks our function adds to the scores must be eager's additive float masks.
+    AttentionMaskInterface.register(INTERFACE_NAME, eager_mask)
+    _REGISTERED = True
+
+
+class _Installation:
+    """The edit points of one model, shared by nested ``edit_attention`` blocks."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.modules = attention_modules(model)
+        self.depth = 0
+        self.handles: list = []
+        self.previous_implementation = None
+        self.guards: list = []
+        self.uses_interface = all(type(m).__name__ not in _DROPOUT_EDIT_POINTS for m in self.modules)
+        if self.uses_interface:
+            can_set = getattr(type(model), "_can_set_attn_implementation", None)
+            if can_set is None or not can_set():
+                names = sorted({type(m).__name__ for m in self.modules})
+                raise ModelNotAvailableError(
+                    f"{type(model).__name__} ({', '.join(names)}) does not route its attention through "
+                    "transformers' AttentionInterface and has no known edit point; attention interventions "
+                    f"support BERT, RoBERTa, DistilBERT, ELECTRA, MPNet and other AttentionInterface encoders")
+
+    def enter(self) -> None:
+        if self.depth == 0:
+            for layer, module in enumerate(self.modules):
+                setattr(module, _STATE, _ModuleState(layer))
+                self.guards.append(module.register_forward_pre_hook(self._reset_visit))
+                self.guards.append(module.register_forward_hook(self._check_visit))
+            try:
+                if self.uses_interface:
+                    _register_interface()
+                    self.previous_implementation = self.model.config._attn_implementation
+                    self.model.set_attn_implementation(INTERFACE_NAME)
+                else:
+                    for module in self.modules:
+                        point = getattr(module, _DROPOUT_EDIT_POINTS[type(module).__name__])
+                        self.handles.append(point.register_forward_hook(_dropout_hook(module)))
+            except BaseException:
+                self._uninstall()
+                raise
+        self.depth += 1
+
+    def exit(self) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self._uninstall()
+
+    def _uninstall(self) -> None:
+        for handle in self.handles + self.guards:
+            handle.remove()
+        self.handles, self.guards = [], []
+        if self.uses_interface and self.previous_implementation is not None:
+            self.model.set_attn_implementation(self.previous_implementation)
+            self.previous_implementation = None
+        for module in self.modules:
+            if hasattr(module, _STATE):
+                delattr(module, _STATE)
+
+    @staticmethod
+    def _reset_visit(module, _args):
+        state = getattr(module, _STATE, None)
+        if state is not None:
+            state.visited = False
+
+    @staticmethod
+    def _check_visit(module, _args, _output):
+        state = getattr(module, _STATE, None)
+        if state is not None and state.edits and not state.visited:
+            raise ModelNotAvailableError(
+                f"{type(module).__name__} (layer {state.layer}) computed its attention without passing through "
+                "the edit point, so the edit would be silently ignored; this architecture is not supported")
+
+
+_INSTALLATIONS: dict[int, _Installation] = {}
+
+
+@contextlib.contextmanager
+def edit_attention(model, edit: Edit) -> Iterator[None]:
+    """Within the block, every self-attention layer's probabilities go through ``edit(layer, probs)``.
+
+    ``model`` is a LoadedModel or a transformers model; ``layer`` is counted from 0 and
+    ``probs`` has shape ``(batch, heads, queries, keys)``. The edit may return a new tensor
+    (it must keep the shape) or None to leave the probabilities unchanged; it runs inside the
+    forward pass, so whatever it does is part of the autograd graph. The model's attention
+    implementation, hooks and outputs are restored when the block exits.
+    """
+    module = _unwrap(model)
+    with _LOCK:
+        installation = _INSTALLATIONS.get(id(module))
+        if installation is None or installation.model is not module:
+            installation = _INSTALLATIONS[id(module)] = _Installation(module)
+        installation.enter()
+        for m in installation.modules:
+            getattr(m, _STATE).edits.append(edit)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for m in installation.modules:
+                state = getattr(m, _STATE, None)
+                if state is not None and edit in state.edits:
+                    # Remove this block's edit (by identity: the same function may be used twice).
+                    del state.edits[max(i for i, e in enumerate(state.edits) if e is edit)]
+            installation.exit()
+            if installation.depth == 0:
+                _INSTALLATIONS.pop(id(module), None)
+
+
+# --------------------------------------------------------------------------- capture and gradients
+
+@dataclass
+class AttentionCapture:
+    """Attention probabilities captured by :func:`capture_attention`, one entry per layer.
+
+    ``probs[layer]`` is the tensor the layer multiplied with its values in the latest forward
+    pass, shape (batch, heads, queries, keys); after ``loss.backward()``, ``grads[layer]`` is
+    d(loss)/d(probs[layer]) for all heads at once (None where no gradient flowed).
+    """
+
+    probs: list = field(default_factory=list)
+
+    @property
+    def grads(self) -> list:
+        return [None if p is None else p.grad for p in self.probs]
+
+    def stacked(self) -> torch.Tensor:
+        """Captured probabilities as one (batch, layers, heads, queries, keys) tensor, detached."""
+        return torch.stack([p.detach() for p in self.probs], dim=1)
+
+    def stacked_grads(self) -> torch.Tensor:
+        """Gradients as one (batch, layers, heads, queries, keys) tensor (zeros where none flowed)."""
+        return torch.stack([torch.zeros_like(p) if g is None else g for p, g in zip(self.probs, self.grads)], dim=1)
+
+
+@contextlib.contextmanager
+def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionCapture]:
+    """Keep every layer's attention probabilities (and, after backward, their gradients).
+
+    Capturing is one more edit that returns the probabilities unchanged, so it sees what
+    outer edits did to them (place it innermost to read the probabilities actually used).
+    Each forward pass replaces what the previous one captured.
+    """
+    n_layers = len(attention_modules(model))
+    capture = AttentionCapture([None] * n_layers)
+
+    def keep(layer: int, probs: torch.Tensor):
+        if retain_grad and probs.requires_grad:
+            probs.retain_grad()
+        capture.probs[layer] = probs
+        return None
+
+    with edit_attention(model, keep):
+        yield capture
+
+
+@contextlib.contextmanager
+def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Multiply head ``h`` of layer ``l``'s output by ``gates[l, h]`` inside the block.
+
+    ``gates`` has shape (layers, heads); 1 leaves a head unchanged, 0 removes its
+    contribution (its context vector is zero; the output projection's bias stays, as with
+    pruning). Gates may require grad: after ``loss.backward()``, ``gates.grad`` holds
+    d(loss)/d(gate) for every head from one backward pass (Michel et al.'s importance).
+    """
+    modules = attention_modules(model)
+    gates = torch.as_tensor(gates)
+    if gates.dim() != 2 or gates.shape[0] != len(modules):
+        raise ValueError(f"gates must have shape (layers={len(modules)}, heads), not {tuple(gates.shape)}")
+
+    def gate(layer: int, probs: torch.Tensor):
+        if gates.shape[1] != probs.shape[1]:
+            raise ValueError(f"gates have {gates.shape[1]} heads per layer; layer {layer} has {probs.shape[1]}")
+        g = gates[layer].to(device=probs.device, dtype=probs.dtype)
+        return probs * g[None, :, None, None]
+
+    with edit_attention(model, gate):
+        yield gates
+
+
+# --------------------------------------------------------------------------- moving attention mass
+
+def _key_mask(targets: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
+    targets = targets.to(device=probs.device)
+    if targets.dim() == 2:
+        targets = targets[:, None, None, :]
+    elif targets.dim() == 3:
+        targets = targets[:, None, :, :]
+    return targets.to(probs.dtype)
+
+
+def remove_attention_to(probs: torch.Tensor, targets: torch.Tensor, mode: str = "renormalise") -> torch.Tensor:
+    """Take away the attention each row puts on ``targets`` (bool, (batch, keys)).
+
+    ``mode="zero"``: the attention is dropped, rows sum to 1 minus what they lost (the head's
+    output loses exactly those tokens' value contributions). ``mode="renormalise"``: the row
+    is rescaled to sum to 1 over the remaining tokens, so the mass moves to them in proportion
+    to their attention (as if the targets had been masked out of the softmax). A row with no
+    attention on the targets is returned bit for bit. A row that had all its attention on the
+    targets keeps zero attention under both modes.
+    """
+    if mode not in REMOVAL_MODES:
+        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
+    mask = _key_mask(targets, probs)
+    removed = (probs * mask).sum(-1, keepdim=True)
+    kept = probs * (1 - mask)
+    if mode == "zero":
+        return kept
+    return kept / _row_total(kept, removed > 0)
+
+
+def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
+    """What to divide rows by to make them sum to 1 again.
+
+    Exactly 1 where nothing changed (those rows stay bit for bit), the sum of what is left
+    elsewhere (never ``1 - removed``, which cancels catastrophically when almost everything
+    was removed), and 1 for rows with nothing left (they stay all zero).
+    """
+    total = kept.sum(-1, keepdim=True)
+    return torch.where(changed & (total > 0), total, torch.ones_like(total))
+
+
+def move_matched_mass(probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor,
+                      mode: str = "renormalise") -> torch.Tensor:
+    """The control for :func:`remove_attention_to`: move the same mass off one other token.
+
+    For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
+    the single key ``token[b]`` (an index per item) instead. ``mode="zero"``: that mass is
+    dropped; ``mode="renormalise"``: it goes to the row's other keys in proportion to their
+    attention. The row loses ``m`` of the token's value vector instead of the reference
+    tokens' — a matched, linear counterfactual. Where the token had less than ``m``, its
+    weight becomes negative (count these with :func:`negative_share`).
+    """
+    if mode not in REMOVAL_MODES:
+        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
+    mass = (probs * _key_mask(reference, probs)).sum(-1, keepdim=True)          # (B, H, Q, 1)
+    onehot = torch.zeros(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
+    onehot[torch.arange(probs.shape[0], device=probs.device), token.to(probs.device)] = True
+    at_token = _key_mask(onehot, probs)                                          # (B, 1, 1, K)
+    moved = probs - mass * at_token
+    if mode == "zero":
+        return moved
+    others = probs * (1 - at_token)
+    return moved + mass * (others / _row_total(others, mass > 0))
+
+
+def negative_share(probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor,
+                   valid_rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
+
+    Those are the rows where :func:`move_matched_mass` gives the token a negative weight.
+    ``valid_rows`` (bool, (batch, queries)) restricts the count to real attending tokens.
+    """
+    mass = (probs * _key_mask(reference, probs)).sum(-1)                                  # (B, H, Q)
+    on_token = probs[torch.arange(probs.shape[0], device=probs.device), :, :, token.to(probs.device)]
+    below = (on_token < mass).to(probs.dtype)
+    if valid_rows is None:
+        return below.mean((1, 2))
+    weight = valid_rows[:, None, :].to(below).expand_as(below)
+    return (below * weight).sum((1, 2)) / weight.sum((1, 2)).clamp_min(1)
+
+
+@contextlib.contextmanager
+def ablate_tokens(model, targets: torch.Tensor, layers: Sequence[int] | None = None,
+                  mode: str = "renormalise") -> Iterator[None]:
+    """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed."""
+    chosen = None if layers is None else set(int(layer) for layer in layers)
+
+    def edit(layer: int, probs: torch.Tensor):
+        if chosen is not None and layer not in chosen:
+            return None
+        return remove_attention_to(probs, targets, mode)
+
+    with edit_attention(model, edit):
+        yield
+
+
+@contextlib.contextmanager
+def ablate_matched_random(model, reference: torch.Tensor, token: torch.Tensor, layers: Sequence[int] | None = None,
+                          mode: str = "renormalise") -> Iterator[None]:
+    """The control of :func:`ablate_tokens`: in ``layers``, the mass on ``reference`` is taken off ``token`` instead."""
+    chosen = None if layers is None else set(int(layer) for layer in layers)
+
+    def edit(layer: int, probs: torch.Tensor):
+        if chosen is not None and layer not in chosen:
+            return None
+        return move_matched_mass(probs, reference, token, mode)
+
+    with edit_attention(model, edit):
+        yield

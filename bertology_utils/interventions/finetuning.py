@@ -1,0 +1,572 @@
+"""Fine-tune sequence classifiers on GLUE tasks with small, fixed CPU budgets, cached on disk.
+
+The recipe (:func:`fine_tune`) is BERT's: AdamW, linear warm-up then linear decay, gradient
+clipping at 1, dropout on while training; what changes between runs is the *budget*
+(:class:`Budget`: how many training examples, epochs, batch size, learning rate, token
+limit), the seed and where the weights start (``init="pretrained"``, or ``"random"`` for
+Kovaleva et al.'s comparison with the same architecture from scratch). Everything that
+decides the result goes into the cache key:
+
+* the sha256 of the initial weights (the encoder plus its seeded, freshly initialised
+  classifier head; a random-init copy hashes differently),
+* the task and the sha256 of the training data,
+* the budget and the seed, and the recipe version.
+
+Checkpoints live in ``settings.cache_dir()/finetuned/<model>-<task>-<init>-s<seed>-<key>/``
+(``save_pretrained`` files, the tokenizer, and ``bertology.json`` with the key, the metrics and
+the sha256 of the fine-tuned weights). A cache hit is reloaded with
+:func:`~bertology_utils.core.models.load_model` and its weights are hashed again: an entry that does
+not match its record, or cannot be read, is reported as corrupt, deleted and rebuilt, never
+used. Entries are written to a temporary folder and renamed into place, so an interrupted run
+leaves no half-written entry behind.
+
+Dev-set metrics follow GLUE (:func:`glue_metrics`): accuracy (SST-2, RTE), F1 and accuracy
+(MRPC), Pearson and Spearman correlations (STS-B, a regression), Matthews correlation (CoLA).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+import transformers
+from tqdm.auto import tqdm
+from transformers.utils import logging as hf_logging
+
+from bertology_utils.core._version import __version__
+from bertology_utils.core import settings
+from bertology_utils.data import Corpus, load_glue
+from bertology_utils.attention.alignment import item_texts
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.core.models import LoadedModel, load_model, random_init
+
+__all__ = [
+    "TaskSpec", "TASKS", "task_spec", "Budget", "DEFAULT_BUDGETS", "default_budget", "label_ids",
+    "encode", "predict", "evaluate", "glue_metrics", "majority_baseline", "fine_tune", "FineTuned",
+    "FineTuneCacheWarning", "finetuned_cache_dir", "RECIPE_VERSION",
+]
+
+#: Bump when the training loop changes in a way that changes results: old cache entries stop matching.
+RECIPE_VERSION = 1
+_META_FILE = "bertology.json"
+
+
+class FineTuneCacheWarning(UserWarning):
+    """A cache entry was corrupt (or unreadable) and is being rebuilt."""
+
+
+# --------------------------------------------------------------------------- tasks
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How a GLUE task's labels become model targets, and how it is scored."""
+
+    name: str
+    #: Class names in label-id order; empty for a regression task.
+    label_names: tuple[str, ...]
+    #: Metric names reported by :func:`glue_metrics`; ``score`` (their mean, as GLUE does) is added.
+    metrics: tuple[str, ...]
+    #: How the data layer's labels map to ids (None: they already are ids).
+    label_map: dict | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return not self.label_names
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.is_regression else len(self.label_names)
+
+    @property
+    def problem_type(self) -> str:
+        return "regression" if self.is_regression else "single_label_classification"
+
+
+TASKS: dict[str, TaskSpec] = {
+    "SST-2": TaskSpec("SST-2", ("negative", "positive"), ("accuracy",)),
+    "CoLA": TaskSpec("CoLA", ("unacceptable", "acceptable"), ("matthews",)),
+    "MRPC": TaskSpec("MRPC", ("not_equivalent", "equivalent"), ("f1", "accuracy")),
+    # GLUE's convention: 0 = entailment, 1 = not_entailment.
+    "RTE": TaskSpec("RTE", ("entailment", "not_entailment"), ("accuracy",),
+                    label_map={"entailment": 0, "not_entailment": 1}),
+    "STS-B": TaskSpec("STS-B", (), ("pearson", "spearman")),
+}
+
+
+def task_spec(task: str) -> TaskSpec:
+    """The :class:`TaskSpec` of a GLUE task ('SST-2', 'sst2', 'glue/SST-2'... are all accepted)."""
+    key = task.lower().removeprefix("glue/").replace("-", "")
+    for name, spec in TASKS.items():
+        if name.lower().replace("-", "") == key:
+            return spec
+    raise BertologyError(f"unknown task {task!r}; fine-tuning knows {', '.join(TASKS)}")
+
+
+def label_ids(task: str, labels: Sequence) -> np.ndarray:
+    """The data layer's labels as model targets: int64 class ids, or float32 scores for regression."""
+    spec = task_spec(task)
+    if labels is None:
+        raise BertologyError(f"{spec.name}: the corpus has no labels")
+    if spec.is_regression:
+        return np.asarray(labels, dtype=np.float32)
+    mapped = [spec.label_map[label] if spec.label_map else label for label in labels]
+    ids = np.asarray(mapped, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= spec.num_labels):
+        raise BertologyError(f"{spec.name}: labels outside 0..{spec.num_labels - 1}")
+    return ids
+
+
+# --------------------------------------------------------------------------- budgets
+
+@dataclass(frozen=True)
+class Budget:
+    """What one fine-tuning run may spend. All of it but ``eval_examples`` is part of the cache key."""
+
+    #: Training examples, drawn without replacement with the run's seed (None: the whole train split).
+    train_examples: int | None = 2000
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+    #: Inputs longer than this many tokens (special tokens included) are truncated, longest text first.
+    max_tokens: int = 128
+    #: Dev examples scored after training (None: the whole dev split; a seeded subsample otherwise).
+    eval_examples: int | None = None
+
+    def __post_init__(self):
+        if self.train_examples is not None and self.train_examples < 1:
+            raise ValueError("train_examples must be at least 1 (or None for all)")
+        if self.epochs < 1 or self.batch_size < 1 or self.max_tokens < 4:
+            raise ValueError("epochs and batch_size must be at least 1, max_tokens at least 4")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError("warmup_fraction must be in [0, 1)")
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        n = "all" if self.train_examples is None else str(self.train_examples)
+        return (f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}, "
+                f"lr {self.learning_rate:g}, at most {self.max_tokens} tokens")
+
+
+#: Default budgets per task, sized for the default MiniLM on 2 CPU cores (a few minutes each).
+#: Notebooks that use the same task and budget share one cached checkpoint.
+DEFAULT_BUDGETS: dict[str, Budget] = {
+    "SST-2": Budget(train_examples=2000, epochs=1, learning_rate=1e-4, max_tokens=64),
+    "CoLA": Budget(train_examples=2000, epochs=2, learning_rate=1e-4, max_tokens=64),
+    "MRPC": Budget(train_examples=None, epochs=2, learning_rate=1e-4, max_tokens=128),
+    # RTE's inputs are long (about 65 tokens): 1,000 of its 2,490 pairs keep a run near SST-2's cost.
+    "RTE": Budget(train_examples=1000, epochs=1, learning_rate=1e-4, max_tokens=128),
+    "STS-B": Budget(train_examples=3000, epochs=2, learning_rate=1e-4, max_tokens=128),
+}
+
+
+def default_budget(task: str) -> Budget:
+    """The default :class:`Budget` of a task."""
+    return DEFAULT_BUDGETS[task_spec(task).name]
+
+
+# --------------------------------------------------------------------------- encoding and prediction
+
+def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[int]]]:
+    """Token ids (and token types, where the tokenizer makes them) of sentences or sentence pairs.
+
+    Words are tokenized as :mod:`bertology_utils.attention.alignment` does (``is_split_into_words``), so a
+    classifier sees the same tokens the attention analyses see; longer inputs are truncated
+    to ``max_tokens``, the longer text of a pair first.
+    """
+    singles, pairs, order = [], [], []
+    for item in items:
+        first, second, _ = item_texts(item)
+        if second is None:
+            order.append((False, len(singles)))
+            singles.append(list(first))
+        else:
+            order.append((True, len(pairs)))
+            pairs.append((list(first), list(second)))
+    kwargs = dict(is_split_into_words=True, truncation=True, max_length=max_tokens, verbose=False)
+    enc_single = tokenizer(singles, **kwargs) if singles else None
+    enc_pair = tokenizer([a for a, _ in pairs], [b for _, b in pairs], **kwargs) if pairs else None
+    out = []
+    for is_pair, row in order:
+        enc = enc_pair if is_pair else enc_single
+        entry = {"input_ids": enc["input_ids"][row]}
+        if "token_type_ids" in enc:
+            entry["token_type_ids"] = enc["token_type_ids"][row]
+        out.append(entry)
+    return out
+
+
+def _uses_token_types(model) -> bool:
+    import inspect
+
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
+def _collate(encodings: Sequence[dict], pad_id: int, device, token_types: bool) -> dict[str, torch.Tensor]:
+    width = max(len(e["input_ids"]) for e in encodings)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
+    types = np.zeros((len(encodings), width), dtype=np.int64)
+    for b, e in enumerate(encodings):
+        n = len(e["input_ids"])
+        ids[b, :n], mask[b, :n] = e["input_ids"], 1
+        if "token_type_ids" in e:
+            types[b, :n] = e["token_type_ids"]
+    batch = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+    if token_types and "token_type_ids" in encodings[0]:
+        batch["token_type_ids"] = torch.from_numpy(types).to(device)
+    return batch
+
+
+def _pad_id(tokenizer) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+@torch.no_grad()
+def predict(loaded: LoadedModel, items: Iterable, *, batch_size: int = 32, max_tokens: int | None = None,
+            progress: bool = False) -> np.ndarray:
+    """Logits of a sequence classifier for every item, in input order: (n, num_labels) float32.
+
+    Items are batched by length. ``max_tokens`` defaults to what the model takes. Runs in eval
+    mode; wrap the call in :func:`bertology_utils.interventions.editing.gate_heads` to evaluate with
+    heads switched off.
+    """
+    items = list(items)
+    limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
+    encodings = encode(loaded.tokenizer, items, limit)
+    order = np.argsort([len(e["input_ids"]) for e in encodings], kind="stable")
+    was_training = loaded.model.training
+    loaded.model.eval()
+    token_types = _uses_token_types(loaded.model)
+    out = None
+    try:
+        for lo in tqdm(range(0, len(order), batch_size), desc="predict", disable=not progress, leave=False):
+            rows = order[lo:lo + batch_size]
+            batch = _collate([encodings[i] for i in rows], _pad_id(loaded.tokenizer), loaded.device, token_types)
+            logits = loaded.model(**batch).logits.float().cpu().numpy()
+            if out is None:
+                out = np.zeros((len(items), logits.shape[-1]), dtype=np.float32)
+            out[rows] = logits
+    finally:
+        loaded.model.train(was_training)
+    return out if out is not None else np.zeros((0, loaded.config.num_labels), dtype=np.float32)
+
+
+def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence) -> dict[str, float]:
+    """GLUE's metrics for ``predictions`` (logits (n, classes), class ids (n,), or scores for STS-B).
+
+    Returns the task's metrics (see :data:`TASKS`) and ``score``, their mean (GLUE's single
+    number for MRPC and STS-B). F1 is that of class 1 (MRPC's "equivalent").
+    """
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score, matthews_corrcoef
+
+    spec = task_spec(task)
+    y = label_ids(spec.name, labels)
+    p = np.asarray(predictions)
+    if len(p) != len(y):
+        raise ValueError(f"{len(p)} predictions for {len(y)} labels")
+    if spec.is_regression:
+        scores = p.reshape(len(p), -1)[:, 0] if p.ndim > 1 else p
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a constant prediction has no correlation: nan
+            values = {"pearson": float(pearsonr(scores, y)[0]), "spearman": float(spearmanr(scores, y)[0])}
+    else:
+        pred = p.argmax(-1) if p.ndim > 1 else p.astype(np.int64)
+        values = {"accuracy": float((pred == y).mean())}
+        if "f1" in spec.metrics:
+            values["f1"] = float(f1_score(y, pred, pos_label=1, zero_division=0))
+        if "matthews" in spec.metrics:
+            values["matthews"] = float(matthews_corrcoef(y, pred))
+    metrics = {name: values[name] for name in spec.metrics}
+    if "accuracy" in values and "accuracy" not in metrics:
+        metrics["accuracy"] = values["accuracy"]
+    metrics["score"] = float(np.mean([values[name] for name in spec.metrics]))
+    return metrics
+
+
+def majority_baseline(task: str, labels: Sequence) -> float:
+    """GLUE score of always predicting the most frequent class of ``labels`` (nan for a regression task).
+
+    The floor a classifier must clear to have learned anything: Kovaleva et al.'s random-init
+    runs, and small fine-tuning budgets on RTE, can end up there.
+    """
+    spec = task_spec(task)
+    if spec.is_regression:
+        return float("nan")
+    ids = label_ids(spec.name, labels)
+    if not ids.size:
+        raise BertologyError(f"{spec.name}: no labels")
+    majority = int(np.bincount(ids, minlength=spec.num_labels).argmax())
+    return glue_metrics(spec.name, np.full(len(ids), majority), labels)["score"]
+
+
+def evaluate(loaded: LoadedModel, corpus: Corpus, task: str, *, batch_size: int = 32, max_tokens: int | None = None,
+             progress: bool = False) -> dict[str, float]:
+    """GLUE metrics of ``loaded`` on a labelled corpus (see :func:`glue_metrics`), plus ``n``."""
+    logits = predict(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens, progress=progress)
+    return {**glue_metrics(task, logits, corpus.labels), "n": len(corpus)}
+
+
+# --------------------------------------------------------------------------- the cache
+
+def finetuned_cache_dir(cache_dir=None) -> Path:
+    """Where fine-tuned checkpoints are kept: ``cache_dir`` or ``settings.cache_dir()/finetuned``."""
+    return Path(cache_dir).expanduser() if cache_dir is not None else settings.cache_dir() / "finetuned"
+
+
+@dataclass
+class FineTuned:
+    """A fine-tuned classifier and how it was made."""
+
+    loaded: LoadedModel = field(repr=False)
+    task: str
+    base_name: str
+    init: str
+    seed: int
+    budget: Budget
+    #: Dev metrics (GLUE's), with ``n`` the number of dev examples scored.
+    metrics: dict
+    path: Path
+    key: str
+    from_cache: bool
+    train_seconds: float
+    #: Mean training loss of each tenth of the run (a coarse learning curve).
+    loss_curve: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in self.metrics.items() if k not in ("n", "score"))
+        origin = "reused from the cache" if self.from_cache else f"trained in {self.train_seconds:.0f} s"
+        return (f"{self.base_name} fine-tuned on {self.task} ({self.init} init, seed {self.seed}; "
+                f"{self.budget.describe()}): dev {shown} on {self.metrics.get('n')} examples; {origin} ({self.path})")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60].strip("._") or "model"
+
+
+def _cache_key(initial: LoadedModel, spec: TaskSpec, train: Corpus, budget: Budget, seed: int, init: str) -> dict:
+    return {
+        "initial_weights_sha256": initial.weights_sha256,
+        "tokenizer_sha256": initial.tokenizer_sha256,
+        "architecture": initial.architecture,
+        "task": spec.name,
+        "train_sha256": train.sha256,
+        "train_size": len(train),
+        # What is scored after training does not change the weights: eval_examples is left out.
+        "budget": {k: v for k, v in budget.as_dict().items() if k != "eval_examples"},
+        "seed": seed,
+        "init": init,
+        "recipe": RECIPE_VERSION,
+    }
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Hide "newly initialized weights" notices: a fresh classifier head is the point here."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def _initial_model(model, spec: TaskSpec, seed: int, init: str) -> LoadedModel:
+    """The model to fine-tune: the encoder with a seeded new classifier head (or all weights random)."""
+    source = model.source if isinstance(model, LoadedModel) else model
+    name = model.name if isinstance(model, LoadedModel) else model
+    device = model.device if isinstance(model, LoadedModel) else None
+    with torch.random.fork_rng(devices=[]), _quiet_transformers():
+        torch.manual_seed(seed)
+        loaded = load_model(source, head="sequence-classification", device=device,
+                            num_labels=spec.num_labels, problem_type=spec.problem_type)
+    if name is not None and loaded.name != name:
+        loaded.name = str(name)
+    if init == "random":
+        with torch.random.fork_rng(devices=[]):
+            loaded = random_init(loaded, seed)
+    elif init != "pretrained":
+        raise ValueError(f"init must be 'pretrained' or 'random', not {init!r}")
+    return loaded
+
+
+def _load_entry(path: Path, record: dict) -> LoadedModel:
+    """Reload a cache entry and check its weights against the record; raise on any mismatch."""
+    with _quiet_transformers():
+        loaded = load_model(path, head="sequence-classification")
+    if loaded.weights_sha256 != record.get("weights_sha256"):
+        raise BertologyError(f"the weights in {path} do not match the sha256 recorded when they were written")
+    return loaded
+
+
+def _subsample(n: int, size: int | None, seed: int) -> np.ndarray:
+    if size is None or size >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
+
+
+def _train(loaded: LoadedModel, encodings: list[dict], targets: np.ndarray, budget: Budget, seed: int,
+           progress: bool, desc: str) -> list[float]:
+    """BERT's recipe on ``encodings``; returns the mean loss of each tenth of the steps."""
+    model = loaded.model
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            (no_decay if parameter.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": budget.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=budget.learning_rate)
+    steps_per_epoch = math.ceil(len(encodings) / budget.batch_size)
+    total = steps_per_epoch * budget.epochs
+    warmup = int(budget.warmup_fraction * total)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, total)
+    generator = torch.Generator().manual_seed(seed)
+    token_types = _uses_token_types(model)
+    pad = _pad_id(loaded.tokenizer)
+    target_dtype = torch.float32 if targets.dtype == np.float32 else torch.int64
+    losses = []
+    model.train()
+    try:
+        with torch.random.fork_rng(devices=[]), tqdm(total=total, desc=desc, unit="step", disable=not progress) as bar:
+            torch.manual_seed(seed)  # dropout masks
+            for _ in range(budget.epochs):
+                for rows in torch.randperm(len(encodings), generator=generator).split(budget.batch_size):
+                    rows = rows.numpy()
+                    batch = _collate([encodings[i] for i in rows], pad, loaded.device, token_types)
+                    labels = torch.as_tensor(targets[rows], dtype=target_dtype, device=loaded.device)
+                    loss = model(**batch, labels=labels).loss
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    scheduler.step()
+                    losses.append(float(loss.detach()))
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
+    finally:
+        model.eval()
+        optimizer.zero_grad(set_to_none=True)
+    return [float(np.mean(chunk)) for chunk in np.array_split(np.asarray(losses), min(10, len(losses))) if len(chunk)]
+
+
+def _write_record(folder: Path, record: dict) -> None:
+    text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
+    (folder / _META_FILE).write_text(text, encoding="utf-8")
+
+
+def _write_entry(folder: Path, loaded: LoadedModel, record: dict) -> None:
+    """Write a checkpoint atomically: into a temporary sibling folder, then rename it into place."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".part"))
+    bar_was_shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # "Writing model shards" is noise for one small file
+    try:
+        loaded.model.save_pretrained(tmp)
+        loaded.tokenizer.save_pretrained(tmp)
+        _write_record(tmp, record)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if bar_was_shown:
+            hf_logging.enable_progress_bar()
+
+
+def fine_tune(
+    task: str = "SST-2",
+    model=None,
+    *,
+    budget: Budget | None = None,
+    seed: int = 0,
+    init: str = "pretrained",
+    train: Corpus | None = None,
+    dev: Corpus | None = None,
+    cache: bool = True,
+    cache_dir=None,
+    progress: bool = True,
+) -> FineTuned:
+    """Fine-tune ``model`` (a name, folder or LoadedModel; None: the default model) on a GLUE task.
+
+    ``train`` and ``dev`` default to the task's splits from the data layer (raising
+    DataNotFoundError, with where to get them, when absent); any labelled corpus of the
+    task's kind can be passed instead (its sha256 is part of the key). ``budget`` defaults to
+    :func:`default_budget`. With ``cache`` (the default) a matching checkpoint is reused
+    and a new one is stored; a corrupt entry is rebuilt with a :class:`FineTuneCacheWarning`.
+    The dev metrics of a reused entry are recomputed only when ``dev`` is not the one recorded.
+    A LoadedModel is re-read from its ``source`` (in-memory changes to its weights are not seen).
+    """
+    spec = task_spec(task)
+    budget = budget or default_budget(spec.name)
+    train = train if train is not None else load_glue(spec.name, "train")
+    dev = dev if dev is not None else load_glue(spec.name, "dev")
+    if train.labels is None or dev.labels is None:
+        raise BertologyError(f"{spec.name}: training and dev corpora need labels")
+    initial = _initial_model(model, spec, seed, init)
+    base_name = initial.name
+    key_fields = _cache_key(initial, spec, train, budget, seed, init)
+    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:16]
+    folder = finetuned_cache_dir(cache_dir) / f"{_slug(Path(str(base_name)).name)}-{spec.name}-{init}-s{seed}-{key}"
+    eval_rows = _subsample(len(dev), budget.eval_examples, seed)
+    dev_eval = dev if len(eval_rows) == len(dev) else Corpus.from_items(
+        [dev[i] for i in eval_rows], f"{dev.name}[{len(eval_rows)} of {len(dev)}]", [dev.labels[i] for i in eval_rows])
+
+    if cache and (folder / _META_FILE).is_file():
+        try:
+            record = json.loads((folder / _META_FILE).read_text(encoding="utf-8"))
+            if record.get("key") != key_fields:
+                raise BertologyError("its recorded key does not match the folder name's")
+            loaded = _load_entry(folder, record)
+        except (BertologyError, ModelNotAvailableError, OSError, ValueError, KeyError) as exc:
+            warnings.warn(FineTuneCacheWarning(f"corrupt fine-tuning cache entry {folder} ({exc}); rebuilding it"),
+                          stacklevel=2)
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            loaded.name = f"{base_name} + {spec.name}"
+            evaluations = record.setdefault("evaluations", {})
+            metrics = evaluations.get(dev_eval.sha256)
+            if metrics is None:
+                metrics = evaluate(loaded, dev_eval, spec.name, max_tokens=budget.max_tokens, progress=progress)
+                evaluations[dev_eval.sha256] = metrics
+                with contextlib.suppress(OSError):
+                    _write_record(folder, record)
+            return FineTuned(loaded, spec.name, base_name, init, seed, budget, metrics, folder, key, True,
+                             float(record.get("train_seconds", 0.0)), list(record.get("loss_curve", [])))
+
+    rows = _subsample(len(train), budget.train_examples, seed)
+    encodings = encode(initial.tokenizer, [train[i] for i in rows], min(budget.max_tokens, initial.max_tokens))
+    targets = label_ids(spec.name, [train.labels[i] for i in rows])
+    start = time.perf_counter()
+    curve = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")
+    seconds = time.perf_counter() - start
+    loaded = LoadedModel(model=initial.model.eval(), tokenizer=initial.tokenizer,
+                         name=f"{base_name} + {spec.name}", source=str(folder))
+    metrics = evaluate(loaded, dev_eval, spec.name, max_tokens=budget.max_tokens, progress=progress)
+    record = {
+        "key": key_fields, "base_name": str(base_name), "task": spec.name, "init": init, "seed": seed,
+        "budget": budget.as_dict(), "weights_sha256": loaded.weights_sha256, "train_seconds": seconds,
+        "loss_curve": curve, "evaluations": {dev_eval.sha256: metrics}, "dev": dev_eval.description,
+        "versions": {"bertology_utils": __version__, "transformers": transformers.__version__,
+                     "torch": torch.__version__},
+    }
+    if cache:
+        _write_entry(folder, loaded, record)
+    return FineTuned(loaded, spec.name, base_name, init, seed, budget, metrics, folder, key, False, seconds, curve)

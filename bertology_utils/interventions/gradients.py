@@ -1,0 +1,899 @@
+"""Is [SEP] a no-op? Gradients of a loss with respect to attention, and attention ablations.
+
+Clark et al. (2019, Figure 3) measured, per layer, how much attention goes to [SEP] and how
+large the gradient of BERT's masked-LM loss with respect to that attention is; from layer 5
+on, attention to [SEP] is high and its gradient small, so they read [SEP] as a "no-op". This
+module measures the same for any encoder and any differentiable objective, and then tests the
+reading directly by moving the attention away (:func:`ablation_curves`).
+
+Gradients (:func:`attention_gradients`)
+    One forward and one backward pass per batch give d(loss)/d(attention) for every weight
+    of every head: :func:`bertology_utils.interventions.editing.capture_attention` keeps the
+    probabilities each layer multiplies with its values, and ``torch.autograd.grad`` takes the
+    gradient with respect to all of them at once (no parameter gradients are computed). The
+    gradient is that of the weight itself, other weights held fixed, as in Clark et al.
+
+Statistics, per layer and head, over every real token of every item (attending rows of
+[CLS] and [SEP] included, as Clark's averages over tokens do; padding excluded):
+
+* ``attention[kind]``: the mean share of a row's attention that goes to tokens of that kind;
+* ``gradient[kind]``: the mean of |d loss / d alpha_ij| over the attention weights alpha_ij
+  whose attended token j is of that kind (a mean *per weight*, so kinds with few tokens,
+  like [SEP], are not penalised for being rare);
+* :meth:`GradientStats.normalised_gradient`: the same divided by the mean |gradient| over
+  *all* attention weights of the model, so 1 is an average attention weight. Clark's Figure 3
+  plots the raw per-weight mean magnitude (the loss's own units); dividing by one constant
+  per model and objective keeps the curves' shape while making models and objectives (whose
+  losses have different scales) comparable. This is the normalisation used for figures and
+  verdicts; raw values are kept;
+* ``logit_gradient[kind]`` (beyond the paper): the mean |d loss / d s_ij| for the pre-softmax
+  score s_ij, i.e. alpha_ij (g_ij - sum_k alpha_ik g_ik). Unlike the raw gradient it only sees
+  changes that keep each row a distribution, and it is small where attention is small;
+* ``gradient_norm``: per layer, the Frobenius norm of d loss / d attention over all heads of
+  the layer, averaged over items (Clark's "gradients shrink with depth").
+
+Token kinds come from the alignment layer, not from hard-coded ids: ``sep`` = separators
+([SEP], ``</s>``), ``cls`` = the leading special token ([CLS], ``<s>``), ``punct`` = tokens
+of words made only of Unicode punctuation (Clark's "." and "," are the commonest), ``other``
+= every other token (including [MASK] tokens the objective put in).
+
+Objectives (pluggable, each with a ``name``)
+    * :class:`MaskedLMObjective` — masked-LM cross-entropy for models with a trained MLM head:
+      15% of the real words of each item (at least one; all tokens of a chosen word) are
+      replaced by the mask token, chosen by a generator seeded with (seed, item index), so a
+      run is deterministic and independent of batching;
+    * :class:`ClassifierObjective` — cross-entropy (MSE for STS-B) of a fine-tuned sequence
+      classifier on labelled items (see :mod:`bertology_utils.interventions.finetuning`);
+    * :class:`MaskedEmbeddingObjective` — for encoders with neither head (the default
+      sentence-embedding MiniLM): the same word masking, and the loss 1 - cos(e(masked),
+      e(clean)) between the mean-pooled sentence embedding of the masked copy and that of the
+      clean sentence (held fixed). It is the masked-LM idea carried to the output the model
+      was trained to produce: how far does hiding words move the sentence embedding, and
+      which attention would move it back.
+
+Ablations (:func:`ablation_curves`)
+    Layer by layer, the attention every head puts on [SEP] (or [CLS]) is taken away — dropped
+    (``zero``: the head loses those tokens' value vectors) or moved to the other tokens in
+    proportion (``renormalise``: as if [SEP] were masked out) — and the change of the final
+    hidden states, of the objective's prediction and of its loss is measured against the
+    control: the same mass, row by row, taken off one random non-special token of the item
+    (see :func:`bertology_utils.interventions.editing.move_matched_mass`).
+"""
+from __future__ import annotations
+
+import unicodedata
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
+from bertology_utils.data import Corpus, SentencePair
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.interventions.editing import (REMOVAL_MODES, ablate_matched_random, ablate_tokens, attention_modules,
+                            capture_attention, edit_attention, negative_share)
+from bertology_utils.core.models import LoadedModel
+
+__all__ = [
+    "KINDS", "SEP", "CLS", "PUNCT", "OTHER", "is_punctuation", "token_kinds",
+    "TokenBatch", "make_batch", "token_batches", "consecutive_pairs",
+    "Objective", "ObjectiveOutput", "MaskedLMObjective", "ClassifierObjective", "MaskedEmbeddingObjective",
+    "has_mlm_head", "GradientStats", "attention_gradients", "batch_attention_gradients", "head_gradient",
+    "ablation_curves", "ablation_summary", "sep_noop_claims", "plot_attention_and_gradients",
+    "plot_gradient_norms", "plot_ablation_curves",
+]
+
+#: Token kinds, in the order of their codes.
+KINDS = ("sep", "cls", "punct", "other")
+SEP, CLS, PUNCT, OTHER = range(4)
+_KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
+_KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
+#: Inputs longer than this are skipped by default (Clark et al. used segments of at most 128 tokens).
+DEFAULT_MAX_TOKENS = 128
+
+
+def is_punctuation(word: str) -> bool:
+    """True for a non-empty word made only of Unicode punctuation characters (categories P*)."""
+    return bool(word) and all(unicodedata.category(ch).startswith("P") for ch in word)
+
+
+def token_kinds(item: AlignedItem) -> np.ndarray:
+    """Kind code (:data:`KINDS`) of every token of an aligned item."""
+    word_kind = np.full(item.n_words, OTHER, dtype=np.int64)
+    word_kind[item.word_kinds == SEPARATOR] = SEP
+    word_kind[item.word_kinds == LEADING_SPECIAL] = CLS
+    words = np.asarray(item.words, dtype=object)
+    punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=item.n_words)
+    word_kind[(item.word_kinds == WORD) & punct] = PUNCT
+    return word_kind[item.token_to_word]
+
+
+# --------------------------------------------------------------------------- batches
+
+@dataclass
+class TokenBatch:
+    """Aligned items padded into tensors, with each token's kind; objectives add their own ``extras``."""
+
+    items: list
+    input_ids: torch.Tensor        #: (B, T) int64
+    attention_mask: torch.Tensor   #: (B, T) int64, 1 on real tokens
+    token_type_ids: torch.Tensor | None
+    kinds: torch.Tensor            #: (B, T) int64 kind codes, -1 on padding
+    token_to_word: torch.Tensor    #: (B, T) int64, -1 on padding
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def real(self) -> torch.Tensor:
+        return self.attention_mask.bool()
+
+    def model_inputs(self) -> dict[str, torch.Tensor]:
+        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
+        if self.token_type_ids is not None:
+            inputs["token_type_ids"] = self.token_type_ids
+        return inputs
+
+
+def _uses_token_types(model) -> bool:
+    import inspect
+
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
+def make_batch(loaded: LoadedModel, items: Sequence[AlignedItem]) -> TokenBatch:
+    """Pad aligned items into a :class:`TokenBatch` on the model's device."""
+    width = max(a.n_tokens for a in items)
+    pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+    ids = np.full((len(items), width), pad, dtype=np.int64)
+    mask = np.zeros((len(items), width), dtype=np.int64)
+    types = np.zeros((len(items), width), dtype=np.int64)
+    kinds = np.full((len(items), width), -1, dtype=np.int64)
+    t2w = np.full((len(items), width), -1, dtype=np.int64)
+    for b, a in enumerate(items):
+        n = a.n_tokens
+        ids[b, :n], mask[b, :n], kinds[b, :n], t2w[b, :n] = a.input_ids, 1, token_kinds(a), a.token_to_word
+        if a.token_type_ids is not None:
+            types[b, :n] = a.token_type_ids
+    device = loaded.device
+    with_types = _uses_token_types(loaded.model) and items[0].token_type_ids is not None
+    return TokenBatch(
+        items=list(items),
+        input_ids=torch.from_numpy(ids).to(device), attention_mask=torch.from_numpy(mask).to(device),
+        token_type_ids=torch.from_numpy(types).to(device) if with_types else None,
+        kinds=torch.from_numpy(kinds).to(device), token_to_word=torch.from_numpy(t2w).to(device),
+    )
+
+
+def token_batches(loaded: LoadedModel, items: Iterable, *, batch_size: int = 8,
+                  max_tokens: int | None = DEFAULT_MAX_TOKENS) -> tuple[list[TokenBatch], list[AlignedItem]]:
+    """Align ``items``, drop those longer than ``max_tokens`` (and than the model takes), batch by length.
+
+    Returns the batches and the skipped items. Batches are deterministic for given items.
+    """
+    corpus = items if isinstance(items, Corpus) else Corpus.from_items(list(items), "items")
+    aligned = align(loaded.tokenizer, corpus)
+    limit = loaded.max_tokens if max_tokens is None else min(int(max_tokens), loaded.max_tokens)
+    kept = [a for a in aligned if a.n_tokens <= limit]
+    skipped = [a for a in aligned if a.n_tokens > limit]
+    kept.sort(key=lambda a: a.n_tokens)  # stable: ties keep corpus order
+    return [make_batch(loaded, kept[lo:lo + batch_size]) for lo in range(0, len(kept), batch_size)], skipped
+
+
+def consecutive_pairs(corpus: Corpus) -> Corpus:
+    """Sentences 1+2, 3+4, ... of a corpus as :class:`SentencePair` items.
+
+    Clark et al. fed BERT ``[CLS] p1 [SEP] p2 [SEP]`` (two segments, two separators); pairs of
+    consecutive treebank sentences give inputs of the same shape.
+    """
+    items = list(corpus)
+    pairs = [SentencePair(f"{a.id}+{b.id}", a.words, b.words) for a, b in zip(items[0::2], items[1::2])]
+    if not pairs:
+        raise BertologyError(f"{corpus.name}: need at least two sentences to make a pair")
+    return Corpus.from_items(pairs, f"{corpus.name} (consecutive pairs)")
+
+
+# --------------------------------------------------------------------------- word masking
+
+def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> torch.Tensor:
+    """(B, T) bool: all tokens of ``fraction`` of each item's real words (at least one), seeded per item."""
+    chosen = np.zeros(tuple(batch.input_ids.shape), dtype=bool)
+    t2w = batch.token_to_word.cpu().numpy()
+    for b, item in enumerate(batch.items):
+        words = np.flatnonzero(item.word_kinds == WORD)
+        if len(words) == 0:
+            continue
+        k = min(len(words), max(1, int(round(fraction * len(words)))))
+        picked = np.random.default_rng([seed, item.index]).choice(words, size=k, replace=False)
+        chosen[b] = np.isin(t2w[b], picked) & (t2w[b] >= 0)
+    return torch.from_numpy(chosen).to(batch.input_ids.device)
+
+
+def _mask_words(batch: TokenBatch, mask_id: int, fraction: float, seed: int) -> TokenBatch:
+    positions = _masked_positions(batch, fraction, seed)
+    masked_ids = batch.input_ids.masked_fill(positions, mask_id)
+    # A masked punctuation mark is no longer punctuation: it is a [MASK] token, kind "other".
+    kinds = batch.kinds.masked_fill(positions, OTHER)
+    extras = {**batch.extras, "masked": positions, "original_ids": batch.input_ids}
+    return replace(batch, input_ids=masked_ids, kinds=kinds, extras=extras)
+
+
+def _mask_token_id(loaded: LoadedModel) -> int:
+    tok = loaded.tokenizer
+    if tok.mask_token_id is not None:
+        return tok.mask_token_id
+    if tok.unk_token_id is not None:
+        return tok.unk_token_id
+    raise BertologyError(f"{loaded.name}: the tokenizer has neither a mask nor an unknown token to hide words with")
+
+
+# --------------------------------------------------------------------------- objectives
+
+@dataclass
+class ObjectiveOutput:
+    """What one forward pass of an objective gives."""
+
+    losses: torch.Tensor      #: (B,) one loss per item
+    hidden: torch.Tensor      #: (B, T, D) the encoder's final hidden states
+    prediction: torch.Tensor  #: the objective's own output, compared by ``Objective.output_change``
+
+
+class Objective(ABC):
+    """A differentiable loss of a model on a batch: the thing whose gradient is taken.
+
+    ``prepare`` runs outside any attention edit (an objective may compute clean targets
+    there); ``forward`` runs inside, with gradients on, and returns one loss per item.
+    """
+
+    #: Human-readable name, shown in the notebook and recorded with the results.
+    name: str = ""
+    #: Short key for metric names.
+    key: str = ""
+    #: What :meth:`output_change` measures.
+    output_change_name: str = ""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+
+    def prepare(self, batch: TokenBatch) -> TokenBatch:
+        return batch
+
+    @abstractmethod
+    def forward(self, batch: TokenBatch) -> ObjectiveOutput: ...
+
+    @abstractmethod
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+        """(B,) how much the prediction changed, per item."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r} on {self.loaded.name})"
+
+
+def has_mlm_head(loaded: LoadedModel) -> bool:
+    """Whether the checkpoint behind ``loaded`` was saved with a trained masked-LM head.
+
+    Read from ``config.architectures`` (``BertForMaskedLM``, ``RobertaForMaskedLM``,
+    ``BertForPreTraining``...): loading a head-less checkpoint such as MiniLM with
+    ``head="masked-lm"`` succeeds but gives a random head, whose loss means nothing.
+    ELECTRA discriminators (``ElectraForPreTraining``) have no MLM head.
+    """
+    architectures = getattr(loaded.config, "architectures", None) or []
+    return any(a.endswith("ForMaskedLM") or a in ("BertForPreTraining", "AlbertForPreTraining") for a in architectures)
+
+
+def _full(x: torch.Tensor) -> torch.Tensor:
+    """float32 for half-precision tensors; float32 and float64 stay as they are."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def _per_item_mean(values: torch.Tensor, item_index: torch.Tensor, n_items: int) -> torch.Tensor:
+    sums = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(0, item_index, values)
+    counts = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(
+        0, item_index, torch.ones_like(values))
+    return sums / counts.clamp_min(1)
+
+
+class MaskedLMObjective(Objective):
+    """Masked-LM cross-entropy of a model with a trained MLM head (Clark et al.'s objective).
+
+    A share ``mask_fraction`` of each item's real words (at least one) is replaced by the mask
+    token, all tokens of a word together (no 80/10/10 mixing), chosen with a generator seeded by
+    ``(seed, item index)``; the loss of an item is the mean cross-entropy over its masked tokens.
+    """
+
+    key = "mlm"
+    output_change_name = "KL divergence of the masked-token predictions"
+
+    def __init__(self, loaded: LoadedModel, mask_fraction: float = 0.15, seed: int = 0):
+        super().__init__(loaded)
+        if loaded.model.get_output_embeddings() is None or not type(loaded.model).__name__.endswith("ForMaskedLM"):
+            raise ModelNotAvailableError(
+                f"{loaded.name} ({loaded.architecture}) is not a masked-LM model; load it with head=\"masked-lm\"")
+        if not has_mlm_head(loaded):
+            raise ModelNotAvailableError(
+                f"{loaded.name}: its checkpoint has no trained masked-LM head (architectures: "
+                f"{getattr(loaded.config, 'architectures', None)}); the head would be random. "
+                "Use MaskedEmbeddingObjective or a ClassifierObjective instead.")
+        self.mask_fraction, self.seed = mask_fraction, seed
+        self.name = f"masked-LM loss ({mask_fraction:.0%} of words masked, seed {seed})"
+
+    def prepare(self, batch: TokenBatch) -> TokenBatch:
+        return _mask_words(batch, _mask_token_id(self.loaded), self.mask_fraction, self.seed)
+
+    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
+        item, position = batch.extras["masked"].nonzero(as_tuple=True)
+        log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)       # (N, V)
+        targets = batch.extras["original_ids"][item, position]
+        nll = -log_probs.gather(1, targets[:, None])[:, 0]
+        losses = _per_item_mean(nll, item, len(batch.items))
+        return ObjectiveOutput(losses, out.hidden_states[-1], log_probs)
+
+    def output_change(self, base, new, batch):
+        item, _ = batch.extras["masked"].nonzero(as_tuple=True)
+        kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
+        return _per_item_mean(kl, item, len(batch.items))
+
+
+class ClassifierObjective(Objective):
+    """The loss of a sequence classifier on labelled items (cross-entropy; MSE for regression tasks).
+
+    ``labels`` run parallel to the corpus the items come from (``Corpus.labels``); an item's
+    label is found by its corpus index. ``task`` names the GLUE task (label mapping).
+    """
+
+    key = "classifier"
+    output_change_name = "KL divergence of the class distribution (|change| of the score for regression)"
+
+    def __init__(self, loaded: LoadedModel, labels: Sequence, task: str = "SST-2", description: str | None = None):
+        from bertology_utils.interventions.finetuning import label_ids, task_spec
+
+        super().__init__(loaded)
+        if not type(loaded.model).__name__.endswith("ForSequenceClassification"):
+            raise ModelNotAvailableError(f"{loaded.name} ({loaded.architecture}) is not a sequence classifier")
+        self.spec = task_spec(task)
+        self.targets = label_ids(self.spec.name, labels)
+        self.key = self.spec.name.lower().replace("-", "")
+        self.name = description or f"{self.spec.name} classifier loss ({loaded.name})"
+
+    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
+        index = torch.as_tensor([a.index for a in batch.items], device=out.logits.device)
+        y = torch.as_tensor(self.targets, device=out.logits.device)[index]
+        if self.spec.is_regression:
+            y = y.to(_full(out.logits).dtype)
+        logits = _full(out.logits)
+        if self.spec.is_regression:
+            prediction = logits[:, 0]
+            losses = (prediction - y) ** 2
+        else:
+            prediction = F.log_softmax(logits, dim=-1)
+            losses = -prediction.gather(1, y[:, None])[:, 0]
+        return ObjectiveOutput(losses, out.hidden_states[-1], prediction)
+
+    def output_change(self, base, new, batch):
+        if self.spec.is_regression:
+            return (base.prediction - new.prediction).abs()
+        return (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
+
+
+def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    weights = mask.to(hidden.dtype)[..., None]
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
+
+
+class MaskedEmbeddingObjective(Objective):
+    """For encoders without MLM or classifier head: 1 - cos(e(masked copy), e(clean item)).
+
+    ``e`` is the mean-pooled final hidden state over real tokens (special tokens included),
+    the sentence embedding of sentence-transformers models such as the default MiniLM. Words
+    are masked as in :class:`MaskedLMObjective`; the clean embedding is computed once in
+    ``prepare`` (no gradient, no edits) and held fixed.
+    """
+
+    key = "masked_embedding"
+    output_change_name = "1 - cosine of the sentence embedding"
+
+    def __init__(self, loaded: LoadedModel, mask_fraction: float = 0.15, seed: int = 0):
+        super().__init__(loaded)
+        self.mask_fraction, self.seed = mask_fraction, seed
+        self.name = f"masked sentence-embedding loss, 1 - cos ({mask_fraction:.0%} of words masked, seed {seed})"
+
+    def _hidden(self, batch: TokenBatch) -> torch.Tensor:
+        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
+        return out.hidden_states[-1]
+
+    def prepare(self, batch: TokenBatch) -> TokenBatch:
+        with torch.no_grad():
+            clean = F.normalize(_full(_mean_pool(self._hidden(batch), batch.attention_mask)), dim=-1)
+        masked = _mask_words(batch, _mask_token_id(self.loaded), self.mask_fraction, self.seed)
+        return replace(masked, extras={**masked.extras, "clean_embedding": clean})
+
+    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        hidden = self._hidden(batch)
+        embedding = F.normalize(_full(_mean_pool(hidden, batch.attention_mask)), dim=-1)
+        losses = 1 - (embedding * batch.extras["clean_embedding"]).sum(-1)
+        return ObjectiveOutput(losses, hidden, embedding)
+
+    def output_change(self, base, new, batch):
+        return 1 - (base.prediction * new.prediction).sum(-1)
+
+
+# --------------------------------------------------------------------------- gradients
+
+@dataclass
+class GradientStats:
+    """What :func:`attention_gradients` measured; arrays are (layers, heads) unless said otherwise."""
+
+    model: str
+    objective: str
+    n_items: int
+    n_skipped: int
+    n_tokens: int
+    mean_loss: float
+    attention: dict          #: kind -> mean share of attention to that kind
+    gradient: dict           #: kind -> mean |d loss / d alpha| per attention weight to that kind
+    logit_gradient: dict     #: kind -> mean |d loss / d score| per weight to that kind
+    weights_per_kind: dict   #: kind -> how many attention weights were averaged
+    overall_gradient: float  #: mean |d loss / d alpha| over all attention weights (the normalisation)
+    gradient_norm: np.ndarray       #: (layers,) mean over items of the layer's Frobenius norm
+    head_gradient_norm: np.ndarray  #: (layers, heads) the same per head
+
+    @property
+    def num_layers(self) -> int:
+        return self.gradient_norm.shape[0]
+
+    def normalised_gradient(self, kind: str) -> np.ndarray:
+        """``gradient[kind]`` divided by the mean |gradient| over all attention weights of the model."""
+        if self.overall_gradient > 0:
+            return self.gradient[kind] / self.overall_gradient
+        return self.gradient[kind] * np.nan
+
+    def layer_table(self) -> pd.DataFrame:
+        """One row per layer (from 1) and kind: head means of attention share and gradients."""
+        rows = []
+        for kind in KINDS:
+            for layer in range(self.num_layers):
+                rows.append({
+                    "layer": layer + 1, "kind": kind,
+                    "attention": float(np.nanmean(self.attention[kind][layer])),
+                    "gradient": float(np.nanmean(self.gradient[kind][layer])),
+                    "normalised_gradient": float(np.nanmean(self.normalised_gradient(kind)[layer])),
+                    "logit_gradient": float(np.nanmean(self.logit_gradient[kind][layer])),
+                })
+        return pd.DataFrame(rows)
+
+    def head_table(self) -> pd.DataFrame:
+        """One row per layer, head (both from 1) and kind, with the per-head values (Figure 3's dots)."""
+        layers, heads = self.gradient_norm.shape[0], self.head_gradient_norm.shape[1]
+        layer_index, head_index = np.meshgrid(np.arange(1, layers + 1), np.arange(1, heads + 1), indexing="ij")
+        frames = [pd.DataFrame({
+            "layer": layer_index.ravel(), "head": head_index.ravel(), "kind": kind,
+            "attention": self.attention[kind].ravel(), "gradient": self.gradient[kind].ravel(),
+            "normalised_gradient": self.normalised_gradient(kind).ravel(),
+            "logit_gradient": self.logit_gradient[kind].ravel(),
+        }) for kind in KINDS]
+        return pd.concat(frames, ignore_index=True)
+
+    def gradient_ratio(self, kind: str = "sep") -> np.ndarray:
+        """(layers,) per layer: mean gradient for attention to ``kind`` over that to ordinary ("other") tokens."""
+        other = np.nanmean(self.gradient["other"], axis=1)
+        return np.nanmean(self.gradient[kind], axis=1) / np.where(other > 0, other, np.nan)
+
+    def sep_gradient_ratio(self) -> np.ndarray:
+        """:meth:`gradient_ratio` for [SEP]."""
+        return self.gradient_ratio("sep")
+
+
+class _Totals:
+    """Running sums of the statistics, vectorized over items, layers, heads and tokens."""
+
+    def __init__(self):
+        self.share = self.grad = self.logit = self.norm = self.head_norm = None
+        self.rows = 0.0
+        self.weights = np.zeros(len(KINDS))
+        self.items = 0
+        self.loss = 0.0
+        self.tokens = 0
+
+    def add(self, probs: torch.Tensor, grads: torch.Tensor, batch: TokenBatch, losses: torch.Tensor) -> None:
+        # probs, grads: (B, L, H, Q, K) float
+        real = batch.real.to(probs.dtype)                                   # (B, T)
+        onehot = F.one_hot(batch.kinds.clamp_min(0), len(KINDS)).to(probs.dtype) * real[..., None]  # (B, K, 4)
+        pair = real[:, None, None, :, None] * real[:, None, None, None, :]  # real query x real key
+        grads = grads * pair
+        share = torch.einsum("blhqk,bkc,bq->lhc", probs, onehot, real)
+        grad = torch.einsum("blhqk,bkc,bq->lhc", grads.abs(), onehot, real)
+        logit_grads = probs * (grads - (probs * grads).sum(-1, keepdim=True))
+        logit = torch.einsum("blhqk,bkc,bq->lhc", logit_grads.abs(), onehot, real)
+        head_norm = grads.pow(2).sum((-1, -2)).sqrt()                       # (B, L, H)
+        norm = grads.pow(2).sum((-1, -2, -3)).sqrt()                        # (B, L)
+        weights = torch.einsum("bq,bkc->c", real, onehot)
+        values = [share, grad, logit, norm.sum(0), head_norm.sum(0)]
+        values = [v.double().cpu().numpy() for v in values]
+        if self.share is None:
+            self.share, self.grad, self.logit, self.norm, self.head_norm = values
+        else:
+            for total, value in zip((self.share, self.grad, self.logit, self.norm, self.head_norm), values):
+                total += value
+        self.rows += float(real.sum())
+        self.weights += weights.double().cpu().numpy()
+        self.items += len(batch.items)
+        self.loss += float(losses.detach().double().sum())
+        self.tokens += int(real.sum())
+
+
+def batch_attention_gradients(objective: Objective, batch: TokenBatch):
+    """(probs, grads, output) for a prepared batch: one forward and one backward pass for all heads.
+
+    ``probs`` and ``grads`` have shape (B, layers, heads, T, T): the probabilities each layer
+    multiplied with its values, and d(sum of the items' losses)/d(probs). Each item's loss
+    depends only on its own row of the batch, so ``grads[b]`` is the gradient of item b's loss.
+    """
+    model = objective.loaded.model
+    with capture_attention(model, retain_grad=False) as captured:
+        with torch.enable_grad():
+            output = objective.forward(batch)
+            probs = list(captured.probs)
+            if any(p is None for p in probs):
+                raise BertologyError(f"{objective.loaded.name}: some layers did not report attention probabilities")
+            grads = torch.autograd.grad(output.losses.sum(), probs, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(probs, grads)]
+    return torch.stack([p.detach() for p in probs], 1), torch.stack(grads, 1), output
+
+
+def head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: int) -> torch.Tensor:
+    """d(loss)/d(attention) of one head (layer and head from 0) by a forward and backward pass of its own.
+
+    The slow way, one pass per head: for checks, and for the benchmark against the one-pass
+    :func:`attention_gradients`. ``batch`` must already be prepared by the objective.
+    Returns (B, T, T).
+    """
+    model = objective.loaded.model
+    shape = tuple(batch.input_ids.shape) + (batch.input_ids.shape[1],)
+    delta = torch.zeros(shape, device=batch.input_ids.device, requires_grad=True)
+
+    def add_delta(at_layer: int, probs: torch.Tensor):
+        if at_layer != layer:
+            return None
+        one_head = torch.zeros(probs.shape[1], dtype=probs.dtype, device=probs.device)
+        one_head[head] = 1
+        return probs + delta.to(probs.dtype)[:, None] * one_head[None, :, None, None]
+
+    with edit_attention(model, add_delta), torch.enable_grad():
+        output = objective.forward(batch)
+        (grad,) = torch.autograd.grad(output.losses.sum(), [delta])
+    return grad
+
+
+def attention_gradients(items: Iterable, objective: Objective, *, batch_size: int = 8,
+                        max_tokens: int | None = DEFAULT_MAX_TOKENS, progress: bool = True) -> GradientStats:
+    """Attention shares and d(loss)/d(attention) statistics per layer and head (see the module docs).
+
+    One forward and one backward pass per batch cover every head. Items longer than
+    ``max_tokens`` are skipped (counted in ``n_skipped``). The model stays in eval mode
+    (no dropout), so the probabilities are exactly those multiplied with the values.
+    """
+    loaded = objective.loaded
+    attention_modules(loaded.model)  # fail early, with a clear message, on an unsupported architecture
+    batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
+    if not batches:
+        raise BertologyError(f"no items to measure ({len(skipped)} skipped as longer than {max_tokens} tokens)")
+    was_training = loaded.model.training
+    loaded.model.eval()
+    totals = _Totals()
+    try:
+        for batch in tqdm(batches, desc="gradients", unit="batch", disable=not progress):
+            batch = objective.prepare(batch)
+            probs, grads, output = batch_attention_gradients(objective, batch)
+            totals.add(probs.float(), grads.float(), batch, output.losses)
+    finally:
+        loaded.model.train(was_training)
+    weights = np.where(totals.weights > 0, totals.weights, np.nan)
+    share = totals.share / totals.rows
+    grad, logit = totals.grad / weights, totals.logit / weights
+    overall = float(totals.grad.sum() / (totals.weights.sum() * grad.shape[0] * grad.shape[1]))
+    return GradientStats(
+        model=loaded.name, objective=objective.name, n_items=totals.items, n_skipped=len(skipped),
+        n_tokens=totals.tokens, mean_loss=totals.loss / max(totals.items, 1),
+        attention={k: share[..., i] for i, k in enumerate(KINDS)},
+        gradient={k: grad[..., i] for i, k in enumerate(KINDS)},
+        logit_gradient={k: logit[..., i] for i, k in enumerate(KINDS)},
+        weights_per_kind={k: int(totals.weights[i]) for i, k in enumerate(KINDS)},
+        overall_gradient=overall,
+        gradient_norm=totals.norm / totals.items, head_gradient_norm=totals.head_norm / totals.items,
+    )
+
+
+# --------------------------------------------------------------------------- ablations
+
+def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
+    """(B,) one random non-special token per item (punctuation or other), seeded by (seed, item index)."""
+    kinds = batch.kinds.cpu().numpy()
+    chosen = np.zeros(len(batch.items), dtype=np.int64)
+    for b, item in enumerate(batch.items):
+        candidates = np.flatnonzero((kinds[b] == PUNCT) | (kinds[b] == OTHER))
+        if len(candidates) == 0:
+            raise BertologyError(f"item {item.item_id} has no non-special token to serve as the control")
+        chosen[b] = np.random.default_rng([seed, item.index, 1]).choice(candidates)
+    return torch.from_numpy(chosen).to(batch.input_ids.device)
+
+
+def _hidden_change(base: torch.Tensor, new: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """(B,) mean over real tokens of ||h' - h|| / ||h||."""
+    relative = (new - base).float().norm(dim=-1) / base.float().norm(dim=-1).clamp_min(1e-12)
+    weights = real.to(relative.dtype)
+    return (relative * weights).sum(-1) / weights.sum(-1).clamp_min(1)
+
+
+def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[str] = ("sep", "cls"),
+                    modes: Sequence[str] = REMOVAL_MODES, layers: Sequence[int] | None = None, seed: int = 0,
+                    batch_size: int = 16, max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                    progress: bool = True) -> pd.DataFrame:
+    """Move the attention on ``targets`` away, one layer at a time, against the matched random-token control.
+
+    For each target kind, mode (``zero`` / ``renormalise``) and layer (0-based in ``layers``;
+    None: all), every head of that layer loses its attention to the target tokens, and
+    separately the same mass, row by row, is taken off one random non-special token of the
+    item (same token in every layer). Returns one row per (layer from 1, target, intervention
+    "target"/"control", mode) with item means of:
+
+    * ``mass``: attention moved, per attending row and head;
+    * ``hidden_change``: mean over real tokens of ||h' - h|| / ||h|| of the final hidden states;
+    * ``output_change``: the objective's own measure (``objective.output_change_name``);
+    * ``loss_change``: mean change of the objective's loss;
+    * ``negative_share``: for the control, the share of (row, head) pairs where the random
+      token had less attention than the mass taken off it (its weight went negative);
+
+    plus ``*_se`` standard errors over items. ``DataFrame.attrs`` holds the objective's name,
+    the output-change measure, and ``null_change``: the largest hidden-state change caused by
+    an ablation of nothing (0 when the machinery is exact).
+    """
+    loaded = objective.loaded
+    n_layers = len(attention_modules(loaded.model))
+    layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
+    unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
+    if unknown:
+        raise ValueError(f"targets must be among 'sep', 'cls', 'punct', not {unknown}")
+    batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
+    if not batches:
+        raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")
+    records: dict[tuple, dict[str, list]] = {}
+    null_change = 0.0
+    was_training = loaded.model.training
+    loaded.model.eval()
+    total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
+    try:
+        with torch.no_grad(), tqdm(total=total, desc="ablations", unit="pass", disable=not progress) as bar:
+            for batch in batches:
+                batch = objective.prepare(batch)
+                with capture_attention(loaded.model, retain_grad=False) as captured:
+                    base = objective.forward(batch)
+                probs = torch.stack(list(captured.probs), 1).float()          # (B, L, H, T, T)
+                real = batch.real
+                with ablate_tokens(loaded.model, torch.zeros_like(real), None, "renormalise"):
+                    nothing = objective.forward(batch)
+                null_change = max(null_change, float((nothing.hidden - base.hidden).abs().max()))
+                bar.update(1)
+                token = _random_tokens(batch, seed)
+                rows = real.to(probs.dtype)
+                for target in targets:
+                    reference = batch.kinds == KINDS.index(target)
+                    mass = (probs * reference[:, None, None, None, :].to(probs.dtype)).sum(-1)  # (B, L, H, Q)
+                    mass = (mass * rows[:, None, None, :]).sum(-1) / rows.sum(-1)[:, None, None]  # (B, L, H)
+                    mass = mass.mean(-1)                                                          # (B, L)
+                    for mode in modes:
+                        for layer in layers:
+                            for kind, context in (
+                                ("target", ablate_tokens(loaded.model, reference, [layer], mode)),
+                                ("control", ablate_matched_random(loaded.model, reference, token, [layer], mode)),
+                            ):
+                                with context:
+                                    new = objective.forward(batch)
+                                values = {
+                                    "mass": mass[:, layer],
+                                    "hidden_change": _hidden_change(base.hidden, new.hidden, real),
+                                    "output_change": objective.output_change(base, new, batch),
+                                    "loss_change": new.losses - base.losses,
+                                }
+                                if kind == "control":
+                                    values["negative_share"] = negative_share(probs[:, layer], reference, token, real)
+                                entry = records.setdefault((layer + 1, target, kind, mode), {})
+                                for name, value in values.items():
+                                    entry.setdefault(name, []).append(value.detach().double().cpu().numpy())
+                                bar.update(1)
+    finally:
+        loaded.model.train(was_training)
+    rows_out = []
+    for (layer, target, kind, mode), entry in records.items():
+        row = {"layer": layer, "target": target, "intervention": kind, "mode": mode}
+        for name, chunks in entry.items():
+            values = np.concatenate(chunks)
+            row[name] = float(values.mean())
+            row[f"{name}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else np.nan
+        row["items"] = int(sum(len(c) for c in entry["mass"]))
+        rows_out.append(row)
+    frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)
+    frame.attrs.update(objective=objective.name, output_change=objective.output_change_name,
+                       null_change=null_change, skipped=len(skipped), model=loaded.name)
+    return frame
+
+
+def ablation_summary(curves: pd.DataFrame, measure: str = "hidden_change") -> pd.DataFrame:
+    """Per target and mode: ``measure`` averaged over layers for the target and the control, and their ratio.
+
+    Also the mean mass moved, and the share of control rows where the random token's weight
+    went negative (see :func:`ablation_curves`).
+    """
+    table = curves.pivot_table(index=["target", "mode"], columns="intervention", values=measure, aggfunc="mean")
+    by = curves.groupby(["target", "mode"])
+    table = table.rename(columns={"target": f"{measure} (target)", "control": f"{measure} (control)"})
+    table["ratio"] = table[f"{measure} (target)"] / table[f"{measure} (control)"]
+    table["mean mass moved"] = curves[curves.intervention == "target"].groupby(["target", "mode"])["mass"].mean()
+    if "negative_share" in curves:
+        table["control rows with negative weight"] = by["negative_share"].mean()
+    table.columns.name = None
+    return table.reset_index()
+
+
+# --------------------------------------------------------------------------- paper vs ours
+
+def _verdict(holds: bool) -> str:
+    return "agrees" if holds else "differs"
+
+
+def sep_noop_claims(stats: dict[str, GradientStats], curves: dict | pd.DataFrame | None = None) -> pd.DataFrame:
+    """Clark et al.'s [SEP] claims checked against our numbers; verdicts are computed, never typed.
+
+    ``stats`` maps an objective label to its :class:`GradientStats` (the attention row uses the
+    first); rows about gradients are repeated for every objective. ``curves`` maps objective
+    labels to :func:`ablation_curves` frames (or is one frame) and adds the direct tests of the
+    no-op reading, which go beyond the paper. ``key`` is a unique dotted name for each row.
+    """
+    from scipy.stats import spearmanr
+
+    rows = []
+    first = next(iter(stats.values()))
+    sep_layer = np.nanmean(first.attention["sep"], axis=1)
+    best = int(np.nanargmax(sep_layer))
+    rows.append({
+        "claim": "More than half of the attention goes to [SEP] in the middle layers",
+        "objective": "-", "paper (BERT-base)": "> 0.5 in layers 6-10",
+        "ours": f"highest layer mean {sep_layer[best]:.2f} (layer {best + 1})",
+        "verdict": _verdict(sep_layer[best] > 0.5), "key": "sep_attention_majority",
+    })
+    for label, s in stats.items():
+        for kind, token, paper in (("sep", "[SEP]", "from layer 5 on, [SEP] gradients small"),
+                                   ("cls", "[CLS]", "not claimed")):
+            share = np.nanmean(s.attention[kind], axis=1)
+            ratio = s.gradient_ratio(kind)
+            order = np.argsort(-share, kind="stable")
+            high, low = order[: max(1, len(order) // 2)], order[max(1, len(order) // 2):]
+            high_ratio = float(np.nanmean(ratio[high]))
+            low_ratio = float(np.nanmean(ratio[low])) if len(low) else np.nan
+            holds = high_ratio < 1 and (np.isnan(low_ratio) or high_ratio < low_ratio)
+            rows.append({
+                "claim": (f"In the layers with most attention to {token}, the gradient per weight for it is small "
+                          "(below ordinary tokens', and below its own in the other layers)"),
+                "objective": label, "paper (BERT-base)": paper,
+                "ours": (f"{token}/other gradient per weight: {high_ratio:.2f} in the {len(high)} layers with most "
+                         f"{token} attention (mean share {share[high].mean():.2f}), {low_ratio:.2f} in the rest"),
+                "verdict": _verdict(holds), "key": f"{kind}_gradient_small.{label}",
+            })
+        depth = spearmanr(np.arange(len(s.gradient_norm)), s.gradient_norm)[0]
+        rows.append({
+            "claim": "Gradients shrink with depth",
+            "objective": label, "paper (BERT-base)": "smaller in deeper layers",
+            "ours": (f"norm layer 1: {s.gradient_norm[0]:.3g}, layer {len(s.gradient_norm)}: {s.gradient_norm[-1]:.3g} "
+                     f"(Spearman with depth {depth:.2f})"),
+            "verdict": _verdict(bool(depth < 0)), "key": f"gradients_shrink.{label}",
+        })
+    if isinstance(curves, pd.DataFrame):
+        curves = {curves.attrs.get("objective_key", "ablation"): curves}
+    for label, frame in (curves or {}).items():
+        for _, r in ablation_summary(frame).iterrows():
+            token = _KIND_LABELS.get(r["target"], r["target"])
+            rows.append({
+                "claim": f"Moving the attention on {token} away ({r['mode']}) changes the output less than moving "
+                         "the same mass off a random token",
+                "objective": label,
+                "paper (BERT-base)": "not tested; what a no-op predicts" if r["target"] == "sep" else "not tested",
+                "ours": (f"hidden-state change {r['hidden_change (target)']:.3g} vs {r['hidden_change (control)']:.3g} "
+                         f"(ratio {r['ratio']:.2f}; mean mass moved {r['mean mass moved']:.2f})"),
+                "verdict": _verdict(bool(r["ratio"] < 1)), "key": f"ablation.{label}.{r['target']}.{r['mode']}",
+            })
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+
+def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, value: str = "normalised_gradient"):
+    """Clark et al.'s Figure 3 layout, one row per objective: attention per layer next to its gradient.
+
+    Left: the mean share of attention each head (dot) puts on each kind, lines joining the
+    layer means. Right: the mean |d loss / d attention| per weight to that kind (``value``:
+    "normalised_gradient", 1 = the mean over all attention weights; or "gradient",
+    "logit_gradient").
+    """
+    import matplotlib.pyplot as plt
+
+    labels = {"normalised_gradient": "avg. |dL/d attention|\n(1 = mean over all weights)",
+              "gradient": "avg. |dL/d attention|", "logit_gradient": "avg. |dL/d score|"}
+    fig, axes = plt.subplots(len(stats), 2, figsize=(11, 3.3 * len(stats)), squeeze=False)
+    jitter = np.random.default_rng(0)
+    for row, (label, s) in enumerate(stats.items()):
+        table = s.head_table()
+        for col, (column, ylabel) in enumerate((("attention", "avg. attention"), (value, labels[value]))):
+            ax = axes[row, col]
+            for kind in kinds:
+                part = table[table.kind == kind]
+                ax.scatter(part.layer + jitter.uniform(-0.12, 0.12, len(part)), part[column], s=9, alpha=0.3,
+                           color=_KIND_COLORS[kind], linewidths=0)
+                means = part.groupby("layer")[column].mean()
+                ax.plot(means.index, means.values, marker="o", color=_KIND_COLORS[kind], label=_KIND_LABELS[kind])
+            ax.set(xticks=range(1, s.num_layers + 1), xlabel="layer", ylabel=ylabel)
+            if column == "attention":
+                ax.set_ylim(0, 1)
+            ax.set_title(f"{'attention' if col == 0 else 'gradient'} — {label}", fontsize=10)
+        axes[row, 0].legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_gradient_norms(stats: dict, ax=None):
+    """Per objective, the layer's gradient norm relative to layer 1 (log scale)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for label, s in stats.items():
+        layers = np.arange(1, s.num_layers + 1)
+        ax.plot(layers, s.gradient_norm / s.gradient_norm[0], marker="o", label=label)
+    ax.axhline(1, color="grey", linewidth=0.8, linestyle=":")
+    ax.set(yscale="log", xlabel="layer", ylabel="||dL/d attention|| / layer 1",
+           title="Gradient norm by layer (all heads, mean over items)")
+    ax.set_xticks(np.arange(1, max(s.num_layers for s in stats.values()) + 1))
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", title: str | None = None):
+    """One panel per target and mode: ``measure`` by layer, target vs matched random-token control.
+
+    Error bars are standard errors over items; grey bars (right axis) show the mass moved.
+    """
+    import matplotlib.pyplot as plt
+
+    targets, modes = list(dict.fromkeys(curves.target)), list(dict.fromkeys(curves["mode"]))
+    fig, axes = plt.subplots(len(targets), len(modes), figsize=(5.2 * len(modes), 3.2 * len(targets)),
+                             squeeze=False, sharex=True)
+    names = {"hidden_change": "hidden-state change\n(mean ||h' - h|| / ||h||)",
+             "output_change": curves.attrs.get("output_change", "output change"), "loss_change": "loss change"}
+    for r, target in enumerate(targets):
+        for c, mode in enumerate(modes):
+            ax = axes[r, c]
+            part = curves[(curves.target == target) & (curves["mode"] == mode)]
+            mass = part[part.intervention == "target"].set_index("layer")["mass"]
+            twin = ax.twinx()
+            twin.bar(mass.index, mass.values, color="lightgrey", alpha=0.5, width=0.6)
+            twin.set_ylim(0, max(1.0, float(mass.max()) * 1.1))
+            twin.set_ylabel("mass moved", color="grey", fontsize=8)
+            ax.set_zorder(twin.get_zorder() + 1)
+            ax.patch.set_visible(False)
+            for kind, color, label in (("target", _KIND_COLORS[target], f"{_KIND_LABELS[target]} attention moved"),
+                                       ("control", "black", "same mass off a random token")):
+                line = part[part.intervention == kind]
+                ax.errorbar(line.layer, line[measure], yerr=line.get(f"{measure}_se"), marker="o", capsize=3,
+                            color=color, label=label)
+            ax.set(xlabel="layer", ylabel=names.get(measure, measure), xticks=sorted(part.layer.unique()))
+            ax.set_title(f"{_KIND_LABELS[target]}, {mode}", fontsize=10)
+            ax.legend(fontsize=8, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,347 @@
+"""One self-contained HTML page for a run: what ran, what it found, what failed, what regressed.
+
+Reads what :mod:`bertology_utils.run.harness` writes (``run.json``; per notebook the executed
+``<stem>.ipynb``, ``metrics.json`` and ``figures/``) and, when present, ``check.json`` (a
+regression check against a reference run)::
+
+    {"reference": "<dir>", "ok": bool, "differences": [{"notebook": stem, "metric": name,
+     "reference": value, "value": value, "tolerance": "text", "status": "ok"|"regressed"|"missing"|"new"}]}
+
+The page is plain HTML and CSS, no JavaScript and no network reference: figures are embedded
+as ``data:`` URIs. Sections (with stable ids): ``summary``, ``check`` (only with check.json),
+``failures`` (only when a notebook failed), one ``nb-<stem>`` per notebook (status, "paper vs
+ours" tables, figures) and ``metrics`` (every metric of every notebook).
+
+"Paper vs ours" tables come from ``<stem>/tables/*.html`` or ``*.csv`` when the notebook wrote
+any; otherwise from the executed notebook: every HTML table output (a displayed pandas
+DataFrame) with a column named ``verdict`` or ``agrees`` or starting with ``paper``, as the
+notebooks' comparison tables have; each is captioned with the heading above it.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+from bertology_utils.run import harness
+from bertology_utils.core.errors import BertologyError, DataFormatError
+
+REPORT_FILE = "report.html"
+CHECK_FILE = "check.json"
+TABLES_DIR = "tables"
+FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+#: check.json statuses, most serious first; all but "ok" are shown at the top of the page.
+CHECK_STATUSES = ("regressed", "missing", "new", "ok")
+
+_TABLE = re.compile(r"<table\b.*?</table>", re.IGNORECASE | re.DOTALL)
+_THEAD = re.compile(r"<thead\b.*?</thead>", re.IGNORECASE | re.DOTALL)
+_PAPER_HEADER = re.compile(r"<th\b[^>]*>\s*(?:verdict|agrees|paper\b[^<]*)</th>", re.IGNORECASE)
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+# --------------------------------------------------------------------------- reading a run
+
+def executed_notebooks(run_dir: Path) -> dict[str, Path]:
+    """stem -> executed notebook (``<stem>/<stem>.ipynb``) of a run folder, sorted by stem."""
+    return {p.parent.name: p for p in sorted(run_dir.glob("*/*.ipynb")) if p.stem == p.parent.name}
+
+
+def _read_json_or_empty(path: Path) -> dict:
+    return harness.read_json(path) if path.is_file() else {}
+
+
+# --------------------------------------------------------------------------- extracting from notebooks
+
+def paper_tables(notebook_dir: Path) -> list[tuple[str, str]]:
+    """(caption, ``<table>`` HTML) of a notebook's "paper vs ours" tables, in order (see module docstring)."""
+    recorded = _recorded_tables(notebook_dir / TABLES_DIR)
+    if recorded:
+        return recorded
+    executed = notebook_dir / f"{notebook_dir.name}.ipynb"
+    return _comparison_tables(executed) if executed.is_file() else []
+
+
+def _recorded_tables(folder: Path) -> list[tuple[str, str]]:
+    tables = []
+    for path in sorted(folder.glob("*")) if folder.is_dir() else []:
+        if path.suffix == ".csv":
+            import pandas as pd
+            tables.append((path.stem, pd.read_csv(path).to_html(index=False, classes="dataframe", border=0)))
+        elif path.suffix == ".html":
+            tables += [(path.stem, t) for t in _TABLE.findall(path.read_text(encoding="utf-8"))]
+    return tables
+
+
+def _comparison_tables(executed: Path) -> list[tuple[str, str]]:
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    heading, found = "", []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            headings = _HEADING.findall(cell.source)
+            heading = headings[-1] if headings else heading
+            continue
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/html", "")
+            text = "".join(text) if isinstance(text, list) else text
+            for table in _TABLE.findall(text):
+                head = _THEAD.search(table)
+                if head and _PAPER_HEADER.search(head.group(0)):
+                    found.append((heading, table))
+    return found
+
+
+def failed_cell(executed: Path) -> tuple[str, str] | None:
+    """(source, error text) of the cell whose output is an error in an executed notebook, if any."""
+    import nbformat
+
+    if not executed.is_file():
+        return None
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                trace = _ANSI.sub("", "\n".join(output.get("traceback", [])))
+                return cell.source, trace or f"{output.get('ename')}: {output.get('evalue')}"
+    return None
+
+
+def figure_files(notebook_dir: Path) -> list[Path]:
+    """A notebook's saved figures (PNG, SVG, JPEG) in the order they were written."""
+    folder = notebook_dir / "figures"
+    files = [p for p in folder.iterdir() if p.suffix.lower() in FIGURE_TYPES] if folder.is_dir() else []
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def data_uri(path: Path) -> str:
+    """The file as a base64 ``data:`` URI."""
+    return f"data:{FIGURE_TYPES[path.suffix.lower()]};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
+def flatten_metrics(metrics: dict, prefix: str = "") -> dict[str, object]:
+    """Nested dicts become dotted names; lists and scalars are kept as values."""
+    flat: dict[str, object] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict) and value:
+            flat.update(flatten_metrics(value, name))
+        else:
+            flat[name] = value
+    return flat
+
+
+def format_value(value) -> str:
+    """A metric value as the page shows it: floats to 6 significant digits, lists and dicts compact."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- the page
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto; max-width: 72rem;
+       padding: 1rem 2rem 4rem; color: #1d1d1f; line-height: 1.45; }
+h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
+nav { font-size: 0.9rem; margin-bottom: 1rem; } nav a { margin-right: 0.8rem; }
+table { border-collapse: collapse; margin: 0.6rem 0 1rem; font-size: 0.88rem; }
+th, td { border: 1px solid #d6d6d6; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }
+thead th { background: #f2f2f2; }
+td.value { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: break-word; max-width: 40rem; }
+.status { font-weight: 600; padding: 0.05rem 0.45rem; border-radius: 0.3rem; white-space: nowrap; }
+.status-ok { background: #dff3e3; color: #17612a; }
+.status-failed, .status-regressed { background: #fbe0e0; color: #8c1d1d; }
+.status-missing, .status-new, .status-not-in-run-json { background: #fff1cc; color: #6d5200; }
+.alert { border-left: 6px solid #c62828; background: #fff5f5; padding: 0.6rem 1rem; margin: 1rem 0; }
+.alert.ok { border-left-color: #2e7d32; background: #f3fbf4; }
+.paper-table { overflow-x: auto; }
+figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.85rem; color: #555; }
+pre { background: #f7f7f7; padding: 0.6rem; overflow-x: auto; font-size: 0.82rem; white-space: pre-wrap; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2rem 1rem; }
+dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
+.muted { color: #666; }
+"""
+
+
+def _esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _status(status: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", status.lower()).strip("-")
+    return f'<span class="status status-{slug}">{_esc(status)}</span>'
+
+
+def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """An HTML table; cells are given already escaped."""
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _describe_error(error: dict | None) -> str:
+    if not error:
+        return ""
+    where = (f"cell {error['cell_index']} (exec count {error['exec_count']})" if error.get("cell_index") is not None
+             else "outside a cell")
+    evalue = (error.get("evalue") or "").strip().splitlines()
+    return f"{where}: {error.get('ename')}" + (f": {evalue[0]}" if evalue else "")
+
+
+def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dict[str, dict]) -> str:
+    models = {str(v) for m in metrics.values() for k, v in m.items() if k.split(".")[-1] in ("model", "model_name")}
+    if run.get("parameters", {}).get("model_name"):
+        models.add(str(run["parameters"]["model_name"]))
+    data = [(stem, v) for stem, m in metrics.items() for k, v in m.items() if k.split(".")[-1] == "data"]
+    statuses = Counter(e.get("status", "?") for e in entries)
+    facts = [
+        ("run", f"{_esc(run.get('run_name', run_dir.name))} <span class='muted'>({_esc(run_dir)})</span>"),
+        ("ran", f"{_esc(run.get('started', '?'))} to {_esc(run.get('finished', '?'))}" if run else
+                "<span class='muted'>no run.json</span>"),
+        ("notebooks", f"{len(entries)}: " + ", ".join(f"{n} {_esc(status)}" for status, n in sorted(statuses.items()))),
+        ("model", "<br>".join(_esc(m) for m in sorted(models)) or "<span class='muted'>not recorded</span>"),
+        ("data", "<br>".join(f"{_esc(stem)}: {_esc(v)}" for stem, v in data) or
+                 "<span class='muted'>not recorded</span>"),
+        ("parameters", (_esc(json.dumps(run.get("parameters", {}), sort_keys=True)) if run else "")
+                       + " <span class='muted'>(for every notebook; per notebook below)</span>"),
+        ("versions", ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in run.get("versions", {}).items())),
+    ]
+    rows = [[f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>', _status(e.get("status", "?")),
+             _esc(f"{e['duration_s']:.1f} s") if isinstance(e.get("duration_s"), (int, float)) else "",
+             _esc(json.dumps(e["parameters"], sort_keys=True)) if e.get("parameters") else "",
+             _esc(_describe_error(e.get("error")))] for e in entries]
+    return ('<section id="summary"><h2>Summary</h2><dl class="facts">'
+            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
+            + _table(["notebook", "status", "time", "parameters", "error"], rows, "notebooks") + "</section>")
+
+
+def _check_section(check: dict) -> str:
+    differences = check.get("differences", [])
+    order = {s: i for i, s in enumerate(CHECK_STATUSES)}
+    differences = sorted(differences, key=lambda d: (order.get(d.get("status"), -1), d.get("notebook", ""),
+                                                     d.get("metric", "")))
+    bad = [d for d in differences if d.get("status") != "ok"]
+    good = [d for d in differences if d.get("status") == "ok"]
+
+    def rows(items):
+        return [[_status(d.get("status", "?")), _esc(d.get("notebook", "")), _esc(d.get("metric", "")),
+                 f'<span class="value">{_esc(format_value(d.get("reference")))}</span>',
+                 f'<span class="value">{_esc(format_value(d.get("value")))}</span>', _esc(d.get("tolerance", ""))]
+                for d in items]
+
+    header = ["status", "notebook", "metric", "reference", "this run", "tolerance"]
+    ok = bool(check.get("ok")) and not bad
+    verdict = ("every compared metric is within tolerance" if ok else
+               f"{len(bad)} of {len(differences)} compared metrics are not ok"
+               + ("" if bad else " (check.json says the check failed)"))
+    out = (f'<section id="check"><h2>Regression check</h2>'
+           f'<div class="alert{" ok" if ok else ""}"><strong>{"OK" if ok else "REGRESSIONS"}</strong>: {_esc(verdict)}; '
+           f'reference: <code>{_esc(check.get("reference", "?"))}</code></div>')
+    if bad:
+        out += _table(header, rows(bad), "check-problems")
+    if good:
+        out += f"<details><summary>{len(good)} metric{'s' if len(good) > 1 else ''} within tolerance</summary>{_table(header, rows(good), 'check-ok')}</details>"
+    return out + "</section>"
+
+
+def _failures_section(run_dir: Path, failed: list[dict]) -> str:
+    parts = ['<section id="failures"><h2>Failures</h2>']
+    for entry in failed:
+        stem = entry["name"]
+        parts.append(f'<div class="alert"><strong>{_esc(stem)}</strong> failed in {_esc(_describe_error(entry.get("error")))}'
+                     "</div>")
+        found = failed_cell(run_dir / stem / f"{stem}.ipynb")
+        if found is not None:
+            source, trace = found
+            parts.append(f"<p>The failing cell:</p><pre>{_esc(source)}</pre><pre>{_esc(trace)}</pre>")
+    return "".join(parts) + "</section>"
+
+
+def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
+    stem = entry["name"]
+    folder = run_dir / stem
+    head = f'<section id="nb-{_esc(stem)}"><h2>{_esc(stem)} {_status(entry.get("status", "?"))}</h2>'
+    parts = [head]
+    if entry.get("error"):
+        parts.append(f'<p>Failed in {_esc(_describe_error(entry["error"]))} (see <a href="#failures">failures</a>); '
+                     "what it wrote before failing is shown.</p>")
+    tables = paper_tables(folder) if folder.is_dir() else []
+    if tables:
+        parts.append("<h3>Paper vs ours</h3>")
+        for caption, table in tables:
+            parts.append(f'<div class="paper-table"><p class="muted">{_esc(caption)}</p>{table}</div>')
+    else:
+        parts.append('<p class="muted">No "paper vs ours" table found.</p>')
+    figures = figure_files(folder) if folder.is_dir() else []
+    if figures:
+        parts.append("<h3>Figures</h3>")
+    for path in figures:
+        parts.append(f'<figure><img src="{data_uri(path)}" alt="{_esc(path.stem)}">'
+                     f"<figcaption>{_esc(path.name)}</figcaption></figure>")
+    if has_metrics:
+        parts.append(f'<p><a href="#metrics-{_esc(stem)}">its metrics</a></p>')
+    return "".join(parts) + "</section>"
+
+
+def _metrics_section(metrics: dict[str, dict]) -> str:
+    rows = []
+    for stem, recorded in metrics.items():
+        for i, (name, value) in enumerate(flatten_metrics(recorded).items()):
+            anchor = f' id="metrics-{_esc(stem)}"' if i == 0 else ""
+            rows.append([f"<span{anchor}>{_esc(stem)}</span>", _esc(name),
+                         f'<span class="value">{_esc(format_value(value))}</span>'])
+    body = _table(["notebook", "metric", "value"], rows, "metrics") if rows else "<p>No metrics recorded.</p>"
+    return f'<section id="metrics"><h2>All metrics</h2>{body}</section>'
+
+
+def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Write the run's report (default ``<run dir>/report.html``) and return its path."""
+    folder = harness.find_run(run_dir)
+    run = _read_json_or_empty(folder / harness.RUN_FILE)
+    entries = harness.run_entries(folder)
+    if not entries:
+        raise BertologyError(f"{folder} holds no run: no run.json and no notebook results")
+    metrics = {e["name"]: _read_json_or_empty(folder / e["name"] / harness.METRICS_FILE) for e in entries}
+    metrics = {stem: m for stem, m in metrics.items() if m}
+    check = _read_json_or_empty(folder / CHECK_FILE)
+    if check and not isinstance(check.get("differences", []), list):
+        raise DataFormatError("'differences' must be a list", folder / CHECK_FILE)
+    failed = [e for e in entries if e.get("status") == "failed"]
+
+    title = f"bertology run {run.get('run_name', folder.name)}"
+    nav = (['<a href="#check">regression check</a>'] if check else []) + (
+        ['<a href="#failures">failures</a>'] if failed else []) + ['<a href="#summary">summary</a>'] + [
+        f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>' for e in entries] + ['<a href="#metrics">metrics</a>']
+    generated = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    page = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_esc(title)}</h1><p class='muted'>report written {_esc(generated)}</p>",
+        f"<nav>{' '.join(nav)}</nav>",
+        _check_section(check) if check else "",
+        _failures_section(folder, failed) if failed else "",
+        _summary_section(folder, run, entries, metrics),
+        *(_notebook_section(folder, e, e["name"] in metrics) for e in entries),
+        _metrics_section(metrics),
+        "</body></html>",
+    ]
+    path = Path(out) if out is not None else folder / REPORT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(page) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,295 @@
+"""Slide decks from executed notebooks: one self-contained reveal.js HTML file per notebook.
+
+A deck follows the cells' slideshow metadata (``slide``, ``subslide``, ``fragment``, ``skip``,
+``notes``), the same metadata RISE uses to present a notebook live in JupyterLab. nbconvert's
+``SlidesExporter`` writes the deck; it has no option to inline its libraries, so a small
+template override puts reveal.js, its stylesheet and theme, jQuery and require.js (and the
+widget renderer when the notebook saved widget state) into the page from the npm-installed
+copies (see :mod:`bertology_utils.present.assets`). nbconvert's own MathJax and mermaid tags are left
+out (offline they would not load, and reveal's slide-change handler would throw); a deck whose
+markdown has LaTeX gets MathJax 3's SVG build inlined instead, which needs no web fonts.
+Figures are embedded by nbconvert as ``data:`` URIs, so the file opens with no network.
+
+By default a deck reads as a talk: code is hidden, and so are stderr streams (warnings,
+text progress bars), tqdm's progress-bar widgets, and code cells that then show nothing. ``show_code=True`` keeps the code.
+Whatever the mode, cells tagged ``remove-cell`` are dropped, ``remove-input`` / ``hide-input``
+(or collapsed in JupyterLab) lose their code and ``remove-output`` their outputs;
+papermill's injected-parameters cell is skipped.
+
+A deck is ready when ``Reveal.isReady()`` is true (reveal.js also adds the class ``ready``
+to the ``div.reveal`` element).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+from bertology_utils.core.errors import BertologyError
+
+#: Suffix of a deck beside its notebook: ``<stem>/<stem>.slides.html``.
+SLIDES_SUFFIX = ".slides.html"
+
+#: reveal.js settings; the slide size is in CSS pixels before reveal scales it to the window.
+REVEAL = {"width": 1280, "height": 800, "margin": 0.04, "transition": "slide", "theme": "simple"}
+
+#: Cell tags honoured in every deck (Jupyter Book and nbconvert spellings).
+REMOVE_CELL_TAGS = frozenset({"remove-cell", "remove_cell"})
+REMOVE_INPUT_TAGS = frozenset({"remove-input", "remove_input", "hide-input", "hide_input"})
+REMOVE_OUTPUT_TAGS = frozenset({"remove-output", "remove_output", "hide-output", "hide_output"})
+
+#: Placeholder for reveal.js's URL in the exported page; its two stylesheet links are replaced by inline styles
+#: (nbconvert re-serializes the page, so they are found by their href, not as literal tags).
+_REVEAL_PREFIX = "bertology-inline:reveal.js"
+_STYLESHEET_LINKS = {
+    asset: re.compile(rf"""<link\b[^>]*\bhref=["']{re.escape(_REVEAL_PREFIX + path)}["'][^>]*>""")
+    for asset, path in (("reveal_css", "/dist/reveal.css"), ("reveal_theme", f"/dist/theme/{REVEAL['theme']}.css"))
+}
+
+# Figures (image outputs, not the pictures inside interactive views) as large as the slide allows,
+# scaled up with their aspect kept; prose, tables and printed output smaller than nbconvert's
+# defaults so that a slide holds a heading, a figure and a caption.
+_DECK_CSS = """
+.reveal .slides section .jp-RenderedImage > img,
+.reveal .slides section .jp-RenderedSVG > svg {
+  display: block; margin: 0.2em auto; width: 100%; height: auto; max-height: 600px; object-fit: contain;
+}
+.reveal .slides section .jp-RenderedMarkdown { font-size: 0.7em; line-height: 1.4; }
+.reveal .slides section .jp-RenderedMarkdown li { line-height: 1.35; }
+.reveal .slides section .jp-OutputArea-output { overflow-x: auto; }
+.reveal .slides section .jp-RenderedHTMLCommon table { font-size: 18px; margin: 0.3em auto; }
+.reveal .slides section .jp-RenderedHTMLCommon td,
+.reveal .slides section .jp-RenderedHTMLCommon th { padding: 0.2em 0.6em; line-height: 1.25; }
+.reveal .slides section .jp-OutputArea-output pre { font-size: 0.5em; line-height: 1.3; white-space: pre-wrap; }
+.reveal .slides section h1 { font-size: 2.4em; }
+.reveal .slides section h2 { font-size: 1.9em; }
+.reveal .slides section h3 { font-size: 1.5em; }
+.jp-OutputPrompt, .jp-InputPrompt { display: none; }
+"""
+
+# Reveal is a global (its UMD build runs before require.js is defined). A slide taller than
+# the deck scrolls instead of being cut off (nbconvert's reveal_scroll, without jQuery).
+_FOOTER_JS = """
+<script>
+Reveal.initialize(%(config)s);
+function bertologyScrollTallSlides() {
+  var limit = Reveal.getConfig().height;
+  document.querySelectorAll(".reveal .slides section").forEach(function (section) {
+    if (section.querySelector("section") === null && section.scrollHeight > limit) {
+      section.style.maxHeight = limit + "px";
+      section.style.overflowY = "auto";
+    }
+  });
+}
+Reveal.on("ready", bertologyScrollTallSlides);
+Reveal.on("slidechanged", bertologyScrollTallSlides);
+</script>
+"""
+
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{{ resources.bertology_scripts }}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}
+{%- if "widgets" in nb.metadata -%}{{ resources.bertology_widgets }}{%- endif -%}
+{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{{ resources.bertology_mathjax }}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_css -%}<style type="text/css">{{ resources.bertology_css }}</style>{%- endblock html_head_css -%}
+{%- block footer_js -%}{{ resources.bertology_footer }}{%- endblock footer_js -%}
+"""
+
+#: <script src=...> and <link href=...> that reach the network; CSS @import inside <style> elements.
+_NETWORK_TAG = re.compile(
+    r"""<(?:script\b[^>]*\bsrc|link\b[^>]*\bhref)\s*=\s*["']?(?:https?:)?//[^"'\s>]+""", re.IGNORECASE)
+_SCRIPT_BODY = re.compile(r"(<script\b[^>]*>).*?(</script\s*>)", re.IGNORECASE | re.DOTALL)
+_STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)</style>", re.IGNORECASE | re.DOTALL)
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_REMOTE_IMPORT = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//[^"')\s;]+""", re.IGNORECASE)
+
+
+#: LaTeX in markdown, as Jupyter renders it: $...$, $$...$$, \(...\), \[...\] or an environment.
+_MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$[^$\s](?:[^$]*[^$\s])?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{",
+                   re.DOTALL)
+
+# Typeset the same delimiters Jupyter does, once the page has loaded (hidden slides included).
+_MATHJAX_CONFIG = """<script>
+window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true}, svg: {fontCache: "global"}};
+</script>"""
+
+
+def has_math(nb) -> bool:
+    """Whether any markdown cell of ``nb`` holds LaTeX that MathJax would typeset."""
+    return any(cell.cell_type == "markdown" and _MATH.search(cell.source) for cell in nb.cells)
+
+
+def network_references(html: str) -> list[str]:
+    """What in ``html`` would load from the network: ``<script src>``, ``<link href>``, ``@import`` in a ``<style>``.
+
+    The text of inline scripts is left out: a library's strings and comments mention URLs it does not load.
+    """
+    html = _SCRIPT_BODY.sub(r"\1\2", html)
+    found = [m.group(0) for m in _NETWORK_TAG.finditer(html)]
+    for style in _STYLE_ELEMENT.finditer(html):
+        found += [m.group(0) for m in _REMOTE_IMPORT.finditer(_CSS_COMMENT.sub("", style.group(1)))]
+    return found
+
+
+def slides_path(executed_ipynb: str | os.PathLike) -> Path:
+    """Where a notebook's deck goes by default: beside it, ``<stem>.slides.html``."""
+    path = Path(executed_ipynb)
+    return path.with_name(path.stem + SLIDES_SUFFIX)
+
+
+def notebook_to_slides(executed_ipynb: str | os.PathLike, out_html: str | os.PathLike | None = None, *,
+                       show_code: bool = False) -> Path:
+    """Write the deck of one executed notebook to ``out_html`` (default: :func:`slides_path`); returns it.
+
+    Raises :class:`~bertology_utils.core.errors.AssetMissingError` when reveal.js and the other
+    libraries are not installed and the user is offline (online they load from CDNs, with a warning).
+    """
+    import nbformat
+
+    source = Path(executed_ipynb)
+    if not source.is_file():
+        raise BertologyError(f"no notebook at {source}")
+    out = Path(out_html) if out_html is not None else slides_path(source)
+    nb = nbformat.read(source, as_version=4)
+    html = _export(prepare_for_slides(nb, show_code=show_code), title=source.stem, show_code=show_code)
+    remote = network_references(html)
+    if remote:  # from the notebook's own outputs (e.g. a view that loads a CDN library), or assets not installed
+        warnings.warn(f"{out} will not be complete offline: it loads {len(remote)} resource(s) from the network, "
+                      f"e.g. {remote[0]!r}", stacklevel=2)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+def prepare_for_slides(nb, *, show_code: bool = False):
+    """A copy of notebook ``nb`` with the removals described in the module docstring applied."""
+    nb = copy.deepcopy(nb)
+    nb.cells = [cell for cell in nb.cells if not REMOVE_CELL_TAGS.intersection(cell.metadata.get("tags", []))]
+    for cell in nb.cells:
+        tags = set(cell.metadata.get("tags", []))
+        hidden = cell.metadata.get("jupyter", {})
+        if "injected-parameters" in tags:
+            cell.metadata.setdefault("slideshow", {})["slide_type"] = "skip"
+        if cell.cell_type != "code":
+            continue
+        if tags & REMOVE_INPUT_TAGS or hidden.get("source_hidden"):
+            cell.metadata["transient"] = {"remove_source": True}
+        if tags & REMOVE_OUTPUT_TAGS or hidden.get("outputs_hidden"):
+            cell.outputs = []
+        if not show_code:
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")
+                            and not _is_progress_bar(o)]
+    _skip_empty_code_cells(nb.cells, show_code)
+    return nb
+
+
+#: tqdm's notebook bar as text: "desc: 100%|#####| 8/8 [00:01<00:00, ...]".
+_PROGRESS_TEXT = re.compile(r"\d+%\|.*\|\s*\d+/\d+\s*\[")
+
+
+def _is_progress_bar(output) -> bool:
+    """A tqdm progress-bar widget (its plain-text form is the bar): noise in a talk."""
+    data = output.get("data", {})
+    text = data.get("text/plain", "")
+    return "application/vnd.jupyter.widget-view+json" in data and bool(_PROGRESS_TEXT.search(
+        text if isinstance(text, str) else "".join(text)))
+
+
+def _slide_type(cell) -> str:
+    return cell.metadata.get("slideshow", {}).get("slide_type", "-")
+
+
+def _skip_empty_code_cells(cells, show_code: bool) -> None:
+    """Mark code cells that show nothing (no outputs, and code hidden) 'skip'.
+
+    A skipped cell that opened a slide or subslide hands that over to the next shown cell when
+    that cell would only have continued it ('-' or 'fragment'), so the slide structure stays.
+    """
+    opens = {"slide": 2, "subslide": 1}
+    for i, cell in enumerate(cells):
+        code_shown = show_code and not cell.metadata.get("transient", {}).get("remove_source")
+        if cell.cell_type != "code" or cell.outputs or code_shown or _slide_type(cell) in ("skip", "notes"):
+            continue
+        kind = _slide_type(cell)
+        following = next((c for c in cells[i + 1:] if _slide_type(c) not in ("skip", "notes")), None)
+        if kind in opens and following is not None and opens.get(_slide_type(following), 0) < opens[kind]:
+            following.metadata.setdefault("slideshow", {})["slide_type"] = kind
+        cell.metadata.setdefault("slideshow", {})["slide_type"] = "skip"
+
+
+def _export(nb, *, title: str, show_code: bool) -> str:
+    from nbconvert import SlidesExporter
+
+    from bertology_utils.present.assets import script_tag, style_tag
+
+    exporter = SlidesExporter(
+        raw_template=_TEMPLATE, reveal_url_prefix=_REVEAL_PREFIX, reveal_theme=REVEAL["theme"],
+        reveal_transition=REVEAL["transition"], reveal_width=str(REVEAL["width"]),
+        reveal_height=str(REVEAL["height"]), exclude_input=not show_code,
+        exclude_input_prompt=True, exclude_output_prompt=True, embed_images=True)
+    if "title" not in nb.metadata:
+        nb.metadata["title"] = title
+    config = {"controls": True, "progress": True, "history": True, "slideNumber": "c/t",
+              "transition": REVEAL["transition"], "width": REVEAL["width"], "height": REVEAL["height"],
+              "margin": REVEAL["margin"]}
+    resources = {
+        # reveal.js first: its UMD build would register an anonymous AMD module once require.js exists.
+        "bertology_scripts": "\n".join(script_tag(name) for name in ("reveal", "jquery", "require")),
+        "bertology_widgets": script_tag("widgets") if "widgets" in nb.metadata else "",
+        "bertology_mathjax": _MATHJAX_CONFIG + "\n" + script_tag("mathjax") if has_math(nb) else "",
+        "bertology_css": _DECK_CSS,
+        "bertology_footer": _FOOTER_JS % {"config": json.dumps(config)},
+    }
+    html, _ = exporter.from_notebook_node(nb, resources=resources)
+    for asset, link in _STYLESHEET_LINKS.items():
+        style = _without_remote_imports(style_tag(asset))
+        html, count = link.subn(lambda _: style, html)
+        if count != 1:  # nbconvert's reveal template changed: fail loudly rather than ship a broken deck
+            raise BertologyError(f"nbconvert's slide template no longer links {asset} as expected")
+    return html
+
+
+def _without_remote_imports(css: str) -> str:
+    """Drop ``@import url(https://...);`` (reveal's themes fetch web fonts; the fallback fonts serve)."""
+    return re.sub(_REMOTE_IMPORT.pattern + r"""["']?\)?\s*;?""", "", css, flags=re.IGNORECASE)
+
+
+def run_slides(run_dir: str | os.PathLike, notebooks: Iterable[str] = (), *,
+               out_dir: str | os.PathLike | None = None, show_code: bool = False) -> list[Path]:
+    """Decks for the executed notebooks of a run (all, or those named by stem, number or file name).
+
+    Each goes beside its notebook, or into ``out_dir`` as ``<stem>.slides.html``. Returns the paths.
+    """
+    from bertology_utils.run.harness import find_run
+    from bertology_utils.present.report import executed_notebooks
+
+    folder = find_run(run_dir)
+    available = executed_notebooks(folder)
+    if not available:
+        raise BertologyError(f"no executed notebooks in {folder} (expected <stem>/<stem>.ipynb)")
+    chosen = [_pick(name, available, folder) for name in notebooks] or list(available.values())
+    outputs = []
+    for path in dict.fromkeys(chosen):
+        out = Path(out_dir) / (path.stem + SLIDES_SUFFIX) if out_dir is not None else None
+        outputs.append(notebook_to_slides(path, out, show_code=show_code))
+    return outputs
+
+
+def _pick(name: str, available: dict[str, Path], folder: Path) -> Path:
+    """The executed notebook a user means by ``name``: its stem, number, file name or path."""
+    given = Path(name)
+    if given.suffix == ".ipynb" and given.is_file():
+        return given
+    stem = given.name.removesuffix(".ipynb")
+    matches = [p for s, p in available.items() if stem == s or (stem.isdigit() and s.split("_")[0].isdigit()
+                                                                 and int(s.split("_")[0]) == int(stem))]
+    if len(matches) == 1:
+        return matches[0]
+    listing = ", ".join(available) or "none"
+    what = "is ambiguous" if matches else "is not in this run"
+    raise BertologyError(f"notebook {name!r} {what}; executed notebooks in {folder}: {listing}")

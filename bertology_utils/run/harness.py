@@ -1,0 +1,458 @@
+"""Run the notebooks with papermill and record what they measure.
+
+Notebook convention
+-------------------
+Every notebook lives in ``notebooks/`` and is named ``NN_topic.ipynb`` (``00_tour.ipynb``).
+It has exactly one code cell tagged ``parameters`` that sets at least::
+
+    output_dir = None   # where results go; the harness injects the notebook's results folder
+    model_name = None   # None means the default model
+
+plus the notebook's own knobs (``n_sentences = 500``...). As papermill does, the harness adds a
+cell after it that sets ``output_dir`` (absolute path of the notebook's results folder) and the
+user's parameters. The notebook reports what it found with::
+
+    from bertology_utils.run.harness import record_metrics, save_figure
+    record_metrics({"tour.max_cls_attention": value}, output_dir=output_dir)
+    save_figure(fig, "cls_attention", output_dir=output_dir)
+
+Metric names are flat, dotted strings, ``"<topic>.<quantity>"``, unique across notebooks;
+values are numbers or strings (arrays become lists). Run by hand in JupyterLab, ``output_dir``
+stays None and both functions write to ``results/interactive/``.
+
+Results layout
+--------------
+::
+
+    results/<run-name>/run.json                what ran: parameters, status, timings, versions
+    results/<run-name>/check.json              metrics against references (--check; see regression)
+    results/<run-name>/<stem>/<stem>.ipynb     the executed notebook (partial when it failed)
+    results/<run-name>/<stem>/metrics.json     written by record_metrics
+    results/<run-name>/<stem>/figures/         written by save_figure
+
+The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
+name again replaces the folders of the notebooks it runs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path, PurePath
+
+from bertology_utils.core._version import __version__
+from bertology_utils.core import settings
+from bertology_utils.core.errors import BertologyError, DataFormatError
+
+#: Environment variable overriding the results root.
+RESULTS_DIR_ENV = "BERTOLOGY_RESULTS_DIR"
+#: Where ``bertology run`` looks for notebooks.
+DEFAULT_NOTEBOOKS_DIR = settings.PROJECT_ROOT / "notebooks"
+#: Folder (under the results root) used when a notebook runs outside the harness.
+INTERACTIVE_DIR = "interactive"
+METRICS_FILE = "metrics.json"
+RUN_FILE = "run.json"
+
+_NOTEBOOK_NAME = re.compile(r"(\d+)_.+\.ipynb")
+_RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+# --------------------------------------------------------------------------- finding notebooks
+
+def list_notebooks(notebooks_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The numbered notebooks (``NN_topic.ipynb``) in ``notebooks_dir``, sorted by name."""
+    folder = Path(notebooks_dir) if notebooks_dir is not None else DEFAULT_NOTEBOOKS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and _NOTEBOOK_NAME.fullmatch(p.name))
+
+
+def resolve_notebooks(names: Iterable[str | os.PathLike], notebooks_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Turn user-given names into notebook paths, in order, without duplicates.
+
+    A name is a path to an existing file, or names a notebook of ``notebooks_dir`` by file name
+    (``00_tour.ipynb``), stem (``00_tour``) or number (``00`` or ``0``). Raises BertologyError
+    for an unknown or ambiguous name.
+    """
+    folder = Path(notebooks_dir) if notebooks_dir is not None else DEFAULT_NOTEBOOKS_DIR
+    available = list_notebooks(folder)
+    resolved: list[Path] = []
+    for name in names:
+        path = _resolve_one(str(name), available, folder)
+        if path not in resolved:
+            resolved.append(path)
+    return resolved
+
+
+def _resolve_one(name: str, available: list[Path], folder: Path) -> Path:
+    given = Path(name).expanduser()
+    if given.is_file():
+        return given.resolve()
+    matches = [nb for nb in available if name in (nb.name, nb.stem)]
+    if not matches and name.isdigit():
+        matches = [nb for nb in available if int(_NOTEBOOK_NAME.fullmatch(nb.name).group(1)) == int(name)]
+    if len(matches) == 1:
+        return matches[0].resolve()
+    if matches:
+        raise BertologyError(f"notebook {name!r} is ambiguous: it matches {', '.join(nb.stem for nb in matches)}")
+    listing = ", ".join(nb.stem for nb in available) if available else "none"
+    raise BertologyError(f"unknown notebook {name!r}; notebooks in {folder}: {listing}")
+
+
+# --------------------------------------------------------------------------- running
+
+def default_run_name() -> str:
+    """A run name from the local time, e.g. ``20261121-235959``."""
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def results_dir() -> Path:
+    """The results root: ``$BERTOLOGY_RESULTS_DIR``, else ``results/`` in the project."""
+    value = os.environ.get(RESULTS_DIR_ENV)
+    return Path(value).expanduser() if value else settings.PROJECT_ROOT / "results"
+
+
+@dataclass
+class NotebookResult:
+    """How one notebook ran."""
+
+    name: str                       # the notebook's stem, also its results folder
+    source: str                     # the notebook that was run
+    status: str                     # "ok" or "failed"
+    duration_s: float
+    executed_notebook: str | None   # the executed copy; partial when the notebook failed
+    metrics: str | None             # its metrics.json, if it wrote one
+    error: dict | None = None       # cell_index, exec_count, ename, evalue
+    parameters: dict | None = None  # the parameters it was given (without output_dir)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def describe_error(self) -> str:
+        """One line naming the failing cell and the error; empty for a notebook that ran."""
+        if self.error is None:
+            return ""
+        err = self.error
+        evalue = (err["evalue"] or "").strip().splitlines()
+        message = f"{err['ename']}: {evalue[0]}" if evalue else err["ename"]
+        if err["cell_index"] is None:
+            return f"notebook {self.name} failed: {message}"
+        return f"notebook {self.name} failed in cell {err['cell_index']} (exec count {err['exec_count']}): {message}"
+
+
+@dataclass
+class RunReport:
+    """What ``run_notebooks`` did; also written to ``<run dir>/run.json``."""
+
+    run_name: str
+    run_dir: Path
+    started: str
+    finished: str
+    parameters: dict
+    notebooks: list[NotebookResult]
+    versions: dict
+
+    @property
+    def ok(self) -> bool:
+        return all(nb.ok for nb in self.notebooks)
+
+    @property
+    def failures(self) -> list[NotebookResult]:
+        return [nb for nb in self.notebooks if not nb.ok]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["run_dir"] = str(self.run_dir)
+        return data
+
+    def summary(self) -> str:
+        """One line per notebook: ok/FAILED, time, and for failures the cell and error."""
+        width = max(len(nb.name) for nb in self.notebooks)
+        lines = []
+        for nb in self.notebooks:
+            line = f"{'ok' if nb.ok else 'FAILED':6}  {nb.name:{width}}  {nb.duration_s:7.1f} s"
+            lines.append(f"{line}  {nb.describe_error()}" if nb.error else line)
+        return "\n".join(lines)
+
+
+def run_notebooks(
+    notebooks: Iterable[str | os.PathLike],
+    *,
+    run_name: str | None = None,
+    parameters: Mapping | None = None,
+    notebook_parameters: Mapping[str, Mapping] | None = None,
+    results_root: str | os.PathLike | None = None,
+    kernel_name: str = "python3",
+    progress: bool = True,
+    cell_timeout: int | None = None,
+) -> RunReport:
+    """Execute ``notebooks`` with papermill into ``<results_root>/<run_name>/<stem>/``.
+
+    ``parameters`` go to every notebook, plus its ``output_dir``; ``notebook_parameters`` maps
+    a notebook's stem to parameters for it alone (``parameters`` win; stems not run are
+    ignored). A notebook that fails is recorded (cell, error) and its partial executed copy
+    kept; the others still run. Cell indices are 0-based positions in the source notebook;
+    the exec count is the ``In [N]`` of the executed copy. ``cell_timeout`` (seconds) fails a
+    cell that runs longer. Raises BertologyError before running anything when the request
+    cannot work.
+    """
+    paths = list(dict.fromkeys(Path(nb).expanduser().resolve() for nb in notebooks))
+    if not paths:
+        raise BertologyError("no notebooks to run")
+    for path in paths:
+        if not path.is_file():
+            raise BertologyError(f"no notebook at {path}")
+    stems = [p.stem for p in paths]
+    clashes = sorted({s for s in stems if stems.count(s) > 1})
+    if clashes:
+        raise BertologyError(f"notebooks share a name and would share a results folder: {', '.join(clashes)}")
+    params = dict(parameters or {})
+    per_notebook = {stem: dict(p) for stem, p in (notebook_parameters or {}).items()}
+    if "output_dir" in params or any("output_dir" in p for p in per_notebook.values()):
+        raise BertologyError("output_dir is set by the harness; it cannot be passed as a parameter")
+    run_name = run_name or default_run_name()
+    if not _RUN_NAME.fullmatch(run_name):
+        raise BertologyError(f"bad run name {run_name!r}: use letters, digits, '_', '.' and '-', not starting with '.' or '-'")
+    _check_kernel(kernel_name)
+
+    root = Path(results_root).expanduser() if results_root is not None else results_dir()
+    run_dir = root.resolve() / run_name
+    started = _now()
+    results = []
+    for i, path in enumerate(paths, 1):
+        if progress:
+            print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
+        result = _run_one(path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params},
+                          kernel_name, cell_timeout)
+        if progress:
+            print(f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)", file=sys.stderr, flush=True)
+        results.append(result)
+
+    report = RunReport(run_name, run_dir, started, _now(), params, results, _versions())
+    text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
+    write_text(run_dir / RUN_FILE, text + "\n")
+    return report
+
+
+def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None) -> NotebookResult:
+    import papermill  # here, not at the top: notebooks import this module and need no papermill
+
+    if folder.exists():  # same run name again: this notebook's results start afresh
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    executed = folder / f"{notebook.stem}.ipynb"
+    error = None
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            notebook, executed,
+            parameters={**params, "output_dir": str(folder)},
+            kernel_name=kernel_name, language="python",  # so notebooks without kernel metadata run too
+            cwd=notebook.parent,
+            progress_bar=False, log_output=False,
+            execution_timeout=cell_timeout,
+            config=_kernel_config(),
+        )
+    except papermill.PapermillExecutionError as exc:
+        error = {"cell_index": _source_cell_index(notebook, exc.cell_index), "exec_count": exc.exec_count,
+                 "ename": exc.ename, "evalue": exc.evalue}
+    except Exception as exc:  # a cell timeout, a dead kernel, an unreadable notebook: record it, run the rest
+        error = {"cell_index": None, "exec_count": None, "ename": type(exc).__name__, "evalue": str(exc)}
+    duration = time.perf_counter() - start
+    metrics = folder / METRICS_FILE
+    return NotebookResult(
+        name=notebook.stem, source=str(notebook), status="failed" if error else "ok",
+        duration_s=round(duration, 3),
+        executed_notebook=str(executed) if executed.exists() else None,
+        metrics=str(metrics) if metrics.exists() else None,
+        error=error, parameters=params,
+    )
+
+
+def _source_cell_index(notebook: Path, executed_index: int) -> int | None:
+    """Map papermill's cell index (in the parameterized notebook) back to the source notebook.
+
+    papermill inserts its injected-parameters cell right after the cell tagged ``parameters``
+    (at the top when there is none), or replaces an injected cell the notebook already has.
+    None when the injected cell itself failed.
+    """
+    import nbformat
+
+    tags = [cell.metadata.get("tags", []) for cell in nbformat.read(notebook, as_version=4).cells]
+    if any("injected-parameters" in t for t in tags):
+        return executed_index
+    injected_at = next((i + 1 for i, t in enumerate(tags) if "parameters" in t), 0)
+    if executed_index == injected_at:
+        return None
+    return executed_index - 1 if executed_index > injected_at else executed_index
+
+
+def _kernel_config():
+    """Encrypt the kernel's traffic where pyzmq can (ipykernel warns on every start otherwise)."""
+    import zmq
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport_encryption": "auto"}}) if zmq.has("curve") else Config()
+
+
+def _check_kernel(kernel_name: str) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    manager = KernelSpecManager()
+    try:
+        manager.get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        available = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+        raise BertologyError(f"no Jupyter kernel named {kernel_name!r}; available kernels: {available}") from None
+
+
+def _versions() -> dict:
+    """Versions of this process's Python and key packages (read from metadata: importing torch is slow)."""
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"python": platform.python_version(), "torch": version("torch"),
+            "transformers": version("transformers"), "bertology_utils": __version__}
+
+
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------- inside notebooks
+
+def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike | None = None, **more) -> dict:
+    """Merge metrics into ``<output_dir>/metrics.json`` and return everything recorded there.
+
+    Existing keys are kept unless given again. numpy and torch values, pandas objects and
+    paths become plain JSON; NaN and infinities become null. ``output_dir=None`` writes to
+    ``results/interactive/`` (a notebook run by hand).
+    """
+    new = {**(metrics or {}), **more}
+    bad_keys = [k for k in new if not isinstance(k, str)]
+    if bad_keys:
+        raise TypeError(f"metric names must be strings, got {bad_keys!r}")
+    path = _output_folder(output_dir) / METRICS_FILE
+    recorded = read_json(path) if path.exists() else {}
+    recorded.update(_to_json(new))
+    write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return recorded
+
+
+def save_figure(fig, name: str, output_dir: str | os.PathLike | None = None,
+                formats: Iterable[str] | str = ("png",), dpi: int = 150) -> list[Path]:
+    """Save a matplotlib figure as ``<output_dir>/figures/<name>.<format>`` for each format.
+
+    ``name`` is reduced to letters, digits, ``_``, ``.`` and ``-``; ``output_dir=None`` as in
+    ``record_metrics``. Returns the written paths.
+    """
+    stem = _UNSAFE_CHARS.sub("_", name).strip(".")
+    if not stem:
+        raise BertologyError(f"figure name {name!r} has no usable characters")
+    folder = _output_folder(output_dir) / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in [formats] if isinstance(formats, str) else formats:
+        path = folder / f"{stem}.{fmt.lstrip('.')}"
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def find_run(run_dir: str | os.PathLike) -> Path:
+    """A run's folder: ``run_dir`` itself, or a run name under results_dir()."""
+    folder = Path(run_dir).expanduser()
+    if not folder.is_dir() and (results_dir() / folder).is_dir():
+        folder = results_dir() / folder
+    if not folder.is_dir():
+        raise BertologyError(f"no run folder {run_dir} (looked in {Path.cwd()} and {results_dir()})")
+    return folder
+
+
+#: Status of a notebook folder with results that run.json does not list (a run without run.json, a copied folder).
+UNLISTED = "not in run.json"
+
+
+def run_entries(run_dir: str | os.PathLike) -> list[dict]:
+    """The notebooks of a run, sorted by name: run.json's entries (name, status, parameters, error...),
+    plus each notebook folder with results that run.json does not list, with status :data:`UNLISTED`."""
+    folder = find_run(run_dir)
+    path = folder / RUN_FILE
+    entries = read_json(path).get("notebooks", []) if path.is_file() else []
+    if not isinstance(entries, list) or not all(isinstance(nb, dict) and "name" in nb for nb in entries):
+        raise DataFormatError("'notebooks' must be a list of objects with a 'name'", path)
+    entries = [dict(nb) for nb in entries]
+    listed = {nb["name"] for nb in entries}
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in listed):
+        if (sub / f"{sub.name}.ipynb").is_file() or (sub / METRICS_FILE).is_file():
+            entries.append({"name": sub.name, "status": UNLISTED})
+    return sorted(entries, key=lambda nb: nb["name"])
+
+
+def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
+    """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
+    return {p.parent.name: read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}
+
+
+def _output_folder(output_dir: str | os.PathLike | None) -> Path:
+    folder = Path(output_dir).expanduser() if output_dir is not None else results_dir() / INTERACTIVE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _to_json(value):
+    """A plain-JSON copy of ``value``."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if hasattr(value, "to_dict"):   # pandas Series and DataFrame: keep the index
+        return _to_json(value.to_dict())
+    if hasattr(value, "tolist"):    # numpy and torch arrays and scalars
+        return _to_json(value.tolist())
+    raise TypeError(f"cannot record a {type(value).__name__} as a metric; use numbers, strings, lists or dicts")
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; anything else raises DataFormatError naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"not valid JSON ({exc})", path) from None
+    if not isinstance(data, dict):
+        raise DataFormatError("expected a JSON object", path)
+    return data
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write via a temporary file, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,412 @@
+"""Compare a run's metrics with committed reference metrics, each under its own tolerance.
+
+Reference folder
+----------------
+One JSON file per notebook, ``<stem>.json`` (``00_tour.json``)::
+
+    {
+      "_comment": "why the tolerances are what they are (any key starting with _ is kept as it is)",
+      "parameters": {"n_sentences": 4},
+      "default": {"abs": 1e-06, "rel": 0.0001},
+      "metrics": {
+        "tour.mean_attention_to_cls": {"value": 0.0412, "abs": 1e-06, "rel": 0.0001},
+        "tour.model": {"value": "all-MiniLM-L6-v2"},
+        "tour.n_sentences": {"value": 4},
+        "tour.extract_seconds": {"value": 3.1, "ignore": "timing: depends on the machine"}
+      }
+    }
+
+A number passes when ``|value - reference| <= max(abs, rel * |reference|)``; what a metric
+does not state is 0, so strings, booleans, null, integers and floats without a tolerance
+must be equal. Lists and objects are compared element by element under the metric's
+tolerance (same length, same keys). ``ignore`` (the reason) records the value without
+comparing it. ``note`` is free text. ``parameters`` are the notebook parameters the
+reference was made with; ``default`` is the tolerance a refresh gives to new metrics
+holding floats (``DEFAULT_TOLERANCE`` without it).
+
+A check compares the notebooks of a run (``run.json``) with their references: a metric
+outside its tolerance is *regressed*, one missing from the run is *missing* (a failure too),
+one not in the reference is *new* (reported, not a failure). References of notebooks the
+run did not include are skipped. The result goes to ``<run dir>/check.json``::
+
+    {"reference": "<dir>", "ok": true,
+     "differences": [{"notebook": "00_tour", "metric": "tour.n_sentences", "reference": 4,
+                      "value": 4, "tolerance": "exact", "status": "ok"}, ...]}
+
+A refresh (``update_references``) rewrites the references from a run, keeping each kept
+metric's tolerance, note and the file's comments: tolerances are decisions, values are data.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertology_utils.run import harness
+from bertology_utils.core.errors import BertologyError, DataFormatError
+
+CHECK_FILE = "check.json"
+OK, REGRESSED, MISSING, NEW = "ok", "regressed", "missing", "new"
+FAILING = (REGRESSED, MISSING)
+
+_FILE_KEYS = {"parameters", "default", "metrics"}       # besides comments ("_...")
+_METRIC_KEYS = {"value", "abs", "rel", "ignore", "note"}
+_TOLERANCE_KEYS = ("abs", "rel", "ignore", "note")       # what a refresh keeps
+_TIMING_WORD = "seconds"                                 # a refresh does not compare new timings
+_SHOWN_CHARS = 60                                        # a value's width in the text report
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a number may move: ``max(abs, rel * |reference|)``; ``ignore``: not compared (the reason)."""
+
+    abs: float = 0.0
+    rel: float = 0.0
+    ignore: str | None = None
+
+    def allows(self, reference: float, value: float) -> bool:
+        return abs(value - reference) <= max(self.abs, self.rel * abs(reference))
+
+    def describe(self) -> str:
+        if self.ignore is not None:
+            return f"not compared ({self.ignore})"
+        parts = ([f"abs {self.abs:g}"] if self.abs else []) + ([f"rel {self.rel:g}"] if self.rel else [])
+        return " or ".join(parts) or "exact"
+
+
+#: The tolerance a refresh gives a new metric holding floats when its file states no ``default``:
+#: float32 forward passes summed in another order (thread count, CPU) move results by ~1e-6 relative.
+DEFAULT_TOLERANCE = Tolerance(abs=1e-6, rel=1e-4)
+
+
+@dataclass
+class Reference:
+    """One notebook's reference metrics, as read from ``path``."""
+
+    notebook: str
+    path: Path
+    metrics: dict[str, object]              # name -> reference value
+    tolerances: dict[str, Tolerance]        # name -> its tolerance
+    parameters: dict | None
+    raw: dict                               # the file as read (a refresh keeps its comments and notes)
+
+
+def read_reference(path: str | os.PathLike) -> Reference:
+    """Read and validate one reference file; a malformed one raises DataFormatError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise BertologyError(f"no reference file {path}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"not valid JSON ({exc})", path) from None
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"not UTF-8 text ({exc})", path) from None
+    if not isinstance(raw, dict):
+        raise DataFormatError("a reference file holds a JSON object", path)
+    unknown = sorted(k for k in raw if k not in _FILE_KEYS and not k.startswith("_"))
+    if unknown:
+        raise DataFormatError(f"unknown keys {unknown}; expected {sorted(_FILE_KEYS)} (and comments starting with _)",
+                              path)
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict):
+        raise DataFormatError("'metrics' must be an object: metric name -> {'value': ..., 'abs': ..., 'rel': ...}",
+                              path)
+    parameters = raw.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise DataFormatError("'parameters' must be an object or null", path)
+    if "default" in raw:
+        _tolerance(raw["default"], "'default'", path, allowed={"abs", "rel"})
+    values, tolerances = {}, {}
+    for name, entry in metrics.items():
+        if not isinstance(entry, dict) or "value" not in entry:
+            raise DataFormatError(f"metric {name!r}: expected an object with a 'value', got {_shorten(entry)}", path)
+        if not _finite(entry["value"]):
+            raise DataFormatError(f"metric {name!r}: NaN and infinities cannot be compared; record them as null", path)
+        values[name] = entry["value"]
+        tolerances[name] = _tolerance(entry, f"metric {name!r}", path, allowed=_METRIC_KEYS)
+    return Reference(path.stem, path, values, tolerances, parameters, raw)
+
+
+def _tolerance(entry, where: str, path: Path, allowed: set[str]) -> Tolerance:
+    if not isinstance(entry, dict):
+        raise DataFormatError(f"{where}: expected an object, got {_shorten(entry)}", path)
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise DataFormatError(f"{where}: unknown keys {unknown}; allowed: {sorted(allowed)}", path)
+    for key in ("abs", "rel"):
+        bound = entry.get(key, 0.0)
+        if not _is_number(bound) or not math.isfinite(bound) or bound < 0:
+            raise DataFormatError(f"{where}: {key!r} must be a number >= 0, got {_shorten(bound)}", path)
+    for key in ("ignore", "note"):
+        if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
+            raise DataFormatError(f"{where}: {key!r} must be a non-empty string (the reason)", path)
+    return Tolerance(float(entry.get("abs", 0.0)), float(entry.get("rel", 0.0)), entry.get("ignore"))
+
+
+def read_references(folder: str | os.PathLike, allow_empty: bool = False) -> dict[str, Reference]:
+    """Every ``<stem>.json`` of a reference folder, by notebook stem.
+
+    A missing folder or one without references is an error unless ``allow_empty`` (a refresh
+    may start one).
+    """
+    folder = Path(folder)
+    if not folder.is_dir() and not (allow_empty and not folder.exists()):
+        raise BertologyError(f"no reference folder {folder}")
+    references = {p.stem: read_reference(p) for p in sorted(folder.glob("*.json"))}
+    if not references and not allow_empty:
+        raise BertologyError(f"no reference files (<notebook>.json) in {folder}")
+    return references
+
+
+# --------------------------------------------------------------------------- comparing
+
+@dataclass
+class Difference:
+    """One metric of one notebook compared: a row of check.json, plus ``detail`` (by how much) for the text."""
+
+    notebook: str
+    metric: str
+    reference: object
+    value: object
+    tolerance: str
+    status: str
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"notebook": self.notebook, "metric": self.metric, "reference": self.reference, "value": self.value,
+                "tolerance": self.tolerance, "status": self.status}
+
+
+@dataclass
+class CheckResult:
+    """A run's metrics against a reference folder."""
+
+    reference_dir: Path
+    differences: list[Difference]
+    skipped: list[str] = field(default_factory=list)   # references of notebooks the run did not include
+    notes: list[str] = field(default_factory=list)     # failed notebooks, parameters that differ, no reference
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.status in FAILING for d in self.differences)
+
+    def count(self, status: str) -> int:
+        return sum(d.status == status for d in self.differences)
+
+    def to_dict(self) -> dict:
+        """The check.json object."""
+        return {"reference": str(self.reference_dir), "ok": self.ok,
+                "differences": [d.to_dict() for d in self.differences]}
+
+    def report(self, heading: str = "check against") -> str:
+        """A readable diff: the verdict and counts, then one line per metric that is not ok, then the notes."""
+        counts = ", ".join(f"{self.count(s)} {s}" for s in (REGRESSED, MISSING, NEW, OK))
+        lines = [f"{heading} {self.reference_dir}: {'ok' if self.ok else 'FAILED'} ({counts})"]
+        rows = [d for d in self.differences if d.status != OK]
+        nb_width = max((len(d.notebook) for d in rows), default=0)
+        for d in rows:
+            if d.status == REGRESSED:
+                what = (f"reference {_shorten(d.reference)}, value {_shorten(d.value)}: {d.detail}; "
+                        f"tolerance {d.tolerance}")
+            elif d.status == MISSING:
+                what = f"reference {_shorten(d.reference)}, not recorded by this run"
+            else:
+                what = f"value {_shorten(d.value)}, not in the reference"
+            lines.append(f"  {d.status:9}  {d.notebook:{nb_width}}  {d.metric}: {what}")
+        lines += [f"  note: {note}" for note in self.notes]
+        lines += [f"  skipped: {stem} (not in this run; its reference is not compared)" for stem in self.skipped]
+        return "\n".join(lines)
+
+
+def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -> list[Difference]:
+    """One notebook's metrics against its reference: every reference metric, then the new ones."""
+    rows = []
+    known = reference.metrics if reference is not None else {}
+    for name, expected in known.items():
+        tolerance = reference.tolerances[name]
+        text = tolerance.describe()
+        if name not in metrics:
+            rows.append(Difference(notebook, name, expected, None, text, MISSING))
+            continue
+        value = metrics[name]
+        found = [] if tolerance.ignore is not None else list(_mismatches(expected, value, tolerance))
+        rows.append(Difference(notebook, name, expected, value, text, REGRESSED if found else OK,
+                               _describe_mismatches(found)))
+    rows += [Difference(notebook, name, None, value, "", NEW) for name, value in metrics.items() if name not in known]
+    return rows
+
+
+def _mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Iterator[tuple[str, float | None, str]]:
+    """(where, size, how) for each part of ``value`` outside ``tolerance`` of ``expected``; size orders numbers."""
+    if _is_number(expected) and _is_number(value):
+        if not tolerance.allows(expected, value):
+            change = value - expected
+            relative = f" ({100 * change / expected:+.3g}%)" if expected else ""
+            yield where, abs(change), f"off by {change:+.6g}{relative}"
+    elif isinstance(expected, dict) and isinstance(value, dict):
+        missing, new = [k for k in expected if k not in value], [k for k in value if k not in expected]
+        if missing or new:
+            yield where, None, "keys differ: " + "; ".join(
+                f"{label} {', '.join(map(repr, keys))}" for label, keys in (("missing", missing), ("new", new)) if keys)
+        for key in expected:
+            if key in value:
+                yield from _mismatches(expected[key], value[key], tolerance, f"{where}[{key!r}]")
+    elif isinstance(expected, list) and isinstance(value, list):
+        if len(expected) != len(value):
+            yield where, None, f"length {len(value)}, reference {len(expected)}"
+        else:
+            for i, (a, b) in enumerate(zip(expected, value)):
+                yield from _mismatches(a, b, tolerance, f"{where}[{i}]")
+    elif type(expected) is not type(value) and not (_is_number(expected) and _is_number(value)):
+        yield where, None, f"{_kind(value)}, reference {_kind(expected)}"
+    elif expected != value:
+        yield where, None, "differs" if where else "not equal"
+
+
+def _describe_mismatches(found: list[tuple[str, float | None, str]]) -> str:
+    """The largest numeric mismatch (else the first), where it is, and how many more there are."""
+    if not found:
+        return ""
+    where, _, how = max(found, key=lambda m: -1.0 if m[1] is None else m[1])
+    text = f"at {where}: {how}" if where else how
+    return text + (f"; {len(found) - 1} more off" if len(found) > 1 else "")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        value = list(value.values())
+    return not isinstance(value, list) or all(map(_finite, value))
+
+
+def _kind(value) -> str:
+    return {type(None): "null", bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), "a number")
+
+
+def _shorten(value) -> str:
+    text = f"{value:.8g}" if isinstance(value, float) else json.dumps(value, default=str)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+
+
+# --------------------------------------------------------------------------- runs
+
+def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
+              references: dict[str, Reference] | None = None) -> CheckResult:
+    """Compare the notebooks of ``run_dir`` with the references in ``reference_dir``.
+
+    ``references`` (from read_references) saves reading the folder again.
+    """
+    folder = harness.find_run(run_dir)
+    references = read_references(reference_dir) if references is None else references
+    ran = harness.run_entries(folder)
+    metrics = harness.load_metrics(folder)
+    differences, notes = [], []
+    for nb in ran:
+        stem = nb["name"]
+        reference = references.get(stem)
+        if reference is None:
+            notes.append(f"{stem} has no reference in {reference_dir}: its metrics are new")
+        elif nb.get("status") == "failed":
+            notes.append(f"{stem} failed: the reference metrics it did not record are missing")
+        elif reference.parameters is not None and "parameters" in nb and nb["parameters"] != reference.parameters:
+            notes.append(f"{stem} ran with parameters {json.dumps(nb['parameters'], sort_keys=True)}; "
+                         f"its reference was made with {json.dumps(reference.parameters, sort_keys=True)}")
+        differences += compare_metrics(stem, reference, metrics.get(stem, {}))
+    skipped = [stem for stem in references if stem not in {nb["name"] for nb in ran}]
+    return CheckResult(Path(reference_dir), differences, skipped, notes)
+
+
+def write_check(result: CheckResult, run_dir: str | os.PathLike) -> Path:
+    """Write ``<run dir>/check.json``; returns its path."""
+    path = harness.find_run(run_dir) / CHECK_FILE
+    harness.write_text(path, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------- refreshing
+
+@dataclass
+class Refresh:
+    """What update_references did: the files written, the notebooks left alone, and the changes."""
+
+    written: list[Path]
+    not_written: list[str]        # notebooks that failed: their references stay as they were
+    changes: CheckResult          # the run against the references as they were before
+
+
+def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLike) -> Refresh:
+    """Rewrite ``<reference_dir>/<stem>.json`` for each notebook of the run that ran.
+
+    Values and parameters come from the run. A metric already in the reference keeps its
+    tolerance and note; a new one gets the file's ``default`` (else DEFAULT_TOLERANCE) when it
+    holds floats, is not compared when its name says it is a time in seconds, and is exact
+    otherwise. Metrics the run no longer records are dropped. Failed notebooks are left alone.
+    Every existing reference file is read first, so a malformed one stops the refresh.
+    """
+    folder = harness.find_run(run_dir)
+    reference_dir = Path(reference_dir)
+    old = read_references(reference_dir, allow_empty=True)
+    ran = harness.run_entries(folder)
+    metrics = harness.load_metrics(folder)
+    written, not_written, changes = [], [], []
+    for nb in ran:
+        stem = nb["name"]
+        if nb.get("status") != "ok":
+            not_written.append(stem)
+            continue
+        changes += compare_metrics(stem, old.get(stem), metrics.get(stem, {}))
+        path = reference_dir / f"{stem}.json"
+        harness.write_text(path, _dumps(_reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"))))
+        written.append(path)
+    return Refresh(written, not_written, CheckResult(reference_dir, changes))
+
+
+def _reference_object(old: Reference | None, metrics: dict, parameters: dict | None) -> dict:
+    raw = old.raw if old is not None else {}
+    default = raw.get("default", {"abs": DEFAULT_TOLERANCE.abs, "rel": DEFAULT_TOLERANCE.rel})
+    entries = {}
+    for name, value in metrics.items():
+        if old is not None and name in old.metrics:
+            kept = {k: v for k, v in raw["metrics"][name].items() if k in _TOLERANCE_KEYS}
+        elif _TIMING_WORD in name.rsplit(".", 1)[-1]:
+            kept = {"ignore": "timing: depends on the machine and its load"}
+        elif _holds_float(value):
+            kept = dict(default)
+        else:
+            kept = {}
+        entries[name] = {"value": value, **kept}
+    comments = {k: v for k, v in raw.items() if k.startswith("_")}
+    return {**comments, "parameters": parameters, "default": default, "metrics": entries}
+
+
+def _dumps(reference: dict) -> str:
+    """The file's text: one line per metric, so that a changed metric is one changed line in a diff."""
+    def dumps(value, indent=0):
+        return json.dumps(value, indent=indent or None, allow_nan=False).replace("\n", "\n  ")
+
+    parts = []
+    for key, value in reference.items():
+        if key == "metrics" and value:
+            rows = ",\n".join(f"    {dumps(name)}: {dumps(entry)}" for name, entry in value.items())
+            parts.append(f'  "metrics": {{\n{rows}\n  }}')
+        else:
+            parts.append(f"  {dumps(key)}: {dumps(value, indent=2)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def _holds_float(value) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, list) and any(_holds_float(v) for v in value)
