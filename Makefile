@@ -1,4 +1,4 @@
-# bertology: `make run` executes every notebook, `make test` runs the test suite.
+# bertology: `make run` executes every notebook, `make test` lints and runs the test suite.
 # Both first build the virtual environment (`make setup`, done once).
 
 PYTHON ?= python3
@@ -31,7 +31,7 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast bench lab slides report clean-results
+.PHONY: help setup run lint test test-fast bench lab slides report clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -59,7 +59,12 @@ endif
 run: setup ## run every notebook into results/default/ (RUN_NAME=..., RUN_ARGS=...)
 	$(VENV)/bin/bertology run --run-name $(RUN_NAME) $(RUN_ARGS)
 
-test: setup ## run the test suite (PYTEST_ARGS=... to change pytest's options)
+lint: setup ## ruff check, ruff format --check, mypy on the package (settings in pyproject.toml)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy bertology_utils
+
+test: setup lint ## lint, then run the test suite (PYTEST_ARGS=... to change pytest's options)
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests not marked slow

@@ -15,6 +15,7 @@ tracemalloc during the computation and the process's peak RSS. Target: < 2 GB.
 
     python bench/bench_clustering.py [--sentences 1000] [--loop-items 20] [--loop-pairs 60]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,15 @@ def simulate(lengths: list[int], layers: int, heads: int, dtype: str) -> dict:
             logits = rng.normal(size=(layers, heads, n, n)).astype(np.float32) * 2
             maps = np.exp(logits)
             maps /= maps.sum(-1, keepdims=True)
-            yield ItemAttention(index=index, item_id=str(index), words=("w",) * n, word_kinds=np.zeros(n, np.int8),
-                                segments=np.zeros(n, np.int8), attention=maps, n_tokens=n)
+            yield ItemAttention(
+                index=index,
+                item_id=str(index),
+                words=("w",) * n,
+                word_kinds=np.zeros(n, np.int8),
+                segments=np.zeros(n, np.int8),
+                attention=maps,
+                n_tokens=n,
+            )
 
     tracemalloc.start()
     start = time.perf_counter()
@@ -72,9 +80,13 @@ def simulate(lengths: list[int], layers: int, heads: int, dtype: str) -> dict:
     seconds = time.perf_counter() - start
     traced_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"heads": int(result.n_heads), "items": result.n_items, "seconds": round(seconds, 2),
-            "traced_peak_mb": round(traced_peak / 2**20, 1),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    return {
+        "heads": int(result.n_heads),
+        "items": result.n_items,
+        "seconds": round(seconds, 2),
+        "traced_peak_mb": round(traced_peak / 2**20, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def main() -> None:
@@ -100,8 +112,10 @@ def main() -> None:
     store = extract_cached(corpus, loaded, progress=False)
     extraction = time.perf_counter() - start
     k = loaded.num_layers * loaded.num_heads
-    print(f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads} = {k} heads); {len(corpus)} sentences of "
-          f"{described}; attention store ready in {extraction:.1f} s (extraction, or the cache)")
+    print(
+        f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads} = {k} heads); {len(corpus)} sentences of "
+        f"{described}; attention store ready in {extraction:.1f} s (extraction, or the cache)"
+    )
 
     timings = {}
     for dtype in (np.float64, np.float32):
@@ -112,13 +126,16 @@ def main() -> None:
             runs.append(time.perf_counter() - start)
         timings[np.dtype(dtype).name] = min(runs)
     rows, n_pairs = result.n_rows, k * (k - 1) // 2
-    print(f"  tiled, all {n_pairs} pairs over {result.n_items} items ({rows} attending rows), store reading included: "
-          + ", ".join(f"{name} {t:.2f} s" for name, t in timings.items()))
+    print(
+        f"  tiled, all {n_pairs} pairs over {result.n_items} items ({rows} attending rows), store reading included: "
+        + ", ".join(f"{name} {t:.2f} s" for name, t in timings.items())
+    )
 
     rng = np.random.default_rng(0)
     all_pairs = list(combinations(range(k), 2))
-    pairs = [all_pairs[i] for i in sorted(rng.choice(len(all_pairs), min(args.loop_pairs, len(all_pairs)),
-                                                     replace=False))]
+    pairs = [
+        all_pairs[i] for i in sorted(rng.choice(len(all_pairs), min(args.loop_pairs, len(all_pairs)), replace=False))
+    ]
     subset = list(store.iter_items(range(args.loop_items)))
     loop_seconds, calls, loop_values = scipy_loop(subset, pairs)
     ours = head_distances(subset).matrix[tuple(np.array(pairs).T)]
@@ -126,25 +143,38 @@ def main() -> None:
     per_call = loop_seconds / calls
     loop_scaled = per_call * n_pairs * rows
     ratio = loop_scaled / timings["float64"]
-    print(f"  scipy loop: {calls} calls ({len(pairs)} pairs x {len(subset)} items) in {loop_seconds:.2f} s = "
-          f"{1e6 * per_call:.1f} us per (pair, row); scaled to {n_pairs} pairs x {rows} rows: {loop_scaled:.0f} s")
+    print(
+        f"  scipy loop: {calls} calls ({len(pairs)} pairs x {len(subset)} items) in {loop_seconds:.2f} s = "
+        f"{1e6 * per_call:.1f} us per (pair, row); scaled to {n_pairs} pairs x {rows} rows: {loop_scaled:.0f} s"
+    )
     print(f"  largest relative difference, tiled vs loop on that subset: {agreement:.1e}")
-    print(f"tiled (float64) vs scipy loop: {ratio:.0f}x (target >= 50); "
-          f"{timings['float64']:.1f} s for all pairs (target < 60 s)")
+    print(
+        f"tiled (float64) vs scipy loop: {ratio:.0f}x (target >= 50); "
+        f"{timings['float64']:.1f} s for all pairs (target < 60 s)"
+    )
 
-    out = {"sentences": len(corpus), "data": described, "heads": k, "pairs": n_pairs, "rows": rows,
-           "tiled_seconds": {n: round(t, 3) for n, t in timings.items()},
-           "loop_us_per_call": round(1e6 * per_call, 2), "loop_scaled_seconds": round(loop_scaled, 1),
-           "ratio_vs_loop": round(ratio, 1), "max_relative_difference": agreement}
+    out = {
+        "sentences": len(corpus),
+        "data": described,
+        "heads": k,
+        "pairs": n_pairs,
+        "rows": rows,
+        "tiled_seconds": {n: round(t, 3) for n, t in timings.items()},
+        "loop_us_per_call": round(1e6 * per_call, 2),
+        "loop_scaled_seconds": round(loop_scaled, 1),
+        "ratio_vs_loop": round(ratio, 1),
+        "max_relative_difference": agreement,
+    }
     if not args.skip_simulation:
         lengths = [item.n_words for item in store.iter_items()]
         spec = json.dumps({"lengths": lengths, "layers": 12, "heads": 12, "dtype": "float64"})
-        run = subprocess.run([sys.executable, __file__, "--simulate", spec], check=True, capture_output=True,
-                             text=True)
+        run = subprocess.run([sys.executable, __file__, "--simulate", spec], check=True, capture_output=True, text=True)
         sim = json.loads(run.stdout.strip().splitlines()[-1])
-        print(f"simulated 12x12 model ({sim['heads']} heads, random maps on the same {sim['items']} sentence "
-              f"lengths): {sim['seconds']:.1f} s; peak traced memory {sim['traced_peak_mb']:.0f} MB, "
-              f"process peak RSS {sim['peak_rss_mb']:.0f} MB (target < 2048 MB)")
+        print(
+            f"simulated 12x12 model ({sim['heads']} heads, random maps on the same {sim['items']} sentence "
+            f"lengths): {sim['seconds']:.1f} s; peak traced memory {sim['traced_peak_mb']:.0f} MB, "
+            f"process peak RSS {sim['peak_rss_mb']:.0f} MB (target < 2048 MB)"
+        )
         out["simulated_12x12"] = sim
     print(json.dumps(out))
 

@@ -14,11 +14,11 @@ MAX_BATCH_WEIGHTS, bounds those). Target: the larger run's peak grows by less th
 
     python bench/bench_extraction.py [--sentences 500] [--memory-sentences 200]
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,8 +31,8 @@ import torch
 
 def corpus_of(n: int):
     """The first n sentences of UD EWT dev (train for larger n), or the project sample repeated."""
-    from bertology_utils.data import Corpus, default_treebank, load_treebank
     from bertology_utils.core.errors import DataNotFoundError
+    from bertology_utils.data import Corpus, default_treebank, load_treebank
 
     corpus = default_treebank("dev")
     if len(corpus) < n:
@@ -56,10 +56,13 @@ def bare_forward(loaded, corpus, batch_size: int, attention_only: bool = False) 
     tok = loaded.tokenizer
     encoded = [tok(list(s.words), is_split_into_words=True) for s in corpus]
     encoded.sort(key=lambda e: len(e["input_ids"]))  # bucket by token count: the least padding
-    batches = [tok.pad(encoded[i:i + batch_size], return_tensors="pt") for i in range(0, len(encoded), batch_size)]
+    batches = [tok.pad(encoded[i : i + batch_size], return_tensors="pt") for i in range(0, len(encoded), batch_size)]
     batches = [{k: v.to(loaded.device) for k, v in b.items()} for b in batches]
-    forward = _Forward(loaded, "mean", keep_tokens=False)._attentions if attention_only else \
-        (lambda b: loaded.model(**b, output_attentions=True).attentions)
+    forward = (
+        _Forward(loaded, "mean", keep_tokens=False)._attentions
+        if attention_only
+        else (lambda b: loaded.model(**b, output_attentions=True).attentions)
+    )
     start = time.perf_counter()
     with torch.inference_mode():
         for b in batches:
@@ -130,8 +133,10 @@ def main() -> None:
     loaded = load_model()
     corpus, described = corpus_of(args.sentences)
     n = len(corpus)
-    print(f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}) on {loaded.device}, "
-          f"{torch.get_num_threads()} threads; {n} sentences of {described}")
+    print(
+        f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}) on {loaded.device}, "
+        f"{torch.get_num_threads()} threads; {n} sentences of {described}"
+    )
     pipeline(loaded, corpus[:64], args.batch_size)  # warm-up: first-call costs stay out of the numbers
     times = {"bare": [], "attn-only": [], "loop": [], "pipeline": []}
     for _ in range(args.repeats):  # interleaved, so drifting machine load hits every method alike
@@ -150,17 +155,21 @@ def main() -> None:
         "pipeline_vs_attention_only": round(rate["pipeline"] / rate["attn-only"], 3),
     }
     print(f"pipeline / bare forward = {result['pipeline_vs_bare']:.2f}x (target >= 0.85)")
-    print(f"pipeline / the same forward stopped after the last attention = "
-          f"{result['pipeline_vs_attention_only']:.2f}x (what tokenizing, converting and writing cost)")
+    print(
+        f"pipeline / the same forward stopped after the last attention = "
+        f"{result['pipeline_vs_attention_only']:.2f}x (what tokenizing, converting and writing cost)"
+    )
     print(f"pipeline / first loop   = {result['pipeline_vs_loop']:.2f}x (target >= 1.3)")
     if not args.skip_memory:
         m = args.memory_sentences
         small, repeated, first = peak_rss_mb(m), peak_rss_mb(m, 10), peak_rss_mb(10 * m)
         result["peak_rss_mb"] = {str(m): round(small), f"{m} x 10": round(repeated), str(10 * m): round(first)}
         result["memory_growth"] = {"repeated": round(repeated / small - 1, 3), "first": round(first / small - 1, 3)}
-        print(f"peak RSS: {small:.0f} MB for {m} sentences; {repeated:.0f} MB for them ten times over "
-              f"(+{100 * result['memory_growth']['repeated']:.1f}%); {first:.0f} MB for the first {10 * m} "
-              f"(+{100 * result['memory_growth']['first']:.1f}%) (target < 20%)")
+        print(
+            f"peak RSS: {small:.0f} MB for {m} sentences; {repeated:.0f} MB for them ten times over "
+            f"(+{100 * result['memory_growth']['repeated']:.1f}%); {first:.0f} MB for the first {10 * m} "
+            f"(+{100 * result['memory_growth']['first']:.1f}%) (target < 20%)"
+        )
     print(json.dumps(result))
 
 

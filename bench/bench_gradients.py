@@ -14,6 +14,7 @@ with an MLM head uses the masked-LM objective.
 
     python bench/bench_gradients.py [--model NAME] [--sentences 16] [--batch-size 8] [--repeats 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,22 +31,33 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
-    from bertology_utils.data import default_treebank
-    from bertology_utils.interventions.gradients import (MaskedEmbeddingObjective, MaskedLMObjective, batch_attention_gradients,
-                                           has_mlm_head, head_gradient, token_batches)
     from bertology_utils.core.models import load_model
+    from bertology_utils.data import default_treebank
+    from bertology_utils.interventions.gradients import (
+        MaskedEmbeddingObjective,
+        MaskedLMObjective,
+        _head_gradient,
+        batch_attention_gradients,
+        has_mlm_head,
+        token_batches,
+    )
 
     base = load_model(args.model)
-    objective = (MaskedLMObjective(load_model(args.model, head="masked-lm")) if has_mlm_head(base)
-                 else MaskedEmbeddingObjective(base))
+    objective = (
+        MaskedLMObjective(load_model(args.model, head="masked-lm"))
+        if has_mlm_head(base)
+        else MaskedEmbeddingObjective(base)
+    )
     loaded = objective.loaded
-    corpus = default_treebank("dev")[:args.sentences]
+    corpus = default_treebank("dev")[: args.sentences]
     batches, _ = token_batches(loaded, corpus, batch_size=args.batch_size)
     batches = [objective.prepare(b) for b in batches]
     L, H = loaded.num_layers, loaded.num_heads
     print(f"model: {loaded.name} ({L} layers x {H} heads), objective: {objective.name}")
-    print(f"data: {corpus.name}, {len(batches)} batches of up to {args.batch_size}; "
-          f"torch threads: {torch.get_num_threads()}")
+    print(
+        f"data: {corpus.name}, {len(batches)} batches of up to {args.batch_size}; "
+        f"torch threads: {torch.get_num_threads()}"
+    )
 
     def one_pass():
         return [batch_attention_gradients(objective, b)[1] for b in batches]
@@ -56,7 +68,7 @@ def main() -> None:
             grads = torch.zeros((len(b.items), L, H) + (b.input_ids.shape[1],) * 2)
             for layer in range(L):
                 for head in range(H):
-                    grads[:, layer, head] = head_gradient(objective, b, layer, head)
+                    grads[:, layer, head] = _head_gradient(objective, b, layer, head)
             out.append(grads)
         return out
 

@@ -2,13 +2,14 @@
 
   vectorised  surface_statistics over every item of the store (read from disk included), word level,
               then the same at token level, plus vig_patterns and the Kovaleva classifier
-  loop        surface_statistics_loop: a Python loop over items, heads, rows and columns. It runs on
+  loop        patterns._surface_statistics_loop: a Python loop over items, heads, rows and columns. It runs on
               the first --loop-items items only and its time is scaled by the number of attention
               entries (sum of n^2 over items) to the whole store. Both are checked to agree there.
 Target: 1,000 sentences of the default model in under a minute on 2 cores.
 
     python bench/bench_patterns.py [--sentences 1000] [--loop-items 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,10 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     args = parser.parse_args()
 
+    from bertology_utils.analyses.pattern_types import classify_items
+    from bertology_utils.analyses.patterns import _surface_statistics_loop, surface_statistics, vig_patterns
     from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model
-    from bertology_utils.analyses.pattern_types import classify_items
-    from bertology_utils.analyses.patterns import surface_statistics, surface_statistics_loop, vig_patterns
 
     model = load_model(args.model)
     corpus, name = corpus_of(args.sentences)
@@ -56,9 +57,9 @@ def main() -> None:
     items = list(store)
     timings["read_store_s"] = time.perf_counter() - t0
 
-    subset = items[:args.loop_items]
+    subset = items[: args.loop_items]
     t0 = time.perf_counter()
-    slow = surface_statistics_loop(subset, "word")
+    slow = _surface_statistics_loop(subset, "word")
     loop_s = time.perf_counter() - t0
     fast = surface_statistics(subset, "word")
     agree = all(np.allclose(fast[k], slow[k], atol=1e-8, equal_nan=True) for k in slow)
@@ -68,11 +69,17 @@ def main() -> None:
     surface_statistics(items, "word")
     in_memory = time.perf_counter() - t0
     out = {
-        "model": model.name, "layers": model.num_layers, "heads": model.num_heads, "data": name,
-        "items": stats.n_items, "extract_or_reuse_s": round(extract_s, 1),
+        "model": model.name,
+        "layers": model.num_layers,
+        "heads": model.num_heads,
+        "data": name,
+        "items": stats.n_items,
+        "extract_or_reuse_s": round(extract_s, 1),
         **{k: round(v, 2) for k, v in timings.items()},
         "surface_word_in_memory_s": round(in_memory, 3),
-        "loop_items": len(subset), "loop_s": round(loop_s, 2), "loop_scaled_to_all_s": round(scaled, 1),
+        "loop_items": len(subset),
+        "loop_s": round(loop_s, 2),
+        "loop_scaled_to_all_s": round(scaled, 1),
         "speedup_vs_loop_from_store": round(scaled / timings["surface_word_s"], 1),
         "speedup_vs_loop_in_memory": round(scaled / in_memory, 1),
         "loop_agrees": bool(agree),

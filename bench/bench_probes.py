@@ -11,6 +11,7 @@ step: it should stay flat, since the data are streamed block by block, never hel
 
     python bench/bench_probes.py [--epochs 1] [--n-train N] [--probes attn,words,distances] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the probes' n_jobs)")
     args = parser.parse_args()
 
+    from bertology_utils.analyses.probes import AttentionProbe, AttentionWordsProbe, DistanceWordsProbe, ProbeData
+    from bertology_utils.analyses.word_vectors import default_word_vectors
     from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model
-    from bertology_utils.analyses.probes import (AttentionProbe, AttentionWordsProbe, DistanceWordsProbe, ProbeData,
-                                        treebank_splits)
-    from bertology_utils.analyses.word_vectors import default_word_vectors
+    from bertology_utils.data import treebank_splits
 
     loaded = load_model()
     splits, note = treebank_splits(n_train=args.n_train)
@@ -65,8 +66,10 @@ def main() -> None:
         start = time.perf_counter()
         n_batches = sum(1 for _ in train.batches(attention=True, vectors=True))
         read_s = time.perf_counter() - start
-        print(f"read      {len(train) / read_s:8.0f} sentences/s   {which} pass of store reads and batching "
-              f"({n_batches} batches, {read_s:.1f} s); max RSS {max_rss_mb():.0f} MB")
+        print(
+            f"read      {len(train) / read_s:8.0f} sentences/s   {which} pass of store reads and batching "
+            f"({n_batches} batches, {read_s:.1f} s); max RSS {max_rss_mb():.0f} MB"
+        )
 
     kinds = {"attn": AttentionProbe, "words": AttentionWordsProbe, "distances": DistanceWordsProbe}
     results = {"sentences_train": len(train), "sentences_dev": len(dev), "read_sentences_per_s": len(train) / read_s}
@@ -78,11 +81,17 @@ def main() -> None:
         start = time.perf_counter()
         uas = probe.score(dev)
         score_s = time.perf_counter() - start
-        print(f"{name:10s} train {train_rate:6.0f} sentences/s (fastest of {len(epoch_s)} epoch(s), "
-              f"{min(epoch_s):.1f} s per epoch)   score {len(dev) / score_s:6.0f} sentences/s ({score_s:.1f} s); "
-              f"dev UAS after {args.epochs} epoch(s) {100 * uas:.1f}; max RSS {max_rss_mb():.0f} MB")
-        results[name] = {"train_sentences_per_s": round(train_rate, 1), "epoch_s": round(min(epoch_s), 2),
-                         "score_sentences_per_s": round(len(dev) / score_s, 1), "dev_uas": round(uas, 4)}
+        print(
+            f"{name:10s} train {train_rate:6.0f} sentences/s (fastest of {len(epoch_s)} epoch(s), "
+            f"{min(epoch_s):.1f} s per epoch)   score {len(dev) / score_s:6.0f} sentences/s ({score_s:.1f} s); "
+            f"dev UAS after {args.epochs} epoch(s) {100 * uas:.1f}; max RSS {max_rss_mb():.0f} MB"
+        )
+        results[name] = {
+            "train_sentences_per_s": round(train_rate, 1),
+            "epoch_s": round(min(epoch_s), 2),
+            "score_sentences_per_s": round(len(dev) / score_s, 1),
+            "dev_uas": round(uas, 4),
+        }
     results["max_rss_mb"] = round(max_rss_mb())
     print(json.dumps(results))
 

@@ -11,6 +11,7 @@ layer shared by its configurations vs the whole model run per configuration.
 
     python bench/bench_pruning.py [--model NAME] [--share 0.5] [--tokens 64] [--repeats 5] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,21 +44,23 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from bertology_utils.data import Corpus, Sentence
     from bertology_utils.core.models import load_model
+    from bertology_utils.data import Corpus, Sentence
+    from bertology_utils.interventions import pruning
     from bertology_utils.interventions.editing import gate_heads
-    from bertology_utils.interventions.editing import pruning
     from bertology_utils.interventions.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
 
     full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
     layers, heads = gate_shape(full)
     n_remove = min(heads - 1, int(round(args.share * heads)))
     mask = np.ones((layers, heads))
-    mask[:, heads - n_remove:] = 0
+    mask[:, heads - n_remove :] = 0
     pruned = copy.deepcopy(full)
     prune_heads(pruned, mask)
-    print(f"{full.name}: {layers} layers x {heads} heads; removing {n_remove} heads per layer "
-          f"({n_remove * layers} of {layers * heads}); {args.tokens} tokens; {args.threads} thread(s)")
+    print(
+        f"{full.name}: {layers} layers x {heads} heads; removing {n_remove} heads per layer "
+        f"({n_remove * layers} of {layers * heads}); {args.tokens} tokens; {args.threads} thread(s)"
+    )
     n_full = sum(p.numel() for p in full.model.parameters())
     n_pruned = sum(p.numel() for p in pruned.model.parameters())
     print(f"parameters: {n_full:,} -> {n_pruned:,}")
@@ -75,10 +78,12 @@ def main() -> None:
         t_full = t_pruned = float("inf")
         for _ in range(args.repeats):  # interleaved, so load changes hit both
             with torch.no_grad():
-                t_full = min(t_full, _best(lambda: full.model(**batch), 1))
-                t_pruned = min(t_pruned, _best(lambda: pruned.model(**batch), 1))
-        print(f"batch {batch_size:>2}: full {t_full * 1e3:8.2f} ms, pruned {t_pruned * 1e3:8.2f} ms, "
-              f"speed-up x{t_full / t_pruned:.2f} (max |pruned - gated| {err:.1e})")
+                t_full = min(t_full, _best(lambda batch=batch: full.model(**batch), 1))
+                t_pruned = min(t_pruned, _best(lambda batch=batch: pruned.model(**batch), 1))
+        print(
+            f"batch {batch_size:>2}: full {t_full * 1e3:8.2f} ms, pruned {t_pruned * 1e3:8.2f} ms, "
+            f"speed-up x{t_full / t_pruned:.2f} (max |pruned - gated| {err:.1e})"
+        )
 
     words = ["the", "film", "was", "not", "very", "good", "and", "story", "acting", "bad", "great", "plot"]
     items = [Sentence(f"s{i}", tuple(rng.choice(words, size=12))) for i in range(args.dev_examples)]
@@ -89,16 +94,20 @@ def main() -> None:
     start = time.perf_counter()
     shared = ablation_sweep(full, dev)
     t_abl = time.perf_counter() - start
-    print(f"importance (1 backward/batch) {t_imp:.2f} s vs one-at-a-time ablation of {layers * heads} heads "
-          f"and {layers} layers {t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}")
+    print(
+        f"importance (1 backward/batch) {t_imp:.2f} s vs one-at-a-time ablation of {layers * heads} heads "
+        f"and {layers} layers {t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}"
+    )
     # the same sweep with every configuration running the whole model (no layers shared below the gated one)
-    with mock.patch.object(pruning, "_layer_modules", lambda model: None):
+    with mock.patch.object(pruning, "_first_gated_layers", lambda gate_stack: np.zeros(len(gate_stack), dtype=int)):
         start = time.perf_counter()
         whole = ablation_sweep(full, dev)
         t_whole = time.perf_counter() - start
     err = np.abs(shared.head_loss_deltas - whole.head_loss_deltas).max()
-    print(f"ablation sweep sharing the layers below the gated one {t_abl:.2f} s vs whole model per configuration "
-          f"{t_whole:.2f} s: x{t_whole / t_abl:.2f} (max |loss delta difference| {err:.1e})")
+    print(
+        f"ablation sweep sharing the layers below the gated one {t_abl:.2f} s vs whole model per configuration "
+        f"{t_whole:.2f} s: x{t_whole / t_abl:.2f} (max |loss delta difference| {err:.1e})"
+    )
 
 
 if __name__ == "__main__":

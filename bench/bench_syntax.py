@@ -12,6 +12,7 @@ The extraction (extract_cached) runs first and is not timed.
 
     python bench/bench_syntax.py [--repeats 3] [--loop-sentences 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,10 @@ def main() -> None:
     parser.add_argument("--loop-sentences", type=int, default=200)
     args = parser.parse_args()
 
-    from bertology_utils.data import Corpus, default_treebank
+    from bertology_utils.analyses.syntax import score_syntax
     from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model
-    from bertology_utils.analyses.syntax import score_syntax
+    from bertology_utils.data import Corpus, default_treebank
 
     loaded = load_model()
     corpus = default_treebank("dev")
@@ -82,7 +83,7 @@ def main() -> None:
     vector_s, _ = best_of(args.repeats, lambda: score_syntax(corpus, items))
 
     step = max(1, len(items) // args.loop_sentences)
-    chosen = items[::step][:args.loop_sentences]
+    chosen = items[::step][: args.loop_sentences]
     subset = Corpus.from_items([corpus[it.index] for it in chosen], f"{corpus.name} every {step}th")
     renumbered = [dataclasses.replace(it, index=k) for k, it in enumerate(chosen)]
     start = time.perf_counter()
@@ -91,21 +92,37 @@ def main() -> None:
     loop_s = loop_subset_s * len(items) / len(chosen)
 
     check = score_syntax(subset, renumbered)
-    expected = {(d, l, h, rel): int(check.correct[d, r, l, h]) for d, r, l, h in zip(*np.nonzero(check.correct))
-                for rel in [check.relations[r]]}
+    expected = {
+        (d, l, h, rel): int(check.correct[d, r, l, h])
+        for d, r, l, h in zip(*np.nonzero(check.correct))
+        for rel in [check.relations[r]]
+    }
     assert dict(hits) == expected, "the loop and score_syntax disagree"
 
     relations = len(result.relations) - 1
-    print(f"{result.n_sentences} sentences, {int(result.counts[0])} dependents, {relations} relations, "
-          f"{2 * loaded.num_layers * loaded.num_heads} head-directions (best of {args.repeats})")
+    print(
+        f"{result.n_sentences} sentences, {int(result.counts[0])} dependents, {relations} relations, "
+        f"{2 * loaded.num_layers * loaded.num_heads} head-directions (best of {args.repeats})"
+    )
     print(f"  store       {store_s:8.2f} s   score_syntax reading the store (target < 30 s)")
     print(f"  vectorised  {vector_s:8.2f} s   score_syntax on maps in memory")
-    print(f"  loop        {loop_s:8.2f} s   per-sentence, per-head Python loop: {loop_subset_s:.2f} s on "
-          f"{len(chosen)} sentences (every {step}th), scaled to {len(items)}; same counts as score_syntax")
+    print(
+        f"  loop        {loop_s:8.2f} s   per-sentence, per-head Python loop: {loop_subset_s:.2f} s on "
+        f"{len(chosen)} sentences (every {step}th), scaled to {len(items)}; same counts as score_syntax"
+    )
     print(f"loop / vectorised = {loop_s / vector_s:.0f}x")
-    print(json.dumps({"sentences": result.n_sentences, "store_s": round(store_s, 3), "vectorised_s": round(vector_s, 3),
-                      "loop_s_scaled": round(loop_s, 2), "loop_sentences": len(chosen),
-                      "loop_over_vectorised": round(loop_s / vector_s, 1)}))
+    print(
+        json.dumps(
+            {
+                "sentences": result.n_sentences,
+                "store_s": round(store_s, 3),
+                "vectorised_s": round(vector_s, 3),
+                "loop_s_scaled": round(loop_s, 2),
+                "loop_sentences": len(chosen),
+                "loop_over_vectorised": round(loop_s / vector_s, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

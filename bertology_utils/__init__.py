@@ -1,27 +1,37 @@
 """bertology_utils: see what the attention heads of BERT-style encoders do.
 
-The package follows the pipeline, one module per stage:
+The package is layered, lowest first (a module imports only from its own folder or below;
+``analyses`` and ``interventions`` are siblings)::
 
-- ``data``            text, treebanks (CoNLL-U), GLUE tasks, GAP -> items of words
-- ``models``          load any Hugging Face encoder with attentions switched on
-- ``alignment``       tokenize pre-split words and map tokens back to words
-- ``extraction``      batched model forward -> token attention
-- ``word_attention``  token-level -> word-level attention (Clark et al.'s rule)
-- ``store``           on-disk, resumable, shardable store of attention maps
-- analyses:           ``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's
-                      types), ``syntax`` and ``coreference`` (heads that track them),
-                      ``clustering`` (heads by Jensen-Shannon distance), ``gradients``
-                      (gradients w.r.t. attention), ``probes`` and ``word_vectors``
-- interventions:      ``interventions`` (edit attention, gate heads), ``finetuning`` (GLUE),
-                      ``pruning`` (ablation, importance, real pruning)
-- ``harness``         run notebooks with papermill, record metrics
-- ``regression``      compare a run's metrics with committed references, per-metric tolerances
-- ``figures``         shared plotting helpers
-- presentation:       ``views`` (bertviz head/model views, explorer widget, neuron view),
-                      ``slides`` (reveal.js decks), ``report`` (one HTML page per run),
-                      ``assets`` (the npm-installed JavaScript they inline, so they work offline)
-- ``cli``             the ``bertology`` command
+    core < data < attention < analyses = interventions < papers < run < present < cli
+
+- ``core``           settings, errors, version, models and their architectures, figures
+- ``data``           text, treebanks (CoNLL-U), GLUE, GAP -> corpora of word items
+- ``attention``      tokenize words, extract attention, convert it to words, store it
+- ``analyses``       surface patterns, syntax, coreference, clustering, probes
+- ``interventions``  edit attention, gradients, fine-tuning, pruning
+- ``papers``         each paper's claims, checked against our numbers
+- ``run``            run the notebooks, record metrics, regression checks
+- ``present``        views, slide decks, reports, their offline JavaScript
+- ``cli``            the ``bertology`` command
+
+Each folder's ``__init__`` re-exports its public names; the handful below are the short way in.
+They are imported on first use, so ``import bertology_utils`` does not import torch.
 """
-from bertology_utils.core._version import __version__
 
-__all__ = ["__version__"]
+from bertology_utils.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "bertology_utils.core": ["__version__", "BertologyError", "LoadedModel", "load_model"],
+        "bertology_utils.data": ["Corpus", "load_dataset", "default_treebank"],
+        "bertology_utils.attention": [
+            "extract_attention",
+            "extract_cached",
+            "attention_for",
+            "AttentionStore",
+            "ItemAttention",
+        ],
+    },
+)

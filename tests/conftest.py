@@ -1,4 +1,5 @@
 """Shared fixtures: tiny offline models of each architecture and the packaged default model."""
+
 import os
 
 # Set before transformers / huggingface_hub are imported so no test ever waits on the network.
@@ -6,7 +7,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
-
 from tiny_models import ARCHS, build_tiny_model  # noqa: E402
 
 
@@ -34,8 +34,8 @@ def default_model_dir():
 def no_js_libraries(tmp_path, monkeypatch):
     """No place has the views' JavaScript (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is
     allowed; returns that empty node_modules folder."""
-    from bertology_utils.present import assets
     from bertology_utils.core import settings
+    from bertology_utils.present import assets
 
     root = tmp_path / "node_modules"
     root.mkdir()

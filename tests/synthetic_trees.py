@@ -1,4 +1,5 @@
 """Random dependency trees shared by the syntax and probe tests."""
+
 import numpy as np
 
 

@@ -5,6 +5,7 @@ Each architecture gets its own layer x head shape so no code can silently assume
 cheap to produce. Models and tokenizers are written with ``save_pretrained`` so
 tests exercise the real ``from_pretrained`` path.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,13 +40,38 @@ TOKENIZER_MAX_LENGTH = 512  # above MAX_POSITIONS, as for real checkpoints, so p
 HEAD_DIM = 8
 BPE_VOCAB_SIZE = 1000
 
-_SUBJECTS = ["The old sailor", "A young teacher", "My neighbour", "The tired doctor", "Every student",
-             "The quiet child", "Our manager", "The famous writer", "A small dog", "The farmer"]
+_SUBJECTS = [
+    "The old sailor",
+    "A young teacher",
+    "My neighbour",
+    "The tired doctor",
+    "Every student",
+    "The quiet child",
+    "Our manager",
+    "The famous writer",
+    "A small dog",
+    "The farmer",
+]
 _VERBS = ["reads", "painted", "will carry", "has found", "wanted", "borrowed", "described", "is watching"]
-_OBJECTS = ["a heavy wooden box", "the morning newspaper", "three green apples", "an interesting story",
-            "the broken window", "her brother's bicycle", "some warm bread", "the longest river"]
-_PLACES = ["near the station", "in the garden", "before breakfast", "after the storm", "under the bridge",
-           "during the winter", "at the market"]
+_OBJECTS = [
+    "a heavy wooden box",
+    "the morning newspaper",
+    "three green apples",
+    "an interesting story",
+    "the broken window",
+    "her brother's bicycle",
+    "some warm bread",
+    "the longest river",
+]
+_PLACES = [
+    "near the station",
+    "in the garden",
+    "before breakfast",
+    "after the storm",
+    "under the bridge",
+    "during the winter",
+    "at the market",
+]
 _EXTRA = """\
 Hello world! Hello again, everyone; welcome back to the laboratory.
 Attention heads in language models often focus on the next or previous word.
@@ -88,8 +114,12 @@ def _build_tokenizer(arch: str):
         bpe = Tokenizer(models.BPE())
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         bpe.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB_SIZE, special_tokens=specials,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=BPE_VOCAB_SIZE,
+            special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
         bpe.train_from_iterator(english_lines(), trainer=trainer)
         trained = json.loads(bpe.to_str())["model"]
         merges = [tuple(pair) for pair in trained["merges"]]
@@ -99,19 +129,32 @@ def _build_tokenizer(arch: str):
         # MPNet's embeddings hard-code padding_idx=1, so <pad> must have id 1 (as in microsoft/mpnet-base).
         words = ["<s>", "<pad>", "</s>"] + [w for w in words if w != "[PAD]"] + ["<mask>"]
     vocab = {w: i for i, w in enumerate(words)}
-    cls = {"bert": BertTokenizerFast, "distilbert": DistilBertTokenizerFast,
-           "electra": ElectraTokenizerFast, "mpnet": MPNetTokenizerFast}[arch]
+    cls = {
+        "bert": BertTokenizerFast,
+        "distilbert": DistilBertTokenizerFast,
+        "electra": ElectraTokenizerFast,
+        "mpnet": MPNetTokenizerFast,
+    }[arch]
     return cls(vocab=vocab, model_max_length=TOKENIZER_MAX_LENGTH)
 
 
 def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int):
     hidden = num_heads * HEAD_DIM
-    common = dict(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
-                  pad_token_id=tokenizer.pad_token_id, attn_implementation="eager")
+    common = dict(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=MAX_POSITIONS,
+        pad_token_id=tokenizer.pad_token_id,
+        attn_implementation="eager",
+    )
     if arch == "distilbert":
         return DistilBertConfig(n_layers=num_layers, n_heads=num_heads, dim=hidden, hidden_dim=2 * hidden, **common)
-    sizes = dict(num_hidden_layers=num_layers, num_attention_heads=num_heads, hidden_size=hidden,
-                 intermediate_size=2 * hidden, **common)
+    sizes = dict(
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        **common,
+    )
     if arch == "bert":
         return BertConfig(**sizes)
     if arch == "electra":
@@ -122,8 +165,15 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int):
     return MPNetConfig(**ids, **sizes)
 
 
-def build_tiny_model(arch: str, folder: Path, *, with_mlm_head: bool = False, seed: int = 0,
-                     num_layers: int | None = None, num_heads: int | None = None) -> Path:
+def build_tiny_model(
+    arch: str,
+    folder: Path,
+    *,
+    with_mlm_head: bool = False,
+    seed: int = 0,
+    num_layers: int | None = None,
+    num_heads: int | None = None,
+) -> Path:
     """Write a tiny random ``arch`` model and its fast tokenizer to ``folder``; return the folder.
 
     Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]``.
@@ -143,6 +193,8 @@ def build_tiny_model(arch: str, folder: Path, *, with_mlm_head: bool = False, se
     # Guard against a reload that silently keeps only a handful of tokens.
     reloaded = AutoTokenizer.from_pretrained(folder)
     if len(reloaded) != len(tokenizer) or type(reloaded) is not type(tokenizer):
-        raise RuntimeError(f"{arch} tokenizer did not round-trip: {type(reloaded).__name__} with "
-                           f"{len(reloaded)} tokens, expected {type(tokenizer).__name__} with {len(tokenizer)}")
+        raise RuntimeError(
+            f"{arch} tokenizer did not round-trip: {type(reloaded).__name__} with "
+            f"{len(reloaded)} tokens, expected {type(tokenizer).__name__} with {len(tokenizer)}"
+        )
     return folder

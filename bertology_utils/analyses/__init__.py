@@ -1,1 +1,45 @@
-"""analyses layer."""
+"""analyses: what the heads do, read from word-level attention (a store or ItemAttention records).
+
+``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types), ``syntax`` and
+``coreference`` (heads that track them), ``clustering`` (heads by Jensen-Shannon distance),
+``probes`` and ``word_vectors``. A sibling of ``interventions``: neither imports the other.
+Module-specific constants and paper tables stay in their modules (``syntax.PAPER_TABLE1``).
+"""
+
+from bertology_utils.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "patterns": [
+            "STATISTICS",
+            "SurfaceStats",
+            "surface_statistics",
+            "vig_patterns",
+            "head_table",
+        ],
+        "pattern_types": [
+            "TYPES",
+            "classify_items",
+            "classify_map",
+            "classify_scores",
+            "type_proportions",
+            "fit_thresholds",
+            "f1_report",
+        ],
+        "syntax": ["SyntaxResult", "score_syntax"],
+        "coreference": ["PreparedGap", "CorefResult", "prepare_gap", "score_coreference", "gap_words"],
+        "clustering": [
+            "HeadDistances",
+            "head_distances",
+            "embed_heads",
+            "head_linkage",
+            "neighbour_attention",
+            "same_layer_statistic",
+            "plot_dendrogram",
+            "plot_embedding",
+        ],
+        "probes": ["ProbeData", "AttentionProbe", "AttentionWordsProbe", "DistanceWordsProbe", "RightBranching"],
+        "word_vectors": ["WordVectors", "StaticVectors", "ModelEmbeddingVectors", "load_glove", "default_word_vectors"],
+    },
+)

@@ -44,13 +44,14 @@ packed into fixed-size blocks (an item may straddle two blocks: entries are inde
 each block is swept in tiles over the upper triangle of head pairs. Memory stays bounded by
 ``max_bytes`` however many items or heads there are (plus one item's maps as read).
 """
+
 from __future__ import annotations
 
 import inspect
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -58,10 +59,20 @@ from tqdm.auto import tqdm
 
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.heads import Head
 
 __all__ = [
-    "HeadDistances", "head_distances", "JSAccumulator", "Embedding", "embed_heads", "head_linkage",
-    "plot_dendrogram", "SameLayerTest", "same_layer_statistic", "neighbour_attention", "plot_embedding",
+    "HeadDistances",
+    "head_distances",
+    "JSAccumulator",
+    "Embedding",
+    "embed_heads",
+    "head_linkage",
+    "plot_dendrogram",
+    "SameLayerTest",
+    "same_layer_statistic",
+    "neighbour_attention",
+    "plot_embedding",
     "REDUCTIONS",
 ]
 
@@ -80,8 +91,9 @@ def _plan(n_heads: int, itemsize: int, max_bytes: int) -> tuple[int, int]:
     column = n_heads * itemsize  # one entry of every head: a column of the block, or of a one-row tile
     block = min(_BLOCK_ENTRIES, max_bytes // (3 * column))
     if block < 1:
-        raise ValueError(f"max_bytes={max_bytes} is too small for {n_heads} heads: "
-                         f"it needs at least {3 * column} bytes")
+        raise ValueError(
+            f"max_bytes={max_bytes} is too small for {n_heads} heads: it needs at least {3 * column} bytes"
+        )
     rows = min(n_heads, max(1, _TILE_BYTES // (block * column)), (max_bytes // (block * column) - 1) // 2)
     return block, rows
 
@@ -110,8 +122,8 @@ class JSAccumulator:
         self._tiny = np.finfo(self.dtype).tiny
         # Running sums in float64 whatever the tile dtype: they add up hundreds of thousands of terms.
         self._cross = np.zeros((n_heads, n_heads))  # Σ_e g(x_a + x_b), upper triangle
-        self._self = np.zeros(n_heads)               # Σ_e g(x_a)
-        self._mass = np.zeros(n_heads)               # Σ_e x_a (the number of rows, up to rounding)
+        self._self = np.zeros(n_heads)  # Σ_e g(x_a)
+        self._mass = np.zeros(n_heads)  # Σ_e x_a (the number of rows, up to rounding)
         self.n_rows = 0
         self.n_items = 0
 
@@ -147,7 +159,7 @@ class JSAccumulator:
         start = 0
         while start < x.shape[1]:
             take = min(self.block_entries - self._filled, x.shape[1] - start)
-            self._block[:, self._filled:self._filled + take] = x[:, start:start + take]
+            self._block[:, self._filled : self._filled + take] = x[:, start : start + take]
             self._filled += take
             start += take
             if self._filled == self.block_entries:
@@ -161,9 +173,9 @@ class JSAccumulator:
             a1 = min(a0 + self.tile_rows, k)
             # Rows a0:a1 against columns a0:k cover the upper triangle; the few pairs below the
             # diagonal inside the tile are computed and ignored rather than cut out.
-            sums = self._sums[:a1 - a0, :k - a0, :e]
+            sums = self._sums[: a1 - a0, : k - a0, :e]
             np.add(block[a0:a1, None, :], block[None, a0:, :], out=sums)
-            logs = self._log(sums, self._logs[:a1 - a0, :k - a0, :e])
+            logs = self._log(sums, self._logs[: a1 - a0, : k - a0, :e])
             self._cross[a0:a1, a0:] += np.einsum("abe,abe->ab", sums, logs)  # (np.vecdot needs numpy 2)
         self._filled = 0
 
@@ -210,16 +222,18 @@ class HeadDistances:
         return len(self.layer)
 
     def labels(self) -> list[str]:
-        """``"L3-H7"`` per head, counted from 1 like the papers; prefixed ``"<source>:"`` with several sources."""
-        base = [f"L{l + 1}-H{h + 1}" for l, h in zip(self.layer, self.head)]
+        """:class:`~bertology_utils.core.heads.Head` written per head (``"3-7"``); prefixed ``"<source>:"`` with
+        several sources."""
+        base = [str(Head(int(l), int(h))) for l, h in zip(self.layer, self.head)]
         if len(self.source_names) == 1:
             return base
         return [f"{self.source_names[s]}:{b}" for s, b in zip(self.source, base)]
 
     def table(self) -> pd.DataFrame:
         """One row per head: source name, layer and head (both from 1)."""
-        return pd.DataFrame({"source": [self.source_names[s] for s in self.source],
-                             "layer": self.layer + 1, "head": self.head + 1})
+        return pd.DataFrame(
+            {"source": [self.source_names[s] for s in self.source], "layer": self.layer + 1, "head": self.head + 1}
+        )
 
     def block(self, i: int, j: int) -> np.ndarray:
         """The distances between the heads of source ``i`` (rows) and those of source ``j`` (columns)."""
@@ -248,8 +262,10 @@ def _check_same_corpus(sources) -> None:
             corpora[i] = (s.metadata["corpus"].get("name"), s.metadata["corpus"].get("sha256"))
     if len(set(corpora.values())) > 1:
         described = "; ".join(f"source {i}: {name} (sha256 {str(sha)[:12]})" for i, (name, sha) in corpora.items())
-        raise ValueError(f"the stores were extracted from different corpora ({described}); "
-                         "joint head distances need the same inputs for every model")
+        raise ValueError(
+            f"the stores were extracted from different corpora ({described}); "
+            "joint head distances need the same inputs for every model"
+        )
 
 
 def _aligned(sources, indices) -> Iterable[tuple[ItemAttention, ...]]:
@@ -258,19 +274,25 @@ def _aligned(sources, indices) -> Iterable[tuple[ItemAttention, ...]]:
     for group in itertools.zip_longest(*(_iter_source(s, indices) for s in sources), fillvalue=missing):
         if any(item is missing for item in group):
             ended = [i for i, item in enumerate(group) if item is missing]
-            raise ValueError(f"source(s) {ended} ran out of items before the others: the sources do not hold "
-                             "the same items (e.g. one model skipped a long item); pass indices= with the "
-                             "items they all hold")
+            raise ValueError(
+                f"source(s) {ended} ran out of items before the others: the sources do not hold "
+                "the same items (e.g. one model skipped a long item); pass indices= with the "
+                "items they all hold"
+            )
         first = group[0]
         for i, item in enumerate(group[1:], 1):
             if (item.index, item.item_id) != (first.index, first.item_id):
-                raise ValueError(f"items do not line up: source 0 has item {first.index} ({first.item_id}) "
-                                 f"where source {i} has item {item.index} ({item.item_id}); pass indices= with "
-                                 "the items they all hold")
+                raise ValueError(
+                    f"items do not line up: source 0 has item {first.index} ({first.item_id}) "
+                    f"where source {i} has item {item.index} ({item.item_id}); pass indices= with "
+                    "the items they all hold"
+                )
             if item.n_words != first.n_words:
-                raise ValueError(f"item {first.index} ({first.item_id}) has {first.n_words} words in source 0 but "
-                                 f"{item.n_words} in source {i} (different special tokens?); their attention "
-                                 "rows cannot be compared")
+                raise ValueError(
+                    f"item {first.index} ({first.item_id}) has {first.n_words} words in source 0 but "
+                    f"{item.n_words} in source {i} (different special tokens?); their attention "
+                    "rows cannot be compared"
+                )
         yield group
 
 
@@ -302,30 +324,49 @@ def head_distances(
     names = tuple(names) if names is not None else tuple(_source_name(s, i) for i, s in enumerate(sources))
     if len(names) != len(sources):
         raise ValueError(f"{len(names)} names for {len(sources)} sources")
-    total = len(indices) if indices is not None else (
-        len(sources[0]) if isinstance(sources[0], AttentionStore) else None)
+    total = (
+        len(indices) if indices is not None else (len(sources[0]) if isinstance(sources[0], AttentionStore) else None)
+    )
     shapes, accumulator = None, None
-    for group in tqdm(_aligned(sources, indices), total=total, desc="head distances", unit="item",
-                      disable=not progress):
+    for group in tqdm(
+        _aligned(sources, indices), total=total, desc="head distances", unit="item", disable=not progress
+    ):
         item_shapes = [item.attention.shape[:2] for item in group]
         if shapes is None:
             shapes = item_shapes
-            accumulator = JSAccumulator(sum(l * h for l, h in shapes), smoothing=smoothing, dtype=dtype,
-                                        max_bytes=max_bytes)
+            accumulator = JSAccumulator(
+                sum(l * h for l, h in shapes), smoothing=smoothing, dtype=dtype, max_bytes=max_bytes
+            )
         elif item_shapes != shapes:
             raise ValueError(f"item {group[0].index} has layers x heads {item_shapes}, earlier items {shapes}")
         n = group[0].n_words
         accumulator.add(np.concatenate([np.asarray(item.attention).reshape(-1, n, n) for item in group]))
     if accumulator is None:
         raise ValueError("no items: the sources are empty (or every item was skipped)")
-    source, layer, head = (np.concatenate(parts) for parts in zip(*(
-        (np.full(l * h, i), np.repeat(np.arange(l), h), np.tile(np.arange(h), l))
-        for i, (l, h) in enumerate(shapes))))
-    return HeadDistances(accumulator.distances(reduction), source, layer, head, names,
-                         accumulator.n_items, accumulator.n_rows, reduction, accumulator.smoothing)
+    source, layer, head = (
+        np.concatenate(parts)
+        for parts in zip(
+            *(
+                (np.full(l * h, i), np.repeat(np.arange(l), h), np.tile(np.arange(h), l))
+                for i, (l, h) in enumerate(shapes)
+            )
+        )
+    )
+    return HeadDistances(
+        accumulator.distances(reduction),
+        source,
+        layer,
+        head,
+        names,
+        accumulator.n_items,
+        accumulator.n_rows,
+        reduction,
+        accumulator.smoothing,
+    )
 
 
 # --------------------------------------------------------------------------- embedding and clustering
+
 
 def _matrix(distances) -> np.ndarray:
     d = np.asarray(distances.matrix if isinstance(distances, HeadDistances) else distances, dtype=np.float64)
@@ -341,11 +382,12 @@ class Embedding:
     """Points from :func:`embed_heads` and how faithfully they keep the distances."""
 
     coords: np.ndarray  #: (heads, n_components)
-    stress: float       #: Kruskal's stress-1: sqrt(Σ (d - d̂)² / Σ d²) over pairs; 0 is a perfect fit
+    stress: float  #: Kruskal's stress-1: sqrt(Σ (d - d̂)² / Σ d²) over pairs; 0 is a perfect fit
 
 
-def embed_heads(distances, n_components: int = 2, *, seed: int = 0, max_iter: int = 1000,
-                eps: float = 1e-9) -> Embedding:
+def embed_heads(
+    distances, n_components: int = 2, *, seed: int = 0, max_iter: int = 1000, eps: float = 1e-9
+) -> Embedding:
     """Metric MDS (scikit-learn, SMACOF) of a precomputed distance matrix, as Clark et al. did.
 
     Started from classical MDS where scikit-learn offers it (>= 1.8), else from ``seed``'s random
@@ -378,16 +420,28 @@ def head_linkage(distances, method: str = "average") -> np.ndarray:
     return linkage(squareform(_matrix(distances), checks=False), method=method)
 
 
-def plot_dendrogram(linkage_matrix: np.ndarray, labels: Sequence[str], *, label_colours: Sequence | None = None,
-                    ax=None, title: str | None = None):
+def plot_dendrogram(
+    linkage_matrix: np.ndarray,
+    labels: Sequence[str],
+    *,
+    label_colours: Sequence | None = None,
+    ax=None,
+    title: str | None = None,
+):
     """Dendrogram of :func:`head_linkage`'s result, leaves labelled (and optionally coloured) per head."""
     import matplotlib.pyplot as plt
     from scipy.cluster.hierarchy import dendrogram
 
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.12 * len(labels)), 4))
-    tree = dendrogram(linkage_matrix, labels=list(labels), ax=ax, color_threshold=0, above_threshold_color="0.4",
-                      leaf_font_size=max(4, min(9, 700 // max(len(labels), 1))))
+    tree = dendrogram(
+        linkage_matrix,
+        labels=list(labels),
+        ax=ax,
+        color_threshold=0,
+        above_threshold_color="0.4",
+        leaf_font_size=max(4, min(9, 700 // max(len(labels), 1))),
+    )
     if label_colours is not None:
         colour_of = dict(zip(labels, label_colours))
         for tick in ax.get_xticklabels():
@@ -399,6 +453,7 @@ def plot_dendrogram(linkage_matrix: np.ndarray, labels: Sequence[str], *, label_
 
 
 # --------------------------------------------------------------------------- same layer, closer?
+
 
 @dataclass(frozen=True)
 class SameLayerTest:
@@ -425,8 +480,14 @@ class SameLayerTest:
         return self.same_mean / self.other_mean if self.other_mean else float("nan")
 
 
-def same_layer_statistic(distances, layers: Sequence | None = None, *, n_permutations: int = 10_000,
-                         seed: int = 0, chunk_bytes: int = 32 << 20) -> SameLayerTest:
+def same_layer_statistic(
+    distances,
+    layers: Sequence | None = None,
+    *,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    chunk_bytes: int = 32 << 20,
+) -> SameLayerTest:
     """Is a head closer to heads of its own layer than to the others? Means and a permutation p-value.
 
     ``layers`` labels each head (any hashable values, e.g. ``"model:layer"`` for a joint matrix);
@@ -465,18 +526,30 @@ def same_layer_statistic(distances, layers: Sequence | None = None, *, n_permuta
     observed = statistic(within_observed)
     rng = np.random.default_rng(seed)
     chunk = max(1, chunk_bytes // (3 * 8 * k * len(counts)))  # z, its transpose's product, the product
-    null = np.concatenate([
-        statistic(within(rng.permuted(np.tile(codes, (min(chunk, n_permutations - start), 1)), axis=1)))
-        for start in range(0, n_permutations, chunk)
-    ]) if n_permutations else np.empty(0)
+    null = (
+        np.concatenate(
+            [
+                statistic(within(rng.permuted(np.tile(codes, (min(chunk, n_permutations - start), 1)), axis=1)))
+                for start in range(0, n_permutations, chunk)
+            ]
+        )
+        if n_permutations
+        else np.empty(0)
+    )
     # A permutation that reproduces the observed grouping must count as "at least as large" even
     # when summation order changes the last bits: allow a slack far below any real difference.
     hits = int((null >= observed - 1e-9 * total / (k * (k - 1))).sum())
-    return SameLayerTest(float(within_observed / n_same), float((total - within_observed) / n_other),
-                         (hits + 1) / (n_permutations + 1), n_permutations, null)
+    return SameLayerTest(
+        float(within_observed / n_same),
+        float((total - within_observed) / n_other),
+        (hits + 1) / (n_permutations + 1),
+        n_permutations,
+        null,
+    )
 
 
 # --------------------------------------------------------------------------- behaviour colours
+
 
 def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
     """Mean share of attention each head puts on the previous word, itself, the next word and punctuation.
@@ -492,8 +565,18 @@ def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]
     return {key: stats[key] for key in ("previous", "self", "next", "punct")}
 
 
-def plot_embedding(coords: np.ndarray, values, *, ax=None, title: str | None = None, label: str = "",
-                   cmap: str = "viridis", categorical: bool | None = None, markers=None, size: float = 40):
+def plot_embedding(
+    coords: np.ndarray,
+    values,
+    *,
+    ax=None,
+    title: str | None = None,
+    label: str = "",
+    cmap: str = "viridis",
+    categorical: bool | None = None,
+    markers=None,
+    size: float = 40,
+):
     """Scatter of 2-D head coordinates coloured by ``values`` (numbers: a colour bar; labels: a legend).
 
     ``markers`` optionally gives one marker per point (e.g. per model in a joint embedding).
@@ -515,16 +598,32 @@ def plot_embedding(coords: np.ndarray, values, *, ax=None, title: str | None = N
             for marker in np.unique(markers):
                 keep = (values == category) & (markers == marker)
                 if keep.any():
-                    ax.scatter(*coords[keep].T, color=palette(c % palette.N), marker=marker, s=size,
-                               edgecolor="k", linewidth=0.3, label=None if labelled else str(category))
+                    ax.scatter(
+                        *coords[keep].T,
+                        color=palette(c % palette.N),
+                        marker=marker,
+                        s=size,
+                        edgecolor="k",
+                        linewidth=0.3,
+                        label=None if labelled else str(category),
+                    )
                     labelled = True
         ax.legend(title=label or None, fontsize=7, title_fontsize=8, loc="best", markerscale=0.8)
     else:
         vmin, vmax = np.nanmin(values), np.nanmax(values)
         for marker in np.unique(markers):
             keep = markers == marker
-            points = ax.scatter(*coords[keep].T, c=values[keep], cmap=cmap, vmin=vmin, vmax=vmax, marker=marker,
-                                s=size, edgecolor="k", linewidth=0.3)
+            points = ax.scatter(
+                *coords[keep].T,
+                c=values[keep],
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                marker=marker,
+                s=size,
+                edgecolor="k",
+                linewidth=0.3,
+            )
         ax.figure.colorbar(points, ax=ax, label=label, shrink=0.8)
     ax.set_xticks([])
     ax.set_yticks([])

@@ -24,21 +24,44 @@ others are counted as excluded), so chance is 50% here, unlike Clark's task.
   hers) pronouns; every accuracy is also reported per gender with the F/M ratio. GAP itself
   reports F1 over both names; we report accuracy of choosing between them.
 """
+
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from bertology_utils.data import Corpus, GapExample, Sentence, words_of
-from bertology_utils.core.errors import BertologyError, DataFormatError
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.analyses.syntax import real_word_positions
 from bertology_utils.attention.store import AttentionStore
-from bertology_utils.analyses.syntax import head_name, real_word_positions
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.heads import Head
+from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus, GapExample, Sentence, words_of
+
+__all__ = [
+    "MASCULINE",
+    "FEMININE",
+    "GENDERS",
+    "SENTENCE_ENDS",
+    "BASELINES",
+    "ON_MISMATCH",
+    "word_spans",
+    "GapWords",
+    "gap_words",
+    "window",
+    "PreparedGap",
+    "prepare_gap",
+    "CorefResult",
+    "score_coreference",
+    "PAPER_TABLE2",
+    "paper_comparison",
+    "example_index",
+    "plot_pronoun_attention",
+]
 
 MASCULINE = ("he", "him", "his", "himself")
 FEMININE = ("she", "her", "hers", "herself")
@@ -51,6 +74,7 @@ ON_MISMATCH = ("raise", "skip")
 
 
 # --------------------------------------------------------------------------- words and offsets
+
 
 def _droppable(char: str) -> bool:
     """Characters :func:`words_of` never puts in a word: whitespace, control and format characters."""
@@ -100,32 +124,35 @@ def word_spans(text: str, boundaries: Iterable[int] = ()) -> tuple[list[str], li
     return words, spans
 
 
-def _mention_words(spans: np.ndarray, words: list[str], start: int, string: str, what: str,
-                   example_id: str) -> tuple[int, int]:
+def _mention_words(
+    spans: np.ndarray, words: list[str], start: int, string: str, what: str, example_id: str
+) -> tuple[int, int]:
     """``[first, stop)`` word indices of a mention at character ``start``, checked against its string."""
     inside = np.flatnonzero((spans[:, 0] < start + len(string)) & (spans[:, 1] > start))
-    covered = words[inside[0]:inside[-1] + 1] if len(inside) else []
+    covered = words[inside[0] : inside[-1] + 1] if len(inside) else []
     if "".join(covered) != _strip(string):
-        raise DataFormatError(f"GAP example {example_id}: {what} {string!r} at offset {start} covers "
-                              f"{' '.join(covered) or 'no word'!r}")
+        raise DataFormatError(
+            f"GAP example {example_id}: {what} {string!r} at offset {start} covers {' '.join(covered) or 'no word'!r}"
+        )
     return int(inside[0]), int(inside[-1]) + 1
 
 
 # --------------------------------------------------------------------------- one example as words
+
 
 @dataclass(frozen=True)
 class GapWords:
     """A GAP example as the words the model reads, with the pronoun and both names located in them."""
 
     example: GapExample
-    words: tuple[str, ...]          #: the words given to the model (the window, when windowed)
-    pronoun: int                    #: index of the pronoun in ``words``
-    a: tuple[int, int]              #: ``[start, stop)`` of name A in ``words``
-    b: tuple[int, int]              #: ``[start, stop)`` of name B in ``words``
-    sentences: tuple[int, ...]      #: sentence number of each word, counted in the whole passage
-    first_word: int = 0             #: position of ``words[0]`` among the passage's words
-    passage_words: int = 0          #: words in the whole passage
-    split_words: int = 0            #: words cut at a mention boundary
+    words: tuple[str, ...]  #: the words given to the model (the window, when windowed)
+    pronoun: int  #: index of the pronoun in ``words``
+    a: tuple[int, int]  #: ``[start, stop)`` of name A in ``words``
+    b: tuple[int, int]  #: ``[start, stop)`` of name B in ``words``
+    sentences: tuple[int, ...]  #: sentence number of each word, counted in the whole passage
+    first_word: int = 0  #: position of ``words[0]`` among the passage's words
+    passage_words: int = 0  #: words in the whole passage
+    split_words: int = 0  #: words cut at a mention boundary
 
     @property
     def windowed(self) -> bool:
@@ -133,7 +160,7 @@ class GapWords:
 
     @property
     def gold(self) -> str | None:
-        """"A" or "B" when exactly one of them is the antecedent, else None."""
+        """ "A" or "B" when exactly one of them is the antecedent, else None."""
         if self.example.a_coref == self.example.b_coref:
             return None
         return "A" if self.example.a_coref else "B"
@@ -163,10 +190,13 @@ class GapWords:
 
 def gap_words(example: GapExample) -> GapWords:
     """The whole passage of a GAP example as words, every mention checked against its offset."""
-    mentions = (("pronoun", example.pronoun, example.pronoun_offset), ("A", example.a, example.a_offset),
-                ("B", example.b, example.b_offset))
+    mentions = (
+        ("pronoun", example.pronoun, example.pronoun_offset),
+        ("A", example.a, example.a_offset),
+        ("B", example.b, example.b_offset),
+    )
     for what, string, start in mentions:
-        if example.text[start:start + len(string)] != string:
+        if example.text[start : start + len(string)] != string:
             raise DataFormatError(f"GAP example {example.id}: {what} {string!r} is not in the text at offset {start}")
     boundaries = [x for _, string, start in mentions for x in (start, start + len(string))]
     words, spans = word_spans(example.text, boundaries)
@@ -176,8 +206,17 @@ def gap_words(example: GapExample) -> GapWords:
         raise DataFormatError(f"GAP example {example.id}: the pronoun {example.pronoun!r} is not one word")
     ends = np.isin(np.array(words, dtype=object), SENTENCE_ENDS)
     sentences = np.cumsum(ends) - ends  # a sentence-ending word belongs to the sentence it ends
-    return GapWords(example, tuple(words), p[0], a, b, tuple(sentences.tolist()), 0, len(words),
-                    len(words) - len(words_of(example.text)))
+    return GapWords(
+        example,
+        tuple(words),
+        p[0],
+        a,
+        b,
+        tuple(sentences.tolist()),
+        0,
+        len(words),
+        len(words) - len(words_of(example.text)),
+    )
 
 
 def window(item: GapWords, tokens_per_word: np.ndarray, budget: int) -> GapWords | None:
@@ -212,11 +251,21 @@ def window(item: GapWords, tokens_per_word: np.ndarray, budget: int) -> GapWords
     def shift(span):
         return (span[0] - start, span[1] - start)
 
-    return GapWords(item.example, item.words[start:stop], item.pronoun - start, shift(item.a), shift(item.b),
-                    item.sentences[start:stop], item.first_word + start, item.passage_words, item.split_words)
+    return GapWords(
+        item.example,
+        item.words[start:stop],
+        item.pronoun - start,
+        shift(item.a),
+        shift(item.b),
+        item.sentences[start:stop],
+        item.first_word + start,
+        item.passage_words,
+        item.split_words,
+    )
 
 
 # --------------------------------------------------------------------------- a corpus of examples
+
 
 @dataclass(frozen=True)
 class PreparedGap:
@@ -224,7 +273,7 @@ class PreparedGap:
 
     items: tuple[GapWords, ...]
     corpus: Corpus
-    counts: dict          #: examples read, kept, windowed, split words, and excluded by reason
+    counts: dict  #: examples read, kept, windowed, split words, and excluded by reason
     description: str = ""
 
 
@@ -235,8 +284,12 @@ def prepare_gap(examples: Corpus, model: LoadedModel, max_tokens: int | None = N
     """
     limit = model.max_tokens if max_tokens is None else int(max_tokens)
     budget = limit - model.tokenizer.num_special_tokens_to_add(pair=False)
-    counts = {"examples": len(examples), "excluded: both names are antecedents": 0,
-              "excluded: neither name is the antecedent": 0, "excluded: mentions too far apart for the model": 0}
+    counts = {
+        "examples": len(examples),
+        "excluded: both names are antecedents": 0,
+        "excluded: neither name is the antecedent": 0,
+        "excluded: mentions too far apart for the model": 0,
+    }
     whole = [gap_words(ex) for ex in examples]
     kept = []
     for item in whole:
@@ -262,12 +315,15 @@ def prepare_gap(examples: Corpus, model: LoadedModel, max_tokens: int | None = N
     counts["words cut at a mention boundary"] = sum(g.split_words for g in items)
     sentences = [Sentence(g.example.id, g.words) for g in items]
     corpus = Corpus.from_items(sentences, name=f"{examples.name} words (<= {limit} tokens)")
-    description = (f"{examples.description}; {len(items)} examples with exactly one antecedent, "
-                   f"{counts['windowed']} cut to a window of {limit} tokens")
+    description = (
+        f"{examples.description}; {len(items)} examples with exactly one antecedent, "
+        f"{counts['windowed']} cut to a window of {limit} tokens"
+    )
     return PreparedGap(tuple(items), corpus, counts, description)
 
 
 # --------------------------------------------------------------------------- scoring
+
 
 def _choice_correct(choice: np.ndarray, gold_is_a: np.ndarray) -> np.ndarray:
     """1 when the pick (+1 A, -1 B) is the gold name, 0 when it is the other, 0.5 for a tie (0)."""
@@ -279,10 +335,10 @@ def _choice_correct(choice: np.ndarray, gold_is_a: np.ndarray) -> np.ndarray:
 class CorefResult:
     """Per example and head: did the pronoun attend more to its antecedent than to the other name?"""
 
-    items: tuple[GapWords, ...]     #: the scored examples
-    indices: np.ndarray             #: their positions in the prepared examples (and the store)
-    correct: np.ndarray             #: (examples, layers, heads): 1, 0, or 0.5 for a tie
-    baselines: dict                 #: baseline name -> (examples,) 1 / 0 / 0.5
+    items: tuple[GapWords, ...]  #: the scored examples
+    indices: np.ndarray  #: their positions in the prepared examples (and the store)
+    correct: np.ndarray  #: (examples, layers, heads): 1, 0, or 0.5 for a tie
+    baselines: dict  #: baseline name -> (examples,) 1 / 0 / 0.5
     counts: dict
     description: str = ""
 
@@ -296,9 +352,9 @@ class CorefResult:
         return self.correct.mean(0)
 
     @property
-    def best_head(self) -> tuple[int, int]:
-        """(layer, head), 0-based, of the most accurate head."""
-        return tuple(int(x) for x in np.unravel_index(int(self.accuracy.argmax()), self.accuracy.shape))
+    def best_head(self) -> Head:
+        """The most accurate head."""
+        return Head.argmax(self.accuracy)
 
     def held_out(self) -> np.ndarray:
         """(examples,) correctness of a head chosen on the other half of the examples (even / odd).
@@ -318,11 +374,13 @@ class CorefResult:
 
     def table(self) -> pd.DataFrame:
         """Accuracy (%) of the best head, its held-out estimate and the baselines: overall, per gender, F/M."""
-        layer, head = self.best_head
-        methods = {f"best head {head_name(layer, head)}": self.correct[:, layer, head],
-                   "best head, held out": self.held_out(),
-                   **{name: self.baselines[name] for name in BASELINES},
-                   "chance": np.full(len(self.items), 0.5)}
+        best = self.best_head
+        methods = {
+            f"best head {best}": self.correct[:, best.layer, best.head],
+            "best head, held out": self.held_out(),
+            **{name: self.baselines[name] for name in BASELINES},
+            "chance": np.full(len(self.items), 0.5),
+        }
         gender = self.gender
         rows = []
         for name, values in methods.items():
@@ -334,6 +392,23 @@ class CorefResult:
         table = pd.DataFrame(rows).set_index("method")
         table.attrs["examples"] = {"all": len(self.items), **{g: int((gender == g).sum()) for g in GENDERS}}
         return table
+
+    def metrics(self, prefix: str = "coref") -> dict:
+        """The best head, its accuracy (fractions) overall, held out and per gender, the baselines and the counts."""
+        rows = self.table()
+        best = rows.iloc[0]
+        return {
+            f"{prefix}.examples": len(self.items),
+            f"{prefix}.best_head": str(self.best_head),
+            f"{prefix}.best_accuracy": best["all"] / 100,
+            f"{prefix}.held_out_accuracy": rows.loc["best head, held out", "all"] / 100,
+            f"{prefix}.best_accuracy_masculine": best["masculine"] / 100,
+            f"{prefix}.best_accuracy_feminine": best["feminine"] / 100,
+            f"{prefix}.bias_fm": best["F/M"],
+            **{f"{prefix}.{name.split()[0]}_accuracy": rows.loc[name, "all"] / 100 for name in BASELINES},
+            f"{prefix}.windowed": self.counts["windowed"],
+            f"{prefix}.excluded": sum(v for k, v in self.counts.items() if k.startswith("excluded")),
+        }
 
 
 def score_coreference(prepared: PreparedGap, attention, *, on_mismatch: str = "raise") -> CorefResult:
@@ -361,8 +436,10 @@ def score_coreference(prepared: PreparedGap, attention, *, on_mismatch: str = "r
         real = real_word_positions(item)
         if tuple(np.asarray(item.words, dtype=object)[real].tolist()) != g.words:
             if on_mismatch == "raise":
-                raise BertologyError(f"GAP example {i} ({g.example.id}): the attention's words are not the prepared "
-                                     "words (pass on_mismatch='skip' to leave such examples out)")
+                raise BertologyError(
+                    f"GAP example {i} ({g.example.id}): the attention's words are not the prepared "
+                    "words (pass on_mismatch='skip' to leave such examples out)"
+                )
             counts["skipped: words differ"] += 1
             continue
         row = np.asarray(item.attention)[:, :, real[g.pronoun], real]  # (layers, heads, words)
@@ -394,11 +471,8 @@ PAPER_TABLE2 = {
 }
 
 
-def paper_comparison(result: CorefResult) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Table 2 beside ours, and the paper's claims checked on our numbers.
-
-    Returns ``(table, claims)``. In ``claims`` the best head is our held-out estimate.
-    """
+def paper_comparison(result: CorefResult) -> pd.DataFrame:
+    """Table 2 beside ours, accuracies in percent (:mod:`bertology_utils.papers.clark` judges the claims)."""
     ours = result.table()["all"]
     best = ours.index[0]
     rows = [
@@ -411,23 +485,23 @@ def paper_comparison(result: CorefResult) -> tuple[pd.DataFrame, pd.DataFrame]:
         ("neural system", "neural system", None, "not run here"),
         ("chance", None, "chance", "GAP: one of two names"),
     ]
-    table = pd.DataFrame([{"method": method, "paper (%)": PAPER_TABLE2.get(paper, np.nan),
-                           "ours": ours_name or "-", "ours (%)": ours.get(ours_name, np.nan) if ours_name else np.nan,
-                           "note": note} for method, paper, ours_name, note in rows]).set_index("method")
-    held_out = ours["best head, held out"]
-    claims = pd.DataFrame([
-        {"claim": "the best head beats the nearest-candidate baseline",
-         "paper": PAPER_TABLE2["best head (5-4)"] > PAPER_TABLE2["nearest mention"],
-         "ours": held_out > ours["nearest name"]},
-        {"claim": "the best head falls short of the rule-based system",
-         "paper": PAPER_TABLE2["best head (5-4)"] < PAPER_TABLE2["rule-based system"],
-         "ours": held_out < ours["salience rule"]},
-    ]).set_index("claim")
-    claims["agrees"] = claims["paper"] == claims["ours"]
-    return table, claims
+    table = pd.DataFrame(
+        [
+            {
+                "method": method,
+                "paper (%)": PAPER_TABLE2.get(paper, np.nan),
+                "ours": ours_name or "-",
+                "ours (%)": ours.get(ours_name, np.nan) if ours_name else np.nan,
+                "note": note,
+            }
+            for method, paper, ours_name, note in rows
+        ]
+    ).set_index("method")
+    return table
 
 
 # --------------------------------------------------------------------------- pictures
+
 
 def example_index(result: CorefResult, layer: int, head: int, max_words: int = 45) -> int:
     """Position in ``result.items`` of the shortest example the head gets right (the shortest of all if it
@@ -448,13 +522,16 @@ def plot_pronoun_attention(item: ItemAttention, words: GapWords, layer: int, hea
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(words.words) + 1), 3.2))
     colours = np.full(len(row), "lightgrey", dtype=object)
-    colours[words.a[0]:words.a[1]] = "tab:blue"
-    colours[words.b[0]:words.b[1]] = "tab:orange"
+    colours[words.a[0] : words.a[1]] = "tab:blue"
+    colours[words.b[0] : words.b[1]] = "tab:orange"
     colours[words.pronoun] = "black"
     ax.bar(np.arange(len(row)), row, color=list(colours))
     ax.set_xticks(np.arange(len(row)), words.words, rotation=90, fontsize=7)
     ax.set_ylabel("attention from the pronoun")
     gold = words.example.a if words.gold == "A" else words.example.b
-    ax.set_title(f"head {head_name(layer, head)}: {words.example.pronoun!r} (black) -> "
-                 f"A {words.example.a!r} (blue) vs B {words.example.b!r} (orange); antecedent: {gold}", fontsize=9)
+    ax.set_title(
+        f"head {Head(layer, head)}: {words.example.pronoun!r} (black) -> "
+        f"A {words.example.a!r} (blue) vs B {words.example.b!r} (orange); antecedent: {gold}",
+        fontsize=9,
+    )
     return ax

@@ -29,17 +29,35 @@ examples on unlabelled treebank pairs were near-diagonal maps (a definitional fl
 pictures, not fitted to the labels); its threshold 0.5 (half of uniform) was set without a search.
 It left the labelled F1 unchanged (0.448): the labelled maps it would concern are faint diagonals.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from bertology_utils.attention.alignment import WORD
-from bertology_utils.core import settings
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core import settings
+
+__all__ = [
+    "TYPES",
+    "THRESHOLDS",
+    "THRESHOLD_GRID",
+    "LABELS_DIR",
+    "template_scores",
+    "classify_scores",
+    "classify_map",
+    "classify_items",
+    "type_proportions",
+    "f1_report",
+    "load_labelled_maps",
+    "score_labelled",
+    "split_labelled",
+    "fit_thresholds",
+]
 
 TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 
@@ -68,8 +86,8 @@ def template_scores(attention: np.ndarray, word_kinds, segments) -> dict[str, np
     diagonal = (p * band).sum(-1).mean(-1)
     if len(np.unique(segments[word])) > 1:
         rows = np.flatnonzero(word)
-        to_words = p[..., rows, :][..., word]                               # (..., w, w)
-        same = (segments[rows][:, None] == segments[word][None, :])
+        to_words = p[..., rows, :][..., word]  # (..., w, w)
+        same = segments[rows][:, None] == segments[word][None, :]
         total = to_words.sum(-1)
         inside = (to_words * same).sum(-1)
         block = np.divide(inside, total, out=np.full_like(total, np.nan), where=total > 0)
@@ -118,10 +136,19 @@ def classify_items(items: Iterable[ItemAttention], dataset: str = "", thresholds
         types = classify_scores(scores, thresholds)
         L, H = types.shape
         layer, head = np.meshgrid(np.arange(1, L + 1), np.arange(1, H + 1), indexing="ij")
-        frames.append(pd.DataFrame({
-            "dataset": dataset, "item": item.index, "pair": bool(len(np.unique(item.segments)) > 1),
-            "layer": layer.ravel(), "head": head.ravel(), **{k: v.ravel() for k, v in scores.items()},
-            "type": types.ravel()}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "dataset": dataset,
+                    "item": item.index,
+                    "pair": bool(len(np.unique(item.segments)) > 1),
+                    "layer": layer.ravel(),
+                    "head": head.ravel(),
+                    **{k: v.ravel() for k, v in scores.items()},
+                    "type": types.ravel(),
+                }
+            )
+        )
     if not frames:
         raise ValueError("no items")
     return pd.concat(frames, ignore_index=True)
@@ -147,8 +174,12 @@ def f1_report(true, predicted) -> pd.DataFrame:
         rows[t] = {"precision": precision, "recall": recall, "f1": f1, "support": tp + fn}
     report = pd.DataFrame(rows).T
     present = report[report["support"] > 0]
-    report.loc["macro"] = [present["precision"].mean(), present["recall"].mean(), present["f1"].mean(),
-                           present["support"].sum()]
+    report.loc["macro"] = [
+        present["precision"].mean(),
+        present["recall"].mean(),
+        present["f1"].mean(),
+        present["support"].sum(),
+    ]
     return report
 
 
@@ -157,8 +188,10 @@ def load_labelled_maps(folder=None) -> tuple[pd.DataFrame, dict[str, tuple[np.nd
     folder = Path(folder) if folder is not None else LABELS_DIR
     table = pd.read_csv(folder / "labels.csv")
     with np.load(folder / "maps.npz") as z:
-        maps = {m: (z[f"{m}/attention"].astype(np.float32), z[f"{m}/word_kinds"], z[f"{m}/segments"])
-                for m in table["map_id"]}
+        maps = {
+            m: (z[f"{m}/attention"].astype(np.float32), z[f"{m}/word_kinds"], z[f"{m}/segments"])
+            for m in table["map_id"]
+        }
     return table, maps
 
 
@@ -173,15 +206,19 @@ def score_labelled(folder=None, thresholds=None) -> pd.DataFrame:
 
 
 #: The grid :func:`fit_thresholds` searches (small on purpose: few labelled maps).
-THRESHOLD_GRID = {"most": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5), "part": (0.05, 0.1, 0.15, 0.2),
-                  "block": (0.8, 0.9), "spread": (0.5, 0.8)}
+THRESHOLD_GRID = {
+    "most": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5),
+    "part": (0.05, 0.1, 0.15, 0.2),
+    "block": (0.8, 0.9),
+    "spread": (0.5, 0.8),
+}
 
 
 def split_labelled(table: pd.DataFrame, seed: int = 0, fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks (fit, held out) of a seeded random split of the labelled table."""
     rng = np.random.default_rng(seed)
     fit = np.zeros(len(table), dtype=bool)
-    fit[rng.permutation(len(table))[:int(round(fraction * len(table)))]] = True
+    fit[rng.permutation(len(table))[: int(round(fraction * len(table)))]] = True
     return fit, ~fit
 
 

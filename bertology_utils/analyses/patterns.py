@@ -11,111 +11,40 @@ Rows of the special pseudo-words ([CLS], [SEP], ``<s>``, ``</s>``) are included,
 Stored maps are float16, so a row sums to 1 only within about 1e-3; the statistics below
 renormalise each row before using it (:func:`max_row_sum_error` measures the deviation).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.alignment import LEADING_SPECIAL as _CLS_KIND
+from bertology_utils.attention.alignment import SEPARATOR as _SEP_KIND
+from bertology_utils.attention.alignment import WORD as _WORD_KIND
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.data import is_punctuation
 
-#: Keys of :func:`attention_to_kinds`, and the word kind each one collects.
-KINDS = {"cls": LEADING_SPECIAL, "sep": SEPARATOR, "other": WORD}
-
-
-class EntropyStats(NamedTuple):
-    """What :func:`attention_entropy` returns (unpacks as a tuple)."""
-
-    entropy: np.ndarray     #: (layers, heads) mean entropy of the attention rows, in nats
-    uniform_entropy: float  #: mean over the same rows of log(row length): a head attending uniformly
-    mean_row_length: float  #: mean number of words a row spreads over (row-weighted, specials included)
-
-
-def _items(items: Iterable[ItemAttention]) -> Iterable[tuple[ItemAttention, np.ndarray]]:
-    """Each item with its attention as float64 (L, H, n, n), checking shapes agree across items."""
-    shape = None
-    for item in items:
-        att = np.asarray(item.attention, dtype=np.float64)
-        n = len(item.words)
-        if att.ndim != 4 or att.shape[2:] != (n, n):
-            raise ValueError(f"item {item.item_id}: attention of shape {att.shape} does not fit {n} words")
-        if len(item.word_kinds) != n:
-            raise ValueError(f"item {item.item_id}: {len(item.word_kinds)} word kinds for {n} words")
-        if shape is None:
-            shape = att.shape[:2]
-        elif att.shape[:2] != shape:
-            raise ValueError(f"item {item.item_id} has {att.shape[:2]} layers x heads, earlier items {shape}")
-        yield item, att
-    if shape is None:
-        raise ValueError("no items: the statistics need at least one item")
-
-
-def attention_to_kinds(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
-    """Mean share of attention each head puts on [CLS]-like words, on separators and on other words.
-
-    For every attending word (row) of every item, the row is renormalised to sum to 1 and
-    split by the kind of the attended word (see :mod:`bertology_utils.attention.alignment`); the shares
-    are then averaged over all rows of all items, each row weighing the same (Clark et al.'s
-    average over tokens, taken at word level). Rows of special words are included; rows that
-    are all zero are left out.
-
-    Returns ``{"cls": ..., "sep": ..., "other": ...}``, each of shape ``(layers, heads)``;
-    the three sum to 1 for every head.
-    """
-    totals, rows = None, None
-    kinds = np.array(list(KINDS.values()))
-    for item, att in _items(items):
-        one_hot = (np.asarray(item.word_kinds)[:, None] == kinds[None, :]).astype(np.float64)  # (n, 3)
-        by_kind = att @ one_hot                                  # (L, H, n, 3): mass of each row per kind
-        mass = by_kind.sum(-1, keepdims=True)                    # (L, H, n, 1): the row sums
-        valid = mass > 0
-        shares = np.divide(by_kind, mass, out=np.zeros_like(by_kind), where=valid)
-        if totals is None:
-            totals, rows = np.zeros(shares.shape[:2] + (3,)), np.zeros(shares.shape[:2] + (1,))
-        totals += shares.sum(axis=2)
-        rows += valid.sum(axis=2)
-    means = np.divide(totals, rows, out=np.full_like(totals, np.nan), where=rows > 0)
-    return {name: means[..., k] for k, name in enumerate(KINDS)}
-
-
-def attention_entropy(items: Iterable[ItemAttention], eps: float = 1e-12) -> EntropyStats:
-    """Mean entropy (nats) of each head's attention rows, with the uniform reference.
-
-    Each row ``p`` is renormalised to sum to 1 (float16 storage leaves it within ~1e-3), then
-    ``H(p) = -sum_j p_j log(max(p_j, eps))``. Clipping inside the logarithm only, with no mass
-    added, makes ``0 log 0 = 0`` exact and leaves every positive entry's contribution unchanged
-    (for ``p_j >= eps``); it is the only smoothing. Rows are averaged as in
-    :func:`attention_to_kinds` (every attending word of every item weighs the same; all-zero rows
-    are left out).
-
-    ``uniform_entropy`` is the mean over the same rows of ``log(n)``, ``n`` the number of words
-    the row spreads over: what a head attending uniformly would score, so ``entropy /
-    uniform_entropy`` near 1 means "attends broadly, bag-of-words like".
-    """
-    totals, rows, n_rows, log_n, length = None, None, 0, 0.0, 0.0
-    for item, att in _items(items):
-        mass = att.sum(-1, keepdims=True)
-        valid = mass > 0
-        p = np.divide(att, mass, out=np.zeros_like(att), where=valid)
-        h = -(p * np.log(np.maximum(p, eps))).sum(-1)            # (L, H, n)
-        if totals is None:
-            totals, rows = np.zeros(h.shape[:2]), np.zeros(h.shape[:2])
-        totals += h.sum(-1)
-        rows += valid[..., 0].sum(-1)
-        n = att.shape[-1]
-        if n:
-            n_rows, log_n, length = n_rows + n, log_n + n * np.log(n), length + n * n
-    entropy = np.divide(totals, rows, out=np.full_like(totals, np.nan), where=rows > 0)
-    return EntropyStats(entropy, float(log_n / max(n_rows, 1)), float(length / max(n_rows, 1)))
+__all__ = [
+    "max_row_sum_error",
+    "head_table",
+    "LEVELS",
+    "STATISTICS",
+    "SurfaceStats",
+    "surface_statistics",
+    "VIG_PATTERNS",
+    "PatternScores",
+    "vig_patterns",
+]
 
 
 def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
     """Largest ``|row sum - 1|`` over every row of every head of every item (float16 rounding shows here)."""
     worst = 0.0
-    for _, att in _items(items):
+    for item in items:
+        att = np.asarray(item.attention, dtype=np.float64)
         worst = max(worst, float(np.abs(att.sum(-1) - 1.0).max(initial=0.0)))
     return worst
 
@@ -123,7 +52,7 @@ def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
 def head_table(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """One row per (layer, head), both counted from 1 like the papers, one column per ``(layers, heads)`` array.
 
-    ``head_table(attention_to_kinds(items))`` has columns layer, head, cls, sep, other; melt it
+    ``surface_statistics(items).table()`` has columns layer, head and one per statistic; melt it
     for seaborn's long format.
     """
     arrays = {name: np.asarray(v) for name, v in values.items()}
@@ -137,11 +66,6 @@ def head_table(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- Clark's surface statistics, one pass
 
-import unicodedata
-from dataclasses import dataclass, field
-
-from bertology_utils.attention.alignment import LEADING_SPECIAL as _CLS_KIND, SEPARATOR as _SEP_KIND, WORD as _WORD_KIND
-
 LEVELS = ("word", "token")
 
 #: Names of the ``(layers, heads)`` arrays in :attr:`SurfaceStats.values`, with what each one averages.
@@ -151,6 +75,7 @@ STATISTICS = {
     "next": "share of a row on the next position (rows that have one)",
     "cls": "share of a row on the leading special token ([CLS], <s>)",
     "sep": "share of a row on separators ([SEP], </s>)",
+    "other": "share of a row on ordinary words/tokens (not [CLS]- or [SEP]-like)",
     "sep_to_sep": "share of a separator's row on separators (separator rows only)",
     "period": 'share of a row on "." ',
     "comma": 'share of a row on ","',
@@ -168,22 +93,17 @@ def _strip_piece(token: str) -> str:
     return token
 
 
-def is_punctuation(text: str) -> bool:
-    """True for a non-empty string made only of Unicode punctuation."""
-    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
-
-
 @dataclass
 class SurfaceStats:
     """What :func:`surface_statistics` returns: per-head means, their row counts and uniform references."""
 
     level: str
-    values: dict[str, np.ndarray]          #: name -> (layers, heads) mean, see :data:`STATISTICS`
-    rows: dict[str, int]                   #: name -> number of rows the mean is over
-    uniform_entropy: float                 #: mean log(row length) over all rows: a uniform head's entropy
-    uniform_cls_entropy: float             #: the same over [CLS] rows only
+    values: dict[str, np.ndarray]  #: name -> (layers, heads) mean, see :data:`STATISTICS`
+    rows: dict[str, int]  #: name -> number of rows the mean is over
+    uniform_entropy: float  #: mean log(row length) over all rows: a uniform head's entropy
+    uniform_cls_entropy: float  #: the same over [CLS] rows only
     n_items: int
-    n_pairs: int = 0                       #: items with two segments
+    n_pairs: int = 0  #: items with two segments
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.values[name]
@@ -249,9 +169,9 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
         period = word & np.array([t == "." for t in texts])
         comma = word & np.array([t == "," for t in texts])
         punct = word & np.array([is_punctuation(t) for t in texts])
-        cols = np.stack([cls, sep, period, comma, punct], axis=1).astype(np.float64)  # (n, 5)
-        shares = att @ cols                                                          # (L, H, n, 5)
-        for k, name in enumerate(("cls", "sep", "period", "comma", "punct")):
+        cols = np.stack([cls, sep, word, period, comma, punct], axis=1).astype(np.float64)  # (n, 6)
+        shares = att @ cols  # (L, H, n, 6)
+        for k, name in enumerate(("cls", "sep", "other", "period", "comma", "punct")):
             sums[name] += shares[..., k].sum(-1)
             rows[name] += n
         if n > 1:
@@ -264,7 +184,7 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
         if sep.any():
             sums["sep_to_sep"] += shares[..., sep, 1].sum(-1)
             rows["sep_to_sep"] += int(sep.sum())
-        h = -(att * np.log(np.maximum(att, eps))).sum(-1)                            # (L, H, n)
+        h = -(att * np.log(np.maximum(att, eps))).sum(-1)  # (L, H, n)
         sums["entropy"] += h.sum(-1)
         rows["entropy"] += n
         log_n += n * np.log(n)
@@ -275,12 +195,20 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
     if shape is None:
         raise ValueError("no items: the statistics need at least one item")
     values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
-    return SurfaceStats(level, values, rows, float(log_n / max(rows["entropy"], 1)),
-                        float(log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
-                        n_items, n_pairs)
+    return SurfaceStats(
+        level,
+        values,
+        rows,
+        float(log_n / max(rows["entropy"], 1)),
+        float(log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
+        n_items,
+        n_pairs,
+    )
 
 
-def surface_statistics_loop(items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12) -> dict[str, np.ndarray]:
+def _surface_statistics_loop(
+    items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12
+) -> dict[str, np.ndarray]:
     """The same means as :func:`surface_statistics`, computed the straightforward way: a Python loop
     over items, heads and rows. Only for checking and for the benchmark (it is ~100x slower)."""
     sums, rows, shape = {}, {name: 0 for name in STATISTICS}, None
@@ -303,6 +231,8 @@ def surface_statistics_loop(items: Iterable[ItemAttention], level: str = "word",
                             sums["sep"][l, h] += p
                             if kinds[i] == _SEP_KIND:
                                 sums["sep_to_sep"][l, h] += p
+                        if word:
+                            sums["other"][l, h] += p
                         if word and texts[j] == ".":
                             sums["period"][l, h] += p
                         if word and texts[j] == ",":
@@ -319,7 +249,7 @@ def surface_statistics_loop(items: Iterable[ItemAttention], level: str = "word",
                         sums["entropy"][l, h] += ent
                         if kinds[i] == _CLS_KIND:
                             sums["cls_entropy"][l, h] += ent
-        for name in ("cls", "sep", "period", "comma", "punct", "self", "entropy"):
+        for name in ("cls", "sep", "other", "period", "comma", "punct", "self", "entropy"):
             rows[name] += n
         rows["previous"] += n - 1
         rows["next"] += n - 1
@@ -347,7 +277,7 @@ class PatternScores:
     """What :func:`vig_patterns` returns."""
 
     values: dict[str, np.ndarray]  #: pattern -> (layers, heads) score
-    rows: dict[str, int]           #: pattern -> rows averaged (0: not measurable on these items)
+    rows: dict[str, int]  #: pattern -> rows averaged (0: not measurable on these items)
 
     def top(self, pattern: str, k: int = 5) -> pd.DataFrame:
         """The ``k`` heads with the highest score for ``pattern`` (layer, head from 1)."""
@@ -378,7 +308,9 @@ def vig_patterns(items: Iterable[ItemAttention], eps: float = 1e-12) -> PatternS
         sums["delimiter"] += (att @ special.astype(np.float64)).sum(-1)
         rows["delimiter"] += n
         prev_ok = wi[(wi > 0) & word[np.maximum(wi - 1, 0)] & (segments[np.maximum(wi - 1, 0)] == segments[wi])]
-        next_ok = wi[(wi < n - 1) & word[np.minimum(wi + 1, n - 1)] & (segments[np.minimum(wi + 1, n - 1)] == segments[wi])]
+        next_ok = wi[
+            (wi < n - 1) & word[np.minimum(wi + 1, n - 1)] & (segments[np.minimum(wi + 1, n - 1)] == segments[wi])
+        ]
         if len(prev_ok):
             sums["previous_word"] += att[..., prev_ok, prev_ok - 1].sum(-1)
             rows["previous_word"] += len(prev_ok)
@@ -387,7 +319,10 @@ def vig_patterns(items: Iterable[ItemAttention], eps: float = 1e-12) -> PatternS
             rows["next_word"] += len(next_ok)
         lower = np.array([t.lower() for t in texts])
         same = (lower[:, None] == lower[None, :]) & word[:, None] & word[None, :] & ~np.eye(n, dtype=bool)
-        for name, mask in (("identical_word", same), ("identical_word_across", same & (segments[:, None] != segments[None, :]))):
+        for name, mask in (
+            ("identical_word", same),
+            ("identical_word_across", same & (segments[:, None] != segments[None, :])),
+        ):
             has = mask.any(1)
             if has.any():
                 sums[name] += (att[..., has, :] * mask[has]).sum((-2, -1))
@@ -410,18 +345,3 @@ def vig_patterns(items: Iterable[ItemAttention], eps: float = 1e-12) -> PatternS
         raise ValueError("no items")
     values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in VIG_PATTERNS}
     return PatternScores(values, rows)
-
-
-# --------------------------------------------------------------------------- paper vs ours
-
-def depth_scaled_layers(first: int, last: int, model_layers: int, paper_layers: int = 12) -> tuple[int, int]:
-    """Layers ``first..last`` (from 1) of a ``paper_layers`` model as the same fraction of depth in ours.
-
-    Layer ``l`` covers depth ``((l-1)/P, l/P]``; the result is every layer of ours overlapping
-    ``((first-1)/P, last/P]``, so with ``model_layers == paper_layers`` it is ``(first, last)``.
-    """
-    lo = (first - 1) / paper_layers * model_layers
-    hi = last / paper_layers * model_layers
-    a = int(np.floor(lo + 1e-9)) + 1
-    b = max(a, int(np.ceil(hi - 1e-9)))
-    return a, min(b, model_layers)

@@ -22,8 +22,8 @@ layers x heads``) gives two features: ``a_k[j, i]`` (the dependent attends to th
 * :class:`RightBranching` (baseline): every word's head is the next word, the last word is the
   root; the same as Clark's best fixed offset (+1) for all words.
 * The random-init baseline is :class:`AttentionWordsProbe` on the maps of a copy of the model with
-  its pre-trained embeddings and every other weight random (:func:`random_init_keeping_embeddings`,
-  as in the paper), with the same word vectors.
+  its pre-trained embeddings and every other weight random
+  (:func:`bertology_utils.core.models.random_init_keeping_embeddings`, as in the paper), with the same word vectors.
 
 ROOT, exactly
 -------------
@@ -59,14 +59,15 @@ batch, never the data set. The estimators follow scikit-learn's conventions (``f
 ``predict``, ``score``, ``get_params``/``set_params``; fitted attributes end in ``_``); ``X`` is a
 :class:`ProbeData`, and the gold trees come from its corpus (``y`` is ignored).
 """
+
 from __future__ import annotations
 
 import contextlib
 import copy
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,18 +76,27 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from bertology_utils.core import settings
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
-from bertology_utils.data import Corpus
-from bertology_utils.core.errors import BertologyError, DataNotFoundError
-from bertology_utils.attention.store import AttentionStore
 from bertology_utils.analyses.syntax import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
+from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.data import Corpus
 
 __all__ = [
-    "ProbeData", "Batch", "ProbeEvaluation", "AttentionProbe", "AttentionWordsProbe", "DistanceWordsProbe",
-    "RightBranching", "PAPER_TABLE3", "TABLE3_ROWS", "CLAIMS", "table3", "claims", "treebank_splits",
-    "plot_probe_weights", "plot_tree_comparison", "N_DISTANCE_FEATURES", "random_init_keeping_embeddings",
+    "ProbeData",
+    "Batch",
+    "ProbeEvaluation",
+    "AttentionProbe",
+    "AttentionWordsProbe",
+    "DistanceWordsProbe",
+    "RightBranching",
+    "PAPER_TABLE3",
+    "TABLE3_ROWS",
+    "table3",
+    "plot_probe_weights",
+    "plot_tree_comparison",
+    "N_DISTANCE_FEATURES",
     "distance_features",
 ]
 
@@ -98,17 +108,18 @@ _MASKED = -1e9
 
 # --------------------------------------------------------------------------- data
 
+
 @dataclass
 class _Record:
     """One sentence ready for batching: real words only, ROOT features kept apart."""
 
     index: int
     n: int
-    heads: np.ndarray              # (n,) gold heads, UD convention (0 = ROOT, i = word i)
-    scored: np.ndarray             # (n,) bool: counted in the UAS (not punctuation)
-    maps: np.ndarray | None        # (n, n, K): [j, i, k] = a_k[j, i] among the real words
-    root: np.ndarray | None        # (n, 2, 2, K): word x [[CLS], [SEP]] x [to it, from it] x head
-    vectors: np.ndarray | None     # (n, d)
+    heads: np.ndarray  # (n,) gold heads, UD convention (0 = ROOT, i = word i)
+    scored: np.ndarray  # (n,) bool: counted in the UAS (not punctuation)
+    maps: np.ndarray | None  # (n, n, K): [j, i, k] = a_k[j, i] among the real words
+    root: np.ndarray | None  # (n, 2, 2, K): word x [[CLS], [SEP]] x [to it, from it] x head
+    vectors: np.ndarray | None  # (n, d)
 
 
 @dataclass
@@ -155,8 +166,16 @@ class ProbeData:
     and counted in :attr:`skipped`; every probe on the same ``ProbeData`` sees the same sentences.
     """
 
-    def __init__(self, corpus: Corpus, attention=None, vectors=None, *, on_mismatch: str = "raise",
-                 block_size: int = 512, name: str | None = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        attention=None,
+        vectors=None,
+        *,
+        on_mismatch: str = "raise",
+        block_size: int = 512,
+        name: str | None = None,
+    ):
         if on_mismatch not in ON_MISMATCH:
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, not {on_mismatch!r}")
         if block_size < 1:
@@ -173,8 +192,10 @@ class ProbeData:
         present = np.ones(len(corpus), dtype=bool)
         if isinstance(attention, AttentionStore):
             if attention.n_items != len(corpus):
-                raise BertologyError(f"the attention store at {attention.path} holds {attention.n_items} items, "
-                                     f"the corpus {corpus.name} {len(corpus)}: it was extracted from other data")
+                raise BertologyError(
+                    f"the attention store at {attention.path} holds {attention.n_items} items, "
+                    f"the corpus {corpus.name} {len(corpus)}: it was extracted from other data"
+                )
             status = attention.status()
             present = status == 0
             self.skipped["too long for the model"] = int((has_tree & (status == 1)).sum())
@@ -183,12 +204,14 @@ class ProbeData:
             items = {}
             for item in attention:
                 if not isinstance(item, ItemAttention):
-                    raise TypeError(f"attention must be an AttentionStore or ItemAttention records, "
-                                    f"got a {type(item).__name__}")
+                    raise TypeError(
+                        f"attention must be an AttentionStore or ItemAttention records, got a {type(item).__name__}"
+                    )
                 i = int(item.index)
                 if not 0 <= i < len(corpus):
-                    raise BertologyError(f"item {item.item_id} has index {i}, outside the corpus of "
-                                         f"{len(corpus)} sentences")
+                    raise BertologyError(
+                        f"item {item.item_id} has index {i}, outside the corpus of {len(corpus)} sentences"
+                    )
                 if i in items:
                     raise BertologyError(f"sentence {i} ({corpus[i].id}) comes twice in the attention given")
                 items[i] = item
@@ -216,8 +239,7 @@ class ProbeData:
     @property
     def description(self) -> str:
         left_out = ", ".join(f"{v} {k}" for k, v in self.skipped.items() if v)
-        return (f"{len(self)} sentences of {self.corpus.description}" + (f" (left out: {left_out})" if left_out
-                                                                          else ""))
+        return f"{len(self)} sentences of {self.corpus.description}" + (f" (left out: {left_out})" if left_out else "")
 
     def __repr__(self) -> str:
         return f"ProbeData({self.name!r}, {len(self)} sentences)"
@@ -246,19 +268,25 @@ class ProbeData:
             att = np.asarray(item.attention)
             m = len(item.words)
             if att.ndim != 4 or att.shape[2:] != (m, m):
-                raise BertologyError(f"item {i} ({item.item_id}): attention of shape {att.shape}, expected "
-                                     f"(layers, heads, {m}, {m}) for its {m} words and special tokens")
+                raise BertologyError(
+                    f"item {i} ({item.item_id}): attention of shape {att.shape}, expected "
+                    f"(layers, heads, {m}, {m}) for its {m} words and special tokens"
+                )
             if self.shape is None:
                 self.shape = tuple(att.shape[:2])
             elif tuple(att.shape[:2]) != self.shape:
-                raise BertologyError(f"item {i} ({item.item_id}) has {att.shape[0]} x {att.shape[1]} layers x heads, "
-                                     f"earlier items {self.shape[0]} x {self.shape[1]}")
+                raise BertologyError(
+                    f"item {i} ({item.item_id}) has {att.shape[0]} x {att.shape[1]} layers x heads, "
+                    f"earlier items {self.shape[0]} x {self.shape[1]}"
+                )
             real = real_word_positions(item)
             problem = word_mismatch(item, real, sentence.words)
             if problem is not None:
                 if self.on_mismatch == "raise":
-                    raise BertologyError(f"sentence {i} ({sentence.id}): {problem}; the attention does not belong to "
-                                         "this treebank (pass on_mismatch='skip' to leave such sentences out)")
+                    raise BertologyError(
+                        f"sentence {i} ({sentence.id}): {problem}; the attention does not belong to "
+                        "this treebank (pass on_mismatch='skip' to leave such sentences out)"
+                    )
                 self._mismatched.add(i)
                 self.skipped["words differ from the treebank"] = len(self._mismatched)
                 return None
@@ -266,11 +294,11 @@ class ProbeData:
             att = att.reshape(k, m, m)
             kinds = np.asarray(item.word_kinds)
             if len(real) and real[-1] - real[0] == len(real) - 1:  # contiguous words: slice, no gather
-                sub = att[:, real[0]:real[-1] + 1, real[0]:real[-1] + 1]
+                sub = att[:, real[0] : real[-1] + 1, real[0] : real[-1] + 1]
             else:
                 sub = att[:, real[:, None], real[None, :]]
             maps = np.ascontiguousarray(sub.transpose(1, 2, 0))  # [j, i, k] = a_k[j, i]
-            root = np.zeros((n, 2, 2, k), dtype=np.float32)     # [j, special, direction, k]
+            root = np.zeros((n, 2, 2, k), dtype=np.float32)  # [j, special, direction, k]
             for s, kind in enumerate((LEADING_SPECIAL, SEPARATOR)):
                 cols = np.flatnonzero(kinds == kind)
                 if len(cols):
@@ -279,16 +307,28 @@ class ProbeData:
         vectors = None
         if need_vectors:
             if self.vectors is None:
-                raise BertologyError("this probe needs word vectors: build the ProbeData with vectors=... "
-                                     "(bertology_utils.analyses.word_vectors.default_word_vectors)")
+                raise BertologyError(
+                    "this probe needs word vectors: build the ProbeData with vectors=... "
+                    "(bertology_utils.analyses.word_vectors.default_word_vectors)"
+                )
             vectors = np.asarray(self.vectors(sentence.words), dtype=np.float32)
             if vectors.shape != (n, self.vectors.dim):
-                raise BertologyError(f"word vectors of shape {vectors.shape} for the {n} words of sentence {i}, "
-                                     f"expected ({n}, {self.vectors.dim})")
+                raise BertologyError(
+                    f"word vectors of shape {vectors.shape} for the {n} words of sentence {i}, "
+                    f"expected ({n}, {self.vectors.dim})"
+                )
         return _Record(i, n, heads, scored, maps, root, vectors)
 
-    def batches(self, batch_size: int = 32, *, max_pairs: int = 16384, attention: bool = True,
-                vectors: bool = False, shuffle: bool = False, seed: int = 0) -> Iterator[Batch]:
+    def batches(
+        self,
+        batch_size: int = 32,
+        *,
+        max_pairs: int = 16384,
+        attention: bool = True,
+        vectors: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> Iterator[Batch]:
         """Padded batches of sentences; every usable sentence once.
 
         Sentences are read ``block_size`` at a time (in corpus order, or blocks in a random order
@@ -313,14 +353,17 @@ class ProbeData:
                 if pending is None:
                     pending = pool.submit(self._block, self.indices[blocks == block], attention, vectors)
                 records = pending.result()
-                pending = (pool.submit(self._block, self.indices[blocks == order[k + 1]], attention, vectors)
-                           if k + 1 < len(order) else None)
+                pending = (
+                    pool.submit(self._block, self.indices[blocks == order[k + 1]], attention, vectors)
+                    if k + 1 < len(order)
+                    else None
+                )
                 if shuffle:
                     records = [records[j] for j in rng.permutation(len(records))]
                 records.sort(key=lambda r: r.n)  # stable: ties keep the (shuffled) order
                 groups, current = [], []
                 for record in records:  # ascending lengths: record.n is the longest so far
-                    if current and (len(current) >= batch_size or (len(current) + 1) * record.n ** 2 > max_pairs):
+                    if current and (len(current) >= batch_size or (len(current) + 1) * record.n**2 > max_pairs):
                         groups.append(current)
                         current = []
                     current.append(record)
@@ -350,8 +393,8 @@ def _collate(records: list[_Record]) -> Batch:
     heads = torch.full((B, N), _IGNORE, dtype=torch.long)
     scored = torch.zeros((B, N), dtype=torch.bool)
     for b, r in enumerate(records):
-        heads[b, :r.n] = torch.from_numpy(r.heads)
-        scored[b, :r.n] = torch.from_numpy(r.scored)
+        heads[b, : r.n] = torch.from_numpy(r.heads)
+        scored[b, : r.n] = torch.from_numpy(r.scored)
     positions = torch.arange(N)
     # candidates[b, j, 0] is ROOT; candidates[b, j, i + 1] is word i: real, and not j itself.
     words = positions[None, None, :] < lengths[:, None, None]
@@ -363,20 +406,21 @@ def _collate(records: list[_Record]) -> Batch:
         maps = torch.zeros((B, N, N, K), dtype=torch.float32)
         root = torch.zeros((B, N, 2, 2, K), dtype=torch.float32)
         for b, r in enumerate(records):
-            maps[b, :r.n, :r.n] = torch.from_numpy(r.maps)
-            root[b, :r.n] = torch.from_numpy(r.root)
+            maps[b, : r.n, : r.n] = torch.from_numpy(r.maps)
+            root[b, : r.n] = torch.from_numpy(r.root)
         batch.maps = maps
         batch.root = root.view(B, N, 2, 2 * K)
     if records[0].vectors is not None:
         d = records[0].vectors.shape[1]
         vectors = torch.zeros((B, N, d), dtype=torch.float32)
         for b, r in enumerate(records):
-            vectors[b, :r.n] = torch.from_numpy(r.vectors)
+            vectors[b, : r.n] = torch.from_numpy(r.vectors)
         batch.vectors = vectors
     return batch
 
 
 # --------------------------------------------------------------------------- scorers (torch)
+
 
 def _row_weighted(maps: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``out[b, x, y] = Σ_k maps[b, x, y, k] * weights[b, x, k]`` (weights indexed by the row word)."""
@@ -410,7 +454,7 @@ class _AttentionWordsScorer(torch.nn.Module):
 
     def __init__(self, n_features: int, dim: int):
         super().__init__()
-        self.dependent = torch.nn.Linear(dim, n_features)           # W's dependent half, and b
+        self.dependent = torch.nn.Linear(dim, n_features)  # W's dependent half, and b
         self.candidate = torch.nn.Linear(dim, n_features, bias=False)  # W's candidate half
         for layer in (self.dependent, self.candidate):
             torch.nn.init.zeros_(layer.weight)
@@ -419,15 +463,15 @@ class _AttentionWordsScorer(torch.nn.Module):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         K = batch.maps.shape[-1]
-        dep = self.dependent(batch.vectors)    # (B, N, 2K): the weights' dependent part + bias
-        cand = self.candidate(batch.vectors)   # (B, N, 2K): the weights' candidate part
+        dep = self.dependent(batch.vectors)  # (B, N, 2K): the weights' dependent part + bias
+        cand = self.candidate(batch.vectors)  # (B, N, 2K): the weights' candidate part
         # Forward features a_k[j, i] = maps[j, i, k] with weights dep[j] + cand[i];
         # backward features a_k[i, j] = maps[i, j, k] with weights dep[j] + cand[i], built at [i, j].
         forward = _row_weighted(batch.maps, dep[..., :K]) + _column_weighted(batch.maps, cand[..., :K])
         backward = _row_weighted(batch.maps, cand[..., K:]) + _column_weighted(batch.maps, dep[..., K:])
         words = forward + backward.transpose(1, 2)
         root_features = torch.einsum("bjsc,s->bjc", batch.root, self.root_scale)
-        root = (root_features * dep).sum(-1)    # ROOT's vector is zero: its candidate part vanishes
+        root = (root_features * dep).sum(-1)  # ROOT's vector is zero: its candidate part vanishes
         return torch.cat([root.unsqueeze(-1), words], -1)
 
     def weights(self, batch: Batch) -> torch.Tensor:
@@ -455,12 +499,18 @@ def distance_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
     positions = torch.arange(N, dtype=torch.float32)
     delta = positions[None, :] - positions[:, None]  # [j, i] = i - j
     n = lengths.to(torch.float32).clamp(min=1)[:, None, None]
-    words = torch.stack([
-        delta.clamp(min=0).expand(B, N, N) / n, (-delta).clamp(min=0).expand(B, N, N) / n,
-        (delta == 1).float().expand(B, N, N), (delta == 2).float().expand(B, N, N),
-        (delta == -1).float().expand(B, N, N), (delta == -2).float().expand(B, N, N),
-        torch.zeros(B, N, N),
-    ], -1)
+    words = torch.stack(
+        [
+            delta.clamp(min=0).expand(B, N, N) / n,
+            (-delta).clamp(min=0).expand(B, N, N) / n,
+            (delta == 1).float().expand(B, N, N),
+            (delta == 2).float().expand(B, N, N),
+            (delta == -1).float().expand(B, N, N),
+            (delta == -2).float().expand(B, N, N),
+            torch.zeros(B, N, N),
+        ],
+        -1,
+    )
     root = torch.zeros(B, N, 1, N_DISTANCE_FEATURES)
     root[..., -1] = 1.0
     return torch.cat([root, words], 2)
@@ -480,12 +530,16 @@ class _DistanceWordsScorer(torch.nn.Module):
         B, N = batch.heads.shape
         cand = self.candidate(batch.vectors)
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)  # ROOT first
-        hidden = (self.dependent(batch.vectors)[:, :, None, :] + cand[:, None, :, :]
-                  + self.distance(distance_features(batch.lengths, N)))
+        hidden = (
+            self.dependent(batch.vectors)[:, :, None, :]
+            + cand[:, None, :, :]
+            + self.distance(distance_features(batch.lengths, N))
+        )
         return self.out(torch.tanh(hidden)).squeeze(-1)
 
 
 # --------------------------------------------------------------------------- evaluation
+
 
 @dataclass(frozen=True)
 class ProbeEvaluation:
@@ -496,12 +550,12 @@ class ProbeEvaluation:
     """
 
     name: str
-    sentence: np.ndarray    #: corpus index of each word's sentence
-    position: np.ndarray    #: 0-based position of the word in its sentence
-    gold: np.ndarray        #: gold head
-    predicted: np.ndarray   #: predicted head
-    relation: np.ndarray    #: gold relation (str)
-    scored: np.ndarray      #: counted in the UAS (not punctuation)
+    sentence: np.ndarray  #: corpus index of each word's sentence
+    position: np.ndarray  #: 0-based position of the word in its sentence
+    gold: np.ndarray  #: gold head
+    predicted: np.ndarray  #: predicted head
+    relation: np.ndarray  #: gold relation (str)
+    scored: np.ndarray  #: counted in the UAS (not punctuation)
     skipped: dict = field(default_factory=dict)
     description: str = ""
 
@@ -562,12 +616,21 @@ def _evaluation(name: str, data: ProbeData, predictions: dict[int, np.ndarray]) 
     def cat(parts, dtype):
         return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
-    return ProbeEvaluation(name, cat(sentence, np.int64), cat(position, np.int64), cat(gold, np.int64),
-                           cat(predicted, np.int64), cat(relation, object), cat(scored, bool),
-                           dict(data.skipped), data.description)
+    return ProbeEvaluation(
+        name,
+        cat(sentence, np.int64),
+        cat(position, np.int64),
+        cat(gold, np.int64),
+        cat(predicted, np.int64),
+        cat(relation, object),
+        cat(scored, bool),
+        dict(data.skipped),
+        data.description,
+    )
 
 
 # --------------------------------------------------------------------------- estimators
+
 
 @contextlib.contextmanager
 def _torch_threads(n: int | None):
@@ -587,8 +650,10 @@ def _torch_threads(n: int | None):
 
 def _check_data(X) -> ProbeData:
     if not isinstance(X, ProbeData):
-        raise TypeError(f"X must be a ProbeData (a treebank with its attention store), not {type(X).__name__}; "
-                        "build one with bertology_utils.analyses.probes.ProbeData(corpus, store, vectors)")
+        raise TypeError(
+            f"X must be a ProbeData (a treebank with its attention store), not {type(X).__name__}; "
+            "build one with bertology_utils.analyses.probes.ProbeData(corpus, store, vectors)"
+        )
     return X
 
 
@@ -677,21 +742,31 @@ class _TrainedProbe(_ProbeBase):
         return X.shape
 
     def _batches(self, X: ProbeData, shuffle: bool = False, epoch: int = 0):
-        return X.batches(self.batch_size, max_pairs=self.max_pairs, attention=self._uses_attention,
-                         vectors=self._uses_vectors, shuffle=shuffle, seed=(int(self.seed) * 1_000_003 + epoch))
+        return X.batches(
+            self.batch_size,
+            max_pairs=self.max_pairs,
+            attention=self._uses_attention,
+            vectors=self._uses_vectors,
+            shuffle=shuffle,
+            seed=(int(self.seed) * 1_000_003 + epoch),
+        )
 
     def _check_compatible(self, X: ProbeData) -> None:
         if self._uses_attention:
             shape = self._shape_of(X)
             if tuple(shape) != tuple(self.attention_shape_):
-                raise BertologyError(f"this probe was fit on {self.attention_shape_[0]} x {self.attention_shape_[1]} "
-                                     f"layers x heads of attention; {X.name} has {shape[0]} x {shape[1]}")
+                raise BertologyError(
+                    f"this probe was fit on {self.attention_shape_[0]} x {self.attention_shape_[1]} "
+                    f"layers x heads of attention; {X.name} has {shape[0]} x {shape[1]}"
+                )
         if self._uses_vectors:
             if X.vectors is None:
                 raise BertologyError("this probe needs word vectors: build the ProbeData with vectors=...")
             if X.vectors.dim != self.vector_dim_:
-                raise BertologyError(f"this probe was fit on word vectors of dimension {self.vector_dim_}; "
-                                     f"{X.name}'s have {X.vectors.dim}")
+                raise BertologyError(
+                    f"this probe was fit on word vectors of dimension {self.vector_dim_}; "
+                    f"{X.name}'s have {X.vectors.dim}"
+                )
 
     def fit(self, X, y=None, dev=None, verbose: bool = False):
         """Train on ``X`` (a :class:`ProbeData`); ``dev`` (another) picks the epoch to keep.
@@ -712,8 +787,10 @@ class _TrainedProbe(_ProbeBase):
             self.attention_shape_ = self._shape_of(X)
         if self._uses_vectors:
             if X.vectors is None:
-                raise BertologyError(f"{type(self).__name__} needs word vectors: build the ProbeData with vectors=... "
-                                     "(bertology_utils.analyses.word_vectors.default_word_vectors)")
+                raise BertologyError(
+                    f"{type(self).__name__} needs word vectors: build the ProbeData with vectors=... "
+                    "(bertology_utils.analyses.word_vectors.default_word_vectors)"
+                )
             self.vector_dim_ = X.vectors.dim
         if dev is not None:
             self._check_compatible(dev)
@@ -744,9 +821,12 @@ class _TrainedProbe(_ProbeBase):
             row["seconds"] = time.perf_counter() - tick
             history.append(row)
             if verbose:
-                print(f"{type(self).__name__} epoch {epoch + 1}: loss {row['train_loss']:.4f}"
-                      + (f", dev UAS {100 * row['dev_uas']:.2f}" if dev is not None else "")
-                      + f" ({row['seconds']:.1f} s)", flush=True)
+                print(
+                    f"{type(self).__name__} epoch {epoch + 1}: loss {row['train_loss']:.4f}"
+                    + (f", dev UAS {100 * row['dev_uas']:.2f}" if dev is not None else "")
+                    + f" ({row['seconds']:.1f} s)",
+                    flush=True,
+                )
             if dev is None:
                 best_epoch, best_state = epoch + 1, None
                 continue
@@ -797,18 +877,31 @@ _TRAINING_DOC = """
 
 
 class AttentionProbe(_TrainedProbe):
-    """Table 3 "Attn": ``p(i | j) ∝ exp(Σ_k w_k a_k[j, i] + u_k a_k[i, j])`` over every head k.
+    (
+        """Table 3 "Attn": ``p(i | j) ∝ exp(Σ_k w_k a_k[j, i] + u_k a_k[i, j])`` over every head k.
 
     After ``fit``: ``w_`` and ``u_`` are ``(layers, heads)`` arrays (``w``: the dependent attends to
     the candidate; ``u``: the candidate attends to the dependent), ``root_scale_`` is
     ``(r_cls, r_sep)`` (module docstring).
-    """ + _TRAINING_DOC
+    """
+        + _TRAINING_DOC
+    )
 
     _uses_attention = True
     label = "Attn"
 
-    def __init__(self, *, lr: float = 0.01, max_epochs: int = 10, patience: int | None = 2, batch_size: int = 32,
-                 max_pairs: int = 16384, weight_decay: float = 0.0, seed: int = 0, n_jobs: int | None = 1):
+    def __init__(
+        self,
+        *,
+        lr: float = 0.01,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
         self.lr = lr
         self.max_epochs = max_epochs
         self.patience = patience
@@ -825,26 +918,39 @@ class AttentionProbe(_TrainedProbe):
     def _fitted_hook(self):
         L, H = self.attention_shape_
         theta = self.module_.theta.detach().numpy().copy()
-        self.w_ = theta[:L * H].reshape(L, H)
-        self.u_ = theta[L * H:].reshape(L, H)
+        self.w_ = theta[: L * H].reshape(L, H)
+        self.u_ = theta[L * H :].reshape(L, H)
         self.root_scale_ = self.module_.root_scale.detach().numpy().copy()
 
 
 class AttentionWordsProbe(_TrainedProbe):
-    """Table 3 "Attn + GloVe": ``w_k`` and ``u_k`` are linear in the two words' vectors.
+    (
+        """Table 3 "Attn + GloVe": ``w_k`` and ``u_k`` are linear in the two words' vectors.
 
     ``p(i | j) ∝ exp(Σ_k (W_k · (v_j ⊕ v_i) + b_k) a_k[j, i] + (U_k · (v_j ⊕ v_i) + c_k) a_k[i, j])``
     with fixed vectors ``v`` from the :class:`ProbeData`'s ``vectors``. Use
     :meth:`effective_weights` to see which heads it relies on (the weights depend on the words).
     Run on the maps of a randomly initialised copy of the model, it is the random-init baseline.
-    """ + _TRAINING_DOC
+    """
+        + _TRAINING_DOC
+    )
 
     _uses_attention = True
     _uses_vectors = True
     label = "Attn + words"
 
-    def __init__(self, *, lr: float = 0.005, max_epochs: int = 10, patience: int | None = 2, batch_size: int = 32,
-                 max_pairs: int = 16384, weight_decay: float = 0.0, seed: int = 0, n_jobs: int | None = 1):
+    def __init__(
+        self,
+        *,
+        lr: float = 0.005,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
         self.lr = lr
         self.max_epochs = max_epochs
         self.patience = patience
@@ -878,8 +984,7 @@ class AttentionWordsProbe(_TrainedProbe):
         counts = dict.fromkeys(sums, 0)
         with _torch_threads(self.n_jobs):
             self._sum_arc_weights(X, relations, sums, counts)
-        return {name: (sums[name] / max(counts[name], 1)).numpy().reshape(2, L, H) for name in sums
-                if counts[name]}
+        return {name: (sums[name] / max(counts[name], 1)).numpy().reshape(2, L, H) for name in sums if counts[name]}
 
     def _sum_arc_weights(self, X, relations, sums, counts) -> None:
         for batch in self._batches(X):
@@ -893,25 +998,38 @@ class AttentionWordsProbe(_TrainedProbe):
                 for b, i in enumerate(batch.indices):
                     rel = np.asarray(X.corpus[int(i)].relations, dtype=object)
                     for name in relations:
-                        where = torch.from_numpy(rel == name) & keep[b, :len(rel)]
+                        where = torch.from_numpy(rel == name) & keep[b, : len(rel)]
                         if where.any():
-                            sums[name] += arc[b, :len(rel)][where].sum(0).double()
+                            sums[name] += arc[b, : len(rel)][where].sum(0).double()
                             counts[name] += int(where.sum())
 
 
 class DistanceWordsProbe(_TrainedProbe):
-    """Baseline "Distances + GloVe": one hidden layer over both words' vectors and distance features.
+    (
+        """Baseline "Distances + GloVe": one hidden layer over both words' vectors and distance features.
 
     Score of candidate i for dependent j: ``o · tanh(A v_j + B v_i + C d(j, i) + a) + c`` with the
     distance features of :func:`distance_features` (ROOT: zero vector, ROOT indicator). No attention.
-    """ + _TRAINING_DOC
+    """
+        + _TRAINING_DOC
+    )
 
     _uses_vectors = True
     label = "Distances + words"
 
-    def __init__(self, *, hidden_size: int = 256, lr: float = 0.005, max_epochs: int = 10,
-                 patience: int | None = 2, batch_size: int = 32, max_pairs: int = 16384, weight_decay: float = 0.0,
-                 seed: int = 0, n_jobs: int | None = 1):
+    def __init__(
+        self,
+        *,
+        hidden_size: int = 256,
+        lr: float = 0.005,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
         self.hidden_size = hidden_size
         self.lr = lr
         self.max_epochs = max_epochs
@@ -945,16 +1063,6 @@ PAPER_TABLE3 = {
 #: The structural probe's 80 is UUAS on BERT's vectors (Hewitt and Manning): not comparable.
 PAPER_STRUCTURAL_PROBE_UUAS = 80.0
 
-#: The paper's claims that Table 3 supports: (name, better row, worse row).
-CLAIMS = (
-    ("attention alone beats right-branching", "Attn", "Right-branching"),
-    ("attention adds syntax beyond words and distances", "Attn + words", "Distances + words"),
-    ("trained attention beats a random-init model's attention", "Attn + words", "Random-init Attn + words"),
-    ("word vectors help the attention probe", "Attn + words", "Attn"),
-    ("random-init attention + words falls below distances + words", "Distances + words",
-     "Random-init Attn + words"),
-)
-
 
 def table3(test: dict[str, ProbeEvaluation], dev: dict[str, ProbeEvaluation] | None = None) -> pd.DataFrame:
     """Table 3 beside ours, UAS in percent: one row per :data:`TABLE3_ROWS` entry given.
@@ -975,81 +1083,12 @@ def table3(test: dict[str, ProbeEvaluation], dev: dict[str, ProbeEvaluation] | N
     return pd.DataFrame(rows).set_index("row")
 
 
-def claims(test: dict[str, ProbeEvaluation], dev: dict[str, ProbeEvaluation] | None = None) -> pd.DataFrame:
-    """Each :data:`CLAIMS` entry: the paper's margin, ours (test, and dev), and whether it holds here."""
-    rows = []
-    for claim, better, worse in CLAIMS:
-        if better not in test or worse not in test:
-            continue
-        ours = 100 * (test[better].uas - test[worse].uas)
-        row = {"claim": claim, "comparison": f"{better} > {worse}",
-               "paper margin": PAPER_TABLE3[better] - PAPER_TABLE3[worse], "test margin": ours}
-        if dev is not None and better in dev and worse in dev:
-            row["dev margin"] = 100 * (dev[better].uas - dev[worse].uas)
-        holds_paper = row["paper margin"] > 0
-        row["verdict"] = ("holds here" if ours > 0 else "does not hold here") + (
-            "" if holds_paper else " (the paper's numbers do not support it either)")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("claim")
-
-
-# --------------------------------------------------------------------------- the random-init control
-
-def random_init_keeping_embeddings(loaded, seed: int = 0):
-    """Clark et al.'s random-init control: the model's own embeddings, every other weight random.
-
-    "Attention maps from a BERT network with pre-trained word/positional embeddings but randomly
-    initialized other weights": the copy of :func:`bertology_utils.core.models.random_init` (every weight
-    fresh, deterministic for ``seed``) gets the pre-trained embedding module back (word, position
-    and segment embeddings and their LayerNorm). Returns a new
-    :class:`~bertology_utils.core.models.LoadedModel` whose name says so; its weights hash differs from
-    both models', so its extraction is cached apart.
-    """
-    from bertology_utils.core.models import LoadedModel, random_init
-
-    fresh = random_init(loaded, seed)
-    source = getattr(loaded.model.base_model, "embeddings", None)
-    target = getattr(fresh.model.base_model, "embeddings", None)
-    if not isinstance(source, torch.nn.Module) or not isinstance(target, torch.nn.Module):
-        raise BertologyError(f"{loaded.architecture} has no `embeddings` module to keep; use "
-                             "bertology_utils.core.models.random_init for an all-random copy")
-    target.load_state_dict(source.state_dict())
-    return LoadedModel(model=fresh.model, tokenizer=loaded.tokenizer,
-                       name=f"{loaded.name} (random init but its embeddings, seed {seed})", source=loaded.source)
-
-
-# --------------------------------------------------------------------------- data splits
-
-def treebank_splits(n_train: int | None = None, n_dev: int | None = None, n_test: int | None = None):
-    """UD English EWT train/dev/test, or the project's sample split three ways when EWT is absent.
-
-    Returns ``(splits, note)``: a dict of the three corpora (cut to the first ``n_*`` sentences when
-    given) and one line saying which data it is. The sample (40 sentences) is split in order into
-    24 train, 8 dev and 8 test sentences: enough to run, far too few to mean anything.
-    """
-    from bertology_utils.data import load_sample, load_treebank
-
-    try:
-        splits = {split: load_treebank(split) for split in ("train", "dev", "test")}
-        note = "UD English EWT: train for training, dev for early stopping, test for the scores"
-    except DataNotFoundError:
-        sample = load_sample()
-        k = len(sample)
-        a, b = round(0.6 * k), round(0.8 * k)
-        splits = {"train": sample[:a], "dev": sample[a:b], "test": sample[b:]}
-        note = (f"UD English EWT was not found (set {settings.DATA_DIR_ENV}, or go online), so the project's sample "
-                f"treebank of {k} sentences is split in order into {a} train, {b - a} dev and {k - b} test sentences: "
-                "numbers on so few sentences say nothing about the model")
-    for split, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
-        if n is not None:
-            splits[split] = splits[split][:n]
-    return splits, note
-
-
 # --------------------------------------------------------------------------- pictures
 
-def plot_probe_weights(weights: np.ndarray, *, axes=None, title: str = "", label: str = "weight",
-                       annotate: bool | None = None):
+
+def plot_probe_weights(
+    weights: np.ndarray, *, axes=None, title: str = "", label: str = "weight", annotate: bool | None = None
+):
     """Two ``(layers, heads)`` heatmaps side by side: ``w`` (dependent -> head) and ``u`` (head -> dependent).
 
     ``weights`` is ``(2, layers, heads)``, e.g. ``np.stack([probe.w_, probe.u_])`` or an entry of
@@ -1069,14 +1108,29 @@ def plot_probe_weights(weights: np.ndarray, *, axes=None, title: str = "", label
     limit = float(np.abs(weights).max()) or 1.0
     names = ("w: dependent attends to head", "u: head attends to dependent")
     for ax, grid, name in zip(axes, weights, names):
-        plot_layer_head_grid(grid, ax=ax, cmap="RdBu_r", vmin=-limit, vmax=limit, label=label, fmt=".1f",
-                             annotate=L * H <= 100 if annotate is None else annotate,
-                             title=f"{title}{': ' if title else ''}{name}")
+        plot_layer_head_grid(
+            grid,
+            ax=ax,
+            cmap="RdBu_r",
+            vmin=-limit,
+            vmax=limit,
+            label=label,
+            fmt=".1f",
+            annotate=L * H <= 100 if annotate is None else annotate,
+            title=f"{title}{': ' if title else ''}{name}",
+        )
     return axes
 
 
-def plot_tree_comparison(words: Sequence[str], gold: Sequence[int], predicted: Sequence[int], *, ax=None,
-                         title: str | None = None, scored: Sequence[bool] | None = None):
+def plot_tree_comparison(
+    words: Sequence[str],
+    gold: Sequence[int],
+    predicted: Sequence[int],
+    *,
+    ax=None,
+    title: str | None = None,
+    scored: Sequence[bool] | None = None,
+):
     """A sentence with its gold arcs above the words and the predicted arcs below.
 
     Heads use the UD convention (0 = ROOT). Predicted arcs are green where they match the gold head
@@ -1105,13 +1159,29 @@ def plot_tree_comparison(words: Sequence[str], gold: Sequence[int], predicted: S
                 colour = "seagreen" if head == gold[dep] else "crimson"
             if head == 0:
                 ax.plot([dep, dep], [0.15 * sign, 0.9 * sign * top], color=colour, lw=1.5)
-                ax.text(dep, 0.95 * sign * top, "ROOT", ha="center", va="bottom" if sign > 0 else "top", fontsize=7,
-                        color=colour)
+                ax.text(
+                    dep,
+                    0.95 * sign * top,
+                    "ROOT",
+                    ha="center",
+                    va="bottom" if sign > 0 else "top",
+                    fontsize=7,
+                    color=colour,
+                )
                 continue
             a, b = sorted((dep, head - 1))
             height = min(0.25 + 0.12 * (b - a), 0.85) * top
-            ax.add_patch(Arc(((a + b) / 2, 0.15 * sign), b - a, 2 * height, theta1=0 if sign > 0 else 180,
-                             theta2=180 if sign > 0 else 360, color=colour, lw=1.5))
+            ax.add_patch(
+                Arc(
+                    ((a + b) / 2, 0.15 * sign),
+                    b - a,
+                    2 * height,
+                    theta1=0 if sign > 0 else 180,
+                    theta2=180 if sign > 0 else 360,
+                    color=colour,
+                    lw=1.5,
+                )
+            )
             ax.plot([dep], [0.15 * sign], marker="v" if sign > 0 else "^", color=colour, ms=4)
     for k, word in enumerate(words):
         ax.text(k, 0, word, ha="center", va="center", fontsize=9)

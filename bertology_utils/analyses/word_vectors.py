@@ -16,6 +16,7 @@ registry this project can reach, so there are two sources:
 Every source is a :class:`WordVectors`: call it with a sequence of words to get an
 ``(n, dim)`` float32 array. Unknown words get the zero vector and are counted.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -89,12 +90,14 @@ class StaticVectors(WordVectors):
     uncased files need; still missing, it gets the zero vector.
     """
 
-    def __init__(self, vocabulary: Sequence[str], matrix: np.ndarray, *, lowercase_fallback: bool = True,
-                 description: str = ""):
+    def __init__(
+        self, vocabulary: Sequence[str], matrix: np.ndarray, *, lowercase_fallback: bool = True, description: str = ""
+    ):
         matrix = np.asarray(matrix, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(vocabulary):
-            raise ValueError(f"a vocabulary of {len(vocabulary)} words needs a ({len(vocabulary)}, dim) matrix, "
-                             f"got {matrix.shape}")
+            raise ValueError(
+                f"a vocabulary of {len(vocabulary)} words needs a ({len(vocabulary)}, dim) matrix, got {matrix.shape}"
+            )
         super().__init__(matrix.shape[1])
         self.matrix = matrix
         self.index = {}
@@ -127,8 +130,13 @@ def _open_text(path: Path):
     return path.open("r", encoding="utf-8", errors="strict", newline="\n")
 
 
-def load_glove(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = None, max_words: int | None = None,
-               lowercase_fallback: bool = True) -> StaticVectors:
+def load_glove(
+    path: str | os.PathLike,
+    *,
+    vocabulary: Iterable[str] | None = None,
+    max_words: int | None = None,
+    lowercase_fallback: bool = True,
+) -> StaticVectors:
     """Read a GloVe-format text file (``.txt`` or ``.txt.gz``) into :class:`StaticVectors`.
 
     Each line is a word and its ``dim`` numbers separated by spaces; ``dim`` is taken from the
@@ -169,13 +177,14 @@ def load_glove(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = No
                     if dim < 1:
                         raise DataFormatError("a line needs a word and at least one number", path, number)
                 if len(fields) < dim + 1:
-                    raise DataFormatError(f"expected a word and {dim} numbers, found {len(fields)} fields", path,
-                                          number)
-                word = " ".join(fields[:len(fields) - dim])
+                    raise DataFormatError(
+                        f"expected a word and {dim} numbers, found {len(fields)} fields", path, number
+                    )
+                word = " ".join(fields[: len(fields) - dim])
                 if keep is not None and word not in keep:
                     continue
                 try:
-                    rows.append(np.asarray(fields[len(fields) - dim:], dtype=np.float32))
+                    rows.append(np.asarray(fields[len(fields) - dim :], dtype=np.float32))
                 except ValueError:
                     raise DataFormatError(f"a vector value of {word!r} is not a number", path, number) from None
                 words.append(word)
@@ -184,8 +193,11 @@ def load_glove(path: str | os.PathLike, *, vocabulary: Iterable[str] | None = No
     if dim is None:
         raise DataFormatError("no vectors (empty file?)", path)
     matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
-    description = (f"GloVe-format vectors from {path.name} ({len(words)} words kept, dimension {dim}"
-                   + (", restricted to the words asked for" if keep is not None else "") + ")")
+    description = (
+        f"GloVe-format vectors from {path.name} ({len(words)} words kept, dimension {dim}"
+        + (", restricted to the words asked for" if keep is not None else "")
+        + ")"
+    )
     return StaticVectors(words, matrix, lowercase_fallback=lowercase_fallback, description=description)
 
 
@@ -207,23 +219,25 @@ class ModelEmbeddingVectors(WordVectors):
         self.table = table.numpy()
         self.tokenizer = loaded.tokenizer
         self.batch_size = batch_size
-        self.description = (f"input embeddings of {loaded.name} averaged over word pieces "
-                            f"(dimension {self.dim}; no GloVe file given)")
+        self.description = (
+            f"input embeddings of {loaded.name} averaged over word pieces (dimension {self.dim}; no GloVe file given)"
+        )
 
     def _vectors(self, words):
         from bertology_utils.attention.alignment import WORD, align
 
         out = np.zeros((len(words), self.dim), dtype=np.float32)
         for lo in range(0, len(words), self.batch_size):
-            for k, item in enumerate(align(self.tokenizer, [[w] for w in words[lo:lo + self.batch_size]])):
+            for k, item in enumerate(align(self.tokenizer, [[w] for w in words[lo : lo + self.batch_size]])):
                 word_index = int(np.flatnonzero(item.word_kinds == WORD)[0])
                 pieces = item.input_ids[item.token_to_word == word_index]
                 out[lo + k] = self.table[pieces].mean(0)
         return out, [True] * len(words)
 
 
-def default_word_vectors(loaded, glove_path: str | os.PathLike | None = None,
-                         vocabulary: Iterable[str] | None = None) -> WordVectors:
+def default_word_vectors(
+    loaded, glove_path: str | os.PathLike | None = None, vocabulary: Iterable[str] | None = None
+) -> WordVectors:
     """GloVe-format vectors from ``glove_path`` when given, else :class:`ModelEmbeddingVectors` of ``loaded``."""
     if glove_path is not None:
         return load_glove(glove_path, vocabulary=vocabulary)

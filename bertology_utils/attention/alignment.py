@@ -9,15 +9,18 @@ A word the tokenizer drops entirely (zero-width or control characters, an empty
 string) would leave a word with no tokens and shift every later index. Such words
 are replaced by the tokenizer's unknown token and counted in ``AlignedItem.replaced``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
-from bertology_utils.data import SentencePair
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.data import SentencePair
+
+__all__ = ["WORD", "LEADING_SPECIAL", "SEPARATOR", "AlignedItem", "item_texts", "align"]
 
 #: ``AlignedItem.word_kinds`` values.
 WORD, LEADING_SPECIAL, SEPARATOR = 0, 1, 2
@@ -65,8 +68,7 @@ def item_texts(item) -> tuple[Sequence[str], Sequence[str] | None, str | None]:
         return item[0], item[1], None
     if isinstance(item, str):
         raise BertologyError(
-            "an item is a plain string; split it into words first "
-            "(bertology_utils.data.words_of, or Corpus.from_texts)"
+            "an item is a plain string; split it into words first (bertology_utils.data.words_of, or Corpus.from_texts)"
         )
     return item, None, None
 
@@ -115,11 +117,19 @@ def align(tokenizer, items: Iterable, start_index: int = 0) -> list[AlignedItem]
         seconds = [list(parsed[i][1]) for i in idx] if is_pair else None
         enc = _encode(tokenizer, firsts, seconds)
         for row, i in enumerate(idx):
-            aligned = _aligned_item(tokenizer, enc, row, firsts[row], seconds[row] if is_pair else None,
-                                    index=start_index + i, item_id=parsed[i][2])
+            aligned = _aligned_item(
+                tokenizer,
+                enc,
+                row,
+                firsts[row],
+                seconds[row] if is_pair else None,
+                index=start_index + i,
+                item_id=parsed[i][2],
+            )
             if aligned is None:  # a word vanished in tokenization: stand the unknown token in for it
-                aligned = _align_with_replacements(tokenizer, firsts[row], seconds[row] if is_pair else None,
-                                                   start_index + i, parsed[i][2])
+                aligned = _align_with_replacements(
+                    tokenizer, firsts[row], seconds[row] if is_pair else None, start_index + i, parsed[i][2]
+                )
             out[i] = aligned
     return out  # type: ignore[return-value]
 
@@ -140,8 +150,9 @@ def _align_with_replacements(tokenizer, first, second, index, item_id) -> Aligne
     enc = _encode(tokenizer, [texts[0]], None if texts[1] is None else [texts[1]])
     aligned = _aligned_item(tokenizer, enc, 0, first, second, index=index, item_id=item_id, replaced=replaced)
     if aligned is None:
-        raise BertologyError(f"item {index}: words still missing after replacing dropped words with "
-                             f"{_replacement(tokenizer)!r}")
+        raise BertologyError(
+            f"item {index}: words still missing after replacing dropped words with {_replacement(tokenizer)!r}"
+        )
     return aligned
 
 

@@ -6,30 +6,42 @@ results are put back in corpus order and committed to the store block by block. 
 boundaries depend only on the shard's start, so a resumed extraction runs exactly the
 batches an uninterrupted one would, and writes identical values.
 """
+
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bertology_utils.core._version import __version__
-from bertology_utils.core import settings
 from bertology_utils.attention.alignment import AlignedItem, align
-from bertology_utils.data import Corpus
-from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.interventions.editing import attention_modules
-from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
+from bertology_utils.core import __version__, settings
+from bertology_utils.core.architectures import self_attention_modules
+from bertology_utils.core.batching import Padding, pad_rows, plan_batches
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.data import Corpus
+
+__all__ = [
+    "TOO_LONG_POLICIES",
+    "MAX_BATCH_WEIGHTS",
+    "iter_attention",
+    "attention_for",
+    "store_metadata",
+    "shard_range",
+    "extract_attention",
+    "cached_store_path",
+    "extract_cached",
+]
 
 TOO_LONG_POLICIES = ("skip", "error")
 #: Default cap on attention weights per batch (items x layers x heads x tokens^2): 2^24 float32
@@ -49,13 +61,6 @@ class _AttentionsDone(Exception):
     """Raised by a hook once the last layer's attention is computed: the rest of the forward is skipped."""
 
 
-def _attention_layers(model) -> list | None:
-    try:
-        return attention_modules(model)
-    except ModelNotAvailableError:
-        return None
-
-
 class _Forward:
     """Runs batches of aligned items through a model and converts their attention to words.
 
@@ -69,10 +74,9 @@ class _Forward:
         self.loaded = loaded
         self.from_rule = from_rule
         self.keep_tokens = keep_tokens
-        self.pad_id = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
-        self.uses_token_types = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+        self.padding = Padding.of(loaded)
         self._buffers: dict[str, np.ndarray] = {}
-        self._layers = _attention_layers(loaded.model)
+        self._layers: list | None = self_attention_modules(loaded)
 
     def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
         if self._layers is not None:
@@ -96,7 +100,8 @@ class _Forward:
             n_tok = inputs["input_ids"].shape[1]
             expected = (self.loaded.num_heads, n_tok, n_tok)
             if len(captured) == len(self._layers) and all(
-                    isinstance(c, torch.Tensor) and c.shape[1:] == expected for c in captured):
+                isinstance(c, torch.Tensor) and c.shape[1:] == expected for c in captured
+            ):
                 return tuple(captured)
             self._layers = None  # this architecture hides its probabilities from the hooks
         outputs = self.loaded.model(**inputs, output_attentions=True)
@@ -115,21 +120,12 @@ class _Forward:
     def __call__(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None = None) -> list[ItemAttention]:
         """Attention of ``batch``; ``into`` maps an item's index to the (word map, token map or None)
         arrays its results are copied into, else each item gets arrays of its own."""
-        n_tok = max(a.n_tokens for a in batch)
         n_words = max(a.n_words for a in batch)
-        ids = np.full((len(batch), n_tok), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(batch), n_tok), dtype=np.int64)
-        t2w = np.full((len(batch), n_tok), -1, dtype=np.int64)
-        types = np.zeros((len(batch), n_tok), dtype=np.int64)
-        for b, a in enumerate(batch):  # one row copy per item
-            ids[b, :a.n_tokens], mask[b, :a.n_tokens], t2w[b, :a.n_tokens] = a.input_ids, 1, a.token_to_word
-            if a.token_type_ids is not None:
-                types[b, :a.n_tokens] = a.token_type_ids
+        padded = self.padding.pad([a.input_ids for a in batch], [a.token_type_ids for a in batch])
+        n_tok = padded.input_ids.shape[1]
+        t2w = pad_rows([a.token_to_word for a in batch], -1, n_tok)
         device = self.loaded.device
-        inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
-        if self.uses_token_types and batch[0].token_type_ids is not None:
-            inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        attentions = self._attentions(inputs)
+        attentions = self._attentions(padded.inputs(device))
         shape = (len(batch), self.loaded.num_layers, self.loaded.num_heads)
         words = torch.from_numpy(self._scratch("words", shape + (n_words, n_words)))
         tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
@@ -144,8 +140,14 @@ class _Forward:
             w, t = a.n_words, a.n_tokens
             word_map, token_map = into[a.index] if into is not None else (None, None)
             item = ItemAttention(
-                index=a.index, item_id=a.item_id, words=a.words, word_kinds=a.word_kinds, segments=a.segments,
-                attention=_copy(words[b, :, :, :w, :w], word_map), n_tokens=t, replaced=a.replaced,
+                index=a.index,
+                item_id=a.item_id,
+                words=a.words,
+                word_kinds=a.word_kinds,
+                segments=a.segments,
+                attention=_copy(words[b, :, :, :w, :w], word_map),
+                n_tokens=t,
+                replaced=a.replaced,
             )
             if tokens is not None:
                 item.tokens = tuple(self.loaded.tokenizer.convert_ids_to_tokens(a.input_ids.tolist()))
@@ -162,31 +164,24 @@ def _copy(values: np.ndarray, into: np.ndarray | None) -> np.ndarray:
     return into
 
 
-def _batches(fits: list[AlignedItem], batch_size: int, max_batch_weights: int, maps_per_item: int):
-    """Cut length-sorted items into batches of at most ``batch_size`` items and ``max_batch_weights``
-    attention weights (items x layers x heads x tokens^2), so one long outlier cannot blow up memory."""
-    batch: list[AlignedItem] = []
-    for a in fits:
-        too_big = (len(batch) + 1) * maps_per_item * a.n_tokens**2 > max_batch_weights
-        if batch and (len(batch) == batch_size or too_big):
-            yield batch
-            batch = []
-        batch.append(a)
-    if batch:
-        yield batch
-
-
 def _packed_maps(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
     """float16 arrays of ``shapes`` lying end to end in one buffer: a store block's layout, so the
     writer appends the buffer without another copy."""
     sizes = [int(np.prod(shape)) for shape in shapes]
     flat = np.empty(sum(sizes), dtype=np.float16)
     ends = np.cumsum(sizes)
-    return [flat[end - size:end].reshape(shape) for end, size, shape in zip(ends, sizes, shapes)]
+    return [flat[end - size : end].reshape(shape) for end, size, shape in zip(ends, sizes, shapes)]
 
 
-def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, max_tokens: int,
-               too_long: str, max_batch_weights: int, pack: bool = False) -> list[ItemAttention | SkippedItem]:
+def _run_block(
+    forward: _Forward,
+    aligned: list[AlignedItem],
+    batch_size: int,
+    max_tokens: int,
+    too_long: str,
+    max_batch_weights: int,
+    pack: bool = False,
+) -> list[ItemAttention | SkippedItem]:
     """Results for one block of aligned items, in the block's order. With ``pack``, the items' maps
     are views of one buffer per block (see :func:`_packed_maps`), alive as long as any of them is."""
     results: dict[int, ItemAttention | SkippedItem] = {}
@@ -195,8 +190,10 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
         if a.n_tokens <= max_tokens:
             fits.append(a)
         elif too_long == "error":
-            raise BertologyError(f"item {a.index} ({a.item_id}) has {a.n_tokens} tokens, more than the "
-                                 f"{max_tokens} the model takes; skip such items with too_long='skip' (--too-long skip)")
+            raise BertologyError(
+                f"item {a.index} ({a.item_id}) has {a.n_tokens} tokens, more than the "
+                f"{max_tokens} the model takes; skip such items with too_long='skip' (--too-long skip)"
+            )
         else:
             results[a.index] = SkippedItem(a.index, a.item_id, a.n_tokens, f"{a.n_tokens} tokens > {max_tokens}")
     loaded = forward.loaded
@@ -204,13 +201,19 @@ def _run_block(forward: _Forward, aligned: list[AlignedItem], batch_size: int, m
     if pack:
         maps = (loaded.num_layers, loaded.num_heads)
         word_maps = _packed_maps([maps + (a.n_words, a.n_words) for a in fits])
-        token_maps = _packed_maps([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens \
-            else [None] * len(fits)
+        token_maps = (
+            _packed_maps([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens else [None] * len(fits)
+        )
         into = {a.index: pair for a, pair in zip(fits, zip(word_maps, token_maps))}
-    # Stable sort: ties keep corpus order, so batches are the same on every run.
-    fits.sort(key=lambda a: a.n_tokens)
-    for batch in _batches(fits, batch_size, max_batch_weights, loaded.num_layers * loaded.num_heads):
-        for item in forward(batch, into):
+    # Length-sorted, ties in corpus order: batches are the same on every run.
+    plan = plan_batches(
+        [a.n_tokens for a in fits],
+        batch_size,
+        max_batch_weights=max_batch_weights,
+        maps_per_item=loaded.num_layers * loaded.num_heads,
+    )
+    for rows in plan:
+        for item in forward([fits[i] for i in rows], into):
             results[item.index] = item
     return [results[a.index] for a in aligned]
 
@@ -244,8 +247,7 @@ def iter_attention(
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):
             aligned = align(loaded.tokenizer, corpus.items[lo:hi], lo)
-            for r in _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights):
-                yield r
+            yield from _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights)
             bar.update(hi - lo)
 
 
@@ -264,14 +266,29 @@ def _max_tokens(loaded: LoadedModel, max_tokens: int | None, too_long: str) -> i
     return loaded.max_tokens if max_tokens is None else max_tokens
 
 
-def store_metadata(loaded: LoadedModel, corpus: Corpus, *, from_rule: str, keep_tokens: bool, max_tokens: int,
-                   too_long: str, batch_size: int, block_size: int, max_batch_weights: int) -> dict:
+def store_metadata(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    *,
+    from_rule: str,
+    keep_tokens: bool,
+    max_tokens: int,
+    too_long: str,
+    batch_size: int,
+    block_size: int,
+    max_batch_weights: int,
+) -> dict:
     """What a store is checked against when it is reused: any difference refuses the reuse."""
     return {
         "model": loaded.fingerprint(),
         "corpus": {"name": corpus.name, "sha256": corpus.sha256, "items": len(corpus)},
-        "conversion": {"from_rule": from_rule, "token_level": keep_tokens, "max_tokens": max_tokens,
-                       "too_long": too_long, "dtype": "float16"},
+        "conversion": {
+            "from_rule": from_rule,
+            "token_level": keep_tokens,
+            "max_tokens": max_tokens,
+            "too_long": too_long,
+            "dtype": "float16",
+        },
         "extraction": {"batch_size": batch_size, "block_size": block_size, "max_batch_weights": max_batch_weights},
         "library": {"bertology_utils": __version__},
     }
@@ -313,9 +330,17 @@ def extract_attention(
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
     limit = _max_tokens(loaded, max_tokens, too_long)
-    metadata = store_metadata(loaded, corpus, from_rule=from_rule, keep_tokens=keep_tokens, max_tokens=limit,
-                              too_long=too_long, batch_size=batch_size, block_size=block_size,
-                              max_batch_weights=max_batch_weights)
+    metadata = store_metadata(
+        loaded,
+        corpus,
+        from_rule=from_rule,
+        keep_tokens=keep_tokens,
+        max_tokens=limit,
+        too_long=too_long,
+        batch_size=batch_size,
+        block_size=block_size,
+        max_batch_weights=max_batch_weights,
+    )
     store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
     if store.is_complete:
@@ -324,19 +349,29 @@ def extract_attention(
         tqdm.write(f"resuming: {store.done} of {store.n_items} items already in the store at {store.path}")
     start, stop = shard_range(len(corpus), shard)
     # Resume partly written shards in range, then create shards for the gaps.
-    plan = [(s.start, s.stop, s.start + s.committed) for s in store.shards
-            if s.start < stop and start < s.stop and not s.complete]
+    plan = [
+        (s.start, s.stop, s.start + s.committed)
+        for s in store.shards
+        if s.start < stop and start < s.stop and not s.complete
+    ]
     plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
     forward = _Forward(loaded, from_rule, keep_tokens)
     skipped = 0
     # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
     # order), one tokenizes and aligns the next block. Neither changes what is computed.
-    with tqdm(total=sum(hi - resume for _, hi, resume in plan), desc=f"extract {corpus.name}", unit="item",
-              disable=not progress) as bar, ThreadPoolExecutor(max_workers=1) as writes, \
-            ThreadPoolExecutor(max_workers=1) as prefetch:
+    with (
+        tqdm(
+            total=sum(hi - resume for _, hi, resume in plan),
+            desc=f"extract {corpus.name}",
+            unit="item",
+            disable=not progress,
+        ) as bar,
+        ThreadPoolExecutor(max_workers=1) as writes,
+        ThreadPoolExecutor(max_workers=1) as prefetch,
+    ):
         for lo_shard, hi_shard, resume in sorted(plan):
             blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
-            aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[blocks[0][0]:blocks[0][1]], blocks[0][0])
+            aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0])
             writer = None
             for k, (lo, hi) in enumerate(blocks):
                 aligned = aligning.result()
@@ -359,8 +394,14 @@ def extract_attention(
 def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -> Path:
     """Where :func:`extract_cached` keeps the store for these items, model and settings."""
     corpus, loaded = _as_corpus(items), _as_model(model)
-    options = dict(from_rule="mean", keep_tokens=False, too_long="skip", batch_size=32, block_size=512,
-                   max_batch_weights=MAX_BATCH_WEIGHTS)
+    options = dict(
+        from_rule="mean",
+        keep_tokens=False,
+        too_long="skip",
+        batch_size=32,
+        block_size=512,
+        max_batch_weights=MAX_BATCH_WEIGHTS,
+    )
     options.update(settings_kwargs)
     limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
     metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)

@@ -19,20 +19,23 @@ at any point leaves at most an uncommitted tail, which readers ignore and a resu
 writer cuts off before appending again. Shards never overlap, so separate processes or
 machines can write separate shards of the same corpus and :func:`merge_stores` joins them.
 """
+
 from __future__ import annotations
 
 import bisect
 import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
-from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
+from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "OK", "SKIPPED", "Shard", "AttentionStore", "ShardWriter", "merge_stores"]
 
 FORMAT = "bertology-attention-store"
 FORMAT_VERSION = 1
@@ -144,7 +147,7 @@ class AttentionStore:
     # -- opening and creating -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path, mode: str = "r") -> "AttentionStore":
+    def open(cls, path, mode: str = "r") -> AttentionStore:
         path = Path(path)
         if not (path / "zarr.json").is_file():
             raise StoreError(f"no attention store at {path}")
@@ -165,7 +168,7 @@ class AttentionStore:
         return cls(path, group)
 
     @classmethod
-    def open_or_create(cls, path, metadata: dict, n_items: int, *, overwrite: bool = False) -> "AttentionStore":
+    def open_or_create(cls, path, metadata: dict, n_items: int, *, overwrite: bool = False) -> AttentionStore:
         """Open ``path`` for appending if it holds a store with the same metadata, else create it.
 
         A store written with other settings is refused (``StoreMismatchError``) unless
@@ -189,8 +192,9 @@ class AttentionStore:
         if path.exists() and any(path.iterdir()):
             raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
         group = zarr.open_group(str(path), mode="w")
-        group.attrs.update(_jsonable({"format": FORMAT, "format_version": FORMAT_VERSION,
-                                      "metadata": metadata, "n_items": n_items}))
+        group.attrs.update(
+            _jsonable({"format": FORMAT, "format_version": FORMAT_VERSION, "metadata": metadata, "n_items": n_items})
+        )
         group.create_group("shards")
         return cls(path, group)
 
@@ -199,8 +203,9 @@ class AttentionStore:
     @property
     def shards(self) -> list[Shard]:
         if self._shards is None:
-            self._shards = sorted((self._load_shard(g) for _, g in self.group["shards"].groups()),
-                                  key=lambda s: s.start)
+            self._shards = sorted(
+                (self._load_shard(g) for _, g in self.group["shards"].groups()), key=lambda s: s.start
+            )
             for a, b in zip(self._shards, self._shards[1:]):
                 if b.start < a.stop:
                     raise StoreCorruptError(f"{self.path}: shards {a.name} and {b.name} overlap")
@@ -209,11 +214,20 @@ class AttentionStore:
     def _load_shard(self, group: zarr.Group) -> Shard:
         attrs = dict(group.attrs)
         try:
-            shard = Shard(group, int(attrs["start"]), int(attrs["stop"]), self.num_layers, self.num_heads,
-                          int(attrs.get("committed", 0)), dict(attrs.get("lengths", {})))
+            shard = Shard(
+                group,
+                int(attrs["start"]),
+                int(attrs["stop"]),
+                self.num_layers,
+                self.num_heads,
+                int(attrs.get("committed", 0)),
+                dict(attrs.get("lengths", {})),
+            )
             for name, length in shard.lengths.items():
                 if group[name].shape[0] < length:
-                    raise StoreCorruptError(f"array {name} is shorter ({group[name].shape[0]}) than committed ({length})")
+                    raise StoreCorruptError(
+                        f"array {name} is shorter ({group[name].shape[0]}) than committed ({length})"
+                    )
         except (KeyError, ValueError) as exc:
             raise StoreCorruptError(f"{self.path}: shard {group.basename} is damaged: {exc}") from exc
         except StoreCorruptError as exc:
@@ -238,7 +252,7 @@ class AttentionStore:
             gaps.append((cursor, stop))
         return gaps
 
-    def writer(self, start: int, stop: int, keep_tokens: bool) -> "ShardWriter":
+    def writer(self, start: int, stop: int, keep_tokens: bool) -> ShardWriter:
         """A writer for the shard ``[start, stop)``: resumes it if it exists, else creates it."""
         for s in self.shards:
             if (s.start, s.stop) == (start, stop):
@@ -248,9 +262,14 @@ class AttentionStore:
         group = self.group["shards"].create_group(f"{start:09d}-{stop:09d}")
         specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
         for name, (dtype, chunk, _) in specs.items():
-            group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
-                               compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16"
-                               else _COMPRESSORS, config=_ARRAY_CONFIG)
+            group.create_array(
+                name,
+                shape=(0,),
+                chunks=(chunk,),
+                dtype=dtype,
+                compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16" else _COMPRESSORS,
+                config=_ARRAY_CONFIG,
+            )
         group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
         self.refresh()
         return ShardWriter(self._load_shard(group))
@@ -282,16 +301,16 @@ class AttentionStore:
         """Per item: OK, SKIPPED, or -1 for not yet extracted."""
         out = np.full(self.n_items, -1, dtype=np.int8)
         for s in self.shards:
-            out[s.start:s.start + s.committed] = s.array("status")[:s.committed]
+            out[s.start : s.start + s.committed] = s.array("status")[: s.committed]
         return out
 
     def skipped(self) -> dict[int, int]:
         """Skipped item index -> its token count."""
         out = {}
         for s in self.shards:
-            st = s.array("status")[:s.committed]
+            st = s.array("status")[: s.committed]
             idx = np.flatnonzero(st == SKIPPED)
-            n_tok = s.array("n_tokens")[:s.committed]
+            n_tok = s.array("n_tokens")[: s.committed]
             out.update({int(s.start + i): int(n_tok[i]) for i in idx})
         return out
 
@@ -305,8 +324,9 @@ class AttentionStore:
     def __iter__(self) -> Iterator[ItemAttention]:
         return self.iter_items()
 
-    def iter_items(self, indices: Sequence[int] | None = None, dtype=np.float32,
-                   span: int = 256) -> Iterator[ItemAttention]:
+    def iter_items(
+        self, indices: Sequence[int] | None = None, dtype=np.float32, span: int = 256
+    ) -> Iterator[ItemAttention]:
         """Extracted items in index order (skipped and missing ones left out), read ``span`` at a time."""
         wanted = None if indices is None else set(int(i) for i in indices)
         for shard in self.shards:
@@ -333,13 +353,15 @@ class AttentionStore:
                 a, b = spans[kind]
                 ragged[name] = (shard.array(name)[a:b], a)
         except Exception as exc:
-            raise StoreCorruptError(f"{self.path}: cannot read items {shard.start + lo}..{shard.start + hi - 1} "
-                                    f"of shard {shard.name}: {exc}") from exc
+            raise StoreCorruptError(
+                f"{self.path}: cannot read items {shard.start + lo}..{shard.start + hi - 1} "
+                f"of shard {shard.name}: {exc}"
+            ) from exc
 
         def piece(name, j):
             kind = (_ARRAYS.get(name) or _TOKEN_ARRAYS[name])[2]
             data, base = ragged[name]
-            return data[off[kind][j] - base:off[kind][j + 1] - base]
+            return data[off[kind][j] - base : off[kind][j + 1] - base]
 
         out: list[ItemAttention | None] = []
         L, H = shard.layers, shard.heads
@@ -347,8 +369,10 @@ class AttentionStore:
             index = shard.start + j
             if per_item["status"][k] != OK:
                 if hi - lo == 1:
-                    raise KeyError(f"item {index} was skipped: {per_item['n_tokens'][k]} tokens, "
-                                   f"more than the model takes ({self.metadata['conversion']['max_tokens']})")
+                    raise KeyError(
+                        f"item {index} was skipped: {per_item['n_tokens'][k]} tokens, "
+                        f"more than the model takes ({self.metadata['conversion']['max_tokens']})"
+                    )
                 out.append(None)
                 continue
             n = int(per_item["n_words"][k])
@@ -463,7 +487,7 @@ def _back_to_back(parts: list[np.ndarray]) -> np.ndarray | None:
             return None
         expected += p.nbytes
     start = (first - address(base)) // base.itemsize
-    return base[start:start + (expected - first) // base.itemsize]
+    return base[start : start + (expected - first) // base.itemsize]
 
 
 def _jsonable(value):
@@ -490,10 +514,14 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
         raise StoreError("merge needs at least one source store")
     first = sources[0]
     for other in sources[1:]:
-        problems = _diff({"metadata": first.metadata, "n_items": first.n_items},
-                         {"metadata": other.metadata, "n_items": other.n_items})
+        problems = _diff(
+            {"metadata": first.metadata, "n_items": first.n_items},
+            {"metadata": other.metadata, "n_items": other.n_items},
+        )
         if problems:
-            raise StoreMismatchError(f"cannot merge {other.path} into {first.path}'s settings:\n  " + "\n  ".join(problems))
+            raise StoreMismatchError(
+                f"cannot merge {other.path} into {first.path}'s settings:\n  " + "\n  ".join(problems)
+            )
     merged = AttentionStore.open_or_create(target, first.metadata, first.n_items, overwrite=overwrite)
     for src in sources:
         for shard in src.shards:
@@ -501,8 +529,10 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
             if existing:
                 if [(s.start, s.stop, s.committed) for s in existing] == [(shard.start, shard.stop, shard.committed)]:
                     continue
-                raise StoreError(f"shard {shard.name} of {src.path} overlaps shard(s) "
-                                 f"{[s.name for s in existing]} already in {merged.path}")
+                raise StoreError(
+                    f"shard {shard.name} of {src.path} overlaps shard(s) "
+                    f"{[s.name for s in existing]} already in {merged.path}"
+                )
             shutil.copytree(src.path / "shards" / shard.name, merged.path / "shards" / shard.name)
             merged.refresh()
     return merged

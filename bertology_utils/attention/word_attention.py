@@ -12,12 +12,15 @@ own), each word-level row still sums to 1. Everything is batched: one call conve
 (batch, layers, heads) maps at once in one contraction; :class:`WordConversion` keeps
 the per-batch preparation for reuse across layers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+__all__ = ["FROM_RULES", "WordConversion", "word_attention", "word_attention_single", "ItemAttention", "SkippedItem"]
 
 FROM_RULES = ("mean", "first", "max")
 
@@ -44,7 +47,7 @@ class WordConversion:
         self.n_words = int(token_to_word.max()) + 1 if n_words is None else n_words
         valid = token_to_word >= 0
         # (B, T, W) one-hot: token t of item b belongs to word w. Padding (-1) maps nowhere.
-        one_hot = torch.nn.functional.one_hot(token_to_word.clamp(min=0), self.n_words + 1)[..., :self.n_words]
+        one_hot = torch.nn.functional.one_hot(token_to_word.clamp(min=0), self.n_words + 1)[..., : self.n_words]
         self.members = (one_hot * valid.unsqueeze(-1)).float()
         if from_rule == "mean":
             counts = self.members.sum(1, keepdim=True).clamp_min(1)  # (B, 1, W)
@@ -74,9 +77,10 @@ class WordConversion:
         t2w = self.token_to_word.to(attention.device)
         index = torch.where(t2w >= 0, t2w, self.n_words)
         index = index.view(index.shape[0], *([1] * extra), -1, 1).expand(*to_words.shape)
-        out = torch.zeros(*to_words.shape[:-2], self.n_words + 1, self.n_words, dtype=to_words.dtype,
-                          device=to_words.device)
-        out = out.scatter_reduce(-2, index, to_words, reduce="amax", include_self=False)[..., :self.n_words, :]
+        out = torch.zeros(
+            *to_words.shape[:-2], self.n_words + 1, self.n_words, dtype=to_words.dtype, device=to_words.device
+        )
+        out = out.scatter_reduce(-2, index, to_words, reduce="amax", include_self=False)[..., : self.n_words, :]
         return out / out.sum(-1, keepdim=True).clamp_min(torch.finfo(out.dtype).tiny)
 
 

@@ -1,1 +1,44 @@
-"""core layer."""
+"""core: what every layer stands on — settings, errors, the version, heads, models and their architectures, figures.
+
+``bertology_utils.core.settings``, ``errors`` and the version import nothing heavy; the names
+below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are
+imported on first use, so ``import bertology_utils.core`` stays fast.
+"""
+
+from bertology_utils.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "_version": ["__version__", "library_versions"],
+        "errors": [
+            "BertologyError",
+            "DataFormatError",
+            "DataNotFoundError",
+            "ModelNotAvailableError",
+            "UnsupportedArchitectureError",
+            "StoreError",
+            "StoreMismatchError",
+            "StoreCorruptError",
+            "AssetMissingError",
+        ],
+        "heads": ["Head", "all_heads"],
+        "models": [
+            "LoadedModel",
+            "load_model",
+            "describe_model",
+            "check_attentions",
+            "random_init",
+            "random_init_keeping_embeddings",
+        ],
+        "architectures": [
+            "ArchSpec",
+            "register_architecture",
+            "registered_architectures",
+            "arch_spec",
+            "check_architecture",
+            "self_attention_modules",
+        ],
+        "figures": ["plot_attention_map", "plot_layer_head_grid"],
+    },
+)

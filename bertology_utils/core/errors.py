@@ -1,5 +1,17 @@
 """Exceptions raised by bertology_utils; all derive from BertologyError so callers can catch one type."""
 
+__all__ = [
+    "BertologyError",
+    "DataFormatError",
+    "DataNotFoundError",
+    "ModelNotAvailableError",
+    "UnsupportedArchitectureError",
+    "StoreError",
+    "StoreMismatchError",
+    "StoreCorruptError",
+    "AssetMissingError",
+]
+
 
 class BertologyError(Exception):
     """Base class for every error this package raises on purpose."""
@@ -23,6 +35,19 @@ class DataNotFoundError(BertologyError, FileNotFoundError):
 
 class ModelNotAvailableError(BertologyError, OSError):
     """A model could not be loaded: unknown name, missing offline, or attentions unavailable."""
+
+
+class UnsupportedArchitectureError(ModelNotAvailableError):
+    """A model's type has no registered ArchSpec, or its modules are not where the spec says.
+
+    ``model_type`` is the model's type (None without a config); ``missing`` names the spec
+    fields that could not be found.
+    """
+
+    def __init__(self, message: str, model_type: str | None = None, missing=()):
+        super().__init__(message)
+        self.model_type = model_type
+        self.missing = tuple(missing)
 
 
 class StoreError(BertologyError):

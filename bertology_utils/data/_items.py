@@ -1,4 +1,5 @@
 """Item types (sentences, pairs, GAP examples), the Corpus that holds them, and the word rule."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,10 +12,14 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from bertology_utils.core.errors import DataFormatError
+
+from bertology_utils.core.errors import BertologyError, DataFormatError
+
+__all__ = ["Sentence", "SentencePair", "GapExample", "Corpus", "consecutive_pairs", "words_of", "is_punctuation"]
 
 
 # --------------------------------------------------------------------------- items
+
 
 def _freeze(obj, *names: str) -> None:
     """Turn list-valued fields of a frozen dataclass into tuples, so items stay hashable."""
@@ -88,11 +93,13 @@ def _canonical_sha256(items: Sequence, labels: Sequence | None) -> str:
     """
     records = [
         {"type": type(item).__name__, **{f.name: getattr(item, f.name) for f in dataclasses.fields(item)}}
-        if dataclasses.is_dataclass(item) else item
+        if dataclasses.is_dataclass(item)
+        else item
         for item in items
     ]
-    payload = json.dumps({"items": records, "labels": labels}, sort_keys=True, ensure_ascii=False,
-                         separators=(",", ":"))
+    payload = json.dumps(
+        {"items": records, "labels": labels}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -135,8 +142,9 @@ class Corpus(Sequence):
             object.__setattr__(self, "sha256", _canonical_sha256(self.items, self.labels))
         if not self.description:
             origin = f"read from {self.path}" if self.path is not None else "built in memory"
-            object.__setattr__(self, "description",
-                               f"{self.name}: {_summary(self.items)}, {origin} (sha256 {self.sha256[:12]})")
+            object.__setattr__(
+                self, "description", f"{self.name}: {_summary(self.items)}, {origin} (sha256 {self.sha256[:12]})"
+            )
 
     def __len__(self) -> int:
         return len(self.items)
@@ -151,7 +159,9 @@ class Corpus(Sequence):
         where = f"{start}:{stop}" + (f":{step}" if step != 1 else "")
         items = self.items[index]
         return Corpus(
-            items, f"{self.name}[{where}]", self.path,
+            items,
+            f"{self.name}[{where}]",
+            self.path,
             labels=None if self.labels is None else self.labels[index],
             description=f"{_summary(items)}, items {where} of {self.description}",
         )
@@ -175,7 +185,21 @@ class Corpus(Sequence):
         return cls.from_items(items, name)
 
 
+def consecutive_pairs(corpus: Corpus) -> Corpus:
+    """Sentences 1+2, 3+4, ... of a corpus as :class:`SentencePair` items.
+
+    Clark et al. fed BERT ``[CLS] p1 [SEP] p2 [SEP]`` (two segments, two separators); pairs of
+    consecutive treebank sentences give inputs of the same shape.
+    """
+    items = list(corpus)
+    pairs = [SentencePair(f"{a.id}+{b.id}", a.words, b.words) for a, b in zip(items[0::2], items[1::2])]
+    if not pairs:
+        raise BertologyError(f"{corpus.name}: need at least two sentences to make a pair")
+    return Corpus.from_items(pairs, f"{corpus.name} (consecutive pairs)")
+
+
 # --------------------------------------------------------------------------- words
+
 
 def _char_class(codepoints: list[int]) -> str:
     """Body of a regex character class covering the given sorted code points, as ranges."""
@@ -191,7 +215,8 @@ def _char_class(codepoints: list[int]) -> str:
 @functools.cache
 def _word_rule() -> tuple[dict[int, str | None], re.Pattern]:
     """Built on first use from the running Python's Unicode tables (one scan, ~0.2 s)."""
-    marks, table = [], {}
+    marks: list[int] = []
+    table: dict[int, str | None] = {}
     for cp in range(sys.maxunicode + 1):
         category = unicodedata.category(chr(cp))
         if category[0] == "M":
@@ -203,10 +228,10 @@ def _word_rule() -> tuple[dict[int, str | None], re.Pattern]:
     table[0x200B] = " "  # zero-width space marks a word break (Thai, Khmer, web text)
     m = _char_class(marks)
     pattern = re.compile(
-        r"\d+(?:[.,]\d+)+"                     # 3.14, 1,000
-        rf"|[\w{m}]+(?:['’][\w{m}]+)*"         # words, with inner apostrophes: don't, O’Neil
+        r"\d+(?:[.,]\d+)+"  # 3.14, 1,000
+        rf"|[\w{m}]+(?:['’][\w{m}]+)*"  # words, with inner apostrophes: don't, O’Neil
         rf"|(?i:['’](?:s|re|ve|ll|d|m|t))(?![\w{m}])"  # split-off clitics in pre-tokenized text: it 's
-        rf"|[^\w\s{m}][{m}]*"                  # any other visible character, alone
+        rf"|[^\w\s{m}][{m}]*"  # any other visible character, alone
     )
     return table, pattern
 
@@ -231,3 +256,8 @@ def words_of(text: str) -> list[str]:
     """
     table, pattern = _word_rule()
     return pattern.findall(text.translate(table))
+
+
+def is_punctuation(word: str) -> bool:
+    """True for a non-empty word made only of Unicode punctuation characters (categories P*)."""
+    return bool(word) and all(unicodedata.category(ch).startswith("P") for ch in word)

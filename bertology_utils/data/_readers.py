@@ -1,4 +1,5 @@
 """Readers for CoNLL-U treebanks, GLUE and pair TSV files and GAP: validate a file, name its bad line."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,10 +7,22 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 import conllu
 from conllu.exceptions import ParseException
+
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.data._items import Corpus, GapExample, Sentence, SentencePair, words_of
+
+__all__ = [
+    "GLUE_TASKS",
+    "file_sha256",
+    "read_text_lines",
+    "read_conllu",
+    "read_glue_tsv",
+    "read_pairs_tsv",
+    "read_gap_tsv",
+]
 
 
 # --------------------------------------------------------------------------- reading files
@@ -47,8 +60,9 @@ def _read_lines(path: Path) -> tuple[list[str], str]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise DataFormatError(f"not valid UTF-8 ({error.reason})", path,
-                              data.count(b"\n", 0, error.start) + 1) from None
+        raise DataFormatError(
+            f"not valid UTF-8 ({error.reason})", path, data.count(b"\n", 0, error.start) + 1
+        ) from None
     # split("\n"), not splitlines(): texts may contain U+2028 or \x1c, which are not line ends here
     lines = text.replace("\r\n", "\n").split("\n")
     if lines[-1] == "":
@@ -57,6 +71,7 @@ def _read_lines(path: Path) -> tuple[list[str], str]:
 
 
 # --------------------------------------------------------------------------- CoNLL-U
+
 
 def _blocks(lines: list[str]):
     """Sentence blocks as lists of (line number, line), split on blank lines."""
@@ -81,7 +96,7 @@ def _find_cycle(heads: Sequence[int]) -> list[int] | None:
             walk.append(node)
             node = heads[node - 1]
         if state[node] == 1:
-            return walk[walk.index(node):]
+            return walk[walk.index(node) :]
         for visited in walk:
             state[visited] = 2
     return None
@@ -99,13 +114,15 @@ def _check_tree(heads: list, lines: list[int], path: Path, first_line: int) -> t
     if not roots:
         raise DataFormatError("no root: no word has HEAD 0", path, first_line)
     if len(roots) > 1:
-        raise DataFormatError(f"more than one root: words {roots[0] + 1} and {roots[1] + 1} both have HEAD 0",
-                              path, lines[roots[1]])
+        raise DataFormatError(
+            f"more than one root: words {roots[0] + 1} and {roots[1] + 1} both have HEAD 0", path, lines[roots[1]]
+        )
     cycle = _find_cycle(heads)
     if cycle:
         chain = " -> ".join(map(str, cycle + cycle[:1]))
-        raise DataFormatError(f"cycle in HEADs ({chain}): these words never reach the root",
-                              path, lines[min(cycle) - 1])
+        raise DataFormatError(
+            f"cycle in HEADs ({chain}): these words never reach the root", path, lines[min(cycle) - 1]
+        )
     return tuple(heads)
 
 
@@ -141,8 +158,7 @@ def _sentence(block: list[tuple[int, str]], number: int, path: Path) -> Sentence
         raise DataFormatError("sentence has no words (only multiword tokens or empty nodes)", path, first_line)
     for expected, (n, token) in enumerate(words, 1):
         if token["id"] != expected:
-            raise DataFormatError(f"word ID {token['id']} where {expected} was expected (IDs must run 1..n)",
-                                  path, n)
+            raise DataFormatError(f"word ID {token['id']} where {expected} was expected (IDs must run 1..n)", path, n)
     lines = [n for n, _ in words]
     heads = [token["head"] for _, token in words]
     relations = tuple(token["deprel"] for _, token in words)
@@ -164,8 +180,11 @@ def read_text_lines(path: str | os.PathLike, name: str | None = None) -> Corpus:
     """
     path = Path(path)
     lines, sha = _read_lines(path)
-    items = tuple(Sentence(f"{name or path.stem}:{n}", tuple(words_of(line)), text=line)
-                  for n, line in enumerate(lines, 1) if words_of(line))
+    items = tuple(
+        Sentence(f"{name or path.stem}:{n}", tuple(words_of(line)), text=line)
+        for n, line in enumerate(lines, 1)
+        if words_of(line)
+    )
     if not items:
         raise DataFormatError("no sentences (no line has a word)", path)
     return Corpus(items, name or path.stem, path, sha)
@@ -187,8 +206,10 @@ def read_conllu(path: str | os.PathLike, name: str | None = None) -> Corpus:
 
 # --------------------------------------------------------------------------- TSV files
 
-def _read_table(path: Path, header: tuple[str, ...] | None, columns: int,
-                row: Callable[[list[str], int], tuple[object, object]]) -> tuple[list, list, str]:
+
+def _read_table(
+    path: Path, header: tuple[str, ...] | None, columns: int, row: Callable[[list[str], int], tuple[object, object]]
+) -> tuple[list, list, str]:
     """Rows of a tab-separated file without quoting, each turned into (item, label) by ``row``.
 
     ``row(fields, index)`` raises ValueError for a bad value; that becomes a DataFormatError
@@ -201,8 +222,9 @@ def _read_table(path: Path, header: tuple[str, ...] | None, columns: int,
         if found != header:
             raise DataFormatError(f"expected the header {'|'.join(header)!r}, found {'|'.join(found)!r}", path, 1)
         first = 2
-    items, labels = [], []
-    for number, line in enumerate(lines[first - 1:], first):
+    items: list = []
+    labels: list = []
+    for number, line in enumerate(lines[first - 1 :], first):
         if not line:
             continue
         fields = line.split("\t")
@@ -219,19 +241,19 @@ def _read_table(path: Path, header: tuple[str, ...] | None, columns: int,
     return items, labels, sha
 
 
-def _binary(value: str):
+def _binary(value: str) -> int:
     if value not in ("0", "1"):
         raise ValueError(f"label {value!r} is not 0 or 1")
     return int(value)
 
 
-def _entailment(value: str):
+def _entailment(value: str) -> str:
     if value not in ("entailment", "not_entailment"):
         raise ValueError(f"label {value!r} is not 'entailment' or 'not_entailment'")
     return value
 
 
-def _score(value: str):
+def _score(value: str) -> float:
     try:
         score = float(value)
     except ValueError:
@@ -247,10 +269,10 @@ class _Layout:
 
     header: tuple[str, ...] | None
     columns: int
-    texts: tuple[int, ...]           # one column: single sentences; two: pairs
+    texts: tuple[int, ...]  # one column: single sentences; two: pairs
     label: int
-    parse_label: Callable[[str], object]
-    ids: tuple[int, ...] = ()        # joined with "-"; empty: the row index
+    parse_label: Callable[[str], int | str | float]
+    ids: tuple[int, ...] = ()  # joined with "-"; empty: the row index
 
     def row(self, fields: list[str], index: int):
         label = self.parse_label(fields[self.label])
@@ -268,16 +290,29 @@ _GLUE_LAYOUTS = {
     "SST-2": _Layout(("sentence", "label"), 2, texts=(0,), label=1, parse_label=_binary),
     # CoLA: no header; source, label, original judgement mark, sentence.
     "CoLA": _Layout(None, 4, texts=(3,), label=1, parse_label=_binary),
-    "MRPC": _Layout(("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), 5,
-                    texts=(3, 4), label=0, parse_label=_binary, ids=(1, 2)),
-    "RTE": _Layout(("index", "sentence1", "sentence2", "label"), 4,
-                   texts=(1, 2), label=3, parse_label=_entailment, ids=(0,)),
-    "STS-B": _Layout(("index", "genre", "filename", "year", "old_index", "source1", "source2",
-                      "sentence1", "sentence2", "score"), 10,
-                     texts=(7, 8), label=9, parse_label=_score, ids=(0,)),
+    "MRPC": _Layout(
+        ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+        5,
+        texts=(3, 4),
+        label=0,
+        parse_label=_binary,
+        ids=(1, 2),
+    ),
+    "RTE": _Layout(
+        ("index", "sentence1", "sentence2", "label"), 4, texts=(1, 2), label=3, parse_label=_entailment, ids=(0,)
+    ),
+    "STS-B": _Layout(
+        ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"),
+        10,
+        texts=(7, 8),
+        label=9,
+        parse_label=_score,
+        ids=(0,),
+    ),
 }
-_PAIRS_LAYOUT = _Layout(("id", "sentence1", "sentence2", "label"), 4,
-                        texts=(1, 2), label=3, parse_label=_entailment, ids=(0,))
+_PAIRS_LAYOUT = _Layout(
+    ("id", "sentence1", "sentence2", "label"), 4, texts=(1, 2), label=3, parse_label=_entailment, ids=(0,)
+)
 
 #: GLUE tasks this module reads (train and dev files, in the GLUE download script's format).
 GLUE_TASKS = tuple(_GLUE_LAYOUTS)
@@ -313,8 +348,7 @@ def read_pairs_tsv(path: str | os.PathLike, name: str | None = None) -> Corpus:
     return _read_layout(path, _PAIRS_LAYOUT, name)
 
 
-_GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref",
-               "B", "B-offset", "B-coref", "URL")
+_GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")
 
 
 def _offset(value: str, column: str) -> int:
@@ -331,12 +365,25 @@ def _coref(value: str, column: str) -> bool:
 
 def _gap_row(fields: list[str], index: int):
     id_, text, pronoun, p_off, a, a_off, a_coref, b, b_off, b_coref, url = fields
-    example = GapExample(id_, text, pronoun, _offset(p_off, "Pronoun-offset"),
-                         a, _offset(a_off, "A-offset"), _coref(a_coref, "A-coref"),
-                         b, _offset(b_off, "B-offset"), _coref(b_coref, "B-coref"), url)
-    for column, span, start in (("Pronoun", pronoun, example.pronoun_offset),
-                                ("A", a, example.a_offset), ("B", b, example.b_offset)):
-        found = text[start:start + len(span)]
+    example = GapExample(
+        id_,
+        text,
+        pronoun,
+        _offset(p_off, "Pronoun-offset"),
+        a,
+        _offset(a_off, "A-offset"),
+        _coref(a_coref, "A-coref"),
+        b,
+        _offset(b_off, "B-offset"),
+        _coref(b_coref, "B-coref"),
+        url,
+    )
+    for column, span, start in (
+        ("Pronoun", pronoun, example.pronoun_offset),
+        ("A", a, example.a_offset),
+        ("B", b, example.b_offset),
+    ):
+        found = text[start : start + len(span)]
         if found != span:
             raise ValueError(f"{column} {span!r} is not in Text at offset {start} (found {found!r})")
     return example, None

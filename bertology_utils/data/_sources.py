@@ -1,4 +1,5 @@
 """Where data sets are found: the registry, search order, downloads checked by sha256, loaders."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,14 +13,40 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
 from bertology_utils.core import settings
 from bertology_utils.core.errors import DataNotFoundError
 from bertology_utils.data._items import Corpus
 from bertology_utils.data._readers import (
-    GLUE_TASKS, _glue_task, file_sha256, read_conllu, read_gap_tsv, read_glue_tsv, read_pairs_tsv)
+    GLUE_TASKS,
+    _glue_task,
+    file_sha256,
+    read_conllu,
+    read_gap_tsv,
+    read_glue_tsv,
+    read_pairs_tsv,
+)
+
+__all__ = [
+    "DataFile",
+    "DatasetSpec",
+    "DATASETS",
+    "DataVersionWarning",
+    "resolve_data_file",
+    "available_datasets",
+    "load_dataset",
+    "load_treebank",
+    "load_glue",
+    "load_gap",
+    "load_sample",
+    "load_sample_pairs",
+    "default_treebank",
+    "treebank_splits",
+]
 
 
 # --------------------------------------------------------------------------- registry
+
 
 @dataclass(frozen=True)
 class DataFile:
@@ -81,47 +108,84 @@ _GLUE_TITLES = {
     "RTE": "Recognizing Textual Entailment (GLUE RTE)",
     "STS-B": "Semantic Textual Similarity Benchmark (GLUE STS-B)",
 }
-_MRPC_HOW = ("MRPC has no single canonical download file: GLUE's download_glue_data.py "
-             "(https://github.com/nyu-mll/GLUE-baselines, `--tasks MRPC`) builds MRPC/train.tsv and "
-             "MRPC/dev.tsv from the Microsoft Research Paraphrase Corpus; put them in "
-             "<dir>/glue/MRPC/ and set BERTOLOGY_DATA_DIR=<dir>")
+_MRPC_HOW = (
+    "MRPC has no single canonical download file: GLUE's download_glue_data.py "
+    "(https://github.com/nyu-mll/GLUE-baselines, `--tasks MRPC`) builds MRPC/train.tsv and "
+    "MRPC/dev.tsv from the Microsoft Research Paraphrase Corpus; put them in "
+    "<dir>/glue/MRPC/ and set BERTOLOGY_DATA_DIR=<dir>"
+)
 
 
 def _glue_spec(task: str) -> DatasetSpec:
     url = None if task == "MRPC" else _GLUE_URL.format(task=task)
-    files = {split: DataFile(f"glue/{task}/{split}.tsv", _GLUE_SHA[task, split], url,
-                             member=None if url is None else f"{task}/{split}.tsv")
-             for split in ("train", "dev")}
-    return DatasetSpec(f"glue/{task}", _GLUE_TITLES[task], "glue", functools.partial(read_glue_tsv, task=task),
-                       files, "dev", _MRPC_HOW if task == "MRPC" else "")
+    files = {
+        split: DataFile(
+            f"glue/{task}/{split}.tsv",
+            _GLUE_SHA[task, split],
+            url,
+            member=None if url is None else f"{task}/{split}.tsv",
+        )
+        for split in ("train", "dev")
+    }
+    return DatasetSpec(
+        f"glue/{task}",
+        _GLUE_TITLES[task],
+        "glue",
+        functools.partial(read_glue_tsv, task=task),
+        files,
+        "dev",
+        _MRPC_HOW if task == "MRPC" else "",
+    )
 
 
 #: Every data set the package knows, by name. Paths are relative to a data directory laid out
 #: like ../shared/data; the sample files ship in the project's own data/ folder.
 DATASETS: dict[str, DatasetSpec] = {
     "ud-english-ewt": DatasetSpec(
-        "ud-english-ewt", "UD English Web Treebank v2.16", "treebank", read_conllu,
-        {split: DataFile(f"ud-english-ewt/en_ewt-ud-{split}.conllu", sha, f"{_UD_URL}en_ewt-ud-{split}.conllu")
-         for split, sha in _EWT_SHA.items()},
-        "dev"),
+        "ud-english-ewt",
+        "UD English Web Treebank v2.16",
+        "treebank",
+        read_conllu,
+        {
+            split: DataFile(f"ud-english-ewt/en_ewt-ud-{split}.conllu", sha, f"{_UD_URL}en_ewt-ud-{split}.conllu")
+            for split, sha in _EWT_SHA.items()
+        },
+        "dev",
+    ),
     "gap-coreference": DatasetSpec(
-        "gap-coreference", "GAP coreference (Webster et al. 2018)", "gap", read_gap_tsv,
-        {split: DataFile(f"gap-coreference/gap-{split}.tsv", sha, f"{_GAP_URL}gap-{split}.tsv")
-         for split, sha in _GAP_SHA.items()},
-        "development"),
+        "gap-coreference",
+        "GAP coreference (Webster et al. 2018)",
+        "gap",
+        read_gap_tsv,
+        {
+            split: DataFile(f"gap-coreference/gap-{split}.tsv", sha, f"{_GAP_URL}gap-{split}.tsv")
+            for split, sha in _GAP_SHA.items()
+        },
+        "development",
+    ),
     **{f"glue/{task}": _glue_spec(task) for task in GLUE_TASKS},
     "sample": DatasetSpec(
-        "sample", "Project sample treebank (40 sentences written and annotated for this project)", "treebank",
+        "sample",
+        "Project sample treebank (40 sentences written and annotated for this project)",
+        "treebank",
         read_conllu,
-        {"all": DataFile("sample/sample.conllu",
-                         "a7caa66bcd4f163473886285499b1616d8e345a7c624c78089aaa0d5951f5508", None)},
-        "all", "it ships in the project's data/ folder (a source checkout)"),
+        {
+            "all": DataFile(
+                "sample/sample.conllu", "a7caa66bcd4f163473886285499b1616d8e345a7c624c78089aaa0d5951f5508", None
+            )
+        },
+        "all",
+        "it ships in the project's data/ folder (a source checkout)",
+    ),
     "sample-pairs": DatasetSpec(
-        "sample-pairs", "Project sample sentence pairs (12 pairs written for this project)", "pairs",
+        "sample-pairs",
+        "Project sample sentence pairs (12 pairs written for this project)",
+        "pairs",
         read_pairs_tsv,
-        {"all": DataFile("sample/pairs.tsv",
-                         "e76f7fe33711b71220ad58ee018afe40adf91e92209c8ae0c7b628bac55d638d", None)},
-        "all", "it ships in the project's data/ folder (a source checkout)"),
+        {"all": DataFile("sample/pairs.tsv", "e76f7fe33711b71220ad58ee018afe40adf91e92209c8ae0c7b628bac55d638d", None)},
+        "all",
+        "it ships in the project's data/ folder (a source checkout)",
+    ),
 }
 
 
@@ -138,6 +202,7 @@ def _file(spec: DatasetSpec, split: str) -> DataFile:
 
 
 # --------------------------------------------------------------------------- resolution
+
 
 class DataVersionWarning(UserWarning):
     """A data file was found but its sha256 differs from the registry's (another version?)."""
@@ -166,8 +231,8 @@ def _find_local(file: DataFile) -> tuple[Path | None, str | None, list[str]]:
     return None, None, looked
 
 
-def _download(file: DataFile, target: Path) -> Path:
-    """Download ``file`` (or extract it from the zip at its URL) to ``target``, checking its sha256.
+def _download(file: DataFile, url: str, target: Path) -> Path:
+    """Download ``file`` from ``url`` (or extract it from the zip there) to ``target``, checking its sha256.
 
     Everything goes through temporary files in the target folder and one rename, so a failed
     or refused download leaves nothing behind.
@@ -184,20 +249,18 @@ def _download(file: DataFile, target: Path) -> Path:
     try:
         try:
             fetched = new_temp()
-            with urllib.request.urlopen(file.url, timeout=60) as response, fetched.open("wb") as out:
+            with urllib.request.urlopen(url, timeout=60) as response, fetched.open("wb") as out:
                 shutil.copyfileobj(response, out)
             if file.member:
                 extracted = new_temp()
-                with zipfile.ZipFile(fetched) as archive, archive.open(file.member) as src, \
-                        extracted.open("wb") as out:
+                with zipfile.ZipFile(fetched) as archive, archive.open(file.member) as src, extracted.open("wb") as out:
                     shutil.copyfileobj(src, out)
                 fetched = extracted
         except (OSError, ValueError, zipfile.BadZipFile, KeyError) as error:
-            raise DataNotFoundError(f"could not download {file.url}: {error}") from error
+            raise DataNotFoundError(f"could not download {url}: {error}") from error
         got = file_sha256(fetched)
         if file.sha256 and got != file.sha256:
-            raise DataNotFoundError(f"refused the download of {file.url}: sha256 {got} is not the expected "
-                                    f"{file.sha256}")
+            raise DataNotFoundError(f"refused the download of {url}: sha256 {got} is not the expected {file.sha256}")
         os.replace(fetched, target)
         return target
     finally:
@@ -205,8 +268,7 @@ def _download(file: DataFile, target: Path) -> Path:
             path.unlink(missing_ok=True)
 
 
-def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None = None,
-                      download: bool = True) -> Path:
+def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None = None, download: bool = True) -> Path:
     """The local file of ``dataset``/``split``, downloading it into the cache if allowed.
 
     Order: ``path`` (used as given, unchecked) -> ``$BERTOLOGY_DATA_DIR`` -> the project's
@@ -224,9 +286,13 @@ def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None =
     found, where, looked = _find_local(file)
     if found is not None:
         if file.sha256 and file_sha256(found) != file.sha256:
-            warnings.warn(DataVersionWarning(
-                f"{found} (for {dataset}/{split}, found in {where}) has sha256 {file_sha256(found)}, "
-                f"not the expected {file.sha256}; using it anyway"), stacklevel=2)
+            warnings.warn(
+                DataVersionWarning(
+                    f"{found} (for {dataset}/{split}, found in {where}) has sha256 {file_sha256(found)}, "
+                    f"not the expected {file.sha256}; using it anyway"
+                ),
+                stacklevel=2,
+            )
         return found
     target = settings.cache_dir() / "data" / file.path
     if file.url is None:
@@ -237,7 +303,7 @@ def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None =
         reason = "download=False"
     else:
         try:
-            return _download(file, target)
+            return _download(file, file.url, target)
         except DataNotFoundError as error:
             reason = str(error)
     if file.url is not None:
@@ -247,7 +313,8 @@ def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None =
         how = spec.how_to_get
     raise DataNotFoundError(
         f"{dataset}/{split} ({file.path}) not found. Looked in: {'; '.join(looked)}. "
-        f"Not downloaded: {reason}. To get it: {how}.")
+        f"Not downloaded: {reason}. To get it: {how}."
+    )
 
 
 def available_datasets() -> list[dict]:
@@ -256,12 +323,14 @@ def available_datasets() -> list[dict]:
     for spec in DATASETS.values():
         for split, file in spec.files.items():
             found, where, _ = _find_local(file)
-            rows.append({"name": spec.name, "split": split, "kind": spec.kind,
-                         "path": found, "where": where, "url": file.url})
+            rows.append(
+                {"name": spec.name, "split": split, "kind": spec.kind, "path": found, "where": where, "url": file.url}
+            )
     return rows
 
 
 # --------------------------------------------------------------------------- loaders
+
 
 def load_dataset(name: str, split: str | None = None, path: str | os.PathLike | None = None) -> Corpus:
     """Resolve and read any registered data set; ``split`` defaults to the data set's usual one."""
@@ -307,6 +376,36 @@ def default_treebank(split: str = "dev") -> Corpus:
         return load_treebank(split)
     except DataNotFoundError:
         sample = load_sample()
-        return dataclasses.replace(sample, description=(
-            f"{sample.description} — used because UD English EWT {split} was not found locally and not "
-            f"downloaded (set {settings.DATA_DIR_ENV} or go online)"))
+        return dataclasses.replace(
+            sample,
+            description=(
+                f"{sample.description} — used because UD English EWT {split} was not found locally and not "
+                f"downloaded (set {settings.DATA_DIR_ENV} or go online)"
+            ),
+        )
+
+
+def treebank_splits(n_train: int | None = None, n_dev: int | None = None, n_test: int | None = None):
+    """UD English EWT train/dev/test, or the project's sample split three ways when EWT is absent.
+
+    Returns ``(splits, note)``: a dict of the three corpora (cut to the first ``n_*`` sentences when
+    given) and one line saying which data it is. The sample (40 sentences) is split in order into
+    24 train, 8 dev and 8 test sentences: enough to run, far too few to mean anything.
+    """
+    try:
+        splits = {split: load_treebank(split) for split in ("train", "dev", "test")}
+        note = "UD English EWT: train for training, dev for early stopping, test for the scores"
+    except DataNotFoundError:
+        sample = load_sample()
+        k = len(sample)
+        a, b = round(0.6 * k), round(0.8 * k)
+        splits = {"train": sample[:a], "dev": sample[a:b], "test": sample[b:]}
+        note = (
+            f"UD English EWT was not found (set {settings.DATA_DIR_ENV}, or go online), so the project's sample "
+            f"treebank of {k} sentences is split in order into {a} train, {b - a} dev and {k - b} test sentences: "
+            "numbers on so few sentences say nothing about the model"
+        )
+    for split, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        if n is not None:
+            splits[split] = splits[split][:n]
+    return splits, note

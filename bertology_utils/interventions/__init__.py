@@ -1,1 +1,54 @@
-"""interventions layer."""
+"""interventions: change the model and measure what changes.
+
+``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
+``finetuning`` (GLUE) and ``pruning`` (importance, ablation, real pruning). A sibling of
+``analyses``: neither imports the other. Names are imported on first use (torch).
+"""
+
+from bertology_utils.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "editing": [
+            "Edit",
+            "edit_attention",
+            "capture_attention",
+            "AttentionCapture",
+            "gate_heads",
+            "remove_attention_to",
+            "ablate_tokens",
+            "ablate_matched_random",
+        ],
+        "gradients": [
+            "Objective",
+            "MaskedLMObjective",
+            "MaskedEmbeddingObjective",
+            "ClassifierObjective",
+            "GradientStats",
+            "attention_gradients",
+            "batch_attention_gradients",
+            "token_batches",
+            "ablation_curves",
+        ],
+        "finetuning": [
+            "TaskSpec",
+            "task_spec",
+            "Budget",
+            "default_budget",
+            "FineTuned",
+            "fine_tune",
+            "predict",
+            "evaluate",
+        ],
+        "pruning": [
+            "DevSet",
+            "dev_set",
+            "head_importance",
+            "ablation_sweep",
+            "pruning_curve",
+            "prune_heads",
+            "pruned_heads",
+        ],
+    },
+)

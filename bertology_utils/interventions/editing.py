@@ -26,29 +26,41 @@ How the edit point is installed depends on the architecture:
 * MPNet computes its softmax inline and then applies its attention-dropout module to the
   probabilities; a forward hook on that module is the edit point.
 
-Any other architecture raises :class:`~bertology_utils.core.errors.ModelNotAvailableError`. A
+Which applies, and where the self-attention modules and dropout modules are, is the
+architecture's :class:`~bertology_utils.core.architectures.ArchSpec` (``dropout_edit_point``); an
+unregistered architecture raises :class:`~bertology_utils.core.errors.UnsupportedArchitectureError`. A
 guard checks at run time that every attention layer really passed through its edit point,
 so an architecture that bypasses it fails loudly instead of silently ignoring the edit.
 Edits nest: inner blocks apply after outer ones, and the model goes back to its own
 attention implementation when the outermost block exits, even on an exception.
 """
+
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
+from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 
 __all__ = [
-    "Edit", "attention_modules", "edit_attention", "capture_attention", "AttentionCapture",
-    "gate_heads", "remove_attention_to", "move_matched_mass", "negative_share", "ablate_tokens",
+    "Edit",
+    "edit_attention",
+    "capture_attention",
+    "AttentionCapture",
+    "gate_heads",
+    "remove_attention_to",
+    "move_matched_mass",
+    "negative_share",
+    "ablate_tokens",
     "ablate_matched_random",
-    "INTERFACE_NAME", "REMOVAL_MODES",
+    "INTERFACE_NAME",
+    "REMOVAL_MODES",
 ]
 
 #: An edit: ``(layer counted from 0, probabilities (batch, heads, queries, keys)) -> probabilities``.
@@ -59,8 +71,6 @@ INTERFACE_NAME = "bertology_edit"
 #: How :func:`remove_attention_to` treats the attention it takes away.
 REMOVAL_MODES = ("zero", "renormalise")
 
-#: Architectures with an inline softmax followed by an attention-dropout module: class name -> attribute.
-_DROPOUT_EDIT_POINTS = {"MPNetSelfAttention": "dropout"}
 #: Attributes set on attention modules while edits are active.
 _STATE = "_bertology_edit_state"
 
@@ -84,33 +94,8 @@ def _unwrap(model) -> nn.Module:
     return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
 
 
-def attention_modules(model) -> list[nn.Module]:
-    """The self-attention module of every layer, in layer order (whatever the architecture calls them).
-
-    A self-attention module is one whose class name ends in ``SelfAttention`` (cross-attention
-    modules are left out). Raises ModelNotAvailableError when none is found, or when their
-    number differs from the layer count the config declares.
-    """
-    module = _unwrap(model)
-    found = [m for m in module.modules() if type(m).__name__.endswith("SelfAttention")]
-    config = getattr(module, "config", None)
-    expected = None
-    for name in ("num_hidden_layers", "n_layers", "num_layers"):
-        if isinstance(getattr(config, name, None), int):
-            expected = getattr(config, name)
-            break
-    if not found:
-        raise ModelNotAvailableError(
-            f"{type(module).__name__}: no self-attention modules found (no submodule class ends in "
-            "'SelfAttention'); attention interventions support BERT-style encoders only")
-    if expected is not None and len(found) != expected:
-        raise ModelNotAvailableError(
-            f"{type(module).__name__}: found {len(found)} self-attention modules for {expected} layers; "
-            "cannot tell which module is which layer")
-    return found
-
-
 # --------------------------------------------------------------------------- the edit point
+
 
 def _apply_edits(module: nn.Module, probs: torch.Tensor) -> torch.Tensor:
     state: _ModuleState | None = getattr(module, _STATE, None)
@@ -121,8 +106,10 @@ def _apply_edits(module: nn.Module, probs: torch.Tensor) -> torch.Tensor:
         out = edit(state.layer, probs)
         if out is not None:
             if out.shape != probs.shape:
-                raise BertologyError(f"an attention edit returned shape {tuple(out.shape)} for probabilities "
-                                     f"of shape {tuple(probs.shape)} (layer {state.layer})")
+                raise BertologyError(
+                    f"an attention edit returned shape {tuple(out.shape)} for probabilities "
+                    f"of shape {tuple(probs.shape)} (layer {state.layer})"
+                )
             probs = out
     return probs
 
@@ -138,7 +125,8 @@ def _edit_point_attention(module, query, key, value, attention_mask, scaling=Non
         what = ", ".join(unsupported) or "grouped key/value heads"
         raise ModelNotAvailableError(
             f"{type(module).__name__} asks its attention function for {what}, which the edit point does not "
-            "implement; attention interventions support BERT-style encoders")
+            "implement; attention interventions support BERT-style encoders"
+        )
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
@@ -155,6 +143,7 @@ def _edit_point_attention(module, query, key, value, attention_mask, scaling=Non
 def _dropout_hook(module: nn.Module):
     def hook(_dropout, _inputs, output):
         return _apply_edits(module, output)
+
     return hook
 
 
@@ -176,20 +165,22 @@ class _Installation:
 
     def __init__(self, model: nn.Module):
         self.model = model
-        self.modules = attention_modules(model)
+        self.modules = self_attention_modules(model)
         self.depth = 0
         self.handles: list = []
         self.previous_implementation = None
         self.guards: list = []
-        self.uses_interface = all(type(m).__name__ not in _DROPOUT_EDIT_POINTS for m in self.modules)
+        self.dropout_points = dropout_edit_points(model)
+        self.uses_interface = self.dropout_points is None
         if self.uses_interface:
             can_set = getattr(type(model), "_can_set_attn_implementation", None)
             if can_set is None or not can_set():
                 names = sorted({type(m).__name__ for m in self.modules})
                 raise ModelNotAvailableError(
                     f"{type(model).__name__} ({', '.join(names)}) does not route its attention through "
-                    "transformers' AttentionInterface and has no known edit point; attention interventions "
-                    f"support BERT, RoBERTa, DistilBERT, ELECTRA, MPNet and other AttentionInterface encoders")
+                    "transformers' AttentionInterface; give its ArchSpec a dropout_edit_point (the module applied "
+                    "to the attention probabilities) with register_architecture(..., replace=True)"
+                )
 
     def enter(self) -> None:
         if self.depth == 0:
@@ -203,8 +194,7 @@ class _Installation:
                     self.previous_implementation = self.model.config._attn_implementation
                     self.model.set_attn_implementation(INTERFACE_NAME)
                 else:
-                    for module in self.modules:
-                        point = getattr(module, _DROPOUT_EDIT_POINTS[type(module).__name__])
+                    for module, point in zip(self.modules, self.dropout_points or ()):
                         self.handles.append(point.register_forward_hook(_dropout_hook(module)))
             except BaseException:
                 self._uninstall()
@@ -239,7 +229,8 @@ class _Installation:
         if state is not None and state.edits and not state.visited:
             raise ModelNotAvailableError(
                 f"{type(module).__name__} (layer {state.layer}) computed its attention without passing through "
-                "the edit point, so the edit would be silently ignored; this architecture is not supported")
+                "the edit point, so the edit would be silently ignored; this architecture is not supported"
+            )
 
 
 _INSTALLATIONS: dict[int, _Installation] = {}
@@ -279,6 +270,7 @@ def edit_attention(model, edit: Edit) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- capture and gradients
 
+
 @dataclass
 class AttentionCapture:
     """Attention probabilities captured by :func:`capture_attention`, one entry per layer.
@@ -311,7 +303,7 @@ def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionC
     outer edits did to them (place it innermost to read the probabilities actually used).
     Each forward pass replaces what the previous one captured.
     """
-    n_layers = len(attention_modules(model))
+    n_layers = len(self_attention_modules(model))
     capture = AttentionCapture([None] * n_layers)
 
     def keep(layer: int, probs: torch.Tensor):
@@ -333,7 +325,7 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
     pruning). Gates may require grad: after ``loss.backward()``, ``gates.grad`` holds
     d(loss)/d(gate) for every head from one backward pass (Michel et al.'s importance).
     """
-    modules = attention_modules(model)
+    modules = self_attention_modules(model)
     gates = torch.as_tensor(gates)
     if gates.dim() != 2 or gates.shape[0] != len(modules):
         raise ValueError(f"gates must have shape (layers={len(modules)}, heads), not {tuple(gates.shape)}")
@@ -349,6 +341,7 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 # --------------------------------------------------------------------------- moving attention mass
+
 
 def _key_mask(targets: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
@@ -391,8 +384,9 @@ def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
     return torch.where(changed & (total > 0), total, torch.ones_like(total))
 
 
-def move_matched_mass(probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor,
-                      mode: str = "renormalise") -> torch.Tensor:
+def move_matched_mass(
+    probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
+) -> torch.Tensor:
     """The control for :func:`remove_attention_to`: move the same mass off one other token.
 
     For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
@@ -404,10 +398,10 @@ def move_matched_mass(probs: torch.Tensor, reference: torch.Tensor, token: torch
     """
     if mode not in REMOVAL_MODES:
         raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
-    mass = (probs * _key_mask(reference, probs)).sum(-1, keepdim=True)          # (B, H, Q, 1)
+    mass = (probs * _key_mask(reference, probs)).sum(-1, keepdim=True)  # (B, H, Q, 1)
     onehot = torch.zeros(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
     onehot[torch.arange(probs.shape[0], device=probs.device), token.to(probs.device)] = True
-    at_token = _key_mask(onehot, probs)                                          # (B, 1, 1, K)
+    at_token = _key_mask(onehot, probs)  # (B, 1, 1, K)
     moved = probs - mass * at_token
     if mode == "zero":
         return moved
@@ -415,14 +409,15 @@ def move_matched_mass(probs: torch.Tensor, reference: torch.Tensor, token: torch
     return moved + mass * (others / _row_total(others, mass > 0))
 
 
-def negative_share(probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor,
-                   valid_rows: torch.Tensor | None = None) -> torch.Tensor:
+def negative_share(
+    probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor, valid_rows: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
 
     Those are the rows where :func:`move_matched_mass` gives the token a negative weight.
     ``valid_rows`` (bool, (batch, queries)) restricts the count to real attending tokens.
     """
-    mass = (probs * _key_mask(reference, probs)).sum(-1)                                  # (B, H, Q)
+    mass = (probs * _key_mask(reference, probs)).sum(-1)  # (B, H, Q)
     on_token = probs[torch.arange(probs.shape[0], device=probs.device), :, :, token.to(probs.device)]
     below = (on_token < mass).to(probs.dtype)
     if valid_rows is None:
@@ -432,8 +427,9 @@ def negative_share(probs: torch.Tensor, reference: torch.Tensor, token: torch.Te
 
 
 @contextlib.contextmanager
-def ablate_tokens(model, targets: torch.Tensor, layers: Sequence[int] | None = None,
-                  mode: str = "renormalise") -> Iterator[None]:
+def ablate_tokens(
+    model, targets: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
+) -> Iterator[None]:
     """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed."""
     chosen = None if layers is None else set(int(layer) for layer in layers)
 
@@ -447,8 +443,9 @@ def ablate_tokens(model, targets: torch.Tensor, layers: Sequence[int] | None = N
 
 
 @contextlib.contextmanager
-def ablate_matched_random(model, reference: torch.Tensor, token: torch.Tensor, layers: Sequence[int] | None = None,
-                          mode: str = "renormalise") -> Iterator[None]:
+def ablate_matched_random(
+    model, reference: torch.Tensor, token: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
+) -> Iterator[None]:
     """The control of :func:`ablate_tokens`: in ``layers``, the mass on ``reference`` is taken off ``token`` instead."""
     chosen = None if layers is None else set(int(layer) for layer in layers)
 

@@ -23,6 +23,7 @@ leaves no half-written entry behind.
 Dev-set metrics follow GLUE (:func:`glue_metrics`): accuracy (SST-2, RTE), F1 and accuracy
 (MRPC), Pearson and Spearman correlations (STS-B, a regression), Matthews correlation (CoLA).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,9 +37,9 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -46,17 +47,31 @@ import transformers
 from tqdm.auto import tqdm
 from transformers.utils import logging as hf_logging
 
-from bertology_utils.core._version import __version__
-from bertology_utils.core import settings
-from bertology_utils.data import Corpus, load_glue
 from bertology_utils.attention.alignment import item_texts
+from bertology_utils.core import __version__, settings
+from bertology_utils.core.batching import Padding, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model, random_init
+from bertology_utils.data import Corpus, load_glue
 
 __all__ = [
-    "TaskSpec", "TASKS", "task_spec", "Budget", "DEFAULT_BUDGETS", "default_budget", "label_ids",
-    "encode", "predict", "evaluate", "glue_metrics", "majority_baseline", "fine_tune", "FineTuned",
-    "FineTuneCacheWarning", "finetuned_cache_dir", "RECIPE_VERSION",
+    "TaskSpec",
+    "TASKS",
+    "task_spec",
+    "Budget",
+    "DEFAULT_BUDGETS",
+    "default_budget",
+    "label_ids",
+    "encode",
+    "predict",
+    "evaluate",
+    "glue_metrics",
+    "majority_baseline",
+    "fine_tune",
+    "FineTuned",
+    "FineTuneCacheWarning",
+    "finetuned_cache_dir",
+    "RECIPE_VERSION",
 ]
 
 #: Bump when the training loop changes in a way that changes results: old cache entries stop matching.
@@ -69,6 +84,7 @@ class FineTuneCacheWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- tasks
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -100,8 +116,9 @@ TASKS: dict[str, TaskSpec] = {
     "CoLA": TaskSpec("CoLA", ("unacceptable", "acceptable"), ("matthews",)),
     "MRPC": TaskSpec("MRPC", ("not_equivalent", "equivalent"), ("f1", "accuracy")),
     # GLUE's convention: 0 = entailment, 1 = not_entailment.
-    "RTE": TaskSpec("RTE", ("entailment", "not_entailment"), ("accuracy",),
-                    label_map={"entailment": 0, "not_entailment": 1}),
+    "RTE": TaskSpec(
+        "RTE", ("entailment", "not_entailment"), ("accuracy",), label_map={"entailment": 0, "not_entailment": 1}
+    ),
     "STS-B": TaskSpec("STS-B", (), ("pearson", "spearman")),
 }
 
@@ -130,6 +147,7 @@ def label_ids(task: str, labels: Sequence) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- budgets
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -160,8 +178,10 @@ class Budget:
 
     def describe(self) -> str:
         n = "all" if self.train_examples is None else str(self.train_examples)
-        return (f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}, "
-                f"lr {self.learning_rate:g}, at most {self.max_tokens} tokens")
+        return (
+            f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}, "
+            f"lr {self.learning_rate:g}, at most {self.max_tokens} tokens"
+        )
 
 
 #: Default budgets per task, sized for the default MiniLM on 2 CPU cores (a few minutes each).
@@ -182,6 +202,7 @@ def default_budget(task: str) -> Budget:
 
 
 # --------------------------------------------------------------------------- encoding and prediction
+
 
 def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[int]]]:
     """Token ids (and token types, where the tokenizer makes them) of sentences or sentence pairs.
@@ -212,35 +233,10 @@ def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[i
     return out
 
 
-def _uses_token_types(model) -> bool:
-    import inspect
-
-    return "token_type_ids" in inspect.signature(model.forward).parameters
-
-
-def _collate(encodings: Sequence[dict], pad_id: int, device, token_types: bool) -> dict[str, torch.Tensor]:
-    width = max(len(e["input_ids"]) for e in encodings)
-    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(encodings), width), dtype=np.int64)
-    types = np.zeros((len(encodings), width), dtype=np.int64)
-    for b, e in enumerate(encodings):
-        n = len(e["input_ids"])
-        ids[b, :n], mask[b, :n] = e["input_ids"], 1
-        if "token_type_ids" in e:
-            types[b, :n] = e["token_type_ids"]
-    batch = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
-    if token_types and "token_type_ids" in encodings[0]:
-        batch["token_type_ids"] = torch.from_numpy(types).to(device)
-    return batch
-
-
-def _pad_id(tokenizer) -> int:
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-
 @torch.no_grad()
-def predict(loaded: LoadedModel, items: Iterable, *, batch_size: int = 32, max_tokens: int | None = None,
-            progress: bool = False) -> np.ndarray:
+def predict(
+    loaded: LoadedModel, items: Iterable, *, batch_size: int = 32, max_tokens: int | None = None, progress: bool = False
+) -> np.ndarray:
     """Logits of a sequence classifier for every item, in input order: (n, num_labels) float32.
 
     Items are batched by length. ``max_tokens`` defaults to what the model takes. Runs in eval
@@ -250,15 +246,14 @@ def predict(loaded: LoadedModel, items: Iterable, *, batch_size: int = 32, max_t
     items = list(items)
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     encodings = encode(loaded.tokenizer, items, limit)
-    order = np.argsort([len(e["input_ids"]) for e in encodings], kind="stable")
+    plan = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
     was_training = loaded.model.training
     loaded.model.eval()
-    token_types = _uses_token_types(loaded.model)
+    padding = Padding.of(loaded)
     out = None
     try:
-        for lo in tqdm(range(0, len(order), batch_size), desc="predict", disable=not progress, leave=False):
-            rows = order[lo:lo + batch_size]
-            batch = _collate([encodings[i] for i in rows], _pad_id(loaded.tokenizer), loaded.device, token_types)
+        for rows in tqdm(plan, desc="predict", disable=not progress, leave=False):
+            batch = padding.collate([encodings[i] for i in rows], loaded.device)
             logits = loaded.model(**batch).logits.float().cpu().numpy()
             if out is None:
                 out = np.zeros((len(items), logits.shape[-1]), dtype=np.float32)
@@ -317,14 +312,22 @@ def majority_baseline(task: str, labels: Sequence) -> float:
     return glue_metrics(spec.name, np.full(len(ids), majority), labels)["score"]
 
 
-def evaluate(loaded: LoadedModel, corpus: Corpus, task: str, *, batch_size: int = 32, max_tokens: int | None = None,
-             progress: bool = False) -> dict[str, float]:
+def evaluate(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    task: str,
+    *,
+    batch_size: int = 32,
+    max_tokens: int | None = None,
+    progress: bool = False,
+) -> dict[str, float]:
     """GLUE metrics of ``loaded`` on a labelled corpus (see :func:`glue_metrics`), plus ``n``."""
     logits = predict(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens, progress=progress)
     return {**glue_metrics(task, logits, corpus.labels), "n": len(corpus)}
 
 
 # --------------------------------------------------------------------------- the cache
+
 
 def finetuned_cache_dir(cache_dir=None) -> Path:
     """Where fine-tuned checkpoints are kept: ``cache_dir`` or ``settings.cache_dir()/finetuned``."""
@@ -353,8 +356,10 @@ class FineTuned:
     def describe(self) -> str:
         shown = ", ".join(f"{k} {v:.3f}" for k, v in self.metrics.items() if k not in ("n", "score"))
         origin = "reused from the cache" if self.from_cache else f"trained in {self.train_seconds:.0f} s"
-        return (f"{self.base_name} fine-tuned on {self.task} ({self.init} init, seed {self.seed}; "
-                f"{self.budget.describe()}): dev {shown} on {self.metrics.get('n')} examples; {origin} ({self.path})")
+        return (
+            f"{self.base_name} fine-tuned on {self.task} ({self.init} init, seed {self.seed}; "
+            f"{self.budget.describe()}): dev {shown} on {self.metrics.get('n')} examples; {origin} ({self.path})"
+        )
 
 
 def _slug(text: str) -> str:
@@ -395,8 +400,13 @@ def _initial_model(model, spec: TaskSpec, seed: int, init: str) -> LoadedModel:
     device = model.device if isinstance(model, LoadedModel) else None
     with torch.random.fork_rng(devices=[]), _quiet_transformers():
         torch.manual_seed(seed)
-        loaded = load_model(source, head="sequence-classification", device=device,
-                            num_labels=spec.num_labels, problem_type=spec.problem_type)
+        loaded = load_model(
+            source,
+            head="sequence-classification",
+            device=device,
+            num_labels=spec.num_labels,
+            problem_type=spec.problem_type,
+        )
     if name is not None and loaded.name != name:
         loaded.name = str(name)
     if init == "random":
@@ -422,23 +432,32 @@ def _subsample(n: int, size: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
-def _train(loaded: LoadedModel, encodings: list[dict], targets: np.ndarray, budget: Budget, seed: int,
-           progress: bool, desc: str) -> list[float]:
+def _train(
+    loaded: LoadedModel,
+    encodings: list[dict],
+    targets: np.ndarray,
+    budget: Budget,
+    seed: int,
+    progress: bool,
+    desc: str,
+) -> list[float]:
     """BERT's recipe on ``encodings``; returns the mean loss of each tenth of the steps."""
     model = loaded.model
     decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
+    for parameter in model.parameters():
         if parameter.requires_grad:
-            (no_decay if parameter.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": budget.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=budget.learning_rate)
+            # BERT's recipe: no decay on biases and layer-norm weights, which are the 1-d parameters.
+            (no_decay if parameter.ndim < 2 else decay).append(parameter)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": budget.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=budget.learning_rate,
+    )
     steps_per_epoch = math.ceil(len(encodings) / budget.batch_size)
     total = steps_per_epoch * budget.epochs
     warmup = int(budget.warmup_fraction * total)
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, total)
     generator = torch.Generator().manual_seed(seed)
-    token_types = _uses_token_types(model)
-    pad = _pad_id(loaded.tokenizer)
+    padding = Padding.of(loaded)
     target_dtype = torch.float32 if targets.dtype == np.float32 else torch.int64
     losses = []
     model.train()
@@ -448,7 +467,7 @@ def _train(loaded: LoadedModel, encodings: list[dict], targets: np.ndarray, budg
             for _ in range(budget.epochs):
                 for rows in torch.randperm(len(encodings), generator=generator).split(budget.batch_size):
                     rows = rows.numpy()
-                    batch = _collate([encodings[i] for i in rows], pad, loaded.device, token_types)
+                    batch = padding.collate([encodings[i] for i in rows], loaded.device)
                     labels = torch.as_tensor(targets[rows], dtype=target_dtype, device=loaded.device)
                     loss = model(**batch, labels=labels).loss
                     optimizer.zero_grad(set_to_none=True)
@@ -526,8 +545,15 @@ def fine_tune(
     key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:16]
     folder = finetuned_cache_dir(cache_dir) / f"{_slug(Path(str(base_name)).name)}-{spec.name}-{init}-s{seed}-{key}"
     eval_rows = _subsample(len(dev), budget.eval_examples, seed)
-    dev_eval = dev if len(eval_rows) == len(dev) else Corpus.from_items(
-        [dev[i] for i in eval_rows], f"{dev.name}[{len(eval_rows)} of {len(dev)}]", [dev.labels[i] for i in eval_rows])
+    dev_eval = (
+        dev
+        if len(eval_rows) == len(dev)
+        else Corpus.from_items(
+            [dev[i] for i in eval_rows],
+            f"{dev.name}[{len(eval_rows)} of {len(dev)}]",
+            [dev.labels[i] for i in eval_rows],
+        )
+    )
 
     if cache and (folder / _META_FILE).is_file():
         try:
@@ -536,8 +562,9 @@ def fine_tune(
                 raise BertologyError("its recorded key does not match the folder name's")
             loaded = _load_entry(folder, record)
         except (BertologyError, ModelNotAvailableError, OSError, ValueError, KeyError) as exc:
-            warnings.warn(FineTuneCacheWarning(f"corrupt fine-tuning cache entry {folder} ({exc}); rebuilding it"),
-                          stacklevel=2)
+            warnings.warn(
+                FineTuneCacheWarning(f"corrupt fine-tuning cache entry {folder} ({exc}); rebuilding it"), stacklevel=2
+            )
             shutil.rmtree(folder, ignore_errors=True)
         else:
             loaded.name = f"{base_name} + {spec.name}"
@@ -548,8 +575,20 @@ def fine_tune(
                 evaluations[dev_eval.sha256] = metrics
                 with contextlib.suppress(OSError):
                     _write_record(folder, record)
-            return FineTuned(loaded, spec.name, base_name, init, seed, budget, metrics, folder, key, True,
-                             float(record.get("train_seconds", 0.0)), list(record.get("loss_curve", [])))
+            return FineTuned(
+                loaded,
+                spec.name,
+                base_name,
+                init,
+                seed,
+                budget,
+                metrics,
+                folder,
+                key,
+                True,
+                float(record.get("train_seconds", 0.0)),
+                list(record.get("loss_curve", [])),
+            )
 
     rows = _subsample(len(train), budget.train_examples, seed)
     encodings = encode(initial.tokenizer, [train[i] for i in rows], min(budget.max_tokens, initial.max_tokens))
@@ -557,15 +596,27 @@ def fine_tune(
     start = time.perf_counter()
     curve = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")
     seconds = time.perf_counter() - start
-    loaded = LoadedModel(model=initial.model.eval(), tokenizer=initial.tokenizer,
-                         name=f"{base_name} + {spec.name}", source=str(folder))
+    loaded = LoadedModel(
+        model=initial.model.eval(), tokenizer=initial.tokenizer, name=f"{base_name} + {spec.name}", source=str(folder)
+    )
     metrics = evaluate(loaded, dev_eval, spec.name, max_tokens=budget.max_tokens, progress=progress)
     record = {
-        "key": key_fields, "base_name": str(base_name), "task": spec.name, "init": init, "seed": seed,
-        "budget": budget.as_dict(), "weights_sha256": loaded.weights_sha256, "train_seconds": seconds,
-        "loss_curve": curve, "evaluations": {dev_eval.sha256: metrics}, "dev": dev_eval.description,
-        "versions": {"bertology_utils": __version__, "transformers": transformers.__version__,
-                     "torch": torch.__version__},
+        "key": key_fields,
+        "base_name": str(base_name),
+        "task": spec.name,
+        "init": init,
+        "seed": seed,
+        "budget": budget.as_dict(),
+        "weights_sha256": loaded.weights_sha256,
+        "train_seconds": seconds,
+        "loss_curve": curve,
+        "evaluations": {dev_eval.sha256: metrics},
+        "dev": dev_eval.description,
+        "versions": {
+            "bertology_utils": __version__,
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+        },
     }
     if cache:
         _write_entry(folder, loaded, record)

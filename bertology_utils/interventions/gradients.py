@@ -25,7 +25,7 @@ Statistics, per layer and head, over every real token of every item (attending r
   plots the raw per-weight mean magnitude (the loss's own units); dividing by one constant
   per model and objective keeps the curves' shape while making models and objectives (whose
   losses have different scales) comparable. This is the normalisation used for figures and
-  verdicts; raw values are kept;
+  claims (:mod:`bertology_utils.papers.clark`); raw values are kept;
 * ``logit_gradient[kind]`` (beyond the paper): the mean |d loss / d s_ij| for the pre-softmax
   score s_ij, i.e. alpha_ij (g_ij - sum_k alpha_ik g_ik). Unlike the raw gradient it only sees
   changes that keep each row a distribution, and it is small where attention is small;
@@ -59,12 +59,12 @@ Ablations (:func:`ablation_curves`)
     control: the same mass, row by row, taken off one random non-special token of the item
     (see :func:`bertology_utils.interventions.editing.move_matched_mass`).
 """
+
 from __future__ import annotations
 
-import unicodedata
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -73,19 +73,44 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
-from bertology_utils.data import Corpus, SentencePair
+from bertology_utils.core.architectures import check_architecture, self_attention_modules
+from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.interventions.editing import (REMOVAL_MODES, ablate_matched_random, ablate_tokens, attention_modules,
-                            capture_attention, edit_attention, negative_share)
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus, is_punctuation
+from bertology_utils.interventions.editing import (
+    REMOVAL_MODES,
+    ablate_matched_random,
+    ablate_tokens,
+    capture_attention,
+    edit_attention,
+    negative_share,
+)
 
 __all__ = [
-    "KINDS", "SEP", "CLS", "PUNCT", "OTHER", "is_punctuation", "token_kinds",
-    "TokenBatch", "make_batch", "token_batches", "consecutive_pairs",
-    "Objective", "ObjectiveOutput", "MaskedLMObjective", "ClassifierObjective", "MaskedEmbeddingObjective",
-    "has_mlm_head", "GradientStats", "attention_gradients", "batch_attention_gradients", "head_gradient",
-    "ablation_curves", "ablation_summary", "sep_noop_claims", "plot_attention_and_gradients",
-    "plot_gradient_norms", "plot_ablation_curves",
+    "KINDS",
+    "SEP",
+    "CLS",
+    "PUNCT",
+    "OTHER",
+    "token_kinds",
+    "TokenBatch",
+    "make_batch",
+    "token_batches",
+    "Objective",
+    "ObjectiveOutput",
+    "MaskedLMObjective",
+    "ClassifierObjective",
+    "MaskedEmbeddingObjective",
+    "has_mlm_head",
+    "GradientStats",
+    "attention_gradients",
+    "batch_attention_gradients",
+    "ablation_curves",
+    "ablation_summary",
+    "plot_attention_and_gradients",
+    "plot_gradient_norms",
+    "plot_ablation_curves",
 ]
 
 #: Token kinds, in the order of their codes.
@@ -95,11 +120,6 @@ _KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other":
 _KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
 #: Inputs longer than this are skipped by default (Clark et al. used segments of at most 128 tokens).
 DEFAULT_MAX_TOKENS = 128
-
-
-def is_punctuation(word: str) -> bool:
-    """True for a non-empty word made only of Unicode punctuation characters (categories P*)."""
-    return bool(word) and all(unicodedata.category(ch).startswith("P") for ch in word)
 
 
 def token_kinds(item: AlignedItem) -> np.ndarray:
@@ -115,16 +135,17 @@ def token_kinds(item: AlignedItem) -> np.ndarray:
 
 # --------------------------------------------------------------------------- batches
 
+
 @dataclass
 class TokenBatch:
     """Aligned items padded into tensors, with each token's kind; objectives add their own ``extras``."""
 
     items: list
-    input_ids: torch.Tensor        #: (B, T) int64
-    attention_mask: torch.Tensor   #: (B, T) int64, 1 on real tokens
+    input_ids: torch.Tensor  #: (B, T) int64
+    attention_mask: torch.Tensor  #: (B, T) int64, 1 on real tokens
     token_type_ids: torch.Tensor | None
-    kinds: torch.Tensor            #: (B, T) int64 kind codes, -1 on padding
-    token_to_word: torch.Tensor    #: (B, T) int64, -1 on padding
+    kinds: torch.Tensor  #: (B, T) int64 kind codes, -1 on padding
+    token_to_word: torch.Tensor  #: (B, T) int64, -1 on padding
     extras: dict = field(default_factory=dict)
 
     @property
@@ -138,38 +159,23 @@ class TokenBatch:
         return inputs
 
 
-def _uses_token_types(model) -> bool:
-    import inspect
-
-    return "token_type_ids" in inspect.signature(model.forward).parameters
-
-
 def make_batch(loaded: LoadedModel, items: Sequence[AlignedItem]) -> TokenBatch:
     """Pad aligned items into a :class:`TokenBatch` on the model's device."""
-    width = max(a.n_tokens for a in items)
-    pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
-    ids = np.full((len(items), width), pad, dtype=np.int64)
-    mask = np.zeros((len(items), width), dtype=np.int64)
-    types = np.zeros((len(items), width), dtype=np.int64)
-    kinds = np.full((len(items), width), -1, dtype=np.int64)
-    t2w = np.full((len(items), width), -1, dtype=np.int64)
-    for b, a in enumerate(items):
-        n = a.n_tokens
-        ids[b, :n], mask[b, :n], kinds[b, :n], t2w[b, :n] = a.input_ids, 1, token_kinds(a), a.token_to_word
-        if a.token_type_ids is not None:
-            types[b, :n] = a.token_type_ids
-    device = loaded.device
-    with_types = _uses_token_types(loaded.model) and items[0].token_type_ids is not None
+    padded = Padding.of(loaded).pad([a.input_ids for a in items], [a.token_type_ids for a in items])
+    inputs, width, device = padded.inputs(loaded.device), padded.input_ids.shape[1], loaded.device
     return TokenBatch(
         items=list(items),
-        input_ids=torch.from_numpy(ids).to(device), attention_mask=torch.from_numpy(mask).to(device),
-        token_type_ids=torch.from_numpy(types).to(device) if with_types else None,
-        kinds=torch.from_numpy(kinds).to(device), token_to_word=torch.from_numpy(t2w).to(device),
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        token_type_ids=inputs.get("token_type_ids"),
+        kinds=torch.from_numpy(pad_rows([token_kinds(a) for a in items], -1, width)).to(device),
+        token_to_word=torch.from_numpy(pad_rows([a.token_to_word for a in items], -1, width)).to(device),
     )
 
 
-def token_batches(loaded: LoadedModel, items: Iterable, *, batch_size: int = 8,
-                  max_tokens: int | None = DEFAULT_MAX_TOKENS) -> tuple[list[TokenBatch], list[AlignedItem]]:
+def token_batches(
+    loaded: LoadedModel, items: Iterable, *, batch_size: int = 8, max_tokens: int | None = DEFAULT_MAX_TOKENS
+) -> tuple[list[TokenBatch], list[AlignedItem]]:
     """Align ``items``, drop those longer than ``max_tokens`` (and than the model takes), batch by length.
 
     Returns the batches and the skipped items. Batches are deterministic for given items.
@@ -179,24 +185,12 @@ def token_batches(loaded: LoadedModel, items: Iterable, *, batch_size: int = 8,
     limit = loaded.max_tokens if max_tokens is None else min(int(max_tokens), loaded.max_tokens)
     kept = [a for a in aligned if a.n_tokens <= limit]
     skipped = [a for a in aligned if a.n_tokens > limit]
-    kept.sort(key=lambda a: a.n_tokens)  # stable: ties keep corpus order
-    return [make_batch(loaded, kept[lo:lo + batch_size]) for lo in range(0, len(kept), batch_size)], skipped
-
-
-def consecutive_pairs(corpus: Corpus) -> Corpus:
-    """Sentences 1+2, 3+4, ... of a corpus as :class:`SentencePair` items.
-
-    Clark et al. fed BERT ``[CLS] p1 [SEP] p2 [SEP]`` (two segments, two separators); pairs of
-    consecutive treebank sentences give inputs of the same shape.
-    """
-    items = list(corpus)
-    pairs = [SentencePair(f"{a.id}+{b.id}", a.words, b.words) for a, b in zip(items[0::2], items[1::2])]
-    if not pairs:
-        raise BertologyError(f"{corpus.name}: need at least two sentences to make a pair")
-    return Corpus.from_items(pairs, f"{corpus.name} (consecutive pairs)")
+    plan = plan_batches([a.n_tokens for a in kept], batch_size)  # ties keep corpus order
+    return [make_batch(loaded, [kept[i] for i in rows]) for rows in plan], skipped
 
 
 # --------------------------------------------------------------------------- word masking
+
 
 def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> torch.Tensor:
     """(B, T) bool: all tokens of ``fraction`` of each item's real words (at least one), seeded per item."""
@@ -232,12 +226,13 @@ def _mask_token_id(loaded: LoadedModel) -> int:
 
 # --------------------------------------------------------------------------- objectives
 
+
 @dataclass
 class ObjectiveOutput:
     """What one forward pass of an objective gives."""
 
-    losses: torch.Tensor      #: (B,) one loss per item
-    hidden: torch.Tensor      #: (B, T, D) the encoder's final hidden states
+    losses: torch.Tensor  #: (B,) one loss per item
+    hidden: torch.Tensor  #: (B, T, D) the encoder's final hidden states
     prediction: torch.Tensor  #: the objective's own output, compared by ``Objective.output_change``
 
 
@@ -292,7 +287,8 @@ def _full(x: torch.Tensor) -> torch.Tensor:
 def _per_item_mean(values: torch.Tensor, item_index: torch.Tensor, n_items: int) -> torch.Tensor:
     sums = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(0, item_index, values)
     counts = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(
-        0, item_index, torch.ones_like(values))
+        0, item_index, torch.ones_like(values)
+    )
     return sums / counts.clamp_min(1)
 
 
@@ -311,12 +307,14 @@ class MaskedLMObjective(Objective):
         super().__init__(loaded)
         if loaded.model.get_output_embeddings() is None or not type(loaded.model).__name__.endswith("ForMaskedLM"):
             raise ModelNotAvailableError(
-                f"{loaded.name} ({loaded.architecture}) is not a masked-LM model; load it with head=\"masked-lm\"")
+                f'{loaded.name} ({loaded.architecture}) is not a masked-LM model; load it with head="masked-lm"'
+            )
         if not has_mlm_head(loaded):
             raise ModelNotAvailableError(
                 f"{loaded.name}: its checkpoint has no trained masked-LM head (architectures: "
                 f"{getattr(loaded.config, 'architectures', None)}); the head would be random. "
-                "Use MaskedEmbeddingObjective or a ClassifierObjective instead.")
+                "Use MaskedEmbeddingObjective or a ClassifierObjective instead."
+            )
         self.mask_fraction, self.seed = mask_fraction, seed
         self.name = f"masked-LM loss ({mask_fraction:.0%} of words masked, seed {seed})"
 
@@ -326,7 +324,7 @@ class MaskedLMObjective(Objective):
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
         item, position = batch.extras["masked"].nonzero(as_tuple=True)
-        log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)       # (N, V)
+        log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)  # (N, V)
         targets = batch.extras["original_ids"][item, position]
         nll = -log_probs.gather(1, targets[:, None])[:, 0]
         losses = _per_item_mean(nll, item, len(batch.items))
@@ -424,6 +422,7 @@ class MaskedEmbeddingObjective(Objective):
 
 # --------------------------------------------------------------------------- gradients
 
+
 @dataclass
 class GradientStats:
     """What :func:`attention_gradients` measured; arrays are (layers, heads) unless said otherwise."""
@@ -434,12 +433,12 @@ class GradientStats:
     n_skipped: int
     n_tokens: int
     mean_loss: float
-    attention: dict          #: kind -> mean share of attention to that kind
-    gradient: dict           #: kind -> mean |d loss / d alpha| per attention weight to that kind
-    logit_gradient: dict     #: kind -> mean |d loss / d score| per weight to that kind
-    weights_per_kind: dict   #: kind -> how many attention weights were averaged
+    attention: dict  #: kind -> mean share of attention to that kind
+    gradient: dict  #: kind -> mean |d loss / d alpha| per attention weight to that kind
+    logit_gradient: dict  #: kind -> mean |d loss / d score| per weight to that kind
+    weights_per_kind: dict  #: kind -> how many attention weights were averaged
     overall_gradient: float  #: mean |d loss / d alpha| over all attention weights (the normalisation)
-    gradient_norm: np.ndarray       #: (layers,) mean over items of the layer's Frobenius norm
+    gradient_norm: np.ndarray  #: (layers,) mean over items of the layer's Frobenius norm
     head_gradient_norm: np.ndarray  #: (layers, heads) the same per head
 
     @property
@@ -457,25 +456,36 @@ class GradientStats:
         rows = []
         for kind in KINDS:
             for layer in range(self.num_layers):
-                rows.append({
-                    "layer": layer + 1, "kind": kind,
-                    "attention": float(np.nanmean(self.attention[kind][layer])),
-                    "gradient": float(np.nanmean(self.gradient[kind][layer])),
-                    "normalised_gradient": float(np.nanmean(self.normalised_gradient(kind)[layer])),
-                    "logit_gradient": float(np.nanmean(self.logit_gradient[kind][layer])),
-                })
+                rows.append(
+                    {
+                        "layer": layer + 1,
+                        "kind": kind,
+                        "attention": float(np.nanmean(self.attention[kind][layer])),
+                        "gradient": float(np.nanmean(self.gradient[kind][layer])),
+                        "normalised_gradient": float(np.nanmean(self.normalised_gradient(kind)[layer])),
+                        "logit_gradient": float(np.nanmean(self.logit_gradient[kind][layer])),
+                    }
+                )
         return pd.DataFrame(rows)
 
     def head_table(self) -> pd.DataFrame:
         """One row per layer, head (both from 1) and kind, with the per-head values (Figure 3's dots)."""
         layers, heads = self.gradient_norm.shape[0], self.head_gradient_norm.shape[1]
         layer_index, head_index = np.meshgrid(np.arange(1, layers + 1), np.arange(1, heads + 1), indexing="ij")
-        frames = [pd.DataFrame({
-            "layer": layer_index.ravel(), "head": head_index.ravel(), "kind": kind,
-            "attention": self.attention[kind].ravel(), "gradient": self.gradient[kind].ravel(),
-            "normalised_gradient": self.normalised_gradient(kind).ravel(),
-            "logit_gradient": self.logit_gradient[kind].ravel(),
-        }) for kind in KINDS]
+        frames = [
+            pd.DataFrame(
+                {
+                    "layer": layer_index.ravel(),
+                    "head": head_index.ravel(),
+                    "kind": kind,
+                    "attention": self.attention[kind].ravel(),
+                    "gradient": self.gradient[kind].ravel(),
+                    "normalised_gradient": self.normalised_gradient(kind).ravel(),
+                    "logit_gradient": self.logit_gradient[kind].ravel(),
+                }
+            )
+            for kind in KINDS
+        ]
         return pd.concat(frames, ignore_index=True)
 
     def gradient_ratio(self, kind: str = "sep") -> np.ndarray:
@@ -486,6 +496,19 @@ class GradientStats:
     def sep_gradient_ratio(self) -> np.ndarray:
         """:meth:`gradient_ratio` for [SEP]."""
         return self.gradient_ratio("sep")
+
+    def metrics(self, prefix: str) -> dict:
+        """Per layer, the attention to [SEP] and [CLS] and their gradient ratios; the gradient norm, loss, items."""
+        out = {
+            f"{prefix}.attention_to_{kind}_by_layer": np.nanmean(self.attention[kind], axis=1)
+            for kind in ("sep", "cls")
+        }
+        out |= {f"{prefix}.{kind}_gradient_ratio_by_layer": self.gradient_ratio(kind) for kind in ("sep", "cls")}
+        return out | {
+            f"{prefix}.gradient_norm_by_layer": self.gradient_norm,
+            f"{prefix}.mean_loss": self.mean_loss,
+            f"{prefix}.n_items": self.n_items,
+        }
 
 
 class _Totals:
@@ -501,7 +524,7 @@ class _Totals:
 
     def add(self, probs: torch.Tensor, grads: torch.Tensor, batch: TokenBatch, losses: torch.Tensor) -> None:
         # probs, grads: (B, L, H, Q, K) float
-        real = batch.real.to(probs.dtype)                                   # (B, T)
+        real = batch.real.to(probs.dtype)  # (B, T)
         onehot = F.one_hot(batch.kinds.clamp_min(0), len(KINDS)).to(probs.dtype) * real[..., None]  # (B, K, 4)
         pair = real[:, None, None, :, None] * real[:, None, None, None, :]  # real query x real key
         grads = grads * pair
@@ -509,8 +532,8 @@ class _Totals:
         grad = torch.einsum("blhqk,bkc,bq->lhc", grads.abs(), onehot, real)
         logit_grads = probs * (grads - (probs * grads).sum(-1, keepdim=True))
         logit = torch.einsum("blhqk,bkc,bq->lhc", logit_grads.abs(), onehot, real)
-        head_norm = grads.pow(2).sum((-1, -2)).sqrt()                       # (B, L, H)
-        norm = grads.pow(2).sum((-1, -2, -3)).sqrt()                        # (B, L)
+        head_norm = grads.pow(2).sum((-1, -2)).sqrt()  # (B, L, H)
+        norm = grads.pow(2).sum((-1, -2, -3)).sqrt()  # (B, L)
         weights = torch.einsum("bq,bkc->c", real, onehot)
         values = [share, grad, logit, norm.sum(0), head_norm.sum(0)]
         values = [v.double().cpu().numpy() for v in values]
@@ -545,7 +568,7 @@ def batch_attention_gradients(objective: Objective, batch: TokenBatch):
     return torch.stack([p.detach() for p in probs], 1), torch.stack(grads, 1), output
 
 
-def head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: int) -> torch.Tensor:
+def _head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: int) -> torch.Tensor:
     """d(loss)/d(attention) of one head (layer and head from 0) by a forward and backward pass of its own.
 
     The slow way, one pass per head: for checks, and for the benchmark against the one-pass
@@ -569,8 +592,14 @@ def head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: int
     return grad
 
 
-def attention_gradients(items: Iterable, objective: Objective, *, batch_size: int = 8,
-                        max_tokens: int | None = DEFAULT_MAX_TOKENS, progress: bool = True) -> GradientStats:
+def attention_gradients(
+    items: Iterable,
+    objective: Objective,
+    *,
+    batch_size: int = 8,
+    max_tokens: int | None = DEFAULT_MAX_TOKENS,
+    progress: bool = True,
+) -> GradientStats:
     """Attention shares and d(loss)/d(attention) statistics per layer and head (see the module docs).
 
     One forward and one backward pass per batch cover every head. Items longer than
@@ -578,7 +607,7 @@ def attention_gradients(items: Iterable, objective: Objective, *, batch_size: in
     (no dropout), so the probabilities are exactly those multiplied with the values.
     """
     loaded = objective.loaded
-    attention_modules(loaded.model)  # fail early, with a clear message, on an unsupported architecture
+    check_architecture(loaded.model)  # fail early, with a clear message, on an unsupported architecture
     batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
     if not batches:
         raise BertologyError(f"no items to measure ({len(skipped)} skipped as longer than {max_tokens} tokens)")
@@ -597,18 +626,24 @@ def attention_gradients(items: Iterable, objective: Objective, *, batch_size: in
     grad, logit = totals.grad / weights, totals.logit / weights
     overall = float(totals.grad.sum() / (totals.weights.sum() * grad.shape[0] * grad.shape[1]))
     return GradientStats(
-        model=loaded.name, objective=objective.name, n_items=totals.items, n_skipped=len(skipped),
-        n_tokens=totals.tokens, mean_loss=totals.loss / max(totals.items, 1),
+        model=loaded.name,
+        objective=objective.name,
+        n_items=totals.items,
+        n_skipped=len(skipped),
+        n_tokens=totals.tokens,
+        mean_loss=totals.loss / max(totals.items, 1),
         attention={k: share[..., i] for i, k in enumerate(KINDS)},
         gradient={k: grad[..., i] for i, k in enumerate(KINDS)},
         logit_gradient={k: logit[..., i] for i, k in enumerate(KINDS)},
         weights_per_kind={k: int(totals.weights[i]) for i, k in enumerate(KINDS)},
         overall_gradient=overall,
-        gradient_norm=totals.norm / totals.items, head_gradient_norm=totals.head_norm / totals.items,
+        gradient_norm=totals.norm / totals.items,
+        head_gradient_norm=totals.head_norm / totals.items,
     )
 
 
 # --------------------------------------------------------------------------- ablations
+
 
 def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
     """(B,) one random non-special token per item (punctuation or other), seeded by (seed, item index)."""
@@ -629,10 +664,18 @@ def _hidden_change(base: torch.Tensor, new: torch.Tensor, real: torch.Tensor) ->
     return (relative * weights).sum(-1) / weights.sum(-1).clamp_min(1)
 
 
-def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[str] = ("sep", "cls"),
-                    modes: Sequence[str] = REMOVAL_MODES, layers: Sequence[int] | None = None, seed: int = 0,
-                    batch_size: int = 16, max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                    progress: bool = True) -> pd.DataFrame:
+def ablation_curves(
+    items: Iterable,
+    objective: Objective,
+    *,
+    targets: Sequence[str] = ("sep", "cls"),
+    modes: Sequence[str] = REMOVAL_MODES,
+    layers: Sequence[int] | None = None,
+    seed: int = 0,
+    batch_size: int = 16,
+    max_tokens: int | None = DEFAULT_MAX_TOKENS,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Move the attention on ``targets`` away, one layer at a time, against the matched random-token control.
 
     For each target kind, mode (``zero`` / ``renormalise``) and layer (0-based in ``layers``;
@@ -653,7 +696,7 @@ def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[
     an ablation of nothing (0 when the machinery is exact).
     """
     loaded = objective.loaded
-    n_layers = len(attention_modules(loaded.model))
+    n_layers = len(self_attention_modules(loaded.model))
     layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
     unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
     if unknown:
@@ -672,7 +715,7 @@ def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[
                 batch = objective.prepare(batch)
                 with capture_attention(loaded.model, retain_grad=False) as captured:
                     base = objective.forward(batch)
-                probs = torch.stack(list(captured.probs), 1).float()          # (B, L, H, T, T)
+                probs = torch.stack(list(captured.probs), 1).float()  # (B, L, H, T, T)
                 real = batch.real
                 with ablate_tokens(loaded.model, torch.zeros_like(real), None, "renormalise"):
                     nothing = objective.forward(batch)
@@ -684,7 +727,7 @@ def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[
                     reference = batch.kinds == KINDS.index(target)
                     mass = (probs * reference[:, None, None, None, :].to(probs.dtype)).sum(-1)  # (B, L, H, Q)
                     mass = (mass * rows[:, None, None, :]).sum(-1) / rows.sum(-1)[:, None, None]  # (B, L, H)
-                    mass = mass.mean(-1)                                                          # (B, L)
+                    mass = mass.mean(-1)  # (B, L)
                     for mode in modes:
                         for layer in layers:
                             for kind, context in (
@@ -717,8 +760,13 @@ def ablation_curves(items: Iterable, objective: Objective, *, targets: Sequence[
         row["items"] = int(sum(len(c) for c in entry["mass"]))
         rows_out.append(row)
     frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)
-    frame.attrs.update(objective=objective.name, output_change=objective.output_change_name,
-                       null_change=null_change, skipped=len(skipped), model=loaded.name)
+    frame.attrs.update(
+        objective=objective.name,
+        output_change=objective.output_change_name,
+        null_change=null_change,
+        skipped=len(skipped),
+        model=loaded.name,
+    )
     return frame
 
 
@@ -739,77 +787,7 @@ def ablation_summary(curves: pd.DataFrame, measure: str = "hidden_change") -> pd
     return table.reset_index()
 
 
-# --------------------------------------------------------------------------- paper vs ours
-
-def _verdict(holds: bool) -> str:
-    return "agrees" if holds else "differs"
-
-
-def sep_noop_claims(stats: dict[str, GradientStats], curves: dict | pd.DataFrame | None = None) -> pd.DataFrame:
-    """Clark et al.'s [SEP] claims checked against our numbers; verdicts are computed, never typed.
-
-    ``stats`` maps an objective label to its :class:`GradientStats` (the attention row uses the
-    first); rows about gradients are repeated for every objective. ``curves`` maps objective
-    labels to :func:`ablation_curves` frames (or is one frame) and adds the direct tests of the
-    no-op reading, which go beyond the paper. ``key`` is a unique dotted name for each row.
-    """
-    from scipy.stats import spearmanr
-
-    rows = []
-    first = next(iter(stats.values()))
-    sep_layer = np.nanmean(first.attention["sep"], axis=1)
-    best = int(np.nanargmax(sep_layer))
-    rows.append({
-        "claim": "More than half of the attention goes to [SEP] in the middle layers",
-        "objective": "-", "paper (BERT-base)": "> 0.5 in layers 6-10",
-        "ours": f"highest layer mean {sep_layer[best]:.2f} (layer {best + 1})",
-        "verdict": _verdict(sep_layer[best] > 0.5), "key": "sep_attention_majority",
-    })
-    for label, s in stats.items():
-        for kind, token, paper in (("sep", "[SEP]", "from layer 5 on, [SEP] gradients small"),
-                                   ("cls", "[CLS]", "not claimed")):
-            share = np.nanmean(s.attention[kind], axis=1)
-            ratio = s.gradient_ratio(kind)
-            order = np.argsort(-share, kind="stable")
-            high, low = order[: max(1, len(order) // 2)], order[max(1, len(order) // 2):]
-            high_ratio = float(np.nanmean(ratio[high]))
-            low_ratio = float(np.nanmean(ratio[low])) if len(low) else np.nan
-            holds = high_ratio < 1 and (np.isnan(low_ratio) or high_ratio < low_ratio)
-            rows.append({
-                "claim": (f"In the layers with most attention to {token}, the gradient per weight for it is small "
-                          "(below ordinary tokens', and below its own in the other layers)"),
-                "objective": label, "paper (BERT-base)": paper,
-                "ours": (f"{token}/other gradient per weight: {high_ratio:.2f} in the {len(high)} layers with most "
-                         f"{token} attention (mean share {share[high].mean():.2f}), {low_ratio:.2f} in the rest"),
-                "verdict": _verdict(holds), "key": f"{kind}_gradient_small.{label}",
-            })
-        depth = spearmanr(np.arange(len(s.gradient_norm)), s.gradient_norm)[0]
-        rows.append({
-            "claim": "Gradients shrink with depth",
-            "objective": label, "paper (BERT-base)": "smaller in deeper layers",
-            "ours": (f"norm layer 1: {s.gradient_norm[0]:.3g}, layer {len(s.gradient_norm)}: {s.gradient_norm[-1]:.3g} "
-                     f"(Spearman with depth {depth:.2f})"),
-            "verdict": _verdict(bool(depth < 0)), "key": f"gradients_shrink.{label}",
-        })
-    if isinstance(curves, pd.DataFrame):
-        curves = {curves.attrs.get("objective_key", "ablation"): curves}
-    for label, frame in (curves or {}).items():
-        for _, r in ablation_summary(frame).iterrows():
-            token = _KIND_LABELS.get(r["target"], r["target"])
-            rows.append({
-                "claim": f"Moving the attention on {token} away ({r['mode']}) changes the output less than moving "
-                         "the same mass off a random token",
-                "objective": label,
-                "paper (BERT-base)": "not tested; what a no-op predicts" if r["target"] == "sep" else "not tested",
-                "ours": (f"hidden-state change {r['hidden_change (target)']:.3g} vs {r['hidden_change (control)']:.3g} "
-                         f"(ratio {r['ratio']:.2f}; mean mass moved {r['mean mass moved']:.2f})"),
-                "verdict": _verdict(bool(r["ratio"] < 1)), "key": f"ablation.{label}.{r['target']}.{r['mode']}",
-            })
-    return pd.DataFrame(rows)
-
-
 # --------------------------------------------------------------------------- figures
-
 
 
 def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, value: str = "normalised_gradient"):
@@ -822,8 +800,11 @@ def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, valu
     """
     import matplotlib.pyplot as plt
 
-    labels = {"normalised_gradient": "avg. |dL/d attention|\n(1 = mean over all weights)",
-              "gradient": "avg. |dL/d attention|", "logit_gradient": "avg. |dL/d score|"}
+    labels = {
+        "normalised_gradient": "avg. |dL/d attention|\n(1 = mean over all weights)",
+        "gradient": "avg. |dL/d attention|",
+        "logit_gradient": "avg. |dL/d score|",
+    }
     fig, axes = plt.subplots(len(stats), 2, figsize=(11, 3.3 * len(stats)), squeeze=False)
     jitter = np.random.default_rng(0)
     for row, (label, s) in enumerate(stats.items()):
@@ -832,8 +813,14 @@ def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, valu
             ax = axes[row, col]
             for kind in kinds:
                 part = table[table.kind == kind]
-                ax.scatter(part.layer + jitter.uniform(-0.12, 0.12, len(part)), part[column], s=9, alpha=0.3,
-                           color=_KIND_COLORS[kind], linewidths=0)
+                ax.scatter(
+                    part.layer + jitter.uniform(-0.12, 0.12, len(part)),
+                    part[column],
+                    s=9,
+                    alpha=0.3,
+                    color=_KIND_COLORS[kind],
+                    linewidths=0,
+                )
                 means = part.groupby("layer")[column].mean()
                 ax.plot(means.index, means.values, marker="o", color=_KIND_COLORS[kind], label=_KIND_LABELS[kind])
             ax.set(xticks=range(1, s.num_layers + 1), xlabel="layer", ylabel=ylabel)
@@ -855,8 +842,12 @@ def plot_gradient_norms(stats: dict, ax=None):
         layers = np.arange(1, s.num_layers + 1)
         ax.plot(layers, s.gradient_norm / s.gradient_norm[0], marker="o", label=label)
     ax.axhline(1, color="grey", linewidth=0.8, linestyle=":")
-    ax.set(yscale="log", xlabel="layer", ylabel="||dL/d attention|| / layer 1",
-           title="Gradient norm by layer (all heads, mean over items)")
+    ax.set(
+        yscale="log",
+        xlabel="layer",
+        ylabel="||dL/d attention|| / layer 1",
+        title="Gradient norm by layer (all heads, mean over items)",
+    )
     ax.set_xticks(np.arange(1, max(s.num_layers for s in stats.values()) + 1))
     ax.legend(fontsize=8)
     return ax
@@ -870,10 +861,14 @@ def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", t
     import matplotlib.pyplot as plt
 
     targets, modes = list(dict.fromkeys(curves.target)), list(dict.fromkeys(curves["mode"]))
-    fig, axes = plt.subplots(len(targets), len(modes), figsize=(5.2 * len(modes), 3.2 * len(targets)),
-                             squeeze=False, sharex=True)
-    names = {"hidden_change": "hidden-state change\n(mean ||h' - h|| / ||h||)",
-             "output_change": curves.attrs.get("output_change", "output change"), "loss_change": "loss change"}
+    fig, axes = plt.subplots(
+        len(targets), len(modes), figsize=(5.2 * len(modes), 3.2 * len(targets)), squeeze=False, sharex=True
+    )
+    names = {
+        "hidden_change": "hidden-state change\n(mean ||h' - h|| / ||h||)",
+        "output_change": curves.attrs.get("output_change", "output change"),
+        "loss_change": "loss change",
+    }
     for r, target in enumerate(targets):
         for c, mode in enumerate(modes):
             ax = axes[r, c]
@@ -885,11 +880,20 @@ def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", t
             twin.set_ylabel("mass moved", color="grey", fontsize=8)
             ax.set_zorder(twin.get_zorder() + 1)
             ax.patch.set_visible(False)
-            for kind, color, label in (("target", _KIND_COLORS[target], f"{_KIND_LABELS[target]} attention moved"),
-                                       ("control", "black", "same mass off a random token")):
+            for kind, color, label in (
+                ("target", _KIND_COLORS[target], f"{_KIND_LABELS[target]} attention moved"),
+                ("control", "black", "same mass off a random token"),
+            ):
                 line = part[part.intervention == kind]
-                ax.errorbar(line.layer, line[measure], yerr=line.get(f"{measure}_se"), marker="o", capsize=3,
-                            color=color, label=label)
+                ax.errorbar(
+                    line.layer,
+                    line[measure],
+                    yerr=line.get(f"{measure}_se"),
+                    marker="o",
+                    capsize=3,
+                    color=color,
+                    label=label,
+                )
             ax.set(xlabel="layer", ylabel=names.get(measure, measure), xticks=sorted(part.layer.unique()))
             ax.set_title(f"{_KIND_LABELS[target]}, {mode}", fontsize=10)
             ax.legend(fontsize=8, loc="best")

@@ -21,35 +21,54 @@ sequence classifier (the layer and head counts come from the model):
   importance and the loss increase when each head alone is disabled;
 * :func:`prune_heads` — *physical* pruning: the heads' rows of the query/key/value projections
   and columns of the attention output projection are removed (transformers 5 dropped
-  ``PreTrainedModel.prune_heads``; this re-implements it for BERT, RoBERTa, ELECTRA and DistilBERT);
+  ``PreTrainedModel.prune_heads``; this re-implements it for every registered architecture without a
+  shared position bias: BERT, RoBERTa, ELECTRA and DistilBERT);
 * :func:`attention_change` — per head, the cosine similarity of attention maps of two models
   (pre-trained vs fine-tuned) on the same inputs, over real tokens only (no padding compared).
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from bertology_utils.data import Corpus
+from bertology_utils.core import architectures
+from bertology_utils.core.batching import Padding, plan_batches
 from bertology_utils.core.errors import ModelNotAvailableError
-from bertology_utils.interventions.finetuning import _collate, _pad_id, _uses_token_types, encode, glue_metrics, label_ids, task_spec
-from bertology_utils.interventions.editing import attention_modules, edit_attention
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus
+from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
 
 __all__ = [
-    "DevSet", "dev_set", "gate_shape", "predict_with_gates", "scores_for_gates", "AblationResult", "ablation_sweep",
-    "head_importance", "normalise_per_layer", "PruningCurve", "pruning_curve", "random_pruning_curves",
-    "prunable_share", "importance_ablation_agreement", "prune_heads", "pruned_heads", "attention_change",
-    "layer_means", "pruning_claims", "random_init_claim",
+    "DevSet",
+    "dev_set",
+    "gate_shape",
+    "predict_with_gates",
+    "scores_for_gates",
+    "AblationResult",
+    "ablation_sweep",
+    "head_importance",
+    "normalise_per_layer",
+    "PruningCurve",
+    "pruning_curve",
+    "random_pruning_curves",
+    "prunable_share",
+    "importance_ablation_agreement",
+    "prune_heads",
+    "pruned_heads",
+    "attention_change",
+    "layer_means",
 ]
 
 
 # --------------------------------------------------------------------------- the dev set, batched once
+
 
 @dataclass
 class DevSet:
@@ -75,8 +94,15 @@ def _as_loaded(model) -> LoadedModel:
     return model
 
 
-def dev_set(loaded: LoadedModel, corpus: Corpus, task: str, *, max_tokens: int | None = None,
-            batch_size: int = 32, token_budget: int | None = None) -> DevSet:
+def dev_set(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    task: str,
+    *,
+    max_tokens: int | None = None,
+    batch_size: int = 32,
+    token_budget: int | None = None,
+) -> DevSet:
     """Encode and collate ``corpus`` for ``loaded`` once, so every configuration reuses the batches.
 
     ``token_budget``: keep only the first items of ``corpus`` whose tokens (after truncation to
@@ -93,22 +119,16 @@ def dev_set(loaded: LoadedModel, corpus: Corpus, task: str, *, max_tokens: int |
         n = max(1, int(np.searchsorted(total, token_budget, side="right")))
         if n < len(corpus):
             corpus, encodings = corpus[:n], encodings[:n]
-    order = np.argsort([len(e["input_ids"]) for e in encodings], kind="stable")
-    token_types = _uses_token_types(loaded.model)
-    batches, rows = [], []
-    for lo in range(0, len(order), batch_size):
-        chunk = order[lo:lo + batch_size]
-        batches.append(_collate([encodings[i] for i in chunk], _pad_id(loaded.tokenizer), loaded.device, token_types))
-        rows.append(chunk)
+    padding = Padding.of(loaded)
+    rows = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
+    batches = [padding.collate([encodings[i] for i in chunk], loaded.device) for chunk in rows]
     labels = label_ids(spec.name, list(corpus.labels))
     return DevSet(spec.name, batches, rows, labels, corpus.name, tuple(corpus.labels))
 
 
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
-    """(layers, heads) of the model's gates, read from the model itself."""
-    modules = attention_modules(loaded.model)
-    heads = getattr(modules[0], "num_attention_heads", None) or getattr(modules[0], "n_heads", None)
-    return len(modules), int(heads if heads is not None else loaded.num_heads)
+    """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now)."""
+    return len(architectures.layers(loaded)), architectures.attention_heads(loaded, 0)
 
 
 def _gate_edit(gates: torch.Tensor, first: int = 0):
@@ -117,6 +137,7 @@ def _gate_edit(gates: torch.Tensor, first: int = 0):
     Layers below ``first`` are left alone (their gates must be 1): there the batch may not be
     repeated yet (see :func:`_copies_from`).
     """
+
     def edit(layer: int, probs: torch.Tensor):
         if layer < first:
             return None
@@ -124,21 +145,12 @@ def _gate_edit(gates: torch.Tensor, first: int = 0):
         if g.shape != probs.shape[:2]:
             raise ValueError(f"gates for layer {layer} have shape {tuple(g.shape)}, probabilities {tuple(probs.shape)}")
         return probs * g[:, :, None, None]
+
     return edit
 
 
 def _repeat(batch: dict, copies: int) -> dict:
     return {k: v.repeat(copies, *([1] * (v.dim() - 1))) for k, v in batch.items()}
-
-
-def _layer_modules(model: nn.Module) -> list[nn.Module] | None:
-    """The encoder's layers in order (the ModuleList holding one self-attention module each), or None."""
-    attention = attention_modules(model)
-    for candidate in model.modules():
-        if (isinstance(candidate, nn.ModuleList) and len(candidate) == len(attention)
-                and all(any(m is a for m in layer.modules()) for layer, a in zip(candidate, attention))):
-            return list(candidate)
-    return None
 
 
 @contextlib.contextmanager
@@ -149,6 +161,7 @@ def _copies_from(layers: list[nn.Module], first: int, rows: int, copies: int):
     still has the batch's ``rows`` (the hidden states entering layer ``first``; the attention
     mask, position bias... of every later layer), in the layout of :func:`_repeat`.
     """
+
     def repeat(value):
         if torch.is_tensor(value) and value.dim() >= 2 and value.shape[0] == rows:
             return value.repeat(copies, *([1] * (value.dim() - 1)))
@@ -173,8 +186,9 @@ def _first_gated_layers(gate_stack: torch.Tensor) -> np.ndarray:
 
 
 @torch.no_grad()
-def predict_with_gates(loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_per_pass: int | None = None,
-                       rows_per_pass: int = 128) -> np.ndarray:
+def predict_with_gates(
+    loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_per_pass: int | None = None, rows_per_pass: int = 128
+) -> np.ndarray:
     """Logits for every gate configuration: ``gate_stack`` (configs, layers, heads) -> (configs, n, classes).
 
     Several configurations go through the model together: each batch is repeated once per
@@ -190,8 +204,8 @@ def predict_with_gates(loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_
         gate_stack = gate_stack[None]
     n_configs = gate_stack.shape[0]
     model = loaded.model
-    layers = _layer_modules(model)
-    first = _first_gated_layers(gate_stack) if layers is not None else np.zeros(n_configs, dtype=int)
+    layers = architectures.layers(model)
+    first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
     was_training = model.training
     model.eval()
@@ -203,9 +217,9 @@ def predict_with_gates(loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_
             for group in groups:
                 f = int(first[group[0]])
                 for lo in range(0, len(group), per_pass):
-                    index = group[lo:lo + per_pass]
+                    index = group[lo : lo + per_pass]
                     c = len(index)
-                    if layers is not None and f == len(layers):  # every gate 1: one plain pass serves all
+                    if f == len(layers):  # every gate 1: one plain pass serves all
                         logits = np.tile(model(**batch).logits.float().cpu().numpy(), (c, 1))
                     else:
                         gates = gate_stack[index].repeat_interleave(b, dim=0)  # copy k: configuration index[k]
@@ -217,7 +231,8 @@ def predict_with_gates(loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_
                             logits = model(**(batch if late else _repeat(batch, c))).logits.float().cpu().numpy()
                     if logits.shape[0] != b * c:
                         raise ModelNotAvailableError(
-                            f"{type(model).__name__}: expected {b * c} rows of logits, got {logits.shape[0]}")
+                            f"{type(model).__name__}: expected {b * c} rows of logits, got {logits.shape[0]}"
+                        )
                     if out is None:
                         out = np.zeros((n_configs, len(dev), logits.shape[-1]), dtype=np.float32)
                     out[np.ix_(index, rows)] = logits.reshape(c, b, -1)
@@ -239,13 +254,15 @@ def _mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
     return losses.reshape(configs, n).double().mean(1).numpy()
 
 
-def scores_for_gates(loaded: LoadedModel, dev: DevSet, gate_stack, *, metric: str = "score",
-                     configs_per_pass: int | None = None) -> np.ndarray:
+def scores_for_gates(
+    loaded: LoadedModel, dev: DevSet, gate_stack, *, metric: str = "score", configs_per_pass: int | None = None
+) -> np.ndarray:
     """The GLUE ``metric`` for each gate configuration in ``gate_stack`` (configs, layers, heads)."""
     return _scores(dev, predict_with_gates(loaded, dev, gate_stack, configs_per_pass=configs_per_pass), metric)
 
 
 # --------------------------------------------------------------------------- ablation sweeps
+
 
 @dataclass
 class AblationResult:
@@ -275,17 +292,34 @@ class AblationResult:
 
     def summary(self, tolerance: float = 0.0) -> dict:
         d = self.head_deltas
-        return {"base": self.base, "share_heads_improve": float((d > tolerance).mean()),
-                "share_heads_not_hurting": float((d >= -tolerance).mean()),
-                "worst_head_delta": float(d.min()), "best_head_delta": float(d.max()),
-                "best_layer_delta": float(self.layer_deltas.max()),
-                "worst_layer_delta": float(self.layer_deltas.min()),
-                "base_loss": self.base_loss, "share_heads_lower_loss": float((self.head_loss_deltas < 0).mean()),
-                "worst_head_loss_delta": float(self.head_loss_deltas.max())}
+        return {
+            "base": self.base,
+            "share_heads_improve": float((d > tolerance).mean()),
+            "share_heads_not_hurting": float((d >= -tolerance).mean()),
+            "worst_head_delta": float(d.min()),
+            "best_head_delta": float(d.max()),
+            "best_layer_delta": float(self.layer_deltas.max()),
+            "worst_layer_delta": float(self.layer_deltas.min()),
+            "base_loss": self.base_loss,
+            "share_heads_lower_loss": float((self.head_loss_deltas < 0).mean()),
+            "worst_head_loss_delta": float(self.head_loss_deltas.max()),
+        }
+
+    def metrics(self, prefix: str, tolerance: float = 0.0) -> dict:
+        """The deltas of every head and layer and :meth:`summary` (base as ``base_score``), as ``{prefix}.<name>``."""
+        arrays = {
+            "head_deltas": self.head_deltas,
+            "layer_deltas": self.layer_deltas,
+            "head_loss_deltas": self.head_loss_deltas,
+            "layer_loss_deltas": self.layer_loss_deltas,
+        }
+        summary = self.summary(tolerance)
+        return {f"{prefix}.{k}": v for k, v in {"base_score": summary.pop("base"), **arrays, **summary}.items()}
 
 
-def ablation_sweep(loaded: LoadedModel, dev: DevSet, *, metric: str = "score", layers: bool = True,
-                   configs_per_pass: int | None = None) -> AblationResult:
+def ablation_sweep(
+    loaded: LoadedModel, dev: DevSet, *, metric: str = "score", layers: bool = True, configs_per_pass: int | None = None
+) -> AblationResult:
     """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas."""
     n_layers, n_heads = gate_shape(loaded)
     stack = [torch.ones(n_layers, n_heads)]
@@ -302,14 +336,15 @@ def ablation_sweep(loaded: LoadedModel, dev: DevSet, *, metric: str = "score", l
     logits = predict_with_gates(loaded, dev, torch.stack(stack), configs_per_pass=configs_per_pass)
     deltas = []
     for values in (_scores(dev, logits, metric), _mean_losses(dev, logits)):
-        heads = values[1:1 + n_layers * n_heads].reshape(n_layers, n_heads) - values[0]
-        layer_d = values[1 + n_layers * n_heads:] - values[0] if layers else np.full(n_layers, np.nan)
+        heads = values[1 : 1 + n_layers * n_heads].reshape(n_layers, n_heads) - values[0]
+        layer_d = values[1 + n_layers * n_heads :] - values[0] if layers else np.full(n_layers, np.nan)
         deltas.append((float(values[0]), heads, layer_d))
     (base, heads, layer_d), (base_loss, head_loss, layer_loss) = deltas
     return AblationResult(dev.task, metric, base, heads, layer_d, base_loss, head_loss, layer_loss)
 
 
 # --------------------------------------------------------------------------- Michel's importance
+
 
 def normalise_per_layer(importance: np.ndarray, exponent: float = 2.0) -> np.ndarray:
     """Each layer's importances divided by their L``exponent`` norm (Michel et al.: L2)."""
@@ -325,8 +360,9 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor, regression: bool) -> torc
     return nn.functional.cross_entropy(logits.float(), targets.long(), reduction="none")
 
 
-def head_importance(loaded: LoadedModel, dev: DevSet, *, mask=None, normalise: bool = True,
-                    per_example: bool = True) -> np.ndarray:
+def head_importance(
+    loaded: LoadedModel, dev: DevSet, *, mask=None, normalise: bool = True, per_example: bool = True
+) -> np.ndarray:
     """Michel et al.'s head importance ``E_x |dL(x)/dxi_h|`` over the dev set, (layers, heads).
 
     One forward and one backward pass per batch for all heads. With ``per_example`` (default)
@@ -364,6 +400,7 @@ def head_importance(loaded: LoadedModel, dev: DevSet, *, mask=None, normalise: b
 
 # --------------------------------------------------------------------------- pruning curves
 
+
 @dataclass
 class PruningCurve:
     """Metric against the share of heads pruned (gated to 0)."""
@@ -384,9 +421,17 @@ def _steps(total: int, step: float) -> list[int]:
     return [c for c in counts if c <= total]
 
 
-def pruning_curve(loaded: LoadedModel, dev: DevSet, *, step: float = 0.1, metric: str = "score",
-                  recompute: bool = True, importance_dev: DevSet | None = None, importance: np.ndarray | None = None,
-                  configs_per_pass: int | None = None) -> PruningCurve:
+def pruning_curve(
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    step: float = 0.1,
+    metric: str = "score",
+    recompute: bool = True,
+    importance_dev: DevSet | None = None,
+    importance: np.ndarray | None = None,
+    configs_per_pass: int | None = None,
+) -> PruningCurve:
     """Prune the least important heads in ``step`` shares of all heads; the metric after each step.
 
     Importance (normalised per layer) is measured on ``importance_dev`` (default: ``dev``) and,
@@ -408,7 +453,7 @@ def pruning_curve(loaded: LoadedModel, dev: DevSet, *, step: float = 0.1, metric
             importance = head_importance(loaded, imp_dev, mask=mask)
         candidates = [(importance[l, h], l, h) for l in range(n_layers) for h in range(n_heads) if mask[l, h]]
         candidates.sort()
-        for _, l, h in candidates[:count - len(order)]:
+        for _, l, h in candidates[: count - len(order)]:
             mask[l, h] = 0
             order.append((l, h))
         masks.append(mask.copy())
@@ -416,8 +461,15 @@ def pruning_curve(loaded: LoadedModel, dev: DevSet, *, step: float = 0.1, metric
     return PruningCurve("importance", np.array(counts) / total, scores, float(scores[0]), order)
 
 
-def random_pruning_curves(loaded: LoadedModel, dev: DevSet, *, seeds: Sequence[int] = (0, 1, 2), step: float = 0.1,
-                          metric: str = "score", configs_per_pass: int | None = None) -> list[PruningCurve]:
+def random_pruning_curves(
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    step: float = 0.1,
+    metric: str = "score",
+    configs_per_pass: int | None = None,
+) -> list[PruningCurve]:
     """Pruning in a random order (one curve per seed), same steps as :func:`pruning_curve`."""
     n_layers, n_heads = gate_shape(loaded)
     total = n_layers * n_heads
@@ -431,8 +483,15 @@ def random_pruning_curves(loaded: LoadedModel, dev: DevSet, *, seeds: Sequence[i
             m[perm[:count]] = 0
             masks.append(m.reshape(n_layers, n_heads))
         scores = scores_for_gates(loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass)
-        curves.append(PruningCurve(f"random (seed {seed})", np.array(counts) / total, scores, float(scores[0]),
-                                   [divmod(int(i), n_heads) for i in perm]))
+        curves.append(
+            PruningCurve(
+                f"random (seed {seed})",
+                np.array(counts) / total,
+                scores,
+                float(scores[0]),
+                [divmod(int(i), n_heads) for i in perm],
+            )
+        )
     return curves
 
 
@@ -445,8 +504,9 @@ def prunable_share(fractions, scores, base: float, keep: float = 0.9) -> float:
     return float(fractions[below[0] - 1]) if below[0] > 0 else 0.0
 
 
-def importance_ablation_agreement(importance: np.ndarray, ablation: AblationResult, *,
-                                  by: str = "loss") -> tuple[float, float]:
+def importance_ablation_agreement(
+    importance: np.ndarray, ablation: AblationResult, *, by: str = "loss"
+) -> tuple[float, float]:
     """Spearman's rho (and p-value) of importance with the harm of disabling each head alone.
 
     ``by="loss"``: the increase of the mean dev loss (what importance estimates to first order);
@@ -464,40 +524,6 @@ def importance_ablation_agreement(importance: np.ndarray, ablation: AblationResu
 # --------------------------------------------------------------------------- physical pruning
 
 _PRUNED = "_bertology_pruned_heads"
-
-
-@dataclass
-class _HeadLayout:
-    """Where one layer's per-head weights live: the self-attention module and its projections."""
-
-    attention: nn.Module
-    #: (owner module, attribute) of the query, key and value projections (heads along output rows).
-    qkv: list
-    #: (owner module, attribute) of the output projection (heads along input columns).
-    output: tuple
-    #: The attention module's head-count attribute.
-    heads_attr: str
-
-
-def _head_layouts(model: nn.Module) -> list[_HeadLayout]:
-    """Every layer's :class:`_HeadLayout`: BERT-style (BERT, RoBERTa, ELECTRA) or DistilBERT's."""
-    layouts = []
-    for module in attention_modules(model):
-        if all(isinstance(getattr(module, a, None), nn.Linear) for a in ("q_lin", "k_lin", "v_lin", "out_lin")):
-            layouts.append(_HeadLayout(module, [(module, a) for a in ("q_lin", "k_lin", "v_lin")],
-                                       (module, "out_lin"), "n_heads"))
-            continue
-        parent = next((m for m in model.modules() if getattr(m, "self", None) is module), None)
-        dense = getattr(getattr(parent, "output", None), "dense", None)
-        projections = [getattr(module, a, None) for a in ("query", "key", "value")]
-        if parent is None or not all(isinstance(p, nn.Linear) for p in projections + [dense]):
-            raise ModelNotAvailableError(
-                f"{type(module).__name__}: physical pruning supports BERT-style attention (self.query/key/value "
-                "and output.dense: BERT, RoBERTa, ELECTRA) and DistilBERT's (q_lin/k_lin/v_lin/out_lin); MPNet's "
-                "relative position bias is computed once for all heads of every layer, so its heads can only be gated")
-        layouts.append(_HeadLayout(module, [(module, a) for a in ("query", "key", "value")], (parent.output, "dense"),
-                                   "num_attention_heads"))
-    return layouts
 
 
 def _keep_rows(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
@@ -531,7 +557,13 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
     Returns :func:`pruned_heads`.
     """
     module = getattr(model, "model", model)
-    layouts = _head_layouts(module)
+    spec = architectures.arch_spec(module)
+    if spec.position_bias is not None:
+        raise ModelNotAvailableError(
+            f"{type(module).__name__}: its position bias ({spec.position_bias}) is computed once for all heads of "
+            "every layer, so its heads can only be gated"
+        )
+    attentions, blocks = architectures.self_attention_modules(module), architectures.layers(module)
     if not isinstance(heads, dict):
         mask = np.asarray(heads)
         heads = {l: [int(h) for h in np.nonzero(mask[l] == 0)[0]] for l in range(mask.shape[0])}
@@ -540,23 +572,22 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
         remove = set(int(h) for h in remove) - set(done.get(layer, ()))
         if not remove:
             continue
-        layout = layouts[layer]
-        attn = layout.attention
-        size = attn.attention_head_size
-        n_now = getattr(attn, layout.heads_attr)
+        attn = attentions[layer]
+        n_now = architectures.attention_heads(module, layer)
+        size = attn.get_submodule(spec.query).out_features // n_now
         original = sorted(set(range(n_now + len(done.get(layer, ())))) - set(done.get(layer, ())))
         keep = [i for i, h in enumerate(original) if h not in remove]
         if len(remove - set(original)):
             raise ValueError(f"layer {layer} has no heads {sorted(remove - set(original))}")
         if not keep:
             raise ValueError(f"pruning every head of layer {layer} is not supported; gate the layer instead")
-        owner, name = layout.output
-        device = getattr(owner, name).weight.device
+        output = architectures.attention_output(module, layer)
+        device = output.weight.device
         index = (torch.as_tensor(keep, device=device)[:, None] * size + torch.arange(size, device=device)).flatten()
-        for proj_owner, proj in layout.qkv:
-            setattr(proj_owner, proj, _keep_rows(getattr(proj_owner, proj), index, 0))
-        setattr(owner, name, _keep_rows(getattr(owner, name), index, 1))
-        setattr(attn, layout.heads_attr, len(keep))
+        for proj in (spec.query, spec.key, spec.value):
+            attn.set_submodule(proj, _keep_rows(attn.get_submodule(proj), index, 0))
+        blocks[layer].set_submodule(spec.attention_output, _keep_rows(output, index, 1))
+        setattr(attn, spec.heads_attr, len(keep))
         if hasattr(attn, "all_head_size"):
             attn.all_head_size = len(keep) * size
         done[layer] = sorted(set(done.get(layer, ())) | remove)
@@ -566,6 +597,7 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
 
 # --------------------------------------------------------------------------- what fine-tuning changes
 
+
 @torch.no_grad()
 def _attentions(loaded: LoadedModel, batch: dict) -> list[torch.Tensor]:
     out = loaded.model(**batch, output_attentions=True)
@@ -573,8 +605,9 @@ def _attentions(loaded: LoadedModel, batch: dict) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def attention_change(before: LoadedModel, after: LoadedModel, corpus: Corpus, *, max_tokens: int = 128,
-                     batch_size: int = 16) -> np.ndarray:
+def attention_change(
+    before: LoadedModel, after: LoadedModel, corpus: Corpus, *, max_tokens: int = 128, batch_size: int = 16
+) -> np.ndarray:
     """Mean over ``corpus`` of the cosine similarity of each head's attention map in ``before`` and ``after``.
 
     Both models see the same token ids (``after``'s tokenizer; they must share a vocabulary).
@@ -583,16 +616,17 @@ def attention_change(before: LoadedModel, after: LoadedModel, corpus: Corpus, *,
     """
     limit = min(max_tokens, before.max_tokens, after.max_tokens)
     encodings = encode(after.tokenizer, list(corpus), limit)
-    order = np.argsort([len(e["input_ids"]) for e in encodings], kind="stable")
+    a_padding = Padding.of(after)  # the same padded ids for both; token types where each model takes them
+    b_padding = Padding(a_padding.pad_id, architectures.uses_token_types(before))
     states = [(m, m.model.training) for m in (before, after)]
     for m, _ in states:
         m.model.eval()
     total, n = None, 0
     try:
-        for lo in range(0, len(order), batch_size):
-            chunk = [encodings[i] for i in order[lo:lo + batch_size]]
-            a_batch = _collate(chunk, _pad_id(after.tokenizer), after.device, _uses_token_types(after.model))
-            b_batch = _collate(chunk, _pad_id(after.tokenizer), before.device, _uses_token_types(before.model))
+        for rows in plan_batches([len(e["input_ids"]) for e in encodings], batch_size):
+            chunk = [encodings[i] for i in rows]
+            a_batch = a_padding.collate(chunk, after.device)
+            b_batch = b_padding.collate(chunk, before.device)
             real = b_batch["attention_mask"].float()
             pair = (real[:, :, None] * real[:, None, :])[:, None]  # (batch, 1, queries, keys)
             sims = []
@@ -613,98 +647,3 @@ def attention_change(before: LoadedModel, after: LoadedModel, corpus: Corpus, *,
 def layer_means(values: np.ndarray) -> np.ndarray:
     """Mean of a (layers, heads) array per layer."""
     return np.asarray(values, dtype=float).mean(-1)
-
-
-# --------------------------------------------------------------------------- the papers' claims
-
-def pruning_claims(*, ablation: AblationResult | None = None, cosine: np.ndarray | None = None,
-                   importance_curve: PruningCurve | None = None, random_curves: Sequence[PruningCurve] = (),
-                   agreement: tuple[float, float] | None = None, tolerance: float = 0.0, keep: float = 0.9,
-                   alpha: float = 0.05, task: str = "") -> list[dict]:
-    """Rows of a "paper vs ours" table, each with a verdict computed from the numbers.
-
-    Verdicts: "reproduced", "partly", "not reproduced", or "inconclusive" when the numbers cannot
-    tell (no single-head removal changes the metric; the metric never drops, even with all heads off;
-    a constant ranking). ``agreement`` is :func:`importance_ablation_agreement`'s (rho, p) with the
-    loss: reproduced when rho > 0 with p < ``alpha``, partly when rho > 0 only.
-    """
-    rows = []
-    tag = f" ({task})" if task else ""
-    if cosine is not None:
-        by_layer = layer_means(cosine)
-        lowest = set(np.argsort(by_layer)[:2].tolist())
-        last_two = {len(by_layer) - 1, len(by_layer) - 2}
-        verdict = ("reproduced" if lowest == last_two else
-                   "partly" if int(np.argmin(by_layer)) in last_two else "not reproduced")
-        rows.append({"paper": "Kovaleva et al.", "claim": "the last two layers change most in fine-tuning" + tag,
-                     "ours": "mean cosine by layer: " + ", ".join(f"{v:.3f}" for v in by_layer),
-                     "verdict": verdict})
-    if ablation is not None:
-        s = ablation.summary(tolerance)
-        verdict = ("inconclusive" if not np.any(ablation.head_deltas) else
-                   "reproduced" if s["share_heads_not_hurting"] >= 0.5 and s["share_heads_improve"] > 0 else
-                   "partly" if s["share_heads_not_hurting"] >= 0.5 or s["share_heads_improve"] > 0 else
-                   "not reproduced")
-        rows.append({"paper": "Kovaleva et al.",
-                     "claim": "disabling one head often does not hurt, sometimes improves" + tag,
-                     "ours": f"{s['share_heads_not_hurting']:.0%} of heads do not hurt, {s['share_heads_improve']:.0%} "
-                             f"improve (base {s['base']:.3f}); {s['share_heads_lower_loss']:.0%} lower the dev loss",
-                     "verdict": verdict})
-    if ablation is not None and not np.isnan(ablation.layer_deltas).all():
-        best = int(np.nanargmax(ablation.layer_deltas))
-        rows.append({"paper": "Kovaleva et al.",
-                     "claim": "disabling a whole layer sometimes improves the score "
-                              "(RTE: layer 1, about +3 points)" + tag,
-                     "ours": f"best: layer {best + 1}, {ablation.layer_deltas[best]:+.3f}; worst "
-                             f"{np.nanmin(ablation.layer_deltas):+.3f}",
-                     "verdict": ("inconclusive" if not np.any(ablation.layer_deltas) else
-                                 "reproduced" if ablation.layer_deltas[best] > tolerance else "not reproduced")})
-    if importance_curve is not None:
-        share = importance_curve.prunable(keep)
-        rand = [c.prunable(keep) for c in random_curves]
-        rand_text = f"; random order {np.mean(rand):.0%} on average" if rand else ""
-        # a curve that never drops below keep x base (even with every head pruned) says nothing about heads
-        verdict = ("inconclusive" if share >= 1.0 else
-                   "reproduced" if share >= 0.2 and (not rand or share >= np.mean(rand)) else
-                   "partly" if share >= 0.2 or share > 0 else "not reproduced")
-        rows.append({"paper": "Michel et al.",
-                     "claim": f"many heads can be pruned keeping {keep:.0%} of the metric, importance beats random" + tag,
-                     "ours": f"{share:.0%} pruned by importance{rand_text}", "verdict": verdict})
-    if agreement is not None:
-        rho, p = agreement
-        verdict = ("inconclusive" if np.isnan(rho) else "reproduced" if rho > 0 and p < alpha else
-                   "partly" if rho > 0 else "not reproduced")
-        rows.append({"paper": "Michel et al.",
-                     "claim": "importance (a first-order estimate of the loss change) ranks heads like removing each "
-                              "one alone does" + tag,
-                     "ours": f"Spearman rho {rho:.2f} (p = {p:.2g}) with the dev-loss increase", "verdict": verdict})
-    return rows
-
-
-def random_init_claim(scores: dict[str, tuple[float, float]], *, majority: dict[str, float] | None = None) -> dict:
-    """Kovaleva et al.'s "pre-trained then fine-tuned beats the same architecture from random init on every task".
-
-    ``scores``: task -> (dev score fine-tuned from the pre-trained weights, from random init), same
-    recipe and budget; ``majority``: task -> the dev score of always predicting the majority class.
-    A task where the pre-trained run does not beat the majority class learned nothing under its
-    budget: it says nothing about pre-training and counts as neither a win nor a loss. Reproduced
-    when pre-trained wins on every task, partly on some, inconclusive when no task learned. A nan
-    score (a regression model predicting a constant has no correlation) counts as below any number.
-    """
-    if not scores:
-        raise ValueError("no task scores to compare")
-    majority = majority or {}
-    outcome, parts = {}, []
-    for task, (pre, rand) in scores.items():
-        pre_, rand_, floor = (np.nan_to_num(x, nan=-np.inf) for x in (pre, rand, majority.get(task, np.nan)))
-        outcome[task] = "no signal" if pre_ <= floor else "win" if pre_ > rand_ else "loss"
-        base = f", majority class {majority[task]:.3f}" if task in majority and not np.isnan(majority[task]) else ""
-        note = " (pre-trained not above the majority class: learned nothing)" if outcome[task] == "no signal" else ""
-        parts.append(f"{task}: {pre:.3f} vs {rand:.3f}{base}{note}")
-    counted = [o for o in outcome.values() if o != "no signal"]
-    verdict = ("inconclusive" if not counted else
-               "reproduced" if all(o == "win" for o in outcome.values()) else
-               "partly" if "win" in counted else "not reproduced")
-    return {"paper": "Kovaleva et al.", "claim": "fine-tuning the pre-trained model beats the same architecture "
-                                                 "from random init, on every task",
-            "ours": "pre-trained vs random init: " + "; ".join(parts), "verdict": verdict}

@@ -1,1 +1,21 @@
-"""present layer."""
+"""present: show results — interactive views, slide decks, one HTML report per run, and the
+third-party JavaScript they inline so that they work offline (``assets``)."""
+
+from bertology_utils.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "views": [
+            "AttentionView",
+            "head_view",
+            "model_view",
+            "AttentionExplorer",
+            "explorer",
+            "NeuronView",
+            "neuron_view",
+        ],
+        "slides": ["notebook_to_slides", "run_slides"],
+        "report": ["build_report"],
+    },
+)

@@ -10,6 +10,7 @@ install them.
 Lookup order for the ``node_modules`` folder: ``$BERTOLOGY_JS_DIR``, the checkout's own
 ``node_modules/`` (editable installs), then ``<cache>/js/node_modules``.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,26 @@ import shutil
 import subprocess
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import AssetMissingError
+
+__all__ = [
+    "JS_DIR_ENV",
+    "Asset",
+    "ASSETS",
+    "INSTALL_HINT",
+    "node_modules_candidates",
+    "asset_path",
+    "asset_text",
+    "have_assets",
+    "source_or_cdn",
+    "script_tag",
+    "style_tag",
+    "install",
+]
 
 #: Environment variable naming a ``node_modules`` folder that holds the libraries.
 JS_DIR_ENV = "BERTOLOGY_JS_DIR"
@@ -29,30 +45,39 @@ JS_DIR_ENV = "BERTOLOGY_JS_DIR"
 
 @dataclass(frozen=True)
 class Asset:
-    package: str   #: npm package
-    version: str   #: pinned version (package.json says the same)
-    file: str      #: path inside the package
-    cdn: str       #: the same file on a CDN, for online users without npm
+    package: str  #: npm package
+    version: str  #: pinned version (package.json says the same)
+    file: str  #: path inside the package
+    cdn: str  #: the same file on a CDN, for online users without npm
 
 
 ASSETS = {
-    "require": Asset("requirejs", "2.3.8", "require.js",
-                     "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"),
+    "require": Asset(
+        "requirejs", "2.3.8", "require.js", "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"
+    ),
     "d3": Asset("d3", "5.16.0", "dist/d3.min.js", "https://cdnjs.cloudflare.com/ajax/libs/d3/5.16.0/d3.min.js"),
-    "jquery": Asset("jquery", "2.2.4", "dist/jquery.min.js",
-                    "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.2.4/jquery.min.js"),
+    "jquery": Asset(
+        "jquery", "2.2.4", "dist/jquery.min.js", "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.2.4/jquery.min.js"
+    ),
     "reveal": Asset("reveal.js", "4.6.0", "dist/reveal.js", "https://unpkg.com/reveal.js@4.6.0/dist/reveal.js"),
     "reveal_css": Asset("reveal.js", "4.6.0", "dist/reveal.css", "https://unpkg.com/reveal.js@4.6.0/dist/reveal.css"),
-    "reveal_theme": Asset("reveal.js", "4.6.0", "dist/theme/simple.css",
-                          "https://unpkg.com/reveal.js@4.6.0/dist/theme/simple.css"),
-    "widgets": Asset("@jupyter-widgets/html-manager", "1.0.6", "dist/embed-amd.js",
-                     "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"),
+    "reveal_theme": Asset(
+        "reveal.js", "4.6.0", "dist/theme/simple.css", "https://unpkg.com/reveal.js@4.6.0/dist/theme/simple.css"
+    ),
+    "widgets": Asset(
+        "@jupyter-widgets/html-manager",
+        "1.0.6",
+        "dist/embed-amd.js",
+        "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js",
+    ),
     # SVG output: no web fonts to fetch, so LaTeX renders offline from this one file.
     "mathjax": Asset("mathjax", "3.2.2", "es5/tex-svg.js", "https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/tex-svg.js"),
 }
 
-INSTALL_HINT = ("install them with `make setup` or `npm ci` in the repository (needs npm), "
-                f"or `bertology assets --install`; or point ${JS_DIR_ENV} at a node_modules folder that has them")
+INSTALL_HINT = (
+    "install them with `make setup` or `npm ci` in the repository (needs npm), "
+    f"or `bertology assets --install`; or point ${JS_DIR_ENV} at a node_modules folder that has them"
+)
 
 
 def node_modules_candidates() -> list[Path]:
@@ -71,7 +96,7 @@ def asset_path(name: str) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path, mtime: float) -> str:  # keyed on mtime: a reinstall is picked up
     return path.read_text(encoding="utf-8")
 
@@ -81,8 +106,9 @@ def asset_text(name: str) -> str:
     path = asset_path(name)
     if path is None:
         where = ", ".join(str(p) for p in node_modules_candidates())
-        raise AssetMissingError(f"{ASSETS[name].package}@{ASSETS[name].version} is not installed (looked in {where}); "
-                                + INSTALL_HINT)
+        raise AssetMissingError(
+            f"{ASSETS[name].package}@{ASSETS[name].version} is not installed (looked in {where}); " + INSTALL_HINT
+        )
     return _read(path, path.stat().st_mtime)
 
 
@@ -101,8 +127,11 @@ def source_or_cdn(name: str) -> tuple[str | None, str | None]:
         return asset_text(name), None
     if settings.is_offline():
         asset_text(name)  # raises with the install hint
-    warnings.warn(f"{ASSETS[name].package} is not installed; the page will load it from {ASSETS[name].cdn} "
-                  f"and will not draw offline ({INSTALL_HINT})", stacklevel=2)
+    warnings.warn(
+        f"{ASSETS[name].package} is not installed; the page will load it from {ASSETS[name].cdn} "
+        f"and will not draw offline ({INSTALL_HINT})",
+        stacklevel=2,
+    )
     return None, ASSETS[name].cdn
 
 
@@ -125,11 +154,14 @@ def install(target: Path | None = None) -> Path:
     """Install the pinned libraries with npm into ``target`` (default ``<cache>/js``); returns node_modules."""
     npm = shutil.which("npm")
     if npm is None:
-        raise AssetMissingError("npm is not on PATH; install Node.js (e.g. `apt-get install npm`) or copy a "
-                                f"node_modules folder with the libraries and set ${JS_DIR_ENV}")
+        raise AssetMissingError(
+            "npm is not on PATH; install Node.js (e.g. `apt-get install npm`) or copy a "
+            f"node_modules folder with the libraries and set ${JS_DIR_ENV}"
+        )
     target = Path(target) if target is not None else settings.cache_dir() / "js"
     target.mkdir(parents=True, exist_ok=True)
     specs = sorted({f"{a.package}@{a.version}" for a in ASSETS.values()})
-    subprocess.run([npm, "install", "--prefix", str(target), "--no-audit", "--no-fund", "--no-save", *specs],
-                   check=True)
+    subprocess.run(
+        [npm, "install", "--prefix", str(target), "--no-audit", "--no-fund", "--no-save", *specs], check=True
+    )
     return target / "node_modules"

@@ -10,13 +10,12 @@ regression check against a reference run)::
 The page is plain HTML and CSS, no JavaScript and no network reference: figures are embedded
 as ``data:`` URIs. Sections (with stable ids): ``summary``, ``check`` (only with check.json),
 ``failures`` (only when a notebook failed), one ``nb-<stem>`` per notebook (status, "paper vs
-ours" tables, figures) and ``metrics`` (every metric of every notebook).
+ours" table, figures) and ``metrics`` (every metric of every notebook).
 
-"Paper vs ours" tables come from ``<stem>/tables/*.html`` or ``*.csv`` when the notebook wrote
-any; otherwise from the executed notebook: every HTML table output (a displayed pandas
-DataFrame) with a column named ``verdict`` or ``agrees`` or starting with ``paper``, as the
-notebooks' comparison tables have; each is captioned with the heading above it.
+The "paper vs ours" table of a notebook is its recorded claims, ``<stem>/claims.json`` (see
+:func:`bertology_utils.run.harness.record_claims`): data, not the notebook's rendered output.
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,24 +27,35 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from bertology_utils.run import harness
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.run import harness
+
+__all__ = [
+    "REPORT_FILE",
+    "CHECK_FILE",
+    "FIGURE_TYPES",
+    "CHECK_STATUSES",
+    "executed_notebooks",
+    "claims_html",
+    "failed_cell",
+    "figure_files",
+    "data_uri",
+    "flatten_metrics",
+    "format_value",
+    "build_report",
+]
 
 REPORT_FILE = "report.html"
 CHECK_FILE = "check.json"
-TABLES_DIR = "tables"
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 #: check.json statuses, most serious first; all but "ok" are shown at the top of the page.
 CHECK_STATUSES = ("regressed", "missing", "new", "ok")
 
-_TABLE = re.compile(r"<table\b.*?</table>", re.IGNORECASE | re.DOTALL)
-_THEAD = re.compile(r"<thead\b.*?</thead>", re.IGNORECASE | re.DOTALL)
-_PAPER_HEADER = re.compile(r"<th\b[^>]*>\s*(?:verdict|agrees|paper\b[^<]*)</th>", re.IGNORECASE)
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 # --------------------------------------------------------------------------- reading a run
+
 
 def executed_notebooks(run_dir: Path) -> dict[str, Path]:
     """stem -> executed notebook (``<stem>/<stem>.ipynb``) of a run folder, sorted by stem."""
@@ -58,44 +68,25 @@ def _read_json_or_empty(path: Path) -> dict:
 
 # --------------------------------------------------------------------------- extracting from notebooks
 
-def paper_tables(notebook_dir: Path) -> list[tuple[str, str]]:
-    """(caption, ``<table>`` HTML) of a notebook's "paper vs ours" tables, in order (see module docstring)."""
-    recorded = _recorded_tables(notebook_dir / TABLES_DIR)
-    if recorded:
-        return recorded
-    executed = notebook_dir / f"{notebook_dir.name}.ipynb"
-    return _comparison_tables(executed) if executed.is_file() else []
 
-
-def _recorded_tables(folder: Path) -> list[tuple[str, str]]:
-    tables = []
-    for path in sorted(folder.glob("*")) if folder.is_dir() else []:
-        if path.suffix == ".csv":
-            import pandas as pd
-            tables.append((path.stem, pd.read_csv(path).to_html(index=False, classes="dataframe", border=0)))
-        elif path.suffix == ".html":
-            tables += [(path.stem, t) for t in _TABLE.findall(path.read_text(encoding="utf-8"))]
-    return tables
-
-
-def _comparison_tables(executed: Path) -> list[tuple[str, str]]:
-    import nbformat
-
-    nb = nbformat.read(executed, as_version=4)
-    heading, found = "", []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            headings = _HEADING.findall(cell.source)
-            heading = headings[-1] if headings else heading
-            continue
-        for output in cell.get("outputs", []):
-            text = output.get("data", {}).get("text/html", "")
-            text = "".join(text) if isinstance(text, list) else text
-            for table in _TABLE.findall(text):
-                head = _THEAD.search(table)
-                if head and _PAPER_HEADER.search(head.group(0)):
-                    found.append((heading, table))
-    return found
+def claims_html(notebook_dir: Path) -> str:
+    """The notebook's recorded claims as an HTML table, one row per claim; empty when it recorded none."""
+    claims = harness.load_claims(notebook_dir)
+    if not claims:
+        return ""
+    rows = [
+        [
+            _esc(c.paper),
+            _esc(c.claim),
+            _esc(c.paper_value),
+            _esc(c.ours),
+            _status(c.verdict.value),
+            _esc(c.rule),
+            _esc(c.note),
+        ]
+        for c in claims
+    ]
+    return _table(["paper", "claim", "paper value", "ours", "verdict", "rule", "note"], rows, "claims")
 
 
 def failed_cell(executed: Path) -> tuple[str, str] | None:
@@ -166,6 +157,8 @@ td.value { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: br
 .status-ok { background: #dff3e3; color: #17612a; }
 .status-failed, .status-regressed { background: #fbe0e0; color: #8c1d1d; }
 .status-missing, .status-new, .status-not-in-run-json { background: #fff1cc; color: #6d5200; }
+.status-holds { background: #dff3e3; color: #17612a; } .status-partly { background: #fff1cc; color: #6d5200; }
+.status-differs { background: #fbe0e0; color: #8c1d1d; } .status-not-testable { background: #eee; color: #555; }
 .alert { border-left: 6px solid #c62828; background: #fff5f5; padding: 0.6rem 1rem; margin: 1rem 0; }
 .alert.ok { border-left-color: #2e7d32; background: #f3fbf4; }
 .paper-table { overflow-x: auto; }
@@ -197,8 +190,11 @@ def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
 def _describe_error(error: dict | None) -> str:
     if not error:
         return ""
-    where = (f"cell {error['cell_index']} (exec count {error['exec_count']})" if error.get("cell_index") is not None
-             else "outside a cell")
+    where = (
+        f"cell {error['cell_index']} (exec count {error['exec_count']})"
+        if error.get("cell_index") is not None
+        else "outside a cell"
+    )
     evalue = (error.get("evalue") or "").strip().splitlines()
     return f"{where}: {error.get('ename')}" + (f": {evalue[0]}" if evalue else "")
 
@@ -211,47 +207,79 @@ def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dic
     statuses = Counter(e.get("status", "?") for e in entries)
     facts = [
         ("run", f"{_esc(run.get('run_name', run_dir.name))} <span class='muted'>({_esc(run_dir)})</span>"),
-        ("ran", f"{_esc(run.get('started', '?'))} to {_esc(run.get('finished', '?'))}" if run else
-                "<span class='muted'>no run.json</span>"),
+        (
+            "ran",
+            f"{_esc(run.get('started', '?'))} to {_esc(run.get('finished', '?'))}"
+            if run
+            else "<span class='muted'>no run.json</span>",
+        ),
         ("notebooks", f"{len(entries)}: " + ", ".join(f"{n} {_esc(status)}" for status, n in sorted(statuses.items()))),
         ("model", "<br>".join(_esc(m) for m in sorted(models)) or "<span class='muted'>not recorded</span>"),
-        ("data", "<br>".join(f"{_esc(stem)}: {_esc(v)}" for stem, v in data) or
-                 "<span class='muted'>not recorded</span>"),
-        ("parameters", (_esc(json.dumps(run.get("parameters", {}), sort_keys=True)) if run else "")
-                       + " <span class='muted'>(for every notebook; per notebook below)</span>"),
+        (
+            "data",
+            "<br>".join(f"{_esc(stem)}: {_esc(v)}" for stem, v in data) or "<span class='muted'>not recorded</span>",
+        ),
+        (
+            "parameters",
+            (_esc(json.dumps(run.get("parameters", {}), sort_keys=True)) if run else "")
+            + " <span class='muted'>(for every notebook; per notebook below)</span>",
+        ),
         ("versions", ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in run.get("versions", {}).items())),
     ]
-    rows = [[f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>', _status(e.get("status", "?")),
-             _esc(f"{e['duration_s']:.1f} s") if isinstance(e.get("duration_s"), (int, float)) else "",
-             _esc(json.dumps(e["parameters"], sort_keys=True)) if e.get("parameters") else "",
-             _esc(_describe_error(e.get("error")))] for e in entries]
-    return ('<section id="summary"><h2>Summary</h2><dl class="facts">'
-            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
-            + _table(["notebook", "status", "time", "parameters", "error"], rows, "notebooks") + "</section>")
+    rows = [
+        [
+            f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>',
+            _status(e.get("status", "?")),
+            _esc(f"{e['duration_s']:.1f} s") if isinstance(e.get("duration_s"), (int, float)) else "",
+            _esc(json.dumps(e["parameters"], sort_keys=True)) if e.get("parameters") else "",
+            _esc(_describe_error(e.get("error"))),
+        ]
+        for e in entries
+    ]
+    return (
+        '<section id="summary"><h2>Summary</h2><dl class="facts">'
+        + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl>"
+        + _table(["notebook", "status", "time", "parameters", "error"], rows, "notebooks")
+        + "</section>"
+    )
 
 
 def _check_section(check: dict) -> str:
     differences = check.get("differences", [])
     order = {s: i for i, s in enumerate(CHECK_STATUSES)}
-    differences = sorted(differences, key=lambda d: (order.get(d.get("status"), -1), d.get("notebook", ""),
-                                                     d.get("metric", "")))
+    differences = sorted(
+        differences, key=lambda d: (order.get(d.get("status"), -1), d.get("notebook", ""), d.get("metric", ""))
+    )
     bad = [d for d in differences if d.get("status") != "ok"]
     good = [d for d in differences if d.get("status") == "ok"]
 
     def rows(items):
-        return [[_status(d.get("status", "?")), _esc(d.get("notebook", "")), _esc(d.get("metric", "")),
-                 f'<span class="value">{_esc(format_value(d.get("reference")))}</span>',
-                 f'<span class="value">{_esc(format_value(d.get("value")))}</span>', _esc(d.get("tolerance", ""))]
-                for d in items]
+        return [
+            [
+                _status(d.get("status", "?")),
+                _esc(d.get("notebook", "")),
+                _esc(d.get("metric", "")),
+                f'<span class="value">{_esc(format_value(d.get("reference")))}</span>',
+                f'<span class="value">{_esc(format_value(d.get("value")))}</span>',
+                _esc(d.get("tolerance", "")),
+            ]
+            for d in items
+        ]
 
     header = ["status", "notebook", "metric", "reference", "this run", "tolerance"]
     ok = bool(check.get("ok")) and not bad
-    verdict = ("every compared metric is within tolerance" if ok else
-               f"{len(bad)} of {len(differences)} compared metrics are not ok"
-               + ("" if bad else " (check.json says the check failed)"))
-    out = (f'<section id="check"><h2>Regression check</h2>'
-           f'<div class="alert{" ok" if ok else ""}"><strong>{"OK" if ok else "REGRESSIONS"}</strong>: {_esc(verdict)}; '
-           f'reference: <code>{_esc(check.get("reference", "?"))}</code></div>')
+    verdict = (
+        "every compared metric is within tolerance"
+        if ok
+        else f"{len(bad)} of {len(differences)} compared metrics are not ok"
+        + ("" if bad else " (check.json says the check failed)")
+    )
+    out = (
+        f'<section id="check"><h2>Regression check</h2>'
+        f'<div class="alert{" ok" if ok else ""}"><strong>{"OK" if ok else "REGRESSIONS"}</strong>: {_esc(verdict)}; '
+        f"reference: <code>{_esc(check.get('reference', '?'))}</code></div>"
+    )
     if bad:
         out += _table(header, rows(bad), "check-problems")
     if good:
@@ -263,8 +291,10 @@ def _failures_section(run_dir: Path, failed: list[dict]) -> str:
     parts = ['<section id="failures"><h2>Failures</h2>']
     for entry in failed:
         stem = entry["name"]
-        parts.append(f'<div class="alert"><strong>{_esc(stem)}</strong> failed in {_esc(_describe_error(entry.get("error")))}'
-                     "</div>")
+        parts.append(
+            f'<div class="alert"><strong>{_esc(stem)}</strong> failed in {_esc(_describe_error(entry.get("error")))}'
+            "</div>"
+        )
         found = failed_cell(run_dir / stem / f"{stem}.ipynb")
         if found is not None:
             source, trace = found
@@ -278,21 +308,23 @@ def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
     head = f'<section id="nb-{_esc(stem)}"><h2>{_esc(stem)} {_status(entry.get("status", "?"))}</h2>'
     parts = [head]
     if entry.get("error"):
-        parts.append(f'<p>Failed in {_esc(_describe_error(entry["error"]))} (see <a href="#failures">failures</a>); '
-                     "what it wrote before failing is shown.</p>")
-    tables = paper_tables(folder) if folder.is_dir() else []
-    if tables:
-        parts.append("<h3>Paper vs ours</h3>")
-        for caption, table in tables:
-            parts.append(f'<div class="paper-table"><p class="muted">{_esc(caption)}</p>{table}</div>')
+        parts.append(
+            f'<p>Failed in {_esc(_describe_error(entry["error"]))} (see <a href="#failures">failures</a>); '
+            "what it wrote before failing is shown.</p>"
+        )
+    table = claims_html(folder) if folder.is_dir() else ""
+    if table:
+        parts.append(f'<h3>Paper vs ours</h3><div class="paper-table">{table}</div>')
     else:
-        parts.append('<p class="muted">No "paper vs ours" table found.</p>')
+        parts.append('<p class="muted">No claims recorded.</p>')
     figures = figure_files(folder) if folder.is_dir() else []
     if figures:
         parts.append("<h3>Figures</h3>")
     for path in figures:
-        parts.append(f'<figure><img src="{data_uri(path)}" alt="{_esc(path.stem)}">'
-                     f"<figcaption>{_esc(path.name)}</figcaption></figure>")
+        parts.append(
+            f'<figure><img src="{data_uri(path)}" alt="{_esc(path.stem)}">'
+            f"<figcaption>{_esc(path.name)}</figcaption></figure>"
+        )
     if has_metrics:
         parts.append(f'<p><a href="#metrics-{_esc(stem)}">its metrics</a></p>')
     return "".join(parts) + "</section>"
@@ -303,8 +335,13 @@ def _metrics_section(metrics: dict[str, dict]) -> str:
     for stem, recorded in metrics.items():
         for i, (name, value) in enumerate(flatten_metrics(recorded).items()):
             anchor = f' id="metrics-{_esc(stem)}"' if i == 0 else ""
-            rows.append([f"<span{anchor}>{_esc(stem)}</span>", _esc(name),
-                         f'<span class="value">{_esc(format_value(value))}</span>'])
+            rows.append(
+                [
+                    f"<span{anchor}>{_esc(stem)}</span>",
+                    _esc(name),
+                    f'<span class="value">{_esc(format_value(value))}</span>',
+                ]
+            )
     body = _table(["notebook", "metric", "value"], rows, "metrics") if rows else "<p>No metrics recorded.</p>"
     return f'<section id="metrics"><h2>All metrics</h2>{body}</section>'
 
@@ -324,12 +361,17 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     failed = [e for e in entries if e.get("status") == "failed"]
 
     title = f"bertology run {run.get('run_name', folder.name)}"
-    nav = (['<a href="#check">regression check</a>'] if check else []) + (
-        ['<a href="#failures">failures</a>'] if failed else []) + ['<a href="#summary">summary</a>'] + [
-        f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>' for e in entries] + ['<a href="#metrics">metrics</a>']
+    nav = (
+        (['<a href="#check">regression check</a>'] if check else [])
+        + (['<a href="#failures">failures</a>'] if failed else [])
+        + ['<a href="#summary">summary</a>']
+        + [f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>' for e in entries]
+        + ['<a href="#metrics">metrics</a>']
+    )
     generated = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     page = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_esc(title)}</h1><p class='muted'>report written {_esc(generated)}</p>",

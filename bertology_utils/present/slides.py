@@ -19,6 +19,7 @@ papermill's injected-parameters cell is skipped.
 A deck is ready when ``Reveal.isReady()`` is true (reveal.js also adds the class ``ready``
 to the ``div.reveal`` element).
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,6 +31,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
+
+__all__ = [
+    "SLIDES_SUFFIX",
+    "REVEAL",
+    "REMOVE_CELL_TAGS",
+    "REMOVE_INPUT_TAGS",
+    "REMOVE_OUTPUT_TAGS",
+    "has_math",
+    "network_references",
+    "slides_path",
+    "notebook_to_slides",
+    "prepare_for_slides",
+    "run_slides",
+]
 
 #: Suffix of a deck beside its notebook: ``<stem>/<stem>.slides.html``.
 SLIDES_SUFFIX = ".slides.html"
@@ -102,7 +117,8 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 
 #: <script src=...> and <link href=...> that reach the network; CSS @import inside <style> elements.
 _NETWORK_TAG = re.compile(
-    r"""<(?:script\b[^>]*\bsrc|link\b[^>]*\bhref)\s*=\s*["']?(?:https?:)?//[^"'\s>]+""", re.IGNORECASE)
+    r"""<(?:script\b[^>]*\bsrc|link\b[^>]*\bhref)\s*=\s*["']?(?:https?:)?//[^"'\s>]+""", re.IGNORECASE
+)
 _SCRIPT_BODY = re.compile(r"(<script\b[^>]*>).*?(</script\s*>)", re.IGNORECASE | re.DOTALL)
 _STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)</style>", re.IGNORECASE | re.DOTALL)
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
@@ -110,8 +126,7 @@ _REMOTE_IMPORT = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//[^"')\
 
 
 #: LaTeX in markdown, as Jupyter renders it: $...$, $$...$$, \(...\), \[...\] or an environment.
-_MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$[^$\s](?:[^$]*[^$\s])?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{",
-                   re.DOTALL)
+_MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$[^$\s](?:[^$]*[^$\s])?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{", re.DOTALL)
 
 # Typeset the same delimiters Jupyter does, once the page has loaded (hidden slides included).
 _MATHJAX_CONFIG = """<script>
@@ -142,8 +157,9 @@ def slides_path(executed_ipynb: str | os.PathLike) -> Path:
     return path.with_name(path.stem + SLIDES_SUFFIX)
 
 
-def notebook_to_slides(executed_ipynb: str | os.PathLike, out_html: str | os.PathLike | None = None, *,
-                       show_code: bool = False) -> Path:
+def notebook_to_slides(
+    executed_ipynb: str | os.PathLike, out_html: str | os.PathLike | None = None, *, show_code: bool = False
+) -> Path:
     """Write the deck of one executed notebook to ``out_html`` (default: :func:`slides_path`); returns it.
 
     Raises :class:`~bertology_utils.core.errors.AssetMissingError` when reveal.js and the other
@@ -159,8 +175,11 @@ def notebook_to_slides(executed_ipynb: str | os.PathLike, out_html: str | os.Pat
     html = _export(prepare_for_slides(nb, show_code=show_code), title=source.stem, show_code=show_code)
     remote = network_references(html)
     if remote:  # from the notebook's own outputs (e.g. a view that loads a CDN library), or assets not installed
-        warnings.warn(f"{out} will not be complete offline: it loads {len(remote)} resource(s) from the network, "
-                      f"e.g. {remote[0]!r}", stacklevel=2)
+        warnings.warn(
+            f"{out} will not be complete offline: it loads {len(remote)} resource(s) from the network, "
+            f"e.g. {remote[0]!r}",
+            stacklevel=2,
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
     return out
@@ -182,8 +201,11 @@ def prepare_for_slides(nb, *, show_code: bool = False):
         if tags & REMOVE_OUTPUT_TAGS or hidden.get("outputs_hidden"):
             cell.outputs = []
         if not show_code:
-            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.get("name") == "stderr")
-                            and not _is_progress_bar(o)]
+            cell.outputs = [
+                o
+                for o in cell.outputs
+                if not (o.output_type == "stream" and o.get("name") == "stderr") and not _is_progress_bar(o)
+            ]
     _skip_empty_code_cells(nb.cells, show_code)
     return nb
 
@@ -196,8 +218,9 @@ def _is_progress_bar(output) -> bool:
     """A tqdm progress-bar widget (its plain-text form is the bar): noise in a talk."""
     data = output.get("data", {})
     text = data.get("text/plain", "")
-    return "application/vnd.jupyter.widget-view+json" in data and bool(_PROGRESS_TEXT.search(
-        text if isinstance(text, str) else "".join(text)))
+    return "application/vnd.jupyter.widget-view+json" in data and bool(
+        _PROGRESS_TEXT.search(text if isinstance(text, str) else "".join(text))
+    )
 
 
 def _slide_type(cell) -> str:
@@ -216,7 +239,7 @@ def _skip_empty_code_cells(cells, show_code: bool) -> None:
         if cell.cell_type != "code" or cell.outputs or code_shown or _slide_type(cell) in ("skip", "notes"):
             continue
         kind = _slide_type(cell)
-        following = next((c for c in cells[i + 1:] if _slide_type(c) not in ("skip", "notes")), None)
+        following = next((c for c in cells[i + 1 :] if _slide_type(c) not in ("skip", "notes")), None)
         if kind in opens and following is not None and opens.get(_slide_type(following), 0) < opens[kind]:
             following.metadata.setdefault("slideshow", {})["slide_type"] = kind
         cell.metadata.setdefault("slideshow", {})["slide_type"] = "skip"
@@ -228,15 +251,29 @@ def _export(nb, *, title: str, show_code: bool) -> str:
     from bertology_utils.present.assets import script_tag, style_tag
 
     exporter = SlidesExporter(
-        raw_template=_TEMPLATE, reveal_url_prefix=_REVEAL_PREFIX, reveal_theme=REVEAL["theme"],
-        reveal_transition=REVEAL["transition"], reveal_width=str(REVEAL["width"]),
-        reveal_height=str(REVEAL["height"]), exclude_input=not show_code,
-        exclude_input_prompt=True, exclude_output_prompt=True, embed_images=True)
+        raw_template=_TEMPLATE,
+        reveal_url_prefix=_REVEAL_PREFIX,
+        reveal_theme=REVEAL["theme"],
+        reveal_transition=REVEAL["transition"],
+        reveal_width=str(REVEAL["width"]),
+        reveal_height=str(REVEAL["height"]),
+        exclude_input=not show_code,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        embed_images=True,
+    )
     if "title" not in nb.metadata:
         nb.metadata["title"] = title
-    config = {"controls": True, "progress": True, "history": True, "slideNumber": "c/t",
-              "transition": REVEAL["transition"], "width": REVEAL["width"], "height": REVEAL["height"],
-              "margin": REVEAL["margin"]}
+    config = {
+        "controls": True,
+        "progress": True,
+        "history": True,
+        "slideNumber": "c/t",
+        "transition": REVEAL["transition"],
+        "width": REVEAL["width"],
+        "height": REVEAL["height"],
+        "margin": REVEAL["margin"],
+    }
     resources = {
         # reveal.js first: its UMD build would register an anonymous AMD module once require.js exists.
         "bertology_scripts": "\n".join(script_tag(name) for name in ("reveal", "jquery", "require")),
@@ -248,7 +285,7 @@ def _export(nb, *, title: str, show_code: bool) -> str:
     html, _ = exporter.from_notebook_node(nb, resources=resources)
     for asset, link in _STYLESHEET_LINKS.items():
         style = _without_remote_imports(style_tag(asset))
-        html, count = link.subn(lambda _: style, html)
+        html, count = link.subn(lambda _: style, html)  # noqa: B023 (called within this iteration)
         if count != 1:  # nbconvert's reveal template changed: fail loudly rather than ship a broken deck
             raise BertologyError(f"nbconvert's slide template no longer links {asset} as expected")
     return html
@@ -259,14 +296,19 @@ def _without_remote_imports(css: str) -> str:
     return re.sub(_REMOTE_IMPORT.pattern + r"""["']?\)?\s*;?""", "", css, flags=re.IGNORECASE)
 
 
-def run_slides(run_dir: str | os.PathLike, notebooks: Iterable[str] = (), *,
-               out_dir: str | os.PathLike | None = None, show_code: bool = False) -> list[Path]:
+def run_slides(
+    run_dir: str | os.PathLike,
+    notebooks: Iterable[str] = (),
+    *,
+    out_dir: str | os.PathLike | None = None,
+    show_code: bool = False,
+) -> list[Path]:
     """Decks for the executed notebooks of a run (all, or those named by stem, number or file name).
 
     Each goes beside its notebook, or into ``out_dir`` as ``<stem>.slides.html``. Returns the paths.
     """
-    from bertology_utils.run.harness import find_run
     from bertology_utils.present.report import executed_notebooks
+    from bertology_utils.run.harness import find_run
 
     folder = find_run(run_dir)
     available = executed_notebooks(folder)
@@ -286,8 +328,11 @@ def _pick(name: str, available: dict[str, Path], folder: Path) -> Path:
     if given.suffix == ".ipynb" and given.is_file():
         return given
     stem = given.name.removesuffix(".ipynb")
-    matches = [p for s, p in available.items() if stem == s or (stem.isdigit() and s.split("_")[0].isdigit()
-                                                                 and int(s.split("_")[0]) == int(stem))]
+    matches = [
+        p
+        for s, p in available.items()
+        if stem == s or (stem.isdigit() and s.split("_")[0].isdigit() and int(s.split("_")[0]) == int(stem))
+    ]
     if len(matches) == 1:
         return matches[0]
     listing = ", ".join(available) or "none"

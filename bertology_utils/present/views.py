@@ -17,6 +17,7 @@
 Function arguments count layers, heads and tokens from 0 like array indices; what is shown
 (slider readouts, titles) counts layers and heads from 1, as the papers and figures do.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,26 +30,35 @@ import itertools
 import json
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from bertology_utils.attention.alignment import WORD
-from bertology_utils.present.assets import script_tag, source_or_cdn
-from bertology_utils.data import Corpus, SentencePair, words_of
-from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.attention.extraction import attention_for
-from bertology_utils.core.figures import plot_attention_map
-from bertology_utils.interventions.editing import attention_modules, capture_attention
-from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.architectures import qkv, self_attention_modules
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.core.figures import plot_attention_map
+from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.data import Corpus, SentencePair, words_of
+from bertology_utils.interventions.editing import capture_attention
+from bertology_utils.present.assets import script_tag, source_or_cdn
 
-__all__ = ["AttentionView", "head_view", "model_view", "AttentionExplorer", "explorer", "NeuronView",
-           "neuron_view", "LEVELS"]
+__all__ = [
+    "AttentionView",
+    "head_view",
+    "model_view",
+    "AttentionExplorer",  # noqa: F822 (built lazily by __getattr__)
+    "explorer",
+    "NeuronView",
+    "neuron_view",
+    "LEVELS",
+]
 
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
 LEVELS = ("token", "word")
@@ -64,6 +74,7 @@ _REQUIRE_WAIT_MS = 15000
 
 
 # --------------------------------------------------------------------------- inputs
+
 
 def _as_item(source):
     """A text, a pair of texts, or a data item -> something :func:`attention_for` takes."""
@@ -91,12 +102,15 @@ def _maps(item: ItemAttention, level: str) -> tuple[np.ndarray, list[str], np.nd
     if level == "word":
         return item.attention, list(item.words), np.asarray(item.segments)
     if item.token_attention is None:
-        raise BertologyError(f"item {item.item_id} has word-level attention only (a store extracted without "
-                             "keep_tokens); use level='word', or pass the item's text and a model")
+        raise BertologyError(
+            f"item {item.item_id} has word-level attention only (a store extracted without "
+            "keep_tokens); use level='word', or pass the item's text and a model"
+        )
     return item.token_attention, list(item.tokens), np.asarray(item.segments)[item.token_to_word]
 
 
 # --------------------------------------------------------------------------- bertviz views
+
 
 @dataclass(frozen=True)
 class AttentionView:
@@ -114,9 +128,11 @@ class AttentionView:
         """Write a standalone page that draws offline; returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                        f"<title>{html_lib.escape(self.title)}</title>\n</head>\n<body>\n{self.html}\n</body>\n</html>\n",
-                        encoding="utf-8")
+        path.write_text(
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{html_lib.escape(self.title)}</title>\n</head>\n<body>\n{self.html}\n</body>\n</html>\n",
+            encoding="utf-8",
+        )
         return path
 
 
@@ -128,13 +144,16 @@ def _amd_module(name: str) -> str:
     # The library sees `module`/`exports` and no `define`, so it exports itself here, touching no
     # page globals. A page that already has the module keeps its own (require.js skips redefinitions).
     text = text.replace("</script", "<\\/script")  # would end the <script> element early
-    return (f"define({json.dumps(name)}, [], function () {{\n  var module = {{exports: {{}}}};\n"
-            f"  (function (define, module, exports) {{\n{text}\n  }}).call(window, undefined, module, module.exports);\n"
-            "  return module.exports;\n});\n")
+    return (
+        f"define({json.dumps(name)}, [], function () {{\n  var module = {{exports: {{}}}};\n"
+        f"  (function (define, module, exports) {{\n{text}\n  }}).call(window, undefined, module, module.exports);\n"
+        "  return module.exports;\n});\n"
+    )
 
 
-def _bertviz_view(kind: str, source, model, level: str, from_rule: str, element_id: str | None,
-                  decimals: int, options: dict) -> AttentionView:
+def _bertviz_view(
+    kind: str, source, model, level: str, from_rule: str, element_id: str | None, decimals: int, options: dict
+) -> AttentionView:
     import bertviz
 
     item = _item_attention(source, model, from_rule)
@@ -146,12 +165,22 @@ def _bertviz_view(kind: str, source, model, level: str, from_rule: str, element_
     with warnings.catch_warnings():
         # bertviz reads its .js templates without closing them.
         warnings.simplefilter("ignore", ResourceWarning)
-        page = draw(list(rounded.unsqueeze(1)), labels, sentence_b_start=int(second[0]) if len(second) else None,
-                    html_action="return", **options).data
-    if (_BERTVIZ_REQUIRE_TAG not in page or len(_BERTVIZ_CONFIG.findall(page)) != 1
-            or len(_BERTVIZ_PARAMS_COMMENT.findall(page)) != 1):
-        raise BertologyError(f"bertviz {getattr(bertviz, '__version__', '')} writes HTML this module does not "
-                             "know how to make offline; bertology expects bertviz 1.4")
+        page = draw(
+            list(rounded.unsqueeze(1)),
+            labels,
+            sentence_b_start=int(second[0]) if len(second) else None,
+            html_action="return",
+            **options,
+        ).data
+    if (
+        _BERTVIZ_REQUIRE_TAG not in page
+        or len(_BERTVIZ_CONFIG.findall(page)) != 1
+        or len(_BERTVIZ_PARAMS_COMMENT.findall(page)) != 1
+    ):
+        raise BertologyError(
+            f"bertviz {getattr(bertviz, '__version__', '')} writes HTML this module does not "
+            "know how to make offline; bertology expects bertviz 1.4"
+        )
     page = _BERTVIZ_PARAMS_COMMENT.sub("", _BERTVIZ_CONFIG.sub("", page.replace(_BERTVIZ_REQUIRE_TAG, "")))
     # bertviz names its root with a random uuid; a content hash keeps the HTML deterministic. (The
     # placeholder cannot clash with a token: JSON escapes control characters.)
@@ -167,20 +196,32 @@ def _bertviz_view(kind: str, source, model, level: str, from_rule: str, element_
     loader = "".join(_amd_module(name) for name in ("d3", "jquery"))
     missing = "The view needs require.js, d3 and jQuery: they are not installed and could not be loaded from their CDN."
     # Wait for require.js only when it comes from a CDN (scripts added to a notebook load asynchronously).
-    script = (f"(function whenRequire(tries) {{\n  if (typeof window.requirejs !== 'function') {{\n"
-              f"    if (tries * 50 < {_REQUIRE_WAIT_MS}) {{ setTimeout(whenRequire, 50, tries + 1); }}\n"
-              f"    else {{ document.getElementById({json.dumps(element_id)}).append({json.dumps(missing)}); }}\n"
-              f"    return;\n  }}\n{loader}{script}\n}})(0);")
+    script = (
+        f"(function whenRequire(tries) {{\n  if (typeof window.requirejs !== 'function') {{\n"
+        f"    if (tries * 50 < {_REQUIRE_WAIT_MS}) {{ setTimeout(whenRequire, 50, tries + 1); }}\n"
+        f"    else {{ document.getElementById({json.dumps(element_id)}).append({json.dumps(missing)}); }}\n"
+        f"    return;\n  }}\n{loader}{script}\n}})(0);"
+    )
     title = f"{kind} view: {item.item_id} ({level} level)"
-    html = (f'<div id="{element_id}" class="bertology-view bertology-{kind}-view" data-level="{level}" '
-            f'data-layers="{maps.shape[0]}" data-heads="{maps.shape[1]}" data-length="{maps.shape[2]}">\n'
-            f"{script_tag('require')}\n{markup.strip()}\n<script>\n{script}\n</script>\n</div>")
+    html = (
+        f'<div id="{element_id}" class="bertology-view bertology-{kind}-view" data-level="{level}" '
+        f'data-layers="{maps.shape[0]}" data-heads="{maps.shape[1]}" data-length="{maps.shape[2]}">\n'
+        f"{script_tag('require')}\n{markup.strip()}\n<script>\n{script}\n</script>\n</div>"
+    )
     return AttentionView(html, element_id, title)
 
 
-def head_view(source, model=None, *, level: str = "token", layer: int | None = None,
-              heads: Sequence[int] | None = None, from_rule: str = "mean", element_id: str | None = None,
-              decimals: int = 4) -> AttentionView:
+def head_view(
+    source,
+    model=None,
+    *,
+    level: str = "token",
+    layer: int | None = None,
+    heads: Sequence[int] | None = None,
+    from_rule: str = "mean",
+    element_id: str | None = None,
+    decimals: int = 4,
+) -> AttentionView:
     """bertviz's head view of one sentence or sentence pair, drawing offline.
 
     ``source`` is a text, a ``(text_a, text_b)`` pair, a data item (Sentence, SentencePair,
@@ -195,20 +236,33 @@ def head_view(source, model=None, *, level: str = "token", layer: int | None = N
     return _bertviz_view("head", source, model, level, from_rule, element_id, decimals, options)
 
 
-def model_view(source, model=None, *, level: str = "token", layers: Sequence[int] | None = None,
-               heads: Sequence[int] | None = None, display_mode: str = "light", from_rule: str = "mean",
-               element_id: str | None = None, decimals: int = 4) -> AttentionView:
+def model_view(
+    source,
+    model=None,
+    *,
+    level: str = "token",
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    display_mode: str = "light",
+    from_rule: str = "mean",
+    element_id: str | None = None,
+    decimals: int = 4,
+) -> AttentionView:
     """bertviz's model view (every head of every layer as a thumbnail), drawing offline.
 
     Arguments as for :func:`head_view`; ``layers`` and ``heads`` (from 0) restrict the grid
     (fewer thumbnails draw faster for long inputs); ``display_mode`` is "light" or "dark".
     """
-    options = {"include_layers": None if layers is None else [int(x) for x in layers],
-               "include_heads": None if heads is None else [int(h) for h in heads], "display_mode": display_mode}
+    options = {
+        "include_layers": None if layers is None else [int(x) for x in layers],
+        "include_heads": None if heads is None else [int(h) for h in heads],
+        "display_mode": display_mode,
+    }
     return _bertviz_view("model", source, model, level, from_rule, element_id, decimals, options)
 
 
 # --------------------------------------------------------------------------- explorer
+
 
 class _Items:
     """Items for the explorer by position: (label, ItemAttention) from a store (read on demand) or from memory."""
@@ -216,7 +270,9 @@ class _Items:
     def __init__(self, source, model, from_rule: str, limit: int):
         if isinstance(source, AttentionStore):
             self.store, self.items = source, None
-            rows = [(it.index, it.item_id, it.words, it.word_kinds) for it in itertools.islice(source.iter_items(), limit)]
+            rows = [
+                (it.index, it.item_id, it.words, it.word_kinds) for it in itertools.islice(source.iter_items(), limit)
+            ]
             self.has_tokens = any(s.has_tokens() for s in source.shards)
         else:
             items = list(source)[:limit]
@@ -248,11 +304,14 @@ def _png_output(fig) -> dict:
     """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"), "text/plain": "<attention map>"}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"), "text/plain": "<attention map>"},
+    }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _explorer_class():
     import ipywidgets as widgets
 
@@ -268,20 +327,27 @@ def _explorer_class():
             layers, heads = first.attention.shape[:2]
             levels = [lv for lv in ("word", "token") if lv == "word" or items.has_tokens]
             if level not in levels:
-                raise BertologyError(f"level {level!r} is not available here (available: {levels}); "
-                                     "token maps need a store extracted with keep_tokens, or items and a model")
+                raise BertologyError(
+                    f"level {level!r} is not available here (available: {levels}); "
+                    "token maps need a store extracted with keep_tokens, or items and a model"
+                )
             for what, value, n in (("layer", layer, layers), ("head", head, heads)):
                 if not 0 <= value < n:
                     raise ValueError(f"{what} {value} is out of range: the model has {n} (counted from 0)")
             self.items, self.dpi = items, dpi
-            self.sentence = widgets.Dropdown(options=list(zip(items.labels, range(len(items.labels)))), value=0,
-                                             description="sentence", layout=widgets.Layout(width="32em"))
-            self.layer = widgets.IntSlider(value=layer + 1, min=1, max=layers, description="layer",
-                                           continuous_update=False)
-            self.head = widgets.IntSlider(value=head + 1, min=1, max=heads, description="head",
-                                          continuous_update=False)
-            self.level = widgets.ToggleButtons(options=levels, value=level, description="level",
-                                               style={"button_width": "5em"})
+            self.sentence = widgets.Dropdown(
+                options=list(zip(items.labels, range(len(items.labels)))),
+                value=0,
+                description="sentence",
+                layout=widgets.Layout(width="32em"),
+            )
+            self.layer = widgets.IntSlider(
+                value=layer + 1, min=1, max=layers, description="layer", continuous_update=False
+            )
+            self.head = widgets.IntSlider(value=head + 1, min=1, max=heads, description="head", continuous_update=False)
+            self.level = widgets.ToggleButtons(
+                options=levels, value=level, description="level", style={"button_width": "5em"}
+            )
             self.output = widgets.Output()
             self.current: np.ndarray | None = None
             self.state: dict | None = None
@@ -302,8 +368,12 @@ def _explorer_class():
             side = max(3.0, 0.3 * len(labels) + 1.5)
             # A Figure outside pyplot: nothing for the inline backend to display a second time.
             fig = Figure(figsize=(side + 1, side), dpi=self.dpi)
-            ax = plot_attention_map(self.current, labels, ax=fig.add_subplot(),
-                                    title=f"{item.item_id}: layer {layer + 1}, head {head + 1} ({self.level.value}s)")
+            ax = plot_attention_map(
+                self.current,
+                labels,
+                ax=fig.add_subplot(),
+                title=f"{item.item_id}: layer {layer + 1}, head {head + 1} ({self.level.value}s)",
+            )
             for boundary in np.flatnonzero(np.diff(segments)) + 1:
                 ax.axhline(boundary, color="red", linewidth=1)
                 ax.axvline(boundary, color="red", linewidth=1)
@@ -312,8 +382,17 @@ def _explorer_class():
     return AttentionExplorer
 
 
-def explorer(source, model=None, *, level: str = "word", layer: int = 0, head: int = 0, from_rule: str = "mean",
-             max_items: int = 200, dpi: int = 80):
+def explorer(
+    source,
+    model=None,
+    *,
+    level: str = "word",
+    layer: int = 0,
+    head: int = 0,
+    from_rule: str = "mean",
+    max_items: int = 200,
+    dpi: int = 80,
+):
     """An ipywidgets panel to browse attention maps by sentence, layer and head.
 
     ``source`` is an AttentionStore (read item by item; token level only if it was
@@ -336,9 +415,6 @@ def __getattr__(name):  # AttentionExplorer is built lazily: ipywidgets is impor
 
 # --------------------------------------------------------------------------- neuron view
 
-#: Query and key projections of a self-attention module by attribute name: BERT, RoBERTa, ELECTRA
-#: (and MiniLM); DistilBERT; MPNet. The projections' outputs are the vectors the scores multiply.
-_QUERY_KEY = (("query", "key"), ("q_lin", "k_lin"), ("q", "k"))
 #: Arguments of a self-attention module's forward that are added to the scores before the softmax.
 _SCORE_TERMS = ("attention_mask", "position_bias")
 
@@ -352,15 +428,15 @@ class NeuronView:
     """
 
     tokens: tuple[str, ...]
-    layer: int           #: from 0
-    head: int            #: from 0
-    query_index: int     #: the attending token, from 0
-    query: np.ndarray    #: (head_dim,) the query vector of that token
-    keys: np.ndarray     #: (tokens, head_dim) the key vector of every token
+    layer: int  #: from 0
+    head: int  #: from 0
+    query_index: int  #: the attending token, from 0
+    query: np.ndarray  #: (head_dim,) the query vector of that token
+    keys: np.ndarray  #: (tokens, head_dim) the key vector of every token
     products: np.ndarray  #: (tokens, head_dim) query * key, elementwise
-    scaling: float       #: 1 / sqrt(head_dim)
-    bias: np.ndarray     #: (tokens,) added to the scores: attention mask, MPNet's relative position bias
-    scores: np.ndarray   #: (tokens,)
+    scaling: float  #: 1 / sqrt(head_dim)
+    bias: np.ndarray  #: (tokens,) added to the scores: attention mask, MPNet's relative position bias
+    scores: np.ndarray  #: (tokens,)
     attention: np.ndarray  #: (tokens,) softmax of the scores
     model_attention: np.ndarray  #: (tokens,) the model's own attention for this head and query
 
@@ -378,13 +454,25 @@ class NeuronView:
         ax_s, ax_a = fig.add_subplot(grid[1], sharey=ax_p), fig.add_subplot(grid[2], sharey=ax_p)
         limit = max(float(np.abs(products).max()), 1e-9)
         # The colour bar goes last, so the three panels keep the same height and their rows line up.
-        sns.heatmap(products, ax=ax_p, cbar_ax=fig.add_subplot(grid[3]), cmap="RdBu_r", center=0, vmin=-limit,
-                    vmax=limit, yticklabels=self.tokens, xticklabels=max(1, dims // 16),
-                    cbar_kws={"label": "query x key (left panel)"})
+        sns.heatmap(
+            products,
+            ax=ax_p,
+            cbar_ax=fig.add_subplot(grid[3]),
+            cmap="RdBu_r",
+            center=0,
+            vmin=-limit,
+            vmax=limit,
+            yticklabels=self.tokens,
+            xticklabels=max(1, dims // 16),
+            cbar_kws={"label": "query x key (left panel)"},
+        )
         ax_s.tick_params(labelleft=False)
         ax_a.tick_params(labelleft=False)
-        ax_p.set(xlabel="dimension of the head", ylabel="key token",
-                 title=f"query: {self.tokens[self.query_index]!r} (token {self.query_index})")
+        ax_p.set(
+            xlabel="dimension of the head",
+            ylabel="key token",
+            title=f"query: {self.tokens[self.query_index]!r} (token {self.query_index})",
+        )
         rows = np.arange(n) + 0.5
         ax_s.barh(rows, self.scores, color=np.where(self.scores >= 0, "tab:red", "tab:blue"))
         ax_s.axvline(0, color="grey", linewidth=0.8)
@@ -394,14 +482,6 @@ class NeuronView:
         fig.suptitle(f"layer {self.layer + 1}, head {self.head + 1} (counted from 1)")
         fig.tight_layout()
         return fig
-
-
-def _query_key(module) -> tuple[torch.nn.Module, torch.nn.Module]:
-    for q, k in _QUERY_KEY:
-        if isinstance(getattr(module, q, None), torch.nn.Linear) and isinstance(getattr(module, k, None), torch.nn.Linear):
-            return getattr(module, q), getattr(module, k)
-    raise ModelNotAvailableError(f"{type(module).__name__} has none of the query/key projections the neuron view "
-                                 f"knows ({', '.join('/'.join(p) for p in _QUERY_KEY)})")
 
 
 def _additive(term: torch.Tensor, dtype) -> torch.Tensor:
@@ -423,10 +503,12 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     """
     loaded = model if isinstance(model, LoadedModel) else load_model(model)
     if not 0 <= layer < loaded.num_layers or not 0 <= head < loaded.num_heads:
-        raise ValueError(f"layer {layer}, head {head} out of range: {loaded.name} has {loaded.num_layers} layers "
-                         f"x {loaded.num_heads} heads (counted from 0)")
-    module = attention_modules(loaded)[layer]
-    q_proj, k_proj = _query_key(module)
+        raise ValueError(
+            f"layer {layer}, head {head} out of range: {loaded.name} has {loaded.num_layers} layers "
+            f"x {loaded.num_heads} heads (counted from 0)"
+        )
+    module = self_attention_modules(loaded)[layer]
+    q_proj, k_proj, _ = qkv(loaded, layer)  # their outputs are the vectors the scores multiply
     head_dim = q_proj.out_features // loaded.num_heads
     seen: dict = {}
 
@@ -437,10 +519,14 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     def keep(name):
         def hook(_mod, _inputs, output):
             seen[name] = output.detach()[0].unflatten(-1, (loaded.num_heads, head_dim))[:, head].float()
+
         return hook
 
-    handles = [module.register_forward_pre_hook(keep_terms, with_kwargs=True),
-               q_proj.register_forward_hook(keep("q")), k_proj.register_forward_hook(keep("k"))]
+    handles = [
+        module.register_forward_pre_hook(keep_terms, with_kwargs=True),
+        q_proj.register_forward_hook(keep("q")),
+        k_proj.register_forward_hook(keep("k")),
+    ]
     try:
         with capture_attention(loaded, retain_grad=False) as captured:
             item = attention_for([_as_item(source)], loaded, keep_tokens=True)[0]
@@ -457,7 +543,7 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     if not 0 <= query < len(tokens):
         raise ValueError(f"query {query} out of range: the input has {len(tokens)} tokens (counted from 0)")
 
-    scaling = float(getattr(module, "scaling", head_dim ** -0.5))
+    scaling = float(getattr(module, "scaling", head_dim**-0.5))
     q, k = seen["q"][query], seen["k"]
     products = q[None, :] * k
     bias = torch.zeros(len(tokens))
@@ -471,8 +557,20 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
         raise ModelNotAvailableError(
             f"{type(module).__name__}: softmax(q·k) differs from the model's own attention by "
             f"{(attention - own).abs().max():.1e}; this architecture changes its scores in a way the neuron view "
-            "does not model")
+            "does not model"
+        )
     as_np = lambda t: t.cpu().numpy()  # noqa: E731
-    return NeuronView(tokens=tokens, layer=layer, head=head, query_index=query, query=as_np(q), keys=as_np(k),
-                      products=as_np(products), scaling=scaling, bias=as_np(bias), scores=as_np(scores),
-                      attention=as_np(attention), model_attention=as_np(own))
+    return NeuronView(
+        tokens=tokens,
+        layer=layer,
+        head=head,
+        query_index=query,
+        query=as_np(q),
+        keys=as_np(k),
+        products=as_np(products),
+        scaling=scaling,
+        bias=as_np(bias),
+        scores=as_np(scores),
+        attention=as_np(attention),
+        model_attention=as_np(own),
+    )

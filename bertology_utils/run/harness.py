@@ -12,8 +12,9 @@ plus the notebook's own knobs (``n_sentences = 500``...). As papermill does, the
 cell after it that sets ``output_dir`` (absolute path of the notebook's results folder) and the
 user's parameters. The notebook reports what it found with::
 
-    from bertology_utils.run.harness import record_metrics, save_figure
+    from bertology_utils.run.harness import record_claims, record_metrics, save_figure
     record_metrics({"tour.max_cls_attention": value}, output_dir=output_dir)
+    record_claims(claims, "tour.claims", output_dir=output_dir)   # papers.claims.Claim objects
     save_figure(fig, "cls_attention", output_dir=output_dir)
 
 Metric names are flat, dotted strings, ``"<topic>.<quantity>"``, unique across notebooks;
@@ -27,31 +28,60 @@ Results layout
     results/<run-name>/run.json                what ran: parameters, status, timings, versions
     results/<run-name>/check.json              metrics against references (--check; see regression)
     results/<run-name>/<stem>/<stem>.ipynb     the executed notebook (partial when it failed)
-    results/<run-name>/<stem>/metrics.json     written by record_metrics
+    results/<run-name>/<stem>/metrics.json     written by record_metrics (and record_claims)
+    results/<run-name>/<stem>/claims.json      written by record_claims: the "paper vs ours" claims
     results/<run-name>/<stem>/figures/         written by save_figure
 
 The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
 name again replaces the folders of the notebooks it runs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 
-from bertology_utils.core._version import __version__
-from bertology_utils.core import settings
+from bertology_utils.core import library_versions, settings
 from bertology_utils.core.errors import BertologyError, DataFormatError
+
+if TYPE_CHECKING:
+    from bertology_utils.papers.claims import Claim
+
+__all__ = [
+    "RESULTS_DIR_ENV",
+    "DEFAULT_NOTEBOOKS_DIR",
+    "INTERACTIVE_DIR",
+    "METRICS_FILE",
+    "CLAIMS_FILE",
+    "RUN_FILE",
+    "UNLISTED",
+    "list_notebooks",
+    "resolve_notebooks",
+    "default_run_name",
+    "results_dir",
+    "NotebookResult",
+    "RunReport",
+    "run_notebooks",
+    "record_metrics",
+    "record_claims",
+    "load_claims",
+    "save_figure",
+    "find_run",
+    "run_entries",
+    "load_metrics",
+    "read_json",
+    "write_text",
+]
 
 #: Environment variable overriding the results root.
 RESULTS_DIR_ENV = "BERTOLOGY_RESULTS_DIR"
@@ -60,6 +90,7 @@ DEFAULT_NOTEBOOKS_DIR = settings.PROJECT_ROOT / "notebooks"
 #: Folder (under the results root) used when a notebook runs outside the harness.
 INTERACTIVE_DIR = "interactive"
 METRICS_FILE = "metrics.json"
+CLAIMS_FILE = "claims.json"
 RUN_FILE = "run.json"
 
 _NOTEBOOK_NAME = re.compile(r"(\d+)_.+\.ipynb")
@@ -68,6 +99,7 @@ _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 # --------------------------------------------------------------------------- finding notebooks
+
 
 def list_notebooks(notebooks_dir: str | os.PathLike | None = None) -> list[Path]:
     """The numbered notebooks (``NN_topic.ipynb``) in ``notebooks_dir``, sorted by name."""
@@ -111,6 +143,7 @@ def _resolve_one(name: str, available: list[Path], folder: Path) -> Path:
 
 # --------------------------------------------------------------------------- running
 
+
 def default_run_name() -> str:
     """A run name from the local time, e.g. ``20261121-235959``."""
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -126,13 +159,13 @@ def results_dir() -> Path:
 class NotebookResult:
     """How one notebook ran."""
 
-    name: str                       # the notebook's stem, also its results folder
-    source: str                     # the notebook that was run
-    status: str                     # "ok" or "failed"
+    name: str  # the notebook's stem, also its results folder
+    source: str  # the notebook that was run
+    status: str  # "ok" or "failed"
     duration_s: float
-    executed_notebook: str | None   # the executed copy; partial when the notebook failed
-    metrics: str | None             # its metrics.json, if it wrote one
-    error: dict | None = None       # cell_index, exec_count, ename, evalue
+    executed_notebook: str | None  # the executed copy; partial when the notebook failed
+    metrics: str | None  # its metrics.json, if it wrote one
+    error: dict | None = None  # cell_index, exec_count, ename, evalue
     parameters: dict | None = None  # the parameters it was given (without output_dir)
 
     @property
@@ -223,7 +256,9 @@ def run_notebooks(
         raise BertologyError("output_dir is set by the harness; it cannot be passed as a parameter")
     run_name = run_name or default_run_name()
     if not _RUN_NAME.fullmatch(run_name):
-        raise BertologyError(f"bad run name {run_name!r}: use letters, digits, '_', '.' and '-', not starting with '.' or '-'")
+        raise BertologyError(
+            f"bad run name {run_name!r}: use letters, digits, '_', '.' and '-', not starting with '.' or '-'"
+        )
     _check_kernel(kernel_name)
 
     root = Path(results_root).expanduser() if results_root is not None else results_dir()
@@ -233,13 +268,18 @@ def run_notebooks(
     for i, path in enumerate(paths, 1):
         if progress:
             print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
-        result = _run_one(path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params},
-                          kernel_name, cell_timeout)
+        result = _run_one(
+            path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params}, kernel_name, cell_timeout
+        )
         if progress:
-            print(f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)", file=sys.stderr, flush=True)
+            print(
+                f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         results.append(result)
 
-    report = RunReport(run_name, run_dir, started, _now(), params, results, _versions())
+    report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions())
     text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
     write_text(run_dir / RUN_FILE, text + "\n")
     return report
@@ -256,27 +296,37 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
-            notebook, executed,
+            notebook,
+            executed,
             parameters={**params, "output_dir": str(folder)},
-            kernel_name=kernel_name, language="python",  # so notebooks without kernel metadata run too
+            kernel_name=kernel_name,
+            language="python",  # so notebooks without kernel metadata run too
             cwd=notebook.parent,
-            progress_bar=False, log_output=False,
+            progress_bar=False,
+            log_output=False,
             execution_timeout=cell_timeout,
             config=_kernel_config(),
         )
     except papermill.PapermillExecutionError as exc:
-        error = {"cell_index": _source_cell_index(notebook, exc.cell_index), "exec_count": exc.exec_count,
-                 "ename": exc.ename, "evalue": exc.evalue}
+        error = {
+            "cell_index": _source_cell_index(notebook, exc.cell_index),
+            "exec_count": exc.exec_count,
+            "ename": exc.ename,
+            "evalue": exc.evalue,
+        }
     except Exception as exc:  # a cell timeout, a dead kernel, an unreadable notebook: record it, run the rest
         error = {"cell_index": None, "exec_count": None, "ename": type(exc).__name__, "evalue": str(exc)}
     duration = time.perf_counter() - start
     metrics = folder / METRICS_FILE
     return NotebookResult(
-        name=notebook.stem, source=str(notebook), status="failed" if error else "ok",
+        name=notebook.stem,
+        source=str(notebook),
+        status="failed" if error else "ok",
         duration_s=round(duration, 3),
         executed_notebook=str(executed) if executed.exists() else None,
         metrics=str(metrics) if metrics.exists() else None,
-        error=error, parameters=params,
+        error=error,
+        parameters=params,
     )
 
 
@@ -317,23 +367,12 @@ def _check_kernel(kernel_name: str) -> None:
         raise BertologyError(f"no Jupyter kernel named {kernel_name!r}; available kernels: {available}") from None
 
 
-def _versions() -> dict:
-    """Versions of this process's Python and key packages (read from metadata: importing torch is slow)."""
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {"python": platform.python_version(), "torch": version("torch"),
-            "transformers": version("transformers"), "bertology_utils": __version__}
-
-
 def _now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 # --------------------------------------------------------------------------- inside notebooks
+
 
 def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike | None = None, **more) -> dict:
     """Merge metrics into ``<output_dir>/metrics.json`` and return everything recorded there.
@@ -353,8 +392,48 @@ def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike
     return recorded
 
 
-def save_figure(fig, name: str, output_dir: str | os.PathLike | None = None,
-                formats: Iterable[str] | str = ("png",), dpi: int = 150) -> list[Path]:
+def record_claims(claims: Iterable[Claim], prefix: str, output_dir: str | os.PathLike | None = None) -> list[Claim]:
+    """Record checked claims: into ``<output_dir>/claims.json`` and, as metrics, :meth:`Claim.to_metrics`.
+
+    ``prefix`` names the metrics (``"tour.claims"`` gives ``tour.claims.<id>.verdict``) and keys each
+    claim in the file, so a claim recorded again under the same prefix and id replaces the old
+    one. Returns every claim recorded in the folder, in order.
+    """
+    from bertology_utils.papers.claims import Claim
+
+    claims = list(claims)
+    keys = [f"{prefix}.{c.id}" for c in claims]
+    if len(set(keys)) != len(keys):
+        raise BertologyError(
+            f"claims recorded under {prefix!r} share an id: {sorted(k for k in keys if keys.count(k) > 1)}"
+        )
+    path = _output_folder(output_dir) / CLAIMS_FILE
+    recorded = {entry["key"]: entry for entry in (read_json(path).get("claims", []) if path.exists() else [])}
+    recorded.update({key: {"key": key, **_to_json(c.to_dict())} for key, c in zip(keys, claims)})
+    write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
+    record_metrics({k: v for c in claims for k, v in c.to_metrics(prefix).items()}, output_dir=output_dir)
+    return [Claim.from_dict(entry) for entry in recorded.values()]
+
+
+def load_claims(notebook_dir: str | os.PathLike) -> list[Claim]:
+    """The claims a notebook recorded in ``<notebook_dir>/claims.json`` (none without the file)."""
+    from bertology_utils.papers.claims import Claim
+
+    path = Path(notebook_dir) / CLAIMS_FILE
+    if not path.is_file():
+        return []
+    entries = read_json(path).get("claims")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "key" in e for e in entries):
+        raise DataFormatError("'claims' must be a list of objects with a 'key'", path)
+    try:
+        return [Claim.from_dict(entry) for entry in entries]
+    except (TypeError, ValueError) as exc:
+        raise DataFormatError(f"not a claim ({exc})", path) from None
+
+
+def save_figure(
+    fig, name: str, output_dir: str | os.PathLike | None = None, formats: Iterable[str] | str = ("png",), dpi: int = 150
+) -> list[Path]:
     """Save a matplotlib figure as ``<output_dir>/figures/<name>.<format>`` for each format.
 
     ``name`` is reduced to letters, digits, ``_``, ``.`` and ``-``; ``output_dir=None`` as in
@@ -432,9 +511,9 @@ def _to_json(value):
         return {str(k): _to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_to_json(v) for v in value]
-    if hasattr(value, "to_dict"):   # pandas Series and DataFrame: keep the index
+    if hasattr(value, "to_dict"):  # pandas Series and DataFrame: keep the index
         return _to_json(value.to_dict())
-    if hasattr(value, "tolist"):    # numpy and torch arrays and scalars
+    if hasattr(value, "tolist"):  # numpy and torch arrays and scalars
         return _to_json(value.tolist())
     raise TypeError(f"cannot record a {type(value).__name__} as a metric; use numbers, strings, lists or dicts")
 

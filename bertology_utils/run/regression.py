@@ -36,6 +36,7 @@ run did not include are skipped. The result goes to ``<run dir>/check.json``::
 A refresh (``update_references``) rewrites the references from a run, keeping each kept
 metric's tolerance, note and the file's comments: tolerances are decisions, values are data.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,18 +46,39 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertology_utils.run import harness
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.run import harness
+
+__all__ = [
+    "CHECK_FILE",
+    "OK",
+    "REGRESSED",
+    "MISSING",
+    "NEW",
+    "FAILING",
+    "Tolerance",
+    "DEFAULT_TOLERANCE",
+    "Reference",
+    "read_reference",
+    "read_references",
+    "Difference",
+    "CheckResult",
+    "compare_metrics",
+    "check_run",
+    "write_check",
+    "Refresh",
+    "update_references",
+]
 
 CHECK_FILE = "check.json"
 OK, REGRESSED, MISSING, NEW = "ok", "regressed", "missing", "new"
 FAILING = (REGRESSED, MISSING)
 
-_FILE_KEYS = {"parameters", "default", "metrics"}       # besides comments ("_...")
+_FILE_KEYS = {"parameters", "default", "metrics"}  # besides comments ("_...")
 _METRIC_KEYS = {"value", "abs", "rel", "ignore", "note"}
-_TOLERANCE_KEYS = ("abs", "rel", "ignore", "note")       # what a refresh keeps
-_TIMING_WORD = "seconds"                                 # a refresh does not compare new timings
-_SHOWN_CHARS = 60                                        # a value's width in the text report
+_TOLERANCE_KEYS = ("abs", "rel", "ignore", "note")  # what a refresh keeps
+_TIMING_WORD = "seconds"  # a refresh does not compare new timings
+_SHOWN_CHARS = 60  # a value's width in the text report
 
 
 @dataclass(frozen=True)
@@ -88,10 +110,10 @@ class Reference:
 
     notebook: str
     path: Path
-    metrics: dict[str, object]              # name -> reference value
-    tolerances: dict[str, Tolerance]        # name -> its tolerance
+    metrics: dict[str, object]  # name -> reference value
+    tolerances: dict[str, Tolerance]  # name -> its tolerance
     parameters: dict | None
-    raw: dict                               # the file as read (a refresh keeps its comments and notes)
+    raw: dict  # the file as read (a refresh keeps its comments and notes)
 
 
 def read_reference(path: str | os.PathLike) -> Reference:
@@ -109,12 +131,14 @@ def read_reference(path: str | os.PathLike) -> Reference:
         raise DataFormatError("a reference file holds a JSON object", path)
     unknown = sorted(k for k in raw if k not in _FILE_KEYS and not k.startswith("_"))
     if unknown:
-        raise DataFormatError(f"unknown keys {unknown}; expected {sorted(_FILE_KEYS)} (and comments starting with _)",
-                              path)
+        raise DataFormatError(
+            f"unknown keys {unknown}; expected {sorted(_FILE_KEYS)} (and comments starting with _)", path
+        )
     metrics = raw.get("metrics")
     if not isinstance(metrics, dict):
-        raise DataFormatError("'metrics' must be an object: metric name -> {'value': ..., 'abs': ..., 'rel': ...}",
-                              path)
+        raise DataFormatError(
+            "'metrics' must be an object: metric name -> {'value': ..., 'abs': ..., 'rel': ...}", path
+        )
     parameters = raw.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise DataFormatError("'parameters' must be an object or null", path)
@@ -164,6 +188,7 @@ def read_references(folder: str | os.PathLike, allow_empty: bool = False) -> dic
 
 # --------------------------------------------------------------------------- comparing
 
+
 @dataclass
 class Difference:
     """One metric of one notebook compared: a row of check.json, plus ``detail`` (by how much) for the text."""
@@ -177,8 +202,14 @@ class Difference:
     detail: str = ""
 
     def to_dict(self) -> dict:
-        return {"notebook": self.notebook, "metric": self.metric, "reference": self.reference, "value": self.value,
-                "tolerance": self.tolerance, "status": self.status}
+        return {
+            "notebook": self.notebook,
+            "metric": self.metric,
+            "reference": self.reference,
+            "value": self.value,
+            "tolerance": self.tolerance,
+            "status": self.status,
+        }
 
 
 @dataclass
@@ -187,8 +218,8 @@ class CheckResult:
 
     reference_dir: Path
     differences: list[Difference]
-    skipped: list[str] = field(default_factory=list)   # references of notebooks the run did not include
-    notes: list[str] = field(default_factory=list)     # failed notebooks, parameters that differ, no reference
+    skipped: list[str] = field(default_factory=list)  # references of notebooks the run did not include
+    notes: list[str] = field(default_factory=list)  # failed notebooks, parameters that differ, no reference
 
     @property
     def ok(self) -> bool:
@@ -199,8 +230,11 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         """The check.json object."""
-        return {"reference": str(self.reference_dir), "ok": self.ok,
-                "differences": [d.to_dict() for d in self.differences]}
+        return {
+            "reference": str(self.reference_dir),
+            "ok": self.ok,
+            "differences": [d.to_dict() for d in self.differences],
+        }
 
     def report(self, heading: str = "check against") -> str:
         """A readable diff: the verdict and counts, then one line per metric that is not ok, then the notes."""
@@ -210,8 +244,9 @@ class CheckResult:
         nb_width = max((len(d.notebook) for d in rows), default=0)
         for d in rows:
             if d.status == REGRESSED:
-                what = (f"reference {_shorten(d.reference)}, value {_shorten(d.value)}: {d.detail}; "
-                        f"tolerance {d.tolerance}")
+                what = (
+                    f"reference {_shorten(d.reference)}, value {_shorten(d.value)}: {d.detail}; tolerance {d.tolerance}"
+                )
             elif d.status == MISSING:
                 what = f"reference {_shorten(d.reference)}, not recorded by this run"
             else:
@@ -234,8 +269,9 @@ def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -
             continue
         value = metrics[name]
         found = [] if tolerance.ignore is not None else list(_mismatches(expected, value, tolerance))
-        rows.append(Difference(notebook, name, expected, value, text, REGRESSED if found else OK,
-                               _describe_mismatches(found)))
+        rows.append(
+            Difference(notebook, name, expected, value, text, REGRESSED if found else OK, _describe_mismatches(found))
+        )
     rows += [Difference(notebook, name, None, value, "", NEW) for name, value in metrics.items() if name not in known]
     return rows
 
@@ -250,8 +286,16 @@ def _mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Itera
     elif isinstance(expected, dict) and isinstance(value, dict):
         missing, new = [k for k in expected if k not in value], [k for k in value if k not in expected]
         if missing or new:
-            yield where, None, "keys differ: " + "; ".join(
-                f"{label} {', '.join(map(repr, keys))}" for label, keys in (("missing", missing), ("new", new)) if keys)
+            yield (
+                where,
+                None,
+                "keys differ: "
+                + "; ".join(
+                    f"{label} {', '.join(map(repr, keys))}"
+                    for label, keys in (("missing", missing), ("new", new))
+                    if keys
+                ),
+            )
         for key in expected:
             if key in value:
                 yield from _mismatches(expected[key], value[key], tolerance, f"{where}[{key!r}]")
@@ -290,18 +334,21 @@ def _finite(value) -> bool:
 
 def _kind(value) -> str:
     return {type(None): "null", bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
 def _shorten(value) -> str:
     text = f"{value:.8g}" if isinstance(value, float) else json.dumps(value, default=str)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 # --------------------------------------------------------------------------- runs
 
-def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
-              references: dict[str, Reference] | None = None) -> CheckResult:
+
+def check_run(
+    run_dir: str | os.PathLike, reference_dir: str | os.PathLike, references: dict[str, Reference] | None = None
+) -> CheckResult:
     """Compare the notebooks of ``run_dir`` with the references in ``reference_dir``.
 
     ``references`` (from read_references) saves reading the folder again.
@@ -319,8 +366,10 @@ def check_run(run_dir: str | os.PathLike, reference_dir: str | os.PathLike,
         elif nb.get("status") == "failed":
             notes.append(f"{stem} failed: the reference metrics it did not record are missing")
         elif reference.parameters is not None and "parameters" in nb and nb["parameters"] != reference.parameters:
-            notes.append(f"{stem} ran with parameters {json.dumps(nb['parameters'], sort_keys=True)}; "
-                         f"its reference was made with {json.dumps(reference.parameters, sort_keys=True)}")
+            notes.append(
+                f"{stem} ran with parameters {json.dumps(nb['parameters'], sort_keys=True)}; "
+                f"its reference was made with {json.dumps(reference.parameters, sort_keys=True)}"
+            )
         differences += compare_metrics(stem, reference, metrics.get(stem, {}))
     skipped = [stem for stem in references if stem not in {nb["name"] for nb in ran}]
     return CheckResult(Path(reference_dir), differences, skipped, notes)
@@ -335,13 +384,14 @@ def write_check(result: CheckResult, run_dir: str | os.PathLike) -> Path:
 
 # --------------------------------------------------------------------------- refreshing
 
+
 @dataclass
 class Refresh:
     """What update_references did: the files written, the notebooks left alone, and the changes."""
 
     written: list[Path]
-    not_written: list[str]        # notebooks that failed: their references stay as they were
-    changes: CheckResult          # the run against the references as they were before
+    not_written: list[str]  # notebooks that failed: their references stay as they were
+    changes: CheckResult  # the run against the references as they were before
 
 
 def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLike) -> Refresh:
@@ -391,6 +441,7 @@ def _reference_object(old: Reference | None, metrics: dict, parameters: dict | N
 
 def _dumps(reference: dict) -> str:
     """The file's text: one line per metric, so that a changed metric is one changed line in a diff."""
+
     def dumps(value, indent=0):
         return json.dumps(value, indent=indent or None, allow_nan=False).replace("\n", "\n  ")
 

@@ -6,6 +6,7 @@ are skipped with the reason (pytest prints skip reasons: ``-rs`` is in the proje
 Every page runs offline: any request that leaves the machine is aborted and recorded, and the tests
 assert that none was attempted.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,14 @@ import pytest
 
 from bertology_utils.run.harness import results_dir
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 #: Screenshots and pages the browser tests leave for a human to look at.
 ARTIFACTS_DIR = results_dir() / "test-artifacts" / "browser"
 
@@ -65,7 +72,9 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def browser(chromium_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need playwright (pip install playwright)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="browser tests need playwright (pip install playwright)"
+    )
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         yield launched
@@ -116,8 +125,13 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def browser_env(tmp_path_factory):
     """Offline settings and a cache of their own for the kernels and runs these tests start."""
-    env = dict(os.environ, BERTOLOGY_OFFLINE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               BERTOLOGY_CACHE_DIR=str(tmp_path_factory.mktemp("browser-cache")))
+    env = dict(
+        os.environ,
+        BERTOLOGY_OFFLINE="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        BERTOLOGY_CACHE_DIR=str(tmp_path_factory.mktemp("browser-cache")),
+    )
     return env
 
 
@@ -126,9 +140,19 @@ def jupyterlab(tmp_path_factory, browser_env, chromium_path):
     """A JupyterLab server on loopback, a free port and a token, serving a fresh folder; stopped at the end."""
     root = tmp_path_factory.mktemp("lab")
     port, token = _free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--ServerApp.port_retries=0",
+    ]
     log = (root / "jupyterlab.log").open("w")
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=browser_env, cwd=root)
     url = f"http://127.0.0.1:{port}"
@@ -140,8 +164,10 @@ def jupyterlab(tmp_path_factory, browser_env, chromium_path):
                     break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start; see {root / 'jupyterlab.log'}:\n"
-                                       + (root / "jupyterlab.log").read_text()[-2000:])
+                    raise RuntimeError(
+                        f"JupyterLab did not start; see {root / 'jupyterlab.log'}:\n"
+                        + (root / "jupyterlab.log").read_text()[-2000:]
+                    ) from None
                 time.sleep(0.5)
         yield {"url": url, "token": token, "root": root}
     finally:

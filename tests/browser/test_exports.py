@@ -1,12 +1,13 @@
 """The exported slide deck and the run report in a real browser, with the network cut off."""
+
 import nbformat
 import pytest
 
-from bertology_utils.run import regression
 from bertology_utils.core import settings
-from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 from bertology_utils.present.report import build_report
 from bertology_utils.present.slides import notebook_to_slides
+from bertology_utils.run import regression
+from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -20,8 +21,13 @@ def tour_run(tmp_path_factory, browser_env):
     small = regression.read_reference(settings.PROJECT_ROOT / "tests" / "references" / "small" / "00_tour.json")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BERTOLOGY_CACHE_DIR", browser_env["BERTOLOGY_CACHE_DIR"])
-        report = run_notebooks([DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"], run_name="browser",
-                               parameters=small.parameters, results_root=root, progress=False)
+        report = run_notebooks(
+            [DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"],
+            run_name="browser",
+            parameters=small.parameters,
+            results_root=root,
+            progress=False,
+        )
     assert report.ok, report.summary()
     run = root / "browser"
     return {"deck": notebook_to_slides(run / "00_tour" / "00_tour.ipynb"), "report": build_report(run)}
@@ -42,8 +48,9 @@ def test_slide_deck_initialises_offline_and_every_slide_shows(tour_run, offline_
     page.wait_for_function(IMAGES_LOADED, timeout=30_000)
     assert page.locator("img[src^='data:image/png']").count() >= 3
     # The bertviz views inside the deck draw too.
-    page.wait_for_function("() => document.querySelectorAll('.bertology-head-view svg #attention line').length > 0",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.bertology-head-view svg #attention line').length > 0", timeout=30_000
+    )
     page.evaluate("() => Reveal.slide(0)")
     offline_page.screenshot("slides-tour")
     assert offline_page.blocked == [], f"the deck tried the network: {offline_page.blocked}"
@@ -52,8 +59,10 @@ def test_slide_deck_initialises_offline_and_every_slide_shows(tour_run, offline_
 
 def test_latex_in_a_deck_renders_offline(tmp_path, offline_page):
     """Notebook 04 explains its probe in LaTeX: the deck typesets it with the inlined MathJax."""
-    cells = [nbformat.v4.new_markdown_cell("# Probes\n\nHead $k$ puts weight $\\alpha_k[j,i]$ on word $i$."),
-             nbformat.v4.new_markdown_cell("## Display\n\n$$p(i \\mid j) = \\sum_k w_k \\alpha_k[j,i]$$")]
+    cells = [
+        nbformat.v4.new_markdown_cell("# Probes\n\nHead $k$ puts weight $\\alpha_k[j,i]$ on word $i$."),
+        nbformat.v4.new_markdown_cell("## Display\n\n$$p(i \\mid j) = \\sum_k w_k \\alpha_k[j,i]$$"),
+    ]
     for cell in cells:
         cell.metadata["slideshow"] = {"slide_type": "slide"}
     path = tmp_path / "04_math.ipynb"

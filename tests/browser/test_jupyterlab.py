@@ -1,11 +1,12 @@
 """JupyterLab in a real browser: the tour notebook runs and its interactive views draw, offline."""
+
 import json
 
 import papermill
 import pytest
 
-from bertology_utils.run import regression
 from bertology_utils.core import settings
+from bertology_utils.run import regression
 from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -43,15 +44,24 @@ def tour_notebook(jupyterlab):
     small = regression.read_reference(settings.PROJECT_ROOT / "tests" / "references" / "small" / "00_tour.json")
     path = jupyterlab["root"] / "tour.ipynb"
     params = dict(small.parameters, output_dir=str(jupyterlab["root"] / "tour-results"))
-    papermill.execute_notebook(DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb", path, parameters=params, prepare_only=True,
-                               kernel_name="python3", progress_bar=False)
+    papermill.execute_notebook(
+        DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb",
+        path,
+        parameters=params,
+        prepare_only=True,
+        kernel_name="python3",
+        progress_bar=False,
+    )
     return path
 
 
 def test_tour_runs_in_jupyterlab_and_its_views_draw(jupyterlab, offline_page, tour_notebook):
     page = _open_lab(offline_page, jupyterlab, tour_notebook.name)
-    page.wait_for_function("() => { const p = window.jupyterapp.shell.currentWidget;"
-                           " return p && p.sessionContext && p.sessionContext.isReady; }", timeout=60_000)
+    page.wait_for_function(
+        "() => { const p = window.jupyterapp.shell.currentWidget;"
+        " return p && p.sessionContext && p.sessionContext.isReady; }",
+        timeout=60_000,
+    )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(ALL_CELLS_RAN, timeout=300_000, polling=1000)
     # Outputs are attached lazily as they scroll into view: render them all before looking.
@@ -60,13 +70,15 @@ def test_tour_runs_in_jupyterlab_and_its_views_draw(jupyterlab, offline_page, to
 
     head = page.locator(".bertology-head-view").first
     head.scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelectorAll('.bertology-head-view svg #attention line').length > 0",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.bertology-head-view svg #attention line').length > 0", timeout=30_000
+    )
     layers = page.locator(".bertology-head-view select#layer option").count()
     model = page.locator(".bertology-model-view").first
     model.scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelectorAll('.bertology-model-view svg rect.attn_background')"
-                           ".length > 0", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.bertology-model-view svg rect.attn_background').length > 0", timeout=30_000
+    )
     thumbnails = page.locator(".bertology-model-view svg rect.attn_background").count()
     # One layer option per layer and one thumbnail per head of every layer: shapes from the model itself.
     metrics = json.loads((jupyterlab["root"] / "tour-results" / "metrics.json").read_text())
@@ -82,8 +94,12 @@ def test_tour_runs_in_jupyterlab_and_its_views_draw(jupyterlab, offline_page, to
     slider = explorer.locator(".slider-container .noUi-handle, .widget-slider input[type=range]").first
     slider.focus()
     page.keyboard.press("ArrowRight")  # the next layer (or head): the kernel redraws the map
-    page.wait_for_function("(before) => { const i = document.querySelector('.bertology-explorer img');"
-                           " return i && i.getAttribute('src') !== before; }", arg=before, timeout=30_000)
+    page.wait_for_function(
+        "(before) => { const i = document.querySelector('.bertology-explorer img');"
+        " return i && i.getAttribute('src') !== before; }",
+        arg=before,
+        timeout=30_000,
+    )
     offline_page.screenshot("jupyterlab-tour")
     assert offline_page.blocked == [], f"the tour tried the network: {offline_page.blocked}"
     assert not [e for e in offline_page.errors if "require" in e], offline_page.errors

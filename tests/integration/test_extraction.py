@@ -1,4 +1,5 @@
 """Extraction end to end on tiny random models: tokenize, align, forward, convert, store."""
+
 import os
 import signal
 import subprocess
@@ -14,13 +15,13 @@ import torch
 
 from bertology_utils.attention import extraction
 from bertology_utils.attention.alignment import align
-from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
-from bertology_utils.core.errors import BertologyError, StoreMismatchError
 from bertology_utils.attention.extraction import attention_for, extract_attention, extract_cached, shard_range
-from bertology_utils.interventions.editing import attention_modules
-from bertology_utils.core.models import load_model
 from bertology_utils.attention.store import AttentionStore, merge_stores
 from bertology_utils.attention.word_attention import word_attention_single
+from bertology_utils.core.architectures import self_attention_modules
+from bertology_utils.core.errors import BertologyError, StoreMismatchError
+from bertology_utils.core.models import load_model
+from bertology_utils.data import Corpus, Sentence, SentencePair, load_sample
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_whole_forward_when_hooks_see_no_probabilities(bert, corpus, monkeypatch
     """An architecture whose hooked modules do not return the probabilities gets the whole
     forward pass, with the same results."""
     expected = attention_for(corpus[:4], bert, batch_size=2)
-    monkeypatch.setattr(extraction, "_attention_layers", lambda model: [model.embeddings])
+    monkeypatch.setattr(extraction, "self_attention_modules", lambda loaded: [loaded.model.embeddings])
     got = attention_for(corpus[:4], bert, batch_size=2)
     for x, y in zip(expected, got, strict=True):
         np.testing.assert_array_equal(x.attention, y.attention)
@@ -109,8 +110,10 @@ def test_threads_sharing_a_model_each_get_their_own_maps(bert, corpus):
     def meet(*args):
         barrier.wait()
 
-    hooks = [attention_modules(bert.model)[0].register_forward_hook(meet),
-             bert.model.register_forward_hook(lambda *args: completed.append(True))]
+    hooks = [
+        self_attention_modules(bert.model)[0].register_forward_hook(meet),
+        bert.model.register_forward_hook(lambda *args: completed.append(True)),
+    ]
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             threaded = list(pool.map(lambda p: attention_for(p, bert, batch_size=len(p)), parts))
@@ -135,8 +138,9 @@ def test_token_level_kept(bert, corpus, tmp_path):
     store = extract_attention(corpus[:3], tmp_path / "t.zarr", bert, keep_tokens=True, progress=False)
     item = store[1]
     assert item.token_attention.shape[-1] == item.n_tokens == len(item.tokens)
-    np.testing.assert_allclose(word_attention_single(item.token_attention, item.token_to_word),
-                               item.attention, atol=4e-3)
+    np.testing.assert_allclose(
+        word_attention_single(item.token_attention, item.token_to_word), item.attention, atol=4e-3
+    )
 
 
 def test_too_long_error_and_max_tokens(bert, corpus, tmp_path):
@@ -194,15 +198,20 @@ KILLED_RUN = textwrap.dedent("""
 def test_resume_after_kill_equals_uninterrupted_run(tiny_model_dirs, tmp_path):
     model_dir = tiny_model_dirs["bert"]
     path = tmp_path / "killed.zarr"
-    proc = subprocess.run([sys.executable, "-c", KILLED_RUN, str(model_dir), str(path), "2"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN, str(model_dir), str(path), "2"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     partial = AttentionStore.open(path)
     assert partial.done == 16 and not partial.is_complete  # two committed blocks of 8
 
     resumed = extract_attention(load_sample(), path, model_dir, batch_size=4, block_size=8, progress=False)
-    fresh = extract_attention(load_sample(), tmp_path / "fresh.zarr", model_dir, batch_size=4, block_size=8,
-                              progress=False)
+    fresh = extract_attention(
+        load_sample(), tmp_path / "fresh.zarr", model_dir, batch_size=4, block_size=8, progress=False
+    )
     assert resumed.is_complete
     assert_stores_equal(resumed, fresh)
 
@@ -212,10 +221,12 @@ def test_kill_from_outside_at_any_moment(tiny_model_dirs, tmp_path):
     """kill -9 sent by another process while extraction runs; the resumed store is exact."""
     model_dir = tiny_model_dirs["bert"]
     path = tmp_path / "k.zarr"
-    code = ("import sys; from bertology_utils.data import load_sample; "
-            "from bertology_utils.attention.extraction import extract_attention; "
-            "c = load_sample(); c = type(c).from_items(list(c) * 5, name='x5'); "
-            "extract_attention(c, sys.argv[2], sys.argv[1], batch_size=2, block_size=4, progress=False)")
+    code = (
+        "import sys; from bertology_utils.data import load_sample; "
+        "from bertology_utils.attention.extraction import extract_attention; "
+        "c = load_sample(); c = type(c).from_items(list(c) * 5, name='x5'); "
+        "extract_attention(c, sys.argv[2], sys.argv[1], batch_size=2, block_size=4, progress=False)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, str(model_dir), str(path)])
     deadline = time.time() + 120
     while time.time() < deadline:  # wait for the first commits, then kill mid-run
@@ -263,13 +274,17 @@ def test_extract_cached_reuses_and_separates(bert, corpus, tmp_path):
 
 
 def test_batches_respect_the_attention_budget(bert, corpus):
-    from bertology_utils.attention.extraction import _batches
+    from bertology_utils.core.batching import plan_batches
 
     fits = sorted(align(bert.tokenizer, [c for i, c in enumerate(corpus) if i != 5]), key=lambda a: a.n_tokens)
     maps = bert.num_layers * bert.num_heads
     budget = maps * fits[-1].n_tokens ** 2 * 2  # room for two of the longest item
-    batches = list(_batches(fits, 8, budget, maps))
+    lengths = [a.n_tokens for a in fits]
+    batches = [
+        [fits[i] for i in rows] for rows in plan_batches(lengths, 8, max_batch_weights=budget, maps_per_item=maps)
+    ]
     assert [a.index for b in batches for a in b] == [a.index for a in fits]  # order kept, nothing lost
     assert all(len(b) <= 8 for b in batches)
     assert all(len(b) == 1 or len(b) * maps * b[-1].n_tokens ** 2 <= budget for b in batches)
-    assert len(batches[-1]) <= 2 and len(list(_batches(fits, 8, 1, maps))) == len(fits)
+    assert len(batches[-1]) <= 2
+    assert len(plan_batches(lengths, 8, max_batch_weights=1, maps_per_item=maps)) == len(fits)

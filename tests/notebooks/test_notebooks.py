@@ -4,6 +4,7 @@ committed reference (tests/references/small/<stem>.json) within their tolerances
 See bertology_utils.run.harness for the notebook convention and bertology_utils.run.regression for the
 reference files. `make refresh-references` rewrites the references from SMALL_PARAMETERS.
 """
+
 import json
 import re
 from pathlib import Path
@@ -22,13 +23,29 @@ REFRESH = "a change on purpose? `make refresh-references`, then review `git diff
 SMALL_PARAMETERS = {
     "00_tour": {"n_sentences": 4},
     "01_patterns": {"n_sentences": 8, "n_pairs": 4, "n_glue": 4},
-    "02_sep_noop": {"n_sentences": 8, "n_sst2": 8, "sst2_train_examples": 32, "sst2_epochs": 1,
-                    "sst2_eval_examples": 32, "n_ablation": 4, "batch_size": 4},
+    "02_sep_noop": {
+        "n_sentences": 8,
+        "n_sst2": 8,
+        "sst2_train_examples": 32,
+        "sst2_epochs": 1,
+        "sst2_eval_examples": 32,
+        "n_ablation": 4,
+        "batch_size": 4,
+    },
     "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
     "04_probes": {"n_train": 60, "n_dev": 20, "n_test": 20, "max_epochs": 2},
     "05_clustering": {"n_sentences": 12, "n_permutations": 200},
-    "06_pruning": {"tasks": ["SST-2"], "train_examples": 32, "epochs": 1, "eval_examples": 16, "dev_examples": 8,
-                   "cosine_examples": 8, "random_seeds": [0, 1], "step": 0.25, "batch_size": 8},
+    "06_pruning": {
+        "tasks": ["SST-2"],
+        "train_examples": 32,
+        "epochs": 1,
+        "eval_examples": 16,
+        "dev_examples": 8,
+        "cosine_examples": 8,
+        "random_seeds": [0, 1],
+        "step": 0.25,
+        "batch_size": 8,
+    },
 }
 
 
@@ -48,8 +65,13 @@ def _stem(path):
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
 def test_notebook_runs(notebook, tmp_path, isolated_cache):
-    report = run_notebooks([notebook], run_name="test", parameters=SMALL_PARAMETERS.get(notebook.stem, {}),
-                           results_root=tmp_path, progress=False)
+    report = run_notebooks(
+        [notebook],
+        run_name="test",
+        parameters=SMALL_PARAMETERS.get(notebook.stem, {}),
+        results_root=tmp_path,
+        progress=False,
+    )
     assert report.ok, report.summary()
     path = tmp_path / "test" / notebook.stem / "metrics.json"
     assert path.is_file(), f"{notebook.name} wrote no metrics.json: it must call record_metrics"
@@ -70,7 +92,8 @@ def test_notebook_has_a_reference_made_with_the_small_parameters(notebook):
     reference = regression.read_reference(REFERENCE_DIR / f"{notebook.stem}.json")
     assert reference.parameters == SMALL_PARAMETERS.get(notebook.stem), (
         f"{reference.path} was made with {reference.parameters}; SMALL_PARAMETERS has "
-        f"{SMALL_PARAMETERS.get(notebook.stem)}\n{REFRESH}")
+        f"{SMALL_PARAMETERS.get(notebook.stem)}\n{REFRESH}"
+    )
 
 
 def test_every_reference_belongs_to_a_notebook():

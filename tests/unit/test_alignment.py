@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
-from bertology_utils.data import Sentence, SentencePair
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
+from bertology_utils.data import Sentence, SentencePair
 
 
 @pytest.fixture(scope="module")

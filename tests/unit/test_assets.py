@@ -1,12 +1,13 @@
 """The JavaScript asset layer: lookup order, inlining, CDN fallback online, a clear error offline."""
+
 import json
 import warnings
 
 import pytest
 
-from bertology_utils.present import assets
 from bertology_utils.core import settings
 from bertology_utils.core.errors import AssetMissingError
+from bertology_utils.present import assets
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """The `bertology extract`, `info` and `merge` commands, end to end on the tiny BERT model."""
+
 import json
 import subprocess
 import sys
@@ -6,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from bertology_utils.attention import extraction
-from bertology_utils.attention import word_attention
+from bertology_utils.attention import extraction, word_attention
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
-from bertology_utils.cli.main import FROM_RULES, TOO_LONG_POLICIES, main, parse_shard
 from bertology_utils.attention.store import AttentionStore
+from bertology_utils.cli import main
+from bertology_utils.cli.extract import FROM_RULES, TOO_LONG_POLICIES, parse_shard
 
 SENTENCES = [["The", "cat", "sat", "."], ["Dogs", "bark", "loudly", "at", "night", "."], ["Hello", "!"]]
 
@@ -18,8 +19,10 @@ SENTENCES = [["The", "cat", "sat", "."], ["Dogs", "bark", "loudly", "at", "night
 def _conllu(path, sentences):
     blocks = []
     for n, words in enumerate(sentences, 1):
-        rows = [f"{i}\t{w}\t_\t_\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
-                for i, w in enumerate(words, 1)]
+        rows = [
+            f"{i}\t{w}\t_\t_\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
+            for i, w in enumerate(words, 1)
+        ]
         blocks.append(f"# sent_id = s{n}\n" + "\n".join(rows) + "\n")
     path.write_text("\n".join(blocks), encoding="utf-8")
     return path
@@ -58,14 +61,15 @@ def test_extract_conllu_resume_and_refuse_other_settings(tmp_path, bert, capsys)
 
 def test_too_long_items_are_skipped_and_reported_or_stop_the_run(tmp_path, bert, capsys):
     long = " ".join(["word"] * 200)  # far more than the tiny model's 64 positions
-    assert _extract("--sentence", long, "--sentence", "A short one.", "--model", bert,
-                    "--store", tmp_path / "skip.zarr") == 0
+    assert (
+        _extract("--sentence", long, "--sentence", "A short one.", "--model", bert, "--store", tmp_path / "skip.zarr")
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1 item longer than 64 tokens was skipped: indices 0" in out
     assert "extracted 1, skipped 1" in out
 
-    assert _extract("--sentence", long, "--model", bert, "--store", tmp_path / "err.zarr",
-                    "--too-long", "error") == 2
+    assert _extract("--sentence", long, "--model", bert, "--store", tmp_path / "err.zarr", "--too-long", "error") == 2
     err = capsys.readouterr().err
     assert err.startswith("bertology: error:") and "64" in err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -73,8 +77,11 @@ def test_too_long_items_are_skipped_and_reported_or_stop_the_run(tmp_path, bert,
 
 def test_shards_merged_equal_an_unsharded_extraction(tmp_path, bert, capsys):
     text = tmp_path / "five.txt"
-    text.write_text("One two three.\n\nA longer sentence with more words in it.\nShort.\n"
-                    "Another quite long sentence, with a comma.\nThe end\n", encoding="utf-8")
+    text.write_text(
+        "One two three.\n\nA longer sentence with more words in it.\nShort.\n"
+        "Another quite long sentence, with a comma.\nThe end\n",
+        encoding="utf-8",
+    )
     common = ["--text", text, "--model", bert]
     assert _extract(*common, "--store", tmp_path / "full.zarr") == 0
     for i in range(2):
@@ -110,9 +117,11 @@ def test_info_without_model_as_json(capsys):
 
 def test_info_without_model_does_not_import_torch():
     """`info --no-model` is the quick look: it answers without paying seconds for torch and transformers."""
-    code = ("import sys; from bertology_utils.cli.main import main; status = main(['info', '--no-model', '--json']); "
-            "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); "
-            "sys.stderr.write(repr(heavy)); sys.exit(status)")
+    code = (
+        "import sys; from bertology_utils.cli import main; status = main(['info', '--no-model', '--json']); "
+        "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); "
+        "sys.stderr.write(repr(heavy)); sys.exit(status)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().endswith("[]")
@@ -142,7 +151,7 @@ def test_parse_shard():
 
 
 def test_usage_errors(capsys):
-    assert main(["extract", "--store", "x.zarr"]) == 2                                     # no input
+    assert main(["extract", "--store", "x.zarr"]) == 2  # no input
     assert main(["extract", "--sentence", "a", "--conllu", "f", "--store", "x.zarr"]) == 2  # two inputs
     assert main(["extract", "--sentence", "a", "--split", "dev", "--store", "x.zarr"]) == 2
     assert "--split goes with --dataset" in capsys.readouterr().err

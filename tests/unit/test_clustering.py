@@ -1,9 +1,9 @@
 """Head distances against a plain scipy loop, tiling, joint matrices of two stores, the permutation test."""
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.analyses.clustering import (
     HeadDistances,
     JSAccumulator,
@@ -13,6 +13,7 @@ from bertology_utils.analyses.clustering import (
     neighbour_attention,
     same_layer_statistic,
 )
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 
@@ -24,9 +25,15 @@ def item(maps: np.ndarray, index: int, words=None) -> ItemAttention:
     n = maps.shape[-1]
     words = words or ("[CLS]", *[f"w{i}" for i in range(n - 2)], "[SEP]")
     kinds = np.array([LEADING_SPECIAL] + [WORD] * (n - 2) + [SEPARATOR], dtype=np.int8)
-    return ItemAttention(index=index, item_id=f"s{index}", words=tuple(words), word_kinds=kinds,
-                         segments=np.zeros(n, dtype=np.int8), attention=maps.astype(np.float16).astype(np.float32),
-                         n_tokens=n)
+    return ItemAttention(
+        index=index,
+        item_id=f"s{index}",
+        words=tuple(words),
+        word_kinds=kinds,
+        segments=np.zeros(n, dtype=np.int8),
+        attention=maps.astype(np.float16).astype(np.float32),
+        n_tokens=n,
+    )
 
 
 def random_items(seed: int, lengths=(3, 7, 4, 5), layers=L, heads=H, zeros=True) -> list[ItemAttention]:
@@ -113,8 +120,10 @@ def test_tile_plan_respects_max_bytes_and_float32_agrees():
 
 
 def make_store(path, items, layers, heads, name="m", corpus_sha="c0") -> AttentionStore:
-    metadata = {"model": {"name": name, "num_layers": layers, "num_heads": heads},
-                "corpus": {"name": "toy", "sha256": corpus_sha}}
+    metadata = {
+        "model": {"name": name, "num_layers": layers, "num_heads": heads},
+        "corpus": {"name": "toy", "sha256": corpus_sha},
+    }
     store = AttentionStore.open_or_create(path, metadata, len(items))
     store.writer(0, len(items), keep_tokens=False).append(items)
     store.refresh()
@@ -126,19 +135,25 @@ def test_two_stores_give_one_joint_matrix(tmp_path):
     second = random_items(5, layers=3, heads=2)
     second[0].attention[1, 0] = first[0].attention[0, 2]  # one head shared on item 0 only
     for a, b in zip(first, second):
-        b.attention[2, 1] = a.attention[1, 1]              # and one head identical on every item
+        b.attention[2, 1] = a.attention[1, 1]  # and one head identical on every item
     stores = make_store(tmp_path / "a.zarr", first, 2, 3, "a"), make_store(tmp_path / "b.zarr", second, 3, 2, "b")
     joint = head_distances(*stores)
     assert isinstance(joint, HeadDistances) and joint.matrix.shape == (12, 12)
     assert joint.source_names == ("a", "b") and joint.source.tolist() == [0] * 6 + [1] * 6
-    assert joint.labels()[6] == "b:L1-H1"
+    assert joint.labels()[6] == "b:1-1"
     np.testing.assert_allclose(joint.block(0, 0), head_distances(first).matrix, rtol=1e-12)
     np.testing.assert_allclose(joint.block(1, 1), head_distances(second).matrix, rtol=1e-12)
-    stacked = [item(np.concatenate([a.attention.reshape(6, a.n_words, a.n_words),
-                                    b.attention.reshape(6, b.n_words, b.n_words)])[None], a.index)
-               for a, b in zip(first, second)]
+    stacked = [
+        item(
+            np.concatenate(
+                [a.attention.reshape(6, a.n_words, a.n_words), b.attention.reshape(6, b.n_words, b.n_words)]
+            )[None],
+            a.index,
+        )
+        for a, b in zip(first, second)
+    ]
     np.testing.assert_allclose(joint.matrix, scipy_reference(stacked, 1e-3), rtol=1e-5, atol=1e-8)
-    assert joint.block(0, 1)[4, 5] <= 1e-12 * joint.matrix.max()  # a:L2-H2 and b:L3-H2 are the same head
+    assert joint.block(0, 1)[4, 5] <= 1e-12 * joint.matrix.max()  # a:2-2 and b:3-2 are the same head
 
 
 def test_mismatched_sources_are_refused(tmp_path):
@@ -204,7 +219,7 @@ def test_embedding_and_dendrogram_recover_planted_structure():
     assert embedding.coords.shape == (18, 2) and embedding.stress < 1e-3
     np.testing.assert_array_equal(embedding.coords, embed_heads(d, seed=3).coords)
     clusters = fcluster(head_linkage(d), 3, criterion="maxclust")
-    assert len(set(clusters)) == 3 and all(len(set(clusters[i:i + 6])) == 1 for i in (0, 6, 12))
+    assert len(set(clusters)) == 3 and all(len(set(clusters[i : i + 6])) == 1 for i in (0, 6, 12))
 
 
 def test_neighbour_attention_on_known_heads():

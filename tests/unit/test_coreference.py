@@ -1,28 +1,40 @@
 """GAP examples as words (offsets, cut words, windows) and pronoun-attention scoring on synthetic maps."""
+
 import numpy as np
 import pytest
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.analyses.coreference import (
-    BASELINES, PAPER_TABLE2, gap_words, paper_comparison, prepare_gap, score_coreference, window, word_spans,
+    BASELINES,
+    PAPER_TABLE2,
+    gap_words,
+    paper_comparison,
+    prepare_gap,
+    score_coreference,
+    window,
+    word_spans,
 )
-from bertology_utils.data import Corpus, GapExample
-from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.data import Corpus, GapExample
+from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.clark import coref_beats_nearest
 
 L, H = 2, 3
 
 
 def example(text: str, pronoun: str, a: str, b: str, a_coref=True, b_coref=False, nth=(0, 0, 0), id_="t"):
     """A GapExample whose offsets are those of the nth occurrence of each string."""
+
     def offset(s, k):
         at = -1
         for _ in range(k + 1):
             at = text.index(s, at + 1)
         return at
 
-    return GapExample(id_, text, pronoun, offset(pronoun, nth[0]), a, offset(a, nth[1]), a_coref,
-                      b, offset(b, nth[2]), b_coref, "")
+    return GapExample(
+        id_, text, pronoun, offset(pronoun, nth[0]), a, offset(a, nth[1]), a_coref, b, offset(b, nth[2]), b_coref, ""
+    )
 
 
 def test_word_spans_follow_words_of_and_cut_at_boundaries():
@@ -37,25 +49,34 @@ def test_word_spans_follow_words_of_and_cut_at_boundaries():
 
 
 def test_mentions_map_to_whole_words_and_are_checked():
-    ex = example("Anna Jones met Mary Smith in Rome. Later Smith's friend said she's tired.",
-                 "she", "Anna Jones", "Smith", a_coref=False, b_coref=True, nth=(0, 0, 1))
+    ex = example(
+        "Anna Jones met Mary Smith in Rome. Later Smith's friend said she's tired.",
+        "she",
+        "Anna Jones",
+        "Smith",
+        a_coref=False,
+        b_coref=True,
+        nth=(0, 0, 1),
+    )
     g = gap_words(ex)
     assert g.words[g.pronoun] == "she"
-    assert g.words[g.a[0]:g.a[1]] == ("Anna", "Jones")
-    assert g.words[g.b[0]:g.b[1]] == ("Smith",) and g.words[g.b[1]] == "'s"
+    assert g.words[g.a[0] : g.a[1]] == ("Anna", "Jones")
+    assert g.words[g.b[0] : g.b[1]] == ("Smith",) and g.words[g.b[1]] == "'s"
     assert g.split_words == 2  # "Smith's" and "she's" were cut
     assert g.gold == "B" and g.gender == "feminine"
     assert g.sentences[g.pronoun] == 1 and g.sentences[g.a[0]] == 0
-    bad = GapExample("bad", ex.text, "she", ex.pronoun_offset + 1, ex.a, ex.a_offset, False, ex.b, ex.b_offset,
-                     True, "")
+    bad = GapExample(
+        "bad", ex.text, "she", ex.pronoun_offset + 1, ex.a, ex.a_offset, False, ex.b, ex.b_offset, True, ""
+    )
     with pytest.raises(DataFormatError, match="bad"):
         gap_words(bad)
 
 
 def test_baselines_on_a_passage_with_known_answers():
     # A comes first and is the subject of the pronoun's sentence; B is nearer the pronoun.
-    ex = example("Tom saw that Bill left. Tom said that Bill was wrong because he was late.", "he", "Tom", "Bill",
-                 nth=(0, 1, 1))
+    ex = example(
+        "Tom saw that Bill left. Tom said that Bill was wrong because he was late.", "he", "Tom", "Bill", nth=(0, 1, 1)
+    )
     choices = gap_words(ex).baseline_choices()
     assert choices == {"nearest name": -1, "first name": 1, "salience rule": 1}
     # A name after the pronoun loses to one before it, whatever the distance.
@@ -90,14 +111,17 @@ def tiny_bert(tmp_path_factory):
 
 def gap_corpus() -> Corpus:
     filler = " ".join(["The weather was fine that day ."] * 8)
-    return Corpus.from_items([
-        example("John met Paul in Rome. He was happy.", "He", "John", "Paul", id_="m1"),
-        example("Mary met Anna in Rome. Later her sister came.", "her", "Mary", "Anna", False, True, id_="f1"),
-        example("Mary met Anna. She left.", "She", "Mary", "Anna", True, True, id_="both"),
-        example("Mary met Anna. She left.", "She", "Mary", "Anna", False, False, id_="neither"),
-        example(f"{filler} Sue met Kim. {filler} She left.", "She", "Sue", "Kim", id_="far"),
-        example(f"{filler} {filler} Sue met Kim. She left. {filler}", "She", "Sue", "Kim", id_="windowed"),
-    ], "gap-toy")
+    return Corpus.from_items(
+        [
+            example("John met Paul in Rome. He was happy.", "He", "John", "Paul", id_="m1"),
+            example("Mary met Anna in Rome. Later her sister came.", "her", "Mary", "Anna", False, True, id_="f1"),
+            example("Mary met Anna. She left.", "She", "Mary", "Anna", True, True, id_="both"),
+            example("Mary met Anna. She left.", "She", "Mary", "Anna", False, False, id_="neither"),
+            example(f"{filler} Sue met Kim. {filler} She left.", "She", "Sue", "Kim", id_="far"),
+            example(f"{filler} {filler} Sue met Kim. She left. {filler}", "She", "Sue", "Kim", id_="windowed"),
+        ],
+        "gap-toy",
+    )
 
 
 def test_prepare_counts_exclusions_and_windows(tiny_bert):
@@ -123,11 +147,18 @@ def pronoun_item(g, index: int, to_gold: float, to_other: float) -> ItemAttentio
     row = g.pronoun + 1
     for h, (x, y) in enumerate([(to_gold, to_other), (to_other, to_gold), (to_gold, to_gold)]):
         maps[0, h, row] = 0.0
-        maps[0, h, row, gold[0] + 1:gold[1] + 1] = x / (gold[1] - gold[0])
-        maps[0, h, row, other[0] + 1:other[1] + 1] = y / (other[1] - other[0])
+        maps[0, h, row, gold[0] + 1 : gold[1] + 1] = x / (gold[1] - gold[0])
+        maps[0, h, row, other[0] + 1 : other[1] + 1] = y / (other[1] - other[0])
     kinds = np.array([LEADING_SPECIAL] + [WORD] * len(g.words) + [SEPARATOR], dtype=np.int8)
-    return ItemAttention(index=index, item_id=g.example.id, words=("[CLS]", *g.words, "[SEP]"), word_kinds=kinds,
-                         segments=np.zeros(n, dtype=np.int8), attention=maps.astype(np.float32), n_tokens=n)
+    return ItemAttention(
+        index=index,
+        item_id=g.example.id,
+        words=("[CLS]", *g.words, "[SEP]"),
+        word_kinds=kinds,
+        segments=np.zeros(n, dtype=np.int8),
+        attention=maps.astype(np.float32),
+        n_tokens=n,
+    )
 
 
 def test_scoring_heads_baselines_gender_and_the_paper(tiny_bert):
@@ -142,17 +173,19 @@ def test_scoring_heads_baselines_gender_and_the_paper(tiny_bert):
     np.testing.assert_array_equal(result.held_out(), 1.0)
     table = result.table()
     assert table.index[0] == "best head 1-1"
-    assert list(table.index[2:2 + len(BASELINES)]) == list(BASELINES)
+    assert list(table.index[2 : 2 + len(BASELINES)]) == list(BASELINES)
     assert table.loc["chance", "all"] == 50.0 and table.loc["chance", "F/M"] == 1.0
     assert table.attrs["examples"] == {"all": 3, "masculine": 1, "feminine": 2}
     # m1 and windowed: A (first) is gold; f1: B is gold. So the first name is right 2 of 3 times.
     assert table.loc["first name", "all"] == pytest.approx(200 / 3)
     assert table.loc["first name", "masculine"] == 100.0 and table.loc["first name", "feminine"] == 50.0
     assert table.loc["first name", "F/M"] == 0.5
-    paper, claims = paper_comparison(result)
+    paper = paper_comparison(result)
     assert paper.loc["best attention head", "paper (%)"] == PAPER_TABLE2["best head (5-4)"]
     assert paper.loc["best attention head", "ours (%)"] == 100.0
-    assert bool(claims.loc["the best head beats the nearest-candidate baseline", "agrees"])
+    beats = coref_beats_nearest(result)
+    assert beats.verdict is Verdict.of(beats.values["held_out_accuracy"] > beats.values["nearest_accuracy"])
+    assert result.metrics()["coref.best_head"] == str(result.best_head) == table.index[0].split()[-1]
 
 
 def test_attention_of_other_words_is_refused_or_counted(tiny_bert):

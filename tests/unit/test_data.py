@@ -1,4 +1,5 @@
 """Tests of bertology_utils.data: readers, validation errors, words_of, resolution, downloads."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,15 +12,27 @@ from pathlib import Path
 
 import conllu
 import pytest
-from hypothesis import given, settings as hypothesis_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from bertology_utils import data
 from bertology_utils.core import settings
+from bertology_utils.core.errors import BertologyError, DataFormatError, DataNotFoundError
 from bertology_utils.data import (
-    Corpus, DataFile, GapExample, Sentence, SentencePair, read_conllu, read_gap_tsv, read_glue_tsv,
-    resolve_data_file, words_of,
+    Corpus,
+    DataFile,
+    GapExample,
+    Sentence,
+    SentencePair,
+    consecutive_pairs,
+    is_punctuation,
+    read_conllu,
+    read_gap_tsv,
+    read_glue_tsv,
+    resolve_data_file,
+    words_of,
 )
-from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 
 
 def write(tmp_path: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
@@ -51,34 +64,41 @@ def isolated(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- CoNLL-U
 
-GOOD_CONLLU = "\n".join([
-    "# sent_id = s1",
-    "# text = I don't know.",
-    token(1, "I", 4, "nsubj", "PRON"),
-    row("2-3", "don't", *["_"] * 8),
-    token(2, "do", 4, "aux", "AUX"),
-    token(3, "n't", 4, "advmod", "PART"),
-    token(4, "know", 0, "root", "VERB", "SpaceAfter=No"),
-    token(5, ".", 4, "punct", "PUNCT"),
-    "",
-    "# text = Sue left, Bill too.",
-    token(1, "Sue", 2, "nsubj", "PROPN"),
-    token(2, "left", 0, "root", "VERB", "SpaceAfter=No"),
-    token(3, ",", 4, "punct", "PUNCT"),
-    token(4, "Bill", 2, "conj", "PROPN"),
-    row("4.1", "left", "leave", "VERB", "_", "_", "_", "_", "2:conj", "_"),
-    token(5, "too", 4, "advmod", "ADV", "SpaceAfter=No"),
-    token(6, ".", 2, "punct", "PUNCT"),
-    "",
-])
+GOOD_CONLLU = "\n".join(
+    [
+        "# sent_id = s1",
+        "# text = I don't know.",
+        token(1, "I", 4, "nsubj", "PRON"),
+        row("2-3", "don't", *["_"] * 8),
+        token(2, "do", 4, "aux", "AUX"),
+        token(3, "n't", 4, "advmod", "PART"),
+        token(4, "know", 0, "root", "VERB", "SpaceAfter=No"),
+        token(5, ".", 4, "punct", "PUNCT"),
+        "",
+        "# text = Sue left, Bill too.",
+        token(1, "Sue", 2, "nsubj", "PROPN"),
+        token(2, "left", 0, "root", "VERB", "SpaceAfter=No"),
+        token(3, ",", 4, "punct", "PUNCT"),
+        token(4, "Bill", 2, "conj", "PROPN"),
+        row("4.1", "left", "leave", "VERB", "_", "_", "_", "_", "2:conj", "_"),
+        token(5, "too", 4, "advmod", "ADV", "SpaceAfter=No"),
+        token(6, ".", 2, "punct", "PUNCT"),
+        "",
+    ]
+)
 
 
 def test_read_conllu_skips_multiword_tokens_and_empty_nodes(tmp_path):
     corpus = read_conllu(write(tmp_path, "tiny.conllu", GOOD_CONLLU))
     first, second = corpus
-    assert first == Sentence("s1", ("I", "do", "n't", "know", "."), (4, 4, 4, 0, 4),
-                             ("nsubj", "aux", "advmod", "root", "punct"),
-                             ("PRON", "AUX", "PART", "VERB", "PUNCT"), "I don't know.")
+    assert first == Sentence(
+        "s1",
+        ("I", "do", "n't", "know", "."),
+        (4, 4, 4, 0, 4),
+        ("nsubj", "aux", "advmod", "root", "punct"),
+        ("PRON", "AUX", "PART", "VERB", "PUNCT"),
+        "I don't know.",
+    )
     assert second.id == "tiny.conllu:2"  # no sent_id: <file>:<n>
     assert second.words == ("Sue", "left", ",", "Bill", "too", ".")
     assert second.heads == (2, 0, 4, 2, 4, 2)
@@ -102,18 +122,29 @@ def sentence_lines(*tokens):
 
 # (lines of the file, line number the error must name, words of the message)
 BAD_CONLLU = {
-    "head out of range": (sentence_lines(token(1, "a", 2, "det"), token(2, "b", 0, "root"),
-                                         token(3, "c", 7, "obj")), 5, "out of range 0..3"),
-    "cycle": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", 3, "nmod"),
-                             token(3, "c", 2, "nmod")), 4, "cycle"),
+    "head out of range": (
+        sentence_lines(token(1, "a", 2, "det"), token(2, "b", 0, "root"), token(3, "c", 7, "obj")),
+        5,
+        "out of range 0..3",
+    ),
+    "cycle": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", 3, "nmod"), token(3, "c", 2, "nmod")), 4, "cycle"),
     "no root": (sentence_lines(token(1, "a", 2, "det"), token(2, "b", 1, "nmod")), 1, "no root"),
-    "two roots": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", 1, "obj"),
-                                 token(3, "c", 0, "root")), 5, "more than one root"),
-    "9 columns": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", 1, "obj").rsplit("\t", 1)[0]),
-                  4, "expected 10 tab-separated columns, found 9"),
+    "two roots": (
+        sentence_lines(token(1, "a", 0, "root"), token(2, "b", 1, "obj"), token(3, "c", 0, "root")),
+        5,
+        "more than one root",
+    ),
+    "9 columns": (
+        sentence_lines(token(1, "a", 0, "root"), token(2, "b", 1, "obj").rsplit("\t", 1)[0]),
+        4,
+        "expected 10 tab-separated columns, found 9",
+    ),
     "non-integer head": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", "x", "obj")), 4, "head"),
-    "ids out of order": (sentence_lines(token(1, "a", 0, "root"), token(3, "b", 1, "obj")), 4,
-                         "word ID 3 where 2 was expected"),
+    "ids out of order": (
+        sentence_lines(token(1, "a", 0, "root"), token(3, "b", 1, "obj")),
+        4,
+        "word ID 3 where 2 was expected",
+    ),
     "missing head": (sentence_lines(token(1, "a", 0, "root"), token(2, "b", "_", "obj")), 4, "HEAD is '_'"),
 }
 
@@ -135,6 +166,7 @@ def test_read_conllu_errors_name_file_and_line(tmp_path, case):
 @given(st.integers(1, 7).flatmap(lambda n: st.lists(st.integers(0, n), min_size=n, max_size=n)))
 def test_read_conllu_accepts_exactly_the_trees(tmp_path_factory, heads):
     """Any heads array: accepted iff one root and every word reaches it (checked independently)."""
+
     def reaches_root(word):
         for _ in heads:
             word = heads[word - 1]
@@ -160,6 +192,7 @@ def test_read_conllu_rejects_files_without_sentences(tmp_path, text):
 
 # --------------------------------------------------------------------------- the project sample
 
+
 def test_sample_treebank_is_40_valid_sentences():
     corpus = data.load_sample()
     assert len(corpus) == 40 and corpus.name == "sample/all"
@@ -169,8 +202,24 @@ def test_sample_treebank_is_40_valid_sentences():
         assert 5 <= len(sentence.words) <= 25
         assert sentence.relations.count("root") == 1 and sentence.heads.count(0) == 1
     relations = {r for s in corpus for r in s.relations}
-    assert {"nsubj:pass", "aux:pass", "compound:prt", "acl:relcl", "nmod:poss", "xcomp", "ccomp",
-            "advcl", "conj", "cc", "case", "obl", "nmod", "compound", "mark", "punct"} <= relations
+    assert {
+        "nsubj:pass",
+        "aux:pass",
+        "compound:prt",
+        "acl:relcl",
+        "nmod:poss",
+        "xcomp",
+        "ccomp",
+        "advcl",
+        "conj",
+        "cc",
+        "case",
+        "obl",
+        "nmod",
+        "compound",
+        "mark",
+        "punct",
+    } <= relations
     assert "Project sample treebank" in corpus.description
 
 
@@ -198,13 +247,17 @@ def test_sample_files_match_the_registry():
 def test_sample_pairs():
     corpus = data.load_sample_pairs()
     assert len(corpus) == 12 and all(isinstance(p, SentencePair) for p in corpus)
-    assert corpus[0] == SentencePair("pair-01", ("A", "woman", "is", "slicing", "tomatoes", "in", "the",
-                                                 "kitchen", "."), ("Someone", "is", "preparing", "food", "."),
-                                     "entailment")
+    assert corpus[0] == SentencePair(
+        "pair-01",
+        ("A", "woman", "is", "slicing", "tomatoes", "in", "the", "kitchen", "."),
+        ("Someone", "is", "preparing", "food", "."),
+        "entailment",
+    )
     assert sorted(set(corpus.labels)) == ["entailment", "not_entailment"]
 
 
 # --------------------------------------------------------------------------- GLUE and GAP
+
 
 def test_cola_without_header_or_final_newline(tmp_path):
     path = write(tmp_path, "dev.tsv", "gj04\t1\t\tThe cat sat.\ngj04\t0\t*\tCat the sat on.")
@@ -222,34 +275,51 @@ def test_sst2_header_and_trailing_space(tmp_path):
 
 
 def test_mrpc_bom_header_and_bare_quotes(tmp_path):
-    text = ("\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-            '1\t11\t12\tHe said " yes " .\t" Yes , " he said .\n')
+    text = '\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t11\t12\tHe said " yes " .\t" Yes , " he said .\n'
     (pair,) = corpus = read_glue_tsv(write(tmp_path, "dev.tsv", text), "MRPC")
-    assert pair == SentencePair("11-12", ("He", "said", '"', "yes", '"', "."),
-                                ('"', "Yes", ",", '"', "he", "said", "."), 1)
+    assert pair == SentencePair(
+        "11-12", ("He", "said", '"', "yes", '"', "."), ('"', "Yes", ",", '"', "he", "said", "."), 1
+    )
     assert corpus.labels == (1,)
 
 
 def test_stsb_scores_are_floats_and_rte_labels_strings(tmp_path):
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-    sts = read_glue_tsv(write(tmp_path, "sts.tsv", header + row(0, "g", "f", "y", "0", "n", "n",
-                                                                  "A dog runs.", "A dog is running.", "3.800") + "\n"),
-                        "STS-B")
+    sts = read_glue_tsv(
+        write(
+            tmp_path,
+            "sts.tsv",
+            header + row(0, "g", "f", "y", "0", "n", "n", "A dog runs.", "A dog is running.", "3.800") + "\n",
+        ),
+        "STS-B",
+    )
     assert sts[0].label == 3.8 and isinstance(sts[0].label, float) and sts[0].id == "0"
-    rte = read_glue_tsv(write(tmp_path, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n"
-                                                   "7\tA cat slept.\tAn animal slept.\tentailment\n"), "glue/RTE")
+    rte = read_glue_tsv(
+        write(
+            tmp_path, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n7\tA cat slept.\tAn animal slept.\tentailment\n"
+        ),
+        "glue/RTE",
+    )
     assert rte[0] == SentencePair("7", ("A", "cat", "slept", "."), ("An", "animal", "slept", "."), "entailment")
 
 
-@pytest.mark.parametrize("task,text,line,words", [
-    ("SST-2", "sentence\tlabel\ngood . \t1\nbad .\t1\t0\n", 3, "expected 2 tab-separated fields, found 3"),
-    ("SST-2", "sentence\tlabel\ngood . \tpositive\n", 2, "label 'positive' is not 0 or 1"),
-    ("SST-2", "sentence\n", 1, "expected the header"),
-    ("RTE", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tcontradiction\n", 2, "'contradiction'"),
-    ("STS-B", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-              "0\tg\tf\ty\t0\tn\tn\ta\tb\t7\n", 2, "outside 0..5"),
-    ("CoLA", "s\t1\t\tfine\ns\t1\t\t\n", 2, "no words"),
-])
+@pytest.mark.parametrize(
+    "task,text,line,words",
+    [
+        ("SST-2", "sentence\tlabel\ngood . \t1\nbad .\t1\t0\n", 3, "expected 2 tab-separated fields, found 3"),
+        ("SST-2", "sentence\tlabel\ngood . \tpositive\n", 2, "label 'positive' is not 0 or 1"),
+        ("SST-2", "sentence\n", 1, "expected the header"),
+        ("RTE", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tcontradiction\n", 2, "'contradiction'"),
+        (
+            "STS-B",
+            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+            "0\tg\tf\ty\t0\tn\tn\ta\tb\t7\n",
+            2,
+            "outside 0..5",
+        ),
+        ("CoLA", "s\t1\t\tfine\ns\t1\t\t\n", 2, "no words"),
+    ],
+)
 def test_glue_errors_name_the_line(tmp_path, task, text, line, words):
     with pytest.raises(DataFormatError) as caught:
         read_glue_tsv(write(tmp_path, "x.tsv", text), task)
@@ -267,9 +337,11 @@ def test_gap_reader_checks_offsets(tmp_path):
     shifted = row("d-2", GAP_TEXT, "she", 21, "Ann", 0, "FALSE", "Beth", 9, "TRUE", "http://x")
     with pytest.raises(DataFormatError, match=r"gap\.tsv:3: B 'Beth' is not in Text at offset 9"):
         read_gap_tsv(write(tmp_path, "gap.tsv", GAP_HEADER + good + "\n" + shifted + "\n"))
-    for bad, words in [(row("d-3", GAP_TEXT, "she", 21, "Ann", 0, "yes", "Beth", 8, "TRUE", "u"), "A-coref 'yes'"),
-                       (row("d-4", GAP_TEXT, "she", -1, "Ann", 0, "TRUE", "Beth", 8, "TRUE", "u"), "Pronoun-offset"),
-                       (row("d-5", GAP_TEXT, "she", 21), "expected 11")]:
+    for bad, words in [
+        (row("d-3", GAP_TEXT, "she", 21, "Ann", 0, "yes", "Beth", 8, "TRUE", "u"), "A-coref 'yes'"),
+        (row("d-4", GAP_TEXT, "she", -1, "Ann", 0, "TRUE", "Beth", 8, "TRUE", "u"), "Pronoun-offset"),
+        (row("d-5", GAP_TEXT, "she", 21), "expected 11"),
+    ]:
         with pytest.raises(DataFormatError, match=r"gap\.tsv:2: ") as caught:
             read_gap_tsv(write(tmp_path, "gap.tsv", GAP_HEADER + bad + "\n"))
         assert words in str(caught.value)
@@ -283,6 +355,7 @@ def test_undecodable_file_names_the_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- Corpus
+
 
 def test_corpus_from_texts_slicing_and_hashes():
     corpus = Corpus.from_texts(["Hello, world!", "Ça va?"], name="greetings")
@@ -316,18 +389,27 @@ def test_items_are_immutable_tuples():
 
 # --------------------------------------------------------------------------- words_of
 
-@pytest.mark.parametrize("text,words", [
-    ("Don't stop, O’Neil!", ["Don't", "stop", ",", "O’Neil", "!"]),
-    ("Pi is 3.14; a lot is 1,000 (roughly).", ["Pi", "is", "3.14", ";", "a", "lot", "is", "1,000", "(", "roughly",
-                                               ")", "."]),
-    ("he doesn 't like it 's taste", ["he", "doesn", "'t", "like", "it", "'s", "taste"]),
-    ("'Tis a 'quoted' word", ["'", "Tis", "a", "'", "quoted", "'", "word"]),
-    ("cafe\u0301 déjà-vu", ["cafe\u0301", "déjà", "-", "vu"]),  # decomposed accent stays in its word
-    ("東京 は", ["東京", "は"]),
-    ("I ❤️ 🍕!", ["I", "❤️", "🍕", "!"]),
-    ("a\u00a0b\u200bc\u00add\x00e\x07f\ufeffg", ["a", "b", "cd", "e", "fg"]),  # NBSP, ZWSP, soft hyphen, controls, BOM
-    (" \t\u200b\u200d\n", []),
-])
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("Don't stop, O’Neil!", ["Don't", "stop", ",", "O’Neil", "!"]),
+        (
+            "Pi is 3.14; a lot is 1,000 (roughly).",
+            ["Pi", "is", "3.14", ";", "a", "lot", "is", "1,000", "(", "roughly", ")", "."],
+        ),
+        ("he doesn 't like it 's taste", ["he", "doesn", "'t", "like", "it", "'s", "taste"]),
+        ("'Tis a 'quoted' word", ["'", "Tis", "a", "'", "quoted", "'", "word"]),
+        ("cafe\u0301 déjà-vu", ["cafe\u0301", "déjà", "-", "vu"]),  # decomposed accent stays in its word
+        ("東京 は", ["東京", "は"]),
+        ("I ❤️ 🍕!", ["I", "❤️", "🍕", "!"]),
+        (
+            "a\u00a0b\u200bc\u00add\x00e\x07f\ufeffg",
+            ["a", "b", "cd", "e", "fg"],
+        ),  # NBSP, ZWSP, soft hyphen, controls, BOM
+        (" \t\u200b\u200d\n", []),
+    ],
+)
 def test_words_of_examples(text, words):
     assert words_of(text) == words
 
@@ -386,7 +468,10 @@ def test_offline_and_missing_says_where_it_looked_and_how_to_get_it(isolated):
     with pytest.raises(DataNotFoundError) as caught:
         data.load_gap("development")
     message = str(caught.value)
-    assert "https://raw.githubusercontent.com/google-research-datasets/gap-coreference/master/gap-development.tsv" in message
+    assert (
+        "https://raw.githubusercontent.com/google-research-datasets/gap-coreference/master/gap-development.tsv"
+        in message
+    )
     assert "BERTOLOGY_DATA_DIR" in message and "offline" in message
     assert str(isolated / "project-data" / "gap-coreference" / "gap-development.tsv") in message
     assert str(isolated / "cache" / "data" / "gap-coreference" / "gap-development.tsv") in message
@@ -446,6 +531,7 @@ def test_unknown_names():
 
 # --------------------------------------------------------------------------- the real data, when present
 
+
 def _shared_data() -> Path | None:
     for candidate in (os.environ.get(settings.DATA_DIR_ENV), settings.PROJECT_ROOT.parent / "shared" / "data"):
         if candidate and (Path(candidate) / REL).is_file():
@@ -454,10 +540,18 @@ def _shared_data() -> Path | None:
 
 
 @pytest.mark.skipif(_shared_data() is None, reason="the shared gold data (BERTOLOGY_DATA_DIR) is not available")
-@pytest.mark.parametrize("name,split,count", [
-    ("ud-english-ewt", "dev", 2001), ("gap-coreference", "development", 2000), ("glue/SST-2", "dev", 872),
-    ("glue/MRPC", "dev", 408), ("glue/RTE", "dev", 277), ("glue/STS-B", "dev", 1500), ("glue/CoLA", "dev", 1043),
-])
+@pytest.mark.parametrize(
+    "name,split,count",
+    [
+        ("ud-english-ewt", "dev", 2001),
+        ("gap-coreference", "development", 2000),
+        ("glue/SST-2", "dev", 872),
+        ("glue/MRPC", "dev", 408),
+        ("glue/RTE", "dev", 277),
+        ("glue/STS-B", "dev", 1500),
+        ("glue/CoLA", "dev", 1043),
+    ],
+)
 def test_real_data_counts(monkeypatch, name, split, count):
     monkeypatch.setenv(settings.DATA_DIR_ENV, str(_shared_data()))
     with warnings.catch_warnings():
@@ -483,3 +577,29 @@ def test_read_text_lines_keeps_line_numbers(tmp_path):
     (tmp_path / "blank.txt").write_text("\n \n")
     with pytest.raises(DataFormatError, match="blank.txt"):
         read_text_lines(tmp_path / "blank.txt")
+
+
+def test_consecutive_pairs():
+    corpus = Corpus.from_texts(["One two.", "Three four!", "Five six?", "Seven.", "Left over."], name="five")
+    pairs = consecutive_pairs(corpus)
+    assert len(pairs) == 2 and pairs[0].a == corpus[0].words and pairs[0].b == corpus[1].words
+    assert pairs[1].id == f"{corpus[2].id}+{corpus[3].id}" and pairs.name == "five (consecutive pairs)"
+    with pytest.raises(BertologyError, match="at least two sentences"):
+        consecutive_pairs(corpus[:1])
+
+
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        (".", True),
+        ("...", True),
+        ("«»", True),
+        ("—", True),
+        ("'s", False),
+        ("$", False),
+        ("a.", False),
+        ("", False),
+    ],
+)
+def test_is_punctuation(word, expected):
+    assert is_punctuation(word) is expected

@@ -1,4 +1,5 @@
 """Fine-tuning: GLUE metrics, learning a separable toy task, the cache (hits, misses, corrupt entries)."""
+
 import json
 import warnings
 
@@ -6,14 +7,25 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.data import Corpus, Sentence, SentencePair
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.interventions.finetuning import (
-    DEFAULT_BUDGETS, TASKS, Budget, FineTuneCacheWarning, default_budget, encode, evaluate, fine_tune,
-    glue_metrics, label_ids, majority_baseline, predict, task_spec,
-)
-from bertology_utils.interventions.editing import gate_heads
 from bertology_utils.core.models import load_model
+from bertology_utils.data import Corpus, Sentence, SentencePair
+from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.interventions.finetuning import (
+    DEFAULT_BUDGETS,
+    TASKS,
+    Budget,
+    FineTuneCacheWarning,
+    default_budget,
+    encode,
+    evaluate,
+    fine_tune,
+    glue_metrics,
+    label_ids,
+    majority_baseline,
+    predict,
+    task_spec,
+)
 
 POSITIVE = ["good", "great", "happy", "excellent", "nice", "wonderful"]
 NEGATIVE = ["bad", "awful", "sad", "terrible", "poor", "horrible"]
@@ -33,8 +45,9 @@ def toy_sentiment(n: int, seed: int) -> Corpus:
     return Corpus.from_items(items, f"toy-{seed}", labels)
 
 
-TOY_BUDGET = Budget(train_examples=None, epochs=5, batch_size=16, learning_rate=1e-2, max_tokens=32,
-                    warmup_fraction=0.0)
+TOY_BUDGET = Budget(
+    train_examples=None, epochs=5, batch_size=16, learning_rate=1e-2, max_tokens=32, warmup_fraction=0.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +59,16 @@ def toy():
 def trained(tiny_model_dirs, toy, tmp_path_factory):
     cache = tmp_path_factory.mktemp("finetuned")
     train, dev = toy
-    run = fine_tune("SST-2", tiny_model_dirs["bert"], budget=TOY_BUDGET, seed=0, train=train, dev=dev,
-                    cache_dir=cache, progress=False)
+    run = fine_tune(
+        "SST-2",
+        tiny_model_dirs["bert"],
+        budget=TOY_BUDGET,
+        seed=0,
+        train=train,
+        dev=dev,
+        cache_dir=cache,
+        progress=False,
+    )
     return run, cache
 
 
@@ -103,8 +124,16 @@ def test_fine_tuning_learns_a_separable_task(trained):
 def test_cache_hit_reuses_the_checkpoint(trained, tiny_model_dirs, toy):
     run, cache = trained
     train, dev = toy
-    again = fine_tune("SST-2", tiny_model_dirs["bert"], budget=TOY_BUDGET, seed=0, train=train, dev=dev,
-                      cache_dir=cache, progress=False)
+    again = fine_tune(
+        "SST-2",
+        tiny_model_dirs["bert"],
+        budget=TOY_BUDGET,
+        seed=0,
+        train=train,
+        dev=dev,
+        cache_dir=cache,
+        progress=False,
+    )
     assert again.from_cache and again.path == run.path
     assert again.loaded.weights_sha256 == run.loaded.weights_sha256
     assert again.metrics == run.metrics
@@ -118,9 +147,20 @@ def test_cache_misses_on_seed_budget_and_init(trained, tiny_model_dirs, toy):
     run, cache = trained
     train, dev = toy
     small = Budget(train_examples=16, epochs=1, batch_size=16, max_tokens=32)
-    other = [fine_tune("SST-2", tiny_model_dirs["bert"], budget=small, seed=seed, init=init, train=train, dev=dev,
-                       cache_dir=cache, progress=False) for seed, init in [(0, "pretrained"), (1, "pretrained"),
-                                                                          (0, "random")]]
+    other = [
+        fine_tune(
+            "SST-2",
+            tiny_model_dirs["bert"],
+            budget=small,
+            seed=seed,
+            init=init,
+            train=train,
+            dev=dev,
+            cache_dir=cache,
+            progress=False,
+        )
+        for seed, init in [(0, "pretrained"), (1, "pretrained"), (0, "random")]
+    ]
     assert len({run.path} | {o.path for o in other}) == 4
     assert not any(o.from_cache for o in other)
 
@@ -153,8 +193,16 @@ def test_corrupt_entry_is_rebuilt_not_loaded(tiny_model_dirs, toy, tmp_path):
     budget = Budget(train_examples=32, epochs=1, batch_size=16, max_tokens=32)
 
     def run():
-        return fine_tune("SST-2", tiny_model_dirs["bert"], budget=budget, seed=0, train=train, dev=dev,
-                         cache_dir=tmp_path, progress=False)
+        return fine_tune(
+            "SST-2",
+            tiny_model_dirs["bert"],
+            budget=budget,
+            seed=0,
+            train=train,
+            dev=dev,
+            cache_dir=tmp_path,
+            progress=False,
+        )
 
     first = run()
     weights = first.path / "model.safetensors"

@@ -1,30 +1,47 @@
 """Gradients w.r.t. attention (checked against finite differences), statistics, objectives, ablations."""
+
 import copy
 
 import numpy as np
 import pytest
 import torch
-
-from bertology_utils.attention.alignment import align
-from bertology_utils.data import Corpus, Sentence
-from bertology_utils.core.errors import ModelNotAvailableError
-from bertology_utils.interventions.gradients import (
-    CLS, KINDS, OTHER, PUNCT, SEP, ClassifierObjective, MaskedEmbeddingObjective, MaskedLMObjective,
-    ablation_curves, ablation_summary, attention_gradients, batch_attention_gradients, consecutive_pairs,
-    has_mlm_head, head_gradient, sep_noop_claims, token_batches, token_kinds,
-)
-from bertology_utils.interventions.editing import edit_attention
-from bertology_utils.core.models import load_model
 from tiny_models import build_tiny_model
 
-SENTENCES = Corpus.from_texts([
-    "The old sailor reads the morning newspaper near the station.",
-    "Where did you put the keys? I think they're on the kitchen table!",
-    "Children learn languages quickly, because they listen carefully.",
-    "Hello world!",
-    "Scientists measured the temperature of the ocean every hour.",
-    "Our team published an article about verbs, nouns and pronouns.",
-], name="sentences")
+from bertology_utils.attention.alignment import align
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core.models import load_model
+from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.gradients import (
+    CLS,
+    KINDS,
+    OTHER,
+    PUNCT,
+    SEP,
+    ClassifierObjective,
+    MaskedEmbeddingObjective,
+    MaskedLMObjective,
+    _head_gradient,
+    ablation_curves,
+    ablation_summary,
+    attention_gradients,
+    batch_attention_gradients,
+    has_mlm_head,
+    token_batches,
+    token_kinds,
+)
+
+SENTENCES = Corpus.from_texts(
+    [
+        "The old sailor reads the morning newspaper near the station.",
+        "Where did you put the keys? I think they're on the kitchen table!",
+        "Children learn languages quickly, because they listen carefully.",
+        "Hello world!",
+        "Scientists measured the temperature of the ocean every hour.",
+        "Our team published an article about verbs, nouns and pronouns.",
+    ],
+    name="sentences",
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +95,7 @@ def test_gradient_matches_finite_differences(mlm64):
             p = p.clone()
             p[b, h, i, j] += delta
             return p
+
         with edit_attention(mlm64, bump), torch.no_grad():
             return float(objective.forward(batch).losses.sum())
 
@@ -91,8 +109,9 @@ def test_one_pass_equals_head_by_head(mlm):
     batch = objective.prepare(token_batches(mlm, SENTENCES[:4], batch_size=4)[0][0])
     _, grads, _ = batch_attention_gradients(objective, batch)
     for layer, head in [(0, 1), (mlm.num_layers - 1, mlm.num_heads - 1)]:
-        torch.testing.assert_close(head_gradient(objective, batch, layer, head), grads[:, layer, head],
-                                   rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(
+            _head_gradient(objective, batch, layer, head), grads[:, layer, head], rtol=1e-4, atol=1e-7
+        )
 
 
 def test_statistics_are_consistent(mlm):
@@ -145,7 +164,7 @@ def test_masking_is_seeded_per_item(mlm):
         for batch in token_batches(mlm, SENTENCES, batch_size=batch_size)[0]:
             batch = objective.prepare(batch)
             for b, item in enumerate(batch.items):
-                out[item.index] = batch.extras["masked"][b, :item.n_tokens].tolist()
+                out[item.index] = batch.extras["masked"][b, : item.n_tokens].tolist()
         return out
 
     assert masked(1, 0) == masked(4, 0)
@@ -175,8 +194,6 @@ def test_ablation_curves(mlm):
     assert curves.loc[curves.intervention == "control", "negative_share"].between(0, 1).all()
     summary = ablation_summary(curves)
     assert len(summary) == 4 and np.isfinite(summary.ratio).all()
-    claims = sep_noop_claims({"mlm": attention_gradients(SENTENCES, objective, progress=False)}, curves)
-    assert set(claims.verdict) <= {"agrees", "differs"} and claims.key.is_unique
 
 
 def test_ablating_an_absent_kind_changes_nothing(mlm):
@@ -184,8 +201,3 @@ def test_ablating_an_absent_kind_changes_nothing(mlm):
     curves = ablation_curves(no_punct, MaskedLMObjective(mlm), targets=("punct",), modes=("zero",), progress=False)
     target = curves[curves.intervention == "target"]
     assert (target.mass == 0).all() and (target.hidden_change == 0).all() and (target.loss_change == 0).all()
-
-
-def test_consecutive_pairs():
-    pairs = consecutive_pairs(SENTENCES)
-    assert len(pairs) == 3 and pairs[0].a == SENTENCES[0].words and pairs[0].b == SENTENCES[1].words

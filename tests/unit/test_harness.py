@@ -1,4 +1,5 @@
 """The notebook harness and the `bertology run` command, on tiny notebooks built here."""
+
 import json
 import math
 import subprocess
@@ -9,9 +10,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from bertology_utils.run import harness
-from bertology_utils.cli.main import main, parse_parameter_value
+from bertology_utils.cli import main
+from bertology_utils.cli.run import parse_parameter_value
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.run import harness
 
 PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
 
@@ -49,8 +51,9 @@ def run(tmp_path_factory):
     bad = write_notebook(folder / "01_bad.ipynb", *BAD_CELLS)
     good = write_notebook(folder / "00_good.ipynb", *GOOD_CELLS)
     root = tmp_path_factory.mktemp("results")
-    report = harness.run_notebooks([bad, good], run_name="t", parameters={"n": 3, "model_name": "tiny"},
-                                   results_root=root, progress=False)
+    report = harness.run_notebooks(
+        [bad, good], run_name="t", parameters={"n": 3, "model_name": "tiny"}, results_root=root, progress=False
+    )
     return report, root / "t"
 
 
@@ -62,8 +65,13 @@ def test_good_notebook_ran_and_recorded(run):
     assert Path(good.executed_notebook) == run_dir / "00_good" / "00_good.ipynb"
     assert Path(good.executed_notebook).is_file()
     metrics = json.loads((run_dir / "00_good" / "metrics.json").read_text())
-    assert metrics == {"test.counts": [0, 1, 2], "test.mean": 0.5, "test.missing": None,
-                       "test.model": "tiny", "test.n": 3}
+    assert metrics == {
+        "test.counts": [0, 1, 2],
+        "test.mean": 0.5,
+        "test.missing": None,
+        "test.model": "tiny",
+        "test.n": 3,
+    }
     assert good.metrics == str(run_dir / "00_good" / "metrics.json")
     assert (run_dir / "00_good" / "figures" / "line_plot.png").stat().st_size > 0
 
@@ -84,7 +92,8 @@ def test_failure_is_recorded_and_partial_notebook_kept(run):
     assert report.failures == [bad]
     lines = report.summary().splitlines()
     assert lines[0].startswith("FAILED") and lines[0].endswith(
-        "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom")
+        "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom"
+    )
     assert lines[1].startswith("ok") and "00_good" in lines[1]
 
 
@@ -96,7 +105,7 @@ def test_run_json(run):
     assert data["run_name"] == "t"
     assert data["parameters"] == {"n": 3, "model_name": "tiny"}
     assert [(nb["name"], nb["status"]) for nb in data["notebooks"]] == [("01_bad", "failed"), ("00_good", "ok")]
-    assert set(data["versions"]) == {"python", "torch", "transformers", "bertology_utils"}
+    assert set(data["versions"]) == {"python", "bertology_utils", "torch", "transformers", "zarr", "papermill"}
     assert data["started"] <= data["finished"]
 
 
@@ -112,6 +121,7 @@ def test_load_metrics(run, monkeypatch):
 
 # --------------------------------------------------------------------------- CLI
 
+
 @pytest.mark.notebook
 def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, capsys):
     nb = write_notebook(
@@ -124,8 +134,26 @@ def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, caps
     stale = tmp_path / "res" / "cli" / "05_params" / "stale.txt"
     stale.parent.mkdir(parents=True)
     stale.write_text("from an earlier run")
-    argv = ["run", str(nb), "-p", "i", "3", "-p", "f", "0.25", "-p", "s", "hello", "-p", "b", "True",
-            "--run-name", "cli", "--results-dir", str(tmp_path / "res")]
+    argv = [
+        "run",
+        str(nb),
+        "-p",
+        "i",
+        "3",
+        "-p",
+        "f",
+        "0.25",
+        "-p",
+        "s",
+        "hello",
+        "-p",
+        "b",
+        "True",
+        "--run-name",
+        "cli",
+        "--results-dir",
+        str(tmp_path / "res"),
+    ]
     assert main(argv) == 0
     metrics = json.loads((tmp_path / "res" / "cli" / "05_params" / "metrics.json").read_text())
     assert metrics == {"p.i": [3, "int"], "p.f": [0.25, "float"], "p.s": ["hello", "str"], "p.b": [True, "bool"]}
@@ -141,16 +169,19 @@ def test_cli_run_exits_1_when_a_notebook_fails(tmp_path, capsys):
     assert "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "required: COMMAND"),
-    (["run", "--no-such-option"], "unrecognized arguments"),
-    (["run", "-p", "n"], "expected 2 arguments"),
-    (["run", "no_such_notebook"], "bertology: error: unknown notebook 'no_such_notebook'"),
-    (["run", "{nb}", "-p", "not a name", "1"], "bertology: error: -p not a name"),
-    (["run", "{nb}", "-p", "output_dir", "/tmp"], "bertology: error: output_dir is set by the harness"),
-    (["run", "{nb}", "--kernel", "no-such-kernel"], "bertology: error: no Jupyter kernel named 'no-such-kernel'"),
-    (["run", "{nb}", "--run-name", "../up"], "bertology: error: bad run name"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "required: COMMAND"),
+        (["run", "--no-such-option"], "unrecognized arguments"),
+        (["run", "-p", "n"], "expected 2 arguments"),
+        (["run", "no_such_notebook"], "bertology: error: unknown notebook 'no_such_notebook'"),
+        (["run", "{nb}", "-p", "not a name", "1"], "bertology: error: -p not a name"),
+        (["run", "{nb}", "-p", "output_dir", "/tmp"], "bertology: error: output_dir is set by the harness"),
+        (["run", "{nb}", "--kernel", "no-such-kernel"], "bertology: error: no Jupyter kernel named 'no-such-kernel'"),
+        (["run", "{nb}", "--run-name", "../up"], "bertology: error: bad run name"),
+    ],
+)
 def test_cli_usage_errors_exit_2(argv, message, tmp_path, capsys):
     nb = write_notebook(tmp_path / "00_x.ipynb", "pass")
     argv = [a.format(nb=nb) for a in argv] + ["--results-dir", str(tmp_path)] * bool(argv)
@@ -161,11 +192,25 @@ def test_cli_usage_errors_exit_2(argv, message, tmp_path, capsys):
     assert not list(tmp_path.glob("*/run.json"))  # nothing ran
 
 
-@pytest.mark.parametrize("text, value", [
-    ("3", 3), ("-2", -2), ("0.25", 0.25), ("1e3", 1000.0), ("True", True), ("False", False),
-    ("None", None), ("true", True), ("[1, 2]", [1, 2]), ('{"a": 1}', {"a": 1}), ('"3"', "3"),
-    ("hello", "hello"), ("bert-base-uncased", "bert-base-uncased"), ("", ""),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("3", 3),
+        ("-2", -2),
+        ("0.25", 0.25),
+        ("1e3", 1000.0),
+        ("True", True),
+        ("False", False),
+        ("None", None),
+        ("true", True),
+        ("[1, 2]", [1, 2]),
+        ('{"a": 1}', {"a": 1}),
+        ('"3"', "3"),
+        ("hello", "hello"),
+        ("bert-base-uncased", "bert-base-uncased"),
+        ("", ""),
+    ],
+)
 def test_parse_parameter_value(text, value):
     parsed = parse_parameter_value(text)
     assert parsed == value and type(parsed) is type(value)
@@ -184,6 +229,7 @@ def test_python_dash_m():
 
 # --------------------------------------------------------------------------- finding notebooks
 
+
 @pytest.fixture
 def notebooks_dir(tmp_path):
     for name in ("00_tour", "01_heads", "10_probe", "notes"):
@@ -192,14 +238,25 @@ def notebooks_dir(tmp_path):
 
 
 def test_list_notebooks_only_numbered(notebooks_dir):
-    assert [p.name for p in harness.list_notebooks(notebooks_dir)] == ["00_tour.ipynb", "01_heads.ipynb", "10_probe.ipynb"]
+    assert [p.name for p in harness.list_notebooks(notebooks_dir)] == [
+        "00_tour.ipynb",
+        "01_heads.ipynb",
+        "10_probe.ipynb",
+    ]
     assert harness.list_notebooks(notebooks_dir / "missing") == []
 
 
-@pytest.mark.parametrize("name, stem", [
-    ("00_tour", "00_tour"), ("00_tour.ipynb", "00_tour"), ("00", "00_tour"), ("0", "00_tour"),
-    ("1", "01_heads"), ("10", "10_probe"),
-])
+@pytest.mark.parametrize(
+    "name, stem",
+    [
+        ("00_tour", "00_tour"),
+        ("00_tour.ipynb", "00_tour"),
+        ("00", "00_tour"),
+        ("0", "00_tour"),
+        ("1", "01_heads"),
+        ("10", "10_probe"),
+    ],
+)
 def test_resolve_notebooks_by_name(notebooks_dir, name, stem):
     assert harness.resolve_notebooks([name], notebooks_dir) == [(notebooks_dir / f"{stem}.ipynb").resolve()]
 
@@ -217,21 +274,82 @@ def test_resolve_unknown_notebook_lists_available(notebooks_dir):
 
 # --------------------------------------------------------------------------- metrics and figures
 
+
 def test_record_metrics_merges_and_converts(tmp_path):
     torch = pytest.importorskip("torch")
     pd = pytest.importorskip("pandas")
     harness.record_metrics({"a.kept": 1, "a.replaced": 1}, output_dir=tmp_path)
     full = harness.record_metrics(
-        {"a.replaced": np.int64(2), "a.array": np.array([[0.5, np.nan]], dtype=np.float32),
-         "a.tensor": torch.tensor(1.5), "a.bool": np.bool_(True), "a.inf": float("inf"),
-         "a.path": tmp_path / "x", "a.series": pd.Series([1, 2], index=["u", "v"])},
-        output_dir=tmp_path, extra="text")
-    expected = {"a.kept": 1, "a.replaced": 2, "a.array": [[0.5, None]], "a.tensor": 1.5, "a.bool": True,
-                "a.inf": None, "a.path": str(tmp_path / "x"), "a.series": {"u": 1, "v": 2}, "extra": "text"}
+        {
+            "a.replaced": np.int64(2),
+            "a.array": np.array([[0.5, np.nan]], dtype=np.float32),
+            "a.tensor": torch.tensor(1.5),
+            "a.bool": np.bool_(True),
+            "a.inf": float("inf"),
+            "a.path": tmp_path / "x",
+            "a.series": pd.Series([1, 2], index=["u", "v"]),
+        },
+        output_dir=tmp_path,
+        extra="text",
+    )
+    expected = {
+        "a.kept": 1,
+        "a.replaced": 2,
+        "a.array": [[0.5, None]],
+        "a.tensor": 1.5,
+        "a.bool": True,
+        "a.inf": None,
+        "a.path": str(tmp_path / "x"),
+        "a.series": {"u": 1, "v": 2},
+        "extra": "text",
+    }
     assert full == expected
     text = (tmp_path / "metrics.json").read_text()
     assert text == json.dumps(expected, indent=2, sort_keys=True) + "\n"
     assert type(json.loads(text)["a.replaced"]) is int
+
+
+def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
+    from bertology_utils.papers.claims import Claim, Verdict
+
+    first = Claim(
+        "same_layer_close",
+        "Heads in the same layer are close",
+        "Clark et al. 2019",
+        "seen",
+        "p = 0.01",
+        Verdict.HOLDS,
+        "p < 0.05",
+        {"p_value": np.float64(0.01), "ratio": float("nan")},
+    )
+    other = Claim(
+        "table1.det",
+        "det: head beats offset",
+        "Clark et al. 2019",
+        "94.3 vs 51.7",
+        "no data",
+        Verdict.NOT_TESTABLE,
+        "held out > offset",
+    )
+    harness.record_claims([first, other], "x.claims", output_dir=tmp_path)
+    again = Claim(**{**first.to_dict(), "verdict": Verdict.DIFFERS, "values": {"p_value": 0.2}})
+    recorded = harness.record_claims([again], "x.claims", output_dir=tmp_path)  # replaces the first, keeps its place
+    assert [(c.id, c.verdict) for c in recorded] == [
+        ("same_layer_close", Verdict.DIFFERS),
+        ("table1.det", Verdict.NOT_TESTABLE),
+    ]
+    assert harness.load_claims(tmp_path) == recorded and harness.load_claims(tmp_path / "none") == []
+    stored = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert [c["key"] for c in stored] == ["x.claims.same_layer_close", "x.claims.table1.det"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert (
+        metrics["x.claims.same_layer_close.verdict"] == "differs"
+        and metrics["x.claims.same_layer_close.p_value"] == 0.2
+    )
+    assert metrics["x.claims.same_layer_close.ratio"] is None  # NaN, from the first recording
+    assert metrics["x.claims.table1.det.verdict"] == "not testable"
+    with pytest.raises(BertologyError, match="share an id"):
+        harness.record_claims([first, first], "x.claims", output_dir=tmp_path)
 
 
 def test_record_metrics_rejects_unknown_types(tmp_path):

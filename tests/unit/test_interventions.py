@@ -1,16 +1,27 @@
 """The edit point in every attention layer: exact when idle, always restored, gates and mass moves correct."""
+
 import copy
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 
-from bertology_utils.core.errors import ModelNotAvailableError
-from bertology_utils.interventions.editing import (
-    ablate_matched_random, ablate_tokens, attention_modules, capture_attention, edit_attention, gate_heads,
-    move_matched_mass, negative_share, remove_attention_to,
-)
+from bertology_utils.core import architectures
+from bertology_utils.core.architectures import qkv, self_attention_modules
+from bertology_utils.core.errors import ModelNotAvailableError, UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
+from bertology_utils.interventions.editing import (
+    ablate_matched_random,
+    ablate_tokens,
+    capture_attention,
+    edit_attention,
+    gate_heads,
+    move_matched_mass,
+    negative_share,
+    remove_attention_to,
+)
 
 TEXTS = ["Hello world, how are you today?", "A short one."]
 
@@ -92,12 +103,11 @@ def test_gates_of_one_change_nothing_and_zero_removes_the_head(loaded_models, ar
         gated, _ = _run(loaded, inputs)
     # The same head removed by hand: zero its rows of the value projection (weights and bias).
     twin = copy.deepcopy(loaded)
-    module = attention_modules(twin.model)[layer]
-    value = next(getattr(module, name) for name in ("value", "v_lin", "v") if hasattr(module, name))
+    value = qkv(twin.model, layer)[2]
     size = value.out_features // loaded.num_heads
     with torch.no_grad():
-        value.weight[head * size:(head + 1) * size] = 0
-        value.bias[head * size:(head + 1) * size] = 0
+        value.weight[head * size : (head + 1) * size] = 0
+        value.bias[head * size : (head + 1) * size] = 0
     removed, _ = _run(twin, inputs)
     assert not torch.allclose(before, gated)
     torch.testing.assert_close(gated, removed, rtol=1e-5, atol=1e-6)
@@ -205,18 +215,32 @@ class _InlineSelfAttention(nn.Module):
         return torch.softmax(x @ x.transpose(-1, -2), -1) @ x
 
 
-class _Unsupported(nn.Module):
+class _InlineEncoder(nn.Module):
+    """Laid out like BERT (encoder.layer[i].attention.self), with a softmax no edit point reaches."""
+
     def __init__(self):
         super().__init__()
-        self.config = type("Config", (), {"num_hidden_layers": 1})()
-        self.attention = _InlineSelfAttention()
+        self.config = SimpleNamespace(model_type="inline-softmax", num_hidden_layers=1, num_attention_heads=1)
+        layer = nn.Module()
+        layer.attention = nn.Module()
+        layer.attention.self = _InlineSelfAttention()
+        self.encoder = nn.Module()
+        self.encoder.layer = nn.ModuleList([layer])
 
 
-def test_unsupported_architectures_raise_clearly():
-    with pytest.raises(ModelNotAvailableError, match="no self-attention modules"):
-        attention_modules(nn.Linear(2, 2))
+def test_unsupported_architectures_raise_clearly(monkeypatch):
+    with pytest.raises(UnsupportedArchitectureError, match="no model type"):
+        self_attention_modules(nn.Linear(2, 2))
+    with pytest.raises(UnsupportedArchitectureError, match=r"'inline-softmax'\) is not a registered"):
+        with edit_attention(_InlineEncoder(), lambda layer, probs: None):
+            pass
+    # Registered without a dropout edit point, but not an AttentionInterface model: refused by name.
+    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))
+    architectures.register_architecture(
+        dataclasses.replace(architectures.arch_spec(SimpleNamespace(model_type="bert")), model_type="inline-softmax")
+    )
     with pytest.raises(ModelNotAvailableError, match="AttentionInterface"):
-        with edit_attention(_Unsupported(), lambda layer, probs: None):
+        with edit_attention(_InlineEncoder(), lambda layer, probs: None):
             pass
 
 

@@ -1,4 +1,5 @@
 """Model loading: eager attentions, shapes, limits, fingerprints and error messages, on tiny offline models."""
+
 import dataclasses
 import json
 import shutil
@@ -8,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
+from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import check_attentions, default_model_path, describe_model, load_model
-from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
 
 
 @pytest.fixture
@@ -90,8 +91,10 @@ def test_fingerprint_stable_and_sensitive(tiny, tiny_model_dir):
 
 
 def test_build_is_deterministic(tmp_path):
-    first, second, other = (load_model(build_tiny_model("bert", tmp_path / name, seed=seed), device="cpu")
-                            for name, seed in [("a", 0), ("b", 0), ("c", 1)])
+    first, second, other = (
+        load_model(build_tiny_model("bert", tmp_path / name, seed=seed), device="cpu")
+        for name, seed in [("a", 0), ("b", 0), ("c", 1)]
+    )
     assert first.weights_sha256 == second.weights_sha256 != other.weights_sha256
 
 
@@ -166,13 +169,16 @@ def test_hub_failure_online_names_the_reason(monkeypatch):
         load_model("org/model")
 
 
-@pytest.mark.parametrize("case, match", [
-    ("empty", "no config.json"),
-    ("missing", "does not exist"),
-    ("file", "is a file"),
-    ("no-tokenizer", "tokenizer files"),
-    ("unknown-type", "Could not load"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("empty", "no config.json"),
+        ("missing", "does not exist"),
+        ("file", "is a file"),
+        ("no-tokenizer", "tokenizer files"),
+        ("unknown-type", "Could not load"),
+    ],
+)
 def test_bad_folders(tiny_model_dirs, tmp_path, case, match):
     paths = {
         "empty": lambda: tmp_path,
@@ -195,12 +201,15 @@ def test_model_without_attentions_is_rejected(tiny_model_dirs, tmp_path, monkeyp
         load_model(folder, device="cpu")
 
 
-@pytest.mark.parametrize("attentions, match", [
-    (None, "no attention weights"),
-    ((), "no attention weights"),
-    ((torch.ones(1, 4, 3, 3),), "for 1 layers, expected 2"),
-    ((torch.ones(1, 4, 3, 3), torch.ones(1, 3, 3, 3)), "Layer 1"),
-])
+@pytest.mark.parametrize(
+    "attentions, match",
+    [
+        (None, "no attention weights"),
+        ((), "no attention weights"),
+        ((torch.ones(1, 4, 3, 3),), "for 1 layers, expected 2"),
+        ((torch.ones(1, 4, 3, 3), torch.ones(1, 3, 3, 3)), "Layer 1"),
+    ],
+)
 def test_check_attentions(attentions, match):
     with pytest.raises(ModelNotAvailableError, match=match) as info:
         check_attentions(SimpleNamespace(attentions=attentions), num_layers=2, num_heads=4)

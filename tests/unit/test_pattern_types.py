@@ -1,10 +1,19 @@
 """Kovaleva's pattern types on synthetic maps whose answer is known, and the labelled set's format."""
+
 import numpy as np
 import pytest
 
+from bertology_utils.analyses.pattern_types import (
+    LABELS_DIR,
+    TYPES,
+    classify_items,
+    classify_map,
+    f1_report,
+    load_labelled_maps,
+    template_scores,
+    type_proportions,
+)
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.analyses.pattern_types import (LABELS_DIR, TYPES, classify_items, classify_map, f1_report,
-                                           load_labelled_maps, template_scores, type_proportions)
 from bertology_utils.attention.word_attention import ItemAttention
 
 
@@ -81,5 +90,5 @@ def test_labelled_set_is_complete():
     assert len(table) >= 150 and table["map_id"].is_unique
     assert set(table["label"]) <= set(TYPES)
     assert table["dataset"].nunique() >= 3
-    for m, (att, kinds, seg) in maps.items():
+    for _m, (att, kinds, seg) in maps.items():
         assert att.shape == (len(kinds), len(kinds)) == (len(seg), len(seg))

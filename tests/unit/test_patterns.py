@@ -1,11 +1,12 @@
 """Surface statistics on hand-built attention maps whose answers are known."""
+
 import math
 
 import numpy as np
 import pytest
 
+from bertology_utils.analyses.patterns import head_table, max_row_sum_error, surface_statistics
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.analyses.patterns import attention_entropy, attention_to_kinds, head_table, max_row_sum_error
 from bertology_utils.attention.word_attention import ItemAttention
 
 L, H = 3, 5
@@ -17,9 +18,15 @@ def item(n_words: int, maps: np.ndarray | None = None, index: int = 0, dtype=np.
     kinds = np.array([LEADING_SPECIAL] + [WORD] * n_words + [SEPARATOR], dtype=np.int8)
     if maps is None:
         maps = np.full((L, H, n, n), 1.0 / n)
-    return ItemAttention(index=index, item_id=f"s{index}", words=("[CLS]", *[f"w{i}" for i in range(n_words)], "[SEP]"),
-                         word_kinds=kinds, segments=np.zeros(n, dtype=np.int8), attention=maps.astype(dtype),
-                         n_tokens=n)
+    return ItemAttention(
+        index=index,
+        item_id=f"s{index}",
+        words=("[CLS]", *[f"w{i}" for i in range(n_words)], "[SEP]"),
+        word_kinds=kinds,
+        segments=np.zeros(n, dtype=np.int8),
+        attention=maps.astype(dtype),
+        n_tokens=n,
+    )
 
 
 def one_hot_maps(n: int, column: int) -> np.ndarray:
@@ -35,40 +42,37 @@ def test_shapes_come_from_the_data_and_shares_sum_to_one():
         logits = rng.normal(size=(L, H, n_words + 2, n_words + 2)) * 2
         maps = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         items.append(item(n_words, maps, i))
-    kinds = attention_to_kinds(items)
-    assert set(kinds) == {"cls", "sep", "other"}
-    for value in kinds.values():
-        assert value.shape == (L, H)
-        assert ((value >= 0) & (value <= 1)).all()
-    np.testing.assert_allclose(kinds["cls"] + kinds["sep"] + kinds["other"], 1.0, atol=1e-12)
-    stats = attention_entropy(items)
-    assert stats.entropy.shape == (L, H)
-    assert (stats.entropy <= stats.uniform_entropy + 1.0).all()
+    stats = surface_statistics(items)
+    for name in ("cls", "sep", "other"):
+        assert stats[name].shape == (L, H)
+        assert ((stats[name] >= 0) & (stats[name] <= 1)).all()
+    np.testing.assert_allclose(stats["cls"] + stats["sep"] + stats["other"], 1.0, atol=1e-12)
+    assert (stats["entropy"] <= stats.uniform_entropy + 1.0).all()
 
 
 def test_a_head_on_cls_and_a_head_on_sep():
     n_words = 4
     n = n_words + 2
     maps = np.full((L, H, n, n), 1.0 / n)
-    maps[0, 1] = one_hot_maps(n, 0)[0, 0]        # layer 1, head 2: everything on [CLS]
-    maps[2, 4] = one_hot_maps(n, n - 1)[0, 0]    # layer 3, head 5: everything on [SEP]
-    kinds = attention_to_kinds([item(n_words, maps)])
-    assert kinds["cls"][0, 1] == pytest.approx(1.0)
-    assert kinds["sep"][0, 1] == pytest.approx(0.0)
-    assert kinds["sep"][2, 4] == pytest.approx(1.0)
-    assert kinds["other"][2, 4] == pytest.approx(0.0)
+    maps[0, 1] = one_hot_maps(n, 0)[0, 0]  # layer 1, head 2: everything on [CLS]
+    maps[2, 4] = one_hot_maps(n, n - 1)[0, 0]  # layer 3, head 5: everything on [SEP]
+    stats = surface_statistics([item(n_words, maps)])
+    assert stats["cls"][0, 1] == pytest.approx(1.0)
+    assert stats["sep"][0, 1] == pytest.approx(0.0)
+    assert stats["sep"][2, 4] == pytest.approx(1.0)
+    assert stats["other"][2, 4] == pytest.approx(0.0)
     # Uniform heads: 1/n on [CLS], 1/n on [SEP], the rest on words.
-    assert kinds["cls"][1, 0] == pytest.approx(1 / n)
-    assert kinds["sep"][1, 0] == pytest.approx(1 / n)
-    assert kinds["other"][1, 0] == pytest.approx(n_words / n)
+    assert stats["cls"][1, 0] == pytest.approx(1 / n)
+    assert stats["sep"][1, 0] == pytest.approx(1 / n)
+    assert stats["other"][1, 0] == pytest.approx(n_words / n)
 
 
 def test_rows_weigh_the_same_across_items():
     # Item A (3 rows) puts everything on [CLS]; item B (6 rows) everything on [SEP].
     a, b = item(1, one_hot_maps(3, 0), 0), item(4, one_hot_maps(6, 5), 1)
-    kinds = attention_to_kinds([a, b])
-    np.testing.assert_allclose(kinds["cls"], 3 / 9)
-    np.testing.assert_allclose(kinds["sep"], 6 / 9)
+    stats = surface_statistics([a, b])
+    np.testing.assert_allclose(stats["cls"], 3 / 9)
+    np.testing.assert_allclose(stats["sep"], 6 / 9)
 
 
 def test_entropy_of_uniform_and_one_hot_heads():
@@ -76,40 +80,34 @@ def test_entropy_of_uniform_and_one_hot_heads():
     n = n_words + 2
     maps = np.full((L, H, n, n), 1.0 / n)
     maps[1, 3] = one_hot_maps(n, 2)[0, 0]
-    stats = attention_entropy([item(n_words, maps)])
+    stats = surface_statistics([item(n_words, maps)])
     expected = np.full((L, H), math.log(n))
     expected[1, 3] = 0.0
-    np.testing.assert_allclose(stats.entropy, expected, atol=1e-9)
+    np.testing.assert_allclose(stats["entropy"], expected, atol=1e-9)
     assert stats.uniform_entropy == pytest.approx(math.log(n))
-    assert stats.mean_row_length == pytest.approx(n)
-    entropy, uniform, length = stats  # unpacks as a tuple
-    assert uniform == stats.uniform_entropy
 
 
 def test_uniform_reference_averages_over_rows():
-    stats = attention_entropy([item(1), item(4)])  # 3 rows of length 3, 6 rows of length 6
+    stats = surface_statistics([item(1), item(4)])  # 3 rows of length 3, 6 rows of length 6
     assert stats.uniform_entropy == pytest.approx((3 * math.log(3) + 6 * math.log(6)) / 9)
-    np.testing.assert_allclose(stats.entropy, stats.uniform_entropy)
-    assert stats.mean_row_length == pytest.approx((9 + 36) / 9)
+    np.testing.assert_allclose(stats["entropy"], stats.uniform_entropy)
 
 
 def test_float16_rows_are_renormalised():
     x = item(6, dtype=np.float16)  # 1/8 is exact; make rows slightly off
     x.attention[..., 1] += np.float16(0.001)
     assert 0 < max_row_sum_error([x]) < 2e-3
-    kinds = attention_to_kinds([x])
-    np.testing.assert_allclose(kinds["cls"] + kinds["sep"] + kinds["other"], 1.0, atol=1e-12)
-    assert attention_entropy([x]).entropy.max() <= math.log(8) + 1e-12
+    stats = surface_statistics([x])
+    np.testing.assert_allclose(stats["cls"] + stats["sep"] + stats["other"], 1.0, atol=1e-12)
+    assert stats["entropy"].max() <= math.log(8) + 1e-12
 
 
 def test_rejects_empty_and_mismatched_input():
     with pytest.raises(ValueError, match="no items"):
-        attention_to_kinds([])
-    with pytest.raises(ValueError, match="no items"):
-        attention_entropy(iter([]))
+        surface_statistics(iter([]))
     other = item(2, np.full((2, H, 4, 4), 0.25), 1)
     with pytest.raises(ValueError, match="layers x heads"):
-        attention_to_kinds([item(2), other])
+        surface_statistics([item(2), other])
 
 
 def test_head_table_counts_from_one():
@@ -125,8 +123,7 @@ def test_head_table_counts_from_one():
 
 # --------------------------------------------------------------------------- surface statistics, Vig's patterns
 
-from bertology_utils.analyses.patterns import (STATISTICS, VIG_PATTERNS, depth_scaled_layers, surface_statistics,  # noqa: E402
-                                      surface_statistics_loop, vig_patterns)
+from bertology_utils.analyses.patterns import STATISTICS, VIG_PATTERNS, _surface_statistics_loop, vig_patterns  # noqa: E402
 
 
 def offset_maps(n: int, offset: int) -> np.ndarray:
@@ -178,7 +175,7 @@ def test_vectorised_equals_loop_and_token_level():
         it.token_attention = (np.exp(tl) / np.exp(tl).sum(-1, keepdims=True)).astype(np.float32)
         items.append(it)
     for level in ("word", "token"):
-        fast, slow = surface_statistics(items, level), surface_statistics_loop(items, level)
+        fast, slow = surface_statistics(items, level), _surface_statistics_loop(items, level)
         assert set(fast.values) == set(STATISTICS)
         for name in STATISTICS:
             assert np.allclose(fast[name], slow[name], atol=1e-9), (level, name)
@@ -201,17 +198,16 @@ def test_vig_patterns_on_known_maps():
     twin = {0: 0, 1: 4, 2: 2, 3: 3, 4: 1, 5: 5}
     for i, j in twin.items():
         maps[..., i, j] = 1.0
-    pair = ItemAttention(0, "p", ("[CLS]", "cat", "[SEP]", "dog", "cat", "[SEP]"),
-                         np.array([LEADING_SPECIAL, WORD, SEPARATOR, WORD, WORD, SEPARATOR], np.int8),
-                         np.array([0, 0, 0, 1, 1, 1], np.int8), maps, n)
+    pair = ItemAttention(
+        0,
+        "p",
+        ("[CLS]", "cat", "[SEP]", "dog", "cat", "[SEP]"),
+        np.array([LEADING_SPECIAL, WORD, SEPARATOR, WORD, WORD, SEPARATOR], np.int8),
+        np.array([0, 0, 0, 1, 1, 1], np.int8),
+        maps,
+        n,
+    )
     vig = vig_patterns([pair])
     assert np.allclose(vig.values["identical_word"], 1.0) and np.allclose(vig.values["identical_word_across"], 1.0)
     assert vig.top("identical_word", 3).shape == (3, 3)
     assert np.allclose(vig.values["delimiter"], 3 / 6)
-
-
-def test_depth_scaled_layers():
-    assert depth_scaled_layers(6, 10, 12) == (6, 10)
-    assert depth_scaled_layers(6, 10, 6) == (3, 5)
-    assert depth_scaled_layers(1, 1, 24) == (1, 2)
-    assert depth_scaled_layers(12, 12, 6) == (6, 6)

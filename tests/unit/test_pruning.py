@@ -1,18 +1,31 @@
 """Head gating, ablation sweeps, Michel importance, physical pruning, attention change — on tiny models."""
+
 import dataclasses
 
 import numpy as np
 import pytest
 import torch
 
+from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions.editing import gate_heads
-from bertology_utils.core.models import load_model
 from bertology_utils.interventions.pruning import (
-    ablation_sweep, attention_change, dev_set, gate_shape, head_importance, importance_ablation_agreement,
-    predict_with_gates, prunable_share, prune_heads, pruned_heads, pruning_claims, pruning_curve,
-    random_init_claim, random_pruning_curves, scores_for_gates,
+    ablation_sweep,
+    attention_change,
+    dev_set,
+    gate_shape,
+    head_importance,
+    importance_ablation_agreement,
+    predict_with_gates,
+    prunable_share,
+    prune_heads,
+    pruned_heads,
+    pruning_curve,
+    random_pruning_curves,
+    scores_for_gates,
 )
+from bertology_utils.papers import kovaleva, michel
+from bertology_utils.papers.claims import Verdict
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
@@ -61,10 +74,7 @@ def test_gates_of_one_change_nothing_and_zero_removes_the_head(tiny_model_dirs, 
 @pytest.mark.parametrize("arch", GATED_ARCHS)
 def test_configurations_sharing_their_lower_layers_match_one_at_a_time(tiny_model_dirs, data, arch):
     """Copies made at the first gated layer (hooks on the layers) give what gating the whole batch gives."""
-    from bertology_utils.interventions.pruning import _layer_modules
-
     loaded = classifier(tiny_model_dirs[arch])
-    assert _layer_modules(loaded.model) is not None  # the shared path is the one tested
     dev = dev_set(loaded, data, "SST-2", batch_size=5)
     layers, heads = gate_shape(loaded)
     stack = [np.ones((layers, heads))] * 2  # two all-ones configurations: one plain pass, tiled
@@ -99,8 +109,8 @@ def test_gate_zero_equals_removing_the_heads_value_contribution(tiny_model_dirs,
     attn = loaded.model.bert.encoder.layer[1].attention.self
     size = attn.attention_head_size
     with torch.no_grad():
-        attn.value.weight[2 * size:3 * size] = 0
-        attn.value.bias[2 * size:3 * size] = 0
+        attn.value.weight[2 * size : 3 * size] = 0
+        attn.value.bias[2 * size : 3 * size] = 0
     removed = predict_with_gates(loaded, dev, torch.ones(1, layers, heads))[0]
     np.testing.assert_allclose(gated, removed, atol=1e-5)
 
@@ -200,8 +210,13 @@ def test_ablation_sweep_shapes_and_consistency(tiny_model_dirs, data):
 def test_regression_loss_is_squared_error(tiny_model_dirs, data):
     """STS-B: one output, the loss is the mean squared error to the scores."""
     torch.manual_seed(0)
-    loaded = load_model(tiny_model_dirs["electra"], head="sequence-classification", num_labels=1,
-                        problem_type="regression", device="cpu")
+    loaded = load_model(
+        tiny_model_dirs["electra"],
+        head="sequence-classification",
+        num_labels=1,
+        problem_type="regression",
+        device="cpu",
+    )
     scores = np.linspace(0, 5, len(data)).tolist()
     sts = Corpus.from_items(list(data), "toy-sts", scores)
     dev = dev_set(loaded, sts, "STS-B", batch_size=5)
@@ -211,7 +226,7 @@ def test_regression_loss_is_squared_error(tiny_model_dirs, data):
     expected = np.mean((pred - np.asarray(scores, dtype=np.float32)[np.concatenate(dev.rows)]) ** 2)
     assert result.base_loss == pytest.approx(expected, rel=1e-5)
     assert np.isnan(result.layer_loss_deltas).all() and np.isfinite(result.head_loss_deltas).all()
-    assert not [r for r in pruning_claims(ablation=result) if "whole layer" in r["claim"]]  # no layers swept
+    assert kovaleva.layer_ablation_improves(result).verdict is Verdict.NOT_TESTABLE  # no layers swept
 
 
 def test_pruning_curves(tiny_model_dirs, data):
@@ -229,45 +244,23 @@ def test_pruning_curves(tiny_model_dirs, data):
         pruning_curve(loaded, dev, importance=np.ones((layers + 1, heads)))
     randoms = random_pruning_curves(loaded, dev, seeds=(0, 1), step=0.25)
     assert len(randoms) == 2 and all(r.scores[0] == pytest.approx(curve.base) for r in randoms)
-    rows = pruning_claims(importance_curve=curve, random_curves=randoms)
-    assert rows[0]["verdict"] in ("reproduced", "partly", "not reproduced", "inconclusive")
-
-
-def test_claim_verdicts_follow_the_numbers():
-    rows = {r["verdict"] for r in pruning_claims(agreement=(0.5, 0.01))}
-    assert rows == {"reproduced"}
-    assert pruning_claims(agreement=(0.2, 0.3))[0]["verdict"] == "partly"
-    assert pruning_claims(agreement=(-0.2, 0.01))[0]["verdict"] == "not reproduced"
-    assert pruning_claims(agreement=(float("nan"), float("nan")))[0]["verdict"] == "inconclusive"
-    assert random_init_claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.55)})["verdict"] == "reproduced"
-    mixed = random_init_claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.62)}, majority={"SST-2": 0.5, "RTE": 0.53})
-    assert mixed["verdict"] == "partly" and "majority class 0.530" in mixed["ours"]
-    assert random_init_claim({"RTE": (0.5, 0.55)})["verdict"] == "not reproduced"
-    # a pre-trained run at the majority class learned nothing: no win, whatever random init scored
-    floor = {"SST-2": 0.51, "RTE": 0.527}
-    stuck = random_init_claim({"SST-2": (0.8, 0.58), "RTE": (0.527, 0.473)}, majority=floor)
-    assert stuck["verdict"] == "partly" and "learned nothing" in stuck["ours"]
-    assert random_init_claim({"RTE": (0.527, 0.473)}, majority=floor)["verdict"] == "inconclusive"
-    assert random_init_claim({"SST-2": (0.8, 0.9), "RTE": (0.5, 0.4)}, majority=floor)["verdict"] == "not reproduced"
-    assert random_init_claim({"STS-B": (0.4, float("nan"))})["verdict"] == "reproduced"
-    assert random_init_claim({"STS-B": (float("nan"), float("nan"))})["verdict"] == "inconclusive"  # constant
-    with pytest.raises(ValueError):
-        random_init_claim({})
+    assert michel.heads_prunable(curve, randoms).values["prunable"] == curve.prunable()
 
 
 def test_layer_claim(tiny_model_dirs, data):
     loaded = classifier(tiny_model_dirs["bert"])
     result = ablation_sweep(loaded, dev_set(loaded, data, "SST-2"))
-    layer_row = [r for r in pruning_claims(ablation=result) if "whole layer" in r["claim"]][0]
+    layer_claim = kovaleva.layer_ablation_improves(result)
     best = int(np.argmax(result.layer_deltas))
-    assert f"layer {best + 1}" in layer_row["ours"]
-    assert layer_row["verdict"] == ("inconclusive" if not result.layer_deltas.any() else
-                                    "reproduced" if result.layer_deltas.max() > 0 else "not reproduced")
-    tied = dataclasses.replace(result, layer_deltas=np.zeros_like(result.layer_deltas))
-    assert [r for r in pruning_claims(ablation=tied) if "whole layer" in r["claim"]][0]["verdict"] == "inconclusive"
+    assert f"layer {best + 1}" in layer_claim.ours
+    assert layer_claim.verdict is (
+        Verdict.NOT_TESTABLE if not result.layer_deltas.any() else Verdict.of(result.layer_deltas.max() > 0)
+    )
     better = dataclasses.replace(result, layer_deltas=np.r_[-0.1, 0.03, np.zeros(len(result.layer_deltas) - 2)])
-    row = [r for r in pruning_claims(ablation=better) if "whole layer" in r["claim"]][0]
-    assert row["verdict"] == "reproduced" and "layer 2, +0.030" in row["ours"]
+    assert kovaleva.layer_ablation_improves(better).verdict is Verdict.HOLDS
+    metrics = result.metrics("pruning.SST-2")
+    assert metrics["pruning.SST-2.base_score"] == result.base and "pruning.SST-2.head_loss_deltas" in metrics
+    assert {k.rsplit(".", 1)[-1] for k in metrics} >= set(result.summary()) - {"base"}
 
 
 def test_dev_set_token_budget_keeps_the_first_items(tiny_model_dirs, data):
@@ -275,7 +268,7 @@ def test_dev_set_token_budget_keeps_the_first_items(tiny_model_dirs, data):
 
     loaded = classifier(tiny_model_dirs["bert"])
     lengths = np.array([len(e["input_ids"]) for e in encode(loaded.tokenizer, list(data), loaded.max_tokens)])
-    for budget, n in [(lengths[:5].sum(), 5), (lengths[:5].sum() - 1, 4), (1, 1), (10 ** 6, len(data))]:
+    for budget, n in [(lengths[:5].sum(), 5), (lengths[:5].sum() - 1, 4), (1, 1), (10**6, len(data))]:
         dev = dev_set(loaded, data, "SST-2", batch_size=3, token_budget=int(budget))
         assert len(dev) == n
         np.testing.assert_array_equal(dev.labels, data.labels[:n])
@@ -300,8 +293,10 @@ def test_attention_change(tiny_model_dirs, data):
         b.model.bert.encoder.layer[layers - 1].attention.self.query.weight.mul_(5.0)
     changed = attention_change(a, b, data)
     assert changed[: layers - 1].min() > 0.9999 and changed[layers - 1].min() < 0.9999
-    rows = pruning_claims(cosine=changed)
-    assert rows[0]["paper"] == "Kovaleva et al."
+    assert kovaleva.last_layers_change_most(changed).verdict in (
+        Verdict.HOLDS,
+        Verdict.PARTLY,
+    )  # the last layer changed
 
 
 def test_string_labels_score_like_glue(tiny_model_dirs, data):

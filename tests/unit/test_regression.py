@@ -1,16 +1,16 @@
 """Regression checks: a run's metrics against reference files with per-metric tolerances."""
+
 import json
 import subprocess
 import sys
 
 import pytest
-
-from bertology_utils.run import regression
-from bertology_utils.cli.main import main
-from bertology_utils.core.errors import DataFormatError
-from bertology_utils.run.regression import Tolerance, check_run, compare_metrics, read_reference, update_references
-
 from test_harness import BAD_CELLS, write_notebook
+
+from bertology_utils.cli import main
+from bertology_utils.core.errors import DataFormatError
+from bertology_utils.run import regression
+from bertology_utils.run.regression import Tolerance, check_run, compare_metrics, read_reference, update_references
 
 REFERENCE = {
     "_comment": ["hand-written for these tests"],
@@ -24,8 +24,14 @@ REFERENCE = {
         "t.seconds": {"value": 3.0, "ignore": "timing"},
     },
 }
-METRICS = {"t.mean": 0.5, "t.share": 200.0, "t.count": 12, "t.model": "tiny", "t.by_layer": [0.1, 0.2, 0.3],
-           "t.seconds": 3.0}
+METRICS = {
+    "t.mean": 0.5,
+    "t.share": 200.0,
+    "t.count": 12,
+    "t.model": "tiny",
+    "t.by_layer": [0.1, 0.2, 0.3],
+    "t.seconds": 3.0,
+}
 
 
 def write_json(path, data):
@@ -40,8 +46,13 @@ def make_run(folder, metrics, failed=(), parameters=None):
     for stem, values in metrics.items():
         if stem not in failed:
             write_json(folder / stem / "metrics.json", values)
-        notebooks.append({"name": stem, "status": "failed" if stem in failed else "ok",
-                          "parameters": (parameters or {}).get(stem, {"n": 4})})
+        notebooks.append(
+            {
+                "name": stem,
+                "status": "failed" if stem in failed else "ok",
+                "parameters": (parameters or {}).get(stem, {"n": 4}),
+            }
+        )
     write_json(folder / "run.json", {"run_name": folder.name, "notebooks": notebooks})
     return folder
 
@@ -72,14 +83,26 @@ def compared(reference, **changes):
     return {d.metric: d for d in compare_metrics("00_a", reference, {**METRICS, **changes})}
 
 
-@pytest.mark.parametrize("metric, value, status", [
-    ("t.mean", 0.509, "ok"), ("t.mean", 0.491, "ok"), ("t.mean", 0.511, "regressed"),      # abs 0.01
-    ("t.share", 209.0, "ok"), ("t.share", 190.0, "ok"), ("t.share", 210.4, "regressed"),   # rel: 5% of 200
-    ("t.count", 12.0, "ok"), ("t.count", 13, "regressed"),                                 # exact unless stated
-    ("t.model", "tiny", "ok"), ("t.model", "tinier", "regressed"), ("t.model", None, "regressed"),
-    ("t.by_layer", [0.1, 0.2009, 0.3], "ok"), ("t.by_layer", [0.1, 0.2, 0.302], "regressed"),
-    ("t.by_layer", [0.1, 0.2], "regressed"), ("t.seconds", 99.0, "ok"),                   # ignored: timing
-])
+@pytest.mark.parametrize(
+    "metric, value, status",
+    [
+        ("t.mean", 0.509, "ok"),
+        ("t.mean", 0.491, "ok"),
+        ("t.mean", 0.511, "regressed"),  # abs 0.01
+        ("t.share", 209.0, "ok"),
+        ("t.share", 190.0, "ok"),
+        ("t.share", 210.4, "regressed"),  # rel: 5% of 200
+        ("t.count", 12.0, "ok"),
+        ("t.count", 13, "regressed"),  # exact unless stated
+        ("t.model", "tiny", "ok"),
+        ("t.model", "tinier", "regressed"),
+        ("t.model", None, "regressed"),
+        ("t.by_layer", [0.1, 0.2009, 0.3], "ok"),
+        ("t.by_layer", [0.1, 0.2, 0.302], "regressed"),
+        ("t.by_layer", [0.1, 0.2], "regressed"),
+        ("t.seconds", 99.0, "ok"),  # ignored: timing
+    ],
+)
 def test_tolerances(reference, metric, value, status):
     assert compared(reference, **{metric: value})[metric].status == status
 
@@ -87,7 +110,7 @@ def test_tolerances(reference, metric, value, status):
 def test_abs_and_rel_together_allow_the_larger():
     tolerance = Tolerance(abs=1e-3, rel=0.01)
     assert tolerance.allows(1000.0, 1009.0) and not tolerance.allows(1000.0, 1011.0)  # rel governs large values
-    assert tolerance.allows(0.0, 0.0009) and not tolerance.allows(0.0, 0.0011)       # abs governs near zero
+    assert tolerance.allows(0.0, 0.0009) and not tolerance.allows(0.0, 0.0011)  # abs governs near zero
     assert Tolerance().allows(2, 2) and not Tolerance().allows(2, 2.0000001)
     assert tolerance.describe() == "abs 0.001 or rel 0.01"
     assert Tolerance().describe() == "exact" and Tolerance(ignore="timing").describe() == "not compared (timing)"
@@ -159,10 +182,22 @@ def test_cli_check_shifted_metric_exits_1_with_a_readable_diff(tmp_path, referen
     assert set(check) == {"reference", "ok", "differences"}
     assert check["reference"] == str(references) and check["ok"] is False
     assert len(check["differences"]) == len(METRICS)
-    assert {"notebook": "00_a", "metric": "t.mean", "reference": 0.5, "value": 0.6, "tolerance": "abs 0.01",
-            "status": "regressed"} in check["differences"]
-    assert {"notebook": "00_a", "metric": "t.count", "reference": 12, "value": 12, "tolerance": "exact",
-            "status": "ok"} in check["differences"]
+    assert {
+        "notebook": "00_a",
+        "metric": "t.mean",
+        "reference": 0.5,
+        "value": 0.6,
+        "tolerance": "abs 0.01",
+        "status": "regressed",
+    } in check["differences"]
+    assert {
+        "notebook": "00_a",
+        "metric": "t.count",
+        "reference": 12,
+        "value": 12,
+        "tolerance": "exact",
+        "status": "ok",
+    } in check["differences"]
 
     assert main(["check", str(make_run(tmp_path / "ok", {"00_a": METRICS})), str(references)]) == 0
     assert json.loads((tmp_path / "ok" / "check.json").read_text())["ok"] is True
@@ -175,19 +210,22 @@ def test_cli_check_finds_a_run_by_name(tmp_path, references, monkeypatch, capsys
     assert (tmp_path / "results" / "nightly" / "check.json").is_file()
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "a reference file holds a JSON object"),
-    ('{"metrics": {"m": 3}}', "metric 'm': expected an object with a 'value', got 3"),
-    ('{"metrics": {"m": {"value": 1, "tol": 0.1}}}', "metric 'm': unknown keys ['tol']"),
-    ('{"metrics": {"m": {"value": 1, "abs": -1}}}', "metric 'm': 'abs' must be a number >= 0, got -1"),
-    ('{"metrics": {"m": {"value": 1, "rel": "5%"}}}', "metric 'm': 'rel' must be a number >= 0"),
-    ('{"metrics": {"m": {"value": NaN}}}', "metric 'm': NaN and infinities cannot be compared"),
-    ('{"metrics": {"m": {"value": 1, "ignore": ""}}}', "metric 'm': 'ignore' must be a non-empty string"),
-    ('{"metric": {}}', "unknown keys ['metric']"),
-    ('{"parameters": {}}', "'metrics' must be an object"),
-    ('{"default": {"abs": 1, "ignore": "x"}, "metrics": {}}', "'default': unknown keys ['ignore']"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "a reference file holds a JSON object"),
+        ('{"metrics": {"m": 3}}', "metric 'm': expected an object with a 'value', got 3"),
+        ('{"metrics": {"m": {"value": 1, "tol": 0.1}}}', "metric 'm': unknown keys ['tol']"),
+        ('{"metrics": {"m": {"value": 1, "abs": -1}}}', "metric 'm': 'abs' must be a number >= 0, got -1"),
+        ('{"metrics": {"m": {"value": 1, "rel": "5%"}}}', "metric 'm': 'rel' must be a number >= 0"),
+        ('{"metrics": {"m": {"value": NaN}}}', "metric 'm': NaN and infinities cannot be compared"),
+        ('{"metrics": {"m": {"value": 1, "ignore": ""}}}', "metric 'm': 'ignore' must be a non-empty string"),
+        ('{"metric": {}}', "unknown keys ['metric']"),
+        ('{"parameters": {}}', "'metrics' must be an object"),
+        ('{"default": {"abs": 1, "ignore": "x"}, "metrics": {}}', "'default': unknown keys ['ignore']"),
+    ],
+)
 def test_malformed_reference_names_the_file(tmp_path, references, content, message, capsys):
     bad = references / "03_bad.json"
     bad.write_text(content, encoding="utf-8")
@@ -213,11 +251,16 @@ def test_missing_or_empty_reference_folder(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- refreshing
 
+
 def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
     new = {**METRICS, "t.mean": 0.7, "t.fresh": [0.25, 1], "t.label": "x", "t.fit_seconds": 2.5}
     del new["t.count"]
-    run = make_run(tmp_path / "run", {"00_a": new, "01_b": {"b.x": 1.5}, "02_c": {}}, failed={"02_c"},
-                   parameters={"00_a": {"n": 5}, "01_b": {}})
+    run = make_run(
+        tmp_path / "run",
+        {"00_a": new, "01_b": {"b.x": 1.5}, "02_c": {}},
+        failed={"02_c"},
+        parameters={"00_a": {"n": 5}, "01_b": {}},
+    )
     refresh = update_references(run, references)
     assert refresh.written == [references / "00_a.json", references / "01_b.json"] and refresh.not_written == ["02_c"]
     assert not (references / "02_c.json").exists()
@@ -238,7 +281,8 @@ def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
     assert metrics["t.fit_seconds"]["ignore"].startswith("timing")
     # One line per metric, so that a changed value is one changed line in git diff.
     assert '    "t.share": {"value": 200.0, "rel": 0.05, "note": "varies with the seed"},' in (
-        (references / "00_a.json").read_text().splitlines())
+        (references / "00_a.json").read_text().splitlines()
+    )
     # A refreshed reference passes against the run it came from.
     assert check_run(run, references).count("regressed") == 0
 
@@ -251,8 +295,10 @@ def test_refresh_uses_the_files_default_for_new_floats(tmp_path, references):
 
 # --------------------------------------------------------------------------- bertology run --check / --update-reference
 
-METRIC_CELL = ("from bertology_utils.run.harness import record_metrics\n"
-               "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir)")
+METRIC_CELL = (
+    "from bertology_utils.run.harness import record_metrics\n"
+    "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir)"
+)
 
 
 @pytest.mark.notebook
@@ -307,26 +353,64 @@ def test_params_file_sets_parameters_per_notebook(tmp_path, capsys):
     b = write_notebook(tmp_path / "01_b.ipynb", METRIC_CELL)
     params = write_json(tmp_path / "p.json", {"00_a": {"n": 7}, "01_b": {"n": 9}})
     res = tmp_path / "res"
-    assert main(["run", str(a), str(b), "--params-file", str(params), "-p", "model_name", "m",
-                 "--run-name", "r", "--results-dir", str(res)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(a),
+                str(b),
+                "--params-file",
+                str(params),
+                "-p",
+                "model_name",
+                "m",
+                "--run-name",
+                "r",
+                "--results-dir",
+                str(res),
+            ]
+        )
+        == 0
+    )
     run = json.loads((res / "r" / "run.json").read_text())
     assert [nb["parameters"] for nb in run["notebooks"]] == [{"n": 7, "model_name": "m"}, {"n": 9, "model_name": "m"}]
     assert json.loads((res / "r" / "01_b" / "metrics.json").read_text())["t.n"] == 9
     # -p wins over the file; '-' reads the file from stdin.
-    done = subprocess.run([sys.executable, "-m", "bertology_utils", "run", str(a), "--params-file", "-", "-p", "n", "1",
-                           "--run-name", "s", "--results-dir", str(res)], input='{"00_a": {"n": 7}}',
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertology_utils",
+            "run",
+            str(a),
+            "--params-file",
+            "-",
+            "-p",
+            "n",
+            "1",
+            "--run-name",
+            "s",
+            "--results-dir",
+            str(res),
+        ],
+        input='{"00_a": {"n": 7}}',
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((res / "s" / "00_a" / "metrics.json").read_text())["t.n"] == 1
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"00_zz": {"n": 1}}', "no notebook named 00_zz"),
-    ('{"00_a": 3}', "expected a JSON object: notebook stem -> {parameter: value}"),
-    ('{"00_a": {"not a name": 1}}', "parameter names must be Python identifiers: 00_a: not a name"),
-    ('{"00_a": {"output_dir": "/tmp"}}', "output_dir is set by the harness"),
-    ("", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"00_zz": {"n": 1}}', "no notebook named 00_zz"),
+        ('{"00_a": 3}', "expected a JSON object: notebook stem -> {parameter: value}"),
+        ('{"00_a": {"not a name": 1}}', "parameter names must be Python identifiers: 00_a: not a name"),
+        ('{"00_a": {"output_dir": "/tmp"}}', "output_dir is set by the harness"),
+        ("", "not valid JSON"),
+    ],
+)
 def test_bad_params_file_is_a_usage_error(tmp_path, content, message, capsys):
     nb = write_notebook(tmp_path / "00_a.ipynb", METRIC_CELL)
     params = tmp_path / "p.json"

@@ -1,4 +1,5 @@
 """The run report: every metric, figures embedded, paper-vs-ours tables, failures, regressions; offline."""
+
 import base64
 import html
 import io
@@ -10,28 +11,81 @@ import pytest
 from bs4 import BeautifulSoup
 from PIL import Image
 
+from bertology_utils.cli import main
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.papers.claims import Claim, Verdict
 from bertology_utils.present import assets
-from bertology_utils.cli.main import main
-from bertology_utils.core.errors import BertologyError
-from bertology_utils.run.harness import run_notebooks
-from bertology_utils.present.report import build_report, flatten_metrics, format_value, paper_tables
+from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value
 from bertology_utils.present.slides import network_references, run_slides
+from bertology_utils.run.harness import record_claims, run_notebooks
 
-PAPER_TABLE = ('<div><style scoped>.dataframe {}</style><table border="1" class="dataframe"><thead><tr><th></th>'
-               '<th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody><tr><th>0</th>'
-               '<td>[SEP] gets most attention</td><td>&gt; 0.5</td><td>0.03</td><td>differs</td></tr></tbody></table></div>')
-OTHER_TABLE = ('<table class="dataframe"><thead><tr><th>layer</th><th>share</th></tr></thead>'
-               '<tbody><tr><td>1</td><td>unrelated-table-marker</td></tr></tbody></table>')
-METRICS = {"good.model": "tiny-bert", "good.data": "4 sentences of the sample", "good.score": 0.123456789,
-           "good.count": 7, "good.flag": True, "good.none": None, "good.nested": {"a": [0.5, 0.25], "b": "x<y"}}
-CHECK = {"reference": "results/reference", "ok": False, "differences": [
-    {"notebook": "01_good", "metric": "good.score", "reference": 0.5, "value": 0.123456789,
-     "tolerance": "abs 0.01", "status": "regressed"},
-    {"notebook": "01_good", "metric": "good.gone", "reference": 3, "value": None, "tolerance": "exact",
-     "status": "missing"},
-    {"notebook": "01_good", "metric": "good.flag", "reference": None, "value": True, "tolerance": "", "status": "new"},
-    {"notebook": "01_good", "metric": "good.count", "reference": 7, "value": 7, "tolerance": "exact", "status": "ok"},
-]}
+PAPER_TABLE = (
+    '<div><style scoped>.dataframe {}</style><table border="1" class="dataframe"><thead><tr><th></th>'
+    "<th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody><tr><th>0</th>"
+    "<td>[SEP] gets most attention</td><td>&gt; 0.5</td><td>0.03</td><td>differs</td></tr></tbody></table></div>"
+)
+OTHER_TABLE = (
+    '<table class="dataframe"><thead><tr><th>layer</th><th>share</th></tr></thead>'
+    "<tbody><tr><td>1</td><td>unrelated-table-marker</td></tr></tbody></table>"
+)
+CLAIM = Claim(
+    "sep_middle_layers",
+    "[SEP] draws most attention in the middle",
+    "Clark et al. 2019",
+    "> 0.5",
+    "0.03",
+    Verdict.DIFFERS,
+    "mean > 0.5",
+    {"sep_share": 0.03},
+    note="recorded-claim-note",
+)
+METRICS = {
+    "good.model": "tiny-bert",
+    "good.data": "4 sentences of the sample",
+    "good.score": 0.123456789,
+    "good.count": 7,
+    "good.flag": True,
+    "good.none": None,
+    "good.nested": {"a": [0.5, 0.25], "b": "x<y"},
+}
+CHECK = {
+    "reference": "results/reference",
+    "ok": False,
+    "differences": [
+        {
+            "notebook": "01_good",
+            "metric": "good.score",
+            "reference": 0.5,
+            "value": 0.123456789,
+            "tolerance": "abs 0.01",
+            "status": "regressed",
+        },
+        {
+            "notebook": "01_good",
+            "metric": "good.gone",
+            "reference": 3,
+            "value": None,
+            "tolerance": "exact",
+            "status": "missing",
+        },
+        {
+            "notebook": "01_good",
+            "metric": "good.flag",
+            "reference": None,
+            "value": True,
+            "tolerance": "",
+            "status": "new",
+        },
+        {
+            "notebook": "01_good",
+            "metric": "good.count",
+            "reference": 7,
+            "value": 7,
+            "tolerance": "exact",
+            "status": "ok",
+        },
+    ],
+}
 
 
 def png_bytes(colour):
@@ -48,8 +102,9 @@ def executed_notebook(path, cells):
 
 
 def result(html_text, count):
-    return nbformat.v4.new_output("execute_result", data={"text/html": html_text, "text/plain": "frame"},
-                                  execution_count=count)
+    return nbformat.v4.new_output(
+        "execute_result", data={"text/html": html_text, "text/plain": "frame"}, execution_count=count
+    )
 
 
 @pytest.fixture
@@ -58,39 +113,73 @@ def run_dir(tmp_path):
     run = tmp_path / "lesson"
     good, broken = run / "01_good", run / "02_broken"
     code = nbformat.v4.new_code_cell
-    executed_notebook(good / "01_good.ipynb", [
-        nbformat.v4.new_markdown_cell("## Where attention goes"),
-        code("shares", outputs=[result(OTHER_TABLE, 1)]),
-        nbformat.v4.new_markdown_cell("## Paper vs ours\n\nEach claim is checked."),
-        code("comparison", outputs=[result(PAPER_TABLE, 2)]),
-    ])
+    executed_notebook(
+        good / "01_good.ipynb",
+        [
+            nbformat.v4.new_markdown_cell("## Where attention goes"),
+            code("shares", outputs=[result(OTHER_TABLE, 1)]),
+            nbformat.v4.new_markdown_cell("## Paper vs ours\n\nEach claim is checked."),
+            code("comparison", outputs=[result(PAPER_TABLE, 2)]),
+        ],
+    )
     (good / "metrics.json").write_text(json.dumps(METRICS))
+    record_claims([CLAIM], "good.claims", output_dir=good)
     (good / "figures").mkdir()
     (good / "figures" / "attention.png").write_bytes(png_bytes((255, 0, 0)))
     (good / "figures" / "entropy.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>')
-    traceback = ["\x1b[0;31mZeroDivisionError\x1b[0m  Traceback (most recent call last)",
-                 "\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"]
-    executed_notebook(broken / "02_broken.ipynb", [
-        code("x = 1", outputs=[]),
-        code("ratio = 1 / 0", outputs=[nbformat.v4.new_output("error", ename="ZeroDivisionError",
-                                                               evalue="division by zero", traceback=traceback)]),
-    ])
+    traceback = [
+        "\x1b[0;31mZeroDivisionError\x1b[0m  Traceback (most recent call last)",
+        "\x1b[0;31mZeroDivisionError\x1b[0m: division by zero",
+    ]
+    executed_notebook(
+        broken / "02_broken.ipynb",
+        [
+            code("x = 1", outputs=[]),
+            code(
+                "ratio = 1 / 0",
+                outputs=[
+                    nbformat.v4.new_output(
+                        "error", ename="ZeroDivisionError", evalue="division by zero", traceback=traceback
+                    )
+                ],
+            ),
+        ],
+    )
     notebooks = [
         {"name": "01_good", "status": "ok", "duration_s": 1.5, "error": None, "parameters": {"layer": 3}},
-        {"name": "02_broken", "status": "failed", "duration_s": 0.4,
-         "error": {"cell_index": 3, "exec_count": 2, "ename": "ZeroDivisionError", "evalue": "division by zero"}},
+        {
+            "name": "02_broken",
+            "status": "failed",
+            "duration_s": 0.4,
+            "error": {"cell_index": 3, "exec_count": 2, "ename": "ZeroDivisionError", "evalue": "division by zero"},
+        },
     ]
-    (run / "run.json").write_text(json.dumps({
-        "run_name": "lesson", "run_dir": str(run), "started": "2026-11-21T10:00:00+00:00",
-        "finished": "2026-11-21T10:01:00+00:00", "parameters": {"n_sentences": 4}, "notebooks": notebooks,
-        "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": "5.23.0"}}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "run_name": "lesson",
+                "run_dir": str(run),
+                "started": "2026-11-21T10:00:00+00:00",
+                "finished": "2026-11-21T10:01:00+00:00",
+                "parameters": {"n_sentences": 4},
+                "notebooks": notebooks,
+                "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": "5.23.0"},
+            }
+        )
+    )
     return run
 
 
 def test_format_and_flatten():
     assert flatten_metrics({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": {}}) == {"a.b": 1, "a.c.d": [1, 2], "e": {}}
     assert [format_value(v) for v in (0.123456789, 7, True, None, [0.5, 1e-7], "s")] == [
-        "0.123457", "7", "true", "null", "[0.5, 1e-07]", "s"]
+        "0.123457",
+        "7",
+        "true",
+        "null",
+        "[0.5, 1e-07]",
+        "s",
+    ]
 
 
 def test_report_holds_every_metric_figure_table_and_failure(run_dir):
@@ -98,26 +187,37 @@ def test_report_holds_every_metric_figure_table_and_failure(run_dir):
     assert out == run_dir / "report.html"
     page = out.read_text(encoding="utf-8")
 
-    for name, value in flatten_metrics(METRICS).items():
+    for name, _value in flatten_metrics(METRICS).items():
         assert html.escape(name) in page, name
-    for shown in ("tiny-bert", "4 sentences of the sample", "0.123457", "<td><span class=\"value\">7</span>",
-                  "[0.5, 0.25]", "x&lt;y", ">true<", ">null<"):
+    for shown in (
+        "tiny-bert",
+        "4 sentences of the sample",
+        "0.123457",
+        '<td><span class="value">7</span>',
+        "[0.5, 0.25]",
+        "x&lt;y",
+        ">true<",
+        ">null<",
+    ):
         assert shown in page, shown
 
     figures = run_dir / "01_good" / "figures"
     assert f'src="data:image/png;base64,{base64.b64encode((figures / "attention.png").read_bytes()).decode()}"' in page
-    assert f'src="data:image/svg+xml;base64,{base64.b64encode((figures / "entropy.svg").read_bytes()).decode()}"' in page
+    assert (
+        f'src="data:image/svg+xml;base64,{base64.b64encode((figures / "entropy.svg").read_bytes()).decode()}"' in page
+    )
 
-    assert "[SEP] gets most attention" in page and "differs" in page   # the paper-vs-ours table
-    assert "unrelated-table-marker" not in page                      # not every table is a comparison
+    assert "[SEP] draws most attention in the middle" in page and "recorded-claim-note" in page  # from claims.json
+    assert '<span class="status status-differs">differs</span>' in page
+    assert "[SEP] gets most attention" not in page and "unrelated-table-marker" not in page  # not from the HTML
     assert "<style scoped>" not in page
 
-    failures = page[page.index('id="failures"'):page.index('id="summary"')]
+    failures = page[page.index('id="failures"') : page.index('id="summary"')]
     assert "02_broken" in failures and "cell 3 (exec count 2)" in failures
     assert "ZeroDivisionError: division by zero" in failures and "ratio = 1 / 0" in failures
     assert "\x1b" not in page
     assert "torch 2.13.0+cpu" in page and "transformers 5.23.0" in page
-    assert "{&quot;n_sentences&quot;: 4}" in page and "{&quot;layer&quot;: 3}" in page   # run-wide, per notebook
+    assert "{&quot;n_sentences&quot;: 4}" in page and "{&quot;layer&quot;: 3}" in page  # run-wide, per notebook
 
     assert "<script" not in page.lower()
     assert network_references(page) == []
@@ -127,30 +227,34 @@ def test_report_holds_every_metric_figure_table_and_failure(run_dir):
 def test_regressions_come_first_and_ok_rows_are_folded(run_dir):
     (run_dir / "check.json").write_text(json.dumps(CHECK))
     page = build_report(run_dir).read_text(encoding="utf-8")
-    check = page[page.index('id="check"'):page.index("</section>", page.index('id="check"'))]
+    check = page[page.index('id="check"') : page.index("</section>", page.index('id="check"'))]
     assert "REGRESSIONS" in check and "results/reference" in check and "3 of 4 compared metrics are not ok" in check
-    problems = check[:check.index("<details>")]
-    rows = re.findall(r"<tr><td><span class=\"status status-(\w+)\">.*?</td><td>01_good</td><td>([\w.]+)</td>", problems)
+    problems = check[: check.index("<details>")]
+    rows = re.findall(
+        r"<tr><td><span class=\"status status-(\w+)\">.*?</td><td>01_good</td><td>([\w.]+)</td>", problems
+    )
     assert rows == [("regressed", "good.score"), ("missing", "good.gone"), ("new", "good.flag")]
     assert "abs 0.01" in problems and ">0.5<" in problems
-    assert "good.count" in check[check.index("<details>"):]
+    assert "good.count" in check[check.index("<details>") :]
     assert page.index('id="check"') < page.index('id="nb-01_good"')
 
 
 def test_a_passing_check_says_so(run_dir):
-    (run_dir / "check.json").write_text(json.dumps({"reference": "ref", "ok": True, "differences": CHECK["differences"][3:]}))
+    (run_dir / "check.json").write_text(
+        json.dumps({"reference": "ref", "ok": True, "differences": CHECK["differences"][3:]})
+    )
     page = build_report(run_dir).read_text(encoding="utf-8")
     assert "<strong>OK</strong>: every compared metric is within tolerance" in page
     assert "REGRESSIONS" not in page
 
 
-def test_recorded_tables_are_used_before_the_notebook(run_dir):
-    tables = run_dir / "01_good" / "tables"
-    tables.mkdir()
-    (tables / "paper_vs_ours.csv").write_text("claim,paper,ours,verdict\nheads cluster,yes,p = 0.01,agrees\n")
-    found = paper_tables(run_dir / "01_good")
-    assert [caption for caption, _ in found] == ["paper_vs_ours"]
-    assert "<td>heads cluster</td>" in found[0][1] and "[SEP] gets most attention" not in found[0][1]
+def test_claims_come_from_claims_json(run_dir):
+    good = run_dir / "01_good"
+    assert "<td>0.03</td>" in claims_html(good)
+    assert claims_html(run_dir / "02_broken") == ""  # no claims recorded
+    (good / "claims.json").write_text(json.dumps({"claims": [{"key": "x", "id": "a b"}]}))
+    with pytest.raises(DataFormatError, match="claims.json"):
+        claims_html(good)
 
 
 def test_folders_without_run_json_and_bad_input(tmp_path, run_dir, monkeypatch, capsys):
@@ -159,7 +263,7 @@ def test_folders_without_run_json_and_bad_input(tmp_path, run_dir, monkeypatch, 
     assert page.count("not in run.json") >= 2 and "good.score" in page
 
     monkeypatch.setenv("BERTOLOGY_RESULTS_DIR", str(run_dir.parent))
-    assert main(["report", "lesson"]) == 0                  # a run name under the results root
+    assert main(["report", "lesson"]) == 0  # a run name under the results root
     assert capsys.readouterr().out.strip() == str(run_dir / "report.html")
 
     (tmp_path / "empty").mkdir()
@@ -177,8 +281,13 @@ def tour_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        report = run_notebooks([DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"], run_name="tour",
-                               parameters={"n_sentences": 4}, results_root=root, progress=False)
+        report = run_notebooks(
+            [DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"],
+            run_name="tour",
+            parameters={"n_sentences": 4},
+            results_root=root,
+            progress=False,
+        )
     assert report.ok, report.summary()
     return report.run_dir
 
@@ -202,7 +311,7 @@ def test_report_and_deck_of_a_real_run(tour_run):
     slides = [c for c in executed.cells if c.metadata.get("slideshow", {}).get("slide_type") == "slide"]
     soup = BeautifulSoup(text, "html.parser")
     deck_slides = soup.select("div.reveal > div.slides > section")
-    assert len(slides) >= 5 and len(deck_slides) == len(slides)   # one horizontal slide per 'slide' cell
+    assert len(slides) >= 5 and len(deck_slides) == len(slides)  # one horizontal slide per 'slide' cell
     titles = [c.source.splitlines()[0].lstrip("# ") for c in slides]
     assert [s.find(["h1", "h2", "h3"]).get_text().strip().rstrip("¶") for s in deck_slides] == titles
     images = sum("image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", []))

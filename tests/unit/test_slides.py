@@ -1,4 +1,5 @@
 """Slide decks from executed notebooks: structure, hidden code, inlined libraries, nothing loaded from the network."""
+
 import base64
 import io
 import re
@@ -8,15 +9,22 @@ import pytest
 from bs4 import BeautifulSoup
 from PIL import Image
 
-from bertology_utils.present import assets
-from bertology_utils.cli.main import main
+from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.present.slides import (SLIDES_SUFFIX, has_math, network_references, notebook_to_slides, prepare_for_slides,
-                                    run_slides)
+from bertology_utils.present import assets
+from bertology_utils.present.slides import (
+    SLIDES_SUFFIX,
+    has_math,
+    network_references,
+    notebook_to_slides,
+    prepare_for_slides,
+    run_slides,
+)
 
 needs_assets = pytest.mark.skipif(
     not assets.have_assets("reveal", "reveal_css", "reveal_theme", "jquery", "require", "widgets"),
-    reason="the JavaScript libraries are not installed (make setup / npm ci)")
+    reason="the JavaScript libraries are not installed (make setup / npm ci)",
+)
 
 
 def png_base64(size=(6, 4), colour=(200, 30, 30)) -> str:
@@ -26,9 +34,11 @@ def png_base64(size=(6, 4), colour=(200, 30, 30)) -> str:
 
 
 PNG = png_base64()
-TABLE_HTML = ('<div><table border="1" class="dataframe"><thead><tr><th></th><th>claim</th><th>ours</th>'
-              '<th>verdict</th></tr></thead><tbody><tr><th>0</th><td>heads park on [SEP]</td><td>0.03</td>'
-              '<td>differs</td></tr></tbody></table></div>')
+TABLE_HTML = (
+    '<div><table border="1" class="dataframe"><thead><tr><th></th><th>claim</th><th>ours</th>'
+    "<th>verdict</th></tr></thead><tbody><tr><th>0</th><td>heads park on [SEP]</td><td>0.03</td>"
+    "<td>differs</td></tr></tbody></table></div>"
+)
 
 
 def _cell(kind, source, slide=None, tags=(), outputs=(), **metadata):
@@ -51,23 +61,47 @@ def talk_notebook():
         _cell("code", "output_dir = None\nmodel_name = None", "skip", tags=["parameters"]),
         _cell("code", 'output_dir = "/tmp/x"', tags=["injected-parameters"]),
         _cell("md", "## Finding one", "slide"),
-        _cell("code", "fig = draw_secret_figure()", "subslide",
-              outputs=[stream("stream", name="stderr", text="UserWarning: noisy warning\n"),
-                       stream("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]),
+        _cell(
+            "code",
+            "fig = draw_secret_figure()",
+            "subslide",
+            outputs=[
+                stream("stream", name="stderr", text="UserWarning: noisy warning\n"),
+                stream("display_data", data={"image/png": PNG, "text/plain": "<Figure>"}),
+            ],
+        ),
         _cell("md", "The caption of finding one.", "fragment"),
         _cell("code", "prepare_without_output()", "slide"),
         _cell("md", "## Finding two\n\nText that continues the slide the silent code cell opened.", "-"),
-        _cell("code", "print('printed by hidden code')", "fragment",
-              outputs=[stream("stream", name="stdout", text="printed by hidden code\n")]),
+        _cell(
+            "code",
+            "print('printed by hidden code')",
+            "fragment",
+            outputs=[stream("stream", name="stdout", text="printed by hidden code\n")],
+        ),
         _cell("md", "## Paper vs ours", "slide"),
-        _cell("code", "comparison_table_code", "subslide",
-              outputs=[stream("execute_result", data={"text/html": TABLE_HTML, "text/plain": "table"},
-                              execution_count=5)]),
-        _cell("code", "collapsed_source_code()", "-",
-              outputs=[stream("stream", name="stdout", text="output of a collapsed cell\n")],
-              jupyter={"source_hidden": True}),
-        _cell("code", "removed_cell_code()", "-", tags=["remove-cell"],
-              outputs=[stream("stream", name="stdout", text="output of a removed cell\n")]),
+        _cell(
+            "code",
+            "comparison_table_code",
+            "subslide",
+            outputs=[
+                stream("execute_result", data={"text/html": TABLE_HTML, "text/plain": "table"}, execution_count=5)
+            ],
+        ),
+        _cell(
+            "code",
+            "collapsed_source_code()",
+            "-",
+            outputs=[stream("stream", name="stdout", text="output of a collapsed cell\n")],
+            jupyter={"source_hidden": True},
+        ),
+        _cell(
+            "code",
+            "removed_cell_code()",
+            "-",
+            tags=["remove-cell"],
+            outputs=[stream("stream", name="stdout", text="output of a removed cell\n")],
+        ),
         _cell("md", "Speaker notes here.", "notes"),
         _cell("code", "record_metrics_code()", "skip"),
     ]
@@ -93,12 +127,13 @@ def slide_structure(html):
 
 # --------------------------------------------------------------------------- preparing the notebook
 
+
 def test_prepare_skips_silent_code_and_hands_its_slide_to_the_next_cell():
     cells = prepare_for_slides(talk_notebook()).cells
     types = {cell.source.splitlines()[0]: cell.metadata.get("slideshow", {}).get("slide_type", "-") for cell in cells}
     assert types["prepare_without_output()"] == "skip"
-    assert types["## Finding two"] == "slide"                # took over the slide the silent cell opened
-    assert types['output_dir = "/tmp/x"'] == "skip"          # papermill's injected parameters
+    assert types["## Finding two"] == "slide"  # took over the slide the silent cell opened
+    assert types['output_dir = "/tmp/x"'] == "skip"  # papermill's injected parameters
     assert "removed_cell_code()" not in types
     assert types["fig = draw_secret_figure()"] == "subslide"  # has an output: kept as it was
     figure_cell = next(c for c in cells if c.source.startswith("fig ="))
@@ -117,11 +152,14 @@ def test_prepare_with_code_keeps_cells_and_streams_but_honours_removals():
 
 
 def test_with_code_a_collapsed_cell_without_output_is_skipped_too():
-    nb = nbformat.v4.new_notebook(cells=[
-        _cell("md", "# Title", "slide"),
-        _cell("code", "setup()", "subslide", jupyter={"source_hidden": True}),
-        _cell("md", "More text", "fragment"),
-        _cell("code", "visible_setup()", "subslide")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            _cell("md", "# Title", "slide"),
+            _cell("code", "setup()", "subslide", jupyter={"source_hidden": True}),
+            _cell("md", "More text", "fragment"),
+            _cell("code", "visible_setup()", "subslide"),
+        ]
+    )
     types = [c.metadata["slideshow"]["slide_type"] for c in prepare_for_slides(nb, show_code=True).cells]
     assert types == ["slide", "skip", "subslide", "subslide"]
 
@@ -134,6 +172,7 @@ def test_prepare_does_not_change_the_notebook_given():
 
 
 # --------------------------------------------------------------------------- network references
+
 
 def test_network_references_finds_scripts_links_and_imports_only_where_they_load():
     page = """<html><head>
@@ -155,6 +194,7 @@ def test_network_references_finds_scripts_links_and_imports_only_where_they_load
 
 # --------------------------------------------------------------------------- the deck
 
+
 @needs_assets
 def test_deck_is_self_contained_and_follows_the_slideshow_metadata(executed):
     out = notebook_to_slides(executed)
@@ -162,23 +202,30 @@ def test_deck_is_self_contained_and_follows_the_slideshow_metadata(executed):
     html = out.read_text(encoding="utf-8")
 
     assert network_references(html) == []
-    assert re.findall(r"<script\b[^>]*\bsrc\s*=", html, re.IGNORECASE) == []   # every script inline
-    assert re.findall(r"<link\b[^>]*\bhref\s*=", html, re.IGNORECASE) == []    # every stylesheet inline
+    assert re.findall(r"<script\b[^>]*\bsrc\s*=", html, re.IGNORECASE) == []  # every script inline
+    assert re.findall(r"<link\b[^>]*\bhref\s*=", html, re.IGNORECASE) == []  # every stylesheet inline
     for name in ("reveal", "jquery", "require"):
         assert assets.asset_text(name)[-300:].replace("</script", "<\\/script") in html, name
     assert assets.asset_text("reveal_css")[-300:] in html
-    assert "fonts.googleapis.com" not in html             # the theme's web-font import is dropped
+    assert "fonts.googleapis.com" not in html  # the theme's web-font import is dropped
     assert "Reveal.initialize(" in html
     assert "mathjax" not in html.lower() and "mermaid.initialize" not in html
-    assert "@jupyter-widgets/html-manager" not in html    # no widget state: no widget renderer
+    assert "@jupyter-widgets/html-manager" not in html  # no widget state: no widget renderer
 
-    assert slide_structure(html) == [1, 2, 1, 2]          # title; finding + figure; finding two; paper + table
+    assert slide_structure(html) == [1, 2, 1, 2]  # title; finding + figure; finding two; paper + table
     assert f"data:image/png;base64,{PNG}" in html
     assert "differs" in html and "heads park on [SEP]" in html
     assert 'class="fragment"' in html and '<aside class="notes">' in html
     assert "printed by hidden code" in html and "output of a collapsed cell" in html
-    for hidden in ("draw_secret_figure", "noisy warning", "record_metrics_code", "removed_cell",
-                   "prepare_without_output", "/tmp/x", "In&nbsp;["):
+    for hidden in (
+        "draw_secret_figure",
+        "noisy warning",
+        "record_metrics_code",
+        "removed_cell",
+        "prepare_without_output",
+        "/tmp/x",
+        "In&nbsp;[",
+    ):
         assert hidden not in html, hidden
 
 
@@ -188,7 +235,7 @@ def test_show_code_keeps_the_code_but_not_what_the_notebook_hides(executed, tmp_
     assert "draw_secret_figure" in html and "noisy warning" in html and "prepare_without_output" in html
     assert "collapsed_source_code" not in html and "output of a collapsed cell" in html
     assert "removed_cell" not in html
-    assert "record_metrics_code" not in html              # 'skip' cells stay out of a deck
+    assert "record_metrics_code" not in html  # 'skip' cells stay out of a deck
     assert slide_structure(html) == [1, 2, 1, 2]
     assert network_references(html) == []
 
@@ -196,8 +243,9 @@ def test_show_code_keeps_the_code_but_not_what_the_notebook_hides(executed, tmp_
 @needs_assets
 def test_widget_state_gets_the_inlined_renderer(executed, tmp_path):
     nb = nbformat.read(executed, as_version=4)
-    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
-        "version_major": 2, "version_minor": 0, "state": {}}}
+    nb.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0, "state": {}}
+    }
     nbformat.write(nb, executed)
     html = notebook_to_slides(executed, tmp_path / "widgets.html").read_text(encoding="utf-8")
     assert 'define("@jupyter-widgets/html-manager"' in html
@@ -212,6 +260,7 @@ def test_a_missing_notebook_is_a_clear_error(tmp_path):
 
 # --------------------------------------------------------------------------- a run's decks and the command
 
+
 @needs_assets
 def test_run_slides_picks_notebooks_by_number_or_stem(executed, tmp_path, capsys):
     run_dir = executed.parent.parent
@@ -223,7 +272,7 @@ def test_run_slides_picks_notebooks_by_number_or_stem(executed, tmp_path, capsys
     decks = tmp_path / "decks"
     assert main(["slides", str(run_dir), "--out", str(decks)]) == 0
     assert capsys.readouterr().out.split() == [str(decks / "01_talk.slides.html"), str(decks / "02_other.slides.html")]
-    assert (decks / "01_talk.slides.html").stat().st_size > 100_000   # the libraries are in it
+    assert (decks / "01_talk.slides.html").stat().st_size > 100_000  # the libraries are in it
 
     assert main(["slides", str(run_dir), "07"]) == 2
     err = capsys.readouterr().err
@@ -235,31 +284,46 @@ def test_run_slides_picks_notebooks_by_number_or_stem(executed, tmp_path, capsys
 def test_a_talk_drops_progress_bar_widgets_but_keeps_other_widgets():
     new = nbformat.v4.new_output
     widget = "application/vnd.jupyter.widget-view+json"
-    bar = new("display_data", data={widget: {"model_id": "a", "version_major": 2, "version_minor": 0},
-                                    "text/plain": "extract ewt:  100%|##########| 8/8 [00:01<00:00,  6.10item/s]"})
-    explorer = new("display_data", data={widget: {"model_id": "b", "version_major": 2, "version_minor": 0},
-                                         "text/plain": "AttentionExplorer(children=(Dropdown(...),))"})
+    bar = new(
+        "display_data",
+        data={
+            widget: {"model_id": "a", "version_major": 2, "version_minor": 0},
+            "text/plain": "extract ewt:  100%|##########| 8/8 [00:01<00:00,  6.10item/s]",
+        },
+    )
+    explorer = new(
+        "display_data",
+        data={
+            widget: {"model_id": "b", "version_major": 2, "version_minor": 0},
+            "text/plain": "AttentionExplorer(children=(Dropdown(...),))",
+        },
+    )
     nb = nbformat.v4.new_notebook(cells=[_cell("code", "run()", "slide", outputs=[bar, explorer])])
     kept = prepare_for_slides(nb).cells[0].outputs
     assert [o.data["text/plain"] for o in kept] == [explorer.data["text/plain"]]
     assert len(prepare_for_slides(nb, show_code=True).cells[0].outputs) == 2
 
 
-@pytest.mark.parametrize("markdown, math", [
-    ("the weight $\\alpha_k[j,i]$ of head $k$", True),
-    ("$$\\sum_i x_i = 1$$", True),
-    ("inline \\(a + b\\) and display \\[c\\]", True),
-    ("\\begin{align} x &= y \\end{align}", True),
-    ("it costs $5 and $10", False),
-    ("an escaped \\$ sign and plain prose", False),
-])
+@pytest.mark.parametrize(
+    "markdown, math",
+    [
+        ("the weight $\\alpha_k[j,i]$ of head $k$", True),
+        ("$$\\sum_i x_i = 1$$", True),
+        ("inline \\(a + b\\) and display \\[c\\]", True),
+        ("\\begin{align} x &= y \\end{align}", True),
+        ("it costs $5 and $10", False),
+        ("an escaped \\$ sign and plain prose", False),
+    ],
+)
 def test_has_math(markdown, math):
     nb = nbformat.v4.new_notebook(cells=[_cell("md", markdown), _cell("code", "x = '$y$'")])
     assert has_math(nb) is math
 
 
-@pytest.mark.skipif(not assets.have_assets("mathjax", "reveal", "reveal_css", "reveal_theme", "jquery", "require"),
-                    reason="the JavaScript libraries are not installed (make setup / npm ci)")
+@pytest.mark.skipif(
+    not assets.have_assets("mathjax", "reveal", "reveal_css", "reveal_theme", "jquery", "require"),
+    reason="the JavaScript libraries are not installed (make setup / npm ci)",
+)
 def test_a_deck_with_latex_inlines_mathjax(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[_cell("md", "# Probes\n\nThe weight $\\alpha_k[j,i]$ of head $k$.", "slide")])
     path = tmp_path / "04_math.ipynb"

@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
 from bertology_utils.attention import store as store_module
 from bertology_utils.attention.store import AttentionStore, merge_stores
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
+from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
 
 L, H = 2, 3
 
@@ -25,9 +25,14 @@ def make_item(index, rng, n_words=None, tokens=False):
     att = rng.random((L, H, n, n)).astype(np.float32)
     att /= att.sum(-1, keepdims=True)
     item = ItemAttention(
-        index=index, item_id=f"s{index}", words=tuple(f"w{index}_{k}" for k in range(n)),
-        word_kinds=np.array([1] + [0] * (n - 2) + [2], dtype=np.int8), segments=np.zeros(n, dtype=np.int8),
-        attention=att, n_tokens=n + 1, replaced=index % 2,
+        index=index,
+        item_id=f"s{index}",
+        words=tuple(f"w{index}_{k}" for k in range(n)),
+        word_kinds=np.array([1] + [0] * (n - 2) + [2], dtype=np.int8),
+        segments=np.zeros(n, dtype=np.int8),
+        attention=att,
+        n_tokens=n + 1,
+        replaced=index % 2,
     )
     if tokens:
         t = n + 1
@@ -39,15 +44,17 @@ def make_item(index, rng, n_words=None, tokens=False):
 
 def items_for(n_items, seed=0, skip=(), tokens=False):
     rng = np.random.default_rng(seed)
-    return [SkippedItem(i, f"s{i}", 99, "too long") if i in skip else make_item(i, rng, tokens=tokens)
-            for i in range(n_items)]
+    return [
+        SkippedItem(i, f"s{i}", 99, "too long") if i in skip else make_item(i, rng, tokens=tokens)
+        for i in range(n_items)
+    ]
 
 
 def write(path, results, n_items=10, shard=(0, 10), block=4, tokens=False, meta=None):
     store = AttentionStore.open_or_create(path, meta or metadata(), n_items)
     writer = store.writer(*shard, keep_tokens=tokens)
     for lo in range(0, len(results), block):
-        writer.append(results[lo:lo + block])
+        writer.append(results[lo : lo + block])
     store.refresh()
     return store
 
@@ -62,7 +69,7 @@ def assert_same(item, expected):
 
 def test_round_trip_random_access_and_iteration(tmp_path):
     results = items_for(10, skip={3, 7})
-    store = write(tmp_path / "s.zarr", results)
+    write(tmp_path / "s.zarr", results)
     reopened = AttentionStore.open(tmp_path / "s.zarr")
     assert reopened.is_complete and len(reopened) == 10
     for i in (9, 0, 5):  # out of order on purpose
@@ -83,8 +90,9 @@ def test_token_level_round_trip(tmp_path):
     results = items_for(10, tokens=True)
     store = write(tmp_path / "s.zarr", results, tokens=True)
     item = store[6]
-    np.testing.assert_array_equal(item.token_attention,
-                                  results[6].token_attention.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(
+        item.token_attention, results[6].token_attention.astype(np.float16).astype(np.float32)
+    )
     assert item.tokens == results[6].tokens
     np.testing.assert_array_equal(item.token_to_word, results[6].token_to_word)
 
@@ -230,7 +238,7 @@ def test_maps_packed_back_to_back_are_written_without_a_copy(tmp_path):
     ends = np.cumsum(sizes)
     packed = []
     for it, end, size in zip(items, ends, sizes):
-        view = flat[end - size:end].reshape(it.attention.shape)
+        view = flat[end - size : end].reshape(it.attention.shape)
         view[...] = it.attention
         packed.append(ItemAttention(**{**it.__dict__, "attention": view}))
     joined = store_module._concat([p.attention.reshape(-1) for p in packed], np.float16)

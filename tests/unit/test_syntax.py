@@ -1,32 +1,57 @@
 """Dependency-head scoring on hand-made trees with synthetic attention whose answers are known."""
+
 import numpy as np
 import pytest
+from synthetic_trees import random_heads
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.data import Corpus, Sentence, read_conllu
-from bertology_utils.core.errors import BertologyError
 from bertology_utils.analyses.syntax import (
-    ALL, DIRECTIONS, OFFSETS, PAPER_TABLE1, STANFORD_TO_UD, example_sentence, paper_comparison, predictions,
+    ALL,
+    DIRECTIONS,
+    OFFSETS,
+    PAPER_TABLE1,
+    STANFORD_TO_UD,
+    example_sentence,
+    paper_comparison,
+    predictions,
     score_syntax,
 )
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
-from synthetic_trees import random_heads
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.heads import all_heads
+from bertology_utils.data import Corpus, Sentence, read_conllu
+from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.clark import table1_claims
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
 
-DOG = Sentence("dog", ("The", "old", "dog", "chased", "a", "cat", "."), heads=(3, 3, 4, 0, 6, 4, 4),
-               relations=("det", "amod", "nsubj", "root", "det", "obj", "punct"))
-POSS = Sentence("poss", ("John", "'s", "sister", "likes", "it", "."), heads=(3, 1, 4, 0, 4, 4),
-                relations=("nmod:poss", "case", "nsubj", "root", "obj", "punct"))
+DOG = Sentence(
+    "dog",
+    ("The", "old", "dog", "chased", "a", "cat", "."),
+    heads=(3, 3, 4, 0, 6, 4, 4),
+    relations=("det", "amod", "nsubj", "root", "det", "obj", "punct"),
+)
+POSS = Sentence(
+    "poss",
+    ("John", "'s", "sister", "likes", "it", "."),
+    heads=(3, 1, 4, 0, 4, 4),
+    relations=("nmod:poss", "case", "nsubj", "root", "obj", "punct"),
+)
 
 
 def item(sentence: Sentence, maps: np.ndarray, index: int) -> ItemAttention:
     """[CLS] words [SEP] with ``maps`` of shape (L, H, n + 2, n + 2)."""
     n = len(sentence.words) + 2
     kinds = np.array([LEADING_SPECIAL] + [WORD] * (n - 2) + [SEPARATOR], dtype=np.int8)
-    return ItemAttention(index=index, item_id=sentence.id, words=("[CLS]", *sentence.words, "[SEP]"),
-                         word_kinds=kinds, segments=np.zeros(n, dtype=np.int8), attention=maps.astype(np.float32),
-                         n_tokens=n)
+    return ItemAttention(
+        index=index,
+        item_id=sentence.id,
+        words=("[CLS]", *sentence.words, "[SEP]"),
+        word_kinds=kinds,
+        segments=np.zeros(n, dtype=np.int8),
+        attention=maps.astype(np.float32),
+        n_tokens=n,
+    )
 
 
 def noise(sentence: Sentence, seed: int) -> np.ndarray:
@@ -72,8 +97,15 @@ def test_attention_on_the_gold_head_scores_one_and_the_best_head_is_named_from_o
     # Root words and punctuation are left out and counted.
     assert result.excluded == {"root": 2, "punct": 2}
     assert result.counts[result.index(ALL)] == 13 - 4
-    assert dict(zip(result.relations, result.counts)) == {ALL: 9, "det": 2, "nsubj": 2, "obj": 2, "amod": 1,
-                                                          "case": 1, "nmod:poss": 1}
+    assert dict(zip(result.relations, result.counts)) == {
+        ALL: 9,
+        "det": 2,
+        "nsubj": 2,
+        "obj": 2,
+        "amod": 1,
+        "case": 1,
+        "nmod:poss": 1,
+    }
     assert result.head_accuracy.shape == (len(result.relations), L, H)
 
 
@@ -160,17 +192,24 @@ def test_tables_and_the_paper_side_by_side():
     result = score_syntax(corpus, items)
     frame = result.frame()
     assert len(frame) == 2 * len(result.relations) * L * H
-    assert set(frame["head_name"]) == {f"{a}-{b}" for a in range(1, L + 1) for b in range(1, H + 1)}
+    assert set(frame["head_name"]) == {str(h) for h in all_heads(L, H)}
     assert result.grid("det").shape == (L, H)
     assert list(result.baselines().columns) == list(OFFSETS)
     table = result.best_heads(min_count=2)
     assert table.index[0] == ALL and "amod" not in table.index
     comparison = paper_comparison(result)
     assert list(comparison.index) == list(PAPER_TABLE1)
-    assert comparison.loc["prep", "verdict"] == "no UD twin"
+    assert comparison.loc["prep", "UD relation"] == "-" and np.isnan(comparison.loc["prep", "margin"])
     assert comparison.loc["dobj", "UD relation"] == "obj" and comparison.loc["dobj", "count"] == 2
-    assert comparison.loc["mark", "verdict"] == "not in the data"
-    assert comparison.loc["amod", "verdict"] == "too few dependents to hold out"  # one dependent, one half
+    claims = {c.id: c for c in table1_claims(result)}
+    assert [c.verdict for c in claims.values()].count(Verdict.NOT_TESTABLE) >= 3
+    assert claims["table1.prep"].verdict is Verdict.NOT_TESTABLE and claims["table1.prep"].ours == "no UD twin"
+    assert claims["table1.mark"].ours == "mark: not in the data"
+    assert claims["table1.amod"].verdict is Verdict.NOT_TESTABLE  # one dependent, one half: too few to hold out
+    held_out, baseline = claims["table1.dobj"].values.values()
+    assert claims["table1.dobj"].verdict is Verdict.of(held_out > baseline, not np.isnan(held_out))
+    metrics = result.metrics("syntax")
+    assert metrics["syntax.obj.best_head"] == result.best("obj")["best_head"] and "syntax.nmod_poss.count" in metrics
     assert STANFORD_TO_UD["poss"] == "nmod:poss" and STANFORD_TO_UD["prt"] == "compound:prt"
     assert example_sentence(corpus, "nmod:poss", min_words=2) == 1
 
@@ -215,8 +254,9 @@ def tiny_bert(tmp_path_factory):
 def test_conllu_multiword_tokens_empty_nodes_and_over_long_sentences_through_a_store(tiny_bert, tmp_path):
     from bertology_utils.attention.extraction import extract_attention
 
-    long = "\n".join(f"{i}\tword\tword\tNOUN\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
-                     for i in range(1, 80))  # more tokens than the tiny model's 64 positions
+    long = "\n".join(
+        f"{i}\tword\tword\tNOUN\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_" for i in range(1, 80)
+    )  # more tokens than the tiny model's 64 positions
     path = tmp_path / "edge.conllu"
     path.write_text(CONLLU.format(long=long), encoding="utf-8")
     corpus = read_conllu(path)

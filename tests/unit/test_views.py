@@ -1,4 +1,5 @@
 """Offline bertviz views, the layer/head explorer and the query·key neuron view."""
+
 import base64
 import json
 import re
@@ -7,21 +8,22 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
-from bertology_utils.present import assets
-from bertology_utils.core import settings
-from bertology_utils.data import Corpus, SentencePair, words_of
-from bertology_utils.core.errors import AssetMissingError, BertologyError
-from bertology_utils.attention.extraction import attention_for, extract_attention
-from bertology_utils.core.models import load_model
-from bertology_utils.present.views import AttentionView, explorer, head_view, model_view, neuron_view
 from tiny_models import ARCHS
+
+from bertology_utils.attention.extraction import attention_for, extract_attention
+from bertology_utils.core import settings
+from bertology_utils.core.errors import AssetMissingError, BertologyError
+from bertology_utils.core.models import load_model
+from bertology_utils.data import Corpus, SentencePair, words_of
+from bertology_utils.present import assets
+from bertology_utils.present.views import AttentionView, explorer, head_view, model_view, neuron_view
 
 SENTENCE = "The old sailor reads a heavy wooden box near the station."
 PAIR = ("Hello world again.", "Where did you put the keys?")
 LIBRARIES = ("require", "d3", "jquery")
-needs_libraries = pytest.mark.skipif(not assets.have_assets(*LIBRARIES),
-                                     reason="the npm libraries are not installed (make setup)")
+needs_libraries = pytest.mark.skipif(
+    not assets.have_assets(*LIBRARIES), reason="the npm libraries are not installed (make setup)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,7 @@ def _eager_attention(loaded, words_a, words_b=None) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- bertviz views
+
 
 @needs_libraries
 @pytest.mark.parametrize("draw", [head_view, model_view])
@@ -130,8 +133,9 @@ def test_model_view_restricts_layers_and_heads(loaded_models):
 
 def test_views_of_store_items_are_word_level(loaded_models, tmp_path):
     loaded = loaded_models["distilbert"]
-    store = extract_attention(Corpus.from_texts([SENTENCE, "A small dog."]), tmp_path / "s.zarr", loaded,
-                              progress=False)
+    store = extract_attention(
+        Corpus.from_texts([SENTENCE, "A small dog."]), tmp_path / "s.zarr", loaded, progress=False
+    )
     params = _params(head_view(store[1], level="word"))
     np.testing.assert_allclose(np.array(params["attention"][0]["attn"]), store[1].attention, atol=1e-4)
     with pytest.raises(BertologyError, match="word-level attention only"):
@@ -150,6 +154,7 @@ def test_saved_view_is_a_standalone_page(loaded_models, tmp_path):
 
 # --------------------------------------------------------------------------- explorer
 
+
 def _png(widget) -> bytes:
     (output,) = widget.output.outputs
     return base64.b64decode(output["data"]["image/png"])
@@ -157,8 +162,12 @@ def _png(widget) -> bytes:
 
 def test_explorer_on_a_store_redraws_when_a_control_changes(loaded_models, tmp_path):
     loaded = loaded_models["bert"]  # 2 layers x 4 heads
-    store = extract_attention(Corpus.from_texts([SENTENCE, "A small dog barks.", "Hello world again."]),
-                              tmp_path / "s.zarr", loaded, progress=False)
+    store = extract_attention(
+        Corpus.from_texts([SENTENCE, "A small dog barks.", "Hello world again."]),
+        tmp_path / "s.zarr",
+        loaded,
+        progress=False,
+    )
     panel = explorer(store)
     assert "bertology-explorer" in panel._dom_classes
     assert (panel.layer.max, panel.head.max) == (store.num_layers, store.num_heads)
@@ -194,6 +203,7 @@ def test_explorer_on_items_switches_between_words_and_tokens(loaded_models):
 
 
 # --------------------------------------------------------------------------- neuron view
+
 
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max())

@@ -58,12 +58,14 @@ def test_rows_sum_to_one_and_match_reference(maps, rule):
 
 def test_hand_computed_example():
     # Tokens: [CLS] straw ##berries [SEP] -> words [CLS] strawberries [SEP]
-    att = np.array([
-        [0.5, 0.2, 0.2, 0.1],
-        [0.1, 0.3, 0.4, 0.2],
-        [0.2, 0.6, 0.0, 0.2],
-        [0.0, 0.0, 0.0, 1.0],
-    ])[None, None]
+    att = np.array(
+        [
+            [0.5, 0.2, 0.2, 0.1],
+            [0.1, 0.3, 0.4, 0.2],
+            [0.2, 0.6, 0.0, 0.2],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )[None, None]
     t2w = np.array([0, 1, 1, 2])
     mean = word_attention_single(att, t2w, "mean")[0, 0]
     np.testing.assert_allclose(mean, [[0.5, 0.4, 0.1], [0.15, 0.65, 0.2], [0.0, 0.0, 1.0]], atol=1e-6)

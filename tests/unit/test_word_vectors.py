@@ -1,11 +1,12 @@
 """GloVe-format files and the model-embedding default vectors."""
+
 import gzip
 
 import numpy as np
 import pytest
 
-from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.analyses.word_vectors import ModelEmbeddingVectors, StaticVectors, default_word_vectors, load_glove
+from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 
 GLOVE = """\
 the 0.1 0.2 0.3
@@ -27,9 +28,9 @@ def test_glove_text_file(tmp_path):
     out = vectors(["cat", "The", "New York", "dog", "."])
     assert out.dtype == np.float32 and out.shape == (5, 3)
     np.testing.assert_allclose(out[0], [1, 2, 3])
-    np.testing.assert_allclose(out[1], [0.1, 0.2, 0.3])   # lowercase fallback
-    np.testing.assert_allclose(out[2], [4, 5, 6])         # a word with a space, as in glove.840B
-    np.testing.assert_array_equal(out[3], 0)              # unknown: zero vector, counted
+    np.testing.assert_allclose(out[1], [0.1, 0.2, 0.3])  # lowercase fallback
+    np.testing.assert_allclose(out[2], [4, 5, 6])  # a word with a space, as in glove.840B
+    np.testing.assert_array_equal(out[3], 0)  # unknown: zero vector, counted
     np.testing.assert_allclose(out[4], [-1, -2, -0.35])
     assert vectors.unknown == 1 and vectors.lookups == 5 and vectors.unknown_rate == pytest.approx(0.2)
     assert "vectors.txt" in vectors.description and "dimension 3" in vectors.description

@@ -1,0 +1,50 @@
+"""What the command modules share: the Command record, exit statuses, summaries of a store."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Command", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "SHOW_SKIPPED", "plural", "store_lines"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SHOW_SKIPPED = 10  # skipped indices listed in a summary
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str  # one line, for `bertology --help`
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]  # returns the exit status
+    epilog: str = ""  # examples, for `bertology NAME --help`
+    description: str = ""  # a paragraph for `bertology NAME --help` (default: help)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def store_lines(store) -> list[str]:
+    """A store's summary as indented lines (items, extracted, skipped with indices, missing, path)."""
+    s = store.summary()
+    lines = [
+        f"store: {s['path']}",
+        f"  {s['corpus']} under {s['model']}, from_rule {s['from_rule']}",
+        f"  items {s['items']}: extracted {s['extracted']}, skipped {s['skipped']}, missing {s['missing']}"
+        f" ({plural(s['shards'], 'shard')})",
+    ]
+    skipped = sorted(store.skipped())
+    if skipped:
+        limit = store.metadata["conversion"]["max_tokens"]
+        shown = ", ".join(map(str, skipped[:SHOW_SKIPPED]))
+        more = f" ... ({len(skipped) - SHOW_SKIPPED} more)" if len(skipped) > SHOW_SKIPPED else ""
+        lines.append(
+            f"  {plural(len(skipped), 'item')} longer than {limit} tokens "
+            f"{'was' if len(skipped) == 1 else 'were'} skipped: indices {shown}{more}"
+        )
+    if s["missing"]:
+        gaps = ", ".join(f"[{a}, {b})" for a, b in store.missing_ranges()[:SHOW_SKIPPED])
+        lines.append(f"  missing items {gaps} are not extracted yet (other shards? join them with bertology merge)")
+    return lines

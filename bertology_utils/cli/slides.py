@@ -1,0 +1,57 @@
+"""``bertology slides``: turn a run's executed notebooks into offline reveal.js slide decks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bertology_utils.cli._command import EXIT_OK, Command
+
+__all__ = ["COMMAND"]
+
+SLIDES_DESCRIPTION = """\
+Turn the executed notebooks of a run into reveal.js slide decks: one HTML file per notebook
+that opens offline (reveal.js, its theme, jQuery and require.js are inlined; figures are
+embedded). The cells' slideshow metadata makes the slides, as RISE does live in JupyterLab.
+Code is hidden unless --show-code.
+"""
+
+SLIDES_EPILOG = """\
+examples:
+  bertology slides results/default             every notebook of the run
+  bertology slides default 00 03 --show-code   a run by name; two notebooks, with their code
+  bertology slides results/default --out decks
+
+Decks go to RUN_DIR/<stem>/<stem>.slides.html, or DIR/<stem>.slides.html with --out.
+Exit status: 0, or 2 when the run folder, a notebook or the JavaScript libraries are missing.
+"""
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (results/NAME) or a run name")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="only these notebooks, by stem (00_tour) or number (00); default: every one",
+    )
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write the decks into DIR instead")
+    parser.add_argument("--show-code", action="store_true", help="show the code cells' input (hidden by default)")
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from bertology_utils.present.slides import run_slides
+
+    for path in run_slides(args.run_dir, args.notebooks, out_dir=args.out, show_code=args.show_code):
+        print(path)
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "slides",
+    "turn a run's executed notebooks into offline reveal.js slide decks",
+    _add_arguments,
+    _handle,
+    SLIDES_EPILOG,
+    SLIDES_DESCRIPTION,
+)

@@ -1,0 +1,125 @@
+"""A paper's claim checked against our numbers: one verdict vocabulary, one record, one table.
+
+Each function of :mod:`~bertology_utils.papers.clark`, :mod:`~bertology_utils.papers.kovaleva` and
+:mod:`~bertology_utils.papers.michel` takes analysis results and returns a :class:`Claim` whose
+verdict a written ``rule`` computed from the numbers in ``values``. Notebooks show
+:func:`claims_table` and record the claims with :func:`bertology_utils.run.harness.record_claims`
+(``claims.json`` and one metric per claim and value), which the report reads back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+import numpy as np
+
+__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean"]
+
+_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
+
+
+class Verdict(str, Enum):
+    """How a claim fares on our numbers. NOT_TESTABLE: the data here cannot show it (missing, degenerate)."""
+
+    HOLDS = "holds"
+    PARTLY = "partly"
+    DIFFERS = "differs"
+    NOT_TESTABLE = "not testable"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, holds: bool, testable: bool = True) -> Verdict:
+        """HOLDS or DIFFERS by ``holds``; NOT_TESTABLE when not ``testable`` (checked first)."""
+        if not testable:
+            return cls.NOT_TESTABLE
+        return cls.HOLDS if holds else cls.DIFFERS
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper, the paper's value, ours, and the verdict the stated rule gives."""
+
+    id: str  #: unique within a notebook; a metric name part (letters, digits, ``_ . : + -``)
+    claim: str  #: what the paper says
+    paper: str  #: e.g. "Clark et al. 2019"
+    paper_value: str  #: what the paper reports, as text
+    ours: str  #: our value(s), as text
+    verdict: Verdict
+    rule: str  #: how ``values`` decided the verdict
+    values: Mapping[str, float | int | str | None] = field(default_factory=dict)  #: the numbers the rule read
+    note: str = ""
+
+    def __post_init__(self):
+        if not _ID.fullmatch(self.id):
+            raise ValueError(f"claim id {self.id!r}: use letters, digits and _ . : + - only")
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        object.__setattr__(self, "values", {str(k): _plain(v) for k, v in self.values.items()})
+
+    def to_metrics(self, prefix: str) -> dict:
+        """``{prefix}.{id}.verdict`` and ``{prefix}.{id}.{name}`` for each of ``values``."""
+        key = f"{prefix}.{self.id}" if prefix else self.id
+        return {f"{key}.verdict": self.verdict.value, **{f"{key}.{name}": v for name, v in self.values.items()}}
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "verdict": self.verdict.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Claim:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _plain(value):
+    """numpy scalars as Python numbers, so that values compare, print and serialise plainly."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def claims_table(claims: Iterable[Claim]):
+    """The "paper vs ours" DataFrame: one row per claim (index ``id``)."""
+    import pandas as pd
+
+    rows = [
+        {
+            "id": c.id,
+            "paper": c.paper,
+            "claim": c.claim,
+            "paper value": c.paper_value,
+            "ours": c.ours,
+            "verdict": c.verdict.value,
+            "rule": c.rule,
+            "note": c.note,
+        }
+        for c in claims
+    ]
+    columns = ["id", "paper", "claim", "paper value", "ours", "verdict", "rule", "note"]
+    return pd.DataFrame(rows, columns=columns).set_index("id")
+
+
+# --------------------------------------------------------------------------- layers of another depth
+
+
+def depth_scaled_layers(first: int, last: int, model_layers: int, paper_layers: int = 12) -> tuple[int, int]:
+    """Layers ``first..last`` (from 1) of a ``paper_layers`` model as the same fraction of depth in ours.
+
+    Layer ``l`` covers depth ``((l-1)/P, l/P]``; the result is every layer of ours overlapping
+    ``((first-1)/P, last/P]``, so with ``model_layers == paper_layers`` it is ``(first, last)``.
+    """
+    lo = (first - 1) / paper_layers * model_layers
+    hi = last / paper_layers * model_layers
+    a = int(np.floor(lo + 1e-9)) + 1
+    b = max(a, int(np.ceil(hi - 1e-9)))
+    return a, min(b, model_layers)
+
+
+def layer_mean(values, first: int, last: int, paper_layers: int = 12) -> tuple[float, str]:
+    """Mean of a ``(layers, heads)`` (or ``(layers,)``) array over the paper's layers ``first..last`` scaled to
+    its depth, and those layers written ``"a-b"`` (from 1). NaN entries are left out; all NaN gives NaN."""
+    values = np.asarray(values, dtype=np.float64)
+    a, b = depth_scaled_layers(first, last, values.shape[0], paper_layers)
+    part = values[a - 1 : b]
+    mean = float(np.nanmean(part)) if np.isfinite(part).any() else float("nan")
+    return mean, f"{a}-{b}" if a != b else str(a)

@@ -1,0 +1,88 @@
+"""Michel et al. (2019), *Are Sixteen Heads Really Better than One?*: each claim, checked against our numbers.
+
+One function per claim, each returning a :class:`~bertology_utils.papers.claims.Claim`; paper values
+are from ../shared/reference/papers.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bertology_utils.papers.claims import Claim, Verdict
+
+if TYPE_CHECKING:
+    from bertology_utils.interventions.pruning import PruningCurve
+
+__all__ = ["PAPER", "heads_prunable", "importance_matches_ablation"]
+
+PAPER = "Michel et al. 2019"
+
+
+def heads_prunable(
+    curve: PruningCurve, random_curves: Sequence[PruningCurve] = (), *, keep: float = 0.9, task: str = ""
+) -> Claim:
+    """ "Many heads (about 40% on MNLI) can be pruned by importance without a noticeable drop".
+
+    Holds when at least 20% of the heads go before the metric falls below ``keep`` of the original
+    and importance order does at least as well as random order on average; partly when only some
+    heads go. Not testable when the metric never drops, even with every head pruned: such a curve
+    says nothing about heads.
+    """
+    share = curve.prunable(keep)
+    rand = [c.prunable(keep) for c in random_curves]
+    rand_mean = float(np.mean(rand)) if rand else math.nan
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if share >= 1.0
+        else Verdict.HOLDS
+        if share >= 0.2 and (not rand or share >= rand_mean)
+        else Verdict.PARTLY
+        if share > 0
+        else Verdict.DIFFERS
+    )
+    rand_text = f"; random order {rand_mean:.0%} on average" if rand else ""
+    return Claim(
+        f"heads_prunable.{task}" if task else "heads_prunable",
+        f"Many heads can be pruned keeping {keep:.0%} of the metric, importance beats random",
+        PAPER,
+        "about 40% (MNLI)",
+        f"{share:.0%} pruned by importance{rand_text}",
+        verdict,
+        "holds: >= 20% prunable by importance and >= random order's mean; partly: > 0%; "
+        "not testable: the metric never drops",
+        {"prunable": share, "prunable_random_mean": rand_mean},
+        note=f"task: {task}" if task else "",
+    )
+
+
+def importance_matches_ablation(agreement: tuple[float, float], *, alpha: float = 0.05, task: str = "") -> Claim:
+    """Importance, a first-order estimate of the loss change, ranks heads like removing each one alone does.
+
+    ``agreement``: (Spearman rho, p) of the raw importance with the dev-loss increase when each head
+    alone is disabled. Holds when rho > 0 with p < ``alpha``, partly when rho > 0 only.
+    """
+    rho, p = (float(x) for x in agreement)
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not math.isfinite(rho)
+        else Verdict.HOLDS
+        if rho > 0 and p < alpha
+        else Verdict.PARTLY
+        if rho > 0
+        else Verdict.DIFFERS
+    )
+    return Claim(
+        f"importance_matches_ablation.{task}" if task else "importance_matches_ablation",
+        "Importance (a first-order estimate of the loss change) ranks heads like removing each one alone",
+        PAPER,
+        "importance defined as that estimate",
+        f"Spearman rho {rho:.2f} (p = {p:.2g}) with the dev-loss increase",
+        verdict,
+        f"holds: rho > 0 with p < {alpha}; partly: rho > 0",
+        {"spearman": rho, "p_value": p},
+        note=f"task: {task}" if task else "",
+    )

@@ -1,0 +1,218 @@
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bertology_utils.papers import clark, kovaleva, michel
+from bertology_utils.papers.claims import Claim, Verdict, claims_table, depth_scaled_layers, layer_mean
+
+
+def grid(per_layer, heads=2):
+    """A (layers, heads) array whose every head has its layer's value."""
+    return np.repeat(np.asarray(per_layer, dtype=float)[:, None], heads, axis=1)
+
+
+def test_verdict_of():
+    assert Verdict.of(True) is Verdict.HOLDS and Verdict.of(False) is Verdict.DIFFERS
+    assert Verdict.of(True, testable=False) is Verdict.NOT_TESTABLE
+    assert str(Verdict.NOT_TESTABLE) == "not testable"
+
+
+def test_claim_metrics_dict_and_table():
+    claim = Claim(
+        "sep_middle_layers",
+        "text",
+        "Clark et al. 2019",
+        "> 0.5",
+        "0.62",
+        "holds",
+        "mean > 0.5",
+        {"sep_share": np.float64(0.62)},
+        note="n",
+    )
+    assert claim.verdict is Verdict.HOLDS and type(claim.values["sep_share"]) is float
+    assert claim.to_metrics("tour.claims") == {
+        "tour.claims.sep_middle_layers.verdict": "holds",
+        "tour.claims.sep_middle_layers.sep_share": 0.62,
+    }
+    assert Claim.from_dict(claim.to_dict()) == claim
+    table = claims_table([claim, clark.cls_early_layers(grid([0.5, 0.1]))])
+    assert list(table.index) == ["sep_middle_layers", "cls_early_layers"]
+    assert list(table.columns) == ["paper", "claim", "paper value", "ours", "verdict", "rule", "note"]
+    assert table.loc["cls_early_layers", "verdict"] == "holds"
+    with pytest.raises(ValueError):
+        Claim("a b", "t", "p", "v", "o", Verdict.HOLDS, "r")
+
+
+def test_depth_scaled_layers_and_layer_mean():
+    assert depth_scaled_layers(6, 10, 12) == (6, 10)
+    assert depth_scaled_layers(6, 10, 6) == (3, 5)
+    assert depth_scaled_layers(1, 1, 24) == (1, 2)
+    assert depth_scaled_layers(12, 12, 6) == (6, 6)
+    assert layer_mean(grid([0, 0, 0.3, 0.6, 0.9, 0]), 6, 10) == (pytest.approx(0.6), "3-5")
+    assert math.isnan(layer_mean(grid([np.nan] * 6), 6, 10)[0])
+
+
+@pytest.mark.parametrize("middle, verdict", [(0.51, Verdict.HOLDS), (0.5, Verdict.DIFFERS), (0.2, Verdict.DIFFERS)])
+def test_sep_claim_is_the_mean_over_the_scaled_middle_layers(middle, verdict):
+    # 6 layers: the paper's 6-10 of 12 are layers 3-5; a [SEP] peak in layer 6 alone must not count
+    share = grid([0.0, 0.0, middle, middle, middle, 0.95])
+    claim = clark.sep_middle_layers(share)
+    assert claim.verdict is verdict and claim.values["sep_share"] == pytest.approx(middle)
+
+
+def test_sep_claim_not_testable_without_separators_or_numbers():
+    assert clark.sep_middle_layers(grid([0.9] * 6), testable=False).verdict is Verdict.NOT_TESTABLE
+    assert clark.sep_middle_layers(grid([np.nan] * 6)).verdict is Verdict.NOT_TESTABLE
+
+
+def test_early_layers_broad_holds_partly_differs():
+    entropy = grid([2.0, 2.0, 1.8, 1.5, 1.2, 1.0])
+    assert clark.early_layers_broad(entropy, 2.5).verdict is Verdict.HOLDS  # 2.0 / 2.5 = 0.8
+    assert clark.early_layers_broad(entropy, 2.6).verdict is Verdict.PARTLY  # below 0.8, above the last layer
+    assert clark.early_layers_broad(grid([1.0, 1, 1, 1, 1, 2.0]), 3.0).verdict is Verdict.DIFFERS
+    assert clark.early_layers_broad(entropy, 0.0).verdict is Verdict.NOT_TESTABLE
+
+
+def test_neighbour_heads_name_the_heads():
+    share = np.zeros((6, 2))
+    share[0, 1] = 0.8
+    claim = clark.neighbour_heads(share, "previous")
+    assert claim.verdict is Verdict.HOLDS and "(1-2)" in claim.ours
+    share[5, 0] = 0.6  # a late one as well
+    assert clark.neighbour_heads(share, "previous").verdict is Verdict.DIFFERS
+    assert clark.neighbour_heads(np.zeros((6, 2)), "next").verdict is Verdict.DIFFERS
+
+
+def test_cls_entropy_within_a_tenth_of_the_papers_ratio():
+    paper = 3.89 / np.log(128)
+    assert clark.cls_entropy_last_layer(grid([0, (paper + 0.09) * 4]), 4.0).verdict is Verdict.HOLDS
+    assert clark.cls_entropy_last_layer(grid([0, (paper + 0.11) * 4]), 4.0).verdict is Verdict.DIFFERS
+    assert clark.cls_entropy_last_layer(grid([0, 3.0]), math.nan).verdict is Verdict.NOT_TESTABLE
+
+
+def test_gradient_claims():
+    stats = SimpleNamespace(
+        attention={"sep": grid([0.1, 0.6, 0.7, 0.2])},
+        gradient_ratio=lambda kind: np.array([1.2, 0.4, 0.5, 1.1]),
+        gradient_norm=np.array([4.0, 3.0, 2.0, 1.0]),
+    )
+    small = clark.special_gradient_small(stats, "sep", "mlm")
+    assert small.id == "sep_gradient_small.mlm" and small.verdict is Verdict.HOLDS
+    assert small.values == {"high_ratio": pytest.approx(0.45), "low_ratio": pytest.approx(1.15)}
+    assert clark.gradients_shrink(stats, "mlm").verdict is Verdict.HOLDS
+    stats.gradient_norm = np.ones(4)
+    assert clark.gradients_shrink(stats).verdict is Verdict.NOT_TESTABLE  # a constant has no rank correlation
+    row = {
+        "target": "sep",
+        "mode": "zero",
+        "ratio": 0.66,
+        "hidden_change (target)": 0.03,
+        "hidden_change (control)": 0.05,
+        "mean mass moved": 0.04,
+    }
+    removal = clark.attention_removal(row, "sst2")
+    assert removal.id == "ablation.sst2.sep.zero" and removal.verdict is Verdict.HOLDS
+    assert clark.attention_removal({**row, "ratio": 1.0}).verdict is Verdict.DIFFERS
+
+
+def test_probe_claims():
+    test = {
+        name: SimpleNamespace(uas=uas)
+        for name, uas in {
+            "Right-branching": 0.30,
+            "Attn": 0.25,
+            "Attn + words": 0.45,
+            "Distances + words": 0.45,
+        }.items()
+    }
+    claims = {c.id: c for c in clark.table3_claims(test)}
+    assert claims["table3.attn_beats_right_branching"].verdict is Verdict.DIFFERS
+    assert claims["table3.attn_words_beats_distances"].verdict is Verdict.DIFFERS  # a tie is no win
+    assert claims["table3.words_help_attn"].values["test_margin"] == pytest.approx(20.0)
+    assert claims["table3.trained_beats_random_init"].verdict is Verdict.NOT_TESTABLE  # no random-init row
+
+
+def test_same_layer_claims():
+    close = SimpleNamespace(same_mean=40.0, other_mean=50.0, ratio=0.8, p_value=0.049)
+    assert clark.same_layer_close(close).verdict is Verdict.HOLDS
+    assert clark.same_layer_close(SimpleNamespace(**{**vars(close), "p_value": 0.05})).verdict is Verdict.DIFFERS
+    assert clark.heads_cluster_by_behaviour(SimpleNamespace(**{**vars(close), "ratio": 1.1})).verdict is Verdict.DIFFERS
+
+
+def ablation(head_deltas, layer_deltas, loss=None):
+    head_deltas = np.asarray(head_deltas, dtype=float)
+    return SimpleNamespace(
+        head_deltas=head_deltas,
+        layer_deltas=np.asarray(layer_deltas, dtype=float),
+        base=0.8,
+        head_loss_deltas=np.zeros_like(head_deltas) if loss is None else np.asarray(loss),
+    )
+
+
+def test_kovaleva_ablation_claims():
+    assert kovaleva.single_heads_dispensable(ablation([[0.0, 0.01], [-0.02, 0.0]], [0, 0])).verdict is Verdict.HOLDS
+    assert kovaleva.single_heads_dispensable(ablation([[0.0, -0.01], [-0.02, 0.0]], [0, 0])).verdict is Verdict.PARTLY
+    assert kovaleva.single_heads_dispensable(ablation([[-0.1, -0.01], [-0.02, 0.01]], [0, 0])).verdict is Verdict.PARTLY
+    assert (
+        kovaleva.single_heads_dispensable(ablation([[-0.1, -0.01], [-0.02, -0.01]], [0, 0])).verdict is Verdict.DIFFERS
+    )
+    assert kovaleva.single_heads_dispensable(ablation(np.zeros((2, 2)), [0, 0])).verdict is Verdict.NOT_TESTABLE
+    better = kovaleva.layer_ablation_improves(ablation(np.zeros((2, 2)), [-0.01, 0.03]), task="RTE")
+    assert (
+        better.verdict is Verdict.HOLDS
+        and better.id == "layer_ablation_improves.RTE"
+        and "layer 2, +0.030" in better.ours
+    )
+    assert kovaleva.layer_ablation_improves(ablation(np.zeros((2, 2)), [-0.01, 0.0])).verdict is Verdict.DIFFERS
+    for flat in ([0.0, 0.0], [np.nan, np.nan]):
+        assert kovaleva.layer_ablation_improves(ablation(np.zeros((2, 2)), flat)).verdict is Verdict.NOT_TESTABLE
+
+
+def test_last_layers_change_most():
+    cos = grid([0.99, 0.98, 0.97, 0.90])
+    assert kovaleva.last_layers_change_most(cos).verdict is Verdict.HOLDS
+    assert kovaleva.last_layers_change_most(grid([0.99, 0.90, 0.97, 0.91])).verdict is Verdict.DIFFERS
+    assert kovaleva.last_layers_change_most(grid([0.99, 0.92, 0.97, 0.91])).verdict is Verdict.PARTLY
+    assert kovaleva.last_layers_change_most(grid([0.9])).verdict is Verdict.NOT_TESTABLE
+
+
+def test_random_init_claim():
+    claim = kovaleva.pretrained_beats_random_init
+    assert claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.55)}).verdict is Verdict.HOLDS
+    mixed = claim({"SST-2": (0.8, 0.6), "RTE": (0.6, 0.62)}, majority={"SST-2": 0.5, "RTE": 0.53})
+    assert mixed.verdict is Verdict.PARTLY and "majority class 0.530" in mixed.ours
+    assert claim({"RTE": (0.5, 0.55)}).verdict is Verdict.DIFFERS
+    floor = {"SST-2": 0.509, "RTE": 0.527}
+    stuck = claim({"SST-2": (0.8, 0.58), "RTE": (0.527, 0.473)}, majority=floor)
+    assert stuck.verdict is Verdict.PARTLY and "learned nothing" in stuck.ours
+    assert claim({"RTE": (0.527, 0.473)}, majority=floor).verdict is Verdict.NOT_TESTABLE
+    assert claim({"STS-B": (0.4, float("nan"))}).verdict is Verdict.HOLDS
+    assert claim({"STS-B": (float("nan"), float("nan"))}).verdict is Verdict.NOT_TESTABLE
+    with pytest.raises(ValueError):
+        claim({})
+
+
+def curve(prunable):
+    return SimpleNamespace(prunable=lambda keep: prunable)
+
+
+def test_michel_claims():
+    assert michel.heads_prunable(curve(0.4), [curve(0.2), curve(0.3)], task="SST-2").verdict is Verdict.HOLDS
+    assert michel.heads_prunable(curve(0.2), [curve(0.3)]).verdict is Verdict.PARTLY  # random order does better
+    assert michel.heads_prunable(curve(0.1)).verdict is Verdict.PARTLY
+    assert michel.heads_prunable(curve(0.0)).verdict is Verdict.DIFFERS
+    assert michel.heads_prunable(curve(1.0)).verdict is Verdict.NOT_TESTABLE  # the metric never dropped
+    assert michel.importance_matches_ablation((0.5, 0.01)).verdict is Verdict.HOLDS
+    assert michel.importance_matches_ablation((0.2, 0.05)).verdict is Verdict.PARTLY  # p must be below alpha
+    assert michel.importance_matches_ablation((-0.2, 0.01)).verdict is Verdict.DIFFERS
+    assert michel.importance_matches_ablation((math.nan, math.nan)).verdict is Verdict.NOT_TESTABLE
+
+
+def test_kovaleva_pattern_claims():
+    assert kovaleva.heterogeneous_share(0.32).verdict is Verdict.HOLDS
+    assert kovaleva.heterogeneous_share(0.33).verdict is Verdict.DIFFERS
+    assert kovaleva.heterogeneous_share(math.nan).verdict is Verdict.NOT_TESTABLE
+    assert kovaleva.pattern_types_recognisable(0.81).verdict is Verdict.HOLDS
+    assert kovaleva.pattern_types_recognisable(0.80).verdict is Verdict.DIFFERS
