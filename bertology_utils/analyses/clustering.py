@@ -391,11 +391,17 @@ def embed_heads(
     """Metric MDS (scikit-learn, SMACOF) of a precomputed distance matrix, as Clark et al. did.
 
     Started from classical MDS where scikit-learn offers it (>= 1.8), else from ``seed``'s random
-    start, best of 4; either way the result is fixed for a given seed.
+    start, best of 4; either way the result is fixed for a given seed. One or two heads (a model
+    that small) are placed exactly: at the origin, or on the first axis at their distance.
     """
     from sklearn.manifold import MDS
 
     d = _matrix(distances)
+    if len(d) <= 2:
+        coords = np.zeros((len(d), n_components))
+        if len(d) == 2:
+            coords[:, 0] = [-d[0, 1] / 2, d[0, 1] / 2]
+        return Embedding(coords, 0.0)
     options = dict(n_components=n_components, max_iter=max_iter, eps=eps, random_state=seed)
     if "metric_mds" in inspect.signature(MDS).parameters:  # scikit-learn >= 1.8 renamed the options
         mds = MDS(metric="precomputed", metric_mds=True, init="classical_mds", n_init=1, **options)
@@ -417,7 +423,10 @@ def head_linkage(distances, method: str = "average") -> np.ndarray:
     from scipy.cluster.hierarchy import linkage
     from scipy.spatial.distance import squareform
 
-    return linkage(squareform(_matrix(distances), checks=False), method=method)
+    d = _matrix(distances)
+    if len(d) < 2:  # one head: nothing to merge
+        return np.empty((0, 4))
+    return linkage(squareform(d, checks=False), method=method)
 
 
 def plot_dendrogram(
@@ -434,6 +443,9 @@ def plot_dendrogram(
 
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.12 * len(labels)), 4))
+    if not len(linkage_matrix):
+        ax.text(0.5, 0.5, f"one head ({', '.join(labels)}): no clustering", ha="center", transform=ax.transAxes)
+        return {}
     tree = dendrogram(
         linkage_matrix,
         labels=list(labels),
@@ -469,6 +481,12 @@ class SameLayerTest:
     p_value: float
     n_permutations: int
     null: np.ndarray = field(repr=False)  #: the statistic under each permutation
+    #: Why the test could not be made (one group only, no group with two heads); empty when it was.
+    not_testable: str = ""
+
+    @property
+    def testable(self) -> bool:
+        return not self.not_testable
 
     @property
     def statistic(self) -> float:
@@ -495,6 +513,8 @@ def same_layer_statistic(
     Each permutation shuffles the labels over the heads, keeping the group sizes; the
     permutations are evaluated in chunks of at most ``chunk_bytes``, each as one batched
     matrix product (the within-group sum of a labelling ``Z`` (one-hot) is ``Σ Zᵀ D Z``).
+    A grouping with one group, or with no group of two heads, is legal but cannot be tested: the
+    result has NaN means and p-value and says why in ``not_testable``.
     """
     d = _matrix(distances).copy()
     np.fill_diagonal(d, 0.0)
@@ -510,7 +530,8 @@ def same_layer_statistic(
     n_same = int((counts * (counts - 1)).sum())  # ordered pairs i != j in one group
     n_other = k * (k - 1) - n_same
     if n_same == 0 or n_other == 0:
-        raise ValueError("need at least two heads in some group, and at least two groups")
+        why = f"all {k} heads are in one group" if n_other == 0 else "no group has two heads"
+        return SameLayerTest(math.nan, math.nan, math.nan, 0, np.empty(0), not_testable=why)
     total = d.sum()
 
     def within(labelings: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ renormalise each row before using it (:func:`max_row_sum_error` measures the dev
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,7 +138,12 @@ def _view(item: ItemAttention, level: str):
     return att, kinds, texts, segments
 
 
-def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12) -> SurfaceStats:
+def surface_statistics(
+    items: Iterable[ItemAttention],
+    level: str = "word",
+    eps: float = 1e-12,
+    punctuation: Collection[str] | None = None,
+) -> SurfaceStats:
     """Clark et al.'s surface statistics of every head, one pass over the items, vectorised over heads and rows.
 
     ``level="word"`` reads the word-level maps (Clark's token -> word conversion); ``level="token"``
@@ -147,6 +152,8 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
     item weighs the same; rows are renormalised to sum to 1 first (float16 storage). Special
     tokens are the model's own (from the word kinds: [CLS]/``<s>`` leading, [SEP]/``</s>``
     separators). Entropy is ``-sum p log max(p, eps)`` (no mass added; ``eps`` only makes 0 log 0 = 0).
+    ``punctuation``: the forms that count as punctuation (a treebank's own, from
+    :func:`~bertology_utils.data.punctuation_forms`); None: Unicode's punctuation characters.
     """
     sums: dict[str, np.ndarray] = {}
     rows = {name: 0 for name in STATISTICS}
@@ -168,7 +175,7 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
         word = kinds == _WORD_KIND
         period = word & np.array([t == "." for t in texts])
         comma = word & np.array([t == "," for t in texts])
-        punct = word & np.array([is_punctuation(t) for t in texts])
+        punct = word & np.array([is_punctuation(t, punctuation) for t in texts])
         cols = np.stack([cls, sep, word, period, comma, punct], axis=1).astype(np.float64)  # (n, 6)
         shares = att @ cols  # (L, H, n, 6)
         for k, name in enumerate(("cls", "sep", "other", "period", "comma", "punct")):
@@ -207,7 +214,7 @@ def surface_statistics(items: Iterable[ItemAttention], level: str = "word", eps:
 
 
 def _surface_statistics_loop(
-    items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12
+    items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12, punctuation: Collection[str] | None = None
 ) -> dict[str, np.ndarray]:
     """The same means as :func:`surface_statistics`, computed the straightforward way: a Python loop
     over items, heads and rows. Only for checking and for the benchmark (it is ~100x slower)."""
@@ -237,7 +244,7 @@ def _surface_statistics_loop(
                             sums["period"][l, h] += p
                         if word and texts[j] == ",":
                             sums["comma"][l, h] += p
-                        if word and is_punctuation(texts[j]):
+                        if word and is_punctuation(texts[j], punctuation):
                             sums["punct"][l, h] += p
                         if j == i - 1:
                             sums["previous"][l, h] += p

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command
 from bertology_utils.cli.check import check_and_print
+from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.run import harness
 
-__all__ = ["COMMAND", "parse_parameter_value"]
+__all__ = ["COMMAND", "parse_parameter_value", "absolute_paths"]
 
 RUN_EPILOG = """\
 examples:
@@ -33,9 +34,15 @@ regression checks (a reference folder holds <notebook>.json; see bertology_utils
   make refresh-references              the test suite's references (tests/references/small)
 
 -p values are read like papermill's: 8 is an int, 0.5 a float, True/False/None,
-JSON such as '[1, 2]' or '{"a": 1}'; anything else is a string. A --params-file is a JSON
+JSON such as '[1, 2]' or '{"a": 1}'; anything else is a string. Notebooks run in notebooks/, so
+a string (also inside JSON) naming an existing file or folder here is made absolute.
+Your own data, for example:
+  bertology run 03 -p treebank my_treebank/ -p n_sentences None
+  bertology run 04 -p treebank '{"train": "a.conllu", "dev": "b.conllu", "test": "c.conllu"}'
+  bertology run 06 -p tasks '[{"path": "reviews/", "text": "review", "label": "stars"}]' A --params-file is a JSON
 object, notebook stem -> {parameter: value} ('-' reads it from stdin); -p values win.
-Exit status: 0 every notebook ran (and --check passed), 1 a notebook failed (see the summary
+Exit status: 0 no notebook failed (each ran, or recorded what it skipped for missing data) and
+--check passed, 1 a notebook failed (see the summary
 and <results>/<run-name>/run.json) or --check found a metric off or missing, 2 usage error
 or a malformed reference or parameters file.
 """
@@ -55,6 +62,19 @@ def parse_parameter_value(text: str):
         except ValueError:
             pass
     return text
+
+
+def absolute_paths(value):
+    """``value`` with every string that names an existing file or folder (relative to the current
+    directory) made absolute, inside lists and dicts too: notebooks run in their own folder."""
+    if isinstance(value, str):
+        path = Path(value).expanduser()
+        return str(path.resolve()) if value and not path.is_absolute() and path.exists() else value
+    if isinstance(value, list):
+        return [absolute_paths(v) for v in value]
+    if isinstance(value, dict):
+        return {k: absolute_paths(v) for k, v in value.items()}
+    return value
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +181,7 @@ def _handle(args: argparse.Namespace) -> int:
     for key, value in args.parameters:
         if not key.isidentifier():
             raise BertologyError(f"-p {key}: a parameter name must be a Python identifier")
-        parameters[key] = parse_parameter_value(value)
+        parameters[key] = absolute_paths(parse_parameter_value(value))
     notebooks = harness.resolve_notebooks(args.notebooks) if args.notebooks else harness.list_notebooks()
     if not notebooks:
         raise BertologyError(f"no notebooks in {harness.DEFAULT_NOTEBOOKS_DIR}")
@@ -182,6 +202,12 @@ def _handle(args: argparse.Namespace) -> int:
         cell_timeout=args.cell_timeout,
     )
     print(report.summary())
+    if any(nb.skipped for nb in report.notebooks):
+        print(
+            "Sections above were skipped because their data is missing: each line says how to get it "
+            f"(`bertology info` lists every data set and where it was looked for; ${settings.DATA_DIR_ENV} points "
+            "to a data folder)."
+        )
     print(f"results: {report.run_dir}")
     status = EXIT_OK if report.ok else EXIT_FAILED
     if args.check:

@@ -30,7 +30,22 @@ class DataFormatError(BertologyError, ValueError):
 
 
 class DataNotFoundError(BertologyError, FileNotFoundError):
-    """A data set could not be found locally and could not (or may not) be downloaded."""
+    """A data set could not be found locally and could not (or may not) be downloaded.
+
+    ``what`` names it (``"ud-english-ewt/dev"``) and ``how_to_get`` says in a sentence how to get
+    it, when known: a notebook that skips a section prints the two as its one line.
+    """
+
+    def __init__(self, message: str, what: str | None = None, how_to_get: str | None = None):
+        super().__init__(message)
+        self.what = what
+        self.how_to_get = how_to_get
+
+    def short(self) -> str:
+        """One line: what is missing and how to get it (the whole message when neither is known)."""
+        if self.what is None:
+            return str(self)
+        return f"{self.what} not found" + (f"; to get it: {self.how_to_get}" if self.how_to_get else "")
 
 
 class ModelNotAvailableError(BertologyError, OSError):

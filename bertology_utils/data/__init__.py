@@ -9,12 +9,14 @@ Three layers:
   :func:`read_pairs_tsv`) that validate a file and raise :class:`DataFormatError` naming the
   file and line;
 * resolution (:data:`DATASETS`, :func:`resolve_data_file`) and loaders (:func:`load_dataset`
-  and friends). Every data set is looked for in the same order: an explicit path,
+  and friends); :func:`resolve_corpus`, :func:`treebank_splits` and :func:`resolve_task` turn a
+  notebook's data parameter (a registered name or the user's own file or folder) into data. Every data set is looked for in the same order: an explicit path,
   ``$BERTOLOGY_DATA_DIR``, the project's ``data/`` folder, the cache, then a download into the
   cache (checked against the registry's sha256) unless offline.
 
 Raw text is split into words by :func:`words_of`, the one rule used everywhere, and a word is
-punctuation by :func:`is_punctuation`. :func:`consecutive_pairs` and :func:`treebank_splits`
+punctuation by :func:`is_punctuation` (a treebank's own tags through
+:func:`punctuation_forms`, else Unicode's categories). :func:`consecutive_pairs` and :func:`treebank_splits`
 derive the corpora the analyses share (sentence pairs; train/dev/test).
 """
 
@@ -25,17 +27,20 @@ from bertology_utils.data._items import (
     SentencePair,
     consecutive_pairs,
     is_punctuation,
+    punctuation_forms,
     words_of,
 )
 from bertology_utils.data._readers import (
     GLUE_TASKS,
     file_sha256,
+    read_classification_tsv,
     read_conllu,
     read_gap_tsv,
     read_glue_tsv,
     read_pairs_tsv,
     read_text_lines,
 )
+from bertology_utils.data._resolve import KINDS, TREEBANK_SPLITS, Task, resolve_corpus, resolve_task, treebank_splits
 from bertology_utils.data._sources import (
     DATASETS,
     DataFile,
@@ -50,7 +55,6 @@ from bertology_utils.data._sources import (
     load_sample_pairs,
     load_treebank,
     resolve_data_file,
-    treebank_splits,
 )
 
 __all__ = [
@@ -61,11 +65,13 @@ __all__ = [
     "consecutive_pairs",
     "words_of",
     "is_punctuation",
+    "punctuation_forms",
     "read_text_lines",
     "read_conllu",
     "read_glue_tsv",
     "read_gap_tsv",
     "read_pairs_tsv",
+    "read_classification_tsv",
     "DataFile",
     "DatasetSpec",
     "DATASETS",
@@ -81,5 +87,10 @@ __all__ = [
     "load_sample",
     "load_sample_pairs",
     "default_treebank",
+    "KINDS",
+    "TREEBANK_SPLITS",
+    "Task",
+    "resolve_corpus",
+    "resolve_task",
     "treebank_splits",
 ]

@@ -9,13 +9,22 @@ import json
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 
-__all__ = ["Sentence", "SentencePair", "GapExample", "Corpus", "consecutive_pairs", "words_of", "is_punctuation"]
+__all__ = [
+    "Sentence",
+    "SentencePair",
+    "GapExample",
+    "Corpus",
+    "consecutive_pairs",
+    "words_of",
+    "is_punctuation",
+    "punctuation_forms",
+]
 
 
 # --------------------------------------------------------------------------- items
@@ -258,6 +267,29 @@ def words_of(text: str) -> list[str]:
     return pattern.findall(text.translate(table))
 
 
-def is_punctuation(word: str) -> bool:
-    """True for a non-empty word made only of Unicode punctuation characters (categories P*)."""
+def is_punctuation(word: str, forms: Collection[str] | None = None) -> bool:
+    """Is ``word`` punctuation? One of ``forms`` when given (a treebank's own punctuation, see
+    :func:`punctuation_forms`), else a non-empty word made only of Unicode punctuation characters
+    (categories P*): no language's characters are assumed."""
+    if forms is not None:
+        return word in forms
     return bool(word) and all(unicodedata.category(ch).startswith("P") for ch in word)
+
+
+def punctuation_forms(corpus: Iterable) -> frozenset[str] | None:
+    """The word forms a treebank tags as punctuation: UPOS ``PUNCT``, else the relation ``punct``.
+
+    None when no sentence has either annotation (raw text, pairs, GLUE): :func:`is_punctuation`
+    then falls back to Unicode's punctuation categories.
+    """
+    forms: set[str] = set()
+    annotated = False
+    for sentence in corpus:
+        if not isinstance(sentence, Sentence):
+            continue
+        tags, wanted = (sentence.upos, "PUNCT") if sentence.upos is not None else (sentence.relations, "punct")
+        if tags is None:
+            continue
+        annotated = True
+        forms.update(word for word, tag in zip(sentence.words, tags) if tag.split(":")[0] == wanted)
+    return frozenset(forms) if annotated else None

@@ -21,6 +21,7 @@ __all__ = [
     "read_conllu",
     "read_glue_tsv",
     "read_pairs_tsv",
+    "read_classification_tsv",
     "read_gap_tsv",
 ]
 
@@ -346,6 +347,42 @@ def read_glue_tsv(path: str | os.PathLike, task: str, name: str | None = None) -
 def read_pairs_tsv(path: str | os.PathLike, name: str | None = None) -> Corpus:
     """Read the project's sentence-pair TSV (``id, sentence1, sentence2, label``; RTE's labels)."""
     return _read_layout(path, _PAIRS_LAYOUT, name)
+
+
+def _label(value: str) -> str:
+    if not value.strip():
+        raise ValueError("empty label")
+    return value.strip()
+
+
+def read_classification_tsv(
+    path: str | os.PathLike,
+    text: str = "sentence",
+    label: str = "label",
+    text_pair: str | None = None,
+    name: str | None = None,
+) -> Corpus:
+    """Read a user's classification TSV: a header naming the columns, then one example per row.
+
+    ``text`` (and ``text_pair`` for sentence pairs) and ``label`` name columns of the header; other
+    columns are ignored. Labels are kept as stripped strings (class names); the fine-tuning layer
+    numbers them. Fields are not quoted, as in GLUE's files.
+    """
+    path = Path(path)
+    lines, _ = _read_lines(path)
+    header = tuple(lines[0].split("\t")) if lines else ()
+    wanted = [text, label] + ([text_pair] if text_pair else [])
+    missing = [column for column in wanted if column not in header]
+    if missing:
+        raise DataFormatError(
+            f"no column {', '.join(map(repr, missing))} in the header {'|'.join(header)!r} "
+            "(name the text and label columns)",
+            path,
+            1,
+        )
+    texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
+    layout = _Layout(header, len(header), texts=texts, label=header.index(label), parse_label=_label)
+    return _read_layout(path, layout, name)
 
 
 _GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")

@@ -41,7 +41,6 @@ __all__ = [
     "load_sample",
     "load_sample_pairs",
     "default_treebank",
-    "treebank_splits",
 ]
 
 
@@ -313,7 +312,9 @@ def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None =
         how = spec.how_to_get
     raise DataNotFoundError(
         f"{dataset}/{split} ({file.path}) not found. Looked in: {'; '.join(looked)}. "
-        f"Not downloaded: {reason}. To get it: {how}."
+        f"Not downloaded: {reason}. To get it: {how}.",
+        what=f"{dataset}/{split}",
+        how_to_get=how,
     )
 
 
@@ -383,29 +384,3 @@ def default_treebank(split: str = "dev") -> Corpus:
                 f"downloaded (set {settings.DATA_DIR_ENV} or go online)"
             ),
         )
-
-
-def treebank_splits(n_train: int | None = None, n_dev: int | None = None, n_test: int | None = None):
-    """UD English EWT train/dev/test, or the project's sample split three ways when EWT is absent.
-
-    Returns ``(splits, note)``: a dict of the three corpora (cut to the first ``n_*`` sentences when
-    given) and one line saying which data it is. The sample (40 sentences) is split in order into
-    24 train, 8 dev and 8 test sentences: enough to run, far too few to mean anything.
-    """
-    try:
-        splits = {split: load_treebank(split) for split in ("train", "dev", "test")}
-        note = "UD English EWT: train for training, dev for early stopping, test for the scores"
-    except DataNotFoundError:
-        sample = load_sample()
-        k = len(sample)
-        a, b = round(0.6 * k), round(0.8 * k)
-        splits = {"train": sample[:a], "dev": sample[a:b], "test": sample[b:]}
-        note = (
-            f"UD English EWT was not found (set {settings.DATA_DIR_ENV}, or go online), so the project's sample "
-            f"treebank of {k} sentences is split in order into {a} train, {b - a} dev and {k - b} test sentences: "
-            "numbers on so few sentences say nothing about the model"
-        )
-    for split, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
-        if n is not None:
-            splits[split] = splits[split][:n]
-    return splits, note

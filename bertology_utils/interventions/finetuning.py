@@ -52,7 +52,7 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model, random_init
-from bertology_utils.data import Corpus, load_glue
+from bertology_utils.data import Corpus, Task, load_glue
 
 __all__ = [
     "TaskSpec",
@@ -61,6 +61,7 @@ __all__ = [
     "Budget",
     "DEFAULT_BUDGETS",
     "default_budget",
+    "USER_TASK_BUDGET",
     "label_ids",
     "encode",
     "predict",
@@ -123,22 +124,50 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
-def task_spec(task: str) -> TaskSpec:
-    """The :class:`TaskSpec` of a GLUE task ('SST-2', 'sst2', 'glue/SST-2'... are all accepted)."""
-    key = task.lower().removeprefix("glue/").replace("-", "")
+# A user's tasks (data.Task from a folder), by name, once seen: results keep the name, as for GLUE tasks.
+_USER_TASKS: dict[str, TaskSpec] = {}
+
+
+def task_spec(task: str | TaskSpec | Task) -> TaskSpec:
+    """The :class:`TaskSpec` of a task: a GLUE name ('SST-2', 'sst2', 'glue/SST-2'...), a
+    :class:`~bertology_utils.data.Task` (a user's task is scored by accuracy and is known by its
+    name from then on), or a TaskSpec."""
+    if isinstance(task, TaskSpec):
+        return task
+    if isinstance(task, Task):
+        if task.glue:
+            return task_spec(task.name)
+        if _glue_key(task.name) in {_glue_key(name) for name in TASKS}:
+            raise BertologyError(
+                f"a task of your own cannot be named like a GLUE task ({task.name!r}); give it a 'name'"
+            )
+        spec = TaskSpec(
+            task.name, task.label_names, ("accuracy",), label_map={n: i for i, n in enumerate(task.label_names)}
+        )
+        _USER_TASKS[task.name] = spec
+        return spec
     for name, spec in TASKS.items():
-        if name.lower().replace("-", "") == key:
+        if _glue_key(name) == _glue_key(task):
             return spec
-    raise BertologyError(f"unknown task {task!r}; fine-tuning knows {', '.join(TASKS)}")
+    if task in _USER_TASKS:
+        return _USER_TASKS[task]
+    raise BertologyError(f"unknown task {task!r}; fine-tuning knows {', '.join([*TASKS, *_USER_TASKS])}")
 
 
-def label_ids(task: str, labels: Sequence) -> np.ndarray:
+def _glue_key(name: str) -> str:
+    return name.lower().removeprefix("glue/").replace("-", "")
+
+
+def label_ids(task: str | TaskSpec | Task, labels: Sequence) -> np.ndarray:
     """The data layer's labels as model targets: int64 class ids, or float32 scores for regression."""
     spec = task_spec(task)
     if labels is None:
         raise BertologyError(f"{spec.name}: the corpus has no labels")
     if spec.is_regression:
         return np.asarray(labels, dtype=np.float32)
+    unknown = sorted({str(label) for label in labels} - {str(k) for k in spec.label_map}) if spec.label_map else []
+    if unknown:
+        raise BertologyError(f"{spec.name}: labels {unknown} are not among its classes {list(spec.label_map)}")
     mapped = [spec.label_map[label] if spec.label_map else label for label in labels]
     ids = np.asarray(mapped, dtype=np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= spec.num_labels):
@@ -196,9 +225,13 @@ DEFAULT_BUDGETS: dict[str, Budget] = {
 }
 
 
-def default_budget(task: str) -> Budget:
-    """The default :class:`Budget` of a task."""
-    return DEFAULT_BUDGETS[task_spec(task).name]
+#: The budget of a user's own task: the whole train split (up to 2,000 examples), two epochs.
+USER_TASK_BUDGET = Budget(train_examples=2000, epochs=2, learning_rate=1e-4, max_tokens=128)
+
+
+def default_budget(task: str | TaskSpec | Task) -> Budget:
+    """The default :class:`Budget` of a task (:data:`USER_TASK_BUDGET` for a user's own)."""
+    return DEFAULT_BUDGETS.get(task_spec(task).name, USER_TASK_BUDGET)
 
 
 # --------------------------------------------------------------------------- encoding and prediction
@@ -511,7 +544,7 @@ def _write_entry(folder: Path, loaded: LoadedModel, record: dict) -> None:
 
 
 def fine_tune(
-    task: str = "SST-2",
+    task: str | Task = "SST-2",
     model=None,
     *,
     budget: Budget | None = None,
@@ -523,8 +556,9 @@ def fine_tune(
     cache_dir=None,
     progress: bool = True,
 ) -> FineTuned:
-    """Fine-tune ``model`` (a name, folder or LoadedModel; None: the default model) on a GLUE task.
+    """Fine-tune ``model`` (a name, folder or LoadedModel; None: the default model) on a task.
 
+    ``task`` is a GLUE name or a :class:`~bertology_utils.data.Task` (see ``data.resolve_task``).
     ``train`` and ``dev`` default to the task's splits from the data layer (raising
     DataNotFoundError, with where to get them, when absent); any labelled corpus of the
     task's kind can be passed instead (its sha256 is part of the key). ``budget`` defaults to
@@ -534,9 +568,10 @@ def fine_tune(
     A LoadedModel is re-read from its ``source`` (in-memory changes to its weights are not seen).
     """
     spec = task_spec(task)
-    budget = budget or default_budget(spec.name)
-    train = train if train is not None else load_glue(spec.name, "train")
-    dev = dev if dev is not None else load_glue(spec.name, "dev")
+    budget = budget or default_budget(spec)
+    own = task if isinstance(task, Task) else None
+    train = train if train is not None else own.train if own else load_glue(spec.name, "train")
+    dev = dev if dev is not None else own.dev if own else load_glue(spec.name, "dev")
     if train.labels is None or dev.labels is None:
         raise BertologyError(f"{spec.name}: training and dev corpora need labels")
     initial = _initial_model(model, spec, seed, init)

@@ -9,6 +9,7 @@ verdict a written ``rule`` computed from the numbers in ``values``. Notebooks sh
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -16,7 +17,7 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean"]
+__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean", "below_floor"]
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
 
@@ -123,3 +124,15 @@ def layer_mean(values, first: int, last: int, paper_layers: int = 12) -> tuple[f
     part = values[a - 1 : b]
     mean = float(np.nanmean(part)) if np.isfinite(part).any() else float("nan")
     return mean, f"{a}-{b}" if a != b else str(a)
+
+
+def below_floor(score: float, floor: float | None, what: str = "the majority class") -> str:
+    """Why a classifier's ``score`` cannot test a claim about it: it does not beat ``floor``; else "".
+
+    A classifier at or below always predicting the majority class (every dev label the same, or
+    nothing learned under its budget) has no heads that matter to its decisions. No floor (None,
+    NaN: a regression task) is no reason.
+    """
+    if floor is None or not math.isfinite(floor) or score > floor:
+        return ""
+    return f"the classifier does not beat {what} ({score:.3f} vs {floor:.3f})"

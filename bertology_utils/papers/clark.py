@@ -450,7 +450,13 @@ def table3_claims(test: Mapping[str, ProbeEvaluation], dev: Mapping[str, ProbeEv
 
 
 def _closer(test: SameLayerTest, alpha: float) -> Verdict:
-    return Verdict.of(test.p_value < alpha and test.ratio < 1, _finite(test.p_value, test.ratio))
+    return Verdict.of(test.p_value < alpha and test.ratio < 1, test.testable and _finite(test.p_value, test.ratio))
+
+
+def _distances_observed(test: SameLayerTest) -> str:
+    if not test.testable:
+        return f"not testable: {test.not_testable}"
+    return f"same {test.same_mean:.1f} vs other {test.other_mean:.1f}, p = {test.p_value:.2g}"
 
 
 def same_layer_close(test: SameLayerTest, alpha: float = 0.05) -> Claim:
@@ -460,7 +466,7 @@ def same_layer_close(test: SameLayerTest, alpha: float = 0.05) -> Claim:
         "Heads in the same layer tend to be close",
         PAPER,
         "seen in the MDS plot (Figure 6), no test",
-        f"same {test.same_mean:.1f} vs other {test.other_mean:.1f}, p = {test.p_value:.2g}",
+        _distances_observed(test),
         _closer(test, alpha),
         f"permutation p < {alpha} and same-layer mean < other-layer mean",
         {"ratio": test.ratio, "p_value": test.p_value},
@@ -474,7 +480,7 @@ def heads_cluster_by_behaviour(test: SameLayerTest, alpha: float = 0.05) -> Clai
         "Heads cluster by behaviour",
         PAPER,
         "clusters of [SEP], broad, next/previous-token heads",
-        f"same {test.same_mean:.1f} vs other {test.other_mean:.1f}, p = {test.p_value:.2g}",
+        _distances_observed(test),
         _closer(test, alpha),
         f"permutation p < {alpha} and same-behaviour mean < other mean",
         {"ratio": test.ratio, "p_value": test.p_value},

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict
+from bertology_utils.papers.claims import Claim, Verdict, below_floor
 
 if TYPE_CHECKING:
     from bertology_utils.interventions.pruning import AblationResult
@@ -93,18 +93,22 @@ def last_layers_change_most(cosine, task: str = "") -> Claim:
     )
 
 
-def single_heads_dispensable(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
+def single_heads_dispensable(
+    ablation: AblationResult, tolerance: float = 0.0, task: str = "", majority: float | None = None
+) -> Claim:
     """ "Disabling a single head often does not hurt, and sometimes improves the score" (Fig. 6).
 
     Holds when at least half the heads do not hurt and some improve; partly when only one of
-    the two; not testable when no single-head removal changes the metric at all (too few examples).
+    the two; not testable when no single-head removal changes the metric at all (too few examples)
+    or the classifier does not beat ``majority`` (the majority-class score, see :func:`below_floor`).
     """
     d = np.asarray(ablation.head_deltas, dtype=np.float64)
     not_hurting, improve = float((d >= -tolerance).mean()), float((d > tolerance).mean())
     lower_loss = float((np.asarray(ablation.head_loss_deltas) < 0).mean())
+    floor = below_floor(ablation.base, majority)
     verdict = (
         Verdict.NOT_TESTABLE
-        if not np.any(d)
+        if not np.any(d) or floor
         else Verdict.HOLDS
         if not_hurting >= 0.5 and improve > 0
         else Verdict.PARTLY
@@ -117,25 +121,31 @@ def single_heads_dispensable(ablation: AblationResult, tolerance: float = 0.0, t
         PAPER,
         "often no drop; some heads improve the score",
         f"{not_hurting:.0%} of heads do not hurt, {improve:.0%} improve (base {ablation.base:.3f}); "
-        f"{lower_loss:.0%} lower the dev loss",
+        f"{lower_loss:.0%} lower the dev loss" + (f"; {floor}" if floor else ""),
         verdict,
         "holds: >= 50% of heads do not lower the metric and > 0 raise it; partly: one of the two; "
-        "not testable: no head changes the metric",
+        "not testable: no head changes the metric, or the classifier does not beat the majority class",
         {"share_not_hurting": not_hurting, "share_improve": improve},
         note=f"task: {task}" if task else "",
     )
 
 
-def layer_ablation_improves(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
-    """ "Disabling a whole layer sometimes improves the score" (RTE: layer 1, about +3 points)."""
+def layer_ablation_improves(
+    ablation: AblationResult, tolerance: float = 0.0, task: str = "", majority: float | None = None
+) -> Claim:
+    """ "Disabling a whole layer sometimes improves the score" (RTE: layer 1, about +3 points).
+
+    Not testable when no layer changes the metric, or the classifier does not beat ``majority``.
+    """
     d = np.asarray(ablation.layer_deltas, dtype=np.float64)
-    testable = bool(np.isfinite(d).any() and np.any(np.nan_to_num(d)))
+    floor = below_floor(ablation.base, majority)
+    testable = bool(np.isfinite(d).any() and np.any(np.nan_to_num(d))) and not floor
     best = int(np.nanargmax(d)) if np.isfinite(d).any() else None
     ours = (
         f"best: layer {best + 1}, {d[best]:+.3f}; worst {np.nanmin(d):+.3f}"
         if best is not None
         else "no layer was disabled"
-    )
+    ) + (f"; {floor}" if floor else "")
     return Claim(
         _tagged("layer_ablation_improves", task),
         "Disabling a whole layer sometimes improves the score",
@@ -143,7 +153,8 @@ def layer_ablation_improves(ablation: AblationResult, tolerance: float = 0.0, ta
         "RTE: layer 1, about +3 points",
         ours,
         Verdict.of(best is not None and d[best] > tolerance, testable),
-        f"the best layer's metric change > {tolerance:g}; not testable when no layer changes the metric",
+        f"the best layer's metric change > {tolerance:g}; not testable when no layer changes the metric "
+        "or the classifier does not beat the majority class",
         {
             "best_layer": best + 1 if best is not None else None,
             "best_layer_delta": float(d[best]) if best is not None else math.nan,

@@ -156,11 +156,12 @@ td.value { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: br
 .status { font-weight: 600; padding: 0.05rem 0.45rem; border-radius: 0.3rem; white-space: nowrap; }
 .status-ok { background: #dff3e3; color: #17612a; }
 .status-failed, .status-regressed { background: #fbe0e0; color: #8c1d1d; }
-.status-missing, .status-new, .status-not-in-run-json { background: #fff1cc; color: #6d5200; }
+.status-missing, .status-new, .status-not-in-run-json, .status-skipped { background: #fff1cc; color: #6d5200; }
 .status-holds { background: #dff3e3; color: #17612a; } .status-partly { background: #fff1cc; color: #6d5200; }
 .status-differs { background: #fbe0e0; color: #8c1d1d; } .status-not-testable { background: #eee; color: #555; }
 .alert { border-left: 6px solid #c62828; background: #fff5f5; padding: 0.6rem 1rem; margin: 1rem 0; }
 .alert.ok { border-left-color: #2e7d32; background: #f3fbf4; }
+.alert.skipped { border-left-color: #b08800; background: #fffbea; }
 .paper-table { overflow-x: auto; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85rem; color: #555; }
@@ -307,6 +308,12 @@ def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
     folder = run_dir / stem
     head = f'<section id="nb-{_esc(stem)}"><h2>{_esc(stem)} {_status(entry.get("status", "?"))}</h2>'
     parts = [head]
+    skipped = harness.load_skipped(folder) if folder.is_dir() else {"sections": []}
+    if skipped["sections"]:
+        items = "".join(
+            f"<li><strong>{_esc(s['section'])}</strong>: {_esc(s['reason'])}</li>" for s in skipped["sections"]
+        )
+        parts.append(f'<div class="alert skipped"><p>Not computed in this run:</p><ul>{items}</ul></div>')
     if entry.get("error"):
         parts.append(
             f'<p>Failed in {_esc(_describe_error(entry["error"]))} (see <a href="#failures">failures</a>); '

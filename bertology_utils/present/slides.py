@@ -172,6 +172,7 @@ def notebook_to_slides(
         raise BertologyError(f"no notebook at {source}")
     out = Path(out_html) if out_html is not None else slides_path(source)
     nb = nbformat.read(source, as_version=4)
+    _add_skipped_slide(nb, source.parent)
     html = _export(prepare_for_slides(nb, show_code=show_code), title=source.stem, show_code=show_code)
     remote = network_references(html)
     if remote:  # from the notebook's own outputs (e.g. a view that loads a CDN library), or assets not installed
@@ -183,6 +184,21 @@ def notebook_to_slides(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def _add_skipped_slide(nb, folder: Path) -> None:
+    """After the title slide, a slide listing the sections the run did not compute and why."""
+    import nbformat
+
+    from bertology_utils.run.harness import load_skipped
+
+    skipped = load_skipped(folder)
+    if not skipped["sections"]:
+        return
+    lead = "Nothing in this notebook was computed" if skipped["everything"] else "Not computed in this run"
+    lines = [f"### {lead}", ""] + [f"* **{s['section']}**: {s['reason']}" for s in skipped["sections"]]
+    cell = nbformat.v4.new_markdown_cell("\n".join(lines), metadata={"slideshow": {"slide_type": "slide"}})
+    nb.cells.insert(min(1, len(nb.cells)), cell)
 
 
 def prepare_for_slides(nb, *, show_code: bool = False):

@@ -7,7 +7,9 @@
   with no network in JupyterLab, in exported HTML and in a saved page. Each library runs in a
   CommonJS-style scope: it neither sets page globals nor clashes with a require.js that the
   page (an nbconvert export, an earlier view) already has. A library that is not installed
-  comes from its CDN with a warning, or raises AssetMissingError offline.
+  comes from its CDN with a warning. Offline, a view that cannot have its libraries says which are
+  missing and how to install them, and shows a static figure of the same maps instead (the
+  selected head's heatmap, or a layer x head grid for the model view), so a notebook goes on.
 * :func:`explorer` is an ipywidgets panel (sentence, layer, head, word/token level) that redraws
   one attention map, from an AttentionStore or from items and a model.
 * :func:`neuron_view` shows how one head's attention comes about, after Vig (2019): the
@@ -42,7 +44,7 @@ from bertology_utils.attention.extraction import attention_for
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import qkv, self_attention_modules
-from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import plot_attention_map
 from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.data import Corpus, SentencePair, words_of
@@ -151,13 +153,65 @@ def _amd_module(name: str) -> str:
     )
 
 
+def _static_fallback(kind: str, item: ItemAttention, maps: np.ndarray, labels: list[str], options: dict, missing: str):
+    """The view's maps as a PNG figure, with a note saying what is missing: the offline view without JavaScript."""
+    import matplotlib.pyplot as plt
+
+    if kind == "head":
+        layer, head = options.get("layer") or 0, (options.get("heads") or [0])[0]
+        ax = plot_attention_map(maps[layer, head], labels, title=f"layer {layer + 1}, head {head + 1}")
+        fig, shown = ax.figure, f"the static map of layer {layer + 1}, head {head + 1}"
+    else:
+        layers = options.get("include_layers") or range(maps.shape[0])
+        heads = options.get("include_heads") or range(maps.shape[1])
+        fig, axes = plt.subplots(len(layers), len(heads), figsize=(0.8 * len(heads), 0.8 * len(layers)), squeeze=False)
+        for (r, layer), (c, head) in itertools.product(enumerate(layers), enumerate(heads)):
+            axes[r, c].imshow(maps[layer, head], cmap="Blues", vmin=0, vmax=1)
+            axes[r, c].set_xticks([])
+            axes[r, c].set_yticks([])
+            axes[r, 0].set_ylabel(str(layer + 1), rotation=0, labelpad=8)
+            axes[0, c].set_title(str(head + 1), fontsize=8)
+        fig.supylabel("layer")
+        fig.suptitle("head")
+        shown = "every head's map as a static grid"
+    image = _png_output(fig)["data"]["image/png"]
+    plt.close(fig)
+    note = f"The interactive {kind} view cannot draw here: {missing} Showing {shown} instead."
+    warnings.warn(note, stacklevel=3)
+    title = f"{kind} view (static): {item.item_id}"
+    element_id = f"bertology-{kind}-view-static-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+    html = (
+        f'<div id="{element_id}" class="bertology-view bertology-static-view" data-fallback="static">\n'
+        f"<p><strong>{html_lib.escape(note)}</strong></p>\n"
+        f'<img alt="{html_lib.escape(title)}" src="data:image/png;base64,{image}">\n</div>'
+    )
+    return AttentionView(html, element_id, title)
+
+
 def _bertviz_view(
     kind: str, source, model, level: str, from_rule: str, element_id: str | None, decimals: int, options: dict
 ) -> AttentionView:
-    import bertviz
-
     item = _item_attention(source, model, from_rule)
     maps, labels, segments = _maps(item, level)
+    try:
+        return _bertviz_html(kind, item, maps, labels, segments, level, element_id, decimals, options)
+    except AssetMissingError as missing:
+        return _static_fallback(kind, item, maps, labels, options, str(missing))
+
+
+def _bertviz_html(
+    kind: str,
+    item: ItemAttention,
+    maps: np.ndarray,
+    labels: list[str],
+    segments: np.ndarray,
+    level: str,
+    element_id: str | None,
+    decimals: int,
+    options: dict,
+) -> AttentionView:
+    import bertviz
+
     second = np.flatnonzero(segments == 1)
     # float64 after rounding, so the JSON holds 0.1234 rather than float32's 0.12340000271797180.
     rounded = torch.from_numpy(np.round(np.asarray(maps, dtype=np.float64), decimals))

@@ -16,6 +16,13 @@ user's parameters. The notebook reports what it found with::
     record_metrics({"tour.max_cls_attention": value}, output_dir=output_dir)
     record_claims(claims, "tour.claims", output_dir=output_dir)   # papers.claims.Claim objects
     save_figure(fig, "cls_attention", output_dir=output_dir)
+    record_skipped("coref", "GAP not found; ...", output_dir=output_dir)  # a section without its data
+
+A notebook whose data is missing does not fail: each section it cannot compute is recorded with
+:func:`record_skipped` (one printed line, the metric ``<topic>.skipped``, and ``skipped.json``),
+and the rest runs. A notebook that can compute nothing records ``everything=True`` and
+finishes; its status is then ``skipped``. A run's notebooks are ``ok``, ``skipped`` or
+``failed``, and only ``failed`` makes ``bertology run`` exit 1.
 
 Metric names are flat, dotted strings, ``"<topic>.<quantity>"``, unique across notebooks;
 values are numbers or strings (arrays become lists). Run by hand in JupyterLab, ``output_dir``
@@ -30,6 +37,7 @@ Results layout
     results/<run-name>/<stem>/<stem>.ipynb     the executed notebook (partial when it failed)
     results/<run-name>/<stem>/metrics.json     written by record_metrics (and record_claims)
     results/<run-name>/<stem>/claims.json      written by record_claims: the "paper vs ours" claims
+    results/<run-name>/<stem>/skipped.json     written by record_skipped: sections not computed, and why
     results/<run-name>/<stem>/figures/         written by save_figure
 
 The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
@@ -75,6 +83,10 @@ __all__ = [
     "record_metrics",
     "record_claims",
     "load_claims",
+    "record_skipped",
+    "load_skipped",
+    "SKIPPED_FILE",
+    "STATUSES",
     "save_figure",
     "find_run",
     "run_entries",
@@ -92,6 +104,9 @@ INTERACTIVE_DIR = "interactive"
 METRICS_FILE = "metrics.json"
 CLAIMS_FILE = "claims.json"
 RUN_FILE = "run.json"
+SKIPPED_FILE = "skipped.json"
+#: A notebook's status in a run: it ran; it ran but its data was missing for all of it; it raised.
+STATUSES = ("ok", "skipped", "failed")
 
 _NOTEBOOK_NAME = re.compile(r"(\d+)_.+\.ipynb")
 _RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -161,16 +176,18 @@ class NotebookResult:
 
     name: str  # the notebook's stem, also its results folder
     source: str  # the notebook that was run
-    status: str  # "ok" or "failed"
+    status: str  # one of STATUSES
     duration_s: float
     executed_notebook: str | None  # the executed copy; partial when the notebook failed
     metrics: str | None  # its metrics.json, if it wrote one
     error: dict | None = None  # cell_index, exec_count, ename, evalue
     parameters: dict | None = None  # the parameters it was given (without output_dir)
+    skipped: list[dict] | None = None  # the sections it recorded with record_skipped: section, reason
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        """Nothing failed: the notebook ran, with or without skipped sections."""
+        return self.status != "failed"
 
     def describe_error(self) -> str:
         """One line naming the failing cell and the error; empty for a notebook that ran."""
@@ -210,12 +227,14 @@ class RunReport:
         return data
 
     def summary(self) -> str:
-        """One line per notebook: ok/FAILED, time, and for failures the cell and error."""
+        """One line per notebook (ok, skipped or FAILED, time, the failing cell and error), and one
+        indented line per skipped section saying why."""
         width = max(len(nb.name) for nb in self.notebooks)
         lines = []
         for nb in self.notebooks:
-            line = f"{'ok' if nb.ok else 'FAILED':6}  {nb.name:{width}}  {nb.duration_s:7.1f} s"
+            line = f"{'FAILED' if nb.status == 'failed' else nb.status:7}  {nb.name:{width}}  {nb.duration_s:7.1f} s"
             lines.append(f"{line}  {nb.describe_error()}" if nb.error else line)
+            lines += [f"{'':9}skipped {s['section']}: {s['reason']}" for s in nb.skipped or []]
         return "\n".join(lines)
 
 
@@ -318,15 +337,17 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
         error = {"cell_index": None, "exec_count": None, "ename": type(exc).__name__, "evalue": str(exc)}
     duration = time.perf_counter() - start
     metrics = folder / METRICS_FILE
+    skipped = load_skipped(folder)
     return NotebookResult(
         name=notebook.stem,
         source=str(notebook),
-        status="failed" if error else "ok",
+        status="failed" if error else "skipped" if skipped["everything"] else "ok",
         duration_s=round(duration, 3),
         executed_notebook=str(executed) if executed.exists() else None,
         metrics=str(metrics) if metrics.exists() else None,
         error=error,
         parameters=params,
+        skipped=skipped["sections"],
     )
 
 
@@ -429,6 +450,44 @@ def load_claims(notebook_dir: str | os.PathLike) -> list[Claim]:
         return [Claim.from_dict(entry) for entry in entries]
     except (TypeError, ValueError) as exc:
         raise DataFormatError(f"not a claim ({exc})", path) from None
+
+
+def record_skipped(
+    section: str, reason: str, output_dir: str | os.PathLike | None = None, *, everything: bool = False
+) -> dict:
+    """Record that ``section`` of a notebook is not computed, and why (its data is missing...).
+
+    ``section`` is dotted like a metric (``"pruning.RTE"``, ``"coref"``); its first part names the
+    metric ``<topic>.skipped``, the list of the topic's skipped sections. ``everything=True``
+    says the notebook computed nothing, so the harness gives it the status ``skipped``. Prints
+    the one line a reader sees and returns what ``skipped.json`` now holds.
+    """
+    if not section or not reason:
+        raise BertologyError("record_skipped needs a section name and a reason")
+    print(f"skipped {section}: {reason}")
+    folder = _output_folder(output_dir)
+    recorded = load_skipped(folder)
+    sections = [s for s in recorded["sections"] if s["section"] != section] + [{"section": section, "reason": reason}]
+    recorded = {"everything": recorded["everything"] or everything, "sections": sections}
+    write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
+    topic = section.split(".")[0]
+    names = [s["section"] for s in sections if s["section"].split(".")[0] == topic]
+    record_metrics({f"{topic}.skipped": names}, output_dir=folder)
+    return recorded
+
+
+def load_skipped(notebook_dir: str | os.PathLike) -> dict:
+    """What a notebook recorded with :func:`record_skipped`: ``{"everything": bool, "sections": [...]}``."""
+    path = Path(notebook_dir) / SKIPPED_FILE
+    if not path.is_file():
+        return {"everything": False, "sections": []}
+    data = read_json(path)
+    sections = data.get("sections")
+    if not isinstance(sections, list) or not all(
+        isinstance(s, dict) and {"section", "reason"} <= set(s) for s in sections
+    ):
+        raise DataFormatError("'sections' must be a list of objects with a 'section' and a 'reason'", path)
+    return {"everything": bool(data.get("everything")), "sections": sections}
 
 
 def save_figure(

@@ -81,6 +81,82 @@ def test_notebook_runs(notebook, tmp_path, isolated_cache):
     assert result.ok, f"{result.report()}\n{REFRESH}"
 
 
+def _run(notebook, results_root, parameters=None):
+    report = run_notebooks(
+        [notebook],
+        run_name="test",
+        parameters={**SMALL_PARAMETERS.get(notebook.stem, {}), **(parameters or {})},
+        results_root=results_root,
+        progress=False,
+    )
+    return report.notebooks[0]
+
+
+@pytest.fixture
+def no_data_no_network(monkeypatch):
+    """A fresh clone offline: no data folder (only the project's own sample), no network."""
+    monkeypatch.delenv("BERTOLOGY_DATA_DIR", raising=False)
+    for variable in ("BERTOLOGY_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(variable, "1")
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_without_data_or_network_finishes(notebook, tmp_path, isolated_cache, no_data_no_network):
+    result = _run(notebook, tmp_path)
+    assert result.status in ("ok", "skipped"), result.describe_error()
+    for section in result.skipped or []:  # each skipped section says how to get its data
+        assert "to get it" in section["reason"] or "nothing below" in section["reason"], section
+
+
+@pytest.fixture(scope="module")
+def unusual_model(tmp_path_factory):
+    """A random BERT of 3 layers x 5 heads, saved with save_pretrained, as a user would pass it."""
+    from tiny_models import build_tiny_model
+
+    return build_tiny_model("bert", tmp_path_factory.mktemp("models") / "bert-3x5", num_layers=3, num_heads=5)
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_runs_on_a_random_model_of_an_unusual_shape(notebook, tmp_path, isolated_cache, unusual_model):
+    result = _run(notebook, tmp_path, {"model_name": str(unusual_model)})
+    assert result.status != "failed", result.describe_error()
+    metrics = json.loads(Path(result.metrics).read_text())
+    shapes = {v for k, v in metrics.items() if k.endswith((".num_layers", ".num_heads"))}
+    assert shapes <= {3, 5}, shapes
+
+
+GERMAN = Path(__file__).resolve().parents[1] / "data" / "de_mini.conllu"
+USER_TASK = Path(__file__).resolve().parents[1] / "data" / "user_task"
+#: The data parameter of each notebook that reads a treebank or a task, set to the user's own files.
+USER_DATA = {
+    "01_patterns": {"treebank": str(GERMAN), "pair_sets": []},
+    "03_syntax_coref": {"treebank": str(GERMAN)},
+    "04_probes": {"treebank": str(GERMAN)},
+    "05_clustering": {"treebank": str(GERMAN)},
+    "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("stem", USER_DATA)
+def test_notebook_runs_on_the_users_own_data(stem, tmp_path, isolated_cache):
+    result = _run(DEFAULT_NOTEBOOKS_DIR / f"{stem}.ipynb", tmp_path, USER_DATA[stem])
+    assert result.status == "ok", result.describe_error()
+    assert not result.skipped
+    metrics = json.loads(Path(result.metrics).read_text())
+    text = json.dumps(metrics)
+    if stem == "06_pruning":
+        assert metrics["pruning.tasks"] == ["user_task"]
+        assert metrics["pruning.user_task.dev_examples"] == 8
+    else:
+        assert "de_mini" in text, f"{stem} did not record that it read the German treebank"
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
 def test_notebook_has_small_parameters(notebook):
     """Without an entry the suite would run a notebook's full-size defaults."""

@@ -135,7 +135,7 @@ def test_probe_claims():
 
 
 def test_same_layer_claims():
-    close = SimpleNamespace(same_mean=40.0, other_mean=50.0, ratio=0.8, p_value=0.049)
+    close = SimpleNamespace(same_mean=40.0, other_mean=50.0, ratio=0.8, p_value=0.049, testable=True)
     assert clark.same_layer_close(close).verdict is Verdict.HOLDS
     assert clark.same_layer_close(SimpleNamespace(**{**vars(close), "p_value": 0.05})).verdict is Verdict.DIFFERS
     assert clark.heads_cluster_by_behaviour(SimpleNamespace(**{**vars(close), "ratio": 1.1})).verdict is Verdict.DIFFERS
@@ -195,7 +195,7 @@ def test_random_init_claim():
 
 
 def curve(prunable):
-    return SimpleNamespace(prunable=lambda keep: prunable)
+    return SimpleNamespace(prunable=lambda keep: prunable, base=0.9)
 
 
 def test_michel_claims():
@@ -216,3 +216,29 @@ def test_kovaleva_pattern_claims():
     assert kovaleva.heterogeneous_share(math.nan).verdict is Verdict.NOT_TESTABLE
     assert kovaleva.pattern_types_recognisable(0.81).verdict is Verdict.HOLDS
     assert kovaleva.pattern_types_recognisable(0.80).verdict is Verdict.DIFFERS
+
+
+def test_a_classifier_at_the_majority_class_cannot_test_head_claims():
+    from bertology_utils.interventions.pruning import AblationResult, PruningCurve
+    from bertology_utils.papers import kovaleva, michel
+    from bertology_utils.papers.claims import below_floor
+
+    assert below_floor(0.8, 1.0) == "the classifier does not beat the majority class (0.800 vs 1.000)"
+    assert below_floor(0.9, 0.5) == "" and below_floor(0.2, None) == "" and below_floor(0.2, float("nan")) == ""
+    deltas = np.array([[0.1, -0.2], [0.0, 0.05]])
+    ablation = AblationResult("t", "accuracy", 0.8, deltas, np.array([0.1, -0.1]), 0.5, deltas, np.zeros(2))
+    curve = PruningCurve("importance", np.array([0, 0.5, 1]), np.array([0.8, 0.8, 0.5]), 0.8)
+    learned = [
+        kovaleva.single_heads_dispensable(ablation, majority=0.5),
+        kovaleva.layer_ablation_improves(ablation, majority=0.5),
+        michel.heads_prunable(curve, majority=0.5),
+    ]
+    assert [c.verdict for c in learned] == [Verdict.HOLDS, Verdict.HOLDS, Verdict.HOLDS]
+    one_class_dev = [
+        kovaleva.single_heads_dispensable(ablation, majority=1.0),
+        kovaleva.layer_ablation_improves(ablation, majority=1.0),
+        michel.heads_prunable(curve, majority=1.0),
+    ]
+    for claim in one_class_dev:
+        assert claim.verdict is Verdict.NOT_TESTABLE
+        assert claim.ours.endswith("the classifier does not beat the majority class (0.800 vs 1.000)")

@@ -1,5 +1,7 @@
 """Head distances against a plain scipy loop, tiling, joint matrices of two stores, the permutation test."""
 
+import math
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
@@ -11,6 +13,7 @@ from bertology_utils.analyses.clustering import (
     head_distances,
     head_linkage,
     neighbour_attention,
+    plot_dendrogram,
     same_layer_statistic,
 )
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
@@ -202,6 +205,23 @@ def test_permutation_test_finds_planted_layers_and_not_absent_ones():
     assert tiny_chunks.same_mean == found.same_mean and len(tiny_chunks.null) == 2000
 
 
+@pytest.mark.parametrize(
+    ("labels", "why"), [(["a"] * 6, "all 6 heads are in one group"), (list("abcdef"), "no group has two heads")]
+)
+def test_a_degenerate_grouping_is_not_testable_and_says_why(labels, why):
+    from bertology_utils.papers import clark
+    from bertology_utils.papers.claims import Verdict
+
+    d, _ = planted(3, 2, seed=0, structure=0.5)
+    test = same_layer_statistic(d, labels, n_permutations=100)
+    assert not test.testable and test.not_testable == why
+    assert math.isnan(test.p_value) and math.isnan(test.ratio) and test.n_permutations == 0
+    for claim in (clark.same_layer_close(test), clark.heads_cluster_by_behaviour(test)):
+        assert claim.verdict is Verdict.NOT_TESTABLE
+        assert why in claim.ours
+    assert same_layer_statistic(d, ["a"] * 3 + ["b"] * 3, n_permutations=10).testable
+
+
 def test_layers_default_to_the_heads_own_layers():
     result = head_distances(random_items(8, layers=4, heads=2))
     assert same_layer_statistic(result, n_permutations=50).n_permutations == 50
@@ -232,3 +252,14 @@ def test_neighbour_attention_on_known_heads():
     assert shares["previous"][0, 0] == pytest.approx(1.0) and shares["next"][0, 1] == pytest.approx(1.0)
     assert shares["self"][0, 0] == pytest.approx(1 / n)
     assert shares["punct"][0, 2] == pytest.approx(2 / n)  # "," and "!" under uniform attention
+
+
+def test_one_or_two_heads_embed_exactly_and_one_head_has_no_tree():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    one, two = np.zeros((1, 1)), np.array([[0.0, 3.0], [3.0, 0.0]])
+    assert embed_heads(one).coords.tolist() == [[0.0, 0.0]]
+    assert embed_heads(two).coords.tolist() == [[-1.5, 0.0], [1.5, 0.0]] and embed_heads(two).stress == 0.0
+    assert head_linkage(one).shape == (0, 4) and head_linkage(two).shape == (1, 4)
+    assert plot_dendrogram(head_linkage(one), ["1-1"]) == {}

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from bertology_utils.cli import main
-from bertology_utils.cli.run import parse_parameter_value
-from bertology_utils.core.errors import BertologyError
+from bertology_utils.cli.run import absolute_paths, parse_parameter_value
+from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.run import harness
 
 PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
@@ -167,6 +167,79 @@ def test_cli_run_exits_1_when_a_notebook_fails(tmp_path, capsys):
     nb = write_notebook(tmp_path / "01_bad.ipynb", *BAD_CELLS)
     assert main(["run", str(nb), "--run-name", "x", "--results-dir", str(tmp_path)]) == 1
     assert "notebook 01_bad failed in cell 2 (exec count 4): ValueError: boom" in capsys.readouterr().out
+
+
+SKIP_SOME = (
+    "from bertology_utils.run.harness import record_metrics, record_skipped",
+    "record_skipped('topic.part_b', 'data B not found; to get it: set X', output_dir=output_dir)\n"
+    "record_metrics({'topic.a': 1}, output_dir=output_dir)",
+)
+SKIP_ALL = (
+    "from bertology_utils.run.harness import record_skipped",
+    "record_skipped('other', 'no data at all', output_dir=output_dir, everything=True)",
+)
+
+
+@pytest.mark.notebook
+def test_skipped_sections_and_notebooks_are_a_state_not_a_failure(tmp_path, capsys):
+    from bertology_utils.present.report import build_report
+
+    some = write_notebook(tmp_path / "01_some.ipynb", *SKIP_SOME)
+    nothing = write_notebook(tmp_path / "02_nothing.ipynb", *SKIP_ALL)
+    assert main(["run", str(some), str(nothing), "--run-name", "s", "--results-dir", str(tmp_path / "res")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("ok") and "01_some" in lines[0]
+    assert lines[1].strip() == "skipped topic.part_b: data B not found; to get it: set X"
+    assert lines[2].startswith("skipped") and "02_nothing" in lines[2]
+    assert lines[3].strip() == "skipped other: no data at all"
+    assert "each line says how to get it" in out
+    run_dir = tmp_path / "res" / "s"
+    data = json.loads((run_dir / "run.json").read_text())
+    assert [(nb["name"], nb["status"]) for nb in data["notebooks"]] == [("01_some", "ok"), ("02_nothing", "skipped")]
+    assert data["notebooks"][0]["skipped"] == [
+        {"section": "topic.part_b", "reason": "data B not found; to get it: set X"}
+    ]
+    metrics = harness.load_metrics(run_dir)
+    assert metrics["01_some"] == {"topic.a": 1, "topic.skipped": ["topic.part_b"]}
+    assert metrics["02_nothing"] == {"other.skipped": ["other"]}
+    page = build_report(run_dir).read_text()
+    assert '<span class="status status-skipped">skipped</span>' in page
+    assert "<li><strong>topic.part_b</strong>: data B not found; to get it: set X</li>" in page
+
+
+def test_record_skipped_replaces_a_section_and_keeps_everything(tmp_path, capsys):
+    harness.record_skipped("t.a", "first", output_dir=tmp_path)
+    harness.record_skipped("t.b", "other", output_dir=tmp_path, everything=True)
+    recorded = harness.record_skipped("t.a", "second", output_dir=tmp_path)
+    assert recorded == {
+        "everything": True,
+        "sections": [{"section": "t.b", "reason": "other"}, {"section": "t.a", "reason": "second"}],
+    }
+    assert harness.load_skipped(tmp_path) == recorded
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {"t.skipped": ["t.b", "t.a"]}
+    assert capsys.readouterr().out.splitlines()[-1] == "skipped t.a: second"
+    assert harness.load_skipped(tmp_path / "none") == {"everything": False, "sections": []}
+    with pytest.raises(BertologyError, match="section name and a reason"):
+        harness.record_skipped("t.c", "", output_dir=tmp_path)
+    (tmp_path / harness.SKIPPED_FILE).write_text('{"sections": [{"section": "x"}]}')
+    with pytest.raises(DataFormatError, match="skipped.json"):
+        harness.load_skipped(tmp_path)
+
+
+def test_relative_paths_in_parameters_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.conllu").write_text("")
+    (tmp_path / "task").mkdir()
+    given = ["mine.conllu", {"path": "task", "text": "review"}, "SST-2", "", 3, "/abs/none"]
+    assert absolute_paths(given) == [
+        str(tmp_path / "mine.conllu"),
+        {"path": str(tmp_path / "task"), "text": "review"},
+        "SST-2",
+        "",
+        3,
+        "/abs/none",
+    ]
 
 
 @pytest.mark.parametrize(

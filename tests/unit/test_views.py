@@ -81,10 +81,24 @@ def test_bertviz_does_not_leak_resource_warnings(loaded_models):
         head_view(SENTENCE, loaded_models["bert"])
 
 
-def test_offline_without_the_libraries_raises(loaded_models, no_js_libraries, monkeypatch):
+@pytest.mark.parametrize("view", [head_view, model_view])
+def test_offline_without_the_libraries_falls_back_to_a_static_figure(loaded_models, no_js_libraries, monkeypatch, view):
     monkeypatch.setenv(settings.OFFLINE_ENV, "1")
-    with pytest.raises(AssetMissingError, match="is not installed"):
-        head_view(SENTENCE, loaded_models["bert"])
+    with pytest.warns(UserWarning, match="cannot draw here: .* is not installed") as caught:
+        shown = (
+            view(SENTENCE, loaded_models["bert"], layer=1)
+            if view is head_view
+            else view(SENTENCE, loaded_models["bert"])
+        )
+    note = str(caught[0].message)
+    assert "npm" in note or "bertology assets" in note  # says how to install them
+    assert 'data-fallback="static"' in shown.html
+    assert re.search(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{200,}">', shown.html)
+    assert "<script" not in shown.html  # nothing that needs the network or JavaScript
+    if view is head_view:
+        assert "layer 2, head 1" in shown.html
+    with pytest.raises(AssetMissingError):  # the libraries themselves still say they are missing
+        assets.asset_text("d3")
 
 
 def test_online_without_the_libraries_uses_the_cdn_with_a_warning(loaded_models, no_js_libraries):
