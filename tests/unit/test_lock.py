@@ -25,11 +25,17 @@ def locked() -> dict[str, Version]:
 
 
 def requirements() -> list[Requirement]:
-    """pyproject.toml's dependencies and dev extra (what make setup installs), and requirements/lock.in."""
+    """What make setup installs: pyproject.toml's dependencies, dev extra and build backend, and requirements/lock.in."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
     lines = [line.split("#")[0].strip() for line in LOCK_INPUT.read_text(encoding="utf-8").splitlines()]
-    texts = project["dependencies"] + project["optional-dependencies"]["dev"] + [line for line in lines if line]
+    texts = (
+        project["dependencies"]
+        + project["optional-dependencies"]["dev"]
+        + pyproject["build-system"]["requires"]
+        + [line for line in lines if line]
+    )
     return [Requirement(text) for text in texts]
 
 
