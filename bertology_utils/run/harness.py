@@ -90,6 +90,7 @@ __all__ = [
     "save_figure",
     "find_run",
     "run_entries",
+    "run_versions",
     "load_metrics",
     "read_json",
     "write_text",
@@ -539,6 +540,15 @@ def run_entries(run_dir: str | os.PathLike) -> list[dict]:
         if (sub / f"{sub.name}.ipynb").is_file() or (sub / METRICS_FILE).is_file():
             entries.append({"name": sub.name, "status": UNLISTED})
     return sorted(entries, key=lambda nb: nb["name"])
+
+
+def run_versions(run_dir: str | os.PathLike) -> dict | None:
+    """What a run was made with (``library_versions()`` as run.json records it); None without run.json."""
+    path = find_run(run_dir) / RUN_FILE
+    versions = read_json(path).get("versions") if path.is_file() else None
+    if versions is not None and not isinstance(versions, dict):
+        raise DataFormatError("'versions' must be an object: library -> version", path)
+    return versions
 
 
 def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:

@@ -7,6 +7,7 @@ One JSON file per notebook, ``<stem>.json`` (``00_tour.json``)::
     {
       "_comment": "why the tolerances are what they are (any key starting with _ is kept as it is)",
       "parameters": {"n_sentences": 4},
+      "versions": {"python": "3.11.7", "platform": "linux-x86_64", "torch": "2.13.0+cpu", ...},
       "default": {"abs": 1e-06, "rel": 0.0001},
       "metrics": {
         "tour.mean_attention_to_cls": {"value": 0.0412, "abs": 1e-06, "rel": 0.0001},
@@ -21,17 +22,26 @@ does not state is 0, so strings, booleans, null, integers and floats without a t
 must be equal. Lists and objects are compared element by element under the metric's
 tolerance (same length, same keys). ``ignore`` (the reason) records the value without
 comparing it. ``note`` is free text. ``parameters`` are the notebook parameters the
-reference was made with; ``default`` is the tolerance a refresh gives to new metrics
+reference was made with; ``versions`` what the run that made it was made with (its
+``run.json`` versions: Python, platform, the libraries of ``core.LIBRARIES``; a file without
+them reads as "versions unknown"); ``default`` is the tolerance a refresh gives to new metrics
 holding floats (``DEFAULT_TOLERANCE`` without it).
 
 A check compares the notebooks of a run (``run.json``) with their references: a metric
 outside its tolerance is *regressed*, one missing from the run is *missing* (a failure too),
 one not in the reference is *new* (reported, not a failure). References of notebooks the
-run did not include are skipped. The result goes to ``<run dir>/check.json``::
+run did not include are skipped. Versions that differ between the run and a reference are a
+warning, not a failure: the diff starts with them. The result goes to ``<run dir>/check.json``::
 
     {"reference": "<dir>", "ok": true,
      "differences": [{"notebook": "00_tour", "metric": "tour.n_sentences", "reference": 4,
-                      "value": 4, "tolerance": "exact", "status": "ok"}, ...]}
+                      "value": 4, "tolerance": "exact", "status": "ok"}, ...],
+     "versions": {"differences": [{"name": "transformers", "reference": "5.23.0", "value": "5.24.0",
+                                   "notebooks": ["00_tour", ...]}, ...],
+                  "compared": ["00_tour", ...], "unknown": ["05_clustering", ...]}}
+
+``versions.compared`` and ``versions.unknown`` list the notebooks whose versions were compared
+and those whose reference (or the run) records none.
 
 A refresh (``update_references``) rewrites the references from a run, keeping each kept
 metric's tolerance, note and the file's comments: tolerances are decisions, values are data.
@@ -62,7 +72,10 @@ __all__ = [
     "read_reference",
     "read_references",
     "Difference",
+    "VersionDifference",
+    "VersionCheck",
     "CheckResult",
+    "compare_versions",
     "compare_metrics",
     "check_run",
     "write_check",
@@ -74,7 +87,7 @@ CHECK_FILE = "check.json"
 OK, REGRESSED, MISSING, NEW = "ok", "regressed", "missing", "new"
 FAILING = (REGRESSED, MISSING)
 
-_FILE_KEYS = {"parameters", "default", "metrics"}  # besides comments ("_...")
+_FILE_KEYS = {"parameters", "versions", "default", "metrics"}  # besides comments ("_...")
 _METRIC_KEYS = {"value", "abs", "rel", "ignore", "note"}
 _TOLERANCE_KEYS = ("abs", "rel", "ignore", "note")  # what a refresh keeps
 _TIMING_WORD = "seconds"  # a refresh does not compare new timings
@@ -114,6 +127,7 @@ class Reference:
     tolerances: dict[str, Tolerance]  # name -> its tolerance
     parameters: dict | None
     raw: dict  # the file as read (a refresh keeps its comments and notes)
+    versions: dict | None = None  # what the run that made it was made with; None: unknown
 
 
 def read_reference(path: str | os.PathLike) -> Reference:
@@ -142,6 +156,11 @@ def read_reference(path: str | os.PathLike) -> Reference:
     parameters = raw.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise DataFormatError("'parameters' must be an object or null", path)
+    versions = raw.get("versions")
+    if versions is not None and not (
+        isinstance(versions, dict) and all(v is None or isinstance(v, str) for v in versions.values())
+    ):
+        raise DataFormatError("'versions' must be an object, name -> version string (or null), or null", path)
     if "default" in raw:
         _tolerance(raw["default"], "'default'", path, allowed={"abs", "rel"})
     values, tolerances = {}, {}
@@ -152,7 +171,7 @@ def read_reference(path: str | os.PathLike) -> Reference:
             raise DataFormatError(f"metric {name!r}: NaN and infinities cannot be compared; record them as null", path)
         values[name] = entry["value"]
         tolerances[name] = _tolerance(entry, f"metric {name!r}", path, allowed=_METRIC_KEYS)
-    return Reference(path.stem, path, values, tolerances, parameters, raw)
+    return Reference(path.stem, path, values, tolerances, parameters, raw, versions)
 
 
 def _tolerance(entry, where: str, path: Path, allowed: set[str]) -> Tolerance:
@@ -213,6 +232,43 @@ class Difference:
 
 
 @dataclass
+class VersionDifference:
+    """A version (a library's, Python's, the platform) that differs between a run and the references of ``notebooks``."""
+
+    name: str
+    reference: str | None
+    value: str | None
+    notebooks: list[str]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "reference": self.reference, "value": self.value, "notebooks": self.notebooks}
+
+
+@dataclass
+class VersionCheck:
+    """A run's versions against its references': never a failure, a reason to read a regression with care."""
+
+    differences: list[VersionDifference] = field(default_factory=list)
+    compared: list[str] = field(default_factory=list)  # notebooks whose reference and run record versions
+    unknown: list[str] = field(default_factory=list)  # notebooks whose reference or run records none
+
+    def to_dict(self) -> dict:
+        return {
+            "differences": [v.to_dict() for v in self.differences],
+            "compared": self.compared,
+            "unknown": self.unknown,
+        }
+
+    def warning(self) -> list[str]:
+        """Lines for the top of a diff, one per version that differs; none when all agree."""
+        lines = ["WARNING: versions differ from those the references were made with (not a failure):"]
+        for v in self.differences:
+            which = "" if v.notebooks == self.compared else f" ({', '.join(v.notebooks)})"
+            lines.append(f"  {v.name} {v.value or 'not installed'}, reference {v.reference or 'not installed'}{which}")
+        return lines if self.differences else []
+
+
+@dataclass
 class CheckResult:
     """A run's metrics against a reference folder."""
 
@@ -220,6 +276,7 @@ class CheckResult:
     differences: list[Difference]
     skipped: list[str] = field(default_factory=list)  # references of notebooks the run did not include
     notes: list[str] = field(default_factory=list)  # failed notebooks, parameters that differ, no reference
+    versions: VersionCheck = field(default_factory=VersionCheck)
 
     @property
     def ok(self) -> bool:
@@ -234,12 +291,15 @@ class CheckResult:
             "reference": str(self.reference_dir),
             "ok": self.ok,
             "differences": [d.to_dict() for d in self.differences],
+            "versions": self.versions.to_dict(),
         }
 
     def report(self, heading: str = "check against") -> str:
-        """A readable diff: the verdict and counts, then one line per metric that is not ok, then the notes."""
+        """A readable diff: versions that differ (a warning), the verdict and counts, one line per metric
+        that is not ok, then the notes (versions unknown among them)."""
         counts = ", ".join(f"{self.count(s)} {s}" for s in (REGRESSED, MISSING, NEW, OK))
-        lines = [f"{heading} {self.reference_dir}: {'ok' if self.ok else 'FAILED'} ({counts})"]
+        lines = self.versions.warning()
+        lines.append(f"{heading} {self.reference_dir}: {'ok' if self.ok else 'FAILED'} ({counts})")
         rows = [d for d in self.differences if d.status != OK]
         nb_width = max((len(d.notebook) for d in rows), default=0)
         for d in rows:
@@ -253,6 +313,10 @@ class CheckResult:
                 what = f"value {_shorten(d.value)}, not in the reference"
             lines.append(f"  {d.status:9}  {d.notebook:{nb_width}}  {d.metric}: {what}")
         lines += [f"  note: {note}" for note in self.notes]
+        if self.versions.unknown:
+            lines.append(
+                f"  note: versions unknown for {', '.join(self.versions.unknown)}: the reference or the run records none"
+            )
         lines += [f"  skipped: {stem} (not in this run; its reference is not compared)" for stem in self.skipped]
         return "\n".join(lines)
 
@@ -274,6 +338,22 @@ def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -
         )
     rows += [Difference(notebook, name, None, value, "", NEW) for name, value in metrics.items() if name not in known]
     return rows
+
+
+def compare_versions(references: list[Reference], versions: dict | None) -> VersionCheck:
+    """The run's ``versions`` (its run.json's) against each reference's; a name only one side records is not compared."""
+    check = VersionCheck()
+    notebooks: dict[tuple[str, str | None, str | None], list[str]] = {}
+    for reference in references:
+        if reference.versions is None or versions is None:
+            check.unknown.append(reference.notebook)
+            continue
+        check.compared.append(reference.notebook)
+        for name, expected in reference.versions.items():
+            if name in versions and versions[name] != expected:
+                notebooks.setdefault((name, expected, versions[name]), []).append(reference.notebook)
+    check.differences = [VersionDifference(*key, stems) for key, stems in notebooks.items()]
+    return check
 
 
 def _mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Iterator[tuple[str, float | None, str]]:
@@ -357,10 +437,12 @@ def check_run(
     references = read_references(reference_dir) if references is None else references
     ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
-    differences, notes = [], []
+    differences, notes, compared = [], [], []
     for nb in ran:
         stem = nb["name"]
         reference = references.get(stem)
+        if reference is not None:
+            compared.append(reference)
         if reference is None:
             notes.append(f"{stem} has no reference in {reference_dir}: its metrics are new")
         elif nb.get("status") == "failed":
@@ -372,7 +454,8 @@ def check_run(
             )
         differences += compare_metrics(stem, reference, metrics.get(stem, {}))
     skipped = [stem for stem in references if stem not in {nb["name"] for nb in ran}]
-    return CheckResult(Path(reference_dir), differences, skipped, notes)
+    versions = compare_versions(compared, harness.run_versions(folder))
+    return CheckResult(Path(reference_dir), differences, skipped, notes, versions)
 
 
 def write_check(result: CheckResult, run_dir: str | os.PathLike) -> Path:
@@ -397,7 +480,7 @@ class Refresh:
 def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLike) -> Refresh:
     """Rewrite ``<reference_dir>/<stem>.json`` for each notebook of the run that ran.
 
-    Values and parameters come from the run. A metric already in the reference keeps its
+    Values, parameters and versions (run.json's) come from the run. A metric already in the reference keeps its
     tolerance and note; a new one gets the file's ``default`` (else DEFAULT_TOLERANCE) when it
     holds floats, is not compared when its name says it is a time in seconds, and is exact
     otherwise. Metrics the run no longer records are dropped. Failed notebooks are left alone.
@@ -408,20 +491,24 @@ def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLi
     old = read_references(reference_dir, allow_empty=True)
     ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
-    written, not_written, changes = [], [], []
+    versions = harness.run_versions(folder)
+    written, not_written, changes, replaced = [], [], [], []
     for nb in ran:
         stem = nb["name"]
         if nb.get("status") != "ok":
             not_written.append(stem)
             continue
         changes += compare_metrics(stem, old.get(stem), metrics.get(stem, {}))
+        replaced += [old[stem]] if stem in old else []
         path = reference_dir / f"{stem}.json"
-        harness.write_text(path, _dumps(_reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"))))
+        reference = _reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"), versions)
+        harness.write_text(path, _dumps(reference))
         written.append(path)
-    return Refresh(written, not_written, CheckResult(reference_dir, changes))
+    changed = CheckResult(reference_dir, changes, versions=compare_versions(replaced, versions))
+    return Refresh(written, not_written, changed)
 
 
-def _reference_object(old: Reference | None, metrics: dict, parameters: dict | None) -> dict:
+def _reference_object(old: Reference | None, metrics: dict, parameters: dict | None, versions: dict | None) -> dict:
     raw = old.raw if old is not None else {}
     default = raw.get("default", {"abs": DEFAULT_TOLERANCE.abs, "rel": DEFAULT_TOLERANCE.rel})
     entries = {}
@@ -436,7 +523,8 @@ def _reference_object(old: Reference | None, metrics: dict, parameters: dict | N
             kept = {}
         entries[name] = {"value": value, **kept}
     comments = {k: v for k, v in raw.items() if k.startswith("_")}
-    return {**comments, "parameters": parameters, "default": default, "metrics": entries}
+    made_with = {"versions": versions} if versions is not None else {}
+    return {**comments, "parameters": parameters, **made_with, "default": default, "metrics": entries}
 
 
 def _dumps(reference: dict) -> str:

@@ -172,6 +172,15 @@ def test_notebook_has_a_reference_made_with_the_small_parameters(notebook):
     )
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
+def test_notebook_reference_records_what_made_it(notebook):
+    """bertology check can then say when a run's versions or platform are not the reference's."""
+    reference = regression.read_reference(REFERENCE_DIR / f"{notebook.stem}.json")
+    assert reference.versions is not None and {"python", "platform", "torch"} <= set(reference.versions), (
+        f"{reference.path} does not record the versions it was made with\n{REFRESH}"
+    )
+
+
 def test_every_reference_belongs_to_a_notebook():
     stems = {nb.stem for nb in NOTEBOOKS}
     assert [p.name for p in REFERENCE_DIR.glob("*.json") if p.stem not in stems] == []

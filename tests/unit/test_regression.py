@@ -40,7 +40,10 @@ def write_json(path, data):
     return path
 
 
-def make_run(folder, metrics, failed=(), parameters=None):
+VERSIONS = {"python": "3.11.7", "platform": "linux-x86_64", "torch": "2.13.0+cpu", "numpy": "2.4.6"}
+
+
+def make_run(folder, metrics, failed=(), parameters=None, versions=None):
     """A run folder as the harness leaves it: run.json and <stem>/metrics.json (none for failed notebooks)."""
     notebooks = []
     for stem, values in metrics.items():
@@ -53,7 +56,7 @@ def make_run(folder, metrics, failed=(), parameters=None):
                 "parameters": (parameters or {}).get(stem, {"n": 4}),
             }
         )
-    write_json(folder / "run.json", {"run_name": folder.name, "notebooks": notebooks})
+    write_json(folder / "run.json", {"run_name": folder.name, "notebooks": notebooks, "versions": versions})
     return folder
 
 
@@ -179,7 +182,8 @@ def test_cli_check_shifted_metric_exits_1_with_a_readable_diff(tmp_path, referen
     assert f"check against {references}: FAILED (1 regressed, 0 missing, 0 new, 5 ok)" in out
     assert "regressed  00_a  t.mean: reference 0.5, value 0.6: off by +0.1 (+20%); tolerance abs 0.01" in out
     check = json.loads((run / "check.json").read_text())
-    assert set(check) == {"reference", "ok", "differences"}
+    assert set(check) == {"reference", "ok", "differences", "versions"}
+    assert check["versions"] == {"differences": [], "compared": [], "unknown": ["00_a"]}
     assert check["reference"] == str(references) and check["ok"] is False
     assert len(check["differences"]) == len(METRICS)
     assert {
@@ -203,6 +207,47 @@ def test_cli_check_shifted_metric_exits_1_with_a_readable_diff(tmp_path, referen
     assert json.loads((tmp_path / "ok" / "check.json").read_text())["ok"] is True
 
 
+def test_versions_that_differ_are_a_warning_at_the_top_and_in_check_json(tmp_path, references, capsys):
+    write_json(references / "00_a.json", {**REFERENCE, "versions": VERSIONS})
+    write_json(references / "01_b.json", {**REFERENCE, "versions": {**VERSIONS, "numpy": "2.4.5"}})
+    run_versions = {**VERSIONS, "torch": "2.14.1+cpu", "scipy": "1.17.1"}  # scipy: not in the references
+    run = make_run(tmp_path / "run", {"00_a": METRICS, "01_b": METRICS}, versions=run_versions)
+    assert main(["check", str(run), str(references)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == [
+        "WARNING: versions differ from those the references were made with (not a failure):",
+        "  torch 2.14.1+cpu, reference 2.13.0+cpu",
+        "  numpy 2.4.6, reference 2.4.5 (01_b)",
+        f"check against {references}: ok (0 regressed, 0 missing, 0 new, 12 ok)",
+    ]
+    check = json.loads((run / "check.json").read_text())
+    assert check["ok"] is True
+    assert check["versions"] == {
+        "differences": [
+            {"name": "torch", "reference": "2.13.0+cpu", "value": "2.14.1+cpu", "notebooks": ["00_a", "01_b"]},
+            {"name": "numpy", "reference": "2.4.5", "value": "2.4.6", "notebooks": ["01_b"]},
+        ],
+        "compared": ["00_a", "01_b"],
+        "unknown": [],
+    }
+    # The same versions: nothing to say.
+    same = check_run(make_run(tmp_path / "same", {"00_a": METRICS}, versions=VERSIONS), references)
+    assert same.versions.differences == [] and same.versions.compared == ["00_a"]
+    assert same.report().startswith("check against")
+
+
+def test_versions_unknown_when_the_reference_or_the_run_records_none(tmp_path, references):
+    reference = read_reference(references / "00_a.json")
+    assert reference.versions is None  # an older reference reads fine
+    result = check_run(make_run(tmp_path / "run", {"00_a": METRICS}, versions=VERSIONS), references)
+    assert result.ok and result.versions.unknown == ["00_a"] and result.versions.differences == []
+    assert result.report().splitlines()[-1] == (
+        "  note: versions unknown for 00_a: the reference or the run records none"
+    )
+    write_json(references / "00_a.json", {**REFERENCE, "versions": VERSIONS})
+    assert check_run(make_run(tmp_path / "old", {"00_a": METRICS}), references).versions.unknown == ["00_a"]
+
+
 def test_cli_check_finds_a_run_by_name(tmp_path, references, monkeypatch, capsys):
     make_run(tmp_path / "results" / "nightly", {"00_a": METRICS})
     monkeypatch.setenv("BERTOLOGY_RESULTS_DIR", str(tmp_path / "results"))
@@ -224,6 +269,8 @@ def test_cli_check_finds_a_run_by_name(tmp_path, references, monkeypatch, capsys
         ('{"metric": {}}', "unknown keys ['metric']"),
         ('{"parameters": {}}', "'metrics' must be an object"),
         ('{"default": {"abs": 1, "ignore": "x"}, "metrics": {}}', "'default': unknown keys ['ignore']"),
+        ('{"versions": ["torch"], "metrics": {}}', "'versions' must be an object"),
+        ('{"versions": {"torch": 2.13}, "metrics": {}}', "'versions' must be an object"),
     ],
 )
 def test_malformed_reference_names_the_file(tmp_path, references, content, message, capsys):
@@ -260,6 +307,7 @@ def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
         {"00_a": new, "01_b": {"b.x": 1.5}, "02_c": {}},
         failed={"02_c"},
         parameters={"00_a": {"n": 5}, "01_b": {}},
+        versions=VERSIONS,
     )
     refresh = update_references(run, references)
     assert refresh.written == [references / "00_a.json", references / "01_b.json"] and refresh.not_written == ["02_c"]
@@ -270,6 +318,8 @@ def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
 
     data = json.loads((references / "00_a.json").read_text())
     assert data["_comment"] == REFERENCE["_comment"] and data["parameters"] == {"n": 5}
+    assert data["versions"] == VERSIONS and read_reference(references / "01_b.json").versions == VERSIONS
+    assert refresh.changes.versions.unknown == ["00_a"]  # the old reference recorded none
     metrics = data["metrics"]
     assert metrics["t.mean"] == {"value": 0.7, "abs": 0.01}
     assert metrics["t.share"] == {"value": 200.0, "rel": 0.05, "note": "varies with the seed"}
@@ -283,8 +333,12 @@ def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
     assert '    "t.share": {"value": 200.0, "rel": 0.05, "note": "varies with the seed"},' in (
         (references / "00_a.json").read_text().splitlines()
     )
-    # A refreshed reference passes against the run it came from.
-    assert check_run(run, references).count("regressed") == 0
+    # A refreshed reference passes against the run it came from, versions included.
+    again = check_run(run, references)
+    assert again.count("regressed") == 0 and again.versions.differences == [] and again.versions.unknown == []
+    # A run that records no versions leaves none in the references it refreshes: unknown, not stale.
+    update_references(make_run(tmp_path / "bare", {"00_a": new}), references)
+    assert "versions" not in json.loads((references / "00_a.json").read_text())
 
 
 def test_refresh_uses_the_files_default_for_new_floats(tmp_path, references):

@@ -248,6 +248,51 @@ def test_a_passing_check_says_so(run_dir):
     assert "REGRESSIONS" not in page
 
 
+def test_versions_that_differ_from_the_references_are_shown_with_the_check(run_dir):
+    versions = {
+        "differences": [
+            {"name": "transformers", "reference": "5.23.0", "value": "5.24.0", "notebooks": ["01_good", "02_broken"]},
+            {"name": "numpy", "reference": "2.4.5", "value": "2.4.6", "notebooks": ["02_broken"]},
+        ],
+        "compared": ["01_good", "02_broken"],
+        "unknown": ["03_old"],
+    }
+    (run_dir / "check.json").write_text(json.dumps({**CHECK, "versions": versions}))
+    page = build_report(run_dir).read_text(encoding="utf-8")
+    check = page[page.index('id="check"') : page.index("</section>", page.index('id="check"'))]
+    assert "<strong>VERSIONS DIFFER</strong>" in check and "REGRESSIONS" in check
+    assert "<tr><td>transformers</td><td>5.23.0</td><td>5.24.0</td><td>all</td></tr>" in check
+    assert "<tr><td>numpy</td><td>2.4.5</td><td>2.4.6</td><td>02_broken</td></tr>" in check
+    assert "Versions unknown for 03_old" in check
+    assert check.index("VERSIONS DIFFER") < check.index('class="check-problems"')  # above the regressions
+    # Versions that agree, or a check.json from before versions were recorded: nothing is said.
+    for quiet in ({**CHECK, "versions": {"differences": [], "compared": ["01_good"], "unknown": []}}, CHECK):
+        (run_dir / "check.json").write_text(json.dumps(quiet))
+        page = build_report(run_dir).read_text(encoding="utf-8")
+        assert "VERSIONS DIFFER" not in page and "Versions unknown" not in page
+
+
+def test_a_check_against_references_made_with_another_torch_warns_in_the_report(run_dir, tmp_path, capsys):
+    """End to end: bertology check writes the mismatch to check.json, the report shows it."""
+    metrics = json.loads((run_dir / "01_good" / "metrics.json").read_text())
+    reference = {
+        "versions": {"python": "3.11.7", "torch": "2.12.0+cpu", "transformers": "5.23.0"},
+        "metrics": {name: {"value": value} for name, value in metrics.items()},
+    }
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "refs" / "01_good.json").write_text(json.dumps(reference))
+    assert main(["check", str(run_dir), str(tmp_path / "refs")]) == 0  # a warning, not a failure
+    assert capsys.readouterr().out.startswith("WARNING: versions differ")
+    assert json.loads((run_dir / "check.json").read_text())["versions"]["differences"] == [
+        {"name": "torch", "reference": "2.12.0+cpu", "value": "2.13.0+cpu", "notebooks": ["01_good"]}
+    ]
+    page = build_report(run_dir).read_text(encoding="utf-8")
+    assert (
+        "VERSIONS DIFFER" in page
+        and "<tr><td>torch</td><td>2.12.0+cpu</td><td>2.13.0+cpu</td><td>all</td></tr>" in page
+    )
+
+
 def test_claims_come_from_claims_json(run_dir):
     good = run_dir / "01_good"
     assert "<td>0.03</td>" in claims_html(good)
