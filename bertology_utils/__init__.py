@@ -25,7 +25,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "bertology_utils.core": ["__version__", "BertologyError", "LoadedModel", "load_model"],
-        "bertology_utils.data": ["Corpus", "load_dataset", "default_treebank"],
+        "bertology_utils.data": ["Corpus", "load_dataset", "default_treebank", "resolve_corpus"],
         "bertology_utils.attention": [
             "extract_attention",
             "extract_cached",
