@@ -23,6 +23,7 @@ to the ``div.reveal`` element).
 from __future__ import annotations
 
 import copy
+import html
 import json
 import os
 import re
@@ -196,7 +197,10 @@ def _add_skipped_slide(nb, folder: Path) -> None:
     if not skipped["sections"]:
         return
     lead = "Nothing in this notebook was computed" if skipped["everything"] else "Not computed in this run"
-    lines = [f"### {lead}", ""] + [f"* **{s['section']}**: {s['reason']}" for s in skipped["sections"]]
+    # Reasons hold paths such as "<dir>/glue/...": escaped, or markdown would read them as HTML tags.
+    lines = [f"### {lead}", ""] + [
+        f"* **{html.escape(s['section'])}**: {html.escape(s['reason'])}" for s in skipped["sections"]
+    ]
     cell = nbformat.v4.new_markdown_cell("\n".join(lines), metadata={"slideshow": {"slide_type": "slide"}})
     nb.cells.insert(min(1, len(nb.cells)), cell)
 

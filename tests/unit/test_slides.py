@@ -233,12 +233,14 @@ def test_deck_is_self_contained_and_follows_the_slideshow_metadata(executed):
 def test_skipped_sections_get_a_slide_after_the_title(executed):
     from bertology_utils.run.harness import record_skipped
 
-    record_skipped("talk.gap", "GAP not found; to get it: set BERTOLOGY_DATA_DIR", output_dir=executed.parent)
+    record_skipped(
+        "talk.gap", "GAP not found; to get it: put it in <dir> & set BERTOLOGY_DATA_DIR", output_dir=executed.parent
+    )
     html = notebook_to_slides(executed).read_text(encoding="utf-8")
     assert slide_structure(html) == [1, 1, 2, 1, 2]
     slide = BeautifulSoup(html, "html.parser").select("div.reveal > div.slides > section")[1].get_text(" ", strip=True)
     assert slide.startswith("Not computed in this run")
-    assert "talk.gap : GAP not found; to get it: set BERTOLOGY_DATA_DIR" in slide
+    assert "talk.gap : GAP not found; to get it: put it in <dir> & set BERTOLOGY_DATA_DIR" in slide
 
 
 @needs_assets
