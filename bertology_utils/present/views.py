@@ -177,7 +177,7 @@ def _static_fallback(kind: str, item: ItemAttention, maps: np.ndarray, labels: l
     image = _png_output(fig)["data"]["image/png"]
     plt.close(fig)
     note = f"The interactive {kind} view cannot draw here: {missing} Showing {shown} instead."
-    warnings.warn(note, stacklevel=3)
+    warnings.warn(note, stacklevel=4)  # the caller of head_view or model_view
     title = f"{kind} view (static): {item.item_id}"
     element_id = f"bertology-{kind}-view-static-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
     html = (
