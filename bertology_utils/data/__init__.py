@@ -33,6 +33,7 @@ from bertology_utils.data._items import (
 from bertology_utils.data._readers import (
     GLUE_TASKS,
     file_sha256,
+    glue_task_name,
     read_classification_tsv,
     read_conllu,
     read_gap_tsv,
@@ -76,6 +77,7 @@ __all__ = [
     "DatasetSpec",
     "DATASETS",
     "GLUE_TASKS",
+    "glue_task_name",
     "DataVersionWarning",
     "file_sha256",
     "resolve_data_file",

@@ -16,6 +16,7 @@ from bertology_utils.data._items import Corpus, GapExample, Sentence, SentencePa
 
 __all__ = [
     "GLUE_TASKS",
+    "glue_task_name",
     "file_sha256",
     "read_text_lines",
     "read_conllu",
@@ -209,14 +210,19 @@ def read_conllu(path: str | os.PathLike, name: str | None = None) -> Corpus:
 
 
 def _read_table(
-    path: Path, header: tuple[str, ...] | None, columns: int, row: Callable[[list[str], int], tuple[object, object]]
+    path: Path,
+    header: tuple[str, ...] | None,
+    columns: int,
+    row: Callable[[list[str], int], tuple[object, object]],
+    read: tuple[list[str], str] | None = None,
 ) -> tuple[list, list, str]:
     """Rows of a tab-separated file without quoting, each turned into (item, label) by ``row``.
 
     ``row(fields, index)`` raises ValueError for a bad value; that becomes a DataFormatError
-    naming the line. Returns the items, labels and the file's sha256.
+    naming the line. ``read`` is the file's lines and sha256 when the caller has read them.
+    Returns the items, labels and the file's sha256.
     """
-    lines, sha = _read_lines(path)
+    lines, sha = read or _read_lines(path)
     first = 1
     if header is not None:
         found = tuple(lines[0].split("\t")) if lines else ()
@@ -319,7 +325,7 @@ _PAIRS_LAYOUT = _Layout(
 GLUE_TASKS = tuple(_GLUE_LAYOUTS)
 
 
-def _glue_task(task: str) -> str:
+def glue_task_name(task: str) -> str:
     """Canonical GLUE task name: accepts 'SST-2', 'sst2', 'glue/SST-2'..."""
     key = task.lower().removeprefix("glue/").replace("-", "")
     for name in GLUE_TASKS:
@@ -328,9 +334,11 @@ def _glue_task(task: str) -> str:
     raise DataNotFoundError(f"unknown GLUE task {task!r}; known: {', '.join(GLUE_TASKS)}")
 
 
-def _read_layout(path: str | os.PathLike, layout: _Layout, name: str | None) -> Corpus:
+def _read_layout(
+    path: str | os.PathLike, layout: _Layout, name: str | None, read: tuple[list[str], str] | None = None
+) -> Corpus:
     path = Path(path)
-    items, labels, sha = _read_table(path, layout.header, layout.columns, layout.row)
+    items, labels, sha = _read_table(path, layout.header, layout.columns, layout.row, read)
     return Corpus(tuple(items), name or path.stem, path, sha, labels=tuple(labels))
 
 
@@ -340,7 +348,7 @@ def read_glue_tsv(path: str | os.PathLike, task: str, name: str | None = None) -
     Files are read without quoting (MRPC has bare ``"``); labels are ints for 0/1 tasks,
     strings for RTE, float scores for STS-B, and are also in ``Corpus.labels``.
     """
-    task = _glue_task(task)
+    task = glue_task_name(task)
     return _read_layout(path, _GLUE_LAYOUTS[task], name or f"glue/{task}/{Path(path).stem}")
 
 
@@ -357,7 +365,7 @@ def _label(value: str) -> str:
 
 def read_classification_tsv(
     path: str | os.PathLike,
-    text: str = "sentence",
+    text: str | None = None,
     label: str = "label",
     text_pair: str | None = None,
     name: str | None = None,
@@ -365,12 +373,18 @@ def read_classification_tsv(
     """Read a user's classification TSV: a header naming the columns, then one example per row.
 
     ``text`` (and ``text_pair`` for sentence pairs) and ``label`` name columns of the header; other
-    columns are ignored. Labels are kept as stripped strings (class names); the fine-tuning layer
-    numbers them. Fields are not quoted, as in GLUE's files.
+    columns are ignored. Without ``text``: ``sentence1``/``sentence2`` pairs when the header has
+    both, else ``sentence``, else ``text``. Labels are kept as stripped strings (class names); the
+    fine-tuning layer numbers them. Fields are not quoted, as in GLUE's files.
     """
     path = Path(path)
-    lines, _ = _read_lines(path)
-    header = tuple(lines[0].split("\t")) if lines else ()
+    read = _read_lines(path)
+    header = tuple(read[0][0].split("\t")) if read[0] else ()
+    if text is None:
+        if text_pair is None and {"sentence1", "sentence2"} <= set(header):
+            text, text_pair = "sentence1", "sentence2"
+        else:
+            text = "sentence" if "sentence" in header else "text"
     wanted = [text, label] + ([text_pair] if text_pair else [])
     missing = [column for column in wanted if column not in header]
     if missing:
@@ -382,7 +396,7 @@ def read_classification_tsv(
         )
     texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
     layout = _Layout(header, len(header), texts=texts, label=header.index(label), parse_label=_label)
-    return _read_layout(path, layout, name)
+    return _read_layout(path, layout, name, read)
 
 
 _GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")

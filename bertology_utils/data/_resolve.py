@@ -26,7 +26,7 @@ from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.data._items import Corpus, Sentence, SentencePair
 from bertology_utils.data._readers import (
     GLUE_TASKS,
-    _glue_task,
+    glue_task_name,
     read_classification_tsv,
     read_conllu,
     read_gap_tsv,
@@ -50,7 +50,7 @@ def _registered(source: str) -> str | None:
     if source in DATASETS:
         return source
     try:
-        return f"glue/{_glue_task(source)}"
+        return f"glue/{glue_task_name(source)}"
     except DataNotFoundError:
         return None
 
@@ -226,14 +226,14 @@ def resolve_task(source: str | os.PathLike | Mapping) -> Task:
     """
     if not isinstance(source, Mapping) and not Path(source).expanduser().exists():
         try:
-            name = _glue_task(str(source))
+            name = glue_task_name(str(source))
         except DataNotFoundError:
             raise DataNotFoundError(
                 f"{source!r} is neither a GLUE task ({', '.join(GLUE_TASKS)}) nor an existing task folder",
                 what=str(source),
             ) from None
         return Task(name, load_dataset(f"glue/{name}", "train"), load_dataset(f"glue/{name}", "dev"), glue=True)
-    options = dict(source) if isinstance(source, Mapping) else {"path": source}
+    options: dict = dict(source) if isinstance(source, Mapping) else {"path": source}
     unknown = set(options) - {"path", "text", "text_pair", "label", "name"}
     if unknown or "path" not in options:
         raise DataFormatError(
@@ -252,8 +252,9 @@ def resolve_task(source: str | os.PathLike | Mapping) -> Task:
         path = folder / f"{split}.tsv"
         if not path.is_file():
             raise DataNotFoundError(f"{path}: no such file (a task folder holds train.tsv and dev.tsv)", what=str(path))
-        columns = _columns(path, options)
-        splits[split] = read_classification_tsv(path, name=f"{name}/{split}", **columns)
+        splits[split] = read_classification_tsv(
+            path, options.get("text"), options.get("label", "label"), options.get("text_pair"), f"{name}/{split}"
+        )
     classes = _class_order(splits["train"].labels or ())
     if len(classes) < 2:
         raise DataFormatError(f"one class only ({classes[0]!r}): nothing to classify", folder / "train.tsv")
@@ -261,17 +262,3 @@ def resolve_task(source: str | os.PathLike | Mapping) -> Task:
     if unseen:
         raise DataFormatError(f"labels not in train.tsv: {unseen}", folder / "dev.tsv")
     return Task(name, splits["train"], splits["dev"], classes)
-
-
-def _columns(path: Path, options: dict) -> dict:
-    """The text, text_pair and label columns of a task file: as given, else the usual names in its header."""
-    with path.open(encoding="utf-8-sig") as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-    text_pair = options.get("text_pair")
-    text = options.get("text")
-    if text is None:
-        if "sentence1" in header and "sentence2" in header and "text_pair" not in options:
-            text, text_pair = "sentence1", "sentence2"
-        else:
-            text = "sentence" if "sentence" in header else "text"
-    return {"text": text, "text_pair": text_pair, "label": options.get("label", "label")}

@@ -19,8 +19,8 @@ from bertology_utils.core.errors import DataNotFoundError
 from bertology_utils.data._items import Corpus
 from bertology_utils.data._readers import (
     GLUE_TASKS,
-    _glue_task,
     file_sha256,
+    glue_task_name,
     read_conllu,
     read_gap_tsv,
     read_glue_tsv,
@@ -350,7 +350,7 @@ def load_treebank(split: str = "dev", name: str = "ud-english-ewt", path: str | 
 
 def load_glue(task: str, split: str = "dev", path: str | os.PathLike | None = None) -> Corpus:
     """A GLUE task's train or dev split (task: 'SST-2', 'CoLA', 'MRPC', 'RTE', 'STS-B')."""
-    return load_dataset(f"glue/{_glue_task(task)}", split, path)
+    return load_dataset(f"glue/{glue_task_name(task)}", split, path)
 
 
 def load_gap(split: str = "development", path: str | os.PathLike | None = None) -> Corpus:

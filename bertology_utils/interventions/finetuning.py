@@ -50,9 +50,9 @@ from transformers.utils import logging as hf_logging
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, plan_batches
-from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model, random_init
-from bertology_utils.data import Corpus, Task, load_glue
+from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 
 __all__ = [
     "TaskSpec",
@@ -137,7 +137,7 @@ def task_spec(task: str | TaskSpec | Task) -> TaskSpec:
     if isinstance(task, Task):
         if task.glue:
             return task_spec(task.name)
-        if _glue_key(task.name) in {_glue_key(name) for name in TASKS}:
+        if _glue_name(task.name) is not None:
             raise BertologyError(
                 f"a task of your own cannot be named like a GLUE task ({task.name!r}); give it a 'name'"
             )
@@ -146,16 +146,20 @@ def task_spec(task: str | TaskSpec | Task) -> TaskSpec:
         )
         _USER_TASKS[task.name] = spec
         return spec
-    for name, spec in TASKS.items():
-        if _glue_key(name) == _glue_key(task):
-            return spec
+    name = _glue_name(task)
+    if name is not None:
+        return TASKS[name]
     if task in _USER_TASKS:
         return _USER_TASKS[task]
     raise BertologyError(f"unknown task {task!r}; fine-tuning knows {', '.join([*TASKS, *_USER_TASKS])}")
 
 
-def _glue_key(name: str) -> str:
-    return name.lower().removeprefix("glue/").replace("-", "")
+def _glue_name(task: str) -> str | None:
+    """The canonical GLUE name ``task`` spells, or None."""
+    try:
+        return glue_task_name(task)
+    except DataNotFoundError:
+        return None
 
 
 def label_ids(task: str | TaskSpec | Task, labels: Sequence) -> np.ndarray:

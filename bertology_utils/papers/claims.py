@@ -126,7 +126,7 @@ def layer_mean(values, first: int, last: int, paper_layers: int = 12) -> tuple[f
     return mean, f"{a}-{b}" if a != b else str(a)
 
 
-def below_floor(score: float, floor: float | None, what: str = "the majority class") -> str:
+def below_floor(score: float, floor: float | None) -> str:
     """Why a classifier's ``score`` cannot test a claim about it: it does not beat ``floor``; else "".
 
     A classifier at or below always predicting the majority class (every dev label the same, or
@@ -135,4 +135,4 @@ def below_floor(score: float, floor: float | None, what: str = "the majority cla
     """
     if floor is None or not math.isfinite(floor) or score > floor:
         return ""
-    return f"the classifier does not beat {what} ({score:.3f} vs {floor:.3f})"
+    return f"the classifier does not beat the majority class ({score:.3f} vs {floor:.3f})"
