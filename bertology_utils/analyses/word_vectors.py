@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -51,12 +52,16 @@ class WordVectors:
         self._known: dict[str, bool] = {}
         self.lookups = 0
         self.unknown = 0
+        self._lock = threading.Lock()  # probes fitted side by side share one vector table
 
     def __call__(self, words: Sequence[str]) -> np.ndarray:
         """``(len(words), dim)`` float32 vectors of ``words``."""
         if isinstance(words, str):
             raise TypeError("pass a sequence of words, not one string")
-        words = [str(w) for w in words]
+        with self._lock:
+            return self._lookup([str(w) for w in words])
+
+    def _lookup(self, words: list[str]) -> np.ndarray:
         new = list(dict.fromkeys(w for w in words if w not in self._cache))
         if new:
             vectors, known = self._vectors(new)
