@@ -28,6 +28,7 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.locking import cache_lock
 from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.data import Corpus
 
@@ -420,4 +421,5 @@ def extract_cached(items, model=None, *, cache_dir=None, progress: bool = True, 
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
     path = cached_store_path(corpus, loaded, cache_dir=cache_dir, **kwargs)
-    return extract_attention(corpus, path, loaded, progress=progress, **kwargs)
+    with cache_lock(path):  # another process extracting the same store: wait, then reuse it
+        return extract_attention(corpus, path, loaded, progress=progress, **kwargs)

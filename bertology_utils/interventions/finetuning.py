@@ -51,6 +51,7 @@ from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, plan_batches
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
+from bertology_utils.core.locking import cache_lock
 from bertology_utils.core.models import LoadedModel, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 
@@ -594,6 +595,28 @@ def fine_tune(
         )
     )
 
+    with cache_lock(folder) if cache else contextlib.nullcontext():  # one process trains a checkpoint, others wait
+        return _cached_or_trained(
+            folder, key, key_fields, initial, spec, train, dev_eval, budget, seed, init, cache, progress
+        )
+
+
+def _cached_or_trained(
+    folder: Path,
+    key: str,
+    key_fields: dict,
+    initial: LoadedModel,
+    spec: TaskSpec,
+    train: Corpus,
+    dev_eval: Corpus,
+    budget: Budget,
+    seed: int,
+    init: str,
+    cache: bool,
+    progress: bool,
+) -> FineTuned:
+    """The cached checkpoint at ``folder`` when it is sound, else a new one trained (and stored when ``cache``)."""
+    base_name = initial.name
     if cache and (folder / _META_FILE).is_file():
         try:
             record = json.loads((folder / _META_FILE).read_text(encoding="utf-8"))

@@ -269,7 +269,7 @@ def test_extract_cached_reuses_and_separates(bert, corpus, tmp_path):
     again = extract_cached(corpus[:4], bert, cache_dir=tmp_path, progress=False)
     other = extract_cached(corpus[:4], bert, cache_dir=tmp_path, from_rule="first", progress=False)
     assert first.path == again.path != other.path
-    assert len(list(tmp_path.iterdir())) == 2
+    assert len(list(tmp_path.glob("*.zarr"))) == 2
     assert other.metadata["conversion"]["from_rule"] == "first"
 
 
