@@ -165,6 +165,8 @@ class Corpus(Sequence):
         if not isinstance(index, slice):
             return self.items[index]
         start, stop, step = index.indices(len(self.items))
+        if (start, stop, step) == (0, len(self.items), 1):
+            return self  # the whole corpus keeps its name, so cached extractions of it are shared
         where = f"{start}:{stop}" + (f":{step}" if step != 1 else "")
         items = self.items[index]
         return Corpus(
