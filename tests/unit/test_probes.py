@@ -18,10 +18,12 @@ from bertology_utils.analyses.probes import (
     ProbeEvaluation,
     RightBranching,
     distance_features,
+    fit_probes,
     plot_probe_weights,
     plot_tree_comparison,
     table3,
 )
+from bertology_utils.analyses import probes as probes_module
 from bertology_utils.analyses.word_vectors import StaticVectors
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
@@ -379,3 +381,77 @@ def test_pictures_draw():
     with pytest.raises(ValueError):
         plot_probe_weights(np.zeros((L, H)))
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- prepared blocks kept, fits side by side
+
+
+def _batches_as_arrays(data, **kwargs):
+    return [
+        (b.indices.tolist(), b.maps.numpy().copy(), b.root.numpy().copy(), b.vectors.numpy().copy())
+        for b in data.batches(8, attention=True, vectors=True, **kwargs)
+    ]
+
+
+def test_kept_blocks_serve_later_passes_with_the_same_batches(monkeypatch):
+    vecs = vectors()
+    kept, streamed = synthetic(40, 1, vectors=vecs), synthetic(40, 1, vectors=vecs)
+    streamed.cache_size = 0
+    reads = {"kept": 0, "streamed": 0}
+    for name, data in (("kept", kept), ("streamed", streamed)):
+        original = data._items_of
+
+        def counting(indices, original=original, name=name):
+            reads[name] += len(indices)
+            return original(indices)
+
+        monkeypatch.setattr(data, "_items_of", counting)
+    for seed in (0, 1, 0):  # shuffled passes, as training makes them; the cache never reorders
+        a, b = _batches_as_arrays(kept, shuffle=True, seed=seed), _batches_as_arrays(streamed, shuffle=True, seed=seed)
+        assert [x[0] for x in a] == [x[0] for x in b]
+        for x, y in zip(a, b):
+            for u, v in zip(x[1:], y[1:]):
+                np.testing.assert_array_equal(u, v)
+    assert reads == {"kept": 40, "streamed": 120}  # read once, against once per pass
+    assert 0 < kept._cached_bytes <= kept.cache_size * 2**20 and streamed._cached_bytes == 0
+    # A probe without attention gets no maps from records that hold them.
+    batch = next(kept.batches(8, attention=False, vectors=True))
+    assert batch.maps is None and batch.vectors is not None
+
+
+def test_cache_budget_is_respected_and_validated():
+    data = synthetic(40, 1, vectors=vectors())
+    one_block = sum(probes_module._nbytes(r) for r in data._block(0, data.indices // 16 == 0, True, True))
+    data._cache.clear()
+    data._cached_bytes = 0
+    data.cache_size = one_block / 2**20  # room for the first of the three blocks, no more
+    for _ in data.batches(8, attention=True, vectors=True):
+        pass
+    assert list(data._cache) == [0] and data._cached_bytes == one_block
+    with pytest.raises(ValueError, match="cache_size"):
+        ProbeData(data.corpus, None, cache_size=-1)
+
+
+def test_fit_probes_side_by_side_equals_fitting_one_by_one():
+    vecs = vectors()
+    train, dev = synthetic(60, 1, vectors=vecs), synthetic(20, 2, vectors=vecs)
+    made = {
+        "attn": lambda: AttentionProbe(**FAST),
+        "words": lambda: AttentionWordsProbe(**FAST),
+        "distances": lambda: DistanceWordsProbe(hidden_size=8, **FAST),
+        "right": RightBranching,
+    }
+    alone = {
+        name: make().fit(synthetic(60, 1, vectors=vecs), dev=synthetic(20, 2, vectors=vecs))
+        for name, make in made.items()
+    }
+    together = fit_probes({name: (make(), train, dev) for name, make in made.items()}, n_jobs=2)
+    assert list(together) == list(made)
+    for name in made:
+        if hasattr(alone[name], "history_"):
+            assert together[name].history_[-1]["dev_uas"] == alone[name].history_[-1]["dev_uas"]
+            for key, value in alone[name].module_.state_dict().items():
+                torch.testing.assert_close(together[name].module_.state_dict()[key], value, rtol=0, atol=0)
+        assert [p.tolist() for p in together[name].predict(dev)] == [p.tolist() for p in alone[name].predict(dev)]
+    with pytest.raises(ValueError, match="one thread"):
+        fit_probes({"attn": (AttentionProbe(n_jobs=2), train, dev)})
