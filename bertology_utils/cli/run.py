@@ -22,6 +22,7 @@ examples:
   bertology run 00 02_heads            run notebooks by number or name
   bertology run 00 -p n_sentences 8 -p model_name bert-base-uncased
   bertology run --list                 list the notebooks
+  bertology run -j 2                   two notebooks at a time (what `make run` does on 2 cores or more)
 
 regression checks (a reference folder holds <notebook>.json; see bertology_utils.run.regression):
   bertology run --check my-refs/       compare each notebook's metrics with my-refs/<notebook>.json
@@ -108,6 +109,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", default="python3", metavar="NAME", help="Jupyter kernel (default: %(default)s)")
     parser.add_argument(
         "--cell-timeout", type=int, metavar="SECONDS", help="fail a cell that runs longer than this (default: no limit)"
+    )
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=1,
+        metavar="N",
+        help="notebooks run at a time, each kernel with cores/N threads (default: 1)",
     )
     parser.add_argument("--list", action="store_true", help="list the notebooks and exit")
     parser.add_argument(
@@ -200,6 +209,7 @@ def _handle(args: argparse.Namespace) -> int:
         results_root=args.results_dir,
         kernel_name=args.kernel,
         cell_timeout=args.cell_timeout,
+        jobs=args.jobs,
     )
     print(report.summary())
     if any(nb.skipped for nb in report.notebooks):

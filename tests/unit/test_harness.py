@@ -462,3 +462,37 @@ def test_run_entries_lists_run_json_then_unlisted_result_folders(tmp_path):
     (run / "run.json").write_text(json.dumps({"notebooks": {"00_a": "ok"}}))
     with pytest.raises(DataFormatError, match="run.json.*'notebooks' must be a list"):
         run_entries(run)
+
+
+@pytest.mark.notebook
+def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_path, monkeypatch):
+    cells = (
+        "import os, time\nfrom bertology_utils.run.harness import record_metrics",
+        "start = time.time(); time.sleep(1.5)\n"
+        "record_metrics({'t.start': start, 't.end': time.time(), 't.threads': os.environ.get('OMP_NUM_THREADS')},"
+        " output_dir=output_dir)",
+    )
+    paths = [write_notebook(tmp_path / f"0{i}_sleep.ipynb", *cells) for i in range(2)]
+    monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    report = harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=2)
+    assert report.ok and [nb.name for nb in report.notebooks] == ["00_sleep", "01_sleep"]  # the order given
+    runs = list(harness.load_metrics(tmp_path / "results" / "j").values())
+    assert [m["t.threads"] for m in runs] == ["2", "2"]  # 4 cores, 2 notebooks at a time
+    assert max(m["t.start"] for m in runs) < min(m["t.end"] for m in runs)  # they overlapped
+    assert "OMP_NUM_THREADS" not in harness.os.environ  # the harness's own environment is restored
+    with pytest.raises(BertologyError, match="jobs must be at least 1"):
+        harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=0)
+
+
+def test_longest_notebooks_of_the_last_run_start_first(tmp_path):
+    paths = [tmp_path / f"{stem}.ipynb" for stem in ("00_a", "01_b", "02_c", "03_new")]
+    assert harness._longest_first(paths, tmp_path / "none") == paths  # no earlier run: the order given
+    (tmp_path / "run").mkdir()
+    durations = {"00_a": 5.0, "01_b": 50.0, "02_c": 20.0}
+    record = {"notebooks": [{"name": k, "duration_s": v} for k, v in durations.items()]}
+    (tmp_path / "run" / harness.RUN_FILE).write_text(json.dumps(record))
+    ordered = harness._longest_first(paths, tmp_path / "run")
+    assert [p.stem for p in ordered] == ["03_new", "01_b", "02_c", "00_a"]  # unknown ones first
+    (tmp_path / "run" / harness.RUN_FILE).write_text("{not json")
+    assert harness._longest_first(paths, tmp_path / "run") == paths
