@@ -7,6 +7,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from synthetic_trees import random_heads
 
+from bertology_utils.analyses import probes as probes_module
 from bertology_utils.analyses.probes import (
     N_DISTANCE_FEATURES,
     PAPER_TABLE3,
@@ -23,7 +24,6 @@ from bertology_utils.analyses.probes import (
     plot_tree_comparison,
     table3,
 )
-from bertology_utils.analyses import probes as probes_module
 from bertology_utils.analyses.word_vectors import StaticVectors
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
