@@ -329,13 +329,24 @@ def run_notebooks(
 
 
 def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
-    """``paths`` by their duration in the last run of this name (unknown ones first, in the order given)."""
+    """``paths``, longest first: by their duration in the last run of this name, else by the
+    ``typical_seconds`` their metadata states (``{"bertology": {"typical_seconds": 600}}``);
+    notebooks known by neither go first, in the order given."""
     try:
         record = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
         last = {nb["name"]: float(nb["duration_s"]) for nb in record["notebooks"]}
     except (OSError, ValueError, KeyError, TypeError):
         last = {}
-    return sorted(paths, key=lambda path: -last.get(path.stem, math.inf))
+
+    def expected(path: Path) -> float:
+        if path.stem in last:
+            return last[path.stem]
+        try:
+            return float(json.loads(path.read_text(encoding="utf-8"))["metadata"]["bertology"]["typical_seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return math.inf
+
+    return sorted(paths, key=lambda path: -expected(path))
 
 
 #: What torch, NumPy's BLAS and OpenMP read for their thread counts when a kernel starts.

@@ -496,3 +496,12 @@ def test_longest_notebooks_of_the_last_run_start_first(tmp_path):
     assert [p.stem for p in ordered] == ["03_new", "01_b", "02_c", "00_a"]  # unknown ones first
     (tmp_path / "run" / harness.RUN_FILE).write_text("{not json")
     assert harness._longest_first(paths, tmp_path / "run") == paths
+    # Without a last run, the typical durations the notebooks' metadata states.
+    for stem, seconds in (("00_x", 10), ("01_y", 300), ("02_z", None)):
+        write_notebook(tmp_path / f"{stem}.ipynb", "pass")
+        if seconds is not None:
+            nb = nbformat.read(tmp_path / f"{stem}.ipynb", as_version=4)
+            nb.metadata["bertology"] = {"typical_seconds": seconds}
+            nbformat.write(nb, tmp_path / f"{stem}.ipynb")
+    stated = [tmp_path / f"{stem}.ipynb" for stem in ("00_x", "01_y", "02_z")]
+    assert [p.stem for p in harness._longest_first(stated, tmp_path / "none")] == ["02_z", "01_y", "00_x"]
