@@ -69,7 +69,6 @@ import contextlib
 import copy
 import dataclasses
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -1115,7 +1114,8 @@ def fit_probes(
     """Fit several probes side by side: ``{name: (probe, train, dev)}`` -> ``{name: fitted probe}``.
 
     Each probe trains on one torch thread (its ``n_jobs`` must be 1 or None), ``n_jobs`` of them
-    at a time in threads (None: one per core), in the order given: put the slowest first. Every
+    at a time in threads (None: torch's thread count, one per core unless the process was given
+    fewer, as ``bertology run --jobs`` does), in the order given: put the slowest first. Every
     fit is the one ``probe.fit(train, dev=dev)`` would give alone (same seed, same data order,
     same thread count), and probes on the same :class:`ProbeData` share its prepared blocks.
     The probes are fitted in place and returned by name.
@@ -1125,7 +1125,7 @@ def fit_probes(
             raise ValueError(
                 f"{name}: fit_probes trains each probe on one thread; set its n_jobs to 1, not {probe.n_jobs}"
             )
-    workers = len(os.sched_getaffinity(0)) if n_jobs is None else int(n_jobs)
+    workers = torch.get_num_threads() if n_jobs is None else int(n_jobs)
     if workers < 1:
         raise ValueError(f"n_jobs must be at least 1 or None, not {n_jobs}")
     with _torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
