@@ -17,7 +17,7 @@ import torch
 
 from bertology_utils.core import architectures
 
-__all__ = ["Padding", "PaddedBatch", "pad_rows", "plan_batches"]
+__all__ = ["Padding", "PaddedBatch", "pad_rows", "plan_batches", "length_grouped_batches"]
 
 
 def pad_rows(rows: Sequence, fill: int, width: int | None = None, dtype=np.int64) -> np.ndarray:
@@ -121,3 +121,23 @@ def plan_batches(
         batches.append(order[start:k])
         start = k
     return batches
+
+
+def length_grouped_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, *, group: int = 50
+) -> list[torch.Tensor]:
+    """Training batches in a random order, each of items of about the same length.
+
+    The items are shuffled and cut into groups of ``group x batch_size``; each group is sorted by
+    length (longest first, ties in shuffled order) and cut into batches of ``batch_size``; then
+    the order of all batches is shuffled. Batches hold random items of similar length, so they
+    carry little padding, as transformers' ``group_by_length`` sampler does. There are as many
+    batches as ``randperm(n).split(batch_size)`` gives; everything follows ``generator``.
+    """
+    sizes = torch.as_tensor(np.asarray(lengths, dtype=np.int64))
+    perm = torch.randperm(len(sizes), generator=generator)
+    batches = []
+    for chunk in perm.split(group * batch_size):
+        by_length = chunk[torch.sort(sizes[chunk], descending=True, stable=True).indices]
+        batches.extend(by_length.split(batch_size))
+    return [batches[k] for k in torch.randperm(len(batches), generator=generator).tolist()]

@@ -49,7 +49,7 @@ from transformers.utils import logging as hf_logging
 
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
-from bertology_utils.core.batching import Padding, plan_batches
+from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.locking import cache_lock
 from bertology_utils.core.models import LoadedModel, load_model, random_init
@@ -196,6 +196,9 @@ class Budget:
     warmup_fraction: float = 0.1
     #: Inputs longer than this many tokens (special tokens included) are truncated, longest text first.
     max_tokens: int = 128
+    #: Batches of random examples of about the same length (core.batching.length_grouped_batches):
+    #: less padding, so a step costs less; False: plain random batches.
+    group_by_length: bool = True
     #: Dev examples scored after training (None: the whole dev split; a seeded subsample otherwise).
     eval_examples: int | None = None
 
@@ -213,8 +216,9 @@ class Budget:
     def describe(self) -> str:
         n = "all" if self.train_examples is None else str(self.train_examples)
         return (
-            f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}, "
-            f"lr {self.learning_rate:g}, at most {self.max_tokens} tokens"
+            f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}"
+            + (" (grouped by length)" if self.group_by_length else "")
+            + f", lr {self.learning_rate:g}, at most {self.max_tokens} tokens"
         )
 
 
@@ -502,9 +506,14 @@ def _train(
     try:
         with torch.random.fork_rng(devices=[]), tqdm(total=total, desc=desc, unit="step", disable=not progress) as bar:
             torch.manual_seed(seed)  # dropout masks
+            lengths = [len(e["input_ids"]) for e in encodings]
             for _ in range(budget.epochs):
-                for rows in torch.randperm(len(encodings), generator=generator).split(budget.batch_size):
-                    rows = rows.numpy()
+                if budget.group_by_length:
+                    epoch = length_grouped_batches(lengths, budget.batch_size, generator)
+                else:
+                    epoch = torch.randperm(len(encodings), generator=generator).split(budget.batch_size)
+                for chosen in epoch:
+                    rows = chosen.numpy()
                     batch = padding.collate([encodings[i] for i in rows], loaded.device)
                     labels = torch.as_tensor(targets[rows], dtype=target_dtype, device=loaded.device)
                     loss = model(**batch, labels=labels).loss

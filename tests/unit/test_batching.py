@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.core.batching import Padding, pad_rows, plan_batches
+from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches
 from bertology_utils.core.models import load_model
 
 
@@ -100,3 +100,26 @@ def test_plan_batches_budgets():
     for rows in plan_batches(lengths, 3, max_batch_tokens=12, max_batch_weights=100):
         longest = max(lengths[i] for i in rows)
         assert len(rows) <= 3 and (len(rows) == 1 or (len(rows) * longest <= 12 and len(rows) * longest**2 <= 100))
+
+
+def test_length_grouped_batches_cover_every_item_once_with_little_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 120, size=1000)
+    batches = length_grouped_batches(lengths, 16, torch.Generator().manual_seed(3), group=10)
+    plain = torch.randperm(1000, generator=torch.Generator().manual_seed(3)).split(16)
+    assert len(batches) == len(plain)  # as many optimizer steps as plain random batches
+    assert sorted(torch.cat(batches).tolist()) == list(range(1000))
+    assert all(1 <= len(b) <= 16 for b in batches)
+
+    def padded(parts):
+        return sum(len(b) * int(lengths[b.numpy()].max()) for b in parts)
+
+    assert padded(batches) < 0.75 * padded(plain)  # the point of grouping
+    # Deterministic for a seed, random across seeds: the batches' order and their items.
+    again = length_grouped_batches(lengths, 16, torch.Generator().manual_seed(3), group=10)
+    other = length_grouped_batches(lengths, 16, torch.Generator().manual_seed(4), group=10)
+    assert [b.tolist() for b in again] == [b.tolist() for b in batches]
+    assert [b.tolist() for b in other] != [b.tolist() for b in batches]
+    # The long batches are not all first: their order is shuffled.
+    longest = [int(lengths[b.numpy()].max()) for b in batches]
+    assert longest != sorted(longest, reverse=True)
