@@ -1,0 +1,160 @@
+"""The whole suite: each notebook's time and the total, against a committed baseline.
+
+Runs `bertology run` at default parameters twice: first with an empty cache folder (cold:
+every extraction and fine-tuning is done), then again on that cache (warm: stores and
+checkpoints reused). Prints each notebook's seconds next to bench/suite_baseline.json (an
+earlier release's cold run, with its machine and commit), the ratio baseline / now, and the
+stages of notebooks 04 and 06: the cells that took longest (papermill's per-cell durations)
+and 06's own per-task stage timings.
+
+    python bench/bench_suite.py                       cold and warm runs into results/bench-suite-*
+    python bench/bench_suite.py --from results/default   report an existing run, run nothing
+    python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
+
+A number means something only on a quiet machine: other jobs on the cores slow every
+notebook (see the README's benchmark section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = ROOT / "bench" / "suite_baseline.json"
+PROFILED = ("04_probes", "06_pruning")
+
+
+def machine() -> dict:
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if "model name" in line
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
+    import torch
+
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def run_suite(name: str, cache: Path) -> Path:
+    env = dict(os.environ, BERTOLOGY_CACHE_DIR=str(cache))
+    command = [str(Path(sys.executable).parent / "bertology"), "run", "--run-name", name]
+    print("$", " ".join(command), f"(BERTOLOGY_CACHE_DIR={cache})", flush=True)
+    subprocess.run(command, env=env, check=True, cwd=ROOT)
+    return ROOT / "results" / name
+
+
+def durations(run: Path) -> dict[str, float]:
+    record = json.loads((run / "run.json").read_text())
+    return {nb["name"]: nb["duration_s"] for nb in record["notebooks"] if nb["status"] == "ok"}
+
+
+def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str]]:
+    path = run / stem / f"{stem}.ipynb"
+    if not path.is_file():
+        return []
+    cells = json.loads(path.read_text())["cells"]
+    timed = []
+    for cell in cells:
+        seconds = cell.get("metadata", {}).get("papermill", {}).get("duration")
+        if cell["cell_type"] == "code" and seconds:
+            first = "".join(cell["source"]).strip().splitlines()[0][:70]
+            timed.append((seconds, first))
+    return sorted(timed, reverse=True)[:top]
+
+
+def report(run: Path, label: str) -> dict[str, float]:
+    now = durations(run)
+    base = json.loads(BASELINE.read_text()) if BASELINE.is_file() else {"notebooks": {}}
+    old = base["notebooks"]
+    print(f"\n{label}: {run}")
+    if old:
+        print(
+            f"baseline: {base.get('commit', '?')} on {base.get('machine', {}).get('cores', '?')} cores, {base.get('date', '?')}"
+        )
+    print(f"{'notebook':18s} {'baseline s':>10s} {'now s':>8s} {'baseline/now':>12s}")
+    for stem in sorted(set(now) | set(old)):
+        a, b = old.get(stem), now.get(stem)
+        ratio = f"{a / b:11.2f}x" if a and b else ""
+        print(
+            f"{stem:18s} {a if a is not None else float('nan'):10.1f} {b if b is not None else float('nan'):8.1f} {ratio}"
+        )
+    total_old, total_now = sum(old.values()), sum(now.values())
+    print(
+        f"{'total':18s} {total_old:10.1f} {total_now:8.1f} "
+        + (f"{total_old / total_now:11.2f}x" if old and now else "")
+    )
+    for stem in PROFILED:
+        cells = slowest_cells(run, stem)
+        if cells:
+            print(f"{stem}, slowest cells: " + "; ".join(f"{s:.0f} s {text!r}" for s, text in cells))
+    metrics = run / "06_pruning" / "metrics.json"
+    if metrics.is_file():
+        values = json.loads(metrics.read_text())
+        for key, stages in values.items():
+            if key.endswith(".seconds") and isinstance(stages, dict):
+                print(f"06 stages {key.split('.')[1]}: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
+    return now
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--from", dest="source", type=Path, help="report this finished run instead of running the suite"
+    )
+    parser.add_argument(
+        "--write-baseline", action="store_true", help="write the run's times to bench/suite_baseline.json"
+    )
+    args = parser.parse_args()
+    if args.source is not None:
+        runs = {"run": args.source}
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-suite-cache-") as cache:
+            runs = {
+                "cold cache": run_suite("bench-suite-cold", Path(cache)),
+                "warm cache": run_suite("bench-suite-warm", Path(cache)),
+            }
+    results = {label: report(run, label) for label, run in runs.items()}
+    print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
+    if args.write_baseline:
+        first = next(iter(runs.values()))
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        BASELINE.write_text(
+            json.dumps(
+                {
+                    "_comment": "cold-cache `make run` at default parameters; bench/bench_suite.py compares against it",
+                    "commit": commit,
+                    "date": datetime.date.today().isoformat(),
+                    "machine": machine(),
+                    "notebooks": durations(first),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        print(f"wrote {BASELINE}")
+
+
+if __name__ == "__main__":
+    main()
