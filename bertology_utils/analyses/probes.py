@@ -407,34 +407,29 @@ class ProbeData:
     def _prepared_block(self, block: int, where: np.ndarray, attention: bool, vectors: bool) -> list[_Record]:
         cached = self._cache.get(block)
         if cached is not None and (not attention or cached[0].maps is not None):
-            if vectors and cached[0].vectors is None:
-                with_vectors = [dataclasses.replace(r, vectors=self._vectors_of(r.index, r.n)) for r in cached]
-                size = sum(_nbytes(r) - _nbytes(old) for r, old in zip(with_vectors, cached))
-                if self._fits(size):
-                    self._cache[block] = with_vectors
-                    self._cached_bytes += size
-                return with_vectors
-            return cached
-        indices = self.indices[where]
-        items = self._items_of(indices) if attention else iter([None] * len(indices))
-        records = []
-        for i, item in zip(indices, items):
-            if item is not None and int(item.index) != int(i):
-                raise BertologyError(f"the attention gave item {item.index} where {i} was expected")
-            record = self._record(int(i), item, vectors)
-            if record is not None:
-                records.append(record)
-        if records:
-            size = sum(_nbytes(r) for r in records)
-            if cached is not None:
-                self._cached_bytes -= sum(_nbytes(r) for r in cached)
-            if self._fits(size):
-                self._cache[block] = records
-                self._cached_bytes += size
+            if not vectors or cached[0].vectors is not None:
+                return cached
+            records = [dataclasses.replace(r, vectors=self._vectors_of(r.index, r.n)) for r in cached]
+        else:
+            indices = self.indices[where]
+            items = self._items_of(indices) if attention else iter([None] * len(indices))
+            records = []
+            for i, item in zip(indices, items):
+                if item is not None and int(item.index) != int(i):
+                    raise BertologyError(f"the attention gave item {item.index} where {i} was expected")
+                record = self._record(int(i), item, vectors)
+                if record is not None:
+                    records.append(record)
+        self._keep(block, records, cached)
         return records
 
-    def _fits(self, size: int) -> bool:
-        return self._cached_bytes + size <= self.cache_size * 2**20
+    def _keep(self, block: int, records: list[_Record], cached: list[_Record] | None) -> None:
+        """Keep ``records`` in place of what the block held (``cached``) when the budget allows."""
+        freed = sum(_nbytes(r) for r in cached) if cached else 0
+        size = sum(_nbytes(r) for r in records)
+        if records and self._cached_bytes - freed + size <= self.cache_size * 2**20:
+            self._cache[block] = records
+            self._cached_bytes += size - freed
 
 
 def _nbytes(record: _Record) -> int:

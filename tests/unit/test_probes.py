@@ -432,6 +432,24 @@ def test_cache_budget_is_respected_and_validated():
         ProbeData(data.corpus, None, cache_size=-1)
 
 
+@pytest.mark.parametrize("budget_blocks", [0.5, 1.2, 10])
+def test_kept_bytes_always_count_what_is_kept(budget_blocks):
+    """Passes that need different parts (vectors only, maps only, both) replace a block's records or keep them."""
+    full = synthetic(40, 1, vectors=vectors())
+    one_block = sum(probes_module._nbytes(r) for r in full._block(0, full.indices // 16 == 0, True, True))
+    data = synthetic(40, 1, vectors=vectors())
+    data.cache_size = budget_blocks * one_block / 2**20
+    for attention, vecs in ((False, True), (True, False), (True, True), (False, True), (True, True)):
+        batches = list(data.batches(8, attention=attention, vectors=vecs))
+        assert sum(len(b.indices) for b in batches) == len(data)
+        assert all((b.maps is not None) == attention and (b.vectors is not None) == vecs for b in batches)
+        kept = sum(probes_module._nbytes(r) for records in data._cache.values() for r in records)
+        assert data._cached_bytes == kept <= data.cache_size * 2**20
+    if budget_blocks >= 10:  # room for everything: the last passes left every block with maps and vectors
+        assert len(data._cache) == 3
+        assert all(r.maps is not None and r.vectors is not None for rs in data._cache.values() for r in rs)
+
+
 def test_fit_probes_side_by_side_equals_fitting_one_by_one():
     vecs = vectors()
     train, dev = synthetic(60, 1, vectors=vecs), synthetic(20, 2, vectors=vecs)
