@@ -33,23 +33,17 @@ PROFILED = ("04_probes", "06_pruning")
 
 
 def machine() -> dict:
-    cpu = (
-        next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if "model name" in line
-            ),
-            platform.processor(),
-        )
-        if Path("/proc/cpuinfo").exists()
-        else platform.processor()
-    )
     import torch
 
+    cpuinfo = Path("/proc/cpuinfo")
+    names = (
+        [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if "model name" in line]
+        if cpuinfo.exists()
+        else []
+    )
     return {
         "cores": len(os.sched_getaffinity(0)),
-        "cpu": cpu,
+        "cpu": names[0] if names else platform.processor(),
         "python": platform.python_version(),
         "torch": torch.__version__,
     }

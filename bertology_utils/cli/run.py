@@ -22,7 +22,7 @@ examples:
   bertology run 00 02_heads            run notebooks by number or name
   bertology run 00 -p n_sentences 8 -p model_name bert-base-uncased
   bertology run --list                 list the notebooks
-  bertology run -j 2                   two notebooks at a time (what `make run` does on 2 cores or more)
+  bertology run -j 2                   two notebooks at a time (what `make run` does)
 
 regression checks (a reference folder holds <notebook>.json; see bertology_utils.run.regression):
   bertology run --check my-refs/       compare each notebook's metrics with my-refs/<notebook>.json
