@@ -9,9 +9,6 @@ batches an uninterrupted one would, and writes identical values.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +24,8 @@ from bertology_utils.attention.word_attention import ItemAttention, SkippedItem,
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
+from bertology_utils.core.cache import cache_lock, entry_name
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.locking import cache_lock
 from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.data import Corpus
 
@@ -406,10 +403,8 @@ def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -
     options.update(settings_kwargs)
     limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
     metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)
-    digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).hexdigest()[:16]
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(loaded.name).name}-{corpus.name}")[:80]
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "attention"
-    return root / f"{slug}-{digest}.zarr"
+    return root / f"{entry_name(f'{Path(loaded.name).name}-{corpus.name}', metadata)}.zarr"
 
 
 def extract_cached(items, model=None, *, cache_dir=None, progress: bool = True, **kwargs) -> AttentionStore:

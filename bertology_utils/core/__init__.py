@@ -1,5 +1,5 @@
 """core: what every layer stands on — settings, errors, the version, heads, models and their architectures, figures,
-the lock that lets processes share the cache.
+the cache's shared machinery (entry names, locks, whole-or-nothing writes, stored arrays).
 
 ``bertology_utils.core.settings``, ``errors`` and the version import nothing heavy; the names
 below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are
@@ -24,7 +24,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AssetMissingError",
         ],
         "heads": ["Head", "all_heads"],
-        "locking": ["cache_lock"],
+        "cache": ["cache_lock", "cached_arrays", "CacheWarning"],
         "models": [
             "LoadedModel",
             "load_model",

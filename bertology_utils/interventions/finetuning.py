@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -50,8 +49,8 @@ from transformers.utils import logging as hf_logging
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
+from bertology_utils.core.cache import cache_lock, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
-from bertology_utils.core.locking import cache_lock
 from bertology_utils.core.models import LoadedModel, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 
@@ -591,7 +590,7 @@ def fine_tune(
     initial = _initial_model(model, spec, seed, init)
     base_name = initial.name
     key_fields = _cache_key(initial, spec, train, budget, seed, init)
-    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:16]
+    key = key_digest(key_fields)
     folder = finetuned_cache_dir(cache_dir) / f"{_slug(Path(str(base_name)).name)}-{spec.name}-{init}-s{seed}-{key}"
     eval_rows = _subsample(len(dev), budget.eval_examples, seed)
     dev_eval = (

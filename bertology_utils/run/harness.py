@@ -267,7 +267,7 @@ def run_notebooks(
     on a machine whose cores one notebook leaves partly idle (single-threaded stages, small
     batches) two at a time finish sooner. The notebooks that took longest in the last run of
     this name start first; cache entries two notebooks share are built once (the other
-    waits, :func:`bertology_utils.core.locking.cache_lock`). The report lists notebooks in the
+    waits, :func:`bertology_utils.core.cache.cache_lock`). The report lists notebooks in the
     order given, whatever order they ran in.
     """
     paths = list(dict.fromkeys(Path(nb).expanduser().resolve() for nb in notebooks))

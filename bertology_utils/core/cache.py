@@ -1,0 +1,129 @@
+"""What every cache entry shares: a name from its key, one builder at a time, whole-or-nothing writes.
+
+Extraction stores, fine-tuned checkpoints, fitted probes and stored results live in folders
+under :func:`bertology_utils.core.settings.cache_dir`, each named by a digest of everything its
+content depends on (:func:`entry_name`), so a change of model, data, settings or code version
+gives a new entry instead of a stale one.
+
+* :func:`cache_lock`: notebooks run side by side (``bertology run --jobs 2``, two JupyterLab
+  kernels) can ask for the same entry at once; the second waits for the first and then finds
+  the entry complete, instead of both building it into the same folder.
+* :func:`whole_folder`: an entry is written into a temporary folder beside it and renamed into
+  place, so a crash never leaves half an entry.
+* :func:`cached_arrays`: numeric results (numpy arrays, no pickle) computed once and read back
+  on later runs; a corrupt entry is computed again with a :class:`CacheWarning`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no cross-process locking, as before
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["cache_lock", "key_digest", "entry_name", "whole_folder", "cached_arrays", "CacheWarning"]
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was corrupt (or unreadable) and is being built again."""
+
+
+def key_digest(key: Mapping) -> str:
+    """16 hex digits of the sha256 of ``key`` as canonical JSON (what a cache entry depends on)."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def entry_name(label: str, key: Mapping, max_label: int = 80) -> str:
+    """``<label>-<digest of key>``, the label reduced to characters safe in a file name."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:max_label].strip("._") or "entry"
+    return f"{slug}-{key_digest(key)}"
+
+
+@contextlib.contextmanager
+def cache_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock for the cache entry ``path`` while building or reading it.
+
+    The lock is an advisory ``flock`` on ``.locks/<name>.lock`` beside the entry, released when
+    the process dies; lock files stay (removing one while another process waits on it would let
+    a third take it too).
+    """
+    path = Path(path)
+    if fcntl is None:
+        yield
+        return
+    folder = path.parent / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{path.name}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            start = time.perf_counter()
+            print(f"waiting for another process to finish {path.name}", file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            print(f"... done after {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def whole_folder(folder: str | Path) -> Iterator[Path]:
+    """A temporary folder to fill; on success it replaces ``folder``, on an error it is removed."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield partial
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _plain(key: Mapping) -> dict:
+    """``key`` as it reads back from JSON (tuples become lists), to compare with a stored one."""
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
+
+
+def cached_arrays(
+    folder: str | Path,
+    key: Mapping,
+    compute: Callable[[], Mapping[str, np.ndarray]],
+) -> tuple[dict[str, np.ndarray], bool]:
+    """``compute()``'s arrays, read from ``folder`` when it holds them for ``key``; and whether they were.
+
+    ``folder`` should be named by ``key`` (:func:`entry_name`); the key is also stored in the
+    entry and checked on reading.
+    """
+    folder = Path(folder)
+    with cache_lock(folder):
+        if (folder / "key.json").is_file():
+            try:
+                if json.loads((folder / "key.json").read_text(encoding="utf-8")) != _plain(key):
+                    raise ValueError("its recorded key is not the one asked for")
+                with np.load(folder / "arrays.npz", allow_pickle=False) as stored:
+                    return {name: stored[name] for name in stored.files}, True
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                warnings.warn(CacheWarning(f"corrupt cache entry {folder} ({exc}); computing it again"), stacklevel=2)
+                shutil.rmtree(folder, ignore_errors=True)
+        arrays = {name: np.asarray(value) for name, value in compute().items()}
+        with whole_folder(folder) as partial:
+            np.savez(partial / "arrays.npz", allow_pickle=False, **arrays)
+            (partial / "key.json").write_text(json.dumps(_plain(key), indent=1), encoding="utf-8")
+        return arrays, False

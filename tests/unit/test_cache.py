@@ -1,0 +1,92 @@
+"""core.cache: entry names, one holder of an entry at a time (threads and processes), whole writes, stored arrays."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, entry_name, key_digest, whole_folder
+
+
+def test_a_second_holder_waits_for_the_first(tmp_path):
+    entry = tmp_path / "cache" / "store.zarr"
+    events = []
+    held = threading.Event()
+
+    def first():
+        with cache_lock(entry):
+            held.set()
+            time.sleep(0.3)
+            events.append("first done")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    held.wait()
+    with cache_lock(entry):
+        events.append("second in")
+    thread.join()
+    assert events == ["first done", "second in"]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".locks"]  # nothing beside the entries
+
+
+def test_other_entries_and_other_processes(tmp_path):
+    entry = tmp_path / "a.zarr"
+    code = (
+        "import sys, time\nfrom bertology_utils.core.cache import cache_lock\n"
+        f"with cache_lock({str(entry)!r}):\n    print('locked', flush=True)\n    time.sleep(1.0)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+    with cache_lock(tmp_path / "b.zarr"):  # another entry: no wait
+        pass
+    start = time.perf_counter()
+    with cache_lock(entry):
+        waited = time.perf_counter() - start
+    child.wait()
+    assert waited > 0.3  # the child held it
+
+
+def test_entry_names_follow_the_whole_key():
+    key = {"model": {"sha256": "ab"}, "n": 3, "shape": (6, 12)}
+    assert key_digest(key) == key_digest({"shape": [6, 12], "n": 3, "model": {"sha256": "ab"}})  # order, tuples
+    assert key_digest(key) != key_digest({**key, "n": 4})
+    assert entry_name("all-MiniLM / SST-2", key) == f"all-MiniLM_SST-2-{key_digest(key)}"
+
+
+def test_whole_folder_is_all_or_nothing(tmp_path):
+    target = tmp_path / "entry"
+    with whole_folder(target) as partial:
+        (partial / "a.txt").write_text("one")
+    assert (target / "a.txt").read_text() == "one"
+    with pytest.raises(RuntimeError), whole_folder(target) as partial:
+        (partial / "a.txt").write_text("two")
+        raise RuntimeError("killed half way")
+    assert (target / "a.txt").read_text() == "one"  # the old entry stays whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
+
+
+def test_cached_arrays_compute_once_and_check_their_key(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"logits": np.arange(6.0).reshape(2, 3), "order": np.array([[0, 1], [2, 3]])}
+
+    key = {"what": "test", "version": 1}
+    folder = tmp_path / entry_name("result", key)
+    first, reused = cached_arrays(folder, key, compute)
+    again, reused_again = cached_arrays(folder, key, compute)
+    assert (reused, reused_again, len(calls)) == (False, True, 1)
+    for name in first:
+        np.testing.assert_array_equal(again[name], first[name])
+        assert again[name].dtype == first[name].dtype
+    (folder / "arrays.npz").write_bytes(b"garbage")
+    with pytest.warns(CacheWarning, match="corrupt"):
+        rebuilt, reused = cached_arrays(folder, key, compute)
+    assert not reused and len(calls) == 2
+    np.testing.assert_array_equal(rebuilt["logits"], first["logits"])
+    with pytest.warns(CacheWarning, match="recorded key"):  # a folder holding another key's arrays
+        cached_arrays(folder, {"what": "other"}, compute)
