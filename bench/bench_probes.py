@@ -8,12 +8,16 @@
   together  every probe fitted by fit_probes, one thread each and as many at a time as there are
             cores, against the sum of their fits one after another (same data, same epochs)
   score     predicting UD EWT dev with the trained probe
+  scorer    one training step (forward and backward) of the Distances + words scorer on the first
+            --scorer-batches training batches: the package's fused, cache-sized chunks against the
+            same formula op by op in autograd (how it was computed before), and their ratio
 
 The extraction (extract_cached) runs first and is not timed. Without EWT the project's sample
 treebank is used (and the numbers mean little). Peak memory (max RSS) is printed after each
 step: kept blocks take at most the ProbeData's cache_size (about 1.1 GB for EWT train).
 
     python bench/bench_probes.py [--epochs 2] [--n-train N] [--probes attn,words,distances] [--threads 1]
+                                 [--scorer-batches 100]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def main() -> None:
     parser.add_argument("--n-train", type=int, default=None, help="first N training sentences (default: all)")
     parser.add_argument("--probes", default="attn,words,distances")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the probes' n_jobs)")
+    parser.add_argument("--scorer-batches", type=int, default=100, help="training batches timed by the scorer step")
     args = parser.parse_args()
 
     from bertology_utils.analyses.probes import (
@@ -88,6 +93,7 @@ def main() -> None:
     kinds = {"attn": AttentionProbe, "words": AttentionWordsProbe, "distances": DistanceWordsProbe}
     names = args.probes.split(",")
     results = {"sentences_train": len(train), "sentences_dev": len(dev), "read_sentences_per_s": len(train) / read_s}
+    results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches)
     fit_s = {}
     for name in names:
         epochs = {}
@@ -122,6 +128,43 @@ def main() -> None:
     results["together_s"], results["one_after_another_s"] = round(together_s, 1), round(sum(fit_s.values()), 1)
     results["max_rss_mb"] = round(max_rss_mb())
     print(json.dumps(results))
+
+
+def scorer_step(train, dim: int, n_batches: int) -> dict:
+    """Seconds per training step of the Distances + words scorer: fused vs op by op (the same weights)."""
+    import itertools
+
+    import torch
+
+    from bertology_utils.analyses.probes import _DistanceWordsScorer, distance_features
+
+    torch.manual_seed(0)
+    scorer = _DistanceWordsScorer(dim, 256)
+
+    def op_by_op(batch):
+        cand = scorer.candidate(batch.vectors)
+        cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)
+        hidden = (
+            scorer.dependent(batch.vectors)[:, :, None]
+            + cand[:, None]
+            + scorer.distance(distance_features(batch.lengths, batch.heads.shape[1]))
+        )
+        return scorer.out(torch.tanh(hidden)).squeeze(-1)
+
+    batches = list(itertools.islice(train.batches(attention=False, vectors=True), n_batches))
+    seconds = {}
+    for label, forward in (("op by op", op_by_op), ("fused", scorer)):
+        for _ in range(2):  # the second round is timed (allocator warm)
+            start = time.perf_counter()
+            for batch in batches:
+                forward(batch).sum().backward()
+            seconds[label] = (time.perf_counter() - start) / len(batches)
+    ratio = seconds["op by op"] / seconds["fused"]
+    print(
+        f"scorer    Distances + words step: {1e3 * seconds['op by op']:.1f} ms op by op, "
+        f"{1e3 * seconds['fused']:.1f} ms fused ({ratio:.2f}x) over {len(batches)} training batches"
+    )
+    return {"op_by_op_ms": round(1e3 * seconds["op by op"], 2), "fused_ms": round(1e3 * seconds["fused"], 2)}
 
 
 if __name__ == "__main__":

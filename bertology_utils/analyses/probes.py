@@ -68,16 +68,23 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
+import json
 import math
+import shutil
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import safetensors.torch
 import torch
+from safetensors import SafetensorError
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
@@ -85,6 +92,8 @@ from bertology_utils.analyses.syntax import EXCLUDED_RELATIONS, ON_MISMATCH, rea
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core import settings
+from bertology_utils.core.cache import cache_lock, entry_name, whole_folder
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.data import Corpus
 
@@ -97,6 +106,8 @@ __all__ = [
     "DistanceWordsProbe",
     "RightBranching",
     "fit_probes",
+    "PROBE_VERSION",
+    "ProbeCacheWarning",
     "PAPER_TABLE3",
     "TABLE3_ROWS",
     "table3",
@@ -262,6 +273,28 @@ class ProbeData:
 
     def __repr__(self) -> str:
         return f"ProbeData({self.name!r}, {len(self)} sentences)"
+
+    def fingerprint(self, attention: bool = True, vectors: bool = True) -> dict | None:
+        """What a probe fitted on these data depends on (the inputs asked for), for cache keys.
+
+        None when an input asked for has no fingerprint: attention given as in-memory records,
+        or word vectors without one (:meth:`~bertology_utils.analyses.word_vectors.WordVectors.fingerprint`).
+        """
+        out = {
+            "corpus": {"name": self.corpus.name, "sha256": self.corpus.sha256, "items": len(self.corpus)},
+            "sentences": hashlib.sha256(np.ascontiguousarray(self.indices, dtype=np.int64).tobytes()).hexdigest(),
+            "block_size": self.block_size,
+            "on_mismatch": self.on_mismatch,
+        }
+        if attention:
+            if not isinstance(self.attention, AttentionStore):
+                return None
+            out["attention"] = self.attention.metadata
+        if vectors:
+            out["vectors"] = None if self.vectors is None else self.vectors.fingerprint()
+            if out["vectors"] is None:
+                return None
+        return out
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -547,25 +580,96 @@ def distance_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
     "indicator features for short distances as well as continuous distance features, with distance
     ahead/behind treated separately".
     """
-    B = len(lengths)
-    positions = torch.arange(N, dtype=torch.float32)
-    delta = positions[None, :] - positions[:, None]  # [j, i] = i - j
-    n = lengths.to(torch.float32).clamp(min=1)[:, None, None]
+    return _offset_features(lengths, N)[:, _offset_index(N)]
+
+
+def _offset_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
+    """(B, 2N, 7): the features of :func:`distance_features` once per offset (they depend on nothing else).
+
+    Row 0 is ROOT; row ``1 + (i - j) + N - 1`` is the offset ``i - j`` of a word candidate.
+    """
+    n = lengths.to(torch.float32).clamp(min=1)[:, None]
+    delta = torch.arange(-(N - 1), N, dtype=torch.float32)[None, :].expand(len(lengths), -1)
     words = torch.stack(
         [
-            delta.clamp(min=0).expand(B, N, N) / n,
-            (-delta).clamp(min=0).expand(B, N, N) / n,
-            (delta == 1).float().expand(B, N, N),
-            (delta == 2).float().expand(B, N, N),
-            (delta == -1).float().expand(B, N, N),
-            (delta == -2).float().expand(B, N, N),
-            torch.zeros(B, N, N),
+            delta.clamp(min=0) / n,
+            (-delta).clamp(min=0) / n,
+            (delta == 1).float(),
+            (delta == 2).float(),
+            (delta == -1).float(),
+            (delta == -2).float(),
+            torch.zeros_like(delta),
         ],
         -1,
     )
-    root = torch.zeros(B, N, 1, N_DISTANCE_FEATURES)
+    root = torch.zeros(len(lengths), 1, N_DISTANCE_FEATURES)
     root[..., -1] = 1.0
-    return torch.cat([root, words], 2)
+    return torch.cat([root, words], 1)
+
+
+def _offset_index(N: int) -> torch.Tensor:
+    """(N, N + 1): the row of :func:`_offset_features` of each (dependent j, candidate), ROOT first."""
+    j, i = torch.arange(N)[:, None], torch.arange(N)[None, :]
+    return torch.cat([torch.zeros(N, 1, dtype=torch.long), i - j + N], 1)
+
+
+#: Elements of the pair hidden layer :class:`_PairTanh` handles at a time (1 MB: stays in cache).
+_PAIR_CHUNK = 1 << 18
+
+
+def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """(b0, b1, j0, j1) slices of (B, N) rows, about ``rows`` at a time: whole sentences, or parts of one."""
+    if rows >= N:
+        step = rows // N
+        return [(b, min(B, b + step), 0, N) for b in range(0, B, step)]
+    return [(b, b + 1, j, min(N, j + rows)) for b in range(B) for j in range(0, N, rows)]
+
+
+class _PairTanh(torch.autograd.Function):
+    """``scores[b, j, c] = o · tanh(dep[b, j] + cand[b, c] + table[b, index[j, c]])``, fused.
+
+    The hidden layer has ``B x N x (N + 1) x hidden`` values, far more than the cache; computed
+    by autograd op by op it went through memory some fifteen times per step. Here it is built
+    and used chunk by chunk in place (tanh written as ``2 sigmoid(2x) - 1``: torch's CPU tanh is
+    several times slower than its sigmoid), and only its tanh is kept for the backward pass.
+    """
+
+    @staticmethod
+    def forward(ctx, dep, cand, table, index, o):
+        B, N, H = dep.shape
+        M = cand.shape[1]
+        scores = dep.new_empty(B, N, M)
+        hidden = dep.new_empty(B, N, M, H)
+        rows = index[None] + (torch.arange(B) * table.shape[1])[:, None, None]  # into table's (B * rows, H) view
+        flat = table.reshape(-1, H)
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
+            h = hidden[b0:b1, j0:j1]
+            torch.index_select(flat, 0, rows[b0:b1, j0:j1].reshape(-1), out=h.view(-1, H))
+            h.add_(dep[b0:b1, j0:j1, None]).add_(cand[b0:b1, None])
+            torch.sigmoid(h.mul_(2), out=h).mul_(2).sub_(1)
+            torch.matmul(h, o, out=scores[b0:b1, j0:j1])
+        ctx.save_for_backward(hidden, rows, o)
+        ctx.table_shape = table.shape
+        return scores
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, rows, o = ctx.saved_tensors
+        B, N, M, H = hidden.shape
+        d_dep, d_cand = hidden.new_zeros(B, N, H), hidden.new_zeros(B, M, H)
+        d_table, d_o = hidden.new_zeros(ctx.table_shape), torch.zeros_like(o)
+        flat = d_table.view(-1, H)
+        grad = grad.contiguous()
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
+            t, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]
+            d_o.addmv_(t.reshape(-1, H).T, g.reshape(-1))
+            t.square_().neg_().add_(1).mul_(g[..., None]).mul_(
+                o
+            )  # now d score / d hidden (the tanh is not needed again)
+            d_dep[b0:b1, j0:j1] += t.sum(2)
+            d_cand[b0:b1] += t.sum(1)
+            flat.index_add_(0, rows[b0:b1, j0:j1].reshape(-1), t.reshape(-1, H))
+        return d_dep, d_cand, d_table, None, d_o
 
 
 class _DistanceWordsScorer(torch.nn.Module):
@@ -582,12 +686,10 @@ class _DistanceWordsScorer(torch.nn.Module):
         B, N = batch.heads.shape
         cand = self.candidate(batch.vectors)
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)  # ROOT first
-        hidden = (
-            self.dependent(batch.vectors)[:, :, None, :]
-            + cand[:, None, :, :]
-            + self.distance(distance_features(batch.lengths, N))
-        )
-        return self.out(torch.tanh(hidden)).squeeze(-1)
+        # The distance features depend only on the offset (and the length): one row of hidden units per offset.
+        table = self.distance(_offset_features(batch.lengths, N))
+        scores = _PairTanh.apply(self.dependent(batch.vectors), cand, table, _offset_index(N), self.out.weight[0])
+        return scores + self.out.bias
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -1104,7 +1206,11 @@ class DistanceWordsProbe(_TrainedProbe):
 
 
 def fit_probes(
-    jobs: Mapping[str, tuple[_ProbeBase, ProbeData, ProbeData | None]], *, n_jobs: int | None = None
+    jobs: Mapping[str, tuple[_ProbeBase, ProbeData, ProbeData | None]],
+    *,
+    n_jobs: int | None = None,
+    cache: bool = False,
+    cache_dir=None,
 ) -> dict[str, _ProbeBase]:
     """Fit several probes side by side: ``{name: (probe, train, dev)}`` -> ``{name: fitted probe}``.
 
@@ -1114,6 +1220,13 @@ def fit_probes(
     fit is the one ``probe.fit(train, dev=dev)`` would give alone (same seed, same data order,
     same thread count), and probes on the same :class:`ProbeData` share its prepared blocks.
     The probes are fitted in place and returned by name.
+
+    With ``cache``, a trained probe is stored (weights in safetensors, the rest in JSON) under
+    ``cache_dir`` (default ``$BERTOLOGY_CACHE_DIR/probes``), keyed by its class and parameters,
+    the fingerprints of its train and dev data (:meth:`ProbeData.fingerprint`: corpus, attention
+    store, word vectors) and :data:`PROBE_VERSION`; a later call with the same key loads it
+    (``from_cache_`` is True) instead of training. Probes whose data have no fingerprint are
+    trained every time; a corrupt entry is trained again with a :class:`ProbeCacheWarning`.
     """
     for name, (probe, _, _) in jobs.items():
         if getattr(probe, "n_jobs", None) not in (1, None):
@@ -1123,9 +1236,90 @@ def fit_probes(
     workers = torch.get_num_threads() if n_jobs is None else int(n_jobs)
     if workers < 1:
         raise ValueError(f"n_jobs must be at least 1 or None, not {n_jobs}")
+    root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
+
+    def fit(probe, train, dev):
+        folder = _cache_folder(root, probe, train, dev) if cache and isinstance(probe, _TrainedProbe) else None
+        if folder is None:
+            return probe.fit(train, dev=dev)
+        with cache_lock(folder):  # a notebook beside this one fitting the same probe: wait, then load it
+            if _load_fitted(probe, folder, train):
+                return probe
+            probe.fit(train, dev=dev)
+            _store_fitted(probe, folder)
+        return probe
+
     with _torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
-        futures = {name: pool.submit(probe.fit, train, dev=dev) for name, (probe, train, dev) in jobs.items()}
+        futures = {name: pool.submit(fit, probe, train, dev) for name, (probe, train, dev) in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+# --------------------------------------------------------------------------- cache of fitted probes
+
+#: Bump when training changes in a way that changes fitted probes: old cache entries stop matching.
+PROBE_VERSION = 1
+_FITTED_STATE = ("history_", "best_epoch_", "n_sentences_fit_", "fit_seconds_")
+
+
+class ProbeCacheWarning(UserWarning):
+    """A cached fitted probe was corrupt (or unreadable) and is being trained again."""
+
+
+def _cache_folder(root: Path, probe: _TrainedProbe, train: ProbeData, dev: ProbeData | None) -> Path | None:
+    """The cache entry of ``probe`` fitted on ``train`` (choosing its epoch on ``dev``); None: not cacheable."""
+    uses = {"attention": probe._uses_attention, "vectors": probe._uses_vectors}
+    data = {"train": train.fingerprint(**uses), "dev": None if dev is None else dev.fingerprint(**uses)}
+    if data["train"] is None or (dev is not None and data["dev"] is None):
+        return None
+    params = {k: v for k, v in probe.get_params().items() if k != "n_jobs"}  # threads do not change the fit
+    key = {
+        "probe": type(probe).__name__,
+        "params": params,
+        **data,
+        "version": PROBE_VERSION,
+        "torch": torch.__version__,
+    }
+    return root / entry_name(f"{type(probe).__name__}-{train.name}", key)
+
+
+def _load_fitted(probe: _TrainedProbe, folder: Path, train: ProbeData) -> bool:
+    """Make ``probe`` the fitted one stored in ``folder``; False when there is none (or it was corrupt)."""
+    if not (folder / "probe.json").is_file():
+        return False
+    try:
+        record = json.loads((folder / "probe.json").read_text(encoding="utf-8"))
+        if record.get("probe") != type(probe).__name__:
+            raise BertologyError(f"it holds a {record.get('probe')}")
+        if probe._uses_attention:
+            probe.attention_shape_ = tuple(record["attention_shape_"])
+        if probe._uses_vectors:
+            probe.vector_dim_ = int(record["vector_dim_"])
+        module = probe._build(train)
+        module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))
+    except (BertologyError, OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as exc:
+        warnings.warn(ProbeCacheWarning(f"corrupt probe cache entry {folder} ({exc}); training again"), stacklevel=3)
+        shutil.rmtree(folder, ignore_errors=True)
+        return False
+    probe.module_ = module.eval()
+    for name in _FITTED_STATE:
+        setattr(probe, name, record[name])
+    probe.from_cache_ = True
+    probe._fitted_hook()
+    return True
+
+
+def _store_fitted(probe: _TrainedProbe, folder: Path) -> None:
+    """Write a fitted probe to ``folder``, whole or not at all."""
+    probe.from_cache_ = False
+    record = {"probe": type(probe).__name__, **{name: getattr(probe, name) for name in _FITTED_STATE}}
+    if probe._uses_attention:
+        record["attention_shape_"] = list(probe.attention_shape_)
+    if probe._uses_vectors:
+        record["vector_dim_"] = probe.vector_dim_
+    with whole_folder(folder) as partial:
+        state = {k: v.detach().contiguous() for k, v in probe.module_.state_dict().items()}
+        safetensors.torch.save_file(state, partial / "weights.safetensors")
+        (partial / "probe.json").write_text(json.dumps(record, indent=1, default=float), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- Table 3

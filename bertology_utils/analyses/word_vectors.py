@@ -20,6 +20,7 @@ Every source is a :class:`WordVectors`: call it with a sequence of words to get 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import threading
@@ -53,6 +54,7 @@ class WordVectors:
         self.lookups = 0
         self.unknown = 0
         self._lock = threading.Lock()  # probes fitted side by side share one vector table
+        self._fingerprint: dict | None = None
 
     def __call__(self, words: Sequence[str]) -> np.ndarray:
         """``(len(words), dim)`` float32 vectors of ``words``."""
@@ -78,6 +80,15 @@ class WordVectors:
     def _vectors(self, words: list[str]) -> tuple[np.ndarray, list[bool]]:
         """Vectors of new words and whether each was known (unknown ones are zero)."""
         raise NotImplementedError
+
+    def fingerprint(self) -> dict | None:
+        """What identifies these vectors, for cache keys (fitted probes); None: unknown, nothing is cached."""
+        if self._fingerprint is None:
+            self._fingerprint = self._identity()
+        return self._fingerprint
+
+    def _identity(self) -> dict | None:
+        return None
 
     @property
     def unknown_rate(self) -> float:
@@ -113,6 +124,13 @@ class StaticVectors(WordVectors):
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def _identity(self) -> dict:
+        digest = hashlib.sha256()
+        for word, row in sorted(self.index.items(), key=lambda item: item[1]):
+            digest.update(f"{row}\t{word}\n".encode())
+        digest.update(np.ascontiguousarray(self.matrix).tobytes())
+        return {"kind": "table", "sha256": digest.hexdigest(), "lowercase_fallback": self.lowercase_fallback}
 
     def _vectors(self, words):
         rows = []
@@ -224,9 +242,17 @@ class ModelEmbeddingVectors(WordVectors):
         self.table = table.numpy()
         self.tokenizer = loaded.tokenizer
         self.batch_size = batch_size
+        self._loaded = loaded
         self.description = (
             f"input embeddings of {loaded.name} averaged over word pieces (dimension {self.dim}; no GloVe file given)"
         )
+
+    def _identity(self) -> dict:
+        return {
+            "kind": "model input embeddings",
+            "sha256": hashlib.sha256(np.ascontiguousarray(self.table).tobytes()).hexdigest(),
+            "tokenizer_sha256": self._loaded.tokenizer_sha256,
+        }
 
     def _vectors(self, words):
         from bertology_utils.attention.alignment import WORD, align

@@ -257,6 +257,32 @@ def test_distance_features():
     assert features[0, 2, 2].tolist() == pytest.approx([0, 1 / 3, 0, 0, 1, 0, 0])
 
 
+@pytest.mark.parametrize("chunk", [1 << 18, 200, 60])  # hidden 4 x 7 candidates: all, one sentence, two rows
+def test_distance_scorer_is_its_formula(monkeypatch, chunk):
+    """The fused, chunked scorer gives the module docstring's formula and its exact gradients."""
+    monkeypatch.setattr(probes_module, "_PAIR_CHUNK", chunk)
+    torch.manual_seed(0)
+    scorer = probes_module._DistanceWordsScorer(dim=5, hidden=4)
+    lengths = torch.tensor([6, 3, 5])
+    vectors = torch.randn(3, 6, 5)
+    batch = probes_module.Batch(np.arange(3), lengths, torch.zeros(3, 6, dtype=torch.long), None, None, vectors=vectors)
+    weights = torch.randn(3, 6, 7)
+
+    def formula():
+        root_vector = torch.zeros(3, 1, 5)
+        cand = scorer.candidate(torch.cat([root_vector, vectors], 1))
+        hidden = scorer.dependent(vectors)[:, :, None] + cand[:, None] + scorer.distance(distance_features(lengths, 6))
+        return scorer.out(torch.tanh(hidden)).squeeze(-1)
+
+    expected, got = formula(), scorer(batch)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    params = list(scorer.parameters())
+    want = torch.autograd.grad((formula() * weights).sum(), params)
+    have = torch.autograd.grad((scorer(batch) * weights).sum(), params)
+    for a, b in zip(have, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------- clear errors
 
 
@@ -473,3 +499,59 @@ def test_fit_probes_side_by_side_equals_fitting_one_by_one():
         assert [p.tolist() for p in together[name].predict(dev)] == [p.tolist() for p in alone[name].predict(dev)]
     with pytest.raises(ValueError, match="one thread"):
         fit_probes({"attn": (AttentionProbe(n_jobs=2), train, dev)})
+
+
+def test_fitted_probes_are_cached_by_data_and_parameters(tiny_model_dirs, tmp_path):
+    from bertology_utils.analyses.probes import ProbeCacheWarning
+    from bertology_utils.analyses.word_vectors import ModelEmbeddingVectors
+    from bertology_utils.attention.extraction import extract_attention
+    from bertology_utils.core.models import load_model
+    from bertology_utils.data import load_sample
+
+    corpus = load_sample()[:12]
+    loaded = load_model(tiny_model_dirs["bert"])
+    store = extract_attention(corpus, tmp_path / "bert.zarr", loaded, progress=False)
+    data = ProbeData(corpus, store, ModelEmbeddingVectors(loaded), block_size=5)
+    cache = tmp_path / "probes"
+
+    def jobs(seed=0):
+        return {
+            "attn": (AttentionProbe(max_epochs=2, seed=seed), data, data),
+            "distances": (DistanceWordsProbe(max_epochs=1, hidden_size=8), data, None),
+            "right": (RightBranching(), data, None),
+        }
+
+    first = fit_probes(jobs(), cache=True, cache_dir=cache)
+    assert not first["attn"].from_cache_ and not first["distances"].from_cache_
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 2  # right-branching learns nothing
+    again = fit_probes(jobs(), cache=True, cache_dir=cache)
+    for name in ("attn", "distances"):
+        assert again[name].from_cache_
+        assert again[name].history_ == first[name].history_ and again[name].best_epoch_ == first[name].best_epoch_
+        for key, value in first[name].module_.state_dict().items():
+            torch.testing.assert_close(again[name].module_.state_dict()[key], value, rtol=0, atol=0)
+        assert [p.tolist() for p in again[name].predict(data)] == [p.tolist() for p in first[name].predict(data)]
+    np.testing.assert_array_equal(again["attn"].w_, first["attn"].w_)
+    assert not fit_probes(jobs(seed=1), cache=True, cache_dir=cache)["attn"].from_cache_  # another key
+
+    for entry in cache.glob("AttentionProbe-*/weights.safetensors"):
+        entry.write_bytes(b"not safetensors")
+    with pytest.warns(ProbeCacheWarning, match="corrupt"):
+        refit = fit_probes({"attn": jobs()["attn"]}, cache=True, cache_dir=cache)["attn"]
+    assert not refit.from_cache_
+    assert fit_probes({"attn": jobs()["attn"]}, cache=True, cache_dir=cache)["attn"].from_cache_  # rebuilt whole
+
+    # In-memory attention has no fingerprint: trained every time, nothing written.
+    vecs = vectors()
+    fit_probes(
+        {"attn": (AttentionProbe(**FAST), synthetic(20, 1, vectors=vecs), None)}, cache=True, cache_dir=tmp_path / "x"
+    )
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_word_vector_fingerprints_follow_the_table():
+    words = ["a", "b"]
+    one = StaticVectors(words, np.eye(2)).fingerprint()
+    assert one == StaticVectors(words, np.eye(2)).fingerprint()
+    assert one != StaticVectors(words, 2 * np.eye(2)).fingerprint()
+    assert one != StaticVectors(words[::-1], np.eye(2)).fingerprint()
