@@ -25,11 +25,18 @@ sequence classifier (the layer and head counts come from the model):
   shared position bias: BERT, RoBERTa, ELECTRA and DistilBERT);
 * :func:`attention_change` — per head, the cosine similarity of attention maps of two models
   (pre-trained vs fine-tuned) on the same inputs, over real tokens only (no padding compared).
+
+Everything above comes from two computations, the logits of gate configurations
+(:func:`predict_with_gates`) and importance (:func:`head_importance`). With ``cache=True`` each
+is stored under ``$BERTOLOGY_CACHE_DIR/results``, keyed by the model's weights, the encoded dev
+set, the gates and :data:`RESULTS_VERSION`, and read back by a later run that asks for the same;
+a re-run of a notebook then redoes only the cheap steps.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,8 +44,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertology_utils.core import architectures
+from bertology_utils.core import architectures, settings
 from bertology_utils.core.batching import Padding, plan_batches
+from bertology_utils.core.cache import cached_arrays, entry_name
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
@@ -64,7 +72,11 @@ __all__ = [
     "pruned_heads",
     "attention_change",
     "layer_means",
+    "RESULTS_VERSION",
 ]
+
+#: Bump when gating or scoring changes what it computes: stored logits and importances stop matching.
+RESULTS_VERSION = 1
 
 
 # --------------------------------------------------------------------------- the dev set, batched once
@@ -86,6 +98,29 @@ class DevSet:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def fingerprint(self) -> str:
+        """sha256 of the task, the encoded batches (every input tensor) and the labels."""
+        digest = hashlib.sha256(f"{self.task}\n".encode())
+        for batch, rows in zip(self.batches, self.rows):
+            digest.update(np.asarray(rows, dtype=np.int64).tobytes())
+            for name in sorted(batch):
+                digest.update(f"{name}{tuple(batch[name].shape)}".encode())
+                digest.update(batch[name].cpu().contiguous().numpy().tobytes())
+        digest.update(np.ascontiguousarray(self.labels).tobytes())
+        return digest.hexdigest()
+
+
+def _result_folder(label: str, loaded: LoadedModel, dev: DevSet, fields: dict):
+    """Cache folder and key of a result computed by ``loaded`` on ``dev`` with ``fields``."""
+    model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
+    key = {"model": model, "dev": dev.fingerprint(), **fields, "version": RESULTS_VERSION, "torch": torch.__version__}
+    return settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key), key
+
+
+def _gates_digest(gates: np.ndarray) -> str:
+    gates = np.ascontiguousarray(gates, dtype=np.float32)
+    return hashlib.sha256(f"{gates.shape}".encode() + gates.tobytes()).hexdigest()
 
 
 def _as_loaded(model) -> LoadedModel:
@@ -185,9 +220,14 @@ def _first_gated_layers(gate_stack: torch.Tensor) -> np.ndarray:
     return first.numpy()
 
 
-@torch.no_grad()
 def predict_with_gates(
-    loaded: LoadedModel, dev: DevSet, gate_stack, *, configs_per_pass: int | None = None, rows_per_pass: int = 128
+    loaded: LoadedModel,
+    dev: DevSet,
+    gate_stack,
+    *,
+    configs_per_pass: int | None = None,
+    rows_per_pass: int = 128,
+    cache: bool = False,
 ) -> np.ndarray:
     """Logits for every gate configuration: ``gate_stack`` (configs, layers, heads) -> (configs, n, classes).
 
@@ -196,12 +236,26 @@ def predict_with_gates(
     (default: as many as fit in ``rows_per_pass`` rows). Configurations are grouped by the
     first layer they gate, and a group's copies are made only at that layer: the layers below
     it run once per pass, not once per configuration (disabling a head of the last layer
-    costs about one layer per configuration, not the whole model).
+    costs about one layer per configuration, not the whole model). ``cache``: read the logits
+    stored by an earlier call with the same model, dev set and gates, or store them.
     """
     loaded = _as_loaded(loaded)
     gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
+    if not cache:
+        return _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass)
+    fields = {"gates": _gates_digest(gate_stack.numpy()), "configs_per_pass": configs_per_pass, "rows": rows_per_pass}
+    folder, key = _result_folder("gated-logits", loaded, dev, fields)
+    return cached_arrays(
+        folder, key, lambda: {"logits": _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass)}
+    )[0]["logits"]
+
+
+@torch.no_grad()
+def _predict_with_gates(
+    loaded: LoadedModel, dev: DevSet, gate_stack: torch.Tensor, configs_per_pass: int | None, rows_per_pass: int
+) -> np.ndarray:
     n_configs = gate_stack.shape[0]
     model = loaded.model
     layers = architectures.layers(model)
@@ -255,10 +309,17 @@ def _mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
 
 
 def scores_for_gates(
-    loaded: LoadedModel, dev: DevSet, gate_stack, *, metric: str = "score", configs_per_pass: int | None = None
+    loaded: LoadedModel,
+    dev: DevSet,
+    gate_stack,
+    *,
+    metric: str = "score",
+    configs_per_pass: int | None = None,
+    cache: bool = False,
 ) -> np.ndarray:
     """The GLUE ``metric`` for each gate configuration in ``gate_stack`` (configs, layers, heads)."""
-    return _scores(dev, predict_with_gates(loaded, dev, gate_stack, configs_per_pass=configs_per_pass), metric)
+    logits = predict_with_gates(loaded, dev, gate_stack, configs_per_pass=configs_per_pass, cache=cache)
+    return _scores(dev, logits, metric)
 
 
 # --------------------------------------------------------------------------- ablation sweeps
@@ -318,9 +379,18 @@ class AblationResult:
 
 
 def ablation_sweep(
-    loaded: LoadedModel, dev: DevSet, *, metric: str = "score", layers: bool = True, configs_per_pass: int | None = None
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    metric: str = "score",
+    layers: bool = True,
+    configs_per_pass: int | None = None,
+    cache: bool = False,
 ) -> AblationResult:
-    """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas."""
+    """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas.
+
+    ``cache``: reuse the logits of an earlier identical sweep (:func:`predict_with_gates`).
+    """
     n_layers, n_heads = gate_shape(loaded)
     stack = [torch.ones(n_layers, n_heads)]
     for layer in range(n_layers):
@@ -333,7 +403,7 @@ def ablation_sweep(
             g = torch.ones(n_layers, n_heads)
             g[layer] = 0
             stack.append(g)
-    logits = predict_with_gates(loaded, dev, torch.stack(stack), configs_per_pass=configs_per_pass)
+    logits = predict_with_gates(loaded, dev, torch.stack(stack), configs_per_pass=configs_per_pass, cache=cache)
     deltas = []
     for values in (_scores(dev, logits, metric), _mean_losses(dev, logits)):
         heads = values[1 : 1 + n_layers * n_heads].reshape(n_layers, n_heads) - values[0]
@@ -361,7 +431,13 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor, regression: bool) -> torc
 
 
 def head_importance(
-    loaded: LoadedModel, dev: DevSet, *, mask=None, normalise: bool = True, per_example: bool = True
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    mask=None,
+    normalise: bool = True,
+    per_example: bool = True,
+    cache: bool = False,
 ) -> np.ndarray:
     """Michel et al.'s head importance ``E_x |dL(x)/dxi_h|`` over the dev set, (layers, heads).
 
@@ -369,11 +445,25 @@ def head_importance(
     each example has its own gates, so the absolute value is taken per example as in the
     paper's definition; otherwise one gate per head per batch (the reference implementation's
     batch-level estimate). ``mask`` (layers, heads; 0 = pruned) is applied while measuring
-    (pruned heads get importance 0). ``normalise``: unit L2 norm per layer.
+    (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
+    importance an earlier call measured with the same model, dev set, mask and estimate.
     """
     loaded = _as_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
     mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
+    if cache:
+        fields = {"mask": _gates_digest(mask_t.numpy()), "per_example": per_example}
+        folder, key = _result_folder("importance", loaded, dev, fields)
+        importance = cached_arrays(folder, key, lambda: {"importance": _importance(loaded, dev, mask_t, per_example)})[
+            0
+        ]["importance"]
+    else:
+        importance = _importance(loaded, dev, mask_t, per_example)
+    return normalise_per_layer(importance) if normalise else importance
+
+
+def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_example: bool) -> np.ndarray:
+    n_layers, n_heads = mask_t.shape
     regression = task_spec(dev.task).is_regression
     model = loaded.model
     was_training = model.training
@@ -394,8 +484,7 @@ def head_importance(
     finally:
         model.zero_grad(set_to_none=True)
         model.train(was_training)
-    importance = (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
-    return normalise_per_layer(importance) if normalise else importance
+    return (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
 
 
 # --------------------------------------------------------------------------- pruning curves
@@ -431,12 +520,14 @@ def pruning_curve(
     importance_dev: DevSet | None = None,
     importance: np.ndarray | None = None,
     configs_per_pass: int | None = None,
+    cache: bool = False,
 ) -> PruningCurve:
     """Prune the least important heads in ``step`` shares of all heads; the metric after each step.
 
     Importance (normalised per layer) is measured on ``importance_dev`` (default: ``dev``) and,
     with ``recompute``, measured again with the heads pruned so far switched off, as Michel et al.
     ``importance``: the first measurement, when already made (:func:`head_importance` on that dev set).
+    ``cache``: reuse the importances and logits of an earlier identical curve.
     """
     n_layers, n_heads = gate_shape(loaded)
     total = n_layers * n_heads
@@ -445,19 +536,21 @@ def pruning_curve(
     order: list = []
     masks = [mask.copy()]
     imp_dev = importance_dev or dev
-    importance = head_importance(loaded, imp_dev) if importance is None else np.asarray(importance)
+    importance = head_importance(loaded, imp_dev, cache=cache) if importance is None else np.asarray(importance)
     if importance.shape != (n_layers, n_heads):
         raise ValueError(f"importance has shape {importance.shape}, the model's heads {(n_layers, n_heads)}")
     for count in counts[1:]:
         if recompute and order:
-            importance = head_importance(loaded, imp_dev, mask=mask)
+            importance = head_importance(loaded, imp_dev, mask=mask, cache=cache)
         candidates = [(importance[l, h], l, h) for l in range(n_layers) for h in range(n_heads) if mask[l, h]]
         candidates.sort()
         for _, l, h in candidates[: count - len(order)]:
             mask[l, h] = 0
             order.append((l, h))
         masks.append(mask.copy())
-    scores = scores_for_gates(loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass)
+    scores = scores_for_gates(
+        loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass, cache=cache
+    )
     return PruningCurve("importance", np.array(counts) / total, scores, float(scores[0]), order)
 
 
@@ -469,8 +562,12 @@ def random_pruning_curves(
     step: float = 0.1,
     metric: str = "score",
     configs_per_pass: int | None = None,
+    cache: bool = False,
 ) -> list[PruningCurve]:
-    """Pruning in a random order (one curve per seed), same steps as :func:`pruning_curve`."""
+    """Pruning in a random order (one curve per seed), same steps as :func:`pruning_curve`.
+
+    ``cache``: reuse the logits of earlier identical curves.
+    """
     n_layers, n_heads = gate_shape(loaded)
     total = n_layers * n_heads
     counts = _steps(total, step)
@@ -482,7 +579,9 @@ def random_pruning_curves(
             m = np.ones(total)
             m[perm[:count]] = 0
             masks.append(m.reshape(n_layers, n_heads))
-        scores = scores_for_gates(loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass)
+        scores = scores_for_gates(
+            loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass, cache=cache
+        )
         curves.append(
             PruningCurve(
                 f"random (seed {seed})",

@@ -319,3 +319,46 @@ def test_physical_pruning_refuses_other_layouts(tiny_model_dirs, arch):
     loaded = classifier(tiny_model_dirs[arch])
     with pytest.raises(ModelNotAvailableError, match="only be gated"):
         prune_heads(loaded, {0: [0]})
+
+
+def test_cached_sweeps_and_curves_equal_fresh_ones_and_follow_model_and_data(
+    tiny_model_dirs, data, monkeypatch, tmp_path
+):
+    from bertology_utils.core import settings
+    from bertology_utils.interventions import pruning
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2")
+
+    def run(model, dev_set_, cache):
+        return (
+            ablation_sweep(model, dev_set_, cache=cache),
+            pruning_curve(model, dev_set_, step=0.25, cache=cache),
+            random_pruning_curves(model, dev_set_, seeds=(0,), step=0.25, cache=cache)[0],
+        )
+
+    fresh = run(loaded, dev, cache=False)
+    calls = []
+    for name in ("_predict_with_gates", "_importance"):
+        original = getattr(pruning, name)
+        monkeypatch.setattr(pruning, name, lambda *a, _f=original, _n=name, **k: calls.append(_n) or _f(*a, **k))
+    stored = run(loaded, dev, cache=True)
+    computed = len(calls)
+    assert computed > 0
+    reused = run(loaded, dev, cache=True)
+    assert len(calls) == computed  # every logit and importance read back
+    for result in (stored, reused):
+        for field in ("head_deltas", "layer_deltas", "head_loss_deltas", "layer_loss_deltas"):
+            np.testing.assert_array_equal(getattr(result[0], field), getattr(fresh[0], field))
+        for got, want in zip(result[1:], fresh[1:]):
+            np.testing.assert_array_equal(got.scores, want.scores)
+            assert got.order == want.order
+    other = classifier(tiny_model_dirs["bert"])
+    with torch.no_grad():
+        next(other.model.parameters()).add_(0.01)
+    ablation_sweep(other, dev, cache=True)  # other weights: computed again
+    assert len(calls) == computed + 1
+    ablation_sweep(loaded, dev_set(loaded, data[:6], "SST-2"), cache=True)  # other data: computed again
+    assert len(calls) == computed + 2
