@@ -24,6 +24,8 @@ RUN_NAME ?= default
 JOBS ?= 2
 RUN_ARGS ?=
 PYTEST_ARGS ?= -q
+# Test processes side by side (pytest-xdist; each gets its share of the cores, tests/conftest.py); 0: one process.
+TEST_JOBS ?= 2
 LAB_ARGS ?=
 
 # Data sets live in ../shared/data when the repository is checked out beside it;
@@ -47,7 +49,7 @@ NPM := $(shell command -v npm 2>/dev/null)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
 
@@ -89,11 +91,11 @@ lint: setup ## ruff check, ruff format --check, mypy on the package (settings in
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy bertology_utils
 
-test: setup lint ## lint, then run the test suite (PYTEST_ARGS=... to change pytest's options)
-	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+test: setup lint ## lint, then run the test suite, TEST_JOBS processes side by side (PYTEST_ARGS=... for pytest's options)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests not marked slow
-	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## run every bench/*.py
 	@set -e; for script in $(sort $(wildcard bench/*.py)); do \

@@ -6,6 +6,14 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# Tests side by side (pytest -n N, as `make test` runs them): each worker, and the notebook kernels it
+# starts, gets its share of the cores; more threads than cores makes torch's threads wait on each other.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    _threads = str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_variable, _threads)
+
 import pytest  # noqa: E402
 from tiny_models import ARCHS, build_tiny_model  # noqa: E402
 

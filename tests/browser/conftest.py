@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from bertology_utils.core.cache import cache_lock
 from bertology_utils.run.harness import results_dir
 
 CHROMIUM_ARGS = [
@@ -60,10 +61,13 @@ def _install_chromium() -> str:
 
 
 @pytest.fixture(scope="session")
-def chromium_path() -> str:
+def chromium_path(tmp_path_factory) -> str:
     path = _find_chromium()
     if path is None:
-        why = _install_chromium()
+        # Test processes side by side (pytest -n) would run apt-get together: one installs, the others wait.
+        with cache_lock(tmp_path_factory.getbasetemp().parent / "chromium-install"):
+            path = _find_chromium()
+            why = "" if path else _install_chromium()
         path = _find_chromium()
         if path is None:
             pytest.skip(f"browser tests need Chromium, which is not installed: {why or 'apt-get gave no chromium'}")
