@@ -1,13 +1,13 @@
 """The whole suite: each notebook's time and the total, against a committed baseline.
 
-Runs `bertology run` at default parameters twice: first with an empty cache folder (cold:
+Runs `bertology run --jobs 2` at default parameters (what `make run` runs) twice: first with an empty cache folder (cold:
 every extraction and fine-tuning is done), then again on that cache (warm: stores and
 checkpoints reused). Prints each notebook's seconds next to bench/suite_baseline.json (an
 earlier release's cold run, with its machine and commit), the ratio baseline / now, and the
 stages of notebooks 04 and 06: the cells that took longest (papermill's per-cell durations)
 and 06's own per-task stage timings.
 
-    python bench/bench_suite.py                       cold and warm runs into results/bench-suite-*
+    python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
 
@@ -49,9 +49,9 @@ def machine() -> dict:
     }
 
 
-def run_suite(name: str, cache: Path) -> Path:
+def run_suite(name: str, cache: Path, jobs: int) -> Path:
     env = dict(os.environ, BERTOLOGY_CACHE_DIR=str(cache))
-    command = [str(Path(sys.executable).parent / "bertology"), "run", "--run-name", name]
+    command = [str(Path(sys.executable).parent / "bertology"), "run", "--run-name", name, "--jobs", str(jobs)]
     print("$", " ".join(command), f"(BERTOLOGY_CACHE_DIR={cache})", flush=True)
     subprocess.run(command, env=env, check=True, cwd=ROOT)
     return ROOT / "results" / name
@@ -97,6 +97,15 @@ def report(run: Path, label: str) -> dict[str, float]:
         f"{'total':18s} {total_old:10.1f} {total_now:8.1f} "
         + (f"{total_old / total_now:11.2f}x" if old and now else "")
     )
+    record = json.loads((run / "run.json").read_text())
+    wall = (
+        datetime.datetime.fromisoformat(record["finished"]) - datetime.datetime.fromisoformat(record["started"])
+    ).total_seconds()
+    print(
+        f"{'wall clock':18s} {total_old:10.1f} {wall:8.1f} "
+        + (f"{total_old / wall:11.2f}x" if old and wall else "")
+        + "  (the baseline ran one notebook at a time: its wall clock is its total)"
+    )
     for stem in PROFILED:
         cells = slowest_cells(run, stem)
         if cells:
@@ -118,14 +127,15 @@ def main() -> None:
     parser.add_argument(
         "--write-baseline", action="store_true", help="write the run's times to bench/suite_baseline.json"
     )
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks at a time (default: 2, as make run)")
     args = parser.parse_args()
     if args.source is not None:
         runs = {"run": args.source}
     else:
         with tempfile.TemporaryDirectory(prefix="bench-suite-cache-") as cache:
             runs = {
-                "cold cache": run_suite("bench-suite-cold", Path(cache)),
-                "warm cache": run_suite("bench-suite-warm", Path(cache)),
+                "cold cache": run_suite("bench-suite-cold", Path(cache), args.jobs),
+                "warm cache": run_suite("bench-suite-warm", Path(cache), args.jobs),
             }
     results = {label: report(run, label) for label, run in runs.items()}
     print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
