@@ -53,3 +53,14 @@ def no_js_libraries(tmp_path, monkeypatch):
     for var in (settings.OFFLINE_ENV, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     return root
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first: notebooks, then the other slow tests, then the rest (each group in collection order).
+
+    With tests side by side (pytest -n), the short ones then fill the gaps at the end instead of one
+    process finishing a notebook alone.
+    """
+    items.sort(
+        key=lambda item: 0 if item.get_closest_marker("notebook") else 1 if item.get_closest_marker("slow") else 2
+    )
