@@ -92,10 +92,10 @@ lint: setup ## ruff check, ruff format --check, mypy on the package (settings in
 	$(VENV)/bin/mypy bertology_utils
 
 test: setup lint ## lint, then run the test suite, TEST_JOBS processes side by side (PYTEST_ARGS=... for pytest's options)
-	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests not marked slow
-	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load -m "not slow" $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## run every bench/*.py
 	@set -e; for script in $(sort $(wildcard bench/*.py)); do \

@@ -58,8 +58,8 @@ def no_js_libraries(tmp_path, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     """Longest first: notebooks, then the other slow tests, then the rest (each group in collection order).
 
-    With tests side by side (pytest -n), the short ones then fill the gaps at the end instead of one
-    process finishing a notebook alone.
+    With tests side by side (pytest -n, handed out one at a time: --maxschedchunk 1, as `make test`
+    does), the short ones then fill the gaps at the end instead of one process finishing the notebooks.
     """
     items.sort(
         key=lambda item: 0 if item.get_closest_marker("notebook") else 1 if item.get_closest_marker("slow") else 2
