@@ -649,11 +649,14 @@ class _PairTanh(torch.autograd.Function):
             torch.sigmoid(h.mul_(2), out=h).mul_(2).sub_(1)
             torch.matmul(h, o, out=scores[b0:b1, j0:j1])
         ctx.save_for_backward(hidden, rows, o)
-        ctx.table_shape = table.shape
+        ctx.table_shape, ctx.spent = table.shape, False
         return scores
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.spent:  # retain_graph=True and a second backward pass
+            raise RuntimeError("the Distances + words scorer's backward pass runs once: it overwrites what it saved")
+        ctx.spent = True
         hidden, rows, o = ctx.saved_tensors
         B, N, M, H = hidden.shape
         d_dep, d_cand = hidden.new_zeros(B, N, H), hidden.new_zeros(B, M, H)
@@ -663,9 +666,8 @@ class _PairTanh(torch.autograd.Function):
         for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
             t, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]
             d_o.addmv_(t.reshape(-1, H).T, g.reshape(-1))
-            t.square_().neg_().add_(1).mul_(g[..., None]).mul_(
-                o
-            )  # now d score / d hidden (the tanh is not needed again)
+            # From here on t holds d score / d hidden: the tanh is not needed again.
+            t.square_().neg_().add_(1).mul_(g[..., None]).mul_(o)
             d_dep[b0:b1, j0:j1] += t.sum(2)
             d_cand[b0:b1] += t.sum(1)
             flat.index_add_(0, rows[b0:b1, j0:j1].reshape(-1), t.reshape(-1, H))

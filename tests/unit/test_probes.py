@@ -281,6 +281,10 @@ def test_distance_scorer_is_its_formula(monkeypatch, chunk):
     have = torch.autograd.grad((scorer(batch) * weights).sum(), params)
     for a, b in zip(have, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    scores = scorer(batch).sum()
+    scores.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="runs once"):  # its saved activations were overwritten
+        scores.backward()
 
 
 # --------------------------------------------------------------------------- clear errors
