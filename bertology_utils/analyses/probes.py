@@ -71,10 +71,8 @@ import dataclasses
 import hashlib
 import json
 import math
-import shutil
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -84,7 +82,6 @@ import numpy as np
 import pandas as pd
 import safetensors.torch
 import torch
-from safetensors import SafetensorError
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
@@ -93,7 +90,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import settings
-from bertology_utils.core.cache import cache_lock, entry_name, whole_folder
+from bertology_utils.core.cache import cached, entry_name
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.data import Corpus
 
@@ -107,7 +104,6 @@ __all__ = [
     "RightBranching",
     "fit_probes",
     "PROBE_VERSION",
-    "ProbeCacheWarning",
     "PAPER_TABLE3",
     "TABLE3_ROWS",
     "table3",
@@ -1228,7 +1224,8 @@ def fit_probes(
     the fingerprints of its train and dev data (:meth:`ProbeData.fingerprint`: corpus, attention
     store, word vectors) and :data:`PROBE_VERSION`; a later call with the same key loads it
     (``from_cache_`` is True) instead of training. Probes whose data have no fingerprint are
-    trained every time; a corrupt entry is trained again with a :class:`ProbeCacheWarning`.
+    trained every time; a corrupt entry is trained again with a
+    :class:`~bertology_utils.core.cache.CacheWarning`.
     """
     for name, (probe, _, _) in jobs.items():
         if getattr(probe, "n_jobs", None) not in (1, None):
@@ -1241,14 +1238,12 @@ def fit_probes(
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
 
     def fit(probe, train, dev):
-        folder = _cache_folder(root, probe, train, dev) if cache and isinstance(probe, _TrainedProbe) else None
-        if folder is None:
+        entry = _cache_entry(root, probe, train, dev) if cache and isinstance(probe, _TrainedProbe) else None
+        if entry is None:
             return probe.fit(train, dev=dev)
-        with cache_lock(folder):  # a notebook beside this one fitting the same probe: wait, then load it
-            if _load_fitted(probe, folder, train):
-                return probe
-            probe.fit(train, dev=dev)
-            _store_fitted(probe, folder)
+        _, probe.from_cache_ = cached(
+            *entry, lambda: probe.fit(train, dev=dev), _write_fitted, lambda folder: _read_fitted(probe, folder, train)
+        )
         return probe
 
     with _torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
@@ -1263,12 +1258,8 @@ PROBE_VERSION = 1
 _FITTED_STATE = ("history_", "best_epoch_", "n_sentences_fit_", "fit_seconds_")
 
 
-class ProbeCacheWarning(UserWarning):
-    """A cached fitted probe was corrupt (or unreadable) and is being trained again."""
-
-
-def _cache_folder(root: Path, probe: _TrainedProbe, train: ProbeData, dev: ProbeData | None) -> Path | None:
-    """The cache entry of ``probe`` fitted on ``train`` (choosing its epoch on ``dev``); None: not cacheable."""
+def _cache_entry(root: Path, probe: _TrainedProbe, train: ProbeData, dev: ProbeData | None) -> tuple[Path, dict] | None:
+    """Folder and key of ``probe`` fitted on ``train`` (choosing its epoch on ``dev``); None: not cacheable."""
     uses = {"attention": probe._uses_attention, "vectors": probe._uses_vectors}
     data = {"train": train.fingerprint(**uses), "dev": None if dev is None else dev.fingerprint(**uses)}
     if data["train"] is None or (dev is not None and data["dev"] is None):
@@ -1281,47 +1272,35 @@ def _cache_folder(root: Path, probe: _TrainedProbe, train: ProbeData, dev: Probe
         "version": PROBE_VERSION,
         "torch": torch.__version__,
     }
-    return root / entry_name(f"{type(probe).__name__}-{train.name}", key)
+    return root / entry_name(f"{type(probe).__name__}-{train.name}", key), key
 
 
-def _load_fitted(probe: _TrainedProbe, folder: Path, train: ProbeData) -> bool:
-    """Make ``probe`` the fitted one stored in ``folder``; False when there is none (or it was corrupt)."""
-    if not (folder / "probe.json").is_file():
-        return False
-    try:
-        record = json.loads((folder / "probe.json").read_text(encoding="utf-8"))
-        if record.get("probe") != type(probe).__name__:
-            raise BertologyError(f"it holds a {record.get('probe')}")
-        if probe._uses_attention:
-            probe.attention_shape_ = tuple(record["attention_shape_"])
-        if probe._uses_vectors:
-            probe.vector_dim_ = int(record["vector_dim_"])
-        module = probe._build(train)
-        module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))
-    except (BertologyError, OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as exc:
-        warnings.warn(ProbeCacheWarning(f"corrupt probe cache entry {folder} ({exc}); training again"), stacklevel=3)
-        shutil.rmtree(folder, ignore_errors=True)
-        return False
+def _read_fitted(probe: _TrainedProbe, folder: Path, train: ProbeData) -> _TrainedProbe:
+    """Make ``probe`` the fitted one stored in ``folder``."""
+    record = json.loads((folder / "probe.json").read_text(encoding="utf-8"))
+    if probe._uses_attention:
+        probe.attention_shape_ = tuple(record["attention_shape_"])
+    if probe._uses_vectors:
+        probe.vector_dim_ = int(record["vector_dim_"])
+    module = probe._build(train)
+    module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))
     probe.module_ = module.eval()
     for name in _FITTED_STATE:
         setattr(probe, name, record[name])
-    probe.from_cache_ = True
     probe._fitted_hook()
-    return True
+    return probe
 
 
-def _store_fitted(probe: _TrainedProbe, folder: Path) -> None:
-    """Write a fitted probe to ``folder``, whole or not at all."""
-    probe.from_cache_ = False
-    record = {"probe": type(probe).__name__, **{name: getattr(probe, name) for name in _FITTED_STATE}}
+def _write_fitted(probe: _TrainedProbe, folder: Path) -> None:
+    """A fitted probe's weights (safetensors) and the rest of its state (JSON) into ``folder``."""
+    record = {name: getattr(probe, name) for name in _FITTED_STATE}
     if probe._uses_attention:
         record["attention_shape_"] = list(probe.attention_shape_)
     if probe._uses_vectors:
         record["vector_dim_"] = probe.vector_dim_
-    with whole_folder(folder) as partial:
-        state = {k: v.detach().contiguous() for k, v in probe.module_.state_dict().items()}
-        safetensors.torch.save_file(state, partial / "weights.safetensors")
-        (partial / "probe.json").write_text(json.dumps(record, indent=1, default=float), encoding="utf-8")
+    state = {k: v.detach().contiguous() for k, v in probe.module_.state_dict().items()}
+    safetensors.torch.save_file(state, folder / "weights.safetensors")
+    (folder / "probe.json").write_text(json.dumps(record, indent=1, default=float), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- Table 3

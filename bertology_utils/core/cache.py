@@ -10,8 +10,9 @@ gives a new entry instead of a stale one.
   the entry complete, instead of both building it into the same folder.
 * :func:`whole_folder`: an entry is written into a temporary folder beside it and renamed into
   place, so a crash never leaves half an entry.
-* :func:`cached_arrays`: numeric results (numpy arrays, no pickle) computed once and read back
-  on later runs; a corrupt entry is computed again with a :class:`CacheWarning`.
+* :func:`cached`: a value computed once, written with its key and read back on later runs when
+  the key matches; an entry that cannot be read is computed again with a :class:`CacheWarning`.
+  :func:`cached_arrays` is that for numpy arrays (npz, no pickle).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import sys
 import tempfile
 import time
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,7 +37,9 @@ try:
 except ImportError:  # not POSIX: no cross-process locking, as before
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["cache_lock", "key_digest", "entry_name", "whole_folder", "cached_arrays", "CacheWarning"]
+__all__ = ["cache_lock", "key_digest", "entry_name", "whole_folder", "cached", "cached_arrays", "CacheWarning"]
+
+T = TypeVar("T")
 
 
 class CacheWarning(UserWarning):
@@ -101,15 +104,19 @@ def _plain(key: Mapping) -> dict:
     return json.loads(json.dumps(key, sort_keys=True, default=str))
 
 
-def cached_arrays(
+def cached(
     folder: str | Path,
     key: Mapping,
-    compute: Callable[[], Mapping[str, np.ndarray]],
-) -> tuple[dict[str, np.ndarray], bool]:
-    """``compute()``'s arrays, read from ``folder`` when it holds them for ``key``; and whether they were.
+    compute: Callable[[], T],
+    write: Callable[[T, Path], None],
+    read: Callable[[Path], T],
+) -> tuple[T, bool]:
+    """``compute()``, or ``read(folder)`` when ``folder`` holds it for ``key``; and whether it was read.
 
     ``folder`` should be named by ``key`` (:func:`entry_name`); the key is also stored in the
-    entry and checked on reading.
+    entry (``key.json``) and checked on reading. A new value is written by ``write(value,
+    partial_folder)`` whole or not at all, one process at a time. Any error while reading means
+    the entry cannot be used: it is computed again, with a :class:`CacheWarning`.
     """
     folder = Path(folder)
     with cache_lock(folder):
@@ -117,13 +124,27 @@ def cached_arrays(
             try:
                 if json.loads((folder / "key.json").read_text(encoding="utf-8")) != _plain(key):
                     raise ValueError("its recorded key is not the one asked for")
-                with np.load(folder / "arrays.npz", allow_pickle=False) as stored:
-                    return {name: stored[name] for name in stored.files}, True
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-                warnings.warn(CacheWarning(f"corrupt cache entry {folder} ({exc}); computing it again"), stacklevel=2)
+                return read(folder), True
+            except Exception as exc:  # whatever the reader met, the entry is unusable
+                warnings.warn(CacheWarning(f"corrupt cache entry {folder} ({exc}); computing it again"), stacklevel=3)
                 shutil.rmtree(folder, ignore_errors=True)
-        arrays = {name: np.asarray(value) for name, value in compute().items()}
+        value = compute()
         with whole_folder(folder) as partial:
-            np.savez(partial / "arrays.npz", allow_pickle=False, **arrays)
+            write(value, partial)
             (partial / "key.json").write_text(json.dumps(_plain(key), indent=1), encoding="utf-8")
-        return arrays, False
+        return value, False
+
+
+def cached_arrays(
+    folder: str | Path, key: Mapping, compute: Callable[[], Mapping[str, np.ndarray]]
+) -> tuple[dict[str, np.ndarray], bool]:
+    """:func:`cached` for a dict of numpy arrays, stored as ``arrays.npz`` (no pickle)."""
+
+    def write(arrays: dict[str, np.ndarray], partial: Path) -> None:
+        np.savez(partial / "arrays.npz", allow_pickle=False, **arrays)
+
+    def read(entry: Path) -> dict[str, np.ndarray]:
+        with np.load(entry / "arrays.npz", allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+
+    return cached(folder, key, lambda: {name: np.asarray(v) for name, v in compute().items()}, write, read)

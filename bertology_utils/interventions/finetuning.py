@@ -31,7 +31,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -49,7 +48,7 @@ from transformers.utils import logging as hf_logging
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
-from bertology_utils.core.cache import cache_lock, key_digest
+from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
@@ -80,7 +79,7 @@ RECIPE_VERSION = 1
 _META_FILE = "bertology.json"
 
 
-class FineTuneCacheWarning(UserWarning):
+class FineTuneCacheWarning(CacheWarning):
     """A cache entry was corrupt (or unreadable) and is being rebuilt."""
 
 
@@ -403,10 +402,6 @@ class FineTuned:
         )
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60].strip("._") or "model"
-
-
 def _cache_key(initial: LoadedModel, spec: TaskSpec, train: Corpus, budget: Budget, seed: int, init: str) -> dict:
     return {
         "initial_weights_sha256": initial.weights_sha256,
@@ -591,7 +586,9 @@ def fine_tune(
     base_name = initial.name
     key_fields = _cache_key(initial, spec, train, budget, seed, init)
     key = key_digest(key_fields)
-    folder = finetuned_cache_dir(cache_dir) / f"{_slug(Path(str(base_name)).name)}-{spec.name}-{init}-s{seed}-{key}"
+    folder = finetuned_cache_dir(cache_dir) / entry_name(
+        f"{Path(str(base_name)).name}-{spec.name}-{init}-s{seed}", key_fields
+    )
     eval_rows = _subsample(len(dev), budget.eval_examples, seed)
     dev_eval = (
         dev

@@ -111,11 +111,14 @@ class DevSet:
         return digest.hexdigest()
 
 
-def _result_folder(label: str, loaded: LoadedModel, dev: DevSet, fields: dict):
-    """Cache folder and key of a result computed by ``loaded`` on ``dev`` with ``fields``."""
+def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
+    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
+    if not cache:
+        return compute()
     model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
     key = {"model": model, "dev": dev.fingerprint(), **fields, "version": RESULTS_VERSION, "torch": torch.__version__}
-    return settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key), key
+    folder = settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key)
+    return cached_arrays(folder, key, lambda: {label: compute()})[0][label]
 
 
 def _gates_digest(gates: np.ndarray) -> str:
@@ -243,13 +246,15 @@ def predict_with_gates(
     gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
-    if not cache:
-        return _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass)
     fields = {"gates": _gates_digest(gate_stack.numpy()), "configs_per_pass": configs_per_pass, "rows": rows_per_pass}
-    folder, key = _result_folder("gated-logits", loaded, dev, fields)
-    return cached_arrays(
-        folder, key, lambda: {"logits": _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass)}
-    )[0]["logits"]
+    return _result(
+        "gated-logits",
+        loaded,
+        dev,
+        fields,
+        lambda: _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass),
+        cache,
+    )
 
 
 @torch.no_grad()
@@ -451,14 +456,14 @@ def head_importance(
     loaded = _as_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
     mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
-    if cache:
-        fields = {"mask": _gates_digest(mask_t.numpy()), "per_example": per_example}
-        folder, key = _result_folder("importance", loaded, dev, fields)
-        importance = cached_arrays(folder, key, lambda: {"importance": _importance(loaded, dev, mask_t, per_example)})[
-            0
-        ]["importance"]
-    else:
-        importance = _importance(loaded, dev, mask_t, per_example)
+    importance = _result(
+        "importance",
+        loaded,
+        dev,
+        {"mask": _gates_digest(mask_t.numpy()), "per_example": per_example},
+        lambda: _importance(loaded, dev, mask_t, per_example),
+        cache,
+    )
     return normalise_per_layer(importance) if normalise else importance
 
 

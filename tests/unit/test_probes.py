@@ -506,9 +506,9 @@ def test_fit_probes_side_by_side_equals_fitting_one_by_one():
 
 
 def test_fitted_probes_are_cached_by_data_and_parameters(tiny_model_dirs, tmp_path):
-    from bertology_utils.analyses.probes import ProbeCacheWarning
     from bertology_utils.analyses.word_vectors import ModelEmbeddingVectors
     from bertology_utils.attention.extraction import extract_attention
+    from bertology_utils.core.cache import CacheWarning
     from bertology_utils.core.models import load_model
     from bertology_utils.data import load_sample
 
@@ -540,7 +540,7 @@ def test_fitted_probes_are_cached_by_data_and_parameters(tiny_model_dirs, tmp_pa
 
     for entry in cache.glob("AttentionProbe-*/weights.safetensors"):
         entry.write_bytes(b"not safetensors")
-    with pytest.warns(ProbeCacheWarning, match="corrupt"):
+    with pytest.warns(CacheWarning, match="corrupt"):
         refit = fit_probes({"attn": jobs()["attn"]}, cache=True, cache_dir=cache)["attn"]
     assert not refit.from_cache_
     assert fit_probes({"attn": jobs()["attn"]}, cache=True, cache_dir=cache)["attn"].from_cache_  # rebuilt whole
