@@ -6,13 +6,13 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from bertology_utils.core import settings  # noqa: E402 (light: no torch yet)
+
 # Tests side by side (pytest -n N, as `make test` runs them): each worker, and the notebook kernels it
 # starts, gets its share of the cores; more threads than cores makes torch's threads wait on each other.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    _threads = str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
-    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(_variable, _threads)
+    for _variable in settings.THREAD_VARIABLES:
+        os.environ.setdefault(_variable, str(settings.threads_per_job(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import pytest  # noqa: E402
 from tiny_models import ARCHS, build_tiny_model  # noqa: E402
@@ -42,7 +42,6 @@ def default_model_dir():
 def no_js_libraries(tmp_path, monkeypatch):
     """No place has the views' JavaScript (an empty $BERTOLOGY_JS_DIR wins the lookup), and the network is
     allowed; returns that empty node_modules folder."""
-    from bertology_utils.core import settings
     from bertology_utils.present import assets
 
     root = tmp_path / "node_modules"

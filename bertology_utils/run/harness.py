@@ -318,7 +318,7 @@ def run_notebooks(
     if jobs == 1:
         done = {path: run(path) for path in order}
     else:
-        with _kernel_threads(max(1, len(os.sched_getaffinity(0)) // jobs)), ThreadPoolExecutor(jobs) as pool:
+        with _kernel_threads(settings.threads_per_job(jobs)), ThreadPoolExecutor(jobs) as pool:
             done = dict(zip(order, pool.map(run, order)))
     results = [done[path] for path in paths]
 
@@ -349,15 +349,11 @@ def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
     return sorted(paths, key=lambda path: -expected(path))
 
 
-#: What torch, NumPy's BLAS and OpenMP read for their thread counts when a kernel starts.
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
 @contextlib.contextmanager
 def _kernel_threads(n: int):
     """Kernels started inside get ``n`` threads each (they inherit this process's environment)."""
-    before = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
-    os.environ.update(dict.fromkeys(_THREAD_VARIABLES, str(n)))
+    before = {name: os.environ.get(name) for name in settings.THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(settings.THREAD_VARIABLES, str(n)))
     try:
         yield
     finally:
