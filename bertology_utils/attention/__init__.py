@@ -2,7 +2,9 @@
 
 ``alignment`` (words -> tokens and back), ``extraction`` (batched forward passes),
 ``word_attention`` (Clark et al.'s token -> word rule) and ``store`` (the on-disk, resumable,
-shardable attention store). Names are imported on first use (torch, zarr).
+shardable attention store). Maps from other methods (context mixing...) come in through a
+``MapSource`` and share the conversion, the store and its resumability. Names are imported on
+first use (torch, zarr).
 """
 
 from bertology_utils.core.lazy import lazy_exports
@@ -13,6 +15,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "alignment": ["WORD", "LEADING_SPECIAL", "SEPARATOR", "AlignedItem", "align", "item_texts"],
         "extraction": [
             "TOO_LONG_POLICIES",
+            "MapSource",
             "iter_attention",
             "attention_for",
             "extract_attention",

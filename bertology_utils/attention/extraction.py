@@ -5,6 +5,12 @@ block they are sorted by length and cut into batches of ``batch_size`` (little p
 results are put back in corpus order and committed to the store block by block. Block
 boundaries depend only on the shard's start, so a resumed extraction runs exactly the
 batches an uninterrupted one would, and writes identical values.
+
+The maps are the model's attention, or, given a :class:`MapSource` (``maps=``), those of any
+other method (context mixing: rollout, norm-weighted attention, ALTI, value zeroing...), so
+they share the word conversion, the store and its resumability. Such methods live in higher
+layers; this module only calls them, and records their name and settings in the store's
+metadata so that a store of other maps is never reused.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -31,6 +38,7 @@ from bertology_utils.data import Corpus
 
 __all__ = [
     "TOO_LONG_POLICIES",
+    "MapSource",
     "MAX_BATCH_WEIGHTS",
     "iter_attention",
     "attention_for",
@@ -45,6 +53,49 @@ TOO_LONG_POLICIES = ("skip", "error")
 #: Default cap on attention weights per batch (items x layers x heads x tokens^2): 2^24 float32
 #: weights are 64 MiB, so peak memory stays flat however long the longest sentences are.
 MAX_BATCH_WEIGHTS = 1 << 24
+
+
+class MapSource(Protocol):
+    """A method computing token-level maps in place of the model's attention (``maps=`` of extraction).
+
+    ``name`` and ``heads`` may be plain attributes or properties.
+    """
+
+    @property
+    def name(self) -> str:
+        """What the maps are, e.g. ``"rollout"``: recorded in the store's metadata and in the name
+        of its cache entry."""
+        ...
+
+    @property
+    def heads(self) -> int | None:
+        """Maps per layer: ``None`` for the model's head count (per-head methods), 1 for layer-level ones."""
+        ...
+
+    def settings(self) -> dict:
+        """The method's settings as JSON values: a store made with other settings is refused
+        (and cached apart)."""
+        ...
+
+    def __call__(self, loaded: LoadedModel, inputs: dict[str, torch.Tensor]) -> Sequence[torch.Tensor]:
+        """One float tensor per layer, ``(B, heads, T, T)``, rows the attending tokens, for a padded
+        batch's model inputs (``input_ids``, ``attention_mask``, maybe ``token_type_ids``).
+
+        The source runs its own forward passes, called outside inference mode, so that it may take
+        gradients; one that needs none should run under :func:`torch.inference_mode` itself. Rows
+        and columns of padding are ignored.
+        """
+        ...
+
+
+def _map_heads(loaded: LoadedModel, maps: MapSource | None) -> int:
+    """Maps per layer: the model's heads for its attention or a per-head source, else the source's count."""
+    if maps is None or maps.heads is None:
+        return loaded.num_heads
+    heads = maps.heads
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise BertologyError(f"map source {maps.name!r}: heads must be None or a positive int, not {heads!r}")
+    return heads
 
 
 def _as_corpus(items) -> Corpus:
@@ -65,17 +116,21 @@ class _Forward:
     The forward pass stops right after the last layer's attention (hooks keep each layer's
     probabilities): what follows, the last feed-forward block and any pooler or head, changes
     no attention map. An architecture where the hooks do not see every layer's probabilities
-    gets the whole forward pass instead.
+    gets the whole forward pass instead. With a map source (``maps``), the source computes
+    each batch's maps instead, and they are converted the same way.
     """
 
-    def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool):
+    def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool, maps: MapSource | None = None):
         self.loaded = loaded
         self.from_rule = from_rule
         self.keep_tokens = keep_tokens
+        self.maps = maps
+        self.heads = _map_heads(loaded, maps)  # maps per layer
         self.padding = Padding.of(loaded)
         self._buffers: dict[str, np.ndarray] = {}
         self._layers: list | None = self_attention_modules(loaded)
 
+    @torch.inference_mode()
     def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
         if self._layers is not None:
             captured, caller = [], threading.get_ident()
@@ -106,6 +161,25 @@ class _Forward:
         self.loaded.check_attentions(outputs)
         return outputs.attentions
 
+    def _source_maps(self, inputs: dict) -> list[torch.Tensor]:
+        """The map source's maps for a batch, checked: one (B, heads, T, T) float tensor per layer."""
+        assert self.maps is not None
+        name = self.maps.name
+        maps = list(self.maps(self.loaded, inputs))
+        n_layers = self.loaded.num_layers
+        if len(maps) != n_layers:
+            raise BertologyError(f"map source {name!r} returned {len(maps)} maps for a model of {n_layers} layers")
+        batch, n_tok = inputs["input_ids"].shape
+        expected = (batch, self.heads, n_tok, n_tok)
+        for layer, m in enumerate(maps):
+            if not (isinstance(m, torch.Tensor) and m.is_floating_point() and tuple(m.shape) == expected):
+                got = f"{tuple(m.shape)} {m.dtype}" if isinstance(m, torch.Tensor) else type(m).__name__
+                raise BertologyError(
+                    f"map source {name!r} returned {got} for layer {layer}, not a float tensor of shape "
+                    f"{expected} (batch, heads, tokens, tokens)"
+                )
+        return [m.detach() for m in maps]
+
     def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """A float16 work array of ``shape``, reused across batches: fresh memory costs page faults."""
         size = int(np.prod(shape))
@@ -114,17 +188,23 @@ class _Forward:
             buf = self._buffers[name] = np.empty(size, dtype=np.float16)
         return buf[:size].reshape(shape)
 
-    @torch.inference_mode()
     def __call__(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None = None) -> list[ItemAttention]:
         """Attention of ``batch``; ``into`` maps an item's index to the (word map, token map or None)
         arrays its results are copied into, else each item gets arrays of its own."""
-        n_words = max(a.n_words for a in batch)
         padded = self.padding.pad([a.input_ids for a in batch], [a.token_type_ids for a in batch])
-        n_tok = padded.input_ids.shape[1]
+        inputs = padded.inputs(self.loaded.device)
+        # A map source runs outside inference mode (it may need gradients) and sets its own.
+        attentions = self._attentions(inputs) if self.maps is None else self._source_maps(inputs)
+        return self._items(batch, into, attentions)
+
+    @torch.inference_mode()
+    def _items(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None, attentions) -> list[ItemAttention]:
+        """The batch's items, their token maps converted to words (and kept, with ``keep_tokens``)."""
+        n_words = max(a.n_words for a in batch)
+        n_tok = attentions[0].shape[-1]
         t2w = pad_rows([a.token_to_word for a in batch], -1, n_tok)
         device = self.loaded.device
-        attentions = self._attentions(padded.inputs(device))
-        shape = (len(batch), self.loaded.num_layers, self.loaded.num_heads)
+        shape = (len(batch), self.loaded.num_layers, self.heads)
         words = torch.from_numpy(self._scratch("words", shape + (n_words, n_words)))
         tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
         convert = WordConversion(torch.from_numpy(t2w).to(device), self.from_rule, n_words=n_words)
@@ -197,7 +277,7 @@ def _run_block(
     loaded = forward.loaded
     into = None
     if pack:
-        maps = (loaded.num_layers, loaded.num_heads)
+        maps = (loaded.num_layers, forward.heads)
         word_maps = _packed_maps([maps + (a.n_words, a.n_words) for a in fits])
         token_maps = (
             _packed_maps([maps + (a.n_tokens, a.n_tokens) for a in fits]) if forward.keep_tokens else [None] * len(fits)
@@ -208,7 +288,7 @@ def _run_block(
         [a.n_tokens for a in fits],
         batch_size,
         max_batch_weights=max_batch_weights,
-        maps_per_item=loaded.num_layers * loaded.num_heads,
+        maps_per_item=loaded.num_layers * forward.heads,
     )
     for rows in plan:
         for item in forward([fits[i] for i in rows], into):
@@ -237,10 +317,14 @@ def iter_attention(
     too_long: str = "skip",
     max_tokens: int | None = None,
     progress: bool = True,
+    maps: MapSource | None = None,
 ) -> Iterator[ItemAttention | SkippedItem]:
-    """Yield the word-level attention of each item in corpus order (skipped items as :class:`SkippedItem`)."""
+    """Yield the word-level attention of each item in corpus order (skipped items as :class:`SkippedItem`).
+
+    With ``maps``, the maps are the source's (see :class:`MapSource`) instead of the model's attention.
+    """
     corpus, loaded = _as_corpus(items), _as_model(model)
-    forward = _Forward(loaded, from_rule, keep_tokens)
+    forward = _Forward(loaded, from_rule, keep_tokens, maps)
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):
@@ -249,11 +333,12 @@ def iter_attention(
             bar.update(hi - lo)
 
 
-def attention_for(items, model=None, **kwargs) -> list[ItemAttention]:
-    """Word-level attention of a few items, in memory. Raises if an item is too long for the model."""
+def attention_for(items, model=None, *, maps: MapSource | None = None, **kwargs) -> list[ItemAttention]:
+    """Word-level attention (or a map source's maps) of a few items, in memory. Raises if an item is
+    too long for the model."""
     kwargs.setdefault("too_long", "error")
     kwargs.setdefault("progress", False)
-    return [r for r in iter_attention(items, model, **kwargs) if isinstance(r, ItemAttention)]
+    return [r for r in iter_attention(items, model, maps=maps, **kwargs) if isinstance(r, ItemAttention)]
 
 
 def _max_tokens(loaded: LoadedModel, max_tokens: int | None, too_long: str) -> int:
@@ -275,9 +360,14 @@ def store_metadata(
     batch_size: int,
     block_size: int,
     max_batch_weights: int,
+    maps: MapSource | None = None,
 ) -> dict:
-    """What a store is checked against when it is reused: any difference refuses the reuse."""
-    return {
+    """What a store is checked against when it is reused: any difference refuses the reuse.
+
+    A map source adds ``"maps"``: its name, maps per layer and settings (the model's attention has no
+    such entry, so stores made before map sources existed stay valid).
+    """
+    metadata = {
         "model": loaded.fingerprint(),
         "corpus": {"name": corpus.name, "sha256": corpus.sha256, "items": len(corpus)},
         "conversion": {
@@ -290,6 +380,9 @@ def store_metadata(
         "extraction": {"batch_size": batch_size, "block_size": block_size, "max_batch_weights": max_batch_weights},
         "library": {"bertology_utils": __version__},
     }
+    if maps is not None:
+        metadata["maps"] = {"name": maps.name, "heads": _map_heads(loaded, maps), "settings": maps.settings()}
+    return metadata
 
 
 def shard_range(n_items: int, shard: tuple[int, int] | None) -> tuple[int, int]:
@@ -318,13 +411,15 @@ def extract_attention(
     shard: tuple[int, int] | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    maps: MapSource | None = None,
 ) -> AttentionStore:
     """Extract word-level attention for ``items`` into the store at ``store_path``; resumable.
 
     Re-running with the same settings continues where an interrupted run stopped (even
     after ``kill -9``); a store written with other settings is refused unless ``overwrite``.
     ``shard=(i, n)`` extracts only the i-th of n contiguous slices, for parallel workers
-    whose stores :func:`bertology_utils.attention.store.merge_stores` joins.
+    whose stores :func:`bertology_utils.attention.store.merge_stores` joins. With ``maps``, the
+    store holds the source's maps (see :class:`MapSource`), resumable and shardable the same way.
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
     limit = _max_tokens(loaded, max_tokens, too_long)
@@ -338,6 +433,7 @@ def extract_attention(
         batch_size=batch_size,
         block_size=block_size,
         max_batch_weights=max_batch_weights,
+        maps=maps,
     )
     store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
@@ -353,7 +449,7 @@ def extract_attention(
         if s.start < stop and start < s.stop and not s.complete
     ]
     plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
-    forward = _Forward(loaded, from_rule, keep_tokens)
+    forward = _Forward(loaded, from_rule, keep_tokens, maps)
     skipped = 0
     # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
     # order), one tokenizes and aligns the next block. Neither changes what is computed.
@@ -389,8 +485,11 @@ def extract_attention(
     return store
 
 
-def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -> Path:
-    """Where :func:`extract_cached` keeps the store for these items, model and settings."""
+def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | None = None, **settings_kwargs) -> Path:
+    """Where :func:`extract_cached` keeps the store for these items, model and settings.
+
+    ``<model>-<corpus>-<digest>.zarr``, or ``<model>-<maps name>-<corpus>-<digest>.zarr`` for a map source.
+    """
     corpus, loaded = _as_corpus(items), _as_model(model)
     options = dict(
         from_rule="mean",
@@ -402,19 +501,24 @@ def cached_store_path(items, model=None, *, cache_dir=None, **settings_kwargs) -
     )
     options.update(settings_kwargs)
     limit = _max_tokens(loaded, options.pop("max_tokens", None), options["too_long"])
-    metadata = store_metadata(loaded, corpus, max_tokens=limit, **options)
+    metadata = store_metadata(loaded, corpus, max_tokens=limit, maps=maps, **options)
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "attention"
-    return root / f"{entry_name(f'{Path(loaded.name).name}-{corpus.name}', metadata)}.zarr"
+    # The map name before the corpus's: entry_name cuts long labels at the end.
+    label = "-".join([Path(loaded.name).name] + ([maps.name] if maps is not None else []) + [corpus.name])
+    return root / f"{entry_name(label, metadata)}.zarr"
 
 
-def extract_cached(items, model=None, *, cache_dir=None, progress: bool = True, **kwargs) -> AttentionStore:
+def extract_cached(
+    items, model=None, *, cache_dir=None, progress: bool = True, maps: MapSource | None = None, **kwargs
+) -> AttentionStore:
     """:func:`extract_attention` into a cache folder keyed by model, data and settings.
 
     Notebooks that study the same corpus with the same model share one extraction; a
-    change of model weights, data or conversion rule gives a new store. The cache lives
+    change of model weights, data, conversion rule or map source (``maps``, its settings included)
+    gives a new store. The cache lives
     under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given.
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
-    path = cached_store_path(corpus, loaded, cache_dir=cache_dir, **kwargs)
+    path = cached_store_path(corpus, loaded, cache_dir=cache_dir, maps=maps, **kwargs)
     with cache_lock(path):  # another process extracting the same store: wait, then reuse it
-        return extract_attention(corpus, path, loaded, progress=progress, **kwargs)
+        return extract_attention(corpus, path, loaded, progress=progress, maps=maps, **kwargs)

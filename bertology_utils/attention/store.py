@@ -1,5 +1,10 @@
 """On-disk store of word-level (and optionally token-level) attention maps.
 
+The maps are the model's raw attention, or those of any other method given to extraction as a
+map source (context mixing: rollout, ALTI, value zeroing...), which then share this store, its
+resumability and its sharding; ``metadata["maps"]`` names the method, and its ``heads`` (maps
+per layer, 1 for layer-level methods) replaces the model's head count.
+
 Layout (a Zarr v3 group; see the README for why Zarr)::
 
     store.zarr/
@@ -8,6 +13,7 @@ Layout (a Zarr v3 group; see the README for why Zarr)::
         item_ids, status, n_words, n_tokens, replaced       one entry per item
         words, word_kinds, segments                         ragged: one entry per word
         attention                                           ragged float16: layers*heads*words*words per item
+                                                            (heads: maps per layer, see map_shape)
         tokens, token_to_word, token_attention              ragged, only with keep_tokens
 
 Ragged arrays are flat and chunked; an item's slice is found from the cumulative sums
@@ -35,7 +41,17 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "OK", "SKIPPED", "Shard", "AttentionStore", "ShardWriter", "merge_stores"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "OK",
+    "SKIPPED",
+    "Shard",
+    "AttentionStore",
+    "ShardWriter",
+    "map_shape",
+    "merge_stores",
+]
 
 FORMAT = "bertology-attention-store"
 FORMAT_VERSION = 1
@@ -67,6 +83,13 @@ _TOKEN_ARRAYS = {
     "token_to_word": ("int32", 65536, "token"),
     "token_attention": ("float16", 1 << 18, "token_map"),
 }
+
+
+def map_shape(metadata: dict) -> tuple[int, int]:
+    """(layers, maps per layer) of a store's maps, from its metadata: the model's heads, unless the
+    maps came from a map source (``metadata["maps"]``, e.g. one map per layer), whose count wins."""
+    heads = metadata["maps"]["heads"] if "maps" in metadata else metadata["model"]["num_heads"]
+    return int(metadata["model"]["num_layers"]), int(heads)
 
 
 #: Metadata that names things without changing the numbers: a model given as "./bert" or as an
@@ -140,8 +163,7 @@ class AttentionStore:
         attrs = dict(group.attrs)
         self.metadata: dict = attrs["metadata"]
         self.n_items: int = int(attrs["n_items"])
-        self.num_layers: int = int(self.metadata["model"]["num_layers"])
-        self.num_heads: int = int(self.metadata["model"]["num_heads"])
+        self.num_layers, self.num_heads = map_shape(self.metadata)
         self._shards: list[Shard] | None = None
 
     # -- opening and creating -------------------------------------------------------------------
