@@ -109,6 +109,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     conv.add_argument("--token-level", action="store_true", help="also keep the token-level attention (large)")
     conv.add_argument(
+        "--maps",
+        metavar="METHOD",
+        help="store a context-mixing method's maps instead of the attention: one of "
+        "bertology_utils.interventions.mixing.METHODS, e.g. rollout, norm, alti, value_zeroing, flow "
+        "(flow, O(n^4) per item, skips items over mixing.FLOW_MAX_TOKENS tokens unless --max-tokens says otherwise)",
+    )
+    conv.add_argument(
         "--too-long",
         choices=TOO_LONG_POLICIES,
         default="skip",
@@ -177,6 +184,17 @@ def _handle(args: argparse.Namespace) -> int:
     )
     if args.overwrite:
         print(f"overwriting any store at {args.store}")
+    maps, max_tokens = None, args.max_tokens
+    if args.maps is not None:
+        from bertology_utils.interventions.mixing import FLOW_MAX_TOKENS, MixingMaps
+
+        try:
+            maps = MixingMaps(args.maps)
+        except ValueError as error:
+            raise BertologyError(f"--maps: {error}") from None
+        if args.maps == "flow" and max_tokens is None:
+            max_tokens = min(FLOW_MAX_TOKENS, loaded.max_tokens)
+        print(f"maps: {args.maps} (not the raw attention)")
     if args.shard is not None:
         lo, hi = shard_range(len(corpus), args.shard)
         print(f"shard {args.shard[0]}/{args.shard[1]}: items {lo} to {hi - 1} of {len(corpus)}")
@@ -190,8 +208,9 @@ def _handle(args: argparse.Namespace) -> int:
             from_rule=args.from_rule,
             keep_tokens=args.token_level,
             too_long=args.too_long,
-            max_tokens=args.max_tokens,
+            max_tokens=max_tokens,
             shard=args.shard,
+            maps=maps,
             overwrite=args.overwrite,
             progress=args.progress,
         )

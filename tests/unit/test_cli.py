@@ -193,3 +193,27 @@ def test_assets_lists_each_library_and_fails_when_one_is_missing(no_js_libraries
         path.write_text("/* stand-in */")
     assert main(["assets"]) == 0
     assert "MISSING" not in capsys.readouterr().out
+
+
+def test_extract_context_mixing_maps_and_refuse_an_unknown_method(tmp_path, bert, capsys):
+    from bertology_utils.core.models import load_model
+    from bertology_utils.data import Corpus
+    from bertology_utils.interventions.mixing import MixingMaps
+
+    conllu, store_path = _conllu(tmp_path / "three.conllu", SENTENCES), tmp_path / "rollout.zarr"
+    assert _extract("--conllu", conllu, "--model", bert, "--store", store_path, "--maps", "rollout") == 0
+    assert "maps: rollout" in capsys.readouterr().out
+    store = AttentionStore.open(store_path)
+    assert store.num_heads == 1 and store.metadata["maps"]["name"] == "rollout"
+    expected = extraction.attention_for(
+        Corpus.from_texts([" ".join(s) for s in SENTENCES], name="s"),
+        load_model(bert, device="cpu"),
+        maps=MixingMaps("rollout"),
+    )
+    for item, reference in zip(store, expected):
+        np.testing.assert_allclose(item.attention, reference.attention, atol=1e-3)
+        np.testing.assert_allclose(item.attention.sum(-1), 1, atol=1e-2)  # rollout rows are distributions
+
+    assert _extract("--conllu", conllu, "--model", bert, "--store", tmp_path / "x.zarr", "--maps", "saliency") == 2
+    err = capsys.readouterr().err
+    assert "--maps" in err and "rollout" in err and "Traceback" not in err
