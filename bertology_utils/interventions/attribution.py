@@ -1,0 +1,455 @@
+"""Gradient-based and behavioural token attributions: the references context-mixing maps are judged against.
+
+Attention rollout and flow (Abnar & Zuidema 2020) claim to say how much each input token
+contributes to a prediction; they are judged by how well they agree with methods that look at
+the prediction itself. This module gives those references for a sequence classifier (or
+regression head, see :mod:`bertology_utils.interventions.finetuning`), per token or per word:
+
+* :func:`target_scores` — the scalar every attribution explains: the logit of a given class, or
+  of the class predicted on the clean input (:func:`predicted_labels`, fixed once so that every
+  perturbed copy explains the same class); the single output of a regression head;
+* :func:`input_x_gradient` — ``sum_d e_td * d score / d e_td``, with ``e`` the word-piece
+  embedding (the output of ``model.get_input_embeddings()``, before position/segment embeddings
+  and the embedding LayerNorm). One forward and one backward pass per batch;
+* :func:`integrated_gradients` — Sundararajan et al. (2017) on the same embedding: the gradient
+  averaged along the straight path from a baseline ``e'`` (zero vector, or the mask token's
+  embedding) to ``e``, times ``e - e'``. Only content tokens move along the path: special tokens
+  ([CLS], [SEP], ``<s>``, ``</s>``) keep their real embedding at every point, so they get zero
+  attribution and the attributions of the words add up to ``f(x) - f(x')`` (completeness), where
+  ``x'`` keeps the special tokens. The path integral is a Gauss-Legendre quadrature on [0, 1],
+  which converges fast for smooth integrands: where every activation is smooth (GELU, tanh:
+  BERT, RoBERTa, ELECTRA, MPNet classifiers) the default 32 nodes leave
+  ``|delta| <= 1e-3 * max(1, |f(x) - f(x')|)`` (tested). A ReLU (DistilBERT's pre-classifier)
+  makes the gradient jump where a unit switches, and the error then shrinks only like
+  1/steps (about 500 nodes for that bound in the tests): check ``delta``, raise ``steps``.
+  All (items x nodes) forwards run in chunks of rows;
+* :func:`blank_out` — leave-one-word-out (the behavioural reference of Abnar & Zuidema): every
+  token of one word is replaced by the mask token and the drop of the target class's probability
+  (or logit, or regression output) is the word's importance. All blanked copies of a batch go
+  through the model in chunks;
+* :func:`token_to_word_scores` — token attributions summed onto words, to compare with blank-out;
+* :func:`word_references` — all three for a corpus, word level, in corpus order.
+
+Models are run in eval mode (the previous mode is restored) and hooks are always removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertology_utils.attention.alignment import WORD
+from bertology_utils.attention.word_attention import WordConversion
+from bertology_utils.core.batching import pad_rows
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import LoadedModel
+from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
+
+__all__ = [
+    "BASELINES",
+    "MEASURES",
+    "target_scores",
+    "predicted_labels",
+    "input_x_gradient",
+    "IntegratedGradients",
+    "integrated_gradients",
+    "blank_out",
+    "token_to_word_scores",
+    "REFERENCES",
+    "WordReferences",
+    "word_references",
+]
+
+#: Integrated-gradients baselines: the zero vector, or the mask token's word-piece embedding.
+BASELINES = ("zero", "mask")
+#: What :func:`blank_out` measures the drop of.
+MEASURES = ("probability", "logit")
+
+
+# --------------------------------------------------------------------------- the explained scalar
+
+
+def _logits(loaded: LoadedModel, output) -> torch.Tensor:
+    """The (B, num_labels) logits of a sequence-classification output (or logits tensor), in float32 or wider."""
+    logits = output if torch.is_tensor(output) else getattr(output, "logits", None)
+    num_labels = getattr(loaded.config, "num_labels", None)
+    if logits is None or logits.dim() != 2 or logits.shape[-1] != num_labels:
+        shape = None if logits is None else tuple(logits.shape)
+        raise BertologyError(
+            f"{loaded.name} ({loaded.architecture}) has no sequence-classification head (its output has "
+            f"{'no logits' if shape is None else f'logits of shape {shape}'}, not (batch, {num_labels})): attributions "
+            "explain a classifier's prediction. Fine-tune one first (bertology_utils.interventions.finetuning."
+            'fine_tune), or load one with load_model(..., head="sequence-classification").'
+        )
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+
+
+def _is_regression(loaded: LoadedModel) -> bool:
+    return getattr(loaded.config, "num_labels", None) == 1
+
+
+def _label_tensor(loaded: LoadedModel, labels, rows: int, device) -> torch.Tensor:
+    labels = torch.as_tensor(labels, dtype=torch.long, device=device).reshape(-1)
+    if labels.shape[0] != rows:
+        raise ValueError(f"{labels.shape[0]} labels for {rows} items")
+    classes = loaded.config.num_labels
+    if not _is_regression(loaded) and rows and (labels.min() < 0 or labels.max() >= classes):
+        raise ValueError(f"labels must be class ids in [0, {classes}), got {labels.tolist()}")
+    return labels
+
+
+def target_scores(loaded: LoadedModel, logits, labels=None) -> torch.Tensor:
+    """(B,) the scalar an attribution explains, from a classifier's output (or its (B, classes) logits).
+
+    Classifier: the logit of class ``labels[b]`` (class ids), or, with ``labels=None``, of the
+    class with the largest of these logits (pass the clean input's :func:`predicted_labels` when
+    the logits are those of perturbed copies). Regression head (``num_labels == 1``): the output;
+    ``labels`` are ignored. Raises BertologyError for a model without a classification head.
+    """
+    values = _logits(loaded, logits)
+    if _is_regression(loaded):
+        return values[:, 0]
+    if labels is None:
+        index = values.detach().argmax(-1)
+    else:
+        index = _label_tensor(loaded, labels, values.shape[0], values.device)
+    return values.gather(1, index[:, None])[:, 0]
+
+
+@contextlib.contextmanager
+def _evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) for the duration, then the mode the model had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    inputs = batch.model_inputs()
+    return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
+
+
+def _explained(loaded: LoadedModel, clean_logits: torch.Tensor, labels) -> torch.Tensor:
+    """(B,) the classes to explain: ``labels``, or the prediction on the clean input (zeros for regression)."""
+    logits = _logits(loaded, clean_logits).detach()
+    if labels is not None:
+        return _label_tensor(loaded, labels, logits.shape[0], logits.device)
+    if _is_regression(loaded):
+        return torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
+    return logits.argmax(-1)
+
+
+def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
+    """(B,) the class each item's clean input is predicted to be (zeros for a regression head).
+
+    Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
+    """
+    with torch.no_grad(), _evaluating(loaded.model):
+        return _explained(loaded, loaded.model(**_inputs(batch)), None)
+
+
+# --------------------------------------------------------------------------- the word-piece embedding
+
+
+def _input_embedding(loaded: LoadedModel) -> torch.nn.Module:
+    """The word-piece embedding module (a PreTrainedModel method, unknown to nn.Module's typing)."""
+    model: Any = loaded.model
+    return model.get_input_embeddings()
+
+
+@contextlib.contextmanager
+def _word_embeddings_replaced(loaded: LoadedModel, embeddings: torch.Tensor) -> Iterator[None]:
+    """The model's input-embedding module returns ``embeddings`` instead of its own output.
+
+    Position and segment embeddings, the embedding LayerNorm and (RoBERTa, MPNet) the position
+    ids still come from the real ``input_ids``, which ``inputs_embeds`` arguments would not give.
+    """
+    module = _input_embedding(loaded)
+
+    def hook(_module, _args, output):
+        if output.shape != embeddings.shape:
+            raise BertologyError(
+                f"{loaded.architecture}: the input embedding returned {tuple(output.shape)}, the replacement "
+                f"has {tuple(embeddings.shape)}"
+            )
+        return embeddings
+
+    handle = module.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _word_embeddings(loaded: LoadedModel, input_ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return _input_embedding(loaded)(input_ids)
+
+
+def _content_tokens(batch: TokenBatch) -> torch.Tensor:
+    """(B, T) bool: tokens of real words (not special pseudo-words, not padding)."""
+    rows = [a.word_kinds[a.token_to_word] == WORD for a in batch.items]
+    width = batch.input_ids.shape[1]
+    return torch.from_numpy(pad_rows(rows, 0, width, dtype=bool)).to(batch.input_ids.device)
+
+
+def _scores_and_gradients(
+    loaded: LoadedModel, inputs: dict, embeddings: torch.Tensor, labels: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(scores, d scores / d embeddings, labels used) with ``embeddings`` as the word-piece embedding.
+
+    Rows are independent (eval mode), so the gradient of the summed scores is each row's own.
+    """
+    with torch.enable_grad():
+        x = embeddings.detach().requires_grad_(True)
+        with _word_embeddings_replaced(loaded, x):
+            logits = _logits(loaded, loaded.model(**inputs))
+        labels = _explained(loaded, logits, labels)
+        scores = target_scores(loaded, logits, labels)
+        (grad,) = torch.autograd.grad(scores.sum(), x)
+    return scores.detach(), grad, labels
+
+
+def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> torch.Tensor:
+    """(B, T) ``sum_d e_td * d score / d e_td`` per token, ``e`` the word-piece embedding; zero on padding.
+
+    ``score`` is :func:`target_scores` (``labels=None``: the predicted class, read from this same
+    forward pass on the clean input). Special tokens get their value too (their embedding is an input).
+    """
+    with _evaluating(loaded.model):
+        embeddings = _word_embeddings(loaded, batch.input_ids)
+        _, grad, _ = _scores_and_gradients(loaded, _inputs(batch), embeddings, labels)
+    values = (embeddings * grad).sum(-1)
+    return torch.where(batch.real, values, torch.zeros_like(values))
+
+
+# --------------------------------------------------------------------------- integrated gradients
+
+
+@dataclass(frozen=True)
+class IntegratedGradients:
+    """Integrated gradients of a batch; ``delta`` is the completeness error."""
+
+    attributions: torch.Tensor  #: (B, T) per token; zero on special tokens and padding
+    score: torch.Tensor  #: (B,) f(x), the target score of the clean input
+    baseline_score: torch.Tensor  #: (B,) f(x'), content tokens at the baseline, special tokens real
+    delta: torch.Tensor  #: (B,) attributions.sum(-1) - (score - baseline_score)
+    steps: int  #: quadrature nodes
+    labels: torch.Tensor  #: (B,) the class explained (zeros for a regression head)
+
+
+def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline: str) -> torch.Tensor:
+    if baseline == "zero":
+        return torch.zeros_like(embeddings)
+    tok = loaded.tokenizer
+    try:
+        token = _mask_token_id(loaded)  # mask, else unknown token
+    except BertologyError:
+        if tok.pad_token_id is None:
+            raise BertologyError(f"{loaded.name}: no mask, unknown or padding token for the baseline") from None
+        token = tok.pad_token_id
+    ids = torch.tensor([token], device=embeddings.device)
+    return _word_embeddings(loaded, ids).to(embeddings.dtype).expand_as(embeddings)
+
+
+def _quadrature(steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [0, 1]: exact for polynomials of degree 2 * steps - 1."""
+    nodes, weights = np.polynomial.legendre.leggauss(steps)
+    return (nodes + 1) / 2, weights / 2
+
+
+def integrated_gradients(
+    loaded: LoadedModel,
+    batch: TokenBatch,
+    labels=None,
+    *,
+    steps: int = 32,
+    baseline: str = "zero",
+    internal_batch_size: int = 64,
+) -> IntegratedGradients:
+    """Integrated gradients on the word-piece embedding of content tokens (see the module docstring).
+
+    ``attributions[b, t] = (e - e')_t . sum_k w_k grad f(e' + a_k (e - e'))_t`` with Gauss-Legendre
+    nodes ``a_k`` and weights ``w_k`` (``steps`` of them) on [0, 1]. ``baseline``: "zero" (the zero
+    vector) or "mask" (the mask token's embedding; the unknown or padding token's when there is no
+    mask token). Special tokens and padding stay at their real embedding (attribution 0). The
+    ``B * steps`` path points run in chunks of ``internal_batch_size`` rows. With the default
+    ``steps`` the completeness error ``|delta|`` is at most ``1e-3 * max(1, |score - baseline_score|)``
+    on the tested smooth models; a ReLU in the model (DistilBERT's head) needs many more steps.
+    """
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
+    if steps < 1 or internal_batch_size < 1:
+        raise ValueError("steps and internal_batch_size must be at least 1")
+    device, n = loaded.device, len(batch.items)
+    with _evaluating(loaded.model):
+        with torch.no_grad():
+            clean = _logits(loaded, loaded.model(**_inputs(batch)))
+        labels = _explained(loaded, clean, labels)
+        score = target_scores(loaded, clean, labels)
+        real = _word_embeddings(loaded, batch.input_ids)  # (B, T, D)
+        content = _content_tokens(batch)[..., None]
+        start = torch.where(content, _baseline_embedding(loaded, real, baseline), real)
+        difference = real - start  # zero on special tokens and padding
+        with torch.no_grad(), _word_embeddings_replaced(loaded, start):
+            baseline_score = target_scores(loaded, loaded.model(**_inputs(batch)), labels)
+
+        nodes, weights = (torch.as_tensor(v, dtype=real.dtype, device=device) for v in _quadrature(steps))
+        # Row r of the flattened (items x nodes) grid: item r // steps at node r % steps.
+        item = torch.arange(n, device=device).repeat_interleave(steps)
+        node = torch.arange(steps, device=device).repeat(n)
+        path_gradient = torch.zeros_like(real)  # sum_k w_k grad f at node k, per item
+        for lo in range(0, n * steps, internal_batch_size):
+            rows, k = item[lo : lo + internal_batch_size], node[lo : lo + internal_batch_size]
+            points = start[rows] + nodes[k][:, None, None] * difference[rows]
+            _, grad, _ = _scores_and_gradients(loaded, _inputs(batch, rows), points, labels[rows])
+            path_gradient.index_add_(0, rows, weights[k][:, None, None] * grad)
+    attributions = (difference * path_gradient).sum(-1)
+    delta = attributions.sum(-1) - (score - baseline_score)
+    return IntegratedGradients(attributions, score, baseline_score, delta, steps, labels)
+
+
+# --------------------------------------------------------------------------- blank-out
+
+
+def _replacement_id(loaded: LoadedModel, replacement) -> int:
+    if isinstance(replacement, (int, np.integer)) and not isinstance(replacement, bool):
+        return int(replacement)
+    if replacement == "mask":
+        return _mask_token_id(loaded)
+    if replacement == "unk" and loaded.tokenizer.unk_token_id is not None:
+        return int(loaded.tokenizer.unk_token_id)
+    raise ValueError(
+        f'replacement must be "mask", "unk" (when the tokenizer has one) or a token id, not {replacement!r}'
+    )
+
+
+def _target_values(loaded: LoadedModel, output, labels: torch.Tensor, measure: str) -> torch.Tensor:
+    logits = _logits(loaded, output)
+    if measure == "logit" or _is_regression(loaded):
+        return target_scores(loaded, logits, labels)
+    return F.softmax(logits, dim=-1).gather(1, labels[:, None])[:, 0]
+
+
+def blank_out(
+    loaded: LoadedModel,
+    batch: TokenBatch,
+    labels=None,
+    *,
+    replacement="mask",
+    measure: str = "probability",
+    internal_batch_size: int = 64,
+) -> torch.Tensor:
+    """(B, W) leave-one-word-out importance: the score's drop when all tokens of one word are hidden.
+
+    For every real word (not the special pseudo-words) of every item, a copy of the item with
+    each token of that word replaced by ``replacement`` ("mask": the mask token, else the unknown
+    token; "unk"; or a token id, not the padding id, from which RoBERTa and MPNet number positions)
+    — same length, positions and segments. ``measure="probability"``:
+    target-class probability of the clean input minus that of the copy; ``"logit"``: the same for
+    the target logit; for a regression head, the output difference either way. The target class
+    is ``labels`` or the clean input's prediction. W is the largest word count in the batch; NaN
+    for special words and absent (padding) words. Copies run in chunks of ``internal_batch_size``.
+    """
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, not {measure!r}")
+    token = _replacement_id(loaded, replacement)
+    device, n = loaded.device, len(batch.items)
+    width = max((a.n_words for a in batch.items), default=0)
+    # One (item, word) pair per copy.
+    pairs = [(b, w) for b, a in enumerate(batch.items) for w in np.flatnonzero(a.word_kinds == WORD)]
+    item = torch.tensor([b for b, _ in pairs], dtype=torch.long, device=device)
+    word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
+    with torch.no_grad(), _evaluating(loaded.model):
+        clean_output = loaded.model(**_inputs(batch))
+        labels = _explained(loaded, clean_output, labels)
+        clean = _target_values(loaded, clean_output, labels, measure)
+        out = torch.full((n, width), float("nan"), dtype=clean.dtype, device=device)
+        for lo in range(0, len(pairs), internal_batch_size):
+            rows, words = item[lo : lo + internal_batch_size], word[lo : lo + internal_batch_size]
+            inputs = _inputs(batch, rows)
+            hidden = batch.token_to_word[rows] == words[:, None]
+            inputs["input_ids"] = inputs["input_ids"].masked_fill(hidden, token)
+            values = _target_values(loaded, loaded.model(**inputs), labels[rows], measure)
+            out[rows, words] = clean[rows] - values
+    return out
+
+
+# --------------------------------------------------------------------------- words
+
+
+def token_to_word_scores(scores: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
+    """(B, T) token scores -> (B, W) word scores: each word's tokens summed.
+
+    W is the largest word count in the batch (as :func:`blank_out` gives); absent (padding)
+    words are NaN. Special pseudo-words keep their sum (zero for integrated gradients).
+    """
+    width = max((a.n_words for a in batch.items), default=0)
+    members = WordConversion(batch.token_to_word, n_words=width).members.to(scores.device, scores.dtype)
+    words = torch.einsum("bt,btw->bw", scores, members)
+    present = torch.from_numpy(pad_rows([np.ones(a.n_words, dtype=bool) for a in batch.items], 0, width, dtype=bool))
+    return torch.where(present.to(words.device), words, torch.full_like(words, float("nan")))
+
+
+# --------------------------------------------------------------------------- a corpus's references
+
+#: The references :func:`word_references` computes.
+REFERENCES = ("blank_out", "input_x_gradient", "integrated_gradients")
+
+
+@dataclass(frozen=True)
+class WordReferences:
+    """Word-level references for the kept items of a corpus, in corpus order.
+
+    ``scores[name][k]`` is a (W,) array for the k-th kept item (NaN where a reference has no value);
+    ``skipped`` the items longer than the token limit; ``ig_relative_gap`` the largest integrated-
+    gradients completeness error, ``|delta| / max(1, |f(x) - f(x')|)``, over the kept items.
+    """
+
+    scores: dict[str, list[np.ndarray]]
+    skipped: list
+    ig_relative_gap: float
+
+
+def word_references(
+    loaded: LoadedModel,
+    items,
+    *,
+    batch_size: int = 8,
+    max_tokens: int | None = None,
+    steps: int = 32,
+    baseline: str = "zero",
+) -> WordReferences:
+    """Blank-out, input x gradient and integrated gradients of every item, at word level, in corpus order.
+
+    Items longer than ``max_tokens`` (and than the model takes) are skipped, as
+    :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them,
+    so the two line up item for item. Each item explains its own predicted class.
+    """
+    batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
+    found: dict[str, dict[int, np.ndarray]] = {name: {} for name in REFERENCES}
+    gap = 0.0
+    for batch in batches:
+        labels = predicted_labels(loaded, batch)
+        ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline)
+        gap = max(gap, float((ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)).max()))
+        per_word = {
+            "blank_out": blank_out(loaded, batch, labels),
+            "input_x_gradient": token_to_word_scores(input_x_gradient(loaded, batch, labels), batch),
+            "integrated_gradients": token_to_word_scores(ig.attributions, batch),
+        }
+        for name, values in per_word.items():
+            rows = values.detach().cpu().numpy()
+            for row, item in zip(rows, batch.items):
+                found[name][item.index] = row[: item.n_words]
+    order = sorted(found["blank_out"])
+    return WordReferences({name: [found[name][i] for i in order] for name in REFERENCES}, skipped, gap)
