@@ -1,7 +1,9 @@
 """interventions: change the model and measure what changes.
 
 ``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
-``finetuning`` (GLUE) and ``pruning`` (importance, ablation, real pruning). A sibling of
+``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
+beyond raw weights: norms, rollout, flow, ALTI, value zeroing) and ``attribution`` (input gradients,
+integrated gradients, blank-out). A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
@@ -49,6 +51,23 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "pruning_curve",
             "prune_heads",
             "pruned_heads",
+        ],
+        "attribution": [
+            "input_x_gradient",
+            "integrated_gradients",
+            "IntegratedGradients",
+            "blank_out",
+            "word_references",
+            "WordReferences",
+        ],
+        "mixing": [
+            "METHODS",
+            "MixingMaps",
+            "mixing_maps",
+            "trace",
+            "attention_flow",
+            "faithfulness",
+            "faithfulness_summary",
         ],
     },
 )
