@@ -46,6 +46,15 @@ SMALL_PARAMETERS = {
         "step": 0.25,
         "batch_size": 8,
     },
+    "08_context_mixing": {
+        "n_sentences": 8,
+        "n_examples": 12,
+        "train_examples": 32,
+        "epochs": 1,
+        "eval_examples": 32,
+        "ig_steps": 8,
+        "batch_size": 4,
+    },
 }
 
 
@@ -138,6 +147,7 @@ USER_DATA = {
     "04_probes": {"treebank": str(GERMAN)},
     "05_clustering": {"treebank": str(GERMAN)},
     "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2},
+    "08_context_mixing": {"treebank": str(GERMAN), "task": str(USER_TASK), "train_examples": 48, "epochs": 2},
 }
 
 
