@@ -269,3 +269,27 @@ def test_faithfulness_ranks_words_by_the_leading_token_row():
     assert summary["count"].tolist() == [1, 1] and summary.layer.tolist() == [1, 2]
     signed = mixing.faithfulness({"m": [item]}, {"ref": [reference]}, absolute=False)
     assert signed.spearman.iloc[0] == pytest.approx(-0.2)
+
+
+@pytest.mark.parametrize("method", ["norm", "alti", "value_zeroing_rollout"])
+def test_sentence_pairs_go_through_extraction_at_word_and_token_level(tiny_model_dirs, method):
+    from bertology_utils.attention import attention_for
+    from bertology_utils.data import SentencePair
+
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    pairs = Corpus.from_items(
+        [
+            SentencePair("p0", ("The", "old", "sailor", "reads", "."), ("He", "smiles", ".")),
+            SentencePair("p1", ("Hello", "!"), ("Welcome", "back", "to", "the", "garden", ".")),
+        ],
+        "pairs",
+    )
+    items = attention_for(pairs, loaded, maps=mixing.MixingMaps(method), keep_tokens=True)
+    heads = 4 if method == "norm" else 1
+    for item in items:
+        assert set(np.unique(item.segments)) == {0, 1}
+        assert item.attention.shape == (2, heads, item.n_words, item.n_words)
+        assert item.token_attention.shape == (2, heads, item.n_tokens, item.n_tokens)
+        if method != "norm":  # contributions are distributions over the item's tokens and words
+            np.testing.assert_allclose(item.token_attention.sum(-1), 1, atol=2e-3)
+            np.testing.assert_allclose(item.attention.sum(-1), 1, atol=2e-3)
