@@ -103,8 +103,9 @@ def pipeline(loaded, corpus, batch_size: int) -> float:
 def peak_rss_mb(n: int, repeats: int = 1) -> float:
     """Peak RSS of a fresh process extracting the first n sentences, repeated, into a store."""
     code = f"""
-import resource, tempfile, sys
+import tempfile, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
+from _memory import peak_mb
 from bench_extraction import corpus_of
 from bertology_utils.data import Corpus
 from bertology_utils.attention.extraction import extract_attention
@@ -113,7 +114,7 @@ corpus, _ = corpus_of({n})
 corpus = Corpus.from_items(list(corpus) * {repeats}, name="repeated")
 with tempfile.TemporaryDirectory() as tmp:
     extract_attention(corpus, tmp + "/s.zarr", load_model(), progress=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_mb())  # VmHWM: ru_maxrss would start at this parent's peak
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])

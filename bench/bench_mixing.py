@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _memory import peak_mb, reset_peak, status_kb
 
 
 def corpus_of(n: int):
@@ -84,26 +84,6 @@ def slope(lengths, seconds) -> float:
     return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
 
-def _status_kb(field: str) -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return float(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _peak_mb() -> float:
-    """This process's peak RSS (MB): VmHWM, else getrusage's ru_maxrss.
-
-    Not ru_maxrss first: Linux starts an exec'd child's ru_maxrss at its parent's peak (the
-    parent holds a model here), and a thread's exit copies the peak into it, out of reach of a reset.
-    """
-    hwm = _status_kb("VmHWM")
-    return hwm / 1024 if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def child_memory(n: int, batch_size: int, repeat: int = 1, method: str = "rollout") -> None:
     """--child mode: extract ``method``'s maps ("plain": the model's attention) of the first n
     sentences (``repeat`` times over) into a temporary store; print RSS (MB).
@@ -121,13 +101,9 @@ def child_memory(n: int, batch_size: int, repeat: int = 1, method: str = "rollou
     corpus, _ = corpus_of(n)
     if repeat > 1:
         corpus = Corpus.from_items(list(corpus) * repeat, name=f"{corpus.name} x {repeat}")
-    load_peak = _peak_mb()  # model and corpus loaded
-    before = (_status_kb("VmRSS") or 0) / 1024
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: the peak from here on
-        reset = True
-    except OSError:
-        reset = False
+    load_peak = peak_mb()  # model and corpus loaded
+    before = (status_kb("VmRSS") or 0) / 1024
+    reset = reset_peak()  # the extraction's own peak from here on
     with tempfile.TemporaryDirectory() as tmp:
         store = extract_attention(
             corpus,
@@ -138,7 +114,7 @@ def child_memory(n: int, batch_size: int, repeat: int = 1, method: str = "rollou
             maps=None if method == "plain" else MixingMaps(method),
         )
         items = store.n_items
-    after = _peak_mb()
+    after = peak_mb()
     longest = max(a.n_tokens for a in align(loaded.tokenizer, corpus.items, 0))
     print(
         json.dumps(
