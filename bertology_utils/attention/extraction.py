@@ -509,16 +509,27 @@ def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | No
 
 
 def extract_cached(
-    items, model=None, *, cache_dir=None, progress: bool = True, maps: MapSource | None = None, **kwargs
+    items,
+    model=None,
+    *,
+    cache_dir=None,
+    progress: bool = True,
+    maps: MapSource | None = None,
+    shard: tuple[int, int] | None = None,
+    overwrite: bool = False,
+    **kwargs,
 ) -> AttentionStore:
     """:func:`extract_attention` into a cache folder keyed by model, data and settings.
 
     Notebooks that study the same corpus with the same model share one extraction; a
     change of model weights, data, conversion rule or map source (``maps``, its settings included)
     gives a new store. The cache lives
-    under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given.
+    under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given. ``shard`` and
+    ``overwrite`` say how to run, not what the store holds, so they do not change its key.
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
     path = cached_store_path(corpus, loaded, cache_dir=cache_dir, maps=maps, **kwargs)
     with cache_lock(path):  # another process extracting the same store: wait, then reuse it
-        return extract_attention(corpus, path, loaded, progress=progress, maps=maps, **kwargs)
+        return extract_attention(
+            corpus, path, loaded, progress=progress, maps=maps, shard=shard, overwrite=overwrite, **kwargs
+        )

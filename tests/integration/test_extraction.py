@@ -288,3 +288,15 @@ def test_batches_respect_the_attention_budget(bert, corpus):
     assert all(len(b) == 1 or len(b) * maps * b[-1].n_tokens ** 2 <= budget for b in batches)
     assert len(batches[-1]) <= 2
     assert len(plan_batches(lengths, 8, max_batch_weights=1, maps_per_item=maps)) == len(fits)
+
+
+def test_extract_cached_runs_in_shards_and_overwrites_without_changing_its_key(bert, corpus, tmp_path):
+    whole = extract_cached(corpus[:6], bert, cache_dir=tmp_path / "a", progress=False)
+    part = extract_cached(corpus[:6], bert, cache_dir=tmp_path / "b", shard=(0, 2), progress=False)
+    assert part.path.name == whole.path.name and not part.is_complete
+    done = extract_cached(corpus[:6], bert, cache_dir=tmp_path / "b", shard=(1, 2), progress=False)
+    assert done.is_complete
+    for a, b in zip(whole, done):
+        np.testing.assert_array_equal(a.attention, b.attention)
+    again = extract_cached(corpus[:6], bert, cache_dir=tmp_path / "a", overwrite=True, progress=False)
+    assert again.path == whole.path and again.is_complete
