@@ -7,12 +7,14 @@ tiny forward pass before it is handed out.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ __all__ = [
     "random_init",
     "random_init_keeping_embeddings",
     "describe_model",
+    "evaluating",
 ]
 
 HEADS = {
@@ -337,3 +340,14 @@ def describe_model(loaded: LoadedModel) -> dict[str, Any]:
         "dtype": str(next(loaded.model.parameters()).dtype).removeprefix("torch."),
         "device": str(loaded.device),
     }
+
+
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) inside the block, then the mode the model had, even on an exception."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

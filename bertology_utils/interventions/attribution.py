@@ -48,7 +48,7 @@ from bertology_utils.attention.alignment import WORD
 from bertology_utils.attention.word_attention import WordConversion
 from bertology_utils.core.batching import pad_rows
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.models import LoadedModel, evaluating
 from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
 
 __all__ = [
@@ -122,17 +122,6 @@ def target_scores(loaded: LoadedModel, logits, labels=None) -> torch.Tensor:
     return values.gather(1, index[:, None])[:, 0]
 
 
-@contextlib.contextmanager
-def _evaluating(model: torch.nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) for the duration, then the mode the model had."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     inputs = batch.model_inputs()
     return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
@@ -153,7 +142,7 @@ def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
 
     Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
     """
-    with torch.no_grad(), _evaluating(loaded.model):
+    with torch.no_grad(), evaluating(loaded.model):
         return _explained(loaded, loaded.model(**_inputs(batch)), None)
 
 
@@ -225,7 +214,7 @@ def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> tor
     ``score`` is :func:`target_scores` (``labels=None``: the predicted class, read from this same
     forward pass on the clean input). Special tokens get their value too (their embedding is an input).
     """
-    with _evaluating(loaded.model):
+    with evaluating(loaded.model):
         embeddings = _word_embeddings(loaded, batch.input_ids)
         _, grad, _ = _scores_and_gradients(loaded, _inputs(batch), embeddings, labels)
     values = (embeddings * grad).sum(-1)
@@ -291,7 +280,7 @@ def integrated_gradients(
     if steps < 1 or internal_batch_size < 1:
         raise ValueError("steps and internal_batch_size must be at least 1")
     device, n = loaded.device, len(batch.items)
-    with _evaluating(loaded.model):
+    with evaluating(loaded.model):
         with torch.no_grad():
             clean = _logits(loaded, loaded.model(**_inputs(batch)))
         labels = _explained(loaded, clean, labels)
@@ -369,7 +358,7 @@ def blank_out(
     pairs = [(b, w) for b, a in enumerate(batch.items) for w in np.flatnonzero(a.word_kinds == WORD)]
     item = torch.tensor([b for b, _ in pairs], dtype=torch.long, device=device)
     word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
-    with torch.no_grad(), _evaluating(loaded.model):
+    with torch.no_grad(), evaluating(loaded.model):
         clean_output = loaded.model(**_inputs(batch))
         labels = _explained(loaded, clean_output, labels)
         clean = _target_values(loaded, clean_output, labels, measure)

@@ -50,7 +50,7 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, load_model, random_init
+from bertology_utils.core.models import LoadedModel, evaluating, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 
 __all__ = [
@@ -287,19 +287,15 @@ def predict(
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     encodings = encode(loaded.tokenizer, items, limit)
     plan = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
-    was_training = loaded.model.training
-    loaded.model.eval()
-    padding = Padding.of(loaded)
-    out = None
-    try:
+    with evaluating(loaded.model):
+        padding = Padding.of(loaded)
+        out = None
         for rows in tqdm(plan, desc="predict", disable=not progress, leave=False):
             batch = padding.collate([encodings[i] for i in rows], loaded.device)
             logits = loaded.model(**batch).logits.float().cpu().numpy()
             if out is None:
                 out = np.zeros((len(items), logits.shape[-1]), dtype=np.float32)
             out[rows] = logits
-    finally:
-        loaded.model.train(was_training)
     return out if out is not None else np.zeros((0, loaded.config.num_labels), dtype=np.float32)
 
 

@@ -76,7 +76,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.core.architectures import check_architecture, self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.models import LoadedModel, evaluating
 from bertology_utils.data import Corpus, is_punctuation
 from bertology_utils.interventions.editing import (
     REMOVAL_MODES,
@@ -611,16 +611,12 @@ def attention_gradients(
     batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
     if not batches:
         raise BertologyError(f"no items to measure ({len(skipped)} skipped as longer than {max_tokens} tokens)")
-    was_training = loaded.model.training
-    loaded.model.eval()
-    totals = _Totals()
-    try:
+    with evaluating(loaded.model):
+        totals = _Totals()
         for batch in tqdm(batches, desc="gradients", unit="batch", disable=not progress):
             batch = objective.prepare(batch)
             probs, grads, output = batch_attention_gradients(objective, batch)
             totals.add(probs.float(), grads.float(), batch, output.losses)
-    finally:
-        loaded.model.train(was_training)
     weights = np.where(totals.weights > 0, totals.weights, np.nan)
     share = totals.share / totals.rows
     grad, logit = totals.grad / weights, totals.logit / weights
@@ -706,10 +702,8 @@ def ablation_curves(
         raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")
     records: dict[tuple, dict[str, list]] = {}
     null_change = 0.0
-    was_training = loaded.model.training
-    loaded.model.eval()
-    total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
-    try:
+    with evaluating(loaded.model):
+        total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
         with torch.no_grad(), tqdm(total=total, desc="ablations", unit="pass", disable=not progress) as bar:
             for batch in batches:
                 batch = objective.prepare(batch)
@@ -748,8 +742,6 @@ def ablation_curves(
                                 for name, value in values.items():
                                     entry.setdefault(name, []).append(value.detach().double().cpu().numpy())
                                 bar.update(1)
-    finally:
-        loaded.model.train(was_training)
     rows_out = []
     for (layer, target, kind, mode), entry in records.items():
         row = {"layer": layer, "target": target, "intervention": kind, "mode": mode}
