@@ -2,7 +2,8 @@
 
 ``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types), ``syntax`` and
 ``coreference`` (heads that track them), ``clustering`` (heads by Jensen-Shannon distance),
-``probes`` and ``word_vectors``. A sibling of ``interventions``: neither imports the other.
+``probes`` and ``word_vectors``, ``head_roles`` (Voita et al.'s positional, syntactic and rare-word
+heads, and head confidence). A sibling of ``interventions``: neither imports the other.
 Module-specific constants and paper tables stay in their modules (``syntax.PAPER_TABLE1``).
 """
 
@@ -28,6 +29,19 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "f1_report",
         ],
         "syntax": ["SyntaxResult", "score_syntax"],
+        "head_roles": [
+            "PositionalRoles",
+            "positional_heads",
+            "SyntacticRoles",
+            "syntactic_heads",
+            "word_frequencies",
+            "RareWordRoles",
+            "rare_word_heads",
+            "head_confidence",
+            "HeadRoles",
+            "head_roles",
+            "plot_roles",
+        ],
         "coreference": ["PreparedGap", "CorefResult", "prepare_gap", "score_coreference", "gap_words"],
         "clustering": [
             "HeadDistances",
