@@ -1,0 +1,238 @@
+"""How much each attention head contributes to a fine-tuned classifier's decision (Voita et al. 2019).
+
+Voita et al. ("Analyzing Multi-Head Self-Attention", 2019) rank heads by their *relevance* to a
+translation model's output, found with layer-wise relevance propagation (LRP), averaged over
+examples and normalised per layer. This module gives that ranking for any BERT-style sequence
+classifier (or regression head), by **integrated gradients over head gates** instead of LRP:
+
+* :func:`head_attribution` — a per-example gate ``g[l, h]`` multiplies each head's attention
+  probabilities (:func:`~bertology_utils.interventions.pruning._gate_edit`: that is a gate on the
+  head's output, 1 = the model as it is, 0 = the head removed). The gates of *all* heads move
+  together along the straight path ``g = a * 1``, ``a`` from 0 (baseline: every head removed) to 1,
+  and ``attribution[l, h] = (1 - 0) * integral_0^1 dF(a * 1)/dg[l, h] da`` (Sundararajan et al.
+  2017 with the gates as inputs). Completeness: the attributions of one example add up to
+  ``F(1) - F(0)``. Hao et al. (2021, "Self-Attention Attribution") integrate over the attention
+  matrices of one layer at a time; summed over a head's query-key entries their attribution is
+  this one's integrand (``dF/dg = sum_ij A_ij dF/dA_ij``), here with one path through all layers
+  so that the attributions of every head share one budget, ``F(1) - F(0)``;
+* :func:`gate_times_gradient` — ``g * dF/dg`` at ``g = 1``: what LRP-0 (= gradient x input)
+  gives the gates; kept to measure how far it is from conserving ``F(1) - F(0)``.
+
+``F`` is :func:`~bertology_utils.interventions.attribution.target_scores`: the logit of the class
+predicted on the clean input (``labels="predicted"``) or of the gold class (``"gold"``), or the
+output of a regression head. The integral is a Gauss-Legendre quadrature on [0, 1]; several
+nodes share one forward/backward pass (the batch repeated once per node, each copy with its own
+gates), and each example's gradient for every head comes out of that one backward pass.
+
+Relevance, as Voita: the mean over examples of each head's *absolute* attribution, divided by
+the sum of its layer (so each layer's relevances add up to 1): :meth:`HeadAttribution.relevance`.
+Absolute, because a head that pushes some decisions one way and others the other way matters
+to both; signed means are :attr:`HeadAttribution.mean`.
+
+Why not LRP. LRP's standard rules (LRP-0, epsilon) conserve relevance layer by layer only
+where each layer is linear in its input, up to a bias (ReLU networks). A BERT-style encoder has
+three operations where they do not: softmax attention (its output is the product of two
+input-dependent factors, probabilities and values, and the softmax is not homogeneous),
+LayerNorm (the input divided by its own standard deviation) and GELU (not homogeneous:
+``gelu(x) != x * gelu'(x)``). Through them LRP-0 reduces to gradient x input, which on the
+gates is :func:`gate_times_gradient`, and its sum over heads misses ``F(1) - F(0)``, on random
+and fine-tuned models alike (:attr:`GateGradient.relative_gap`). Measured on the fine-tuned
+MiniLM SST-2 classifier (128 dev sentences, ``|F(1) - F(0)|`` 0.81 on average): gate x gradient
+leaves a mean relative gap of 0.66 (its sum is a median 0.40 of ``F(1) - F(0)``, from -1.4 to
+2.2 between the 10th and 90th percentiles), integrated gradients with 16 nodes at most 1.4e-5.
+Conserving rules exist — Ali et al. (2022, "XAI for Transformers: Better Explanations through
+Conservative Propagation": treat softmax and the LayerNorm scale as constants) and Achtibat et
+al. (2024, AttnLRP: rules for softmax, products and LayerNorm) — but they change the forward
+pass (modules replaced by rule-carrying ones) for each architecture (BERT, RoBERTa, ELECTRA,
+DistilBERT, MPNet with its relative position bias) and each needs its own conservation checks;
+integrated gradients need only the gates every architecture here already has, and their
+completeness is checked on every example.
+
+Convergence: where every activation is smooth (GELU; BERT, RoBERTa, ELECTRA, MPNet) the
+quadrature converges fast (``relative_gap < 1e-3`` at 32 nodes in the tests). A ReLU (DistilBERT's
+pre-classifier) puts kinks in ``F(a * 1)`` and the error then shrinks slowly: check
+:attr:`HeadAttribution.relative_gap` and raise ``steps``. Models run in eval mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.interventions.attribution import _explained, _logits, _quadrature, target_scores
+from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.pruning import DevSet, _gate_edit, _repeat, gate_shape
+
+__all__ = [
+    "LABELS",
+    "HeadScores",
+    "HeadAttribution",
+    "GateGradient",
+    "head_attribution",
+    "gate_times_gradient",
+]
+
+#: Which class ``F`` explains: the one predicted on the clean input, or the gold one.
+LABELS = ("predicted", "gold")
+
+
+@dataclass(frozen=True)
+class HeadScores:
+    """Per-example scores of every head for ``F``, and ``F`` with every head on and every head off.
+
+    ``attributions`` (n, layers, heads), ``score`` = F(all gates 1) and ``baseline_score`` =
+    F(all gates 0), both (n,); all in corpus order (``dev``'s rows).
+    """
+
+    attributions: np.ndarray
+    score: np.ndarray
+    baseline_score: np.ndarray
+    #: (n,) the class explained (zeros for a regression head).
+    labels: np.ndarray
+    task: str
+
+    @property
+    def completeness_gap(self) -> np.ndarray:
+        """(n,) ``|sum_h attribution - (F(1) - F(0))|``."""
+        total = self.attributions.reshape(len(self.score), -1).sum(-1)
+        return np.abs(total - (self.score - self.baseline_score))
+
+    @property
+    def relative_gap(self) -> np.ndarray:
+        """(n,) the gap divided by ``max(1, |F(1) - F(0)|)`` (as integrated gradients on tokens report it)."""
+        return self.completeness_gap / np.maximum(1.0, np.abs(self.score - self.baseline_score))
+
+    @property
+    def mean(self) -> np.ndarray:
+        """(layers, heads) signed mean over examples."""
+        return self.attributions.mean(0)
+
+    @property
+    def mean_abs(self) -> np.ndarray:
+        """(layers, heads) mean over examples of the absolute score."""
+        return np.abs(self.attributions).mean(0)
+
+    def relevance(self, normalise: bool = True) -> np.ndarray:
+        """(layers, heads) Voita's relevance: :attr:`mean_abs`, divided by its layer's sum with ``normalise``.
+
+        Normalised, each layer's relevances add up to 1 (a layer whose heads all score 0 stays 0).
+        """
+        values = self.mean_abs
+        if not normalise:
+            return values
+        total = values.sum(-1, keepdims=True)
+        return values / np.where(total > 0, total, 1.0)
+
+
+@dataclass(frozen=True)
+class HeadAttribution(HeadScores):
+    """Integrated gradients over head gates (:func:`head_attribution`); the gaps should be ~0."""
+
+    #: Gauss-Legendre nodes on [0, 1].
+    steps: int
+
+
+@dataclass(frozen=True)
+class GateGradient(HeadScores):
+    """``g * dF/dg`` at ``g = 1`` (LRP-0 / gradient x input on the gates): the gaps are *not* ~0."""
+
+
+def _check_labels(labels: str) -> None:
+    if labels not in LABELS:
+        raise ValueError(f"labels must be one of {LABELS}, not {labels!r}")
+
+
+def _ends(
+    loaded: LoadedModel, dev: DevSet, batch: dict, rows, labels: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(explained classes, F(1), F(0)) of one batch: the plain model, and every head gated to 0."""
+    model = loaded.model
+    n_layers, n_heads = gate_shape(loaded)
+    with torch.no_grad():
+        clean = _logits(loaded, model(**batch))
+        regression = loaded.config.num_labels == 1  # gold scores are not class ids
+        gold = None if labels == "predicted" or regression else dev.labels[rows]
+        explained = _explained(loaded, clean, gold)
+        zeros = torch.zeros(len(rows), n_layers, n_heads, device=loaded.device)
+        with edit_attention(model, _gate_edit(zeros)):
+            off = model(**batch)
+        return explained, target_scores(loaded, clean, explained), target_scores(loaded, off, explained)
+
+
+def _gate_gradients(
+    loaded: LoadedModel, batch: dict, explained: torch.Tensor, alphas: torch.Tensor, rows_per_pass: int
+) -> torch.Tensor:
+    """(len(alphas), b, layers, heads) ``dF/dg`` at ``g = alpha * 1``, per example; nodes share passes."""
+    model = loaded.model
+    n_layers, n_heads = gate_shape(loaded)
+    b = len(explained)
+    per_pass = max(1, rows_per_pass // b)
+    out = []
+    for lo in range(0, len(alphas), per_pass):
+        a = alphas[lo : lo + per_pass]
+        c = len(a)
+        # Row k * b + i is copy k of example i (the layout of _repeat), with gates a[k].
+        gates = a.repeat_interleave(b)[:, None, None].expand(c * b, n_layers, n_heads).clone().requires_grad_(True)
+        with torch.enable_grad(), edit_attention(model, _gate_edit(gates)):
+            logits = model(**(_repeat(batch, c) if c > 1 else batch))
+            scores = target_scores(loaded, logits, explained.repeat(c))
+            # Rows are independent in eval mode: the gradient of the sum is each row's own.
+            (grad,) = torch.autograd.grad(scores.sum(), gates)
+        out.append(grad.reshape(c, b, n_layers, n_heads))
+    return torch.cat(out)
+
+
+def _per_head(
+    loaded: LoadedModel, dev: DevSet, labels: str, alphas: np.ndarray, weights: np.ndarray, rows_per_pass: int
+) -> tuple[np.ndarray, ...]:
+    """(sum_k weights[k] dF/dg at alphas[k] * 1, F(1), F(0), classes), per example in corpus order."""
+    _check_labels(labels)
+    if rows_per_pass < 1:
+        raise ValueError("rows_per_pass must be at least 1")
+    n_layers, n_heads = gate_shape(loaded)
+    values = np.zeros((len(dev), n_layers, n_heads))
+    score, baseline, classes = np.zeros(len(dev)), np.zeros(len(dev)), np.zeros(len(dev), dtype=np.int64)
+    a = torch.as_tensor(alphas, dtype=torch.float32, device=loaded.device)
+    w = torch.as_tensor(weights, dtype=torch.float64, device=loaded.device)
+    with evaluating(loaded.model):
+        for batch, rows in zip(dev.batches, dev.rows):
+            explained, f1, f0 = _ends(loaded, dev, batch, rows, labels)
+            grads = _gate_gradients(loaded, batch, explained, a, rows_per_pass)
+            values[rows] = torch.einsum("k,kblh->blh", w, grads.double()).cpu().numpy()
+            score[rows], baseline[rows] = f1.double().cpu().numpy(), f0.double().cpu().numpy()
+            classes[rows] = explained.cpu().numpy()
+    return values, score, baseline, classes
+
+
+def head_attribution(
+    loaded: LoadedModel, dev: DevSet, *, steps: int = 16, labels: str = "predicted", rows_per_pass: int = 128
+) -> HeadAttribution:
+    """Integrated gradients over the gates of all heads, per example of ``dev`` (see the module docstring).
+
+    ``attributions[i, l, h] = sum_k w_k dF_i(a_k * 1)/dg[l, h]`` with ``steps`` Gauss-Legendre nodes
+    ``a_k`` and weights ``w_k`` on [0, 1]; ``labels``: "predicted" or "gold" (the class ``F`` is the
+    logit of). Each batch of ``dev`` is repeated once per node, as many nodes per forward/backward
+    pass as fit in ``rows_per_pass`` rows (at least one): about ``steps`` forward and backward passes
+    of ``dev`` in all. Check ``relative_gap`` (completeness): 16 nodes leave at most 1.4e-5 on the
+    fine-tuned MiniLM SST-2 classifier.
+    """
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    nodes, weights = _quadrature(steps)
+    values, score, baseline, classes = _per_head(loaded, dev, labels, nodes, weights, rows_per_pass)
+    return HeadAttribution(values, score, baseline, classes, dev.task, steps)
+
+
+def gate_times_gradient(
+    loaded: LoadedModel, dev: DevSet, *, labels: str = "predicted", rows_per_pass: int = 128
+) -> GateGradient:
+    """``g * dF/dg`` at every gate 1, per example: LRP-0 / gradient x input on the head gates.
+
+    Its sum over heads is not ``F(1) - F(0)``: :attr:`GateGradient.relative_gap` measures by how
+    much (the reason this module attributes with integrated gradients, not LRP).
+    """
+    values, score, baseline, classes = _per_head(loaded, dev, labels, np.ones(1), np.ones(1), rows_per_pass)
+    return GateGradient(values, score, baseline, classes, dev.task)
