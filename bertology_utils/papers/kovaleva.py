@@ -7,14 +7,17 @@ are from ../shared/reference/papers.md.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor
+from bertology_utils.papers.claims import Claim, Verdict, below_floor, depth_scaled_layers
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from bertology_utils.interventions.pruning import AblationResult
 
 __all__ = [
@@ -25,6 +28,9 @@ __all__ = [
     "single_heads_dispensable",
     "layer_ablation_improves",
     "pretrained_beats_random_init",
+    "layer_thirds",
+    "cls_early_sep_late",
+    "sst2_largest_sep",
 ]
 
 PAPER = "Kovaleva et al. 2019"
@@ -205,4 +211,191 @@ def pretrained_beats_random_init(
         "holds: pre-trained above random init on every task; partly: on some; tasks where pre-trained is "
         "not above the majority class are not counted",
         {"wins": counted.count("win"), "losses": counted.count("loss"), "tasks": len(outcome)},
+    )
+
+
+# --------------------------------------------------------------------------- Figure 5: [CLS], [SEP], punctuation by layer
+
+
+def _key(task: str) -> str:
+    """A task name as a metric-name part: lower case letters and digits ("SST-2" -> "sst2")."""
+    return re.sub(r"[^a-z0-9]+", "", task.lower()) or "task"
+
+
+def _layer_frame(frame: pd.DataFrame, task: str, columns=("cls", "sep")) -> pd.DataFrame:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{task}: the per-layer shares lack the columns {missing} (have {list(frame.columns)})")
+    return frame.sort_index()
+
+
+def layer_thirds(n_layers: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The first and the last third of ``n_layers`` layers, as (first, last) layer ranges counted from 1.
+
+    Layers overlapping depth (0, 1/3] and (2/3, 1] (:func:`~bertology_utils.papers.claims.depth_scaled_layers`
+    with 3 "paper layers"): 12 layers give 1-4 and 9-12, 6 give 1-2 and 5-6, 3 give 1 and 3.
+    """
+    if n_layers < 3:
+        raise ValueError(f"thirds need at least 3 layers, not {n_layers}")
+    return depth_scaled_layers(1, 1, n_layers, 3), depth_scaled_layers(3, 3, n_layers, 3)
+
+
+def _third_means(frame: pd.DataFrame, column: str, first: tuple[int, int], last: tuple[int, int]):
+    values = frame[column].to_numpy(dtype=np.float64)
+    return float(np.mean(values[first[0] - 1 : first[1]])), float(np.mean(values[last[0] - 1 : last[1]]))
+
+
+def _span(layers: tuple[int, int]) -> str:
+    return f"{layers[0]}-{layers[1]}" if layers[0] != layers[1] else str(layers[0])
+
+
+def _pretrained_for(pretrained, task: str):
+    """The pre-trained model's per-layer shares for ``task``'s inputs: one frame for all, or a task's own."""
+    if pretrained is None:
+        return None
+    if isinstance(pretrained, Mapping):
+        return pretrained.get(task)
+    return pretrained
+
+
+def cls_early_sep_late(
+    shares: Mapping[str, pd.DataFrame], pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None
+) -> Claim:
+    """ "Early layers attend to [CLS], later ones to [SEP]" (Fig. 5), for every fine-tuned task.
+
+    ``shares``: task -> per-layer shares of the fine-tuned model (index: layers from 1; columns
+    ``cls`` and ``sep``, e.g. ``surface_statistics(items).per_layer()``). With the model's own
+    depth cut in thirds (:func:`layer_thirds`), a task shows the claim when its mean [CLS] share
+    over the first third exceeds the last third's and its [SEP] share over the last third exceeds
+    the first third's. Holds when every task does; partly when some task does, or one of the two
+    halves holds somewhere; differs otherwise; not testable with no task or fewer than 3 layers.
+    ``pretrained`` (the pre-trained model on the same inputs: one frame, or task -> frame) is
+    recorded next to each task's numbers and does not enter the verdict.
+    """
+    if not shares:
+        return Claim(
+            "cls_early_sep_late",
+            "Early layers attend to [CLS], later ones to [SEP]",
+            PAPER,
+            "[CLS] early, [SEP] late on every task (Fig. 5)",
+            "no task",
+            Verdict.NOT_TESTABLE,
+            "per task: [CLS] share of the first third of the layers > the last third's, and [SEP] share of the "
+            "last third > the first third's",
+            {"tasks": 0},
+        )
+    frames = {task: _layer_frame(frame, task) for task, frame in shares.items()}
+    depth = min(len(f) for f in frames.values())
+    values: dict = {"tasks": len(frames), "layers": depth}
+    judged: list[float] = []  # the numbers the verdict reads
+    if depth < 3:
+        outcome: dict = {}
+        parts = [f"{depth} layers: thirds need at least 3"]
+        first = last = (0, 0)
+    else:
+        first, last = layer_thirds(depth)
+        outcome, parts = {}, []
+        for task, frame in frames.items():
+            key = _key(task)
+            cls_first, cls_last = _third_means(frame, "cls", first, last)
+            sep_first, sep_last = _third_means(frame, "sep", first, last)
+            cls_ok, sep_ok = cls_first > cls_last, sep_last > sep_first
+            judged += [cls_first, cls_last, sep_first, sep_last]
+            outcome[task] = (cls_ok, sep_ok)
+            values.update(
+                {
+                    f"{key}.cls_first": cls_first,
+                    f"{key}.cls_last": cls_last,
+                    f"{key}.sep_first": sep_first,
+                    f"{key}.sep_last": sep_last,
+                }
+            )
+            if "punct" in frame.columns:  # Fig. 5's third kind, recorded (the claim is about [CLS] and [SEP])
+                values[f"{key}.punct_first"], values[f"{key}.punct_last"] = _third_means(frame, "punct", first, last)
+            text = f"{task}: [CLS] {cls_first:.2f} -> {cls_last:.2f}, [SEP] {sep_first:.2f} -> {sep_last:.2f}"
+            base = _pretrained_for(pretrained, task)
+            if base is not None:
+                base = _layer_frame(base, f"pre-trained ({task})")
+                if len(base) == len(frame):
+                    pre_cls = _third_means(base, "cls", first, last)
+                    pre_sep = _third_means(base, "sep", first, last)
+                    values.update(
+                        {
+                            f"{key}.pretrained_cls_first": pre_cls[0],
+                            f"{key}.pretrained_cls_last": pre_cls[1],
+                            f"{key}.pretrained_sep_first": pre_sep[0],
+                            f"{key}.pretrained_sep_last": pre_sep[1],
+                        }
+                    )
+                    text += (
+                        f" (pre-trained [CLS] {pre_cls[0]:.2f} -> {pre_cls[1]:.2f}, "
+                        f"[SEP] {pre_sep[0]:.2f} -> {pre_sep[1]:.2f})"
+                    )
+            parts.append(text)
+    both = sum(c and s for c, s in outcome.values())
+    some_half = any(c or s for c, s in outcome.values())
+    values.update({"tasks_both": both, "tasks_cls_early": sum(c for c, _ in outcome.values())})
+    values["tasks_sep_late"] = sum(s for _, s in outcome.values())
+    finite = all(math.isfinite(v) for v in judged)
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if depth < 3 or not finite
+        else Verdict.HOLDS
+        if both == len(outcome)
+        else Verdict.PARTLY
+        if both > 0 or some_half
+        else Verdict.DIFFERS
+    )
+    thirds = f"layers {_span(first)} vs {_span(last)} of {depth}" if depth >= 3 else ""
+    return Claim(
+        "cls_early_sep_late",
+        "Early layers attend to [CLS], later ones to [SEP]",
+        PAPER,
+        "[CLS] early, [SEP] late on every task (Fig. 5)",
+        (f"{thirds}: " if thirds else "") + "; ".join(parts),
+        verdict,
+        "per task: mean [CLS] share of the first third of the layers > the last third's, and mean [SEP] share of "
+        "the last third > the first third's. holds: every task; partly: some task, or one of the two somewhere",
+        values,
+        note="shares of the fine-tuned models; the pre-trained model's on the same inputs are recorded beside them"
+        if pretrained is not None
+        else "shares of the fine-tuned models",
+    )
+
+
+def sst2_largest_sep(
+    shares: Mapping[str, pd.DataFrame], pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None
+) -> Claim:
+    """ "SST-2, whose inputs have one [SEP], shows the largest [SEP] share" (Fig. 5).
+
+    ``shares`` as for :func:`cls_early_sep_late`; the mean over layers of each task's [SEP]
+    share. Holds when SST-2's (the task named "SST-2", "sst2"...) is the largest; not testable
+    when SST-2 is absent or there are fewer than 2 tasks. ``pretrained`` is recorded, not judged.
+    """
+    means = {task: float(_layer_frame(frame, task, ("sep",))["sep"].mean()) for task, frame in shares.items()}
+    sst2 = next((task for task in means if _key(task) == "sst2"), None)
+    values: dict = {f"sep_mean.{_key(task)}": v for task, v in means.items()}
+    for task in means:
+        base = _pretrained_for(pretrained, task)
+        if base is not None:
+            values[f"pretrained_sep_mean.{_key(task)}"] = float(_layer_frame(base, task, ("sep",))["sep"].mean())
+    testable = sst2 is not None and len(means) >= 2 and all(math.isfinite(v) for v in means.values())
+    ranked = sorted(means, key=lambda task: -means[task])
+    if sst2 is not None:
+        values["sst2_rank"] = ranked.index(sst2) + 1
+    values["tasks"] = len(means)
+    ours = ", ".join(f"{task} {means[task]:.3f}" for task in ranked) or "no task"
+    why = "" if testable else ("; SST-2 is not among the tasks" if sst2 is None else "; fewer than 2 tasks")
+    return Claim(
+        "sst2_largest_sep",
+        "SST-2 (one [SEP] per input) shows the largest [SEP] share",
+        PAPER,
+        "SST-2 largest (Fig. 5)",
+        "mean [SEP] share over layers: " + ours + why,
+        Verdict.of(sst2 is not None and ranked[0] == sst2, testable),
+        "SST-2's mean over layers of the [SEP] share is the largest of the tasks; not testable without SST-2 "
+        "or with fewer than 2 tasks",
+        values,
+        note="shares of the fine-tuned models"
+        + ("; pre-trained values recorded beside them" if pretrained is not None else ""),
     )

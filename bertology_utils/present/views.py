@@ -26,7 +26,6 @@ import base64
 import functools
 import hashlib
 import html as html_lib
-import inspect
 import io
 import itertools
 import json
@@ -43,12 +42,13 @@ from bertology_utils.attention.alignment import WORD
 from bertology_utils.attention.extraction import attention_for
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
-from bertology_utils.core.architectures import qkv, self_attention_modules
+from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import plot_attention_map
 from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
+from bertology_utils.interventions.query_key import capture_query_key
 from bertology_utils.present.assets import script_tag, source_or_cdn
 
 __all__ = [
@@ -469,9 +469,6 @@ def __getattr__(name):  # AttentionExplorer is built lazily: ipywidgets is impor
 
 # --------------------------------------------------------------------------- neuron view
 
-#: Arguments of a self-attention module's forward that are added to the scores before the softmax.
-_SCORE_TERMS = ("attention_mask", "position_bias")
-
 
 @dataclass(frozen=True)
 class NeuronView:
@@ -538,20 +535,14 @@ class NeuronView:
         return fig
 
 
-def _additive(term: torch.Tensor, dtype) -> torch.Tensor:
-    """A mask or bias as what is added to the scores (boolean masks: 0 where kept, the dtype's minimum elsewhere)."""
-    if term.dtype == torch.bool:
-        return torch.zeros((), dtype=dtype).masked_fill(~term, torch.finfo(dtype).min)
-    return term.to(dtype)
-
-
 def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int | str | None = None) -> NeuronView:
     """Query, keys, their elementwise products, scores and softmax for one head and query token.
 
     ``source`` is a text, a ``(text_a, text_b)`` pair or a data item; ``layer``, ``head`` and
     ``query`` count from 0 (``query`` may also be a token string: its first occurrence; None:
-    the first token of the first word). The vectors are captured with forward hooks on the
-    layer's query and key projections during the model's own forward pass; the scores add
+    the first token of the first word). The vectors are captured during the model's own forward
+    pass by :func:`bertology_utils.interventions.query_key.capture_query_key` (forward hooks on
+    the layer's query and key projections); the scores add
     whatever the layer adds before its softmax (attention mask, MPNet's position bias). A
     model whose attention is not reproduced by them (to 1e-4) raises ModelNotAvailableError.
     """
@@ -562,31 +553,8 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
             f"x {loaded.num_heads} heads (counted from 0)"
         )
     module = self_attention_modules(loaded)[layer]
-    q_proj, k_proj, _ = qkv(loaded, layer)  # their outputs are the vectors the scores multiply
-    head_dim = q_proj.out_features // loaded.num_heads
-    seen: dict = {}
-
-    def keep_terms(mod, args, kwargs):
-        bound = inspect.signature(mod.forward).bind_partial(*args, **kwargs).arguments
-        seen["terms"] = [bound[n] for n in _SCORE_TERMS if isinstance(bound.get(n), torch.Tensor)]
-
-    def keep(name):
-        def hook(_mod, _inputs, output):
-            seen[name] = output.detach()[0].unflatten(-1, (loaded.num_heads, head_dim))[:, head].float()
-
-        return hook
-
-    handles = [
-        module.register_forward_pre_hook(keep_terms, with_kwargs=True),
-        q_proj.register_forward_hook(keep("q")),
-        k_proj.register_forward_hook(keep("k")),
-    ]
-    try:
-        with capture_attention(loaded, retain_grad=False) as captured:
-            item = attention_for([_as_item(source)], loaded, keep_tokens=True)[0]
-    finally:
-        for handle in handles:
-            handle.remove()
+    with capture_query_key(loaded, layers=[layer]) as qk, capture_attention(loaded, retain_grad=False) as captured:
+        item = attention_for([_as_item(source)], loaded, keep_tokens=True)[0]
     tokens = tuple(item.tokens)
     if query is None:
         query = int(np.flatnonzero(np.asarray(item.word_kinds)[item.token_to_word] == WORD)[0])
@@ -597,13 +565,10 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     if not 0 <= query < len(tokens):
         raise ValueError(f"query {query} out of range: the input has {len(tokens)} tokens (counted from 0)")
 
-    scaling = float(getattr(module, "scaling", head_dim**-0.5))
-    q, k = seen["q"][query], seen["k"]
+    scaling = qk.scaling[layer]
+    q, k = qk.queries[layer][0, head, query].float(), qk.keys[layer][0, head].float()
     products = q[None, :] * k
-    bias = torch.zeros(len(tokens))
-    for term in seen["terms"]:  # broadcastable to (1, heads, queries, keys): keep this head and query's row
-        full = torch.broadcast_to(_additive(term, torch.float32), (1, loaded.num_heads, len(tokens), len(tokens)))
-        bias = bias + full[0, head, query].cpu()
+    bias = qk.bias(layer)[0, head, query]  # attention mask, MPNet's relative position bias
     scores = products.sum(-1) * scaling + bias
     attention = torch.softmax(scores, -1)
     own = captured.probs[layer][0, head, query].float()

@@ -1,0 +1,193 @@
+"""Vig's query·key dimension claim and Kovaleva et al.'s Figure 5 claims, on hand-made numbers."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology_utils.papers import kovaleva, vig
+from bertology_utils.papers.claims import Claim, Verdict, claims_table
+
+# --------------------------------------------------------------------------- Vig
+
+
+def heads(sep_dims, next_dims, other_dims=()):
+    """(1, n) arrays: dims, sep share, next share for sep-heads, then next-word heads, then neither."""
+    dims = np.array([list(sep_dims) + list(next_dims) + list(other_dims)], dtype=float)
+    n_sep, n_next, n_other = len(sep_dims), len(next_dims), len(other_dims)
+    sep = np.array([[0.8] * n_sep + [0.1] * n_next + [0.2] * n_other])
+    nxt = np.array([[0.05] * n_sep + [0.7] * n_next + [0.2] * n_other])
+    return dims, sep, nxt
+
+
+@pytest.mark.parametrize(
+    "sep_dims, next_dims, verdict",
+    [
+        ([0.1, 0.15, 0.12, 0.2], [0.6, 0.7, 0.8, 0.5], Verdict.HOLDS),  # one-sided p = 1/70
+        ([0.1, 0.2], [0.5, 0.6], Verdict.PARTLY),  # in order, but 2 vs 2 heads cannot reach p < 0.05
+        ([0.6, 0.7, 0.8, 0.5], [0.1, 0.15, 0.1, 0.2], Verdict.DIFFERS),
+        ([0.1, 0.2, 0.3], [0.9], Verdict.NOT_TESTABLE),
+    ],
+)
+def test_qk_dimensions_by_pattern_verdicts(sep_dims, next_dims, verdict):
+    dims, sep, nxt = heads(sep_dims, next_dims, other_dims=[0.99, 0.01])
+    claim = vig.qk_dimensions_by_pattern(dims, sep, nxt)
+    assert isinstance(claim, Claim) and claim.verdict is verdict and claim.paper == vig.PAPER
+    assert claim.values["sep_broad_heads"] == len(sep_dims) and claim.values["next_word_heads"] == len(next_dims)
+    if verdict is Verdict.NOT_TESTABLE:
+        assert "1 next-word heads" in claim.ours and math.isnan(claim.values["p_value"])
+    else:
+        assert 0 < claim.values["p_value"] <= 1
+    if verdict is Verdict.HOLDS:
+        assert claim.values["p_value"] == pytest.approx(1 / 70)
+    assert claim.values["median_dims_sep_broad"] == pytest.approx(np.median(sep_dims))
+    assert "MPNet" in claim.note and "[CLS]/[SEP] queries left out" in claim.note
+    assert claims_table([claim]).loc["qk_dimensions_by_pattern", "verdict"] == verdict.value
+
+
+def test_groups_from_cls_entropy_and_flags():
+    dims = np.array([[0.1, 0.1, 0.2, 0.6, 0.7, 0.9]])
+    sep = np.array([[0.3, 0.0, 0.0, 0.0, 0.0, 0.6]])
+    cls = np.array([[0.3, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    nxt = np.array([[0.0, 0.0, 0.1, 0.8, 0.9, 0.6]])  # the last head meets both definitions
+    entropy = np.array([[1.0, 2.9, 1.0, 0.5, 0.5, 0.5]])
+    labels = vig.pattern_groups(sep, nxt, entropy, cls_share=cls, uniform_entropy=3.0)
+    assert labels.tolist() == [[vig.SEP_BROAD, vig.SEP_BROAD, "", vig.NEXT_WORD, vig.NEXT_WORD, ""]]
+    # without [CLS] the first head is in no group; the broad flags stand in for entropy
+    flags = np.array([[False, True, False, False, False, False]])
+    assert vig.pattern_groups(sep, nxt, flags).tolist()[0][:2] == ["", vig.SEP_BROAD]
+    assert vig.pattern_groups(sep, nxt, entropy, uniform_entropy=3.0, broad_ratio=0.99).tolist()[0][1] == ""
+    claim = vig.qk_dimensions_by_pattern(dims, sep, nxt, entropy, cls_share=cls, uniform_entropy=3.0)
+    assert claim.values["heads_in_both"] == 1
+    assert (claim.values["sep_broad_heads"], claim.values["next_word_heads"]) == (2, 2)
+    assert claim.verdict is Verdict.PARTLY
+    assert "[SEP]+[CLS] share >= 0.5" in claim.rule and "entropy >= 0.9" in claim.rule
+    # heads without queries (NaN) are left out of their group
+    dims[0, 0] = np.nan
+    assert vig.qk_dimensions_by_pattern(dims, sep, nxt, entropy, cls_share=cls, uniform_entropy=3.0).verdict is (
+        Verdict.NOT_TESTABLE
+    )
+    with pytest.raises(ValueError, match="uniform_entropy"):
+        vig.pattern_groups(sep, nxt, entropy)
+    with pytest.raises(ValueError, match="layers, heads"):
+        vig.qk_dimensions_by_pattern(dims[0], sep, nxt)
+    with pytest.raises(ValueError, match="shape"):
+        vig.qk_dimensions_by_pattern(dims[:, :3], sep, nxt)
+
+
+def test_plot_query_key_dimensions():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dims, sep, nxt = heads([0.1, 0.2], [0.6, 0.7], [0.4, 0.5])
+    grid, s, n = dims.reshape(2, 3), sep.reshape(2, 3), nxt.reshape(2, 3)
+    fig = vig.plot_query_key_dimensions(grid, vig.pattern_groups(s, n), title="t")
+    try:
+        assert len(fig.axes) == 3  # grid, the groups, the colour bar
+        assert [t.get_text().split("\n")[0] for t in fig.axes[1].get_xticklabels()] == [
+            vig.SEP_BROAD,
+            vig.NEXT_WORD,
+            "other",
+        ]
+    finally:
+        plt.close(fig)
+    plt.close(vig.plot_query_key_dimensions(grid))
+
+
+# --------------------------------------------------------------------------- Kovaleva, Figure 5
+
+
+def frame(cls, sep, punct=None):
+    """Per-layer shares indexed by layer from 1, as ``SurfaceStats.per_layer()`` gives (extra columns too)."""
+    data = {"cls": cls, "sep": sep, "punct": punct if punct is not None else [0.05] * len(cls), "next": 0.1}
+    return pd.DataFrame(data, index=pd.RangeIndex(1, len(cls) + 1, name="layer"))
+
+
+RISING = frame([0.5, 0.4, 0.3, 0.2, 0.1, 0.1], [0.1, 0.1, 0.2, 0.3, 0.5, 0.6])  # [CLS] early, [SEP] late
+FLAT_CLS = frame([0.2] * 6, [0.1, 0.1, 0.2, 0.3, 0.5, 0.6])  # only the [SEP] half
+REVERSED = frame([0.1, 0.1, 0.2, 0.3, 0.4, 0.5], [0.6, 0.5, 0.3, 0.2, 0.1, 0.1])
+
+
+def test_layer_thirds_follow_the_depth():
+    assert kovaleva.layer_thirds(12) == ((1, 4), (9, 12))
+    assert kovaleva.layer_thirds(6) == ((1, 2), (5, 6))
+    assert kovaleva.layer_thirds(3) == ((1, 1), (3, 3))
+    with pytest.raises(ValueError):
+        kovaleva.layer_thirds(2)
+
+
+@pytest.mark.parametrize(
+    "shares, verdict",
+    [
+        ({"SST-2": RISING, "MRPC": RISING}, Verdict.HOLDS),
+        ({"SST-2": RISING, "MRPC": REVERSED}, Verdict.PARTLY),  # holds for some task
+        ({"SST-2": FLAT_CLS, "MRPC": REVERSED}, Verdict.PARTLY),  # only one half, somewhere
+        ({"SST-2": REVERSED, "MRPC": REVERSED}, Verdict.DIFFERS),
+        ({}, Verdict.NOT_TESTABLE),
+        ({"SST-2": frame([0.5, 0.1], [0.1, 0.5])}, Verdict.NOT_TESTABLE),  # fewer than 3 layers
+    ],
+)
+def test_cls_early_sep_late(shares, verdict):
+    claim = kovaleva.cls_early_sep_late(shares)
+    assert claim.verdict is verdict and claim.id == "cls_early_sep_late"
+    assert claim.values["tasks"] == len(shares)
+    if verdict in (Verdict.HOLDS, Verdict.PARTLY, Verdict.DIFFERS):
+        # thirds of 6 layers: 1-2 and 5-6
+        first, last = claim.values["sst2.cls_first"], claim.values["sst2.cls_last"]
+        expected = shares["SST-2"]["cls"]
+        assert first == pytest.approx(expected.loc[1:2].mean()) and last == pytest.approx(expected.loc[5:6].mean())
+        assert claim.values["sst2.punct_first"] == pytest.approx(0.05)
+        assert "layers 1-2 vs 5-6 of 6" in claim.ours
+    assert all(part.replace("_", "").replace(".", "").isalnum() for part in claim.values)
+
+
+def test_cls_early_sep_late_records_the_pretrained_model_and_reads_any_depth():
+    pre = frame([0.3] * 6, [0.3] * 6)
+    claim = kovaleva.cls_early_sep_late({"SST-2": RISING, "QQP": RISING}, pre)
+    assert claim.verdict is Verdict.HOLDS and claim.values["qqp.pretrained_sep_last"] == pytest.approx(0.3)
+    assert "pre-trained" in claim.ours and "pre-trained" in claim.note
+    per_task = kovaleva.cls_early_sep_late({"SST-2": RISING}, {"SST-2": pre})
+    assert per_task.values["sst2.pretrained_cls_first"] == pytest.approx(0.3)
+    # 12 layers in a shuffled index: thirds 1-4 and 9-12, layers sorted first
+    twelve = frame(list(np.linspace(0.6, 0.05, 12)), list(np.linspace(0.05, 0.6, 12))).iloc[::-1]
+    claim = kovaleva.cls_early_sep_late({"RTE": twelve})
+    assert claim.verdict is Verdict.HOLDS and "layers 1-4 vs 9-12 of 12" in claim.ours
+    nan = frame([np.nan] * 6, [0.1] * 6)
+    assert kovaleva.cls_early_sep_late({"RTE": nan}).verdict is Verdict.NOT_TESTABLE
+    with pytest.raises(ValueError, match="lack the columns"):
+        kovaleva.cls_early_sep_late({"RTE": RISING.drop(columns="sep")})
+
+
+@pytest.mark.parametrize(
+    "sep_means, verdict",
+    [
+        ({"SST-2": 0.5, "MRPC": 0.3, "QQP": 0.2}, Verdict.HOLDS),
+        ({"SST-2": 0.3, "MRPC": 0.5}, Verdict.DIFFERS),
+        ({"MRPC": 0.5, "QQP": 0.3}, Verdict.NOT_TESTABLE),  # no SST-2
+        ({"SST-2": 0.5}, Verdict.NOT_TESTABLE),  # one task
+    ],
+)
+def test_sst2_largest_sep(sep_means, verdict):
+    shares = {
+        task: frame([0.1] * 4, [mean - 0.05, mean - 0.05, mean + 0.05, mean + 0.05]) for task, mean in sep_means.items()
+    }
+    claim = kovaleva.sst2_largest_sep(shares)
+    assert claim.verdict is verdict and claim.id == "sst2_largest_sep"
+    for task, mean in sep_means.items():
+        key = task.lower().replace("-", "")
+        assert claim.values[f"sep_mean.{key}"] == pytest.approx(mean)
+    if "SST-2" in sep_means:
+        assert claim.values["sst2_rank"] == sorted(sep_means.values(), reverse=True).index(sep_means["SST-2"]) + 1
+    else:
+        assert "SST-2 is not among the tasks" in claim.ours
+
+
+def test_sst2_largest_sep_records_the_pretrained_model():
+    shares = {"sst2": frame([0.1] * 3, [0.6] * 3), "CoLA": frame([0.1] * 3, [0.2] * 3)}
+    claim = kovaleva.sst2_largest_sep(shares, frame([0.1] * 3, [0.4] * 3))
+    assert claim.verdict is Verdict.HOLDS
+    assert claim.values["pretrained_sep_mean.cola"] == pytest.approx(0.4)
+    assert claim.values["sep_mean.sst2"] == pytest.approx(0.6)
