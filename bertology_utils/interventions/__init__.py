@@ -2,8 +2,10 @@
 
 ``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
 ``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
-beyond raw weights: norms, rollout, flow, ALTI, value zeroing) and ``attribution`` (input gradients,
-integrated gradients, blank-out). A sibling of
+beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution`` (input gradients,
+integrated gradients, blank-out), ``head_relevance`` (integrated gradients over head gates),
+``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
+many of their dimensions decide where a head attends). A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
@@ -60,6 +62,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "word_references",
             "WordReferences",
         ],
+        "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],
+        "query_key": ["capture_query_key", "QueryKeyCapture", "query_key_dimensions", "QueryKeyDimensions"],
         "mixing": [
             "METHODS",
             "MixingMaps",

@@ -509,6 +509,23 @@ class PruningCurve:
     def prunable(self, keep: float = 0.9) -> float:
         return prunable_share(self.fractions, self.scores, self.base, keep)
 
+    def masks_keeping(self, kept, shape: tuple[int, int]) -> np.ndarray:
+        """(len(kept), layers, heads) gates keeping ``kept[i]`` heads: the first ones of :attr:`order` pruned.
+
+        Scores this order at head counts of another method's (L0 gates), not only at the curve's steps.
+        """
+        kept = np.asarray(kept, dtype=np.int64).ravel()
+        total = shape[0] * shape[1]
+        if ((kept < 0) | (kept > total)).any() or (total - kept).max(initial=0) > len(self.order):
+            raise ValueError(
+                f"kept counts {kept.tolist()} need an order of up to {total} heads; it has {len(self.order)}"
+            )
+        masks = np.ones((len(kept), *shape))
+        for row, count in enumerate(kept):
+            for layer, head in self.order[: total - int(count)]:
+                masks[row, layer, head] = 0
+        return masks
+
 
 def _steps(total: int, step: float) -> list[int]:
     counts = sorted({int(round(f * total)) for f in np.arange(0, 1 + 1e-9, step)} | {0})

@@ -245,6 +245,16 @@ def test_pruning_curves(tiny_model_dirs, data):
     randoms = random_pruning_curves(loaded, dev, seeds=(0, 1), step=0.25)
     assert len(randoms) == 2 and all(r.scores[0] == pytest.approx(curve.base) for r in randoms)
     assert michel.heads_prunable(curve, randoms).values["prunable"] == curve.prunable()
+    # the curve's own steps, rebuilt from its order, give its scores; other counts prune a prefix of the order
+    total = layers * heads
+    steps = np.rint((1 - curve.fractions) * total).astype(int)
+    for c in (curve, *randoms):
+        np.testing.assert_array_equal(scores_for_gates(loaded, dev, c.masks_keeping(steps, (layers, heads))), c.scores)
+    masks = randoms[0].masks_keeping([total, total - 1, 0], (layers, heads))
+    assert masks.reshape(3, -1).sum(1).tolist() == [total, total - 1, 0]
+    assert masks[1][randoms[0].order[0]] == 0
+    with pytest.raises(ValueError):
+        curve.masks_keeping([total + 1], (layers, heads))
 
 
 def test_layer_claim(tiny_model_dirs, data):

@@ -1,0 +1,295 @@
+"""Voita et al. (2019), *Analyzing Multi-Head Self-Attention*: each claim, checked against our numbers.
+
+One function per claim, each returning a :class:`~bertology_utils.papers.claims.Claim`; paper values
+are from ../shared/reference/papers.md. The functions take plain ``(layers, heads)`` arrays (head
+roles from :mod:`bertology_utils.analyses.head_roles`, relevance from
+:mod:`bertology_utils.interventions.head_relevance`, keep masks from :mod:`bertology_utils.interventions.l0`),
+so that they test the claims of any model shape, and of numbers computed elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from bertology_utils.papers.claims import Claim, Verdict, below_floor
+
+__all__ = [
+    "PAPER",
+    "rank_agreement",
+    "relevance_tracks_confidence",
+    "roles_found",
+    "specialised_heads_relevant",
+    "l0_prunes_most_heads",
+    "SurvivalTest",
+    "specialised_survival",
+    "specialised_heads_survive",
+]
+
+PAPER = "Voita et al. 2019"
+
+
+def _grid(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a (layers, heads) grid, got shape {array.shape}")
+    return array
+
+
+def _tagged(claim_id: str, task: str) -> str:
+    return f"{claim_id}.{task}" if task else claim_id
+
+
+def rank_agreement(a, b) -> tuple[float, float, int]:
+    """Spearman's rho and its two-sided p-value between two (layers, heads) grids, over heads finite in
+    both, and that number of heads; (NaN, NaN, n) when fewer than 3 heads or either side is constant."""
+    x, y = _grid(a, "a").ravel(), _grid(b, "b").ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"grids of {x.size} and {y.size} heads")
+    finite = np.isfinite(x) & np.isfinite(y)
+    x, y = x[finite], y[finite]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, math.nan, int(len(x))
+    rho, p = stats.spearmanr(x, y)
+    return float(rho), float(p), int(len(x))
+
+
+def relevance_tracks_confidence(
+    relevance, confidence, *, alpha: float = 0.05, task: str = "", majority: float | None = None, score=None
+) -> Claim:
+    """ "The most relevant heads are also the most confident".
+
+    ``relevance`` and ``confidence``: (layers, heads). Spearman's rho over heads; holds when rho > 0
+    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, or when the
+    classifier (dev ``score``) does not beat ``majority``: no head matters to its decisions.
+    """
+    rho, p, n = rank_agreement(relevance, confidence)
+    floor = below_floor(float(score), majority) if score is not None else ""
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not math.isfinite(rho) or floor
+        else Verdict.HOLDS
+        if rho > 0 and p < alpha
+        else Verdict.PARTLY
+        if rho > 0
+        else Verdict.DIFFERS
+    )
+    return Claim(
+        _tagged("relevance_tracks_confidence", task),
+        "The most relevant heads are also the most confident",
+        PAPER,
+        "most relevant heads have the highest confidence (their Fig. 1-2)",
+        f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads" + (f"; {floor}" if floor else ""),
+        verdict,
+        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, or the classifier "
+        "does not beat the majority class",
+        {"spearman": rho, "p_value": p, "heads": n},
+        note=f"task: {task}" if task else "",
+    )
+
+
+def roles_found(masks: Mapping[str, np.ndarray], *, testable: Mapping[str, bool] | None = None) -> Claim:
+    """ "Positional, syntactic and rare-word heads exist".
+
+    ``masks``: role -> (layers, heads) bool; ``testable``: role -> whether the data could show it
+    (e.g. False for syntax on a treebank without the paper's relations). Holds when every testable
+    role has at least one head, partly when some do, differs when none do; not testable when no role is.
+    """
+    testable = {role: True for role in masks} | dict(testable or {})
+    counts = {role: int(np.asarray(masks[role], dtype=bool).sum()) for role in masks}
+    tested = [role for role in counts if testable.get(role, True)]
+    found = [role for role in tested if counts[role] > 0]
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not tested
+        else Verdict.HOLDS
+        if len(found) == len(tested)
+        else Verdict.PARTLY
+        if found
+        else Verdict.DIFFERS
+    )
+    ours = ", ".join(
+        f"{role} {counts[role]}" + ("" if testable.get(role, True) else " (not testable)") for role in counts
+    )
+    return Claim(
+        "roles_found",
+        "Heads with positional, syntactic and rare-word roles exist",
+        PAPER,
+        "all three roles found in every model (48 encoder heads)",
+        f"heads per role: {ours}",
+        verdict,
+        "holds: every testable role has a head; partly: some do; differs: none",
+        {f"{role}_heads": n for role, n in counts.items()},
+    )
+
+
+def specialised_heads_relevant(
+    relevance, specialised, *, alpha: float = 0.05, task: str = "", majority: float | None = None, score=None
+) -> Claim:
+    """ "The roles are found in the most important heads": specialised heads are more relevant than the rest.
+
+    One-sided Mann-Whitney U of ``relevance`` (layers, heads) of the ``specialised`` heads (bool grid)
+    against the others: holds when p < ``alpha``, partly when only their median is higher. Not testable
+    with fewer than 2 heads on either side, or a classifier at the majority-class floor.
+    """
+    values = _grid(relevance, "relevance")
+    special = np.asarray(specialised, dtype=bool)
+    if special.shape != values.shape:
+        raise ValueError(f"specialised has shape {special.shape}, relevance {values.shape}")
+    ours_, rest = values[special & np.isfinite(values)], values[~special & np.isfinite(values)]
+    floor = below_floor(float(score), majority) if score is not None else ""
+    testable = len(ours_) >= 2 and len(rest) >= 2 and not floor
+    p = float(stats.mannwhitneyu(ours_, rest, alternative="greater").pvalue) if testable else math.nan
+    med_s = float(np.median(ours_)) if len(ours_) else math.nan
+    med_r = float(np.median(rest)) if len(rest) else math.nan
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not testable
+        else Verdict.HOLDS
+        if p < alpha
+        else Verdict.PARTLY
+        if med_s > med_r
+        else Verdict.DIFFERS
+    )
+    return Claim(
+        _tagged("specialised_heads_relevant", task),
+        "Specialised heads (positional, syntactic, rare-word) are among the most relevant",
+        PAPER,
+        "each role is found in the most important heads",
+        f"median relevance {med_s:.3f} for {len(ours_)} specialised heads vs {med_r:.3f} for {len(rest)} others "
+        f"(one-sided Mann-Whitney p = {p:.2g})" + (f"; {floor}" if floor else ""),
+        verdict,
+        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, or the classifier "
+        "does not beat the majority class",
+        {"median_specialised": med_s, "median_other": med_r, "p_value": p, "specialised": len(ours_)},
+        note=f"task: {task}" if task else "",
+    )
+
+
+def l0_prunes_most_heads(
+    kept: Sequence[int],
+    scores: Sequence[float],
+    base: float,
+    total: int,
+    *,
+    keep: float = 0.9,
+    task: str = "",
+    majority: float | None = None,
+) -> Claim:
+    """ "Most heads can be pruned with L0 gates for a small drop (38 of 48 encoder heads, -0.15 BLEU)".
+
+    ``kept`` and ``scores``: heads kept and dev score at each lambda; ``base``: every head on. The
+    prunable share is the largest share pruned at a lambda whose score stays at or above ``keep`` of
+    ``base`` (notebook 06's criterion). Holds at >= 50% of the heads, partly above 0; not testable
+    when no lambda pruned any head, or the classifier does not beat ``majority``.
+    """
+    kept_a, scores_a = np.asarray(kept, dtype=np.int64), np.asarray(scores, dtype=np.float64)
+    pruned = 1 - kept_a / total
+    good = scores_a >= keep * base
+    share = float(pruned[good].max()) if good.any() else 0.0
+    floor = below_floor(base, majority)
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not (pruned > 0).any() or floor
+        else Verdict.HOLDS
+        if share >= 0.5
+        else Verdict.PARTLY
+        if share > 0
+        else Verdict.DIFFERS
+    )
+    return Claim(
+        _tagged("l0_prunes_most_heads", task),
+        f"Most heads can be pruned with L0 gates keeping {keep:.0%} of the score",
+        PAPER,
+        "38 of 48 encoder heads (79%) pruned for -0.15 BLEU (En-Ru)",
+        f"{share:.0%} of {total} heads pruned at >= {keep:.0%} of {base:.3f}" + (f"; {floor}" if floor else ""),
+        verdict,
+        "holds: >= 50% pruned; partly: > 0%; not testable: no lambda pruned a head, or the classifier does "
+        "not beat the majority class",
+        {"prunable": share, "base": float(base)},
+        note=f"task: {task}" if task else "",
+    )
+
+
+@dataclass(frozen=True)
+class SurvivalTest:
+    """Are specialised heads kept more often than heads drawn at random? (see :func:`specialised_survival`)"""
+
+    shares: np.ndarray  #: (lambdas,) share of specialised heads among those kept; NaN where none kept
+    overall: float  #: share of specialised heads among all heads
+    statistic: float  #: specialised heads kept, summed over the informative lambdas
+    p_value: float  #: one-sided permutation p-value (NaN when not testable)
+    lambdas: int  #: lambdas that kept some but not all heads (the informative ones)
+    null_mean: float  #: the statistic's mean under random labels
+
+
+def specialised_survival(masks, specialised, *, n_permutations: int = 10_000, seed: int = 0) -> SurvivalTest:
+    """Specialised heads among the survivors of each lambda, against the same count of heads drawn at random.
+
+    ``masks``: (lambdas, layers, heads) bool, True = kept; ``specialised``: (layers, heads) bool. The
+    statistic is the number of specialised heads kept, summed over the lambdas that kept some but not
+    all heads; its null distribution relabels which heads are specialised (a uniform permutation over
+    heads, the same one for every lambda, so nested keep sets stay nested). p = (1 + #null >= observed)
+    / (1 + n_permutations).
+    """
+    kept = np.asarray(masks, dtype=bool)
+    special = np.asarray(specialised, dtype=bool).ravel()
+    if kept.ndim != 3 or kept.shape[1:] != np.asarray(specialised).shape:
+        raise ValueError(f"masks {kept.shape} do not match specialised {np.asarray(specialised).shape}")
+    flat = kept.reshape(len(kept), -1)
+    counts = flat.sum(1)
+    shares = np.where(counts > 0, (flat & special).sum(1) / np.maximum(counts, 1), np.nan)
+    overall = float(special.mean()) if special.size else math.nan
+    informative = flat[(counts > 0) & (counts < flat.shape[1])]
+    if not len(informative) or not 0 < special.sum() < special.size:
+        return SurvivalTest(shares, overall, math.nan, math.nan, len(informative), math.nan)
+    observed = float((informative & special).sum())
+    rng = np.random.default_rng(seed)
+    labels = rng.permuted(np.tile(special, (n_permutations, 1)), axis=1).astype(np.float64)
+    null = labels @ informative.sum(0).astype(np.float64)  # specialised kept over all lambdas, per relabelling
+    p = float((1 + np.sum(null >= observed - 1e-9)) / (1 + n_permutations))
+    return SurvivalTest(shares, overall, observed, p, len(informative), float(null.mean()))
+
+
+def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: str = "") -> Claim:
+    """ "Specialised heads are the last to be pruned".
+
+    Holds when specialised heads are kept more often than random heads (:func:`specialised_survival`,
+    p < ``alpha``); partly when more often but not significantly; differs otherwise. Not testable when
+    no lambda pruned some but not all heads, or no (or every) head is specialised.
+    """
+    testable = math.isfinite(test.p_value)
+    verdict = (
+        Verdict.NOT_TESTABLE
+        if not testable
+        else Verdict.HOLDS
+        if test.p_value < alpha
+        else Verdict.PARTLY
+        if test.statistic > test.null_mean
+        else Verdict.DIFFERS
+    )
+    finite = test.shares[np.isfinite(test.shares)]
+    shares = ", ".join(f"{s:.0%}" for s in finite) or "none"
+    return Claim(
+        _tagged("specialised_heads_survive", task),
+        "Specialised heads (positional, syntactic, rare-word) are the last to be pruned",
+        PAPER,
+        "the heads left at high lambda are the specialised ones",
+        f"specialised share among survivors per lambda: {shares} vs {test.overall:.0%} of all heads; "
+        f"{test.statistic:g} kept vs {test.null_mean:.1f} expected at random (permutation p = {test.p_value:.2g})",
+        verdict,
+        f"holds: permutation p < {alpha}; partly: more kept than at random; not testable: no lambda pruned "
+        "some but not all heads, or no head (or every head) is specialised",
+        {
+            "overall_share": test.overall,
+            "kept_specialised": test.statistic,
+            "expected_at_random": test.null_mean,
+            "p_value": test.p_value,
+            "informative_lambdas": test.lambdas,
+        },
+        note=f"task: {task}" if task else "",
+    )
