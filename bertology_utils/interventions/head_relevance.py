@@ -64,7 +64,7 @@ import torch
 from bertology_utils.core.models import LoadedModel, evaluating
 from bertology_utils.interventions.attribution import _explained, _logits, _quadrature, target_scores
 from bertology_utils.interventions.editing import edit_attention
-from bertology_utils.interventions.pruning import DevSet, _gate_edit, _repeat, gate_shape
+from bertology_utils.interventions.pruning import DevSet, _gate_edit, _repeat, _result, gate_shape
 
 __all__ = [
     "LABELS",
@@ -207,8 +207,30 @@ def _per_head(
     return values, score, baseline, classes
 
 
+def _scores(
+    label: str, loaded: LoadedModel, dev: DevSet, labels: str, alphas, weights, rows_per_pass: int, cache: bool
+) -> tuple[np.ndarray, ...]:
+    """:func:`_per_head`, stored in and read from the results cache with ``cache`` (one packed array)."""
+    n = len(dev)
+    fields = {"labels": labels, "nodes": np.asarray(alphas).tolist(), "rows": rows_per_pass}
+
+    def compute() -> np.ndarray:
+        values, score, baseline, classes = _per_head(loaded, dev, labels, alphas, weights, rows_per_pass)
+        return np.concatenate([values.ravel(), score, baseline, classes.astype(np.float64)])
+
+    packed = _result(label, loaded, dev, fields, compute, cache)
+    values, ends = packed[: -3 * n].reshape(n, *gate_shape(loaded)), packed[-3 * n :].reshape(3, n)
+    return values, ends[0], ends[1], ends[2].astype(np.int64)
+
+
 def head_attribution(
-    loaded: LoadedModel, dev: DevSet, *, steps: int = 16, labels: str = "predicted", rows_per_pass: int = 128
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    steps: int = 16,
+    labels: str = "predicted",
+    rows_per_pass: int = 128,
+    cache: bool = False,
 ) -> HeadAttribution:
     """Integrated gradients over the gates of all heads, per example of ``dev`` (see the module docstring).
 
@@ -217,22 +239,26 @@ def head_attribution(
     logit of). Each batch of ``dev`` is repeated once per node, as many nodes per forward/backward
     pass as fit in ``rows_per_pass`` rows (at least one): about ``steps`` forward and backward passes
     of ``dev`` in all. Check ``relative_gap`` (completeness): 16 nodes leave at most 1.4e-5 on the
-    fine-tuned MiniLM SST-2 classifier.
+    fine-tuned MiniLM SST-2 classifier. ``cache``: reuse what an earlier call with the same model,
+    dev set and settings stored (as :mod:`~bertology_utils.interventions.pruning`'s results).
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
     nodes, weights = _quadrature(steps)
-    values, score, baseline, classes = _per_head(loaded, dev, labels, nodes, weights, rows_per_pass)
+    values, score, baseline, classes = _scores("head-ig", loaded, dev, labels, nodes, weights, rows_per_pass, cache)
     return HeadAttribution(values, score, baseline, classes, dev.task, steps)
 
 
 def gate_times_gradient(
-    loaded: LoadedModel, dev: DevSet, *, labels: str = "predicted", rows_per_pass: int = 128
+    loaded: LoadedModel, dev: DevSet, *, labels: str = "predicted", rows_per_pass: int = 128, cache: bool = False
 ) -> GateGradient:
     """``g * dF/dg`` at every gate 1, per example: LRP-0 / gradient x input on the head gates.
 
     Its sum over heads is not ``F(1) - F(0)``: :attr:`GateGradient.relative_gap` measures by how
-    much (the reason this module attributes with integrated gradients, not LRP).
+    much (the reason this module attributes with integrated gradients, not LRP). ``cache`` as for
+    :func:`head_attribution`.
     """
-    values, score, baseline, classes = _per_head(loaded, dev, labels, np.ones(1), np.ones(1), rows_per_pass)
+    values, score, baseline, classes = _scores(
+        "gate-gradient", loaded, dev, labels, np.ones(1), np.ones(1), rows_per_pass, cache
+    )
     return GateGradient(values, score, baseline, classes, dev.task)

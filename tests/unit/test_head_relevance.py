@@ -187,3 +187,28 @@ def test_bad_arguments(tiny_model_dirs, data):
         head_attribution(loaded, dev, steps=0)
     with pytest.raises(ValueError, match="rows_per_pass"):
         gate_times_gradient(loaded, dev, rows_per_pass=0)
+
+
+def test_cached_scores_equal_fresh_ones(tiny_model_dirs, data, tmp_path, monkeypatch):
+    from bertology_utils.core import settings
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2")
+    fresh = head_attribution(loaded, dev, steps=4)
+    stored = head_attribution(loaded, dev, steps=4, cache=True)
+    reused = head_attribution(loaded, dev, steps=4, cache=True)
+
+    def entries():
+        return [p for p in (tmp_path / "cache" / "results").iterdir() if not p.name.startswith(".")]
+
+    assert len(entries()) == 1
+    for result in (stored, reused):
+        for name in ("attributions", "score", "baseline_score", "labels"):
+            np.testing.assert_array_equal(getattr(result, name), getattr(fresh, name))
+    gold = head_attribution(loaded, dev, steps=4, labels="gold", cache=True)  # other settings: computed anew
+    np.testing.assert_array_equal(gold.labels, data.labels)
+    np.testing.assert_array_equal(
+        gate_times_gradient(loaded, dev, cache=True).attributions, gate_times_gradient(loaded, dev).attributions
+    )
+    assert len(entries()) == 3
