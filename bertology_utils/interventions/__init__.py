@@ -63,6 +63,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "WordReferences",
         ],
         "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],
+        "l0": ["HardConcreteGates", "GateTraining", "train_gates", "L0Sweep", "l0_sweep", "training_set"],
         "query_key": ["capture_query_key", "QueryKeyCapture", "query_key_dimensions", "QueryKeyDimensions"],
         "mixing": [
             "METHODS",

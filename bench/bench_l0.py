@@ -1,0 +1,110 @@
+"""L0 gate training (Voita et al. 2019) on SST-2: seconds per lambda against the 180 s target.
+
+One lambda of :func:`bertology_utils.interventions.l0.train_gates` at the default settings, with the
+default model's cached SST-2 classifier (``fine_tune("SST-2")``; trained and cached first when
+absent) on the training examples fine-tuning drew (:func:`~bertology_utils.interventions.l0.training_set`).
+Two baselines in the same run, the same number of steps on the same batches (each epoch in a
+seeded order): plain forward passes (no gradients) and plain forward + backward passes with
+gradients for the weights (a fine-tuning step without the optimiser). The ratios are what training
+gates costs against each. Peak resident memory of each phase is read with ``bench/_memory.py``.
+Skipped, with the reason, when the SST-2 data or the default model are missing.
+
+    python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from _memory import peak_mb, reset_peak
+
+TARGET_SECONDS = 180.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lam", type=float, default=0.03, help="the L0 penalty's weight")
+    parser.add_argument("--steps", type=int, default=None, help="default: l0.DEFAULT_STEPS")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+
+    from bertology_utils.core.errors import DataNotFoundError, ModelNotAvailableError
+    from bertology_utils.data import load_glue
+    from bertology_utils.interventions.finetuning import default_budget, fine_tune
+    from bertology_utils.interventions.l0 import DEFAULT_LR, DEFAULT_STEPS, _pieces, train_gates, training_set
+    from bertology_utils.interventions.pruning import dev_set, scores_for_gates
+
+    torch.set_num_threads(args.threads)
+    steps = args.steps or DEFAULT_STEPS
+    try:
+        run = fine_tune("SST-2", progress=False)
+        train = training_set(run.loaded, "SST-2")
+        dev_corpus = load_glue("SST-2", "dev")
+    except (DataNotFoundError, ModelNotAvailableError) as missing:
+        print(f"skipped: {missing}")
+        return
+    loaded, model = run.loaded, run.loaded.model
+    print(run.describe())
+    print(
+        f"{loaded.num_layers} layers x {loaded.num_heads} heads; {len(train)} training examples in "
+        f"{len(train.batches)} batches; lambda {args.lam:g}, {steps} steps, lr {DEFAULT_LR:g}; "
+        f"{torch.get_num_threads()} thread(s)"
+    )
+
+    reset_peak()
+    gates = train_gates(loaded, train, args.lam, steps=steps)
+    gate_peak = peak_mb()
+
+    pieces = _pieces(train, None)
+    generator = torch.Generator().manual_seed(0)
+    schedule = torch.cat([torch.randperm(len(pieces), generator=generator) for _ in range(-(-steps // len(pieces)))])
+    batches = [pieces[int(i)][0] for i in schedule[:steps]]
+
+    def forward_only() -> None:
+        with torch.no_grad():
+            for batch in batches:
+                model(**batch)
+
+    def forward_backward() -> None:
+        for batch in batches:
+            model(**batch).logits.float().logsumexp(-1).sum().backward()
+        model.zero_grad(set_to_none=True)
+
+    model.eval()
+    seconds = {}
+    peaks = {}
+    for name, fn in (("forward", forward_only), ("forward+backward (weights)", forward_backward)):
+        reset_peak()
+        start = time.perf_counter()
+        fn()
+        seconds[name] = time.perf_counter() - start
+        peaks[name] = peak_mb()
+
+    mask = gates.keep_mask()
+    dev = dev_set(loaded, dev_corpus, "SST-2", max_tokens=default_budget("SST-2").max_tokens)
+    base, pruned = scores_for_gates(loaded, dev, np.stack([np.ones(mask.shape), mask.astype(float)]))
+    late = gates.expected_l0_history[-steps // 5 :]
+    print(
+        f"gates: kept {gates.kept} of {mask.size}, expected L0 {gates.expected_l0:.2f} (change over the last fifth "
+        f"{late[-1] - late[0]:+.2f}), undecided {gates.undecided()}; dev accuracy {pruned:.3f} vs {base:.3f} "
+        f"with every head ({len(dev)} examples)"
+    )
+    verdict = "within" if gates.seconds <= TARGET_SECONDS else "OVER"
+    print(
+        f"train_gates: {gates.seconds:.1f} s per lambda ({gates.seconds / steps * 1e3:.0f} ms/step), "
+        f"{verdict} the {TARGET_SECONDS:.0f} s target ({gates.seconds / TARGET_SECONDS:.2f} of it); "
+        f"peak RSS {gate_peak:.0f} MB"
+    )
+    for name, base_seconds in seconds.items():
+        print(
+            f"  vs {steps} plain {name} passes on the same batches: {base_seconds:.1f} s, "
+            f"ratio x{gates.seconds / base_seconds:.2f} (peak RSS {peaks[name]:.0f} MB)"
+        )
+
+
+if __name__ == "__main__":
+    main()

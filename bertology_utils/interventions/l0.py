@@ -1,0 +1,492 @@
+"""Voita et al. (2019)'s head pruning: a Hard Concrete gate per head, trained with a relaxed L0 penalty.
+
+Each head's output is multiplied by a stochastic gate ``z`` with a Hard Concrete distribution
+(Louizos, Welling & Kingma 2018): ``u ~ U(0, 1)``, ``s = sigmoid((log u - log(1 - u) + log_alpha) / beta)``,
+``z = clamp(s (r - l) + l, 0, 1)``. The stretch to ``(l, r)`` and the clamp give ``z`` a real
+probability of being exactly 0 or exactly 1, and the expected number of open gates,
+``sum_h P(z_h != 0) = sum_h sigmoid(log_alpha_h - beta log(-l / r))``, is differentiable in
+``log_alpha``. Training minimises the mean task loss under sampled gates plus ``lambda`` times that
+expected L0 (Voita's ``L_C``); a larger ``lambda`` keeps fewer heads.
+
+* :class:`HardConcreteGates` — one ``log_alpha`` per head, the sampler and the closed forms;
+* :func:`train_gates` — the gates of one ``lambda``, the model's weights frozen;
+* :func:`l0_sweep` — several ``lambda`` s: keep masks, heads kept and the dev score with binary
+  gates (kept 1, pruned 0), as a curve on :class:`~bertology_utils.interventions.pruning.PruningCurve`'s axes;
+* :func:`training_set` — the training examples :func:`~bertology_utils.interventions.finetuning.fine_tune`
+  drew, encoded once as a :class:`~bertology_utils.interventions.pruning.DevSet`.
+
+Gates sit at the attention edit point (:mod:`bertology_utils.interventions.editing`), per example
+(:func:`~bertology_utils.interventions.pruning._gate_edit`), so they work for every registered
+architecture; a keep mask applied as binary gates computes what
+:func:`~bertology_utils.interventions.pruning.prune_heads` computes after removing the other heads
+(BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
+
+The scale of ``lambda``: the task loss is the mean per-example loss, so ``lambda`` is what keeping
+one head must be worth in mean loss. For the default MiniLM fine-tuned on SST-2 (6 x 12 heads, the
+defaults here) about 1e-3 keeps nearly every head, 1e-2 about half, 0.1 a handful, 0.3 none. Heads
+that do not matter to the loss feel no force at small ``lambda`` and drift at random, so even
+``lambda = 0`` may lose a few of them; :meth:`L0Sweep.convergence` says which runs had not settled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.data import Corpus, Task, load_glue
+from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.finetuning import Budget, _subsample, default_budget, task_spec
+from bertology_utils.interventions.pruning import (
+    DevSet,
+    _as_loaded,
+    _gate_edit,
+    _loss,
+    _result,
+    dev_set,
+    gate_shape,
+    scores_for_gates,
+)
+
+__all__ = [
+    "HardConcreteGates",
+    "GateTraining",
+    "train_gates",
+    "L0Sweep",
+    "l0_sweep",
+    "training_set",
+    "DEFAULT_STEPS",
+    "DEFAULT_LR",
+    "L0_VERSION",
+]
+
+#: Optimiser steps per lambda (one batch of the training set each): 500 batches of 32 are 8 epochs
+#: of 2,000 examples, about 90 s for a 6 x 12 MiniLM on 2 CPU cores.
+DEFAULT_STEPS = 500
+#: Adam's learning rate on log_alpha. Adam moves a log_alpha by up to about this much per step, so a
+#: head nobody needs crosses from the init (3) to the keep threshold (-1.6) in about 50 steps; a larger
+#: rate lets heads that do not matter to the loss wander further at random.
+DEFAULT_LR = 0.1
+#: Bump when gate training changes what it computes: cached log_alpha stop matching.
+L0_VERSION = 1
+
+
+# --------------------------------------------------------------------------- the gates
+
+
+class HardConcreteGates(nn.Module):
+    """Hard Concrete gates, one per head: ``log_alpha`` of shape (layers, heads).
+
+    ``BETA`` (the temperature) and ``LIMITS`` (the stretch ``(l, r)``) are Louizos et al.'s values,
+    which Voita et al. used. ``INIT`` = 3 starts every gate almost surely open,
+    ``P(z != 0) = sigmoid(3 + (2/3) log 11) = 0.990`` (fully open, ``P(z = 1)``, 0.80; the
+    deterministic gate is exactly 1), so training starts from the model as it is. Not higher: a
+    gate clamped at 1 gets no gradient from the task loss, and a ``log_alpha`` must travel from the
+    init to the threshold (about -1.6) before its head is pruned; from 5 (``P(z != 0)`` 0.9986),
+    SST-2 gates were still drifting after 500 steps at lambdas where these had settled.
+    """
+
+    #: Temperature of the concrete distribution.
+    BETA: float = 2 / 3
+    #: The stretch (l, r): s in (0, 1) is mapped to (l, r) and clamped to [0, 1].
+    LIMITS: tuple[float, float] = (-0.1, 1.1)
+    #: Initial log_alpha of every gate.
+    INIT: float = 3.0
+    #: u is kept this far from 0 and 1, so its logit stays finite.
+    _EPS = 1e-6
+
+    def __init__(self, shape: tuple[int, int], init: float = INIT):
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.full(tuple(shape), float(init)))
+
+    @classmethod
+    def for_model(cls, loaded: LoadedModel, init: float = INIT) -> HardConcreteGates:
+        """Gates shaped like the model's heads (:func:`~bertology_utils.interventions.pruning.gate_shape`)."""
+        return cls(gate_shape(loaded), init)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.log_alpha.shape)  # type: ignore[return-value]
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``n`` independent draws of every gate, (n, layers, heads); differentiable in ``log_alpha``."""
+        la = self.log_alpha
+        device = la.device if generator is None else generator.device  # the generator's own device draws
+        u = torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device).to(la.device)
+        u = u.clamp(self._EPS, 1 - self._EPS)
+        s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + la) / self.BETA)
+        low, high = self.LIMITS
+        return (s * (high - low) + low).clamp(0.0, 1.0)
+
+    def open_probability(self) -> torch.Tensor:
+        """``P(z != 0)`` per head, (layers, heads): ``sigmoid(log_alpha - beta log(-l / r))``."""
+        low, high = self.LIMITS
+        return torch.sigmoid(self.log_alpha - self.BETA * math.log(-low / high))
+
+    def full_probability(self) -> torch.Tensor:
+        """``P(z = 1)`` per head: ``1 - sigmoid(beta log((1 - l) / (r - 1)) - log_alpha)``."""
+        low, high = self.LIMITS
+        return torch.sigmoid(self.log_alpha - self.BETA * math.log((1 - low) / (high - 1)))
+
+    def expected_l0(self) -> torch.Tensor:
+        """The expected number of open gates (a scalar), differentiable: Voita's ``L_C``."""
+        return self.open_probability().sum()
+
+    def deterministic(self) -> torch.Tensor:
+        """Louizos' test-time gate, ``clamp(sigmoid(log_alpha) (r - l) + l, 0, 1)``, (layers, heads)."""
+        low, high = self.LIMITS
+        return (torch.sigmoid(self.log_alpha) * (high - low) + low).clamp(0.0, 1.0)
+
+    @torch.no_grad()
+    def keep_mask(self) -> torch.Tensor:
+        """Heads kept, (layers, heads) bool: those whose gate is more likely open than closed.
+
+        ``P(z != 0) > 0.5``, i.e. ``log_alpha > beta log(-l / r)`` (about -1.6): the head is kept
+        when the trained model more often uses it than not. After training most gates are far
+        from the threshold, so this and ``deterministic() > 0`` rarely differ.
+        """
+        return self.open_probability() > 0.5
+
+
+# --------------------------------------------------------------------------- training one lambda
+
+
+@dataclass
+class GateTraining:
+    """The gates trained with one ``lam``, and how training went."""
+
+    lam: float
+    gates: HardConcreteGates = field(repr=False)
+    steps: int
+    lr: float
+    seed: int
+    #: Per step: the mean task loss of the batch under its sampled gates, and the expected L0.
+    task_loss: np.ndarray = field(repr=False)
+    expected_l0_history: np.ndarray = field(repr=False)
+    seconds: float
+    from_cache: bool = False
+
+    @property
+    def objective(self) -> np.ndarray:
+        """Per step, what was minimised: task loss + lam x expected L0."""
+        return self.task_loss + self.lam * self.expected_l0_history
+
+    @property
+    def log_alpha(self) -> np.ndarray:
+        return self.gates.log_alpha.detach().cpu().numpy().copy()
+
+    def open_probability(self) -> np.ndarray:
+        with torch.no_grad():
+            return self.gates.open_probability().cpu().numpy()
+
+    def keep_mask(self) -> np.ndarray:
+        return self.gates.keep_mask().cpu().numpy()
+
+    @property
+    def kept(self) -> int:
+        return int(self.keep_mask().sum())
+
+    @property
+    def expected_l0(self) -> float:
+        return float(self.open_probability().sum())
+
+    def l0_change(self, last: float = 0.2) -> float:
+        """How much the expected L0 moved over the ``last`` share of the steps: near 0 once training settled."""
+        tail = self.expected_l0_history[-max(2, int(round(last * self.steps))) :]
+        return float(tail[-1] - tail[0])
+
+    def undecided(self, margin: float = 0.1) -> int:
+        """Heads whose ``P(z != 0)`` is still between ``margin`` and ``1 - margin``: few once training settled."""
+        p = self.open_probability()
+        return int(((p > margin) & (p < 1 - margin)).sum())
+
+
+@contextlib.contextmanager
+def _frozen(model: nn.Module) -> Iterator[None]:
+    """No gradients for the model's weights inside the block (backward then computes only what the gates need)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for p in trainable:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in trainable:
+            p.requires_grad_(True)
+
+
+def _pieces(train: DevSet, batch_size: int | None) -> list[tuple[dict, np.ndarray]]:
+    """The training batches, each cut into parts of at most ``batch_size`` rows (padding trimmed to the longest)."""
+    out = []
+    for batch, rows in zip(train.batches, train.rows):
+        size = len(rows) if batch_size is None else batch_size
+        for lo in range(0, len(rows), size):
+            if lo == 0 and size >= len(rows):
+                out.append((batch, np.asarray(rows)))
+                continue
+            part = {k: v[lo : lo + size] for k, v in batch.items()}
+            width = int(part["attention_mask"].sum(1).max())  # right padding: real tokens come first
+            out.append(({k: v[:, :width] for k, v in part.items()}, np.asarray(rows[lo : lo + size])))
+    return out
+
+
+def train_gates(
+    loaded: LoadedModel,
+    train: DevSet,
+    lam: float,
+    *,
+    steps: int = DEFAULT_STEPS,
+    lr: float = DEFAULT_LR,
+    seed: int = 0,
+    batch_size: int | None = None,
+    init: float = HardConcreteGates.INIT,
+    cache: bool = False,
+    progress: bool = False,
+) -> GateTraining:
+    """Train one Hard Concrete gate per head with ``lam``: mean task loss under sampled gates + lam x expected L0.
+
+    Only ``log_alpha`` is trained (Adam, ``lr``); the model's weights stay frozen. Voita et al.
+    fine-tuned the whole model with the gates; freezing keeps one ``lambda`` to a few CPU minutes
+    (no weight gradients are computed) and means the heads kept are heads *of the same fine-tuned
+    weights* the importance and random pruning curves (notebook 06) prune, so the curves compare
+    pruning orders, not models. The model runs in eval mode (no dropout: the gates are the only noise).
+
+    Each step takes one batch of ``train`` (its batches in a seeded random order, epoch after
+    epoch; ``batch_size`` cuts larger ones) and samples a gate per head *per example*. Everything
+    random comes from one generator seeded with ``seed``, so a seed gives the same ``log_alpha``.
+    ``cache``: reuse the gates stored by an earlier identical training (key: model weights,
+    ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`).
+    """
+    loaded = _as_loaded(loaded)
+    if steps < 1 or lr <= 0 or lam < 0:
+        raise ValueError("steps must be at least 1, lr positive and lam non-negative")
+    shape = gate_shape(loaded)
+    n_gates = shape[0] * shape[1]
+    fields = {
+        "l0_lambda": float(lam),
+        "steps": steps,
+        "lr": lr,
+        "seed": seed,
+        "batch_size": batch_size,
+        "init": init,
+        "l0_version": L0_VERSION,
+    }
+    trained: list[GateTraining] = []
+
+    def compute() -> np.ndarray:
+        run = _train(loaded, train, lam, shape, steps, lr, seed, batch_size, init, progress)
+        trained.append(run)
+        # one array for the results cache: log_alpha, the two histories, the seconds
+        return np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
+
+    packed = _result("l0-gates", loaded, train, fields, compute, cache)
+    if trained:
+        return trained[0]
+    gates = HardConcreteGates(shape, init)
+    with torch.no_grad():
+        gates.log_alpha.copy_(torch.as_tensor(packed[:n_gates], dtype=torch.float32).reshape(shape))
+    histories = packed[n_gates:-1].reshape(2, steps)
+    return GateTraining(float(lam), gates, steps, lr, seed, histories[0], histories[1], float(packed[-1]), True)
+
+
+def _train(
+    loaded: LoadedModel,
+    train: DevSet,
+    lam: float,
+    shape: tuple[int, int],
+    steps: int,
+    lr: float,
+    seed: int,
+    batch_size: int | None,
+    init: float,
+    progress: bool,
+) -> GateTraining:
+    model = loaded.model
+    regression = task_spec(train.task).is_regression
+    gates = HardConcreteGates(shape, init)
+    optimizer = torch.optim.Adam(gates.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    pieces = _pieces(train, batch_size)
+    targets = torch.as_tensor(train.labels)
+    task_losses, l0s = np.zeros(steps), np.zeros(steps)
+    order = torch.zeros(0, dtype=torch.long)
+    start = time.perf_counter()
+    with evaluating(model), _frozen(model):
+        for step in tqdm(range(steps), desc=f"L0 gates, lambda {lam:g}", disable=not progress, leave=False):
+            if step % len(pieces) == 0:
+                order = torch.randperm(len(pieces), generator=generator)
+            batch, rows = pieces[int(order[step % len(pieces)])]
+            z = gates.sample(len(rows), generator)
+            with edit_attention(model, _gate_edit(z)):
+                logits = model(**batch).logits
+            task = _loss(logits, targets[rows].to(logits.device), regression).mean()
+            l0 = gates.expected_l0()
+            optimizer.zero_grad(set_to_none=True)
+            (task + lam * l0).backward()
+            optimizer.step()
+            task_losses[step], l0s[step] = float(task.detach()), float(l0.detach())
+    seconds = time.perf_counter() - start
+    return GateTraining(float(lam), gates, steps, lr, seed, task_losses, l0s, seconds)
+
+
+# --------------------------------------------------------------------------- a sweep over lambda
+
+
+@dataclass
+class L0Sweep:
+    """Gates trained for each ``lambda`` and the dev score of their keep masks as binary gates."""
+
+    task: str
+    metric: str
+    lambdas: np.ndarray
+    trainings: list[GateTraining] = field(repr=False)
+    #: Keep masks, (n_lambdas, layers, heads) bool.
+    masks: np.ndarray = field(repr=False)
+    #: Dev score with each mask as binary gates (kept 1, pruned 0).
+    scores: np.ndarray
+    #: Dev score with every head (all gates 1), from the same passes.
+    base: float
+
+    @property
+    def kept(self) -> np.ndarray:
+        return self.masks.reshape(len(self.masks), -1).sum(1)
+
+    @property
+    def n_heads(self) -> int:
+        return int(np.prod(self.masks.shape[1:]))
+
+    def table(self) -> pd.DataFrame:
+        """One row per lambda: heads kept, expected L0 after training and the dev score."""
+        return pd.DataFrame(
+            {
+                "lambda": self.lambdas,
+                "kept": self.kept,
+                "expected_l0": [t.expected_l0 for t in self.trainings],
+                "score": self.scores,
+            }
+        )
+
+    def convergence(self) -> pd.DataFrame:
+        """One row per lambda: the expected L0's change over the last fifth of the steps and the heads still
+        undecided (``P(z != 0)`` between 0.1 and 0.9). Large values: more ``steps`` before reading the masks."""
+        return pd.DataFrame(
+            {
+                "lambda": self.lambdas,
+                "l0_change_last_fifth": [t.l0_change() for t in self.trainings],
+                "undecided": [t.undecided() for t in self.trainings],
+            }
+        )
+
+    @property
+    def degenerate(self) -> str:
+        """Why the sweep says nothing about pruning order ("" when it does)."""
+        lo, hi = float(self.lambdas.min()), float(self.lambdas.max())
+        if (self.kept == self.n_heads).all():
+            return f"every lambda ({lo:g} to {hi:g}) kept all {self.n_heads} heads: try larger lambdas"
+        if (self.kept == 0).all():
+            return f"every lambda ({lo:g} to {hi:g}) pruned every head: try smaller lambdas"
+        if np.isin(self.kept, (0, self.n_heads)).all():
+            return (
+                f"each lambda kept all {self.n_heads} heads or none: try lambdas between the largest that "
+                "kept all and the smallest that kept none"
+            )
+        return ""
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(share of heads pruned, dev score), sorted by share: the axes of a ``PruningCurve``.
+
+        One point per lambda (its share is ``1 - kept / heads``); the unpruned model is not added
+        (it is :attr:`base`).
+        """
+        fractions = 1 - self.kept / self.n_heads
+        order = np.argsort(fractions, kind="stable")
+        return fractions[order], self.scores[order]
+
+
+def l0_sweep(
+    loaded: LoadedModel,
+    train: DevSet,
+    dev: DevSet,
+    lambdas: Sequence[float],
+    *,
+    steps: int = DEFAULT_STEPS,
+    lr: float = DEFAULT_LR,
+    seed: int = 0,
+    batch_size: int | None = None,
+    init: float = HardConcreteGates.INIT,
+    metric: str = "score",
+    cache: bool = False,
+    progress: bool = False,
+) -> L0Sweep:
+    """:func:`train_gates` on ``train`` for each of ``lambdas``; keep masks scored on ``dev`` as binary gates.
+
+    The scores come from :func:`~bertology_utils.interventions.pruning.scores_for_gates` (all masks,
+    and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
+    logits stored by an earlier identical sweep.
+    """
+    loaded = _as_loaded(loaded)
+    if train.task != dev.task:
+        raise ValueError(f"training examples are {train.task}, dev examples {dev.task}")
+    lams = np.asarray(lambdas, dtype=np.float64).ravel()
+    if len(lams) == 0:
+        raise ValueError("give at least one lambda")
+    trainings = [
+        train_gates(
+            loaded,
+            train,
+            float(lam),
+            steps=steps,
+            lr=lr,
+            seed=seed,
+            batch_size=batch_size,
+            init=init,
+            cache=cache,
+            progress=progress,
+        )
+        for lam in lams
+    ]
+    masks = np.stack([t.keep_mask() for t in trainings])
+    stack = np.concatenate([np.ones((1, *masks.shape[1:])), masks.astype(np.float64)])
+    scores = scores_for_gates(loaded, dev, stack, metric=metric, cache=cache)
+    return L0Sweep(dev.task, metric, lams, trainings, masks, scores[1:], float(scores[0]))
+
+
+# --------------------------------------------------------------------------- the training examples
+
+
+def training_set(
+    loaded: LoadedModel,
+    task: str | Task = "SST-2",
+    *,
+    budget: Budget | None = None,
+    seed: int = 0,
+    train: Corpus | None = None,
+    batch_size: int = 32,
+) -> DevSet:
+    """The training examples ``fine_tune(task, budget=budget, seed=seed)`` drew, encoded once for ``loaded``.
+
+    The same subsample (``budget.train_examples`` rows drawn with ``seed``) and truncation
+    (``budget.max_tokens``) as fine-tuning, so gates are trained on what the classifier was
+    trained on. ``train`` defaults to the task's training split.
+    """
+    spec = task_spec(task)
+    budget = budget or default_budget(task)
+    if train is None:
+        train = task.train if isinstance(task, Task) else load_glue(spec.name, "train")
+    if train.labels is None:
+        raise ValueError(f"{train.name}: the training corpus needs labels")
+    rows = _subsample(len(train), budget.train_examples, seed)
+    chosen = Corpus.from_items(
+        [train[int(i)] for i in rows],
+        f"{train.name}[{len(rows)} of {len(train)}]",
+        [train.labels[int(i)] for i in rows],
+    )
+    return dev_set(loaded, chosen, spec.name, max_tokens=budget.max_tokens, batch_size=batch_size)
