@@ -46,6 +46,24 @@ SMALL_PARAMETERS = {
         "step": 0.25,
         "batch_size": 8,
     },
+    "07_head_roles": {
+        "n_sentences": 40,
+        "tasks": ["SST-2"],
+        "share_tasks": ["SST-2", "RTE"],
+        "n_share_examples": 8,
+        "train_examples": 32,
+        "epochs": 1,
+        "eval_examples": 16,
+        "dev_examples": 8,
+        "ig_steps": 4,
+        "lambdas": [0.03, 0.3, 3.0],
+        "gate_steps": 60,
+        "n_qk_sentences": 16,
+        "step": 0.25,
+        "random_seeds": [0, 1],
+        "n_permutations": 200,
+        "batch_size": 8,
+    },
     "08_context_mixing": {
         "n_sentences": 8,
         "n_examples": 12,
@@ -147,6 +165,13 @@ USER_DATA = {
     "04_probes": {"treebank": str(GERMAN)},
     "05_clustering": {"treebank": str(GERMAN)},
     "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2},
+    "07_head_roles": {
+        "treebank": str(GERMAN),
+        "tasks": [str(USER_TASK)],
+        "share_tasks": [str(USER_TASK)],
+        "train_examples": 48,
+        "epochs": 2,
+    },
     "08_context_mixing": {"treebank": str(GERMAN), "task": str(USER_TASK), "train_examples": 48, "epochs": 2},
 }
 
