@@ -17,7 +17,7 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean", "below_floor"]
+__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean", "below_floor", "greater"]
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
 
@@ -39,6 +39,13 @@ class Verdict(str, Enum):
         if not testable:
             return cls.NOT_TESTABLE
         return cls.HOLDS if holds else cls.DIFFERS
+
+    @classmethod
+    def graded(cls, holds: bool, partly: bool, testable: bool = True) -> Verdict:
+        """NOT_TESTABLE when not ``testable``; else HOLDS, PARTLY or DIFFERS, whichever comes first true."""
+        if not testable:
+            return cls.NOT_TESTABLE
+        return cls.HOLDS if holds else cls.PARTLY if partly else cls.DIFFERS
 
 
 @dataclass(frozen=True)
@@ -136,3 +143,20 @@ def below_floor(score: float, floor: float | None) -> str:
     if floor is None or not math.isfinite(floor) or score > floor:
         return ""
     return f"the classifier does not beat the majority class ({score:.3f} vs {floor:.3f})"
+
+
+def greater(a, b) -> tuple[float, float, float, float]:
+    """Does ``a`` tend to exceed ``b``? One-sided Mann-Whitney U and p, and both medians (NaN left out).
+
+    U and p are NaN with fewer than 2 values on a side; a median is NaN for an empty side.
+    """
+    from scipy.stats import mannwhitneyu
+
+    a, b = (np.asarray(x, dtype=np.float64).ravel() for x in (a, b))
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    u = p = math.nan
+    if len(a) >= 2 and len(b) >= 2:
+        result = mannwhitneyu(a, b, alternative="greater")
+        u, p = float(result.statistic), float(result.pvalue)
+    median = [float(np.median(x)) if len(x) else math.nan for x in (a, b)]
+    return u, p, median[0], median[1]

@@ -73,15 +73,7 @@ def importance_matches_ablation(agreement: tuple[float, float], *, alpha: float 
     alone is disabled. Holds when rho > 0 with p < ``alpha``, partly when rho > 0 only.
     """
     rho, p = (float(x) for x in agreement)
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not math.isfinite(rho)
-        else Verdict.HOLDS
-        if rho > 0 and p < alpha
-        else Verdict.PARTLY
-        if rho > 0
-        else Verdict.DIFFERS
-    )
+    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho))
     return Claim(
         f"importance_matches_ablation.{task}" if task else "importance_matches_ablation",
         "Importance (a first-order estimate of the loss change) ranks heads like removing each one alone",

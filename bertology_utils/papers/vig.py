@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict
+from bertology_utils.papers.claims import Claim, Verdict, greater
 
 __all__ = ["PAPER", "SEP_BROAD", "NEXT_WORD", "pattern_groups", "qk_dimensions_by_pattern", "plot_query_key_dimensions"]
 
@@ -98,8 +98,6 @@ def qk_dimensions_by_pattern(
     when next-word heads need more dimensions with one-sided p < ``alpha``; partly when only their
     median is higher; differs otherwise; not testable when either group has fewer than 2 heads.
     """
-    from scipy.stats import mannwhitneyu
-
     values = _grid(dims, "dims").astype(np.float64)
     sep_broad, next_word = _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broad_ratio, share)
     if sep_broad.shape != values.shape:
@@ -108,21 +106,8 @@ def qk_dimensions_by_pattern(
     sep_dims, next_dims = values[sep_broad & ~next_word & finite], values[next_word & ~sep_broad & finite]
     n_sep, n_next = len(sep_dims), len(next_dims)
     testable = n_sep >= 2 and n_next >= 2
-    median_sep = float(np.median(sep_dims)) if n_sep else math.nan
-    median_next = float(np.median(next_dims)) if n_next else math.nan
-    u = p = math.nan
-    if testable:
-        result = mannwhitneyu(next_dims, sep_dims, alternative="greater")
-        u, p = float(result.statistic), float(result.pvalue)
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not testable
-        else Verdict.HOLDS
-        if p < alpha
-        else Verdict.PARTLY
-        if median_next > median_sep
-        else Verdict.DIFFERS
-    )
+    u, p, median_next, median_sep = greater(next_dims, sep_dims)
+    verdict = Verdict.graded(p < alpha, median_next > median_sep, testable)
     heads = f"{n_sep} [SEP]/broad heads, {n_next} next-word heads"
     ours = (
         f"median {median_sep:.2f} ({n_sep} [SEP]/broad heads) vs {median_next:.2f} ({n_next} next-word heads); "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor
+from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater
 
 __all__ = [
     "PAPER",
@@ -69,15 +69,7 @@ def relevance_tracks_confidence(
     """
     rho, p, n = rank_agreement(relevance, confidence)
     floor = below_floor(float(score), majority) if score is not None else ""
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not math.isfinite(rho) or floor
-        else Verdict.HOLDS
-        if rho > 0 and p < alpha
-        else Verdict.PARTLY
-        if rho > 0
-        else Verdict.DIFFERS
-    )
+    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not floor)
     return Claim(
         _tagged("relevance_tracks_confidence", task),
         "The most relevant heads are also the most confident",
@@ -103,15 +95,7 @@ def roles_found(masks: Mapping[str, np.ndarray], *, testable: Mapping[str, bool]
     counts = {role: int(np.asarray(masks[role], dtype=bool).sum()) for role in masks}
     tested = [role for role in counts if testable.get(role, True)]
     found = [role for role in tested if counts[role] > 0]
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not tested
-        else Verdict.HOLDS
-        if len(found) == len(tested)
-        else Verdict.PARTLY
-        if found
-        else Verdict.DIFFERS
-    )
+    verdict = Verdict.graded(len(found) == len(tested), bool(found), bool(tested))
     ours = ", ".join(
         f"{role} {counts[role]}" + ("" if testable.get(role, True) else " (not testable)") for role in counts
     )
@@ -142,19 +126,8 @@ def specialised_heads_relevant(
         raise ValueError(f"specialised has shape {special.shape}, relevance {values.shape}")
     ours_, rest = values[special & np.isfinite(values)], values[~special & np.isfinite(values)]
     floor = below_floor(float(score), majority) if score is not None else ""
-    testable = len(ours_) >= 2 and len(rest) >= 2 and not floor
-    p = float(stats.mannwhitneyu(ours_, rest, alternative="greater").pvalue) if testable else math.nan
-    med_s = float(np.median(ours_)) if len(ours_) else math.nan
-    med_r = float(np.median(rest)) if len(rest) else math.nan
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not testable
-        else Verdict.HOLDS
-        if p < alpha
-        else Verdict.PARTLY
-        if med_s > med_r
-        else Verdict.DIFFERS
-    )
+    _, p, med_s, med_r = greater(ours_, rest)
+    verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not floor)
     return Claim(
         _tagged("specialised_heads_relevant", task),
         "Specialised heads (positional, syntactic, rare-word) are among the most relevant",
@@ -192,15 +165,7 @@ def l0_prunes_most_heads(
     good = scores_a >= keep * base
     share = float(pruned[good].max()) if good.any() else 0.0
     floor = below_floor(base, majority)
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not (pruned > 0).any() or floor
-        else Verdict.HOLDS
-        if share >= 0.5
-        else Verdict.PARTLY
-        if share > 0
-        else Verdict.DIFFERS
-    )
+    verdict = Verdict.graded(share >= 0.5, share > 0, bool((pruned > 0).any()) and not floor)
     return Claim(
         _tagged("l0_prunes_most_heads", task),
         f"Most heads can be pruned with L0 gates keeping {keep:.0%} of the score",
@@ -262,16 +227,7 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
     p < ``alpha``); partly when more often but not significantly; differs otherwise. Not testable when
     no lambda pruned some but not all heads, or no (or every) head is specialised.
     """
-    testable = math.isfinite(test.p_value)
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not testable
-        else Verdict.HOLDS
-        if test.p_value < alpha
-        else Verdict.PARTLY
-        if test.statistic > test.null_mean
-        else Verdict.DIFFERS
-    )
+    verdict = Verdict.graded(test.p_value < alpha, test.statistic > test.null_mean, math.isfinite(test.p_value))
     finite = test.shares[np.isfinite(test.shares)]
     shares = ", ".join(f"{s:.0%}" for s in finite) or "none"
     return Claim(

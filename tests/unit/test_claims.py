@@ -242,3 +242,19 @@ def test_a_classifier_at_the_majority_class_cannot_test_head_claims():
     for claim in one_class_dev:
         assert claim.verdict is Verdict.NOT_TESTABLE
         assert claim.ours.endswith("the classifier does not beat the majority class (0.800 vs 1.000)")
+
+
+def test_graded_verdicts_and_the_one_sided_group_test():
+    from scipy.stats import mannwhitneyu
+
+    from bertology_utils.papers.claims import greater
+
+    assert Verdict.graded(True, True) is Verdict.HOLDS and Verdict.graded(False, True) is Verdict.PARTLY
+    assert Verdict.graded(False, False) is Verdict.DIFFERS
+    assert Verdict.graded(True, True, testable=False) is Verdict.NOT_TESTABLE
+    a, b = [3.0, 4.0, 5.0, np.nan], [1.0, 2.0, 2.5]
+    u, p, median_a, median_b = greater(a, b)
+    expected = mannwhitneyu([3.0, 4.0, 5.0], b, alternative="greater")
+    assert (u, p) == (expected.statistic, expected.pvalue) and (median_a, median_b) == (4.0, 2.0)
+    u, p, median_a, median_b = greater([1.0], b)
+    assert math.isnan(u) and math.isnan(p) and median_a == 1.0
