@@ -85,6 +85,19 @@ def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarra
     return np.divide(att, mass, out=np.zeros_like(att), where=mass > 0), shape
 
 
+def _sentences(items, skipped: dict, min_words: int = 2) -> Iterator[tuple[ItemAttention, np.ndarray, np.ndarray]]:
+    """(item, real-word positions, renormalised (L, H, n, n) maps) of every item with at least ``min_words`` real
+    words; shorter items are counted in ``skipped``. Every item's maps are checked against the first's shape."""
+    shape = None
+    for item in _items(items):
+        real = real_word_positions(item)
+        att, shape = _maps(item, shape)
+        if len(real) < min_words:
+            skipped[_SHORT] = skipped.get(_SHORT, 0) + 1
+            continue
+        yield item, real, att
+
+
 def _targets(rows: np.ndarray, real: np.ndarray) -> np.ndarray:
     """(L, H, k) real-word rank of each row's argmax over all columns; -1 on a special token or an empty row."""
     rank = np.full(rows.shape[-1], -1)
@@ -134,17 +147,11 @@ def positional_heads(items, threshold: float = 0.9) -> PositionalRoles:
     special = None
     rows = n_items = 0
     skipped = {_SHORT: 0}
-    shape = None
-    for item in _items(items):
-        real = real_word_positions(item)
-        k = len(real)
-        att, shape = _maps(item, shape)
+    for _, real, att in _sentences(items, skipped):
+        k, shape = len(real), att.shape[:2]
         if special is None:
             counts = np.zeros((*shape, 1), dtype=np.int64)
             special = np.zeros(shape, dtype=np.int64)
-        if k < 2:
-            skipped[_SHORT] += 1
-            continue
         target = _targets(att[:, :, real, :], real)
         lands = target >= 0
         if k - 1 > reach:  # widen the offset axis symmetrically
@@ -346,16 +353,10 @@ def rare_word_heads(
     rows = n_items = 0
     expected = variance = 0.0
     skipped = {_SHORT: 0, _EQUAL: 0}
-    shape = None
-    for item in _items(items):
-        real = real_word_positions(item)
+    for item, real, att in _sentences(items, skipped):
         k = len(real)
-        att, shape = _maps(item, shape)
         if hits is None:
-            hits = np.zeros(shape, dtype=np.int64)
-        if k < 2:
-            skipped[_SHORT] += 1
-            continue
+            hits = np.zeros(att.shape[:2], dtype=np.int64)
         words = np.asarray(item.words, dtype=object)[real]
         counts = np.array([frequencies[w.lower() if lowercase else w] for w in words])
         rare = counts == counts.min()
@@ -408,19 +409,14 @@ def head_confidence(items, specials: str = "exclude") -> np.ndarray:
         raise ValueError(f"specials must be one of {SPECIALS}, not {specials!r}")
     total = None
     rows = 0
-    shape = None
-    for item in _items(items):
-        real = real_word_positions(item)
-        att, shape = _maps(item, shape)
+    for _, real, att in _sentences(items, {}, min_words=1):
         if total is None:
-            total = np.zeros(shape)
-        if not len(real):
-            continue
+            total = np.zeros(att.shape[:2])
         att = att[:, :, real, :]
         total += (att[..., real] if specials == "exclude" else att).max(-1).sum(-1)
         rows += len(real)
     if not rows or total is None:
-        raise BertologyError("no real-word row to measure confidence on" + ("" if total is not None else ": no items"))
+        raise BertologyError("no real-word row to measure confidence on (no items, or none with a real word)")
     return total / rows
 
 
