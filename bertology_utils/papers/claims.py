@@ -17,7 +17,17 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean", "below_floor", "greater"]
+__all__ = [
+    "Verdict",
+    "Claim",
+    "claims_table",
+    "depth_scaled_layers",
+    "layer_mean",
+    "below_floor",
+    "greater",
+    "tagged",
+    "head_grid",
+]
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
 
@@ -79,6 +89,20 @@ class Claim:
     @classmethod
     def from_dict(cls, data: Mapping) -> Claim:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def tagged(claim_id: str, task: str) -> str:
+    """A claim id for one task (``heads_prunable.SST-2``), or the bare id when there is no task."""
+    return f"{claim_id}.{task}" if task else claim_id
+
+
+def head_grid(values, name: str, shape: tuple | None = None, dtype=None) -> np.ndarray:
+    """``values`` as a (layers, heads) array (of ``shape`` when given); ValueError naming ``name`` otherwise."""
+    array = np.asarray(values, dtype=dtype)
+    if array.ndim != 2 or (shape is not None and array.shape != tuple(shape)):
+        wanted = f" of shape {tuple(shape)}" if shape is not None else ""
+        raise ValueError(f"{name} must be a (layers, heads) array{wanted}, not shape {array.shape}")
+    return array
 
 
 def _plain(value):

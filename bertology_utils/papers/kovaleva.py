@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor, depth_scaled_layers
+from bertology_utils.papers.claims import Claim, Verdict, below_floor, depth_scaled_layers, tagged
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,10 +34,6 @@ __all__ = [
 ]
 
 PAPER = "Kovaleva et al. 2019"
-
-
-def _tagged(claim_id: str, task: str) -> str:
-    return f"{claim_id}.{task}" if task else claim_id
 
 
 def heterogeneous_share(mrpc_share: float) -> Claim:
@@ -87,7 +83,7 @@ def last_layers_change_most(cosine, task: str = "") -> Claim:
         else Verdict.DIFFERS
     )
     return Claim(
-        _tagged("last_layers_change_most", task),
+        tagged("last_layers_change_most", task),
         "The last two layers change most in fine-tuning",
         PAPER,
         "the last two layers (except QQP)",
@@ -122,7 +118,7 @@ def single_heads_dispensable(
         else Verdict.DIFFERS
     )
     return Claim(
-        _tagged("single_heads_dispensable", task),
+        tagged("single_heads_dispensable", task),
         "Disabling one head often does not hurt, sometimes improves",
         PAPER,
         "often no drop; some heads improve the score",
@@ -153,7 +149,7 @@ def layer_ablation_improves(
         else "no layer was disabled"
     ) + (f"; {floor}" if floor else "")
     return Claim(
-        _tagged("layer_ablation_improves", task),
+        tagged("layer_ablation_improves", task),
         "Disabling a whole layer sometimes improves the score",
         PAPER,
         "RTE: layer 1, about +3 points",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor
+from bertology_utils.papers.claims import Claim, Verdict, below_floor, tagged
 
 if TYPE_CHECKING:
     from bertology_utils.interventions.pruning import PruningCurve
@@ -53,7 +53,7 @@ def heads_prunable(
     )
     rand_text = f"; random order {rand_mean:.0%} on average" if rand else ""
     return Claim(
-        f"heads_prunable.{task}" if task else "heads_prunable",
+        tagged("heads_prunable", task),
         f"Many heads can be pruned keeping {keep:.0%} of the metric, importance beats random",
         PAPER,
         "about 40% (MNLI)",
@@ -75,7 +75,7 @@ def importance_matches_ablation(agreement: tuple[float, float], *, alpha: float 
     rho, p = (float(x) for x in agreement)
     verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho))
     return Claim(
-        f"importance_matches_ablation.{task}" if task else "importance_matches_ablation",
+        tagged("importance_matches_ablation", task),
         "Importance (a first-order estimate of the loss change) ranks heads like removing each one alone",
         PAPER,
         "importance defined as that estimate",

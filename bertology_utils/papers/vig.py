@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, greater
+from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid
 
 __all__ = ["PAPER", "SEP_BROAD", "NEXT_WORD", "pattern_groups", "qk_dimensions_by_pattern", "plot_query_key_dimensions"]
 
@@ -25,24 +25,15 @@ PAPER = "Vig 2019"
 SEP_BROAD, NEXT_WORD = "[SEP]/broad", "next-word"
 
 
-def _grid(values, name: str, shape=None) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 2 or (shape is not None and array.shape != shape):
-        raise ValueError(
-            f"{name} must be a (layers, heads) array{f' of shape {shape}' if shape else ''}, not {array.shape}"
-        )
-    return array
-
-
 def _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broad_ratio, share):
     """(meets the [SEP]/broad definition, meets the next-word definition), each (layers, heads) bool."""
-    sep = _grid(sep_share, "sep_share").astype(np.float64)
-    nxt = _grid(next_share, "next_share", sep.shape).astype(np.float64)
+    sep = head_grid(sep_share, "sep_share").astype(np.float64)
+    nxt = head_grid(next_share, "next_share", sep.shape).astype(np.float64)
     if cls_share is not None:
-        sep = sep + _grid(cls_share, "cls_share", sep.shape).astype(np.float64)
+        sep = sep + head_grid(cls_share, "cls_share", sep.shape).astype(np.float64)
     broad = np.zeros(sep.shape, dtype=bool)
     if entropy is not None:
-        values = _grid(entropy, "entropy", sep.shape)
+        values = head_grid(entropy, "entropy", sep.shape)
         if values.dtype == bool:
             broad = values
         else:
@@ -98,7 +89,7 @@ def qk_dimensions_by_pattern(
     when next-word heads need more dimensions with one-sided p < ``alpha``; partly when only their
     median is higher; differs otherwise; not testable when either group has fewer than 2 heads.
     """
-    values = _grid(dims, "dims").astype(np.float64)
+    values = head_grid(dims, "dims").astype(np.float64)
     sep_broad, next_word = _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broad_ratio, share)
     if sep_broad.shape != values.shape:
         raise ValueError(f"dims {values.shape} and the shares {sep_broad.shape} differ in shape")
@@ -157,7 +148,7 @@ def plot_query_key_dimensions(dims, groups=None, *, title: str | None = None, la
     :func:`pattern_groups`): a box and strip plot of the heads' values by group. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    values = _grid(dims, "dims").astype(np.float64)
+    values = head_grid(dims, "dims").astype(np.float64)
     fig, axes = plt.subplots(
         1, 2 if groups is not None else 1, figsize=(11 if groups is not None else 6, 4), squeeze=False
     )
@@ -175,7 +166,7 @@ def plot_query_key_dimensions(dims, groups=None, *, title: str | None = None, la
         title="per head",
     )
     if groups is not None:
-        labels = _grid(groups, "groups", values.shape)
+        labels = head_grid(groups, "groups", values.shape)
         names = [name for name in (SEP_BROAD, NEXT_WORD) if (labels == name).any()]
         names += sorted({str(g) for g in labels.ravel()} - set(names) - {""})
         if (labels == "").any():

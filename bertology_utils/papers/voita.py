@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater
+from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater, head_grid, tagged
 
 __all__ = [
     "PAPER",
@@ -33,21 +33,10 @@ __all__ = [
 PAPER = "Voita et al. 2019"
 
 
-def _grid(values, name: str) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be a (layers, heads) grid, got shape {array.shape}")
-    return array
-
-
-def _tagged(claim_id: str, task: str) -> str:
-    return f"{claim_id}.{task}" if task else claim_id
-
-
 def rank_agreement(a, b) -> tuple[float, float, int]:
     """Spearman's rho and its two-sided p-value between two (layers, heads) grids, over heads finite in
     both, and that number of heads; (NaN, NaN, n) when fewer than 3 heads or either side is constant."""
-    x, y = _grid(a, "a").ravel(), _grid(b, "b").ravel()
+    x, y = head_grid(a, "a", dtype=np.float64).ravel(), head_grid(b, "b", dtype=np.float64).ravel()
     if x.shape != y.shape:
         raise ValueError(f"grids of {x.size} and {y.size} heads")
     finite = np.isfinite(x) & np.isfinite(y)
@@ -71,7 +60,7 @@ def relevance_tracks_confidence(
     floor = below_floor(float(score), majority) if score is not None else ""
     verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not floor)
     return Claim(
-        _tagged("relevance_tracks_confidence", task),
+        tagged("relevance_tracks_confidence", task),
         "The most relevant heads are also the most confident",
         PAPER,
         "most relevant heads have the highest confidence (their Fig. 1-2)",
@@ -120,7 +109,7 @@ def specialised_heads_relevant(
     against the others: holds when p < ``alpha``, partly when only their median is higher. Not testable
     with fewer than 2 heads on either side, or a classifier at the majority-class floor.
     """
-    values = _grid(relevance, "relevance")
+    values = head_grid(relevance, "relevance", dtype=np.float64)
     special = np.asarray(specialised, dtype=bool)
     if special.shape != values.shape:
         raise ValueError(f"specialised has shape {special.shape}, relevance {values.shape}")
@@ -129,7 +118,7 @@ def specialised_heads_relevant(
     _, p, med_s, med_r = greater(ours_, rest)
     verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not floor)
     return Claim(
-        _tagged("specialised_heads_relevant", task),
+        tagged("specialised_heads_relevant", task),
         "Specialised heads (positional, syntactic, rare-word) are among the most relevant",
         PAPER,
         "each role is found in the most important heads",
@@ -167,7 +156,7 @@ def l0_prunes_most_heads(
     floor = below_floor(base, majority)
     verdict = Verdict.graded(share >= 0.5, share > 0, bool((pruned > 0).any()) and not floor)
     return Claim(
-        _tagged("l0_prunes_most_heads", task),
+        tagged("l0_prunes_most_heads", task),
         f"Most heads can be pruned with L0 gates keeping {keep:.0%} of the score",
         PAPER,
         "38 of 48 encoder heads (79%) pruned for -0.15 BLEU (En-Ru)",
@@ -231,7 +220,7 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
     finite = test.shares[np.isfinite(test.shares)]
     shares = ", ".join(f"{s:.0%}" for s in finite) or "none"
     return Claim(
-        _tagged("specialised_heads_survive", task),
+        tagged("specialised_heads_survive", task),
         "Specialised heads (positional, syntactic, rare-word) are the last to be pruned",
         PAPER,
         "the heads left at high lambda are the specialised ones",

@@ -258,3 +258,14 @@ def test_graded_verdicts_and_the_one_sided_group_test():
     assert (u, p) == (expected.statistic, expected.pvalue) and (median_a, median_b) == (4.0, 2.0)
     u, p, median_a, median_b = greater([1.0], b)
     assert math.isnan(u) and math.isnan(p) and median_a == 1.0
+
+
+def test_tagged_ids_and_head_grids():
+    from bertology_utils.papers.claims import head_grid, tagged
+
+    assert tagged("heads_prunable", "SST-2") == "heads_prunable.SST-2" and tagged("roles_found", "") == "roles_found"
+    grid = head_grid([[1, 2], [3, 4]], "x", (2, 2), dtype=np.float64)
+    assert grid.dtype == np.float64 and grid.shape == (2, 2)
+    for bad, shape in (([1.0, 2.0], None), ([[1.0, 2.0]], (2, 1))):
+        with pytest.raises(ValueError, match="x must be a"):
+            head_grid(bad, "x", shape)
