@@ -51,7 +51,7 @@ def main() -> None:
     vig_patterns(store)
     timings["vig_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    classify_items(store)
+    classify_items(store, method="template")
     timings["kovaleva_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     items = list(store)

@@ -1,6 +1,7 @@
 """analyses: what the heads do, read from word-level attention (a store or ItemAttention records).
 
-``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types), ``syntax`` and
+``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types; ``pattern_models``: the classifiers
+trained on the hand-labelled maps), ``syntax`` and
 ``coreference`` (heads that track them), ``clustering`` (heads by Jensen-Shannon distance),
 ``probes`` and ``word_vectors``, ``head_roles`` (Voita et al.'s positional, syntactic and rare-word
 heads, and head confidence). A sibling of ``interventions``: neither imports the other.
@@ -27,6 +28,21 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "type_proportions",
             "fit_thresholds",
             "f1_report",
+            "load_labelled_maps",
+        ],
+        "pattern_models": [
+            "FEATURES",
+            "map_features",
+            "map_images",
+            "FeatureClassifier",
+            "CNNClassifier",
+            "TemplateClassifier",
+            "CrossValidation",
+            "cross_validate",
+            "fit_classifiers",
+            "load_classifier",
+            "best_method",
+            "planted_maps",
         ],
         "syntax": ["SyntaxResult", "score_syntax"],
         "head_roles": [

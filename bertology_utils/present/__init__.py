@@ -1,5 +1,5 @@
-"""present: show results — interactive views, slide decks, one HTML report per run, and the
-third-party JavaScript they inline so that they work offline (``assets``)."""
+"""present: show results — interactive views, slide decks, one HTML report per run, the pattern-type
+labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline (``assets``)."""
 
 from bertology_utils.core.lazy import lazy_exports
 
@@ -17,5 +17,16 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "slides": ["notebook_to_slides", "run_slides"],
         "report": ["build_report"],
+        "labelling": [
+            "MapRecord",
+            "labelled_set_records",
+            "sample_records",
+            "LabelFile",
+            "LabelSession",
+            "agreement",
+            "label_maps",
+            "draw_map",
+            "contact_sheet",
+        ],
     },
 )

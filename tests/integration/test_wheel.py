@@ -1,5 +1,5 @@
-"""A built wheel carries the project's own data: an installed (not editable) package finds the sample and the
-labelled pattern maps without the checkout."""
+"""A built wheel carries the project's own data: an installed (not editable) package finds the sample, the
+labelled pattern maps and the trained pattern classifiers without the checkout."""
 
 import json
 import os
@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LOAD = """
 import json
 import bertology_utils
-from bertology_utils.analyses.pattern_types import LABELS_DIR, load_labelled_maps
+from bertology_utils.analyses.pattern_models import best_method, planted_layout
+from bertology_utils.analyses.pattern_types import LABELS_DIR, classify_map, load_labelled_maps
 from bertology_utils.data import load_sample, load_sample_pairs, resolve_data_file
 
 table, maps = load_labelled_maps()
@@ -24,6 +25,7 @@ print(json.dumps({
     "sample": [len(load_sample()), str(resolve_data_file("sample", "all"))],
     "pairs": [len(load_sample_pairs()), str(resolve_data_file("sample-pairs", "all"))],
     "labels": [len(table), len(maps), str(LABELS_DIR)],
+    "classified": [best_method(), classify_map(__import__("numpy").eye(8), *planted_layout(6))],
 }))
 """
 
@@ -49,6 +51,7 @@ def test_an_installed_wheel_finds_the_sample_and_the_pattern_labels(tmp_path):
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
     assert Path(found["package"]).is_relative_to(site)
-    assert found["sample"][0] == 40 and found["pairs"][0] == 12 and found["labels"][:2] == [175, 175]
+    assert found["sample"][0] == 40 and found["pairs"][0] == 12 and found["labels"][:2] == [455, 455]
+    assert found["classified"] == ["features", "diagonal"]  # the shipped classifier, read from the wheel
     for path in (found["sample"][1], found["pairs"][1], found["labels"][2]):
         assert Path(path).is_relative_to(site / "bertology_utils" / "_data"), path

@@ -216,6 +216,7 @@ def test_kovaleva_pattern_claims():
     assert kovaleva.heterogeneous_share(math.nan).verdict is Verdict.NOT_TESTABLE
     assert kovaleva.pattern_types_recognisable(0.81).verdict is Verdict.HOLDS
     assert kovaleva.pattern_types_recognisable(0.80).verdict is Verdict.DIFFERS
+    assert "cnn macro F1 0.90" in kovaleva.pattern_types_recognisable(0.9, "cnn").ours
 
 
 def test_a_classifier_at_the_majority_class_cannot_test_head_claims():
