@@ -86,6 +86,8 @@ FEATURES = (
 
 def _normalised(attention) -> np.ndarray:
     att = np.asarray(attention, dtype=np.float64)
+    if not np.isfinite(att).all() or (att < 0).any():
+        raise ValueError("attention maps must be finite and non-negative (NaN, infinite or negative weights found)")
     mass = att.sum(-1, keepdims=True)
     return np.divide(att, mass, out=np.zeros_like(att), where=mass > 0)
 

@@ -68,6 +68,16 @@ def test_features_of_known_maps():
     assert np.allclose(map_features(stack, kinds, seg)[1], values)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -0.1])
+def test_broken_maps_are_refused(bad):
+    kinds, seg = planted_layout(3)
+    att = np.full((5, 5), 0.2)
+    att[2, 3] = bad
+    for encode in (map_features, map_images):
+        with pytest.raises(ValueError, match="finite and non-negative"):
+            encode(att, kinds, seg)
+
+
 def test_images_shape_and_resizing():
     kinds, seg = planted_layout(2)  # 4 positions
     images = map_images(np.eye(4)[None, None].repeat(2, 1), kinds, seg, size=8)
