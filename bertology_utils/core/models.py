@@ -24,7 +24,7 @@ import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from bertology_utils.core import architectures, settings
+from bertology_utils.core import architectures, model_parts, settings
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.settings import default_model_path
 
@@ -164,6 +164,16 @@ def _resolve(name_or_path: str | os.PathLike | None) -> tuple[str, str, bool]:
         local = default_model_path()
         return settings.DEFAULT_MODEL, str(local or settings.DEFAULT_MODEL), local is not None
     name = os.fspath(name_or_path)
+    split = model_parts.split_model(name)
+    if split is not None:  # a model that exists offline only as PyPI parts (mpnet-base)
+        folder = model_parts.model_folder(split)
+        if folder is not None:
+            return split.name, str(folder), True
+        if name == split.alias:
+            raise ModelNotAvailableError(
+                f"{name} is not set up: run `bertology setup-model {name}` once (it downloads "
+                f"{len(split.packages)} parts from PyPI and checks them), or `make setup-mpnet` in a checkout."
+            )
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
