@@ -183,3 +183,18 @@ def test_colour_scales():
     fixed, own = map_norm(att), map_norm(att, "map")
     assert fixed(0.25) == pytest.approx(0.5) and fixed.vmax == 1.0
     assert own.vmax == pytest.approx(0.8) and own(0.4) == pytest.approx(0.5)
+
+
+def test_shipped_independent_pass_agrees_as_documented():
+    """Annotator C's committed pass against the final labels: the numbers the READMEs quote."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "data" / "pattern_labels"
+    final = pd.read_csv(folder / "labels.csv")
+    c = LabelFile(folder / "pass_c.csv", "C").labels()
+    assert len(c) == len(final) == 455
+    g = agreement(c, dict(zip(final["map_id"], final["label"])))
+    assert g.n == 421
+    assert g.observed == pytest.approx(0.777, abs=5e-4)
+    assert g.kappa == pytest.approx(0.684, abs=5e-4)
+    assert int(g.confusion.loc["vertical", "heterogeneous"]) == 38
