@@ -15,6 +15,7 @@ Layout (a Zarr v3 group; see the README for why Zarr)::
         attention                                           ragged float16: layers*heads*words*words per item
                                                             (heads: maps per layer, see map_shape)
         tokens, token_to_word, token_attention              ragged, only with keep_tokens
+      .staging/             scratch: a new shard group is built here, then renamed into shards/ whole
 
 Ragged arrays are flat and chunked; an item's slice is found from the cumulative sums
 of ``n_words``/``n_tokens``, so nothing is padded and any item can be read alone.
@@ -29,8 +30,11 @@ machines can write separate shards of the same corpus and :func:`merge_stores` j
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +61,9 @@ FORMAT = "bertology-attention-store"
 FORMAT_VERSION = 1
 
 OK, SKIPPED = 0, 1
+
+# Where new shard groups are built before one rename moves them into shards/ (see AttentionStore._publish).
+_STAGING = ".staging"
 
 # Checksummed chunks turn silent bit rot into a read error. Attention maps in float16 barely
 # compress (zstd saves about 9%), so they are only checksummed: cheaper to write and to read.
@@ -281,20 +288,42 @@ class AttentionStore:
                 return ShardWriter(s)
             if s.start < stop and start < s.stop:
                 raise StoreError(f"range [{start}, {stop}) overlaps shard {s.name}")
-        group = self.group["shards"].create_group(f"{start:09d}-{stop:09d}")
-        specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
-        for name, (dtype, chunk, _) in specs.items():
-            group.create_array(
-                name,
-                shape=(0,),
-                chunks=(chunk,),
-                dtype=dtype,
-                compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16" else _COMPRESSORS,
-                config=_ARRAY_CONFIG,
-            )
-        group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
+        name = f"{start:09d}-{stop:09d}"
+        with self._staging() as staging:
+            group = zarr.open_group(str(staging), mode="w")
+            specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
+            for array, (dtype, chunk, _) in specs.items():
+                group.create_array(
+                    array,
+                    shape=(0,),
+                    chunks=(chunk,),
+                    dtype=dtype,
+                    compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16" else _COMPRESSORS,
+                    config=_ARRAY_CONFIG,
+                )
+            group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
+            self._publish(staging, name)
         self.refresh()
-        return ShardWriter(self._load_shard(group))
+        return ShardWriter(self._load_shard(self.group["shards"][name]))
+
+    @contextmanager
+    def _staging(self) -> Iterator[Path]:
+        """A scratch folder inside the store (outside ``shards/``), removed afterwards if still there."""
+        staging = self.path / _STAGING / f"{os.getpid()}-{uuid.uuid4().hex}"
+        staging.parent.mkdir(exist_ok=True)
+        try:
+            yield staging
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _publish(self, staging: Path, name: str) -> None:
+        """Move a finished shard group into ``shards/`` in one rename: readers (other processes listing the
+        shards while workers start theirs) never see a group without its attributes or arrays."""
+        target = self.path / "shards" / name
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            raise StoreError(f"cannot add shard {name} to {self.path}: {exc}") from exc
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -555,6 +584,8 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
                     f"shard {shard.name} of {src.path} overlaps shard(s) "
                     f"{[s.name for s in existing]} already in {merged.path}"
                 )
-            shutil.copytree(src.path / "shards" / shard.name, merged.path / "shards" / shard.name)
+            with merged._staging() as staging:
+                shutil.copytree(src.path / "shards" / shard.name, staging)
+                merged._publish(staging, shard.name)
             merged.refresh()
     return merged
