@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -420,69 +421,102 @@ def extract_attention(
     ``shard=(i, n)`` extracts only the i-th of n contiguous slices, for parallel workers
     whose stores :func:`bertology_utils.attention.store.merge_stores` joins. With ``maps``, the
     store holds the source's maps (see :class:`MapSource`), resumable and shardable the same way.
+    (:func:`bertology_utils.attention.distributed.extract_on_cluster` runs the slices on a Dask cluster.)
     """
     corpus, loaded = _as_corpus(items), _as_model(model)
-    limit = _max_tokens(loaded, max_tokens, too_long)
-    metadata = store_metadata(
-        loaded,
-        corpus,
-        from_rule=from_rule,
-        keep_tokens=keep_tokens,
-        max_tokens=limit,
-        too_long=too_long,
-        batch_size=batch_size,
-        block_size=block_size,
-        max_batch_weights=max_batch_weights,
-        maps=maps,
-    )
-    store = AttentionStore.open_or_create(Path(store_path), metadata, len(corpus), overwrite=overwrite)
+    job = _Job(corpus, loaded, batch_size, block_size, max_batch_weights, from_rule, keep_tokens, too_long, maps)
+    store = job.open_store(store_path, max_tokens, overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
     if store.is_complete:
         tqdm.write(f"reusing the complete store at {store.path} ({store.n_items} items)")
     elif store.done:
         tqdm.write(f"resuming: {store.done} of {store.n_items} items already in the store at {store.path}")
-    start, stop = shard_range(len(corpus), shard)
-    # Resume partly written shards in range, then create shards for the gaps.
-    plan = [
-        (s.start, s.stop, s.start + s.committed)
-        for s in store.shards
-        if s.start < stop and start < s.stop and not s.complete
-    ]
-    plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
-    forward = _Forward(loaded, from_rule, keep_tokens, maps)
-    skipped = 0
-    # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
-    # order), one tokenizes and aligns the next block. Neither changes what is computed.
-    with (
-        tqdm(
-            total=sum(hi - resume for _, hi, resume in plan),
-            desc=f"extract {corpus.name}",
-            unit="item",
-            disable=not progress,
-        ) as bar,
-        ThreadPoolExecutor(max_workers=1) as writes,
-        ThreadPoolExecutor(max_workers=1) as prefetch,
-    ):
-        for lo_shard, hi_shard, resume in sorted(plan):
-            blocks = list(_blocks(resume, hi_shard, block_size, lo_shard))
-            aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0])
-            writer = None
-            for k, (lo, hi) in enumerate(blocks):
-                aligned = aligning.result()
-                if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
-                    writer = pending = writes.submit(store.writer, lo_shard, hi_shard, keep_tokens)
-                if k + 1 < len(blocks):
-                    nlo, nhi = blocks[k + 1]
-                    aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
-                results = _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights, pack=True)
-                pending.result()  # the previous block's write overlapped this block's forward
-                pending = writes.submit(writer.result().append, results)
-                skipped += sum(isinstance(r, SkippedItem) for r in results)
-                bar.update(hi - lo)
-                bar.set_postfix(skipped=skipped, refresh=False)
-            pending.result()
+    job.fill(store, *shard_range(len(corpus), shard), progress=progress)
     store.refresh()
     return store
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One extraction's data, model and settings: what opens (or checks) its store and fills a range of it.
+
+    Shared by :func:`extract_attention` and the workers of a cluster extraction, so both write the
+    same blocks with the same batches.
+    """
+
+    corpus: Corpus
+    loaded: LoadedModel
+    batch_size: int = 32
+    block_size: int = 512
+    max_batch_weights: int = MAX_BATCH_WEIGHTS
+    from_rule: str = "mean"
+    keep_tokens: bool = False
+    too_long: str = "skip"
+    maps: MapSource | None = None
+
+    def open_store(self, store_path, max_tokens: int | None, *, overwrite: bool = False) -> AttentionStore:
+        """The store for this job, created or checked against its metadata (:func:`store_metadata`)."""
+        metadata = store_metadata(
+            self.loaded,
+            self.corpus,
+            from_rule=self.from_rule,
+            keep_tokens=self.keep_tokens,
+            max_tokens=_max_tokens(self.loaded, max_tokens, self.too_long),
+            too_long=self.too_long,
+            batch_size=self.batch_size,
+            block_size=self.block_size,
+            max_batch_weights=self.max_batch_weights,
+            maps=self.maps,
+        )
+        return AttentionStore.open_or_create(Path(store_path), metadata, len(self.corpus), overwrite=overwrite)
+
+    def fill(self, store: AttentionStore, start: int, stop: int, *, progress: bool = True) -> None:
+        """Extract every item of ``[start, stop)`` not yet committed: partly written shards in range are
+        resumed, gaps become new shards."""
+        corpus, loaded = self.corpus, self.loaded
+        limit = int(store.metadata["conversion"]["max_tokens"])
+        plan = [
+            (s.start, s.stop, s.start + s.committed)
+            for s in store.shards
+            if s.start < stop and start < s.stop and not s.complete
+        ]
+        plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
+        forward = _Forward(loaded, self.from_rule, self.keep_tokens, self.maps)
+        skipped = 0
+        # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
+        # order), one tokenizes and aligns the next block. Neither changes what is computed.
+        with (
+            tqdm(
+                total=sum(hi - resume for _, hi, resume in plan),
+                desc=f"extract {corpus.name}",
+                unit="item",
+                disable=not progress,
+            ) as bar,
+            ThreadPoolExecutor(max_workers=1) as writes,
+            ThreadPoolExecutor(max_workers=1) as prefetch,
+        ):
+            for lo_shard, hi_shard, resume in sorted(plan):
+                blocks = list(_blocks(resume, hi_shard, self.block_size, lo_shard))
+                aligning = prefetch.submit(
+                    align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0]
+                )
+                writer = None
+                for k, (lo, hi) in enumerate(blocks):
+                    aligned = aligning.result()
+                    if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
+                        writer = pending = writes.submit(store.writer, lo_shard, hi_shard, self.keep_tokens)
+                    if k + 1 < len(blocks):
+                        nlo, nhi = blocks[k + 1]
+                        aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
+                    results = _run_block(
+                        forward, aligned, self.batch_size, limit, self.too_long, self.max_batch_weights, pack=True
+                    )
+                    pending.result()  # the previous block's write overlapped this block's forward
+                    pending = writes.submit(writer.result().append, results)
+                    skipped += sum(isinstance(r, SkippedItem) for r in results)
+                    bar.update(hi - lo)
+                    bar.set_postfix(skipped=skipped, refresh=False)
+                pending.result()
 
 
 def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | None = None, **settings_kwargs) -> Path:
