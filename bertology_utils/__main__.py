@@ -2,4 +2,6 @@
 
 from bertology_utils.cli import main
 
-raise SystemExit(main())
+# Guarded: worker processes started by spawn (a local Dask cluster) import this module again.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -115,10 +115,7 @@ class JSAccumulator:
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, not {self.dtype}")
         self.block_entries, self.tile_rows = _plan(n_heads, self.dtype.itemsize, max_bytes)
-        self._block = np.empty((n_heads, self.block_entries), self.dtype)
-        self._filled = 0
-        self._sums = np.empty((self.tile_rows, n_heads, self.block_entries), self.dtype)
-        self._logs = np.empty_like(self._sums)
+        self._buffers()
         self._tiny = np.finfo(self.dtype).tiny
         # Running sums in float64 whatever the tile dtype: they add up hundreds of thousands of terms.
         self._cross = np.zeros((n_heads, n_heads))  # Σ_e g(x_a + x_b), upper triangle
@@ -126,6 +123,37 @@ class JSAccumulator:
         self._mass = np.zeros(n_heads)  # Σ_e x_a (the number of rows, up to rounding)
         self.n_rows = 0
         self.n_items = 0
+
+    def _buffers(self) -> None:
+        self._block = np.empty((self.n_heads, self.block_entries), self.dtype)
+        self._filled = 0
+        self._sums = np.empty((self.tile_rows, self.n_heads, self.block_entries), self.dtype)
+        self._logs = np.empty_like(self._sums)
+
+    def __getstate__(self) -> dict:
+        """Pickled (sent between cluster workers) as its sums only: the block is flushed, the buffers dropped."""
+        if self._filled:
+            self._flush()
+        return {k: v for k, v in self.__dict__.items() if k not in ("_block", "_sums", "_logs")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._buffers()
+
+    def merge(self, other: JSAccumulator) -> None:
+        """Add another accumulator's sums (the same heads and smoothing, other rows)."""
+        if (other.n_heads, other.smoothing) != (self.n_heads, self.smoothing):
+            raise ValueError(
+                f"cannot merge {other.n_heads} heads with smoothing {other.smoothing} into "
+                f"{self.n_heads} heads with smoothing {self.smoothing}"
+            )
+        if other._filled:
+            other._flush()
+        self._cross += other._cross
+        self._self += other._self
+        self._mass += other._mass
+        self.n_rows += other.n_rows
+        self.n_items += other.n_items
 
     @property
     def working_bytes(self) -> int:
@@ -305,6 +333,7 @@ def head_distances(
     dtype=np.float64,
     max_bytes: int = 64 << 20,
     progress: bool = False,
+    cluster=None,
 ) -> HeadDistances:
     """Jensen–Shannon distances between all pairs of heads of the given sources, over all their items.
 
@@ -316,7 +345,10 @@ def head_distances(
     given item indices). ``reduction`` is ``"sum"`` (Clark et al.) or ``"mean"`` over attending
     rows; ``smoothing`` mixes each row with the uniform distribution (module docstring).
     ``dtype=np.float32`` roughly halves the time; the float64 default keeps rounding negligible.
-    ``max_bytes`` bounds the tile buffers.
+    ``max_bytes`` bounds the tile buffers. ``cluster`` (``"local:N"``, a scheduler address or a
+    ``distributed.Client``; every source an :class:`~bertology_utils.attention.store.AttentionStore`): the sums
+    are taken over ranges of items on the cluster and added up here, equal to the single-process result up
+    to float rounding.
     """
     if not sources:
         raise ValueError("head_distances needs at least one source")
@@ -324,23 +356,31 @@ def head_distances(
     names = tuple(names) if names is not None else tuple(_source_name(s, i) for i, s in enumerate(sources))
     if len(names) != len(sources):
         raise ValueError(f"{len(names)} names for {len(sources)} sources")
-    total = (
-        len(indices) if indices is not None else (len(sources[0]) if isinstance(sources[0], AttentionStore) else None)
-    )
-    shapes, accumulator = None, None
-    for group in tqdm(
-        _aligned(sources, indices), total=total, desc="head distances", unit="item", disable=not progress
-    ):
-        item_shapes = [item.attention.shape[:2] for item in group]
-        if shapes is None:
-            shapes = item_shapes
-            accumulator = JSAccumulator(
-                sum(l * h for l, h in shapes), smoothing=smoothing, dtype=dtype, max_bytes=max_bytes
-            )
-        elif item_shapes != shapes:
-            raise ValueError(f"item {group[0].index} has layers x heads {item_shapes}, earlier items {shapes}")
-        n = group[0].n_words
-        accumulator.add(np.concatenate([np.asarray(item.attention).reshape(-1, n, n) for item in group]))
+    if cluster is None:
+        total = (
+            len(indices)
+            if indices is not None
+            else (len(sources[0]) if isinstance(sources[0], AttentionStore) else None)
+        )
+        shapes, accumulator = _accumulate(sources, indices, smoothing, dtype, max_bytes, progress, total)
+    else:
+        from bertology_utils.attention.distributed import map_store
+
+        if not all(isinstance(s, AttentionStore) for s in sources):
+            raise ValueError("cluster= needs AttentionStore sources: its workers read the stores themselves")
+        others = tuple(str(s.path) for s in sources[1:])
+        wanted = None if indices is None else np.asarray(sorted(set(int(i) for i in indices)))
+        parts = map_store(sources[0], _distances_of_range, others, wanted, smoothing, dtype, max_bytes, cluster=cluster)
+        shapes, accumulator = None, None
+        for part_shapes, part in parts:
+            if part is None:
+                continue
+            if accumulator is None:
+                shapes, accumulator = part_shapes, part
+            elif part_shapes != shapes:
+                raise ValueError(f"items have layers x heads {part_shapes} in one range, {shapes} in another")
+            else:
+                accumulator.merge(part)
     if accumulator is None:
         raise ValueError("no items: the sources are empty (or every item was skipped)")
     source, layer, head = (
@@ -363,6 +403,32 @@ def head_distances(
         reduction,
         accumulator.smoothing,
     )
+
+
+def _accumulate(sources, indices, smoothing, dtype, max_bytes, progress=False, total=None):
+    """(layers x heads of each source, the filled :class:`JSAccumulator`), or (None, None) without items."""
+    shapes, accumulator = None, None
+    for group in tqdm(
+        _aligned(sources, indices), total=total, desc="head distances", unit="item", disable=not progress
+    ):
+        item_shapes = [item.attention.shape[:2] for item in group]
+        if shapes is None:
+            shapes = item_shapes
+            accumulator = JSAccumulator(
+                sum(l * h for l, h in shapes), smoothing=smoothing, dtype=dtype, max_bytes=max_bytes
+            )
+        elif item_shapes != shapes:
+            raise ValueError(f"item {group[0].index} has layers x heads {item_shapes}, earlier items {shapes}")
+        n = group[0].n_words
+        accumulator.add(np.concatenate([np.asarray(item.attention).reshape(-1, n, n) for item in group]))
+    return shapes, accumulator
+
+
+def _distances_of_range(first: str, lo: int, hi: int, others, wanted, smoothing, dtype, max_bytes):
+    """One map task of :func:`head_distances` on a cluster: the sums over items ``lo:hi`` of the stores."""
+    sources = [AttentionStore.open(path) for path in (first, *others)]
+    span = np.arange(lo, hi) if wanted is None else wanted[(wanted >= lo) & (wanted < hi)]
+    return _accumulate(sources, span.tolist(), smoothing, dtype, max_bytes)
 
 
 # --------------------------------------------------------------------------- embedding and clustering

@@ -143,6 +143,8 @@ def surface_statistics(
     level: str = "word",
     eps: float = 1e-12,
     punctuation: Collection[str] | None = None,
+    *,
+    cluster=None,
 ) -> SurfaceStats:
     """Clark et al.'s surface statistics of every head, one pass over the items, vectorised over heads and rows.
 
@@ -154,28 +156,73 @@ def surface_statistics(
     separators). Entropy is ``-sum p log max(p, eps)`` (no mass added; ``eps`` only makes 0 log 0 = 0).
     ``punctuation``: the forms that count as punctuation (a treebank's own, from
     :func:`~bertology_utils.data.punctuation_forms`); None: Unicode's punctuation characters.
+    ``cluster`` (``"local:N"``, a scheduler address or a ``distributed.Client``; ``items`` must then be an
+    :class:`~bertology_utils.attention.store.AttentionStore`): the sums are taken over ranges of the
+    store on the cluster and added up here, equal to the single-process result up to float rounding.
     """
-    sums: dict[str, np.ndarray] = {}
-    rows = {name: 0 for name in STATISTICS}
-    log_n = log_n_cls = 0.0
-    n_items = n_pairs = 0
-    shape = None
-    for item in items:
-        att, kinds, texts, segments = _view(item, level)
-        if shape is None:
-            shape = att.shape[:2]
-            sums = {name: np.zeros(shape) for name in STATISTICS}
-        elif att.shape[:2] != shape:
-            raise ValueError(f"item {item.item_id} has {att.shape[:2]} layers x heads, earlier items {shape}")
+    if cluster is None:
+        sums = _SurfaceSums(level, eps, punctuation)
+        for item in items:
+            sums.add(item)
+    else:
+        from bertology_utils.attention.distributed import map_store
+
+        parts = map_store(_store_in_range(items), _surface_sums_of_range, level, eps, punctuation, cluster=cluster)
+        sums = parts[0]
+        for part in parts[1:]:
+            sums.merge(part)
+    return sums.result()
+
+
+def _store_in_range(items):
+    from bertology_utils.attention.store import AttentionStore
+
+    if not isinstance(items, AttentionStore):
+        raise ValueError("cluster= needs an AttentionStore: its workers read the store's items themselves")
+    return items
+
+
+def _surface_sums_of_range(store_path: str, lo: int, hi: int, level, eps, punctuation) -> _SurfaceSums:
+    """One map task of :func:`surface_statistics` on a cluster: the sums over items ``lo:hi`` of a store."""
+    from bertology_utils.attention.store import AttentionStore
+
+    sums = _SurfaceSums(level, eps, punctuation)
+    for item in AttentionStore.open(store_path).iter_items(range(lo, hi)):
+        sums.add(item)
+    return sums
+
+
+class _SurfaceSums:
+    """The running sums behind :func:`surface_statistics`: added item by item, merged range by range."""
+
+    def __init__(self, level: str, eps: float, punctuation: Collection[str] | None):
+        self.level, self.eps, self.punctuation = level, eps, punctuation
+        self.sums: dict[str, np.ndarray] = {}
+        self.rows = {name: 0 for name in STATISTICS}
+        self.log_n = self.log_n_cls = 0.0
+        self.n_items = self.n_pairs = 0
+        self.shape: tuple[int, ...] | None = None
+
+    def _check_shape(self, shape: tuple[int, ...], what: str) -> None:
+        if self.shape is None:
+            self.shape = shape
+            self.sums = {name: np.zeros(shape) for name in STATISTICS}
+        elif shape != self.shape:
+            raise ValueError(f"{what} has {shape} layers x heads, earlier items {self.shape}")
+
+    def add(self, item: ItemAttention) -> None:
+        att, kinds, texts, segments = _view(item, self.level)
+        self._check_shape(att.shape[:2], f"item {item.item_id}")
+        sums, rows = self.sums, self.rows
         n = att.shape[-1]
-        n_items += 1
-        n_pairs += int(len(np.unique(segments)) > 1)
+        self.n_items += 1
+        self.n_pairs += int(len(np.unique(segments)) > 1)
         idx = np.arange(n)
         cls, sep = kinds == _CLS_KIND, kinds == _SEP_KIND
         word = kinds == _WORD_KIND
         period = word & np.array([t == "." for t in texts])
         comma = word & np.array([t == "," for t in texts])
-        punct = word & np.array([is_punctuation(t, punctuation) for t in texts])
+        punct = word & np.array([is_punctuation(t, self.punctuation) for t in texts])
         cols = np.stack([cls, sep, word, period, comma, punct], axis=1).astype(np.float64)  # (n, 6)
         shares = att @ cols  # (L, H, n, 6)
         for k, name in enumerate(("cls", "sep", "other", "period", "comma", "punct")):
@@ -191,26 +238,42 @@ def surface_statistics(
         if sep.any():
             sums["sep_to_sep"] += shares[..., sep, 1].sum(-1)
             rows["sep_to_sep"] += int(sep.sum())
-        h = -(att * np.log(np.maximum(att, eps))).sum(-1)  # (L, H, n)
+        h = -(att * np.log(np.maximum(att, self.eps))).sum(-1)  # (L, H, n)
         sums["entropy"] += h.sum(-1)
         rows["entropy"] += n
-        log_n += n * np.log(n)
+        self.log_n += n * np.log(n)
         if cls.any():
             sums["cls_entropy"] += h[..., cls].sum(-1)
             rows["cls_entropy"] += int(cls.sum())
-            log_n_cls += int(cls.sum()) * np.log(n)
-    if shape is None:
-        raise ValueError("no items: the statistics need at least one item")
-    values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
-    return SurfaceStats(
-        level,
-        values,
-        rows,
-        float(log_n / max(rows["entropy"], 1)),
-        float(log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
-        n_items,
-        n_pairs,
-    )
+            self.log_n_cls += int(cls.sum()) * np.log(n)
+
+    def merge(self, other: _SurfaceSums) -> None:
+        """Add the sums of another range (an empty one changes nothing)."""
+        if other.shape is None:
+            return
+        self._check_shape(other.shape, "a range")
+        for name in STATISTICS:
+            self.sums[name] += other.sums[name]
+            self.rows[name] += other.rows[name]
+        self.log_n += other.log_n
+        self.log_n_cls += other.log_n_cls
+        self.n_items += other.n_items
+        self.n_pairs += other.n_pairs
+
+    def result(self) -> SurfaceStats:
+        if self.shape is None:
+            raise ValueError("no items: the statistics need at least one item")
+        sums, rows, shape = self.sums, self.rows, self.shape
+        values = {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
+        return SurfaceStats(
+            self.level,
+            values,
+            rows,
+            float(self.log_n / max(rows["entropy"], 1)),
+            float(self.log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
+            self.n_items,
+            self.n_pairs,
+        )
 
 
 def _surface_statistics_loop(

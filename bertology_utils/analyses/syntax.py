@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -387,6 +387,7 @@ def score_syntax(
     poss_via_clitic: bool = True,
     excluded_relations: Iterable[str] = EXCLUDED_RELATIONS,
     offsets: Iterable[int] = OFFSETS,
+    cluster=None,
 ) -> SyntaxResult:
     """Score every head on every relation of a treebank.
 
@@ -401,25 +402,72 @@ def score_syntax(
         poss_via_clitic: Clark's special case for possessors followed by ``'s`` (module docstring).
         excluded_relations: relations left out besides root words.
         offsets: the fixed offsets the baseline tries.
+        cluster: ``"local:N"``, a scheduler address or a ``distributed.Client`` (``attention`` must then
+            be a store): sentences are scored over ranges of the store on the cluster; the counts are
+            the single-process ones exactly.
     """
     if on_mismatch not in ON_MISMATCH:
         raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, not {on_mismatch!r}")
     offsets = tuple(int(o) for o in offsets)
     gold = _gold(corpus, tuple(excluded_relations), poss_via_clitic)
     is_store = isinstance(attention, AttentionStore)
-    skipped = {"no tree": 0, "words differ from the treebank": 0}
-    seen = np.zeros(len(corpus), dtype=bool)
-    hits, scored = [], []  # per scored sentence: (2, L, H, k) hits, and its corpus index
-    shape = None
-    for item in attention.iter_items() if is_store else attention:
+    if cluster is None:
+        part = _score_items(corpus, gold, attention.iter_items() if is_store else attention, on_mismatch)
+    else:
+        from bertology_utils.attention.distributed import map_store
+
+        if not is_store:
+            raise ValueError("cluster= needs an AttentionStore: its workers read the store's items themselves")
+        parts = map_store(attention, _score_range, corpus, gold, on_mismatch, cluster=cluster)
+        part = parts[0]
+        for other in parts[1:]:
+            part.merge(other)
+    skipped = part.skipped
+    missing = ~part.seen
+    if is_store:  # the store knows why an item is absent
+        status = attention.status()
+        skipped["too long for the model"] = int((missing & (status == 1)).sum())
+        skipped["not extracted"] = int((missing & (status == -1)).sum())
+    else:
+        skipped["not in the attention given"] = int(missing.sum())
+    if not part.scored:
+        raise BertologyError("no sentence could be scored: " + ", ".join(f"{k}: {v}" for k, v in skipped.items() if v))
+    return _reduce(gold, part.hits, np.array(part.scored), part.shape, offsets, corpus.description, skipped)
+
+
+@dataclass
+class _Scored:
+    """Sentences scored so far: per scored sentence its (2, L, H, k) hits and corpus index, which were seen, skips."""
+
+    seen: np.ndarray
+    hits: list = field(default_factory=list)
+    scored: list = field(default_factory=list)
+    skipped: dict = field(default_factory=lambda: {"no tree": 0, "words differ from the treebank": 0})
+    shape: tuple | None = None
+
+    def merge(self, other: _Scored) -> None:
+        """Add a later range's sentences (ranges are disjoint and come in corpus order)."""
+        if other.shape is not None and self.shape is not None and other.shape != self.shape:
+            raise BertologyError(f"items have {other.shape} layers x heads in one range, {self.shape} in another")
+        self.shape = self.shape or other.shape
+        self.seen |= other.seen
+        self.hits += other.hits
+        self.scored += other.scored
+        for key, value in other.skipped.items():
+            self.skipped[key] += value
+
+
+def _score_items(corpus: Corpus, gold: _Gold, items: Iterable[ItemAttention], on_mismatch: str) -> _Scored:
+    part = _Scored(np.zeros(len(corpus), dtype=bool))
+    for item in items:
         i = int(item.index)
         if not 0 <= i < len(corpus):
             raise BertologyError(f"item {item.item_id} has index {i}, outside the corpus of {len(corpus)} sentences")
-        if seen[i]:
+        if part.seen[i]:
             raise BertologyError(f"sentence {i} ({corpus[i].id}) comes twice in the attention given")
-        seen[i] = True
+        part.seen[i] = True
         if not gold.has_tree[i]:
-            skipped["no tree"] += 1
+            part.skipped["no tree"] += 1
             continue
         real = real_word_positions(item)
         problem = word_mismatch(item, real, corpus[i].words)
@@ -429,27 +477,23 @@ def score_syntax(
                     f"sentence {i} ({corpus[i].id}): {problem}; the attention does not belong to "
                     "this treebank (pass on_mismatch='skip' to leave such sentences out)"
                 )
-            skipped["words differ from the treebank"] += 1
+            part.skipped["words differ from the treebank"] += 1
             continue
         att = np.asarray(item.attention)
-        if shape is None:
-            shape = att.shape[:2]
-        elif att.shape[:2] != shape:
-            raise BertologyError(f"item {i} has {att.shape[:2]} layers x heads, earlier items {shape}")
+        if part.shape is None:
+            part.shape = att.shape[:2]
+        elif att.shape[:2] != part.shape:
+            raise BertologyError(f"item {i} has {att.shape[:2]} layers x heads, earlier items {part.shape}")
         lo, hi = gold.starts[i], gold.starts[i + 1]
         pred = predictions(att[:, :, real[:, None], real])
-        hits.append(pred[..., gold.source[lo:hi]] == gold.gold[lo:hi])
-        scored.append(i)
-    missing = ~seen
-    if is_store:  # the store knows why an item is absent
-        status = attention.status()
-        skipped["too long for the model"] = int((missing & (status == 1)).sum())
-        skipped["not extracted"] = int((missing & (status == -1)).sum())
-    else:
-        skipped["not in the attention given"] = int(missing.sum())
-    if not scored:
-        raise BertologyError("no sentence could be scored: " + ", ".join(f"{k}: {v}" for k, v in skipped.items() if v))
-    return _reduce(gold, hits, np.array(scored), shape, offsets, corpus.description, skipped)
+        part.hits.append(pred[..., gold.source[lo:hi]] == gold.gold[lo:hi])
+        part.scored.append(i)
+    return part
+
+
+def _score_range(store_path: str, lo: int, hi: int, corpus: Corpus, gold: _Gold, on_mismatch: str) -> _Scored:
+    """One map task of :func:`score_syntax` on a cluster: the sentences ``lo:hi`` of a store."""
+    return _score_items(corpus, gold, AttentionStore.open(store_path).iter_items(range(lo, hi)), on_mismatch)
 
 
 def _reduce(

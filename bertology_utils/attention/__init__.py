@@ -25,5 +25,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "word_attention": ["FROM_RULES", "ItemAttention", "SkippedItem", "WordConversion"],
         "store": ["AttentionStore", "merge_stores"],
+        "distributed": ["extract_on_cluster", "map_store", "shard_plan"],
     },
 )

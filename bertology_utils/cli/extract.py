@@ -51,8 +51,10 @@ one of a registered data set, a CoNLL-U file, a text file (one sentence per line
 sentences given on the command line. Extraction is resumable: re-running the same command
 continues where an interrupted run stopped; a store written with other settings is refused
 unless --overwrite. Items with more tokens than the model takes are skipped and reported
-(or stop the run with --too-long error). --shard I/N extracts one of N slices, so N
-processes or machines can work in parallel; `bertology merge` joins their stores.
+(or stop the run with --too-long error). --cluster runs the job on a Dask cluster (the
+[distributed] extra): local:N starts N worker processes here, an address uses a running
+scheduler; the store is the one a single process writes. Without Dask, --shard I/N extracts
+one of N slices, so N processes or machines can work in parallel; `bertology merge` joins them.
 """
 
 EXTRACT_EPILOG = """\
@@ -61,7 +63,11 @@ examples:
   bertology extract --conllu my.conllu --model bert-base-uncased --from-rule first --store my.zarr
   bertology extract --sentence "The cat sat on the mat." --token-level --store cat.zarr
 
-  in parallel, one shard per process (0/4 ... 3/4), then join the stores:
+  on a Dask cluster: two worker processes here, or a running scheduler's workers (shared disk):
+  bertology extract --dataset ud-english-ewt --split train --cluster local:2 --store ewt-train.zarr
+  bertology extract --dataset ud-english-ewt --split train --cluster tcp://10.0.0.5:8786 --store /shared/ewt.zarr
+
+  by hand, one shard per process (0/4 ... 3/4), then join the stores:
   bertology extract --dataset ud-english-ewt --split train --shard 0/4 --store part0.zarr
   bertology merge ewt-train.zarr part0.zarr part1.zarr part2.zarr part3.zarr
 
@@ -149,8 +155,29 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="I/N",
         help="extract only slice I of N (0 <= I < N) of the items, for parallel workers",
     )
+    run.add_argument(
+        "--cluster",
+        type=_cluster,
+        metavar="local:N|ADDRESS",
+        help="run on a Dask cluster: local:N worker processes, or a scheduler address (needs the [distributed] extra)",
+    )
+    run.add_argument(
+        "--cluster-shards",
+        type=_positive_int,
+        metavar="N",
+        help="with --cluster: tasks to cut the job into (default: four per worker)",
+    )
     run.add_argument("--overwrite", action="store_true", help="delete a store at --store first instead of resuming it")
     run.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def _cluster(text: str) -> str:
+    from bertology_utils.core.cluster import parse_cluster
+
+    try:
+        return parse_cluster(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _load_corpus(args: argparse.Namespace):
@@ -195,25 +222,34 @@ def _handle(args: argparse.Namespace) -> int:
         if args.maps == "flow" and max_tokens is None:
             max_tokens = min(FLOW_MAX_TOKENS, loaded.max_tokens)
         print(f"maps: {args.maps} (not the raw attention)")
+    if args.cluster is not None and args.shard is not None:
+        raise BertologyError("--cluster cuts the job into shards itself: leave out --shard")
+    if args.cluster is None and args.cluster_shards is not None:
+        raise BertologyError("--cluster-shards goes with --cluster")
     if args.shard is not None:
         lo, hi = shard_range(len(corpus), args.shard)
         print(f"shard {args.shard[0]}/{args.shard[1]}: items {lo} to {hi - 1} of {len(corpus)}")
+    settings = dict(
+        batch_size=args.batch_size,
+        block_size=args.block_size,
+        from_rule=args.from_rule,
+        keep_tokens=args.token_level,
+        too_long=args.too_long,
+        max_tokens=max_tokens,
+        maps=maps,
+        overwrite=args.overwrite,
+        progress=args.progress,
+    )
     try:
-        store = extract_attention(
-            corpus,
-            args.store,
-            loaded,
-            batch_size=args.batch_size,
-            block_size=args.block_size,
-            from_rule=args.from_rule,
-            keep_tokens=args.token_level,
-            too_long=args.too_long,
-            max_tokens=max_tokens,
-            shard=args.shard,
-            maps=maps,
-            overwrite=args.overwrite,
-            progress=args.progress,
-        )
+        if args.cluster is not None:
+            from bertology_utils.attention.distributed import extract_on_cluster
+
+            print(f"cluster: {args.cluster}")
+            store = extract_on_cluster(
+                corpus, args.store, loaded, cluster=args.cluster, shards=args.cluster_shards, **settings
+            )
+        else:
+            store = extract_attention(corpus, args.store, loaded, shard=args.shard, **settings)
     except KeyboardInterrupt:
         print(f"\ninterrupted; run the same command again to resume into {args.store}", file=sys.stderr)
         return 130

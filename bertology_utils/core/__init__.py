@@ -1,5 +1,6 @@
 """core: what every layer stands on — settings, errors, the version, heads, models and their architectures, figures,
-the cache's shared machinery (entry names, locks, whole-or-nothing writes, stored arrays).
+the cache's shared machinery (entry names, locks, whole-or-nothing writes, stored arrays), and Dask clusters
+(``cluster``, only with the optional ``[distributed]`` extra).
 
 ``bertology_utils.core.settings``, ``errors`` and the version import nothing heavy; the names
 below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are
@@ -42,5 +43,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "self_attention_modules",
         ],
         "figures": ["plot_attention_map", "plot_layer_head_grid"],
+        "cluster": ["connect", "local_cluster", "parse_cluster"],
     },
 )

@@ -25,7 +25,8 @@ def locked() -> dict[str, Version]:
 
 
 def requirements() -> list[Requirement]:
-    """What make setup installs: pyproject.toml's dependencies, dev extra and build backend, and requirements/lock.in."""
+    """What make setup installs: pyproject.toml's dependencies, dev and distributed extras and build backend, and
+    requirements/lock.in."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]
@@ -33,6 +34,7 @@ def requirements() -> list[Requirement]:
     texts = (
         project["dependencies"]
         + project["optional-dependencies"]["dev"]
+        + project["optional-dependencies"]["distributed"]
         + pyproject["build-system"]["requires"]
         + [line for line in lines if line]
     )
