@@ -18,13 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology_utils.attention.extraction import MAX_BATCH_WEIGHTS, MapSource, _as_corpus, _as_model, _Job
+from bertology_utils.attention.extraction import _as_corpus, _as_model, _Job
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.core.cluster import connect, n_workers, require_distributed, worker_threads
 from bertology_utils.core.errors import StoreError
@@ -89,36 +90,28 @@ def extract_on_cluster(
     *,
     cluster: Any = "local:2",
     shards: int | None = None,
-    batch_size: int = 32,
-    block_size: int = 512,
-    max_batch_weights: int = MAX_BATCH_WEIGHTS,
-    from_rule: str = "mean",
-    keep_tokens: bool = False,
-    too_long: str = "skip",
     max_tokens: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    maps: MapSource | None = None,
+    **settings,
 ) -> AttentionStore:
     """:func:`~bertology_utils.attention.extraction.extract_attention` with the shards run on a Dask cluster.
 
     ``cluster``: ``"local:N"``, a scheduler address or a ``distributed.Client`` (see
     :mod:`bertology_utils.core.cluster`). ``shards``: how many tasks (default four per worker, at most one
-    per block), so a lost worker costs little. Workers load ``model`` by its name (a Hub id, an alias or a
-    folder every worker can read); the store written is the one a single process writes, and a store left
-    by an interrupted run, sharded or not, is resumed. Progress is the whole job's, read from the store.
+    per block), so a lost worker costs little. ``settings``: ``extract_attention``'s (``batch_size``,
+    ``block_size``, ``max_batch_weights``, ``from_rule``, ``keep_tokens``, ``too_long``, ``maps``), with its
+    defaults. Workers load ``model`` by its name (a Hub id, an alias or a folder every worker can read); the
+    store written is the one a single process writes, and a store left by an interrupted run, sharded or
+    not, is resumed. Progress is the whole job's, read from the store.
     """
     distributed = require_distributed()
     corpus, loaded = _as_corpus(items), _as_model(model)
-    settings: dict[str, Any] = dict(
-        batch_size=batch_size,
-        block_size=block_size,
-        max_batch_weights=max_batch_weights,
-        from_rule=from_rule,
-        keep_tokens=keep_tokens,
-        too_long=too_long,
-        maps=maps,
-    )
+    unknown = set(settings) - {f.name for f in fields(_Job)} | ({"corpus", "loaded"} & set(settings))
+    if unknown:
+        raise TypeError(f"extract_on_cluster got unknown settings: {', '.join(sorted(unknown))}")
+    block_size = int(settings.get("block_size", _Job.block_size))
+    keep_tokens = bool(settings.get("keep_tokens", _Job.keep_tokens))
     store = _Job(corpus, loaded, **settings).open_store(store_path, max_tokens, overwrite=overwrite)
     with connect(cluster) as client:
         count = shards if shards is not None else 4 * n_workers(client)
@@ -127,12 +120,14 @@ def extract_on_cluster(
         tasks = [(s.start, s.stop) for s in store.shards if not s.complete]
         for a, b in store.missing_ranges():
             for lo, hi in shard_plan(a, b, count, block_size):
-                # The driver makes every shard's group before any worker lists them: a worker never
-                # sees a group another is still creating.
-                store.writer(lo, hi, keep_tokens)
+                store.writer(lo, hi, keep_tokens)  # the driver makes the groups: one task, one shard
                 tasks.append((lo, hi))
         store.refresh()
         todo, before = store.n_items - store.done, store.done
+        if not tasks:
+            tqdm.write(f"reusing the complete store at {store.path} ({store.n_items} items)")
+        elif before:
+            tqdm.write(f"resuming: {before} of {store.n_items} items already in the store at {store.path}")
         if tasks:
             shared = client.scatter(corpus, broadcast=True, hash=False)
             futures = [
@@ -150,18 +145,24 @@ def extract_on_cluster(
                 )
                 for lo, hi in sorted(tasks)
             ]
-            with tqdm(
-                total=todo, desc=f"extract {corpus.name} ({len(futures)} shards)", unit="item", disable=not progress
-            ) as bar:
-                while not all(f.done() for f in futures):
-                    try:
-                        distributed.wait(futures, timeout=0.5)
-                    except distributed.TimeoutError:
-                        pass
-                    store.refresh()
-                    bar.update(store.done - before - bar.n)
-                for f in futures:
-                    f.result()  # a worker's error (a metadata mismatch, a too-long item) surfaces here
+            try:
+                with tqdm(
+                    total=todo, desc=f"extract {corpus.name} ({len(futures)} shards)", unit="item", disable=not progress
+                ) as bar:
+                    left = futures
+                    while left:
+                        try:
+                            distributed.wait(left, timeout=0.5, return_when="FIRST_COMPLETED")
+                        except distributed.TimeoutError:
+                            pass
+                        for f in left:
+                            if f.done():
+                                f.result()  # a worker's error (a metadata mismatch, a too-long item) surfaces at once
+                        left = [f for f in left if not f.done()]
+                        store.refresh()
+                        bar.update(store.done - before - bar.n)
+            finally:  # an error or an interrupt: stop the other tasks too (their shards stay resumable)
+                client.cancel([f for f in futures if not f.done()])
     store.refresh()
     if not store.is_complete:
         raise StoreError(f"the cluster finished but {store.path} is missing items {store.missing_ranges()}")

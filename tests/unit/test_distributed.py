@@ -178,3 +178,14 @@ def test_extract_command_on_a_local_cluster(treebank, bert, plain, tmp_path, cap
     assert main([*common, "--cluster-shards", "3", "--store", str(tmp_path / "y.zarr")]) == 2
     assert main([*common, "--cluster", "local:0", "--store", str(tmp_path / "z.zarr")]) == 2
     assert "at least one worker" in capsys.readouterr().err
+
+
+def test_a_worker_error_reaches_the_caller(client, bert, tmp_path):
+    """An item too long for the model, with too_long="error": the worker's error is raised here, not lost."""
+    corpus = Corpus.from_texts(["A short one."] * 20 + [" ".join(["word"] * 200)], name="long")
+    with pytest.raises(BertologyError, match="more than the 64"):
+        extract_on_cluster(
+            corpus, tmp_path / "e.zarr", bert, cluster=client, too_long="error", progress=False, **SETTINGS
+        )
+    with pytest.raises(TypeError, match="unknown settings: colour"):
+        extract_on_cluster(corpus, tmp_path / "f.zarr", bert, cluster=client, colour="red")
