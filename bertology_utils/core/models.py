@@ -61,6 +61,9 @@ class LoadedModel:
     name: str
     #: The resolved local folder or Hub id that was loaded.
     source: str
+    #: Weights the model class has but the checkpoint lacked, so initialised at random (a head-less
+    #: checkpoint loaded with a head: ``head="masked-lm"`` on a sentence encoder gives a random LM head).
+    random_weights: tuple[str, ...] = ()
 
     @property
     def config(self):
@@ -269,7 +272,9 @@ def load_model(
     if not progress:
         hf_logging.disable_progress_bar()
     try:
-        model = HEADS[head].from_pretrained(source, attn_implementation="eager", **hub_kwargs, **model_kwargs)
+        model, info = HEADS[head].from_pretrained(
+            source, attn_implementation="eager", output_loading_info=True, **hub_kwargs, **model_kwargs
+        )
         tokenizer = _load_tokenizer(source, **hub_kwargs)
     except (OSError, ValueError) as exc:
         # `from None` keeps hub-client tracebacks off screen; the original stays in __context__.
@@ -294,7 +299,13 @@ def load_model(
         )
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    loaded = LoadedModel(model=model.to(device).eval(), tokenizer=tokenizer, name=name, source=source)
+    loaded = LoadedModel(
+        model=model.to(device).eval(),
+        tokenizer=tokenizer,
+        name=name,
+        source=source,
+        random_weights=tuple(sorted(info.get("missing_keys", ()))),
+    )
     _probe(loaded)
     return loaded
 

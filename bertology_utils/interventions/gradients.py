@@ -62,6 +62,7 @@ Ablations (:func:`ablation_curves`)
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,7 +77,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.core.architectures import check_architecture, self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.core.models import LoadedModel, evaluating, load_model
 from bertology_utils.data import Corpus, is_punctuation
 from bertology_utils.interventions.editing import (
     REMOVAL_MODES,
@@ -270,13 +271,24 @@ class Objective(ABC):
 def has_mlm_head(loaded: LoadedModel) -> bool:
     """Whether the checkpoint behind ``loaded`` was saved with a trained masked-LM head.
 
-    Read from ``config.architectures`` (``BertForMaskedLM``, ``RobertaForMaskedLM``,
-    ``BertForPreTraining``...): loading a head-less checkpoint such as MiniLM with
-    ``head="masked-lm"`` succeeds but gives a random head, whose loss means nothing.
-    ELECTRA discriminators (``ElectraForPreTraining``) have no MLM head.
+    Its ``config.architectures`` must name one (``BertForMaskedLM``, ``RobertaForMaskedLM``,
+    ``BertForPreTraining``...; ELECTRA discriminators, ``ElectraForPreTraining``, have none), and the
+    checkpoint must hold the head's weights: all-mpnet-base-v2's config says ``MPNetForMaskedLM`` but its
+    checkpoint has no ``lm_head``, and loading a head-less checkpoint with ``head="masked-lm"`` succeeds
+    with a random head, whose loss means nothing. For a model loaded without its head, the checkpoint is
+    loaded once more with it to see (once per source).
     """
     architectures = getattr(loaded.config, "architectures", None) or []
-    return any(a.endswith("ForMaskedLM") or a in ("BertForPreTraining", "AlbertForPreTraining") for a in architectures)
+    if not any(a.endswith("ForMaskedLM") or a in ("BertForPreTraining", "AlbertForPreTraining") for a in architectures):
+        return False
+    if type(loaded.model).__name__.endswith("ForMaskedLM"):
+        return not loaded.random_weights
+    return _checkpoint_has_mlm_head(loaded.source)
+
+
+@functools.lru_cache(maxsize=8)
+def _checkpoint_has_mlm_head(source: str) -> bool:
+    return not load_model(source, head="masked-lm", device="cpu").random_weights
 
 
 def _full(x: torch.Tensor) -> torch.Tensor:

@@ -157,6 +157,24 @@ def test_the_mlm_objective_refuses_a_random_head(tiny_model_dirs):
         MaskedLMObjective(load_model(tiny_model_dirs["bert"]))
 
 
+def test_a_config_naming_an_mlm_head_without_its_weights_is_a_random_head(tiny_model_dirs, mlm, tmp_path):
+    """all-mpnet-base-v2's config says MPNetForMaskedLM, but its checkpoint has no lm_head: the head would be random."""
+    import json
+    import shutil
+
+    folder = tmp_path / "claims-mlm"
+    shutil.copytree(tiny_model_dirs["bert"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
+    base, with_head = load_model(folder), load_model(folder, head="masked-lm")
+    assert base.random_weights == () and any(w.startswith("cls.predictions") for w in with_head.random_weights)
+    assert not has_mlm_head(base) and not has_mlm_head(with_head)
+    with pytest.raises(ModelNotAvailableError, match="no trained masked-LM head"):
+        MaskedLMObjective(with_head)
+    # A checkpoint saved with its head passes both ways.
+    assert mlm.random_weights == () and has_mlm_head(mlm) and has_mlm_head(load_model(mlm.source))
+
+
 def test_masking_is_seeded_per_item(mlm):
     def masked(batch_size, seed):
         objective = MaskedLMObjective(mlm, seed=seed)
