@@ -9,16 +9,21 @@ same objective:
                perturbation added to that head's probabilities and a backward to it
 
 The two results are checked to agree; the ratio of their times (best of --repeats) is printed.
+Also: notebook 02's ablation curves ([SEP] and [CLS], both modes, every layer, with the random
+control) with the layers below each ablated layer replayed from the unablated pass vs the
+whole model run for every setting; the two tables are checked to be equal.
 The default model is the offline MiniLM with the masked sentence-embedding objective; a model
 with an MLM head uses the masked-LM objective.
 
-    python bench/bench_gradients.py [--model NAME] [--sentences 16] [--batch-size 8] [--repeats 2]
+    python bench/bench_gradients.py [--model NAME] [--sentences 16] [--batch-size 8] [--repeats 2] [--ablation-sentences 32]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from unittest import mock
 
 import torch
 
@@ -29,6 +34,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--ablation-sentences", type=int, default=32)
     args = parser.parse_args()
 
     from bertology_utils.core.models import load_model
@@ -37,6 +43,7 @@ def main() -> None:
         MaskedEmbeddingObjective,
         MaskedLMObjective,
         _head_gradient,
+        ablation_curves,
         batch_attention_gradients,
         has_mlm_head,
         token_batches,
@@ -87,6 +94,22 @@ def main() -> None:
     print(f"head-by-head: {slow_s:8.3f} s  ({len(batches) * L * H} forward + backward passes)")
     print(f"largest difference between the two, relative to the largest gradient: {worst:.1e}")
     print(f"ratio head-by-head / one-pass: {slow_s / fast_s:.1f}x")
+
+    ablated = default_treebank("dev")[: args.ablation_sentences]
+
+    def curves():
+        return ablation_curves(ablated, objective, batch_size=args.batch_size, progress=False)
+
+    def curves_without_replay():
+        nothing = lambda *_args: contextlib.nullcontext()  # noqa: E731
+        with mock.patch("bertology_utils.interventions.gradients.replay_layers_below", nothing):
+            return curves()
+
+    replay_s, replayed = best(curves)
+    full_s, full = best(curves_without_replay)
+    print(f"ablation curves, {len(ablated)} sentences, layers below replayed: {replay_s:8.3f} s")
+    print(f"ablation curves, the whole model per setting:               {full_s:8.3f} s")
+    print(f"tables equal: {replayed.equals(full)}; ratio whole / replayed: {full_s / replay_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
   probabilities, so this *is* a gate on the head's output before the output projection
   (Michel et al.'s gate, and what the removed ``head_mask`` did); it is differentiable;
 * :func:`remove_attention_to` / :func:`move_matched_mass` — move the attention a head puts on
-  some tokens elsewhere (or drop it), and the matched-mass control on one other token.
+  some tokens elsewhere (or drop it), and the matched-mass control on one other token;
+* :func:`record_layer_outputs` / :func:`replay_layers_below` — an edit at layer ``l`` cannot
+  change the layers below it, so a pass with that edit can take their outputs from an unedited
+  pass on the same inputs instead of recomputing them.
 
 How the edit point is installed depends on the architecture:
 
@@ -45,6 +48,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from bertology_utils.core import architectures
 from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 
@@ -59,6 +63,8 @@ __all__ = [
     "negative_share",
     "ablate_tokens",
     "ablate_matched_random",
+    "record_layer_outputs",
+    "replay_layers_below",
     "INTERFACE_NAME",
     "REMOVAL_MODES",
 ]
@@ -456,3 +462,48 @@ def ablate_matched_random(
 
     with edit_attention(model, edit):
         yield
+
+
+@contextlib.contextmanager
+def record_layer_outputs(model) -> Iterator[dict[int, object]]:
+    """What each encoder layer (0-based) returns during the block, for :func:`replay_layers_below`."""
+    outputs: dict[int, object] = {}
+
+    def keeper(index: int):
+        def hook(_module, _args, output):
+            outputs[index] = output
+
+        return hook
+
+    handles = [layer.register_forward_hook(keeper(i)) for i, layer in enumerate(architectures.layers(model))]
+    try:
+        yield outputs
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def replay_layers_below(model, first: int, outputs: dict[int, object]) -> Iterator[None]:
+    """Layers below ``first`` return ``outputs`` (from :func:`record_layer_outputs`) instead of running.
+
+    Valid only for a pass on the same inputs whose edits start at layer ``first``: the layers
+    below see exactly what they saw when recorded. The embeddings and the layers from
+    ``first`` on run as usual, so the cost of an edit at layer ``l`` is the layers from ``l`` on.
+    """
+    modules = architectures.layers(model)[:first]
+    missing = [i for i in range(len(modules)) if i not in outputs]
+    if missing:
+        raise BertologyError(f"no recorded output for layers {missing}: record them on the same inputs first")
+    saved = []
+    for index, module in enumerate(modules):
+        saved.append(module.__dict__.get("forward"))
+        module.forward = lambda *_args, _output=outputs[index], **_kwargs: _output
+    try:
+        yield
+    finally:
+        for module, forward in zip(modules, saved):
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward

@@ -86,6 +86,8 @@ from bertology_utils.interventions.editing import (
     capture_attention,
     edit_attention,
     negative_share,
+    record_layer_outputs,
+    replay_layers_below,
 )
 
 __all__ = [
@@ -702,6 +704,10 @@ def ablation_curves(
     plus ``*_se`` standard errors over items. ``DataFrame.attrs`` holds the objective's name,
     the output-change measure, and ``null_change``: the largest hidden-state change caused by
     an ablation of nothing (0 when the machinery is exact).
+
+    An ablation at layer ``l`` reuses the unablated pass's outputs of the layers below ``l``
+    (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
+    about half the model's cost per setting on average.
     """
     loaded = objective.loaded
     n_layers = len(self_attention_modules(loaded.model))
@@ -719,7 +725,10 @@ def ablation_curves(
         with torch.no_grad(), tqdm(total=total, desc="ablations", unit="pass", disable=not progress) as bar:
             for batch in batches:
                 batch = objective.prepare(batch)
-                with capture_attention(loaded.model, retain_grad=False) as captured:
+                with (
+                    capture_attention(loaded.model, retain_grad=False) as captured,
+                    record_layer_outputs(loaded.model) as below,
+                ):
                     base = objective.forward(batch)
                 probs = torch.stack(list(captured.probs), 1).float()  # (B, L, H, T, T)
                 real = batch.real
@@ -740,7 +749,7 @@ def ablation_curves(
                                 ("target", ablate_tokens(loaded.model, reference, [layer], mode)),
                                 ("control", ablate_matched_random(loaded.model, reference, token, [layer], mode)),
                             ):
-                                with context:
+                                with replay_layers_below(loaded.model, layer, below), context:
                                     new = objective.forward(batch)
                                 values = {
                                     "mass": mass[:, layer],

@@ -1,5 +1,6 @@
 """Gradients w.r.t. attention (checked against finite differences), statistics, objectives, ablations."""
 
+import contextlib
 import copy
 
 import numpy as np
@@ -8,10 +9,17 @@ import torch
 from tiny_models import build_tiny_model
 
 from bertology_utils.attention.alignment import align
-from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core import architectures
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions import gradients
+from bertology_utils.interventions.editing import (
+    ablate_tokens,
+    edit_attention,
+    record_layer_outputs,
+    replay_layers_below,
+)
 from bertology_utils.interventions.gradients import (
     CLS,
     KINDS,
@@ -219,3 +227,42 @@ def test_ablating_an_absent_kind_changes_nothing(mlm):
     curves = ablation_curves(no_punct, MaskedLMObjective(mlm), targets=("punct",), modes=("zero",), progress=False)
     target = curves[curves.intervention == "target"]
     assert (target.mass == 0).all() and (target.hidden_change == 0).all() and (target.loss_change == 0).all()
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert", "electra", "mpnet"])
+def test_replayed_layers_give_the_full_pass_and_are_not_run(tiny_model_dirs, arch):
+    loaded = load_model(tiny_model_dirs[arch])
+    model = loaded.model
+    batch = token_batches(loaded, SENTENCES[:3], batch_size=3)[0][0]
+    inputs = batch.model_inputs()
+    last = loaded.num_layers - 1
+    targets = batch.kinds == KINDS.index("sep")
+    with torch.no_grad():
+        with record_layer_outputs(model) as below:
+            model(**inputs)
+        with ablate_tokens(model, targets, [last], "zero"):
+            full = model(**inputs).last_hidden_state
+        calls = []
+        attention = architectures.self_attention_modules(model)
+        handles = [module.register_forward_pre_hook(lambda m, a: calls.append(m)) for module in attention]
+        try:
+            with replay_layers_below(model, last, below), ablate_tokens(model, targets, [last], "zero"):
+                replayed = model(**inputs).last_hidden_state
+        finally:
+            for handle in handles:
+                handle.remove()
+        assert torch.equal(full, replayed)
+        assert calls == [attention[last]]  # the layers below returned their recorded outputs unrun
+        assert "forward" not in vars(architectures.layers(model)[0])  # restored
+    with pytest.raises(BertologyError, match="no recorded output"):
+        with replay_layers_below(model, last, {}):
+            pass
+
+
+def test_ablation_curves_equal_without_replay(mlm, monkeypatch):
+    objective = MaskedLMObjective(mlm)
+    kwargs = {"targets": ("sep", "cls"), "modes": ("zero",), "batch_size": 4, "progress": False}
+    replayed = ablation_curves(SENTENCES, objective, **kwargs)
+    monkeypatch.setattr(gradients, "replay_layers_below", lambda *_args: contextlib.nullcontext())
+    full = ablation_curves(SENTENCES, objective, **kwargs)
+    assert replayed.equals(full)
