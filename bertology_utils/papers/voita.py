@@ -20,6 +20,7 @@ from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater, 
 
 __all__ = [
     "PAPER",
+    "MAX_IG_GAP",
     "rank_agreement",
     "relevance_tracks_confidence",
     "roles_found",
@@ -31,6 +32,21 @@ __all__ = [
 ]
 
 PAPER = "Voita et al. 2019"
+#: Relevance by integrated gradients must account for the output change of every example to within this
+#: share (the largest relative completeness gap); beyond it the quadrature has not converged and the
+#: per-head relevance is not a measurement (raise the number of nodes).
+MAX_IG_GAP = 0.05
+
+
+def _why_untestable(score, majority: float | None, gap: float | None) -> str:
+    """Why a relevance claim cannot be tested: the classifier at the majority floor, or unconverged attributions."""
+    reasons = [below_floor(float(score), majority)] if score is not None else []
+    if gap is not None and not gap <= MAX_IG_GAP:
+        reasons.append(
+            f"integrated gradients not converged (completeness gap up to {gap:.2g} of the output change, "
+            f"tolerance {MAX_IG_GAP}): raise the number of nodes"
+        )
+    return "; ".join(r for r in reasons if r)
 
 
 def rank_agreement(a, b) -> tuple[float, float, int]:
@@ -48,16 +64,24 @@ def rank_agreement(a, b) -> tuple[float, float, int]:
 
 
 def relevance_tracks_confidence(
-    relevance, confidence, *, alpha: float = 0.05, task: str = "", majority: float | None = None, score=None
+    relevance,
+    confidence,
+    *,
+    alpha: float = 0.05,
+    task: str = "",
+    majority: float | None = None,
+    score=None,
+    gap: float | None = None,
 ) -> Claim:
     """ "The most relevant heads are also the most confident".
 
     ``relevance`` and ``confidence``: (layers, heads). Spearman's rho over heads; holds when rho > 0
-    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, or when the
-    classifier (dev ``score``) does not beat ``majority``: no head matters to its decisions.
+    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, when the
+    classifier (dev ``score``) does not beat ``majority`` (no head matters to its decisions), or when
+    the relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
     """
     rho, p, n = rank_agreement(relevance, confidence)
-    floor = below_floor(float(score), majority) if score is not None else ""
+    floor = _why_untestable(score, majority, gap)
     verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not floor)
     return Claim(
         tagged("relevance_tracks_confidence", task),
@@ -66,8 +90,8 @@ def relevance_tracks_confidence(
         "most relevant heads have the highest confidence (their Fig. 1-2)",
         f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads" + (f"; {floor}" if floor else ""),
         verdict,
-        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, or the classifier "
-        "does not beat the majority class",
+        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, the classifier "
+        f"does not beat the majority class, or a completeness gap above {MAX_IG_GAP}",
         {"spearman": rho, "p_value": p, "heads": n},
         note=f"task: {task}" if task else "",
     )
@@ -101,20 +125,28 @@ def roles_found(masks: Mapping[str, np.ndarray], *, testable: Mapping[str, bool]
 
 
 def specialised_heads_relevant(
-    relevance, specialised, *, alpha: float = 0.05, task: str = "", majority: float | None = None, score=None
+    relevance,
+    specialised,
+    *,
+    alpha: float = 0.05,
+    task: str = "",
+    majority: float | None = None,
+    score=None,
+    gap: float | None = None,
 ) -> Claim:
     """ "The roles are found in the most important heads": specialised heads are more relevant than the rest.
 
     One-sided Mann-Whitney U of ``relevance`` (layers, heads) of the ``specialised`` heads (bool grid)
     against the others: holds when p < ``alpha``, partly when only their median is higher. Not testable
-    with fewer than 2 heads on either side, or a classifier at the majority-class floor.
+    with fewer than 2 heads on either side, a classifier at the majority-class floor, or a completeness
+    ``gap`` above :data:`MAX_IG_GAP` (as :func:`relevance_tracks_confidence`).
     """
     values = head_grid(relevance, "relevance", dtype=np.float64)
     special = np.asarray(specialised, dtype=bool)
     if special.shape != values.shape:
         raise ValueError(f"specialised has shape {special.shape}, relevance {values.shape}")
     ours_, rest = values[special & np.isfinite(values)], values[~special & np.isfinite(values)]
-    floor = below_floor(float(score), majority) if score is not None else ""
+    floor = _why_untestable(score, majority, gap)
     _, p, med_s, med_r = greater(ours_, rest)
     verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not floor)
     return Claim(
@@ -125,8 +157,8 @@ def specialised_heads_relevant(
         f"median relevance {med_s:.3f} for {len(ours_)} specialised heads vs {med_r:.3f} for {len(rest)} others "
         f"(one-sided Mann-Whitney p = {p:.2g})" + (f"; {floor}" if floor else ""),
         verdict,
-        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, or the classifier "
-        "does not beat the majority class",
+        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, the classifier "
+        f"does not beat the majority class, or a completeness gap above {MAX_IG_GAP}",
         {"median_specialised": med_s, "median_other": med_r, "p_value": p, "specialised": len(ours_)},
         note=f"task: {task}" if task else "",
     )

@@ -29,6 +29,11 @@ def test_relevance_tracks_confidence_verdicts():
     assert voita.relevance_tracks_confidence(relevance, np.zeros((4, 6))).verdict is Verdict.NOT_TESTABLE
     floor = voita.relevance_tracks_confidence(relevance, relevance, majority=0.5, score=0.5)
     assert floor.verdict is Verdict.NOT_TESTABLE and "majority" in floor.ours
+    converged = voita.relevance_tracks_confidence(relevance, relevance + 1, gap=voita.MAX_IG_GAP)
+    assert converged.verdict is Verdict.HOLDS
+    for gap in (1.17, math.nan):  # unconverged (MPNet-base at 8 nodes: 1.17), or not a number
+        unconverged = voita.relevance_tracks_confidence(relevance, relevance + 1, gap=gap)
+        assert unconverged.verdict is Verdict.NOT_TESTABLE and "not converged" in unconverged.ours
     partly = voita.relevance_tracks_confidence([[1.0, 2.0], [3.0, 4.0]], [[2.0, 1.0], [4.0, 3.0]])
     assert partly.values["spearman"] == pytest.approx(0.6) and partly.verdict is Verdict.PARTLY
 
@@ -58,6 +63,8 @@ def test_specialised_heads_relevant():
     bottom = relevance < 4
     assert voita.specialised_heads_relevant(relevance, top).verdict is Verdict.HOLDS
     assert voita.specialised_heads_relevant(relevance, bottom).verdict is Verdict.DIFFERS
+    unconverged = voita.specialised_heads_relevant(relevance, top, gap=0.2)
+    assert unconverged.verdict is Verdict.NOT_TESTABLE and "not converged" in unconverged.ours
     single = np.zeros((3, 4), dtype=bool)
     single[0, 0] = True
     assert voita.specialised_heads_relevant(relevance, single).verdict is Verdict.NOT_TESTABLE
