@@ -112,6 +112,33 @@ def test_each_example_has_its_own_gates(tiny_model_dirs, data, arch):
     assert not np.allclose(batched.attributions[0], batched.attributions[1])
 
 
+@pytest.mark.parametrize("arch", ("distilbert", "mpnet"))
+def test_adaptive_panels_reach_the_tolerance_and_the_integral(tiny_model_dirs, data, arch):
+    """With ``tolerance``, each example's path is cut into panels until their estimated errors are within it.
+
+    DistilBERT's ReLU kinks its path: a fixed rule converges like 1/nodes (its 512-node result is
+    the reference here, itself within about 4e-4 of the integral); panels of 2 nodes reach the
+    reference with a fifth of its nodes. The ends, F(1) and F(0), are the fixed rule's.
+    """
+    loaded = classifier(tiny_model_dirs[arch])
+    dev = dev_set(loaded, data, "SST-2", batch_size=3)
+    fixed = head_attribution(loaded, dev, steps=2)
+    assert (fixed.panels == 1).all() and fixed.relative_gap.max() > 1e-3
+    adaptive = head_attribution(loaded, dev, steps=2, tolerance=1e-4, rows_per_pass=7)
+    assert adaptive.relative_gap.max() <= 1e-4 and 2 <= adaptive.panels.min() and adaptive.panels.max() <= 64
+    assert adaptive.panels.mean() * 2 < 512 / 5
+    reference = head_attribution(loaded, dev, steps=512, rows_per_pass=4096)
+    scale = np.abs(reference.attributions).max()
+    np.testing.assert_allclose(adaptive.attributions, reference.attributions, atol=1e-3 * scale)
+    assert np.abs(fixed.attributions - reference.attributions).max() > 1e-2 * scale
+    np.testing.assert_array_equal(adaptive.score, fixed.score)
+    np.testing.assert_array_equal(adaptive.baseline_score, fixed.baseline_score)
+    loose = head_attribution(loaded, dev, steps=2, tolerance=0.1)
+    assert (loose.panels >= 2).all() and loose.panels.mean() < adaptive.panels.mean()  # one split at least
+    capped = head_attribution(loaded, dev, steps=2, tolerance=1e-12, max_panels=3)
+    assert (capped.panels == 3).all()
+
+
 @pytest.mark.parametrize("arch", ("bert", "roberta", "distilbert"))
 def test_ends_are_the_plain_model_and_every_head_off(tiny_model_dirs, data, arch):
     loaded = classifier(tiny_model_dirs[arch])
@@ -187,6 +214,8 @@ def test_bad_arguments(tiny_model_dirs, data):
         head_attribution(loaded, dev, steps=0)
     with pytest.raises(ValueError, match="rows_per_pass"):
         gate_times_gradient(loaded, dev, rows_per_pass=0)
+    with pytest.raises(ValueError, match="tolerance"):
+        head_attribution(loaded, dev, tolerance=0)
 
 
 def test_cached_scores_equal_fresh_ones(tiny_model_dirs, data, tmp_path, monkeypatch):
@@ -212,3 +241,8 @@ def test_cached_scores_equal_fresh_ones(tiny_model_dirs, data, tmp_path, monkeyp
         gate_times_gradient(loaded, dev, cache=True).attributions, gate_times_gradient(loaded, dev).attributions
     )
     assert len(entries()) == 3
+    adaptive = head_attribution(loaded, dev, steps=4, tolerance=1e-9, max_panels=3, cache=True)
+    again = head_attribution(loaded, dev, steps=4, tolerance=1e-9, max_panels=3, cache=True)
+    assert len(entries()) == 4 and (adaptive.panels == 3).all()
+    np.testing.assert_array_equal(again.panels, adaptive.panels)
+    np.testing.assert_array_equal(again.attributions, adaptive.attributions)
