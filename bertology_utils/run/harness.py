@@ -82,6 +82,7 @@ __all__ = [
     "NotebookResult",
     "RunReport",
     "run_notebooks",
+    "StageTimes",
     "record_metrics",
     "record_claims",
     "load_claims",
@@ -453,6 +454,34 @@ def _now() -> str:
 
 
 # --------------------------------------------------------------------------- inside notebooks
+
+
+class StageTimes(dict):
+    """Wall-clock seconds a notebook spends per ``(task, stage)``, added up over every ``with`` block::
+
+        seconds = StageTimes()
+        with seconds.timed("SST-2", "fine-tune"):
+            ...
+        seconds.of("SST-2")   # {"fine-tune": 47.1}
+        seconds.total()
+
+    A dict of ``(task, stage) -> seconds``, so it records as metrics like any mapping.
+    """
+
+    @contextlib.contextmanager
+    def timed(self, task: str, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[(task, stage)] = self.get((task, stage), 0.0) + time.perf_counter() - start
+
+    def of(self, task: str) -> dict[str, float]:
+        """Seconds per stage of one task, in the order the stages first ran."""
+        return {stage: s for (t, stage), s in self.items() if t == task}
+
+    def total(self) -> float:
+        return float(sum(self.values()))
 
 
 def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike | None = None, **more) -> dict:

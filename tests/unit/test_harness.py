@@ -383,6 +383,22 @@ def test_record_metrics_merges_and_converts(tmp_path):
     assert type(json.loads(text)["a.replaced"]) is int
 
 
+def test_stage_times_add_up_per_task_and_stage_even_when_a_block_raises(monkeypatch):
+    clock = iter([0.0, 2.0, 10.0, 13.0, 20.0, 20.5])
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
+    seconds = harness.StageTimes()
+    with seconds.timed("SST-2", "fine-tune"):
+        pass
+    with pytest.raises(RuntimeError), seconds.timed("SST-2", "fine-tune"):
+        raise RuntimeError("a failed stage still spent its time")
+    with seconds.timed("MRPC", "L0 gates"):
+        pass
+    assert seconds == {("SST-2", "fine-tune"): 5.0, ("MRPC", "L0 gates"): 0.5}
+    assert seconds.of("SST-2") == {"fine-tune": 5.0}
+    assert seconds.of("RTE") == {}
+    assert seconds.total() == 5.5
+
+
 def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
     from bertology_utils.papers.claims import Claim, Verdict
 
