@@ -4,8 +4,8 @@ Runs `bertology run --jobs 2` at default parameters (what `make run` runs) twice
 every extraction and fine-tuning is done), then again on that cache (warm: stores and
 checkpoints reused). Prints each notebook's seconds next to bench/suite_baseline.json (an
 earlier release's cold run, with its machine and commit), the ratio baseline / now, and the
-stages of notebooks 04 and 06: the cells that took longest (papermill's per-cell durations)
-and 06's own per-task stage timings.
+stages of notebooks 04, 06 and 07: the cells that took longest (papermill's per-cell durations)
+and the stage timings 06 and 07 record.
 
     python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "bench" / "suite_baseline.json"
-PROFILED = ("04_probes", "06_pruning")
+PROFILED = ("04_probes", "06_pruning", "07_head_roles")
 
 
 def machine() -> dict:
@@ -110,12 +110,12 @@ def report(run: Path, label: str) -> dict[str, float]:
         cells = slowest_cells(run, stem)
         if cells:
             print(f"{stem}, slowest cells: " + "; ".join(f"{s:.0f} s {text!r}" for s, text in cells))
-    metrics = run / "06_pruning" / "metrics.json"
-    if metrics.is_file():
-        values = json.loads(metrics.read_text())
+    for stem in PROFILED:
+        metrics = run / stem / "metrics.json"
+        values = json.loads(metrics.read_text()) if metrics.is_file() else {}
         for key, stages in values.items():
-            if key.endswith(".seconds") and isinstance(stages, dict):
-                print(f"06 stages {key.split('.')[1]}: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
+            if key.count(".") == 1 and key.endswith(".seconds"):  # "<topic>.seconds": the notebook's StageTimes
+                print(f"{stem[:2]} stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
     return now
 
 

@@ -483,6 +483,10 @@ class StageTimes(dict):
     def total(self) -> float:
         return float(sum(self.values()))
 
+    def flat(self) -> dict[str, float]:
+        """``{"task: stage": seconds}``, in the order the stages first ran: one mapping for a table or a metric."""
+        return {f"{task}: {stage}": s for (task, stage), s in self.items()}
+
 
 def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike | None = None, **more) -> dict:
     """Merge metrics into ``<output_dir>/metrics.json`` and return everything recorded there.

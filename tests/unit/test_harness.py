@@ -397,6 +397,7 @@ def test_stage_times_add_up_per_task_and_stage_even_when_a_block_raises(monkeypa
     assert seconds.of("SST-2") == {"fine-tune": 5.0}
     assert seconds.of("RTE") == {}
     assert seconds.total() == 5.5
+    assert seconds.flat() == {"SST-2: fine-tune": 5.0, "MRPC: L0 gates": 0.5}
 
 
 def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
