@@ -21,8 +21,11 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   BERT, RoBERTa, ELECTRA, MPNet classifiers) the default 32 nodes leave
   ``|delta| <= 1e-3 * max(1, |f(x) - f(x')|)`` (tested). A ReLU (DistilBERT's pre-classifier)
   makes the gradient jump where a unit switches, and the error then shrinks only like
-  1/steps (about 500 nodes for that bound in the tests): check ``delta``, raise ``steps``.
-  All (items x nodes) forwards run in chunks of rows;
+  1/steps (about 500 nodes for that bound in the tests), and a large model's path can have narrow
+  features (MPNet-base: 32 nodes leave gaps of several times ``f(x) - f(x')``): check ``delta``,
+  or pass ``tolerance`` for an adaptive rule, panels halved where the rule disagrees with its
+  halves (:func:`_adaptive_integral`, shared with head attribution by gates). All path points
+  run in chunks of rows;
 * :func:`blank_out` — leave-one-word-out (the behavioural reference of Abnar & Zuidema): every
   token of one word is replaced by the mask token and the drop of the target class's probability
   (or logit, or regression output) is the word's importance. All blanked copies of a batch go
@@ -36,7 +39,8 @@ Models are run in eval mode (the previous mode is restored) and hooks are always
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,8 +236,9 @@ class IntegratedGradients:
     score: torch.Tensor  #: (B,) f(x), the target score of the clean input
     baseline_score: torch.Tensor  #: (B,) f(x'), content tokens at the baseline, special tokens real
     delta: torch.Tensor  #: (B,) attributions.sum(-1) - (score - baseline_score)
-    steps: int  #: quadrature nodes
+    steps: int  #: quadrature nodes (per panel)
     labels: torch.Tensor  #: (B,) the class explained (zeros for a regression head)
+    panels: torch.Tensor  #: (B,) panels each item's path was cut into (1: the fixed rule; see ``tolerance``)
 
 
 def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline: str) -> torch.Tensor:
@@ -256,6 +261,87 @@ def _quadrature(steps: int) -> tuple[np.ndarray, np.ndarray]:
     return (nodes + 1) / 2, weights / 2
 
 
+@dataclass
+class _Panels:
+    """One example's path integral cut into panels ``[lo, hi]``: each panel's ends, F there, its
+    quadrature (one value per attributed part: heads, tokens) and an estimate of that quadrature's
+    error (summed over the parts)."""
+
+    ends: list[tuple[float, float]]
+    f: list[tuple[float, float]]
+    parts: list[torch.Tensor]  # float64, sum_k (hi - lo) w_k dF/dpart at lo + (hi - lo) x_k
+    errors: list[float]
+
+    def split(self, j: int, f_mid: float, left: torch.Tensor, right: torch.Tensor) -> None:
+        """Panel ``j`` becomes its two halves. Each half's error: half the parts' summed difference
+        between the panel's quadrature and its halves' (the usual adaptive estimate, per part, so
+        errors that cancel in the sum still count), at least the half's own completeness error."""
+        (lo, hi), (f_lo, f_hi), mid = self.ends[j], self.f[j], (self.ends[j][0] + self.ends[j][1]) / 2
+        change = float((self.parts[j] - left - right).abs().sum()) / 2
+        self.ends[j : j + 1] = [(lo, mid), (mid, hi)]
+        self.f[j : j + 1] = [(f_lo, f_mid), (f_mid, f_hi)]
+        self.parts[j : j + 1] = [left, right]
+        self.errors[j : j + 1] = [
+            max(change, abs(float(left.sum()) - (f_mid - f_lo))),
+            max(change, abs(float(right.sum()) - (f_hi - f_mid))),
+        ]
+
+
+#: ``evaluate(index, alphas)`` of :func:`_adaptive_integral`: the integrand's parts (r, ...) and F (r,)
+#: at path position ``alphas[r]`` for example ``index[r]``.
+Integrand = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _adaptive_integral(
+    evaluate: Integrand,
+    whole: torch.Tensor,
+    f0: torch.Tensor,
+    f1: torch.Tensor,
+    nodes: torch.Tensor,
+    weights: torch.Tensor,
+    tolerance: float,
+    max_panels: int,
+) -> tuple[torch.Tensor, list[int]]:
+    """Path integrals refined panel by panel: (the integrals, float64, as ``whole``; panels per example).
+
+    ``whole`` (n, ...) is each example's integral by the fixed rule (``nodes``, ``weights`` on [0, 1]),
+    ``f0`` and ``f1`` F at the path's ends. Round after round, for every example whose estimated
+    errors add up to more than ``tolerance`` x max(1, |F(1) - F(0)|) and that has fewer than
+    ``max_panels`` panels, the panel with the largest error is halved: the rule on both halves and
+    F at the new midpoint, all in one call of ``evaluate``. There is no error estimate before a
+    first split (completeness alone misses errors that cancel across parts), so every example is
+    split at least once.
+    """
+    f0d, f1d = f0.double().tolist(), f1.double().tolist()
+    panels = [_Panels([(0.0, 1.0)], [(f0d[i], f1d[i])], [whole[i].double()], [math.inf]) for i in range(len(whole))]
+    k = len(nodes)
+    while True:
+        todo = []
+        for i, p in enumerate(panels):
+            scale = max(1.0, abs(p.f[-1][1] - p.f[0][0]))
+            if sum(p.errors) > tolerance * scale and len(p.ends) < max_panels:
+                todo.append((i, int(np.argmax(p.errors))))
+        if not todo:
+            break
+        # Per example: the nodes of the left half, of the right half, then the midpoint (for F).
+        index = torch.arange(len(todo), device=nodes.device).repeat_interleave(2 * k + 1)
+        index = torch.as_tensor([i for i, _ in todo], device=nodes.device)[index]
+        los, his = torch.as_tensor([panels[i].ends[j] for i, j in todo], device=nodes.device).T[:, :, None]
+        mids = (los + his) / 2
+        alphas = torch.cat([los + (mids - los) * nodes, mids + (his - mids) * nodes, mids], 1)
+        values, scores = evaluate(index, alphas.ravel())
+        values = values.double().reshape(len(todo), 2 * k + 1, *values.shape[1:])
+        halves = (
+            torch.einsum("k,tk...->t...", weights, values[:, :k]),
+            torch.einsum("k,tk...->t...", weights, values[:, k:-1]),
+        )
+        for t, (i, j) in enumerate(todo):
+            half = (panels[i].ends[j][1] - panels[i].ends[j][0]) / 2
+            f_mid = float(scores[t * (2 * k + 1) + 2 * k])
+            panels[i].split(j, f_mid, half * halves[0][t], half * halves[1][t])
+    return torch.stack([torch.stack(p.parts).sum(0) for p in panels]), [len(p.ends) for p in panels]
+
+
 def integrated_gradients(
     loaded: LoadedModel,
     batch: TokenBatch,
@@ -263,6 +349,8 @@ def integrated_gradients(
     *,
     steps: int = 32,
     baseline: str = "zero",
+    tolerance: float | None = None,
+    max_panels: int = 64,
     internal_batch_size: int = 64,
 ) -> IntegratedGradients:
     """Integrated gradients on the word-piece embedding of content tokens (see the module docstring).
@@ -271,14 +359,24 @@ def integrated_gradients(
     nodes ``a_k`` and weights ``w_k`` (``steps`` of them) on [0, 1]. ``baseline``: "zero" (the zero
     vector) or "mask" (the mask token's embedding; the unknown or padding token's when there is no
     mask token). Special tokens and padding stay at their real embedding (attribution 0). The
-    ``B * steps`` path points run in chunks of ``internal_batch_size`` rows. With the default
-    ``steps`` the completeness error ``|delta|`` is at most ``1e-3 * max(1, |score - baseline_score|)``
-    on the tested smooth models; a ReLU in the model (DistilBERT's head) needs many more steps.
+    path points run in chunks of ``internal_batch_size`` rows. With the default ``steps`` the
+    completeness error ``|delta|`` is at most ``1e-3 * max(1, |score - baseline_score|)`` on the
+    tested smooth models; a ReLU in the model (DistilBERT's head) needs many more steps, and a
+    large model's path can have narrow features a fixed rule misses (MPNet-base: 32 nodes leave
+    gaps of several times the output change).
+
+    ``tolerance``: the rule is adaptive per item, as :func:`~bertology_utils.interventions.head_relevance.
+    head_attribution`'s: the panel whose rule disagrees most with its halves (token by token) is
+    halved, ``steps`` nodes on each half, until the estimated error is within ``tolerance`` x
+    max(1, |score - baseline_score|) or the item has ``max_panels`` panels
+    (:attr:`IntegratedGradients.panels`). ``None``: the fixed rule alone.
     """
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
     if steps < 1 or internal_batch_size < 1:
         raise ValueError("steps and internal_batch_size must be at least 1")
+    if tolerance is not None and (not tolerance > 0 or max_panels < 1):
+        raise ValueError("tolerance must be positive and max_panels at least 1")
     device, n = loaded.device, len(batch.items)
     with evaluating(loaded.model):
         with torch.no_grad():
@@ -292,19 +390,32 @@ def integrated_gradients(
         with torch.no_grad(), _word_embeddings_replaced(loaded, start):
             baseline_score = target_scores(loaded, loaded.model(**_inputs(batch)), labels)
 
+        def evaluate(item: torch.Tensor, alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            """(e - e') . grad f per token (r, T), and f, at path point ``alphas[r]`` of item ``item[r]``."""
+            values, scores = [], []
+            for lo in range(0, len(item), internal_batch_size):
+                rows, a = item[lo : lo + internal_batch_size], alphas[lo : lo + internal_batch_size].to(real.dtype)
+                points = start[rows] + a[:, None, None] * difference[rows]
+                f, grad, _ = _scores_and_gradients(loaded, _inputs(batch, rows), points, labels[rows])
+                values.append((difference[rows] * grad).sum(-1))
+                scores.append(f)
+            return torch.cat(values), torch.cat(scores)
+
         nodes, weights = (torch.as_tensor(v, dtype=real.dtype, device=device) for v in _quadrature(steps))
         # Row r of the flattened (items x nodes) grid: item r // steps at node r % steps.
         item = torch.arange(n, device=device).repeat_interleave(steps)
         node = torch.arange(steps, device=device).repeat(n)
-        path_gradient = torch.zeros_like(real)  # sum_k w_k grad f at node k, per item
-        for lo in range(0, n * steps, internal_batch_size):
-            rows, k = item[lo : lo + internal_batch_size], node[lo : lo + internal_batch_size]
-            points = start[rows] + nodes[k][:, None, None] * difference[rows]
-            _, grad, _ = _scores_and_gradients(loaded, _inputs(batch, rows), points, labels[rows])
-            path_gradient.index_add_(0, rows, weights[k][:, None, None] * grad)
-    attributions = (difference * path_gradient).sum(-1)
+        values, _ = evaluate(item, nodes[node])
+        attributions = torch.einsum("k,nkt->nt", weights, values.reshape(n, steps, -1))
+        panels = torch.ones(n, dtype=torch.long, device=device)
+        if tolerance is not None:
+            refined, counts = _adaptive_integral(
+                evaluate, attributions, baseline_score, score, nodes, weights.double(), tolerance, max_panels
+            )
+            attributions = refined.to(attributions.dtype)
+            panels = torch.as_tensor(counts, device=device)
     delta = attributions.sum(-1) - (score - baseline_score)
-    return IntegratedGradients(attributions, score, baseline_score, delta, steps, labels)
+    return IntegratedGradients(attributions, score, baseline_score, delta, steps, labels, panels)
 
 
 # --------------------------------------------------------------------------- blank-out
@@ -401,12 +512,14 @@ class WordReferences:
 
     ``scores[name][k]`` is a (W,) array for the k-th kept item (NaN where a reference has no value);
     ``skipped`` the items longer than the token limit; ``ig_relative_gap`` the largest integrated-
-    gradients completeness error, ``|delta| / max(1, |f(x) - f(x')|)``, over the kept items.
+    gradients completeness error, ``|delta| / max(1, |f(x) - f(x')|)``, over the kept items, and
+    ``ig_panels`` the mean number of panels their paths were cut into (1 without a tolerance).
     """
 
     scores: dict[str, list[np.ndarray]]
     skipped: list
     ig_relative_gap: float
+    ig_panels: float
 
 
 def word_references(
@@ -417,20 +530,23 @@ def word_references(
     max_tokens: int | None = None,
     steps: int = 32,
     baseline: str = "zero",
+    tolerance: float | None = None,
 ) -> WordReferences:
     """Blank-out, input x gradient and integrated gradients of every item, at word level, in corpus order.
 
     Items longer than ``max_tokens`` (and than the model takes) are skipped, as
     :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them,
-    so the two line up item for item. Each item explains its own predicted class.
+    so the two line up item for item. Each item explains its own predicted class. ``steps``,
+    ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'.
     """
     batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
     found: dict[str, dict[int, np.ndarray]] = {name: {} for name in REFERENCES}
-    gap = 0.0
+    gap, panels = 0.0, []
     for batch in batches:
         labels = predicted_labels(loaded, batch)
-        ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline)
+        ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline, tolerance=tolerance)
         gap = max(gap, float((ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)).max()))
+        panels.extend(ig.panels.tolist())
         per_word = {
             "blank_out": blank_out(loaded, batch, labels),
             "input_x_gradient": token_to_word_scores(input_x_gradient(loaded, batch, labels), batch),
@@ -441,4 +557,5 @@ def word_references(
             for row, item in zip(rows, batch.items):
                 found[name][item.index] = row[: item.n_words]
     order = sorted(found["blank_out"])
-    return WordReferences({name: [found[name][i] for i in order] for name in REFERENCES}, skipped, gap)
+    scores = {name: [found[name][i] for i in order] for name in REFERENCES}
+    return WordReferences(scores, skipped, gap, float(np.mean(panels)) if panels else 1.0)

@@ -60,14 +60,20 @@ many each example took, and ``relative_gap`` stays the measured check. Models ru
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
 
 from bertology_utils.core.models import LoadedModel, evaluating
-from bertology_utils.interventions.attribution import _explained, _logits, _quadrature, target_scores
+from bertology_utils.interventions.attribution import (
+    _adaptive_integral,
+    _explained,
+    _logits,
+    _quadrature,
+    target_scores,
+)
 from bertology_utils.interventions.editing import edit_attention
 from bertology_utils.interventions.pruning import DevSet, _gate_edit, _result, gate_shape
 
@@ -191,75 +197,6 @@ def _gate_gradients(
     return torch.cat(grads), torch.cat(scores)
 
 
-@dataclass
-class _Panels:
-    """One example's integral cut into panels ``[lo, hi]``: each panel's ends, F there, its quadrature
-    and an estimate of that quadrature's error (summed over heads)."""
-
-    ends: list[tuple[float, float]]
-    f: list[tuple[float, float]]
-    parts: list[torch.Tensor]  # (layers, heads) float64, sum_k (hi - lo) w_k dF/dg at lo + (hi - lo) x_k
-    errors: list[float]
-
-    def split(self, j: int, f_mid: float, left: torch.Tensor, right: torch.Tensor) -> None:
-        """Panel ``j`` becomes its two halves. Each half's error: half the heads' summed difference
-        between the panel's quadrature and its halves' (the usual adaptive estimate, per head, so
-        errors that cancel in the sum still count), at least the half's own completeness error."""
-        (lo, hi), (f_lo, f_hi), mid = self.ends[j], self.f[j], (self.ends[j][0] + self.ends[j][1]) / 2
-        change = float((self.parts[j] - left - right).abs().sum()) / 2
-        self.ends[j : j + 1] = [(lo, mid), (mid, hi)]
-        self.f[j : j + 1] = [(f_lo, f_mid), (f_mid, f_hi)]
-        self.parts[j : j + 1] = [left, right]
-        self.errors[j : j + 1] = [
-            max(change, abs(float(left.sum()) - (f_mid - f_lo))),
-            max(change, abs(float(right.sum()) - (f_hi - f_mid))),
-        ]
-
-
-def _refine(
-    loaded: LoadedModel,
-    batch: dict,
-    explained: torch.Tensor,
-    panels: list[_Panels],
-    nodes: torch.Tensor,
-    weights: torch.Tensor,
-    tolerance: float,
-    max_panels: int,
-    chunk: int,
-) -> None:
-    """Halve, round after round, each example's panel with the largest estimated error until
-    the errors add up to at most ``tolerance`` x max(1, |F(1) - F(0)|).
-
-    A round evaluates, for every example still above it (and below ``max_panels``), the nodes of
-    both halves and F at the new midpoint, all in shared passes.
-    """
-    while True:
-        todo = []
-        for i, p in enumerate(panels):
-            scale = max(1.0, abs(p.f[-1][1] - p.f[0][0]))
-            if sum(p.errors) > tolerance * scale and len(p.ends) < max_panels:
-                todo.append((i, int(np.argmax(p.errors))))
-        if not todo:
-            return
-        k = len(nodes)
-        # Per example: the nodes of the left half, of the right half, then the midpoint (for F).
-        index = torch.arange(len(todo), device=nodes.device).repeat_interleave(2 * k + 1)
-        index = torch.as_tensor([i for i, _ in todo], device=nodes.device)[index]
-        los, his = torch.as_tensor([panels[i].ends[j] for i, j in todo], device=nodes.device).T[:, :, None]
-        mids = (los + his) / 2
-        alphas = torch.cat([los + (mids - los) * nodes, mids + (his - mids) * nodes, mids], 1)
-        grads, scores = _gate_gradients(loaded, batch, explained, index, alphas.ravel().float(), chunk)
-        grads = grads.double().reshape(len(todo), 2 * k + 1, *grads.shape[1:])
-        halves = (
-            torch.einsum("k,tklh->tlh", weights, grads[:, :k]),
-            torch.einsum("k,tklh->tlh", weights, grads[:, k:-1]),
-        )
-        for t, (i, j) in enumerate(todo):
-            half = (panels[i].ends[j][1] - panels[i].ends[j][0]) / 2
-            f_mid = float(scores[t * (2 * k + 1) + 2 * k])
-            panels[i].split(j, f_mid, half * halves[0][t], half * halves[1][t])
-
-
 def _per_head(
     loaded: LoadedModel,
     dev: DevSet,
@@ -272,8 +209,9 @@ def _per_head(
 ) -> tuple[np.ndarray, ...]:
     """(sum_k weights[k] dF/dg at alphas[k] * 1, F(1), F(0), classes, panels), per example in corpus order.
 
-    With ``tolerance``, examples whose relative completeness gap is above it are integrated again
-    panel by panel (:func:`_refine`), ``alphas`` and ``weights`` being a rule on [0, 1] scaled to each panel.
+    With ``tolerance``, each example's integral is refined panel by panel
+    (:func:`~bertology_utils.interventions.attribution._adaptive_integral`), ``alphas`` and ``weights``
+    being a rule on [0, 1] scaled to each panel.
     """
     _check_labels(labels)
     if rows_per_pass < 1:
@@ -295,12 +233,8 @@ def _per_head(
             )
             whole = torch.einsum("k,kblh->blh", w, grads.reshape(len(a), b, n_layers, n_heads).double())
             if tolerance is not None:
-                f0d, f1d = f0.double().tolist(), f1.double().tolist()
-                # No error estimate before a first split (completeness alone misses errors that cancel).
-                panels = [_Panels([(0.0, 1.0)], [(f0d[i], f1d[i])], [whole[i]], [math.inf]) for i in range(b)]
-                _refine(loaded, batch, explained, panels, a, w, tolerance, max_panels, rows_per_pass)
-                whole = torch.stack([torch.stack(p.parts).sum(0) for p in panels])
-                n_panels[rows] = [len(p.ends) for p in panels]
+                evaluate = partial(_gate_gradients, loaded, batch, explained, chunk=rows_per_pass)
+                whole, n_panels[rows] = _adaptive_integral(evaluate, whole, f0, f1, a, w, tolerance, max_panels)
             values[rows] = whole.cpu().numpy()
             score[rows], baseline[rows] = f1.double().cpu().numpy(), f0.double().cpu().numpy()
             classes[rows] = explained.cpu().numpy()

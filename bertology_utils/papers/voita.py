@@ -34,7 +34,7 @@ __all__ = [
 PAPER = "Voita et al. 2019"
 #: Relevance by integrated gradients must account for the output change of every example to within this
 #: share (the largest relative completeness gap); beyond it the quadrature has not converged and the
-#: per-head relevance is not a measurement (raise the number of nodes).
+#: per-head relevance is not a measurement (raise the number of nodes, or use an adaptive rule: ``tolerance``).
 MAX_IG_GAP = 0.05
 
 
@@ -44,7 +44,7 @@ def _why_untestable(score, majority: float | None, gap: float | None) -> str:
     if gap is not None and not gap <= MAX_IG_GAP:
         reasons.append(
             f"integrated gradients not converged (completeness gap up to {gap:.2g} of the output change, "
-            f"tolerance {MAX_IG_GAP}): raise the number of nodes"
+            f"tolerance {MAX_IG_GAP}): raise the number of nodes or set a tolerance (adaptive panels)"
         )
     return "; ".join(r for r in reasons if r)
 

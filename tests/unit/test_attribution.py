@@ -108,6 +108,38 @@ def test_integrated_gradients_chunks_do_not_matter(tiny_model_dirs):
     assert whole.steps == 8
 
 
+@pytest.mark.parametrize("arch", ("distilbert", "mpnet"))
+def test_adaptive_integrated_gradients_reach_the_tolerance_and_the_integral(tiny_model_dirs, arch):
+    """With ``tolerance`` each item's path is cut into panels until their estimated errors are within it.
+
+    DistilBERT's ReLU kinks the path, so a fixed rule converges like 1/nodes; the 1,024-node rule
+    is the reference. The ends (the clean and the baseline score) are the fixed rule's.
+    """
+    loaded = classifier(tiny_model_dirs[arch])
+    batch = one_batch(loaded)
+    fixed = integrated_gradients(loaded, batch, steps=2)
+    scale = (fixed.score - fixed.baseline_score).abs().clamp_min(1)
+    assert (fixed.panels == 1).all() and (fixed.delta.abs() / scale).max() > 1e-3
+    adaptive = integrated_gradients(loaded, batch, steps=2, tolerance=1e-4, internal_batch_size=7)
+    assert (adaptive.delta.abs() / scale).max() <= 1e-4
+    assert 2 <= adaptive.panels.min() and adaptive.panels.max() <= 64 and adaptive.steps == 2
+    assert adaptive.panels.double().mean() * 2 < 1024 / 5
+    reference = integrated_gradients(loaded, batch, steps=1024, internal_batch_size=4096)
+    top = reference.attributions.abs().max()
+    torch.testing.assert_close(adaptive.attributions, reference.attributions, rtol=0, atol=float(1e-3 * top))
+    assert (fixed.attributions - reference.attributions).abs().max() > 1e-2 * top
+    torch.testing.assert_close(adaptive.score, fixed.score, rtol=0, atol=0)
+    torch.testing.assert_close(adaptive.baseline_score, fixed.baseline_score, rtol=0, atol=0)
+    content = batch.kinds >= PUNCT
+    assert (adaptive.attributions[~content] == 0).all()
+    loose = integrated_gradients(loaded, batch, steps=2, tolerance=0.1)
+    assert (loose.panels >= 2).all() and loose.panels.double().mean() < adaptive.panels.double().mean()
+    capped = integrated_gradients(loaded, batch, steps=2, tolerance=1e-12, max_panels=3)
+    assert (capped.panels == 3).all()
+    with pytest.raises(ValueError, match="tolerance"):
+        integrated_gradients(loaded, batch, tolerance=0)
+
+
 def test_integrated_gradients_of_a_regression_head(tiny_model_dirs):
     loaded = classifier(tiny_model_dirs["bert"], num_labels=1)
     batch = one_batch(loaded)
