@@ -1,0 +1,86 @@
+"""Integrated gradients on tokens: fixed Gauss-Legendre rules vs adaptive panels, against a fine rule.
+
+For the dev sentences of a fine-tuned classifier (the cached checkpoint notebooks 02 and 08 use),
+each rule's word-piece attributions are compared with a rule of --reference nodes: the smallest
+Spearman rho between an item's attributions and the reference's (the rank agreement notebook 08's
+faithfulness table depends on), the largest completeness gap relative to |f(x) - f(x')|, the mean
+number of panels and the time, with the time ratio to the 32-node rule (notebook 08's rule before
+the adaptive one) printed beside it.
+
+    python bench/bench_integrated_gradients.py [--model NAME] [--task SST-2] [--sentences 24] [--reference 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+#: (label, integrated_gradients keywords); the first fixed rule is the baseline of the time ratios.
+RULES = (
+    ("fixed 32 nodes", {"steps": 32}),
+    ("fixed 8 nodes", {"steps": 8}),
+    ("8-node panels, tolerance 0.01", {"steps": 8, "tolerance": 0.01}),
+    ("8-node panels, tolerance 0.001", {"steps": 8, "tolerance": 1e-3}),
+    ("16-node panels, tolerance 0.01", {"steps": 16, "tolerance": 0.01}),
+    ("4-node panels, tolerance 0.01", {"steps": 4, "tolerance": 0.01}),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="model name or folder (default: the offline MiniLM)")
+    parser.add_argument("--task", default="SST-2")
+    parser.add_argument("--sentences", type=int, default=24)
+    parser.add_argument("--reference", type=int, default=512, help="nodes of the reference rule")
+    parser.add_argument("--batch-size", type=int, default=4)
+    args = parser.parse_args()
+
+    from bertology_utils.data import resolve_task
+    from bertology_utils.interventions.attribution import integrated_gradients, predicted_labels
+    from bertology_utils.interventions.finetuning import default_budget, fine_tune
+    from bertology_utils.interventions.gradients import token_batches
+
+    data = resolve_task(args.task)
+    budget = dataclasses.replace(default_budget(data), train_examples=2000, epochs=1, eval_examples=None)
+    tuned = fine_tune(data, args.model, budget=budget, seed=0)
+    loaded = tuned.loaded
+    batches, skipped = token_batches(loaded, data.dev[: args.sentences], batch_size=args.batch_size, max_tokens=48)
+    labels = [predicted_labels(loaded, b) for b in batches]
+    print(f"model: {loaded.name} ({loaded.num_layers} x {loaded.num_heads}), {tuned.metrics}")
+    print(f"data: {args.task} dev, {sum(len(b.items) for b in batches)} items ({len(skipped)} over 48 tokens skipped)")
+    print(f"torch threads: {torch.get_num_threads()}")
+
+    def run(keywords: dict) -> tuple[list, float]:
+        start = time.perf_counter()
+        out = [integrated_gradients(loaded, b, y, internal_batch_size=256, **keywords) for b, y in zip(batches, labels)]
+        return out, time.perf_counter() - start
+
+    reference, reference_seconds = run({"steps": args.reference})
+    print(f"reference: {args.reference} fixed nodes, {reference_seconds:.1f} s")
+    print(
+        f"{'rule':32s} {'min rho':>8s} {'mean rho':>9s} {'max gap/|change|':>17s} {'panels':>7s} {'seconds':>8s} {'ratio':>6s}"
+    )
+    baseline = None
+    for label, keywords in RULES:
+        result, seconds = run(keywords)
+        baseline = baseline or seconds
+        rho, gaps = [], []
+        for ig, ref in zip(result, reference):
+            for a, r, delta, change in zip(ig.attributions, ref.attributions, ig.delta, ref.score - ref.baseline_score):
+                attributed = r != 0  # content tokens
+                rho.append(spearmanr(a[attributed].numpy(), r[attributed].numpy())[0])
+                gaps.append(abs(float(delta)) / max(abs(float(change)), 1e-9))
+        panels = float(torch.cat([ig.panels for ig in result]).double().mean())
+        print(
+            f"{label:32s} {min(rho):8.4f} {np.mean(rho):9.4f} {max(gaps):17.4f} {panels:7.1f} "
+            f"{seconds:8.1f} {seconds / baseline:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
