@@ -70,7 +70,6 @@ SMALL_PARAMETERS = {
         "train_examples": 32,
         "epochs": 1,
         "eval_examples": 32,
-        "ig_steps": 8,
         "batch_size": 4,
     },
 }
