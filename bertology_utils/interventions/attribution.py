@@ -292,6 +292,12 @@ class _Panels:
 Integrand = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+def _check_adaptive(tolerance: float | None, max_panels: int) -> None:
+    """Refuse an adaptive rule's settings before any model work (``None``: the fixed rule, nothing to check)."""
+    if tolerance is not None and (not tolerance > 0 or max_panels < 1):
+        raise ValueError("tolerance must be positive and max_panels at least 1")
+
+
 def _adaptive_integral(
     evaluate: Integrand,
     whole: torch.Tensor,
@@ -375,8 +381,7 @@ def integrated_gradients(
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
     if steps < 1 or internal_batch_size < 1:
         raise ValueError("steps and internal_batch_size must be at least 1")
-    if tolerance is not None and (not tolerance > 0 or max_panels < 1):
-        raise ValueError("tolerance must be positive and max_panels at least 1")
+    _check_adaptive(tolerance, max_panels)
     device, n = loaded.device, len(batch.items)
     with evaluating(loaded.model):
         with torch.no_grad():
@@ -403,9 +408,7 @@ def integrated_gradients(
 
         nodes, weights = (torch.as_tensor(v, dtype=real.dtype, device=device) for v in _quadrature(steps))
         # Row r of the flattened (items x nodes) grid: item r // steps at node r % steps.
-        item = torch.arange(n, device=device).repeat_interleave(steps)
-        node = torch.arange(steps, device=device).repeat(n)
-        values, _ = evaluate(item, nodes[node])
+        values, _ = evaluate(torch.arange(n, device=device).repeat_interleave(steps), nodes.repeat(n))
         attributions = torch.einsum("k,nkt->nt", weights, values.reshape(n, steps, -1))
         panels = torch.ones(n, dtype=torch.long, device=device)
         if tolerance is not None:

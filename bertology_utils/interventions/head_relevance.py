@@ -69,6 +69,7 @@ import torch
 from bertology_utils.core.models import LoadedModel, evaluating
 from bertology_utils.interventions.attribution import (
     _adaptive_integral,
+    _check_adaptive,
     _explained,
     _logits,
     _quadrature,
@@ -305,8 +306,7 @@ def head_attribution(
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
-    if tolerance is not None and (not tolerance > 0 or max_panels < 1):
-        raise ValueError("tolerance must be positive and max_panels at least 1")
+    _check_adaptive(tolerance, max_panels)
     nodes, weights = _quadrature(steps)
     values, score, baseline, classes, panels = _scores(
         "head-ig", loaded, dev, labels, nodes, weights, rows_per_pass, cache, tolerance, max_panels
