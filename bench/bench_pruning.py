@@ -7,7 +7,9 @@ the same run on the same inputs, interleaved, best of --repeats; the ratio full 
 the speed-up. The pruned outputs are checked against the full model with those heads gated
 to 0. Also: Michel importance (one backward per batch) vs the one-at-a-time head ablation
 sweep on the same dev batches (time ratio), and that sweep with the layers below each gated
-layer shared by its configurations vs the whole model run per configuration.
+layer shared by its configurations vs the whole model run per configuration. Last, the sweep,
+importance and a random pruning curve with the last layer's feed-forward block on the first token
+alone (:func:`bertology_utils.interventions.editing.first_token_readout`, the default) vs on every token.
 
     python bench/bench_pruning.py [--model NAME] [--share 0.5] [--tokens 64] [--repeats 5] [--threads 1]
 """
@@ -15,6 +17,7 @@ layer shared by its configurations vs the whole model run per configuration.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import time
 from unittest import mock
@@ -46,9 +49,16 @@ def main() -> None:
 
     from bertology_utils.core.models import load_model
     from bertology_utils.data import Corpus, Sentence
-    from bertology_utils.interventions import pruning
+    from bertology_utils.interventions import editing, pruning
     from bertology_utils.interventions.editing import gate_heads
-    from bertology_utils.interventions.pruning import ablation_sweep, dev_set, gate_shape, head_importance, prune_heads
+    from bertology_utils.interventions.pruning import (
+        ablation_sweep,
+        dev_set,
+        gate_shape,
+        head_importance,
+        prune_heads,
+        random_pruning_curves,
+    )
 
     full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
     layers, heads = gate_shape(full)
@@ -107,6 +117,27 @@ def main() -> None:
     print(
         f"ablation sweep sharing the layers below the gated one {t_abl:.2f} s vs whole model per configuration "
         f"{t_whole:.2f} s: x{t_whole / t_abl:.2f} (max |loss delta difference| {err:.1e})"
+    )
+
+    def passes():
+        start = time.perf_counter()
+        sweep = ablation_sweep(full, dev)
+        importance = head_importance(full, dev, normalise=False)
+        curve = random_pruning_curves(full, dev, seeds=[0], step=0.1)[0]
+        return time.perf_counter() - start, np.concatenate(
+            [sweep.head_loss_deltas.ravel(), importance.ravel(), curve.scores]
+        )
+
+    @contextlib.contextmanager
+    def every_token(_model):
+        yield False
+
+    t_first, first = passes()
+    with mock.patch.object(editing, "first_token_readout", every_token):
+        t_every, every = passes()
+    print(
+        f"sweep + importance + a random pruning curve, last feed-forward block on the first token {t_first:.2f} s "
+        f"vs every token {t_every:.2f} s: x{t_every / t_first:.2f} (max |difference| {np.abs(first - every).max():.1e})"
     )
 
 

@@ -83,6 +83,10 @@ class ArchSpec:
     pad_token_id_attr: str = "pad_token_id"
     #: The self-attention module's own head-count attribute (what head pruning updates).
     heads_attr: str = "num_attention_heads"
+    #: Whether the model type's ``...ForSequenceClassification`` head reads the last layer at the
+    #: first token only (BERT's pooler, the RoBERTa-style heads): then that layer's feed-forward block
+    #: may run on the first token alone (:func:`~bertology_utils.interventions.editing.first_token_readout`).
+    classifier_reads_first_token: bool = False
 
 
 #: Module fields: (field, what it is resolved from).
@@ -113,6 +117,7 @@ _BERT = ArchSpec(
     attention_output="attention.output.dense",
     attention_layer_norm="attention.output.LayerNorm",
     output_layer_norm="output.LayerNorm",
+    classifier_reads_first_token=True,
 )
 _REGISTRY: dict[str, ArchSpec] = {}
 
@@ -151,6 +156,7 @@ register_architecture(
         num_layers_attr="n_layers",
         num_heads_attr="n_heads",
         heads_attr="n_heads",
+        classifier_reads_first_token=True,
     )
 )
 # MPNet computes its softmax inline, then applies its attention dropout to the probabilities.
@@ -168,6 +174,7 @@ register_architecture(
         position_bias="encoder.relative_attention_bias",
         dropout_edit_point="dropout",
         token_type_ids=False,
+        classifier_reads_first_token=True,
     )
 )
 

@@ -18,7 +18,10 @@ edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
   some tokens elsewhere (or drop it), and the matched-mass control on one other token;
 * :func:`record_layer_outputs` / :func:`replay_layers_below` — an edit at layer ``l`` cannot
   change the layers below it, so a pass with that edit can take their outputs from an unedited
-  pass on the same inputs instead of recomputing them.
+  pass on the same inputs instead of recomputing them;
+* :func:`first_token_readout` — a sequence classifier reads the last layer at one token, so
+  that layer's feed-forward block need not run on the others; :func:`classifier_inference` is
+  that in eval mode, what every pass that only scores a classifier runs in.
 
 How the edit point is installed depends on the architecture:
 
@@ -51,6 +54,7 @@ from torch import nn
 from bertology_utils.core import architectures
 from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
+from bertology_utils.core.models import evaluating
 
 __all__ = [
     "Edit",
@@ -65,6 +69,8 @@ __all__ = [
     "ablate_matched_random",
     "record_layer_outputs",
     "replay_layers_below",
+    "first_token_readout",
+    "classifier_inference",
     "INTERFACE_NAME",
     "REMOVAL_MODES",
 ]
@@ -507,3 +513,48 @@ def replay_layers_below(model, first: int, outputs: dict[int, object]) -> Iterat
                 del module.forward
             else:
                 module.forward = forward
+
+
+@contextlib.contextmanager
+def first_token_readout(model) -> Iterator[bool]:
+    """Inside the block, the last layer's feed-forward block runs on the first token alone.
+
+    A sequence classifier's head reads the last layer at the first token, and a feed-forward
+    block works token by token, so its output there is the same (to float rounding) without the
+    other tokens: the pass costs about two thirds of a layer less (attention still sees every
+    token). The model's last hidden states then have one position; only its ``logits`` (and
+    loss) are meant to be read. Applies to a ``...ForSequenceClassification`` model whose
+    architecture's spec says its head reads the first token
+    (:attr:`~bertology_utils.core.architectures.ArchSpec.classifier_reads_first_token`) and whose
+    last layer is not shared with another (as ALBERT's are); anything else runs as it is.
+    Yields whether it applies.
+    """
+    module = _unwrap(model)
+    applies = type(module).__name__.endswith("ForSequenceClassification")
+    if applies:
+        stack = architectures.layers(module)
+        applies = architectures.arch_spec(module).classifier_reads_first_token and all(
+            layer is not stack[-1] for layer in stack[:-1]
+        )
+    if not applies:
+        yield False
+        return
+    norm, _ = architectures.layer_norms(module, len(stack) - 1)
+
+    def first_token(_module, _args, output):
+        return output[:, :1] if torch.is_tensor(output) and output.dim() == 3 else output
+
+    handle = norm.register_forward_hook(first_token)
+    try:
+        yield True
+    finally:
+        handle.remove()
+
+
+@contextlib.contextmanager
+def classifier_inference(model) -> Iterator[bool]:
+    """Eval mode (no dropout) and :func:`first_token_readout`: passes that read only a classifier's
+    logits, or gradients of them. Yields whether the readout applies."""
+    module = _unwrap(model)
+    with evaluating(module), first_token_readout(module) as applies:
+        yield applies

@@ -50,8 +50,9 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, evaluating, load_model, random_init
+from bertology_utils.core.models import LoadedModel, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
+from bertology_utils.interventions.editing import classifier_inference
 
 __all__ = [
     "TaskSpec",
@@ -287,7 +288,7 @@ def predict(
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     encodings = encode(loaded.tokenizer, items, limit)
     plan = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
-    with evaluating(loaded.model):
+    with classifier_inference(loaded.model):
         padding = Padding.of(loaded)
         out = None
         for rows in tqdm(plan, desc="predict", disable=not progress, leave=False):

@@ -66,7 +66,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.interventions.attribution import (
     _adaptive_integral,
     _check_adaptive,
@@ -75,7 +75,7 @@ from bertology_utils.interventions.attribution import (
     _quadrature,
     target_scores,
 )
-from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.pruning import DevSet, _gate_edit, _result, gate_shape
 
 __all__ = [
@@ -223,7 +223,7 @@ def _per_head(
     n_panels = np.ones(len(dev))
     a = torch.as_tensor(alphas, dtype=torch.float32, device=loaded.device)
     w = torch.as_tensor(weights, dtype=torch.float64, device=loaded.device)
-    with evaluating(loaded.model):
+    with classifier_inference(loaded.model):
         for batch, rows in zip(dev.batches, dev.rows):
             explained, f1, f0 = _ends(loaded, dev, batch, rows, labels)
             b = len(rows)

@@ -42,9 +42,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
-from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import Budget, _subsample, default_budget, task_spec
 from bertology_utils.interventions.pruning import (
     DevSet,
@@ -319,7 +319,7 @@ def _train(
     task_losses, l0s = np.zeros(steps), np.zeros(steps)
     order = torch.zeros(0, dtype=torch.long)
     start = time.perf_counter()
-    with evaluating(model), _frozen(model):
+    with classifier_inference(model), _frozen(model):
         for step in tqdm(range(steps), desc=f"L0 gates, lambda {lam:g}", disable=not progress, leave=False):
             if step % len(pieces) == 0:
                 order = torch.randperm(len(pieces), generator=generator)

@@ -50,7 +50,7 @@ from bertology_utils.core.cache import cached_arrays, entry_name
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
-from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
 
 __all__ = [
@@ -266,10 +266,8 @@ def _predict_with_gates(
     layers = architectures.layers(model)
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
-    was_training = model.training
-    model.eval()
     out = None
-    try:
+    with classifier_inference(model):
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
             per_pass = configs_per_pass or max(1, rows_per_pass // b)
@@ -295,8 +293,6 @@ def _predict_with_gates(
                     if out is None:
                         out = np.zeros((n_configs, len(dev), logits.shape[-1]), dtype=np.float32)
                     out[np.ix_(index, rows)] = logits.reshape(c, b, -1)
-    finally:
-        model.train(was_training)
     return out
 
 
@@ -471,24 +467,22 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
     n_layers, n_heads = mask_t.shape
     regression = task_spec(dev.task).is_regression
     model = loaded.model
-    was_training = model.training
-    model.eval()
     total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     try:
-        for batch, rows in zip(dev.batches, dev.rows):
-            b = len(rows)
-            gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
-            applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
-            targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
-            with edit_attention(model, _gate_edit(applied)):
-                loss = _loss(model(**batch).logits, targets, regression)
-            model.zero_grad(set_to_none=True)
-            loss.sum().backward()
-            grad = gates.grad.detach().abs().double().cpu()
-            total += grad.sum(0) if per_example else grad[0]
+        with classifier_inference(model):
+            for batch, rows in zip(dev.batches, dev.rows):
+                b = len(rows)
+                gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
+                applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
+                targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
+                with edit_attention(model, _gate_edit(applied)):
+                    loss = _loss(model(**batch).logits, targets, regression)
+                model.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                grad = gates.grad.detach().abs().double().cpu()
+                total += grad.sum(0) if per_example else grad[0]
     finally:
         model.zero_grad(set_to_none=True)
-        model.train(was_training)
     return (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
 
 

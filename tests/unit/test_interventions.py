@@ -16,7 +16,9 @@ from bertology_utils.interventions.editing import (
     ablate_matched_random,
     ablate_tokens,
     capture_attention,
+    classifier_inference,
     edit_attention,
+    first_token_readout,
     gate_heads,
     move_matched_mass,
     negative_share,
@@ -249,3 +251,55 @@ def test_gate_shape_is_checked(loaded_models):
     with pytest.raises(ValueError, match="layers"):
         with gate_heads(loaded, torch.ones(loaded.num_layers + 1, loaded.num_heads)):
             pass
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert", "electra", "mpnet"])
+def test_first_token_readout_keeps_the_logits_and_runs_the_last_block_on_one_token(tiny_model_dirs, arch):
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs[arch], head="sequence-classification", num_labels=3, device="cpu")
+    model, inputs = loaded.model, _inputs(loaded)
+    hooks = _hook_counts(model)
+    _, last_norm = architectures.layer_norms(model, loaded.num_layers - 1)
+    widths = []
+    handle = last_norm.register_forward_hook(lambda _m, _a, out: widths.append(out.shape[1]))
+    try:
+        model.train()  # classifier_inference switches dropout off, and back on after
+        with classifier_inference(model) as applies, torch.no_grad():
+            assert applies and not model.training
+            fast = model(**inputs).logits
+        assert model.training
+        model.eval()
+        with torch.no_grad():
+            full = model(**inputs).logits
+    finally:
+        handle.remove()
+    assert widths == [1, inputs["input_ids"].shape[1]]  # the feed-forward block ran on one token, then on all
+    torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
+    assert _hook_counts(model) == hooks
+
+
+def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatch):
+    encoder = loaded_models["bert"].model  # no classification head: every position is an output
+    with first_token_readout(encoder) as applies:
+        assert not applies
+        hidden, _ = _run(loaded_models["bert"], _inputs(loaded_models["bert"]))
+    assert hidden.shape[1] == _inputs(loaded_models["bert"])["input_ids"].shape[1]
+    # A classifier whose registered spec does not promise a first-token head, or whose last layer is shared.
+    classifier = SimpleNamespace(model_type="bert")
+    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))
+    spec = architectures.arch_spec(classifier)
+    architectures.register_architecture(dataclasses.replace(spec, classifier_reads_first_token=False), replace=True)
+
+    class BertForSequenceClassification(nn.Module):  # the name is what marks a sequence classifier
+        def __init__(self, shared: bool):
+            super().__init__()
+            self.config = SimpleNamespace(model_type="bert")
+            self.encoder = nn.Module()
+            first = nn.Linear(2, 2)
+            self.encoder.layer = nn.ModuleList([first, first if shared else nn.Linear(2, 2)])
+
+    with first_token_readout(BertForSequenceClassification(shared=False)) as applies:
+        assert not applies
+    architectures.register_architecture(spec, replace=True)
+    with first_token_readout(BertForSequenceClassification(shared=True)) as applies:
+        assert not applies
