@@ -33,6 +33,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "check_attentions",
             "random_init",
             "random_init_keeping_embeddings",
+            "PRECISIONS",
+            "autocast",
         ],
         "architectures": [
             "ArchSpec",

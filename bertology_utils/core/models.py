@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,9 @@ __all__ = [
     "random_init_keeping_embeddings",
     "describe_model",
     "evaluating",
+    "PRECISIONS",
+    "check_precision",
+    "autocast",
 ]
 
 HEADS = {
@@ -47,6 +51,8 @@ HEADS = {
 #: Tokenizers report about 1e30 when they know no limit.
 _SANE_MAX_LENGTH = 1_000_000
 _PROBE_TEXT = "hello world"
+#: The float formats :attr:`LoadedModel.precision` may name.
+PRECISIONS = ("fp32", "bf16")
 # A Hub id is "name" or "owner/name"; anything else that does not exist on disk is a mistyped path.
 _HUB_ID = re.compile(r"[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?")
 
@@ -64,6 +70,13 @@ class LoadedModel:
     #: Weights the model class has but the checkpoint lacked, so initialised at random (a head-less
     #: checkpoint loaded with a head: ``head="masked-lm"`` on a sentence encoder gives a random LM head).
     random_weights: tuple[str, ...] = ()
+    #: The float format of the passes that read only a classifier's outputs (fine-tuning steps, scores,
+    #: gates, attributions: :func:`autocast`). "fp32", the default, computes in the weights' dtype;
+    #: "bf16" runs matrix products in bfloat16 under ``torch.autocast`` (weights, gradients and
+    #: optimiser state stay float32): several times faster where the CPU or GPU has bfloat16 units, with
+    #: results that move by bfloat16 rounding (about 3 significant digits). Attention maps, hidden
+    #: states and probes are always read in the weights' dtype.
+    precision: str = "fp32"
 
     @property
     def config(self):
@@ -251,6 +264,7 @@ def load_model(
     head: str = "base",
     device: str | torch.device | None = None,
     dtype: torch.dtype | str = torch.float32,
+    precision: str = "fp32",
     progress: bool = False,
     **model_kwargs,
 ) -> LoadedModel:
@@ -259,12 +273,14 @@ def load_model(
     ``head`` picks the model class: "base", "masked-lm" or "sequence-classification"; ``model_kwargs``
     (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` defaults to float32 whatever the
     checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
+    ``precision`` ("fp32" or "bf16") is what classifier passes compute in (:attr:`LoadedModel.precision`).
     ``device`` defaults to cuda when available, else cpu. ``progress`` shows transformers'
     "Loading weights" bar, which is noise in notebooks for the small models used here. Raises ModelNotAvailableError with a
     short message when the model cannot be found, loaded, or does not return attention weights.
     """
     if head not in HEADS:
         raise ValueError(f"head must be one of {', '.join(HEADS)}, not {head!r}")
+    check_precision(precision)
     name, source, is_local = _resolve(name_or_path)
     hub_kwargs = {"local_files_only": True} if settings.is_offline() else {}
     model_kwargs["dtype"] = "auto" if dtype is None else dtype
@@ -305,6 +321,7 @@ def load_model(
         name=name,
         source=source,
         random_weights=tuple(sorted(info.get("missing_keys", ()))),
+        precision=precision,
     )
     _probe(loaded)
     return loaded
@@ -360,7 +377,41 @@ def describe_model(loaded: LoadedModel) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in loaded.model.parameters()),
         "dtype": str(next(loaded.model.parameters()).dtype).removeprefix("torch."),
         "device": str(loaded.device),
+        "precision": loaded.precision,
     }
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` when it is one of :data:`PRECISIONS`; a ValueError naming them otherwise."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    return precision
+
+
+def _native_bf16(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return (
+        device.type == "cpu" and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
+
+
+@contextlib.contextmanager
+def autocast(loaded: LoadedModel) -> Iterator[None]:
+    """Forward passes inside the block run in ``loaded.precision`` (see :attr:`LoadedModel.precision`).
+
+    bf16 on a device without bfloat16 kernels works but is slower than fp32; a warning says so.
+    """
+    if check_precision(loaded.precision) == "fp32":
+        yield
+        return
+    device = loaded.device
+    if not _native_bf16(device):
+        warnings.warn(
+            f"precision 'bf16' on {device}, which has no bfloat16 kernels: expect it slower than fp32", stacklevel=3
+        )
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        yield
 
 
 @contextlib.contextmanager

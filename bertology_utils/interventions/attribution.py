@@ -147,7 +147,7 @@ def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
 
     Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
     """
-    with torch.no_grad(), classifier_inference(loaded.model):
+    with torch.no_grad(), classifier_inference(loaded):
         return _explained(loaded, loaded.model(**_inputs(batch)), None)
 
 
@@ -219,7 +219,7 @@ def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> tor
     ``score`` is :func:`target_scores` (``labels=None``: the predicted class, read from this same
     forward pass on the clean input). Special tokens get their value too (their embedding is an input).
     """
-    with classifier_inference(loaded.model):
+    with classifier_inference(loaded):
         embeddings = _word_embeddings(loaded, batch.input_ids)
         _, grad, _ = _scores_and_gradients(loaded, _inputs(batch), embeddings, labels)
     values = (embeddings * grad).sum(-1)
@@ -384,7 +384,7 @@ def integrated_gradients(
         raise ValueError("steps and internal_batch_size must be at least 1")
     _check_adaptive(tolerance, max_panels)
     device, n = loaded.device, len(batch.items)
-    with classifier_inference(loaded.model):
+    with classifier_inference(loaded):
         with torch.no_grad():
             clean = _logits(loaded, loaded.model(**_inputs(batch)))
         labels = _explained(loaded, clean, labels)
@@ -473,7 +473,7 @@ def blank_out(
     pairs = [(b, w) for b, a in enumerate(batch.items) for w in np.flatnonzero(a.word_kinds == WORD)]
     item = torch.tensor([b for b, _ in pairs], dtype=torch.long, device=device)
     word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
-    with torch.no_grad(), classifier_inference(loaded.model):
+    with torch.no_grad(), classifier_inference(loaded):
         clean_output = loaded.model(**_inputs(batch))
         labels = _explained(loaded, clean_output, labels)
         clean = _target_values(loaded, clean_output, labels, measure)

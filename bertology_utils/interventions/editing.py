@@ -21,7 +21,7 @@ edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
   pass on the same inputs instead of recomputing them;
 * :func:`first_token_readout` — a sequence classifier reads the last layer at one token, so
   that layer's feed-forward block need not run on the others; :func:`classifier_inference` is
-  that in eval mode, what every pass that only scores a classifier runs in.
+  that in eval mode and the model's precision, what every pass that only scores a classifier runs in.
 
 How the edit point is installed depends on the architecture:
 
@@ -54,7 +54,7 @@ from torch import nn
 from bertology_utils.core import architectures
 from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.core.models import evaluating
+from bertology_utils.core.models import LoadedModel, autocast, evaluating
 
 __all__ = [
     "Edit",
@@ -553,8 +553,27 @@ def first_token_readout(model) -> Iterator[bool]:
 
 @contextlib.contextmanager
 def classifier_inference(model) -> Iterator[bool]:
-    """Eval mode (no dropout) and :func:`first_token_readout`: passes that read only a classifier's
-    logits, or gradients of them. Yields whether the readout applies."""
+    """Eval mode (no dropout), :func:`first_token_readout` and, for a LoadedModel, its
+    :attr:`~bertology_utils.core.models.LoadedModel.precision`: passes that read only a classifier's
+    logits, or gradients of them. Logits come out float32 whatever the precision. Yields whether
+    the readout applies."""
     module = _unwrap(model)
-    with evaluating(module), first_token_readout(module) as applies:
+    precision = autocast(model) if isinstance(model, LoadedModel) else contextlib.nullcontext()
+    with evaluating(module), first_token_readout(module) as applies, precision, _float32_logits(module):
         yield applies
+
+
+@contextlib.contextmanager
+def _float32_logits(module: nn.Module) -> Iterator[None]:
+    """A model's output ``logits`` as float32 (under bf16 autocast the head's matrix product gives bfloat16)."""
+
+    def to_float32(_module, _args, output):
+        logits = getattr(output, "logits", None)
+        if torch.is_tensor(logits) and logits.is_floating_point() and logits.dtype != torch.float32:
+            output.logits = logits.float()
+
+    handle = module.register_forward_hook(to_float32)
+    try:
+        yield
+    finally:
+        handle.remove()

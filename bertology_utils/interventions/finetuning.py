@@ -50,7 +50,7 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, load_model, random_init
+from bertology_utils.core.models import LoadedModel, autocast, check_precision, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 from bertology_utils.interventions.editing import classifier_inference
 
@@ -288,7 +288,7 @@ def predict(
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     encodings = encode(loaded.tokenizer, items, limit)
     plan = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
-    with classifier_inference(loaded.model):
+    with classifier_inference(loaded):
         padding = Padding.of(loaded)
         out = None
         for rows in tqdm(plan, desc="predict", disable=not progress, leave=False):
@@ -393,8 +393,9 @@ class FineTuned:
     def describe(self) -> str:
         shown = ", ".join(f"{k} {v:.3f}" for k, v in self.metrics.items() if k not in ("n", "score"))
         origin = "reused from the cache" if self.from_cache else f"trained in {self.train_seconds:.0f} s"
+        precision = "" if self.loaded.precision == "fp32" else f", {self.loaded.precision}"
         return (
-            f"{self.base_name} fine-tuned on {self.task} ({self.init} init, seed {self.seed}; "
+            f"{self.base_name} fine-tuned on {self.task} ({self.init} init, seed {self.seed}{precision}; "
             f"{self.budget.describe()}): dev {shown} on {self.metrics.get('n')} examples; {origin} ({self.path})"
         )
 
@@ -412,6 +413,8 @@ def _cache_key(initial: LoadedModel, spec: TaskSpec, train: Corpus, budget: Budg
         "seed": seed,
         "init": init,
         "recipe": RECIPE_VERSION,
+        # only when not fp32, so that checkpoints stored before precision existed still match
+        **({"precision": initial.precision} if initial.precision != "fp32" else {}),
     }
 
 
@@ -511,7 +514,8 @@ def _train(
                     rows = chosen.numpy()
                     batch = padding.collate([encodings[i] for i in rows], loaded.device)
                     labels = torch.as_tensor(targets[rows], dtype=target_dtype, device=loaded.device)
-                    loss = model(**batch, labels=labels).loss
+                    with autocast(loaded):
+                        loss = model(**batch, labels=labels).loss
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -563,6 +567,7 @@ def fine_tune(
     dev: Corpus | None = None,
     cache: bool = True,
     cache_dir=None,
+    precision: str | None = None,
     progress: bool = True,
 ) -> FineTuned:
     """Fine-tune ``model`` (a name, folder or LoadedModel; None: the default model) on a task.
@@ -575,7 +580,13 @@ def fine_tune(
     and a new one is stored; a corrupt entry is rebuilt with a :class:`FineTuneCacheWarning`.
     The dev metrics of a reused entry are recomputed only when ``dev`` is not the one recorded.
     A LoadedModel is re-read from its ``source`` (in-memory changes to its weights are not seen).
+    ``precision`` ("fp32" or "bf16"; None: a LoadedModel's own, else "fp32") is what the training
+    steps compute in and what the returned classifier's passes keep
+    (:attr:`~bertology_utils.core.models.LoadedModel.precision`); bf16 checkpoints are cached apart.
     """
+    if precision is None:
+        precision = model.precision if isinstance(model, LoadedModel) else "fp32"
+    check_precision(precision)
     spec = task_spec(task)
     budget = budget or default_budget(spec)
     own = task if isinstance(task, Task) else None
@@ -584,6 +595,7 @@ def fine_tune(
     if train.labels is None or dev.labels is None:
         raise BertologyError(f"{spec.name}: training and dev corpora need labels")
     initial = _initial_model(model, spec, seed, init)
+    initial.precision = precision
     base_name = initial.name
     key_fields = _cache_key(initial, spec, train, budget, seed, init)
     key = key_digest(key_fields)
@@ -629,6 +641,7 @@ def _cached_or_trained(
             if record.get("key") != key_fields:
                 raise BertologyError("its recorded key does not match the folder name's")
             loaded = _load_entry(folder, record)
+            loaded.precision = initial.precision
         except (BertologyError, ModelNotAvailableError, OSError, ValueError, KeyError) as exc:
             warnings.warn(
                 FineTuneCacheWarning(f"corrupt fine-tuning cache entry {folder} ({exc}); rebuilding it"), stacklevel=2
@@ -665,7 +678,11 @@ def _cached_or_trained(
     curve = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")
     seconds = time.perf_counter() - start
     loaded = LoadedModel(
-        model=initial.model.eval(), tokenizer=initial.tokenizer, name=f"{base_name} + {spec.name}", source=str(folder)
+        model=initial.model.eval(),
+        tokenizer=initial.tokenizer,
+        name=f"{base_name} + {spec.name}",
+        source=str(folder),
+        precision=initial.precision,
     )
     metrics = evaluate(loaded, dev_eval, spec.name, max_tokens=budget.max_tokens, progress=progress)
     record = {

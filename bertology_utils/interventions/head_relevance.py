@@ -223,7 +223,7 @@ def _per_head(
     n_panels = np.ones(len(dev))
     a = torch.as_tensor(alphas, dtype=torch.float32, device=loaded.device)
     w = torch.as_tensor(weights, dtype=torch.float64, device=loaded.device)
-    with classifier_inference(loaded.model):
+    with classifier_inference(loaded):
         for batch, rows in zip(dev.batches, dev.rows):
             explained, f1, f0 = _ends(loaded, dev, batch, rows, labels)
             b = len(rows)

@@ -319,7 +319,7 @@ def _train(
     task_losses, l0s = np.zeros(steps), np.zeros(steps)
     order = torch.zeros(0, dtype=torch.long)
     start = time.perf_counter()
-    with classifier_inference(model), _frozen(model):
+    with classifier_inference(loaded), _frozen(model):
         for step in tqdm(range(steps), desc=f"L0 gates, lambda {lam:g}", disable=not progress, leave=False):
             if step % len(pieces) == 0:
                 order = torch.randperm(len(pieces), generator=generator)

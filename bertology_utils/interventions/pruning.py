@@ -117,6 +117,8 @@ def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute,
         return compute()
     model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
     key = {"model": model, "dev": dev.fingerprint(), **fields, "version": RESULTS_VERSION, "torch": torch.__version__}
+    if loaded.precision != "fp32":  # only then, so that entries stored before precision existed still match
+        key["precision"] = loaded.precision
     folder = settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key)
     return cached_arrays(folder, key, lambda: {label: compute()})[0][label]
 
@@ -267,7 +269,7 @@ def _predict_with_gates(
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
     out = None
-    with classifier_inference(model):
+    with classifier_inference(loaded):
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
             per_pass = configs_per_pass or max(1, rows_per_pass // b)
@@ -469,7 +471,7 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
     model = loaded.model
     total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     try:
-        with classifier_inference(model):
+        with classifier_inference(loaded):
             for batch, rows in zip(dev.batches, dev.rows):
                 b = len(rows)
                 gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)

@@ -229,3 +229,28 @@ def test_evaluate_reports_n(trained, toy):
     run, _ = trained
     metrics = evaluate(run.loaded, toy[1], "SST-2")
     assert metrics["n"] == 64 and metrics["accuracy"] == pytest.approx(run.metrics["accuracy"])
+
+
+def test_bf16_precision_trains_learns_and_is_cached_apart(trained, tiny_model_dirs, toy):
+    """precision="bf16": the steps and the classifier's passes run under bfloat16 autocast; the key of an
+    fp32 checkpoint has no precision field (entries stored before it existed still match)."""
+    run, cache = trained
+    train, dev = toy
+    kwargs = dict(budget=TOY_BUDGET, seed=0, train=train, dev=dev, cache_dir=cache, progress=False)
+    fast = fine_tune("SST-2", tiny_model_dirs["bert"], precision="bf16", **kwargs)
+    assert not fast.from_cache and fast.path != run.path and fast.loaded.precision == "bf16"
+    assert fast.metrics["accuracy"] > 0.8 and "seed 0, bf16;" in fast.describe(), fast.describe()
+    assert fast.loaded.weights_sha256 != run.loaded.weights_sha256  # another computation, not a copy
+    record = json.loads((fast.path / "bertology.json").read_text())
+    assert record["key"]["precision"] == "bf16"
+    assert "precision" not in json.loads((run.path / "bertology.json").read_text())["key"]
+    base = load_model(tiny_model_dirs["bert"], precision="bf16")
+    again = fine_tune("SST-2", base, **kwargs)  # a LoadedModel's own precision is the default
+    assert again.from_cache and again.path == fast.path and again.loaded.precision == "bf16"
+    logits = predict(again.loaded, dev)
+    assert logits.dtype == np.float32
+    again.loaded.precision = "fp32"
+    exact = predict(again.loaded, dev)
+    assert 0 < np.abs(logits - exact).max() < 0.05 * np.abs(exact).max()  # bfloat16 rounding, no more
+    with pytest.raises(ValueError, match="precision must be one of"):
+        fine_tune("SST-2", tiny_model_dirs["bert"], precision="fp16", **kwargs)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from bertology_utils.core import architectures
+from bertology_utils.core import architectures, models
 from bertology_utils.core.architectures import qkv, self_attention_modules
 from bertology_utils.core.errors import ModelNotAvailableError, UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
@@ -303,3 +303,27 @@ def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatc
     architectures.register_architecture(spec, replace=True)
     with first_token_readout(BertForSequenceClassification(shared=True)) as applies:
         assert not applies
+
+
+def test_classifier_inference_runs_a_loaded_models_precision(tiny_model_dirs, monkeypatch):
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs["bert"], head="sequence-classification", num_labels=3, device="cpu")
+    inputs = _inputs(loaded)
+    with classifier_inference(loaded), torch.no_grad():
+        exact = loaded.model(**inputs).logits
+    loaded.precision = "bf16"
+    with classifier_inference(loaded), torch.no_grad():
+        fast = loaded.model(**inputs).logits
+    assert fast.dtype == torch.float32  # the head's bfloat16 product is handed out as float32
+    gap = (fast - exact).abs().max()
+    assert 0 < gap < 0.05 * exact.abs().max()
+    with classifier_inference(loaded.model), torch.no_grad():  # a bare module has no precision: float32
+        torch.testing.assert_close(loaded.model(**inputs).logits, exact)
+    monkeypatch.setattr(models, "_native_bf16", lambda device: False)
+    with pytest.warns(UserWarning, match="no bfloat16 kernels"), classifier_inference(loaded), torch.no_grad():
+        loaded.model(**inputs)
+    loaded.precision = "fp16"
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16"), classifier_inference(loaded):
+        pass
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load_model(tiny_model_dirs["bert"], precision="half")

@@ -372,3 +372,8 @@ def test_cached_sweeps_and_curves_equal_fresh_ones_and_follow_model_and_data(
     assert len(calls) == computed + 1
     ablation_sweep(loaded, dev_set(loaded, data[:6], "SST-2"), cache=True)  # other data: computed again
     assert len(calls) == computed + 2
+    loaded.precision = "bf16"  # other precision: computed again, and not equal to the float32 result
+    fast = ablation_sweep(loaded, dev, cache=True)
+    assert len(calls) == computed + 3
+    exact = fresh[0].head_loss_deltas
+    assert 0 < np.abs(fast.head_loss_deltas - exact).max() < 0.05 * max(np.abs(exact).max(), 1e-3)
