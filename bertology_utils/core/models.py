@@ -71,11 +71,12 @@ class LoadedModel:
     #: checkpoint loaded with a head: ``head="masked-lm"`` on a sentence encoder gives a random LM head).
     random_weights: tuple[str, ...] = ()
     #: The float format of the passes that read only a classifier's outputs (fine-tuning steps, scores,
-    #: gates, attributions: :func:`autocast`). "fp32", the default, computes in the weights' dtype;
+    #: importance, L0 gates: :func:`autocast`). "fp32", the default, computes in the weights' dtype;
     #: "bf16" runs matrix products in bfloat16 under ``torch.autocast`` (weights, gradients and
     #: optimiser state stay float32): several times faster where the CPU or GPU has bfloat16 units, with
     #: results that move by bfloat16 rounding (about 3 significant digits). Attention maps, hidden
-    #: states and probes are always read in the weights' dtype.
+    #: states, probes and attributions (integrated gradients checks its completeness to float32's
+    #: precision) are always computed in the weights' dtype.
     precision: str = "fp32"
 
     @property
@@ -397,12 +398,13 @@ def _native_bf16(device: torch.device) -> bool:
 
 
 @contextlib.contextmanager
-def autocast(loaded: LoadedModel) -> Iterator[None]:
-    """Forward passes inside the block run in ``loaded.precision`` (see :attr:`LoadedModel.precision`).
+def autocast(loaded: LoadedModel, precision: str | None = None) -> Iterator[None]:
+    """Forward passes inside the block run in ``precision`` (None: ``loaded.precision``, see
+    :attr:`LoadedModel.precision`).
 
     bf16 on a device without bfloat16 kernels works but is slower than fp32; a warning says so.
     """
-    if check_precision(loaded.precision) == "fp32":
+    if check_precision(loaded.precision if precision is None else precision) == "fp32":
         yield
         return
     device = loaded.device

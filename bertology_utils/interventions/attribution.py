@@ -219,7 +219,7 @@ def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> tor
     ``score`` is :func:`target_scores` (``labels=None``: the predicted class, read from this same
     forward pass on the clean input). Special tokens get their value too (their embedding is an input).
     """
-    with classifier_inference(loaded):
+    with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
         embeddings = _word_embeddings(loaded, batch.input_ids)
         _, grad, _ = _scores_and_gradients(loaded, _inputs(batch), embeddings, labels)
     values = (embeddings * grad).sum(-1)
@@ -384,7 +384,7 @@ def integrated_gradients(
         raise ValueError("steps and internal_batch_size must be at least 1")
     _check_adaptive(tolerance, max_panels)
     device, n = loaded.device, len(batch.items)
-    with classifier_inference(loaded):
+    with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
         with torch.no_grad():
             clean = _logits(loaded, loaded.model(**_inputs(batch)))
         labels = _explained(loaded, clean, labels)

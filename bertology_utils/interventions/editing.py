@@ -552,14 +552,14 @@ def first_token_readout(model) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def classifier_inference(model) -> Iterator[bool]:
+def classifier_inference(model, *, precision: str | None = None) -> Iterator[bool]:
     """Eval mode (no dropout), :func:`first_token_readout` and, for a LoadedModel, its
-    :attr:`~bertology_utils.core.models.LoadedModel.precision`: passes that read only a classifier's
-    logits, or gradients of them. Logits come out float32 whatever the precision. Yields whether
-    the readout applies."""
+    :attr:`~bertology_utils.core.models.LoadedModel.precision` (or ``precision``, which overrides it):
+    passes that read only a classifier's logits, or gradients of them. Logits come out float32
+    whatever the precision. Yields whether the readout applies."""
     module = _unwrap(model)
-    precision = autocast(model) if isinstance(model, LoadedModel) else contextlib.nullcontext()
-    with evaluating(module), first_token_readout(module) as applies, precision, _float32_logits(module):
+    cast = autocast(model, precision) if isinstance(model, LoadedModel) else contextlib.nullcontext()
+    with evaluating(module), first_token_readout(module) as applies, cast, _float32_logits(module):
         yield applies
 
 

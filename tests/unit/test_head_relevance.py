@@ -246,3 +246,30 @@ def test_cached_scores_equal_fresh_ones(tiny_model_dirs, data, tmp_path, monkeyp
     assert len(entries()) == 4 and (adaptive.panels == 3).all()
     np.testing.assert_array_equal(again.panels, adaptive.panels)
     np.testing.assert_array_equal(again.attributions, adaptive.attributions)
+
+
+def test_attributions_are_float32_whatever_the_models_precision(tiny_model_dirs, data):
+    """bfloat16 noise would defeat the completeness check: a bf16 classifier's heads and tokens are attributed
+    exactly as in float32, while its scores (ends of the path aside) do run in bf16."""
+    from bertology_utils.interventions.attribution import input_x_gradient, integrated_gradients
+    from bertology_utils.interventions.gradients import token_batches
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2")
+    tokens = token_batches(loaded, data)[0][0]
+
+    def attributions():
+        return (
+            head_attribution(loaded, dev, steps=4).attributions,
+            integrated_gradients(loaded, tokens, steps=4).attributions,
+            input_x_gradient(loaded, tokens),
+        )
+
+    exact = attributions()
+    loaded.precision = "bf16"
+    for got, want in zip(attributions(), exact):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    ones = np.ones((1, *gate_shape(loaded)))
+    scores = predict_with_gates(loaded, dev, ones)
+    loaded.precision = "fp32"
+    assert not np.array_equal(scores, predict_with_gates(loaded, dev, ones))
