@@ -163,13 +163,15 @@ USER_DATA = {
     "03_syntax_coref": {"treebank": str(GERMAN)},
     "04_probes": {"treebank": str(GERMAN)},
     "05_clustering": {"treebank": str(GERMAN)},
-    "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2},
+    # 06 and 07 also in bf16 precision, as a user with bfloat16 units (or a GPU) would run them
+    "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2, "precision": "bf16"},
     "07_head_roles": {
         "treebank": str(GERMAN),
         "tasks": [str(USER_TASK)],
         "share_tasks": [str(USER_TASK)],
         "train_examples": 48,
         "epochs": 2,
+        "precision": "bf16",
     },
     "08_context_mixing": {"treebank": str(GERMAN), "task": str(USER_TASK), "train_examples": 48, "epochs": 2},
 }
