@@ -1,10 +1,11 @@
-"""Fine-tuning with length-grouped batches vs plain random batches, and with AdamW's fused step vs
-torch's per-tensor loop: training time and dev score.
+"""Fine-tuning with length-grouped batches vs plain random batches, with AdamW's fused step vs
+torch's per-tensor loop, and in bf16 vs fp32 precision: training time and dev score.
 
 Each task is fine-tuned twice from the same start (same examples, seed and budget but for
 ``group_by_length``), nothing cached, in the same run: the ratio of training seconds is the
 speed-up, the dev scores show what grouping costs or not (one seed: differences of a point or
-two are within seed noise at these budgets).
+two are within seed noise at these budgets). bf16 is several times faster only where the CPU has
+bfloat16 units (AVX512-BF16, AMX) or on a GPU; elsewhere it is slower.
 
     python bench/bench_finetuning.py [--tasks SST-2,RTE] [--examples 600] [--threads 2]
 """
@@ -47,13 +48,14 @@ def main() -> None:
             print(f"{name}: skipped ({missing.short()})")
             continue
         seconds, scores = {}, {}
-        for variant in ("random", "grouped", "loop"):
+        for variant in ("random", "grouped", "loop", "bf16"):
             budget = dataclasses.replace(
                 default_budget(task), group_by_length=variant != "random", train_examples=args.examples
             )
             # "loop": grouped batches, but AdamW as torch runs it unless told to fuse (one loop over the tensors)
             with mock.patch.object(torch.optim, "AdamW", per_tensor) if variant == "loop" else contextlib.nullcontext():
-                run = fine_tune(task, None, budget=budget, cache=False, progress=False)
+                precision = "bf16" if variant == "bf16" else "fp32"
+                run = fine_tune(task, None, budget=budget, cache=False, precision=precision, progress=False)
             seconds[variant], scores[variant] = run.train_seconds, run.metrics["score"]
         print(
             f"{task.name}: {args.examples} examples, random batches {seconds['random']:.1f} s, grouped by length "
@@ -63,6 +65,10 @@ def main() -> None:
         print(
             f"{task.name}: AdamW per-tensor loop {seconds['loop']:.1f} s, fused {seconds['grouped']:.1f} s: "
             f"{seconds['loop'] / seconds['grouped']:.2f}x; dev score {scores['loop']:.3f} vs {scores['grouped']:.3f}"
+        )
+        print(
+            f"{task.name}: fp32 {seconds['grouped']:.1f} s, bf16 {seconds['bf16']:.1f} s: "
+            f"{seconds['grouped'] / seconds['bf16']:.2f}x; dev score {scores['grouped']:.3f} vs {scores['bf16']:.3f}"
         )
 
 

@@ -7,6 +7,8 @@ Two baselines in the same run, the same number of steps on the same batches (eac
 seeded order): plain forward passes (no gradients) and plain forward + backward passes with
 gradients for the weights (a fine-tuning step without the optimiser). The ratios are what training
 gates costs against each. Peak resident memory of each phase is read with ``bench/_memory.py``.
+The same lambda is then trained in bf16 precision (:attr:`~bertology_utils.core.models.LoadedModel.precision`):
+its time against fp32's, and how far its keep mask and the pruned dev score agree with fp32's.
 Skipped, with the reason, when the SST-2 data or the default model are missing.
 
     python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2]
@@ -15,6 +17,7 @@ Skipped, with the reason, when the SST-2 data or the default model are missing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from _memory import peak_mb, reset_peak
@@ -104,6 +107,16 @@ def main() -> None:
             f"  vs {steps} plain {name} passes on the same batches: {base_seconds:.1f} s, "
             f"ratio x{gates.seconds / base_seconds:.2f} (peak RSS {peaks[name]:.0f} MB)"
         )
+
+    half = dataclasses.replace(loaded, precision="bf16")
+    fast = train_gates(half, train, args.lam, steps=steps)
+    fast_mask = fast.keep_mask()
+    fast_score = scores_for_gates(loaded, dev, fast_mask.astype(float)[None])[0]  # scored in fp32, as fp32's mask
+    print(
+        f"bf16: {fast.seconds:.1f} s per lambda, x{gates.seconds / fast.seconds:.2f} faster than fp32; kept "
+        f"{fast.kept} (fp32 {gates.kept}), {int((fast_mask != mask).sum())} heads decided differently; pruned dev "
+        f"accuracy {fast_score:.3f} (fp32's mask {pruned:.3f})"
+    )
 
 
 if __name__ == "__main__":
