@@ -470,21 +470,18 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
     regression = task_spec(dev.task).is_regression
     model = loaded.model
     total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
-    try:
-        with classifier_inference(loaded):
-            for batch, rows in zip(dev.batches, dev.rows):
-                b = len(rows)
-                gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
-                applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
-                targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
-                with edit_attention(model, _gate_edit(applied)):
-                    loss = _loss(model(**batch).logits, targets, regression)
-                model.zero_grad(set_to_none=True)
-                loss.sum().backward()
-                grad = gates.grad.detach().abs().double().cpu()
-                total += grad.sum(0) if per_example else grad[0]
-    finally:
-        model.zero_grad(set_to_none=True)
+    with classifier_inference(loaded):
+        for batch, rows in zip(dev.batches, dev.rows):
+            b = len(rows)
+            gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
+            applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
+            targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
+            with edit_attention(model, _gate_edit(applied)):
+                loss = _loss(model(**batch).logits, targets, regression)
+            # the gates' gradient alone: backward() would also fill every weight's .grad, work nobody reads
+            (grad,) = torch.autograd.grad(loss.sum(), gates)
+            grad = grad.abs().double().cpu()
+            total += grad.sum(0) if per_example else grad[0]
     return (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
 
 

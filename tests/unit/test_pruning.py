@@ -147,6 +147,7 @@ def test_importance_is_finite_normalised_and_matches_finite_differences(tiny_mod
     np.testing.assert_allclose(np.linalg.norm(imp, axis=1), 1.0, atol=1e-9)
     # per-batch estimate vs central finite differences of the summed loss of each batch
     raw = head_importance(loaded, dev, normalise=False, per_example=False)
+    assert all(p.grad is None for p in loaded.model.parameters())  # only the gates' gradient was taken
     loaded.model.eval()
     eps = 1e-3
     fd = np.zeros((layers, heads))
