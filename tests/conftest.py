@@ -6,13 +6,13 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bertology_utils.core import settings  # noqa: E402 (light: no torch yet)
+from bertology_utils.core import settings, threads  # noqa: E402 (light: no torch yet)
 
 # Tests side by side (pytest -n N, as `make test` runs them): each worker, and the notebook kernels it
 # starts, gets its share of the cores; more threads than cores makes torch's threads wait on each other.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    for _variable in settings.THREAD_VARIABLES:
-        os.environ.setdefault(_variable, str(settings.threads_per_job(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    for _variable in threads.THREAD_VARIABLES:
+        os.environ.setdefault(_variable, str(threads.threads_per_job(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import pytest  # noqa: E402
 from tiny_models import ARCHS, build_tiny_model  # noqa: E402

@@ -65,7 +65,6 @@ and the batch, never the data set. The estimators follow scikit-learn's conventi
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -92,6 +91,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import settings
 from bertology_utils.core.cache import cached, entry_name
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.threads import torch_threads
 from bertology_utils.data import Corpus
 
 __all__ = [
@@ -788,22 +788,6 @@ def _evaluation(name: str, data: ProbeData, predictions: dict[int, np.ndarray]) 
 _SEEDING = threading.Lock()
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int | None):
-    """Run with ``n`` torch threads (None: leave the setting alone), restoring the setting after."""
-    if n is None:
-        yield
-        return
-    if int(n) < 1:
-        raise ValueError(f"n_jobs must be at least 1 or None, not {n}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _check_data(X) -> ProbeData:
     if not isinstance(X, ProbeData):
         raise TypeError(
@@ -934,7 +918,7 @@ class _TrainedProbe(_ProbeBase):
         if dev is not None:
             dev = _check_data(dev)
         self._check_params()
-        with _torch_threads(self.n_jobs):
+        with torch_threads(self.n_jobs):
             return self._fit(X, dev, verbose)
 
     def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool):
@@ -1020,7 +1004,7 @@ class _TrainedProbe(_ProbeBase):
 
     def _predictions(self, X):
         self._check_compatible(X)
-        with _torch_threads(self.n_jobs):
+        with torch_threads(self.n_jobs):
             return self._run(X)
 
 
@@ -1139,7 +1123,7 @@ class AttentionWordsProbe(_TrainedProbe):
         L, H = self.attention_shape_
         sums = {name: torch.zeros(2 * L * H, dtype=torch.float64) for name in ("all", *relations)}
         counts = dict.fromkeys(sums, 0)
-        with _torch_threads(self.n_jobs):
+        with torch_threads(self.n_jobs):
             self._sum_arc_weights(X, relations, sums, counts)
         return {name: (sums[name] / max(counts[name], 1)).numpy().reshape(2, L, H) for name in sums if counts[name]}
 
@@ -1246,7 +1230,7 @@ def fit_probes(
         )
         return probe
 
-    with _torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
+    with torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
         futures = {name: pool.submit(fit, probe, train, dev) for name, (probe, train, dev) in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
 

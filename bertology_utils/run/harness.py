@@ -48,20 +48,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import math
 import os
 import re
 import shutil
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
-from bertology_utils.core import library_versions, settings
+from bertology_utils.core import library_versions, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
 
 if TYPE_CHECKING:
@@ -266,8 +269,10 @@ def run_notebooks(
 
     ``jobs`` notebooks run at a time, each kernel with ``cores // jobs`` threads (at least one):
     on a machine whose cores one notebook leaves partly idle (single-threaded stages, small
-    batches) two at a time finish sooner. The notebooks that took longest in the last run of
-    this name start first; cache entries two notebooks share are built once (the other
+    batches) two at a time finish sooner. Once no notebook is left to start, the kernels still
+    running take the cores of those that finished (a kernel follows the change once it has
+    imported this package: :mod:`bertology_utils.core.threads`). The notebooks that took longest
+    in the last run of this name start first; cache entries two notebooks share are built once (the other
     waits, :func:`bertology_utils.core.cache.cache_lock`). The report lists notebooks in the
     order given, whatever order they ran in.
     """
@@ -319,8 +324,8 @@ def run_notebooks(
     if jobs == 1:
         done = {path: run(path) for path in order}
     else:
-        with _kernel_threads(settings.threads_per_job(jobs)), ThreadPoolExecutor(jobs) as pool:
-            done = dict(zip(order, pool.map(run, order)))
+        with _SharedCores(jobs, len(order)) as cores, ThreadPoolExecutor(jobs) as pool:
+            done = dict(zip(order, pool.map(functools.partial(cores.run, run), order)))
     results = [done[path] for path in paths]
 
     report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions())
@@ -350,19 +355,47 @@ def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
     return sorted(paths, key=lambda path: -expected(path))
 
 
-@contextlib.contextmanager
-def _kernel_threads(n: int):
-    """Kernels started inside get ``n`` threads each (they inherit this process's environment)."""
-    before = {name: os.environ.get(name) for name in settings.THREAD_VARIABLES}
-    os.environ.update(dict.fromkeys(settings.THREAD_VARIABLES, str(n)))
-    try:
-        yield
-    finally:
-        for name, value in before.items():
+class _SharedCores:
+    """Kernels side by side share the cores: each starts with its share (``threads_per_job(jobs)``); once no
+    notebook is left to start, the kernels still running split the cores of those that have finished,
+    through a budget file they follow (:func:`bertology_utils.core.threads.follow_budget`)."""
+
+    def __init__(self, jobs: int, notebooks: int) -> None:
+        self.jobs, self.waiting, self.running = jobs, notebooks, 0
+        self.lock = threading.Lock()
+        self.folder = Path(tempfile.mkdtemp(prefix="bertology-threads-"))
+        self.file = self.folder / "threads"
+
+    def __enter__(self) -> _SharedCores:
+        names = (*threads.THREAD_VARIABLES, threads.BUDGET_FILE_ENV)
+        self.before = {name: os.environ.get(name) for name in names}
+        share = threads.threads_per_job(self.jobs)
+        threads.write_budget(self.file, share)
+        # kernels inherit this process's environment when they start
+        os.environ.update(
+            {**dict.fromkeys(threads.THREAD_VARIABLES, str(share)), threads.BUDGET_FILE_ENV: str(self.file)}
+        )
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for name, value in self.before.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def run(self, run: Callable[[Path], NotebookResult], path: Path) -> NotebookResult:
+        with self.lock:
+            self.waiting -= 1
+            self.running += 1
+        try:
+            return run(path)
+        finally:
+            with self.lock:
+                self.running -= 1
+                if not self.waiting and self.running:
+                    threads.write_budget(self.file, threads.threads_per_job(self.running))
 
 
 def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None) -> NotebookResult:

@@ -502,6 +502,53 @@ def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_pat
         harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=0)
 
 
+def test_cores_of_finished_notebooks_go_to_those_still_running_once_none_waits(monkeypatch):
+    from bertology_utils.core import threads
+
+    monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv(threads.BUDGET_FILE_ENV, raising=False)
+    seen = {}
+
+    def budget() -> int | None:
+        return threads.read_budget(harness.os.environ[threads.BUDGET_FILE_ENV])
+
+    def b(_path):
+        seen["b alone"] = cores.run(lambda _: budget(), "c")  # c ends while b runs
+        seen["b after c"] = budget()
+
+    with harness._SharedCores(2, 3) as cores:
+        file = Path(harness.os.environ[threads.BUDGET_FILE_ENV])
+        assert budget() == 2 and harness.os.environ["OMP_NUM_THREADS"] == "2"
+        cores.run(lambda _: None, "a")
+        assert budget() == 2  # two notebooks still to start: their slots stay
+        cores.run(b, "b")
+    assert seen == {"b alone": 2, "b after c": 4}  # the last one running takes the 4 cores
+    assert not file.parent.exists() and threads.BUDGET_FILE_ENV not in harness.os.environ
+
+
+@pytest.mark.notebook
+def test_the_last_notebook_running_takes_the_cores_of_the_one_that_finished(tmp_path, monkeypatch):
+    # 00 ends once 01 has read its starting share (kernels run in the notebooks' folder)
+    quick = write_notebook(
+        tmp_path / "00_quick.ipynb",
+        "import os, time\nuntil = time.time() + 60\nwhile not os.path.exists('started') and time.time() < until:\n"
+        "    time.sleep(0.1)",
+    )
+    waits = write_notebook(
+        tmp_path / "01_waits.ipynb",
+        "import os, time, torch\nfrom bertology_utils.run.harness import record_metrics\n"
+        "start = torch.get_num_threads()\nopen('started', 'w').close()\nuntil = time.time() + 60\n"
+        "while torch.get_num_threads() == start and time.time() < until:\n    time.sleep(0.1)\n"
+        "record_metrics({'t.start': start, 't.end': torch.get_num_threads(), 't.env': os.environ['OMP_NUM_THREADS']},"
+        " output_dir=output_dir)",
+    )
+    monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    report = harness.run_notebooks([quick, waits], run_name="j", results_root=tmp_path / "r", progress=False, jobs=2)
+    assert report.ok
+    metrics = harness.load_metrics(tmp_path / "r" / "j")["01_waits"]
+    assert (metrics["t.start"], metrics["t.end"], metrics["t.env"]) == (2, 4, "4")
+
+
 def test_longest_notebooks_of_the_last_run_start_first(tmp_path):
     paths = [tmp_path / f"{stem}.ipynb" for stem in ("00_a", "01_b", "02_c", "03_new")]
     assert harness._longest_first(paths, tmp_path / "none") == paths  # no earlier run: the order given
