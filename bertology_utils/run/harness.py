@@ -363,10 +363,10 @@ class _SharedCores:
     def __init__(self, jobs: int, notebooks: int) -> None:
         self.jobs, self.waiting, self.running = jobs, notebooks, 0
         self.lock = threading.Lock()
-        self.folder = Path(tempfile.mkdtemp(prefix="bertology-threads-"))
-        self.file = self.folder / "threads"
 
     def __enter__(self) -> _SharedCores:
+        self.folder = Path(tempfile.mkdtemp(prefix="bertology-threads-"))
+        self.file = self.folder / "threads"
         names = (*threads.THREAD_VARIABLES, threads.BUDGET_FILE_ENV)
         self.before = {name: os.environ.get(name) for name in names}
         share = threads.threads_per_job(self.jobs)
