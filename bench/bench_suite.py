@@ -5,7 +5,8 @@ every extraction and fine-tuning is done), then again on that cache (warm: store
 checkpoints reused). Prints each notebook's seconds next to bench/suite_baseline.json (an
 earlier release's cold run, with its machine and commit), the ratio baseline / now, and the
 stages of notebooks 04, 06 and 07: the cells that took longest (papermill's per-cell durations)
-and the stage timings 06 and 07 record.
+and the stage timings 06 and 07 record, and the run's timeline: when each notebook started and
+ended, and how long the last one ran alone (with --jobs N it then has every core).
 
     python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
@@ -76,6 +77,22 @@ def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str]]
     return sorted(timed, reverse=True)[:top]
 
 
+def timeline(record: dict, wall: float) -> str:
+    """When each notebook ran (seconds from the run's start), and how long the last one ran alone."""
+    start = datetime.datetime.fromisoformat(record["started"])
+    spans = sorted(
+        ((datetime.datetime.fromisoformat(nb["started"]) - start).total_seconds(), nb["duration_s"], nb["name"])
+        for nb in record["notebooks"]
+        if nb.get("started")  # runs before the harness recorded start times have none
+    )
+    if not spans:
+        return "timeline: not recorded in this run"
+    ends = sorted(begin + seconds for begin, seconds, _ in spans)
+    alone = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
+    parts = ", ".join(f"{name[:2]} {begin:.0f}-{begin + seconds:.0f}" for begin, seconds, name in spans)
+    return f"timeline (s from the start): {parts}; the last notebook ran alone for {alone:.0f} s of {wall:.0f} s"
+
+
 def report(run: Path, label: str) -> dict[str, float]:
     now = durations(run)
     base = json.loads(BASELINE.read_text()) if BASELINE.is_file() else {"notebooks": {}}
@@ -106,6 +123,7 @@ def report(run: Path, label: str) -> dict[str, float]:
         + (f"{total_old / wall:11.2f}x" if old and wall else "")
         + "  (the baseline ran one notebook at a time: its wall clock is its total)"
     )
+    print(timeline(record, wall))
     for stem in PROFILED:
         cells = slowest_cells(run, stem)
         if cells:

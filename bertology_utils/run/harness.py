@@ -190,6 +190,7 @@ class NotebookResult:
     error: dict | None = None  # cell_index, exec_count, ename, evalue
     parameters: dict | None = None  # the parameters it was given (without output_dir)
     skipped: list[dict] | None = None  # the sections it recorded with record_skipped: section, reason
+    started: str | None = None  # when it started (ISO 8601): with duration_s, the run's timeline
 
     @property
     def ok(self) -> bool:
@@ -406,6 +407,7 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
     folder.mkdir(parents=True)
     executed = folder / f"{notebook.stem}.ipynb"
     error = None
+    started = _now()
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
@@ -442,6 +444,7 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
         error=error,
         parameters=params,
         skipped=skipped["sections"],
+        started=started,
     )
 
 

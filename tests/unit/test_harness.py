@@ -1,5 +1,6 @@
 """The notebook harness and the `bertology run` command, on tiny notebooks built here."""
 
+import datetime
 import json
 import math
 import subprocess
@@ -497,6 +498,12 @@ def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_pat
     runs = list(harness.load_metrics(tmp_path / "results" / "j").values())
     assert [m["t.threads"] for m in runs] == ["2", "2"]  # 4 cores, 2 notebooks at a time
     assert max(m["t.start"] for m in runs) < min(m["t.end"] for m in runs)  # they overlapped
+    started = [datetime.datetime.fromisoformat(nb.started) for nb in report.notebooks]  # the run's timeline
+    first, last = (datetime.datetime.fromisoformat(t) for t in (report.started, report.finished))
+    assert all(first <= t <= last for t in started)
+    assert [nb["started"] for nb in json.loads((report.run_dir / harness.RUN_FILE).read_text())["notebooks"]] == [
+        nb.started for nb in report.notebooks
+    ]
     assert "OMP_NUM_THREADS" not in harness.os.environ  # the harness's own environment is restored
     with pytest.raises(BertologyError, match="jobs must be at least 1"):
         harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=0)
