@@ -19,14 +19,10 @@ Each folder's ``__init__`` re-exports its public names; the handful below are th
 They are imported on first use, so ``import bertology_utils`` does not import torch.
 """
 
-import os as _os
-
 from bertology_utils.core.lazy import lazy_exports
+from bertology_utils.core.threads import follow_budget as _follow_budget
 
-if _os.environ.get("BERTOLOGY_THREAD_BUDGET_FILE"):  # a kernel of `bertology run --jobs N`: take freed cores
-    from bertology_utils.core.threads import follow_budget as _follow_budget
-
-    _follow_budget()
+_follow_budget()  # only in a kernel of `bertology run --jobs N` ($BERTOLOGY_THREAD_BUDGET_FILE): take freed cores
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,

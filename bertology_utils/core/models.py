@@ -167,6 +167,11 @@ class LoadedModel:
             "transformers_version": transformers.__version__,
         }
 
+    def precision_key(self) -> dict[str, str]:
+        """What a cache key of a classifier pass adds for :attr:`precision`: nothing for fp32, so that
+        entries stored before precision existed still match; ``{"precision": ...}`` otherwise."""
+        return {} if self.precision == "fp32" else {"precision": self.precision}
+
 
 def _how_to_get(name: str) -> str:
     return (

@@ -111,8 +111,8 @@ def follow_budget(path: str | os.PathLike | None = None) -> bool:
     a handler for that signal: the helper thread that reads the file hands each change to the
     main thread as a simulated ``SIGUSR1`` (no signal is sent), whose handler sets torch's thread
     count between two Python instructions. The environment variable is removed, so processes this
-    one starts keep their own thread settings. Called when the package is imported with the
-    variable set; once per process.
+    one starts keep their own thread settings. Called when the package is imported (without the
+    variable it does nothing); it follows once per process.
     """
     path = path if path is not None else os.environ.pop(BUDGET_FILE_ENV, None)
     if not path or _state["following"] or not hasattr(signal, "SIGUSR1"):

@@ -413,8 +413,7 @@ def _cache_key(initial: LoadedModel, spec: TaskSpec, train: Corpus, budget: Budg
         "seed": seed,
         "init": init,
         "recipe": RECIPE_VERSION,
-        # only when not fp32, so that checkpoints stored before precision existed still match
-        **({"precision": initial.precision} if initial.precision != "fp32" else {}),
+        **initial.precision_key(),
     }
 
 

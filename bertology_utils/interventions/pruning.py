@@ -116,9 +116,14 @@ def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute,
     if not cache:
         return compute()
     model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
-    key = {"model": model, "dev": dev.fingerprint(), **fields, "version": RESULTS_VERSION, "torch": torch.__version__}
-    if loaded.precision != "fp32":  # only then, so that entries stored before precision existed still match
-        key["precision"] = loaded.precision
+    key = {
+        "model": model,
+        "dev": dev.fingerprint(),
+        **fields,
+        "version": RESULTS_VERSION,
+        "torch": torch.__version__,
+        **loaded.precision_key(),
+    }
     folder = settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key)
     return cached_arrays(folder, key, lambda: {label: compute()})[0][label]
 
