@@ -1,5 +1,6 @@
 """Fine-tuning with length-grouped batches vs plain random batches, with AdamW's fused step vs
-torch's per-tensor loop, and in bf16 vs fp32 precision: training time and dev score.
+torch's per-tensor loop, with the last layer's feed-forward block on the first token alone vs on
+every token, and in bf16 vs fp32 precision: training time and dev score.
 
 Each task is fine-tuned twice from the same start (same examples, seed and budget but for
 ``group_by_length``), nothing cached, in the same run: the ratio of training seconds is the
@@ -7,7 +8,7 @@ speed-up, the dev scores show what grouping costs or not (one seed: differences 
 two are within seed noise at these budgets). bf16 is several times faster only where the CPU has
 bfloat16 units (AVX512-BF16, AMX) or on a GPU; elsewhere it is slower.
 
-    python bench/bench_finetuning.py [--tasks SST-2,RTE] [--examples 600] [--threads 2]
+    python bench/bench_finetuning.py [--tasks SST-2,RTE] [--examples 600] [--threads 2] [--variants full,bf16]
 """
 
 from __future__ import annotations
@@ -25,18 +26,40 @@ def main() -> None:
         "--examples", type=int, default=600, help="training examples per run (the default budgets: 2,000 / 1,000)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument(
+        "--variants", default="random,loop,full,bf16", help="what to compare with the default recipe (grouped)"
+    )
     args = parser.parse_args()
+    variants = ["grouped", *(v for v in args.variants.split(",") if v != "grouped")]
 
     import torch
 
     from bertology_utils.core.errors import DataNotFoundError
     from bertology_utils.data import resolve_task
+    from bertology_utils.interventions import finetuning
     from bertology_utils.interventions.finetuning import default_budget, fine_tune
 
     adamw = torch.optim.AdamW
 
     def per_tensor(params, **kwargs):
         return adamw(params, **{**kwargs, "fused": None})
+
+    @contextlib.contextmanager
+    def every_token(_model):
+        yield False
+
+    patches = {
+        # grouped batches, but AdamW as torch runs it unless told to fuse (one loop over the tensors)
+        "loop": lambda: mock.patch.object(torch.optim, "AdamW", per_tensor),
+        # grouped batches, the last layer's feed-forward block on every token
+        "full": lambda: mock.patch.object(finetuning, "first_token_readout", every_token),
+    }
+    versus = {
+        "random": ("random batches", "grouped by length"),
+        "loop": ("AdamW per-tensor loop", "fused"),
+        "full": ("last block on every token", "on the first token"),
+        "bf16": ("fp32", "bf16"),
+    }
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -48,28 +71,22 @@ def main() -> None:
             print(f"{name}: skipped ({missing.short()})")
             continue
         seconds, scores = {}, {}
-        for variant in ("random", "grouped", "loop", "bf16"):
+        for variant in variants:
             budget = dataclasses.replace(
                 default_budget(task), group_by_length=variant != "random", train_examples=args.examples
             )
-            # "loop": grouped batches, but AdamW as torch runs it unless told to fuse (one loop over the tensors)
-            with mock.patch.object(torch.optim, "AdamW", per_tensor) if variant == "loop" else contextlib.nullcontext():
+            with patches.get(variant, contextlib.nullcontext)():
                 precision = "bf16" if variant == "bf16" else "fp32"
                 run = fine_tune(task, None, budget=budget, cache=False, precision=precision, progress=False)
             seconds[variant], scores[variant] = run.train_seconds, run.metrics["score"]
-        print(
-            f"{task.name}: {args.examples} examples, random batches {seconds['random']:.1f} s, grouped by length "
-            f"{seconds['grouped']:.1f} s: {seconds['random'] / seconds['grouped']:.2f}x; dev score "
-            f"{scores['random']:.3f} vs {scores['grouped']:.3f}"
-        )
-        print(
-            f"{task.name}: AdamW per-tensor loop {seconds['loop']:.1f} s, fused {seconds['grouped']:.1f} s: "
-            f"{seconds['loop'] / seconds['grouped']:.2f}x; dev score {scores['loop']:.3f} vs {scores['grouped']:.3f}"
-        )
-        print(
-            f"{task.name}: fp32 {seconds['grouped']:.1f} s, bf16 {seconds['bf16']:.1f} s: "
-            f"{seconds['grouped'] / seconds['bf16']:.2f}x; dev score {scores['grouped']:.3f} vs {scores['bf16']:.3f}"
-        )
+        for variant in variants[1:]:
+            slow, fast = (variant, "grouped") if variant != "bf16" else ("grouped", "bf16")
+            names = versus[variant]
+            print(
+                f"{task.name}: {args.examples} examples, {names[0]} {seconds[slow]:.1f} s, {names[1]} "
+                f"{seconds[fast]:.1f} s: {seconds[slow] / seconds[fast]:.2f}x; dev score "
+                f"{scores[slow]:.3f} vs {scores[fast]:.3f}"
+            )
 
 
 if __name__ == "__main__":

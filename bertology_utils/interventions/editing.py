@@ -44,6 +44,7 @@ attention implementation when the outermost block exits, even on an exception.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -528,6 +529,10 @@ def first_token_readout(model) -> Iterator[bool]:
     (:attr:`~bertology_utils.core.architectures.ArchSpec.classifier_reads_first_token`) and whose
     last layer is not shared with another (as ALBERT's are); anything else runs as it is.
     Yields whether it applies.
+
+    In training mode it is exact too: each dropout of the shortened block draws its mask for every
+    position, as the full pass draws it, and keeps the first token's, so the random stream, the
+    masks, the loss and the gradients are the full pass's (to float rounding).
     """
     module = _unwrap(model)
     applies = type(module).__name__.endswith("ForSequenceClassification")
@@ -540,15 +545,36 @@ def first_token_readout(model) -> Iterator[bool]:
         yield False
         return
     norm, _ = architectures.layer_norms(module, len(stack) - 1)
+    width = [0]  # positions the last block would have run on, while it runs on one (0: not inside it)
 
     def first_token(_module, _args, output):
-        return output[:, :1] if torch.is_tensor(output) and output.dim() == 3 else output
+        if torch.is_tensor(output) and output.dim() == 3:
+            width[0] = output.shape[1]
+            return output[:, :1]
+        return output
 
-    handle = norm.register_forward_hook(first_token)
+    def block_done(_module, _args, _output):
+        width[0] = 0
+
+    def full_mask(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+        # torch's CPU and CUDA dropout: mask = empty_like(x).bernoulli_(1 - p) / (1 - p); p of 0 or 1 draws nothing
+        if dropout.training and 0 < dropout.p < 1 and width[0] > 1 and x.dim() == 3 and x.shape[1] == 1:
+            noise = x.new_empty(x.shape[0], width[0], x.shape[2]).bernoulli_(1 - dropout.p).div_(1 - dropout.p)
+            return x * noise[:, :1]
+        return type(dropout).forward(dropout, x)
+
+    dropouts = [m for m in stack[-1].modules() if type(m) is nn.Dropout and "forward" not in vars(m)]
+    handles = [norm.register_forward_hook(first_token), stack[-1].register_forward_hook(block_done)]
+    for dropout in dropouts:
+        dropout.forward = functools.partial(full_mask, dropout)
     try:
         yield True
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
+        for dropout in dropouts:
+            del dropout.forward
+        width[0] = 0
 
 
 @contextlib.contextmanager

@@ -52,7 +52,7 @@ from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, autocast, check_precision, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
-from bertology_utils.interventions.editing import classifier_inference
+from bertology_utils.interventions.editing import classifier_inference, first_token_readout
 
 __all__ = [
     "TaskSpec",
@@ -501,7 +501,11 @@ def _train(
     losses = []
     model.train()
     try:
-        with torch.random.fork_rng(devices=[]), tqdm(total=total, desc=desc, unit="step", disable=not progress) as bar:
+        with (
+            torch.random.fork_rng(devices=[]),
+            first_token_readout(model),  # the same masks and gradients, without the last block's other tokens
+            tqdm(total=total, desc=desc, unit="step", disable=not progress) as bar,
+        ):
             torch.manual_seed(seed)  # dropout masks
             lengths = [len(e["input_ids"]) for e in encodings]
             for _ in range(budget.epochs):

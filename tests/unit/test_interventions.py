@@ -1,5 +1,6 @@
 """The edit point in every attention layer: exact when idle, always restored, gates and mass moves correct."""
 
+import contextlib
 import copy
 import dataclasses
 from types import SimpleNamespace
@@ -276,6 +277,30 @@ def test_first_token_readout_keeps_the_logits_and_runs_the_last_block_on_one_tok
     assert widths == [1, inputs["input_ids"].shape[1]]  # the feed-forward block ran on one token, then on all
     torch.testing.assert_close(fast, full, atol=1e-5, rtol=1e-5)
     assert _hook_counts(model) == hooks
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert", "electra", "mpnet"])
+def test_first_token_readout_in_training_draws_the_full_passs_dropout_masks(tiny_model_dirs, arch):
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs[arch], head="sequence-classification", num_labels=3, device="cpu")
+    model, inputs, labels = loaded.model, _inputs(loaded), torch.tensor([0, 2])
+    model.train()
+
+    def step(seed, readout):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        with first_token_readout(model) if readout else contextlib.nullcontext():
+            loss = model(**inputs, labels=labels).loss
+        loss.backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return loss.detach(), grads, torch.rand(4)  # the last: where the random stream stands after the pass
+
+    full, fast, other = step(5, False), step(5, True), step(6, True)
+    assert not torch.allclose(fast[0], other[0])  # dropout is on: another seed, another loss
+    torch.testing.assert_close(fast[0], full[0], atol=1e-6, rtol=1e-6)  # the same masks ...
+    torch.testing.assert_close(fast[1], full[1], atol=1e-6, rtol=1e-5)  # ... and gradients
+    assert torch.equal(fast[2], full[2])  # as many random numbers drawn
+    assert all("forward" not in vars(m) for m in model.modules())  # the dropouts are themselves again
 
 
 def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatch):
