@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import confusion_matrix, f1_score, recall_score
+from sklearn.metrics import confusion_matrix, recall_score
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
 
@@ -455,9 +455,27 @@ class CrossValidation:
         }
 
 
-def _macro_f1(labels: np.ndarray, predicted: np.ndarray) -> float:
-    present = [t for t in TYPES if (labels == t).any()]
-    return float(f1_score(labels, predicted, labels=present, average="macro", zero_division=0))
+def _macro_f1_resampled(labels, predicted, rows) -> np.ndarray:
+    """Macro F1 over :data:`TYPES` of each resample ``rows[b]`` (indices into ``labels``), all at once.
+
+    Each resample's F1 averages the types present among its own labels, as scikit-learn's
+    ``f1_score(labels[r], predicted[r], labels=present, average="macro")`` does; one confusion count per
+    resample (a single ``bincount``) replaces thousands of calls (2,000 bootstrap resamples of 455 maps:
+    about 0.05 s instead of 12 s)."""
+    k = len(TYPES)
+    code = {t: i for i, t in enumerate(TYPES)}
+    truth = np.array([code[t] for t in labels], dtype=np.int64)
+    guess = np.array([code.get(t, k) for t in predicted], dtype=np.int64)  # k: a prediction outside TYPES
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    cells = (np.arange(len(rows))[:, None] * k + truth[rows]) * (k + 1) + guess[rows]
+    counts = np.bincount(cells.ravel(), minlength=len(rows) * k * (k + 1)).reshape(len(rows), k, k + 1)
+    hits = np.diagonal(counts[:, :, :k], axis1=1, axis2=2)
+    support = counts.sum(axis=2)  # true maps of each type: > 0 where the type is present
+    said = counts[:, :, :k].sum(axis=1)  # predictions of each type
+    denominator = support + said
+    f1 = np.divide(2 * hits, denominator, out=np.zeros(hits.shape), where=denominator > 0)
+    present = support > 0
+    return (f1 * present).sum(axis=1) / present.sum(axis=1)
 
 
 def cross_validate(
@@ -478,15 +496,16 @@ def cross_validate(
     for fit_rows, test_rows in splitter.split(np.zeros(len(labels)), labels):
         model = clone(estimator).fit([maps[i] for i in fit_rows], labels[fit_rows])
         predicted[test_rows] = model.predict([maps[i] for i in test_rows])
-    rng = np.random.default_rng(seed)
-    boots = [_macro_f1(labels[r], predicted[r]) for r in rng.integers(0, len(labels), (n_boot, len(labels)))]
+    boots = _macro_f1_resampled(
+        labels, predicted, np.random.default_rng(seed).integers(0, len(labels), (n_boot, len(labels)))
+    )
     present = [t for t in TYPES if (labels == t).any()]
     recall = recall_score(labels, predicted, labels=present, average=None, zero_division=0)
     return CrossValidation(
         type(estimator).__name__,
         labels,
         predicted,
-        _macro_f1(labels, predicted),
+        float(_macro_f1_resampled(labels, predicted, np.arange(len(labels)))[0]),
         (float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))),
         dict(zip(present, map(float, recall))),
         folds,

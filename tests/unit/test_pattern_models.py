@@ -157,6 +157,23 @@ def test_cross_validation(planted):
         cross_validate(FeatureClassifier(), X[:12], y[:12], folds=5)
 
 
+def test_bootstrap_macro_f1_equals_scikit_learns_on_each_resample():
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(3)
+    # block is rare, so some resamples lack it among their labels yet predict it: it must drop out of
+    # those resamples' average while its false positives still lower the other types' precision
+    labels = rng.choice(TYPES, 60, p=[0.3, 0.25, 0.2, 0.03, 0.22]).astype(object)
+    predicted = np.where(rng.random(60) < 0.6, labels, rng.choice(TYPES, 60)).astype(object)
+    rows = rng.integers(0, 60, (300, 60))
+    expected = [
+        f1_score(labels[r], predicted[r], labels=[t for t in TYPES if t in set(labels[r])], average="macro")
+        for r in rows
+    ]
+    assert any("block" not in set(labels[r]) and "block" in set(predicted[r]) for r in rows)
+    assert np.allclose(pattern_models._macro_f1_resampled(labels, predicted, rows), expected, rtol=0, atol=1e-12)
+
+
 def test_fit_classifiers_writes_what_load_reads(planted, tmp_path):
     (X, y), (Xt, yt) = planted
     table = fit_classifiers(X, y, tmp_path, folds=3, cnn=CNNClassifier(epochs=5))
