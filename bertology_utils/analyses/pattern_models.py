@@ -94,6 +94,11 @@ def _normalised(attention) -> np.ndarray:
 
 def map_features(attention, word_kinds, segments) -> np.ndarray:
     """:data:`FEATURES` of maps ``(..., n, n)`` that share ``word_kinds`` and ``segments``: ``(..., F)``."""
+    return _scored_features(attention, word_kinds, segments)[0]
+
+
+def _scored_features(attention, word_kinds, segments) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`map_features` and the template scores it starts from (so a caller that shows both computes them once)."""
     p = _normalised(attention)
     kinds = np.asarray(word_kinds)
     n = p.shape[-1]
@@ -116,11 +121,11 @@ def map_features(attention, word_kinds, segments) -> np.ndarray:
         inside = np.divide((to_words * same).sum(-1), total, out=expected * np.ones_like(total), where=total > 0)
         lift = ((inside - expected) / np.maximum(1 - expected, 1e-12)).mean(-1)
     offsets = {}
-    i, j = np.indices((n, n))
     for k in range(-3, 4):
-        band = ((j - i) == k) & word[None, :] & word[:, None]
-        rows = band.any(-1)
-        offsets[k] = (p * band).sum(-1)[..., rows].mean(-1) if rows.any() else np.zeros(lead)
+        # the rows whose word has a word at offset k, and that cell of each: no pass over the whole map
+        rows = np.flatnonzero(word[max(0, -k) : n - max(0, k)]) + max(0, -k)
+        rows = rows[word[rows + k]]
+        offsets[k] = p[..., rows, rows + k].mean(-1) if len(rows) else np.zeros(lead)
     entropy = -(p * np.log(np.maximum(p, 1e-12))).sum(-1).mean(-1) / np.log(max(n, 2))
     sorted_columns = np.sort(columns, axis=-1)
     index = np.arange(1, n + 1)
@@ -146,7 +151,7 @@ def map_features(attention, word_kinds, segments) -> np.ndarray:
         "column_gini": gini,
         "log_words": np.full(lead, np.log(n)),
     }
-    return np.stack([np.broadcast_to(np.asarray(values[f], float), lead) for f in FEATURES], axis=-1)
+    return np.stack([np.broadcast_to(np.asarray(values[f], float), lead) for f in FEATURES], axis=-1), scores
 
 
 def map_images(attention, word_kinds, segments, size: int = 32) -> np.ndarray:

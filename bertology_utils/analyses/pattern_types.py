@@ -146,14 +146,20 @@ def _method(method: str | None, thresholds) -> str:
     return method
 
 
-def _trained_types(attention: np.ndarray, word_kinds, segments, method: str) -> np.ndarray:
-    """Types of maps ``(..., n, n)`` sharing ``word_kinds`` / ``segments``, by a trained classifier."""
+def _types_and_scores(
+    attention: np.ndarray, word_kinds, segments, method: str, thresholds=None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Types of maps ``(..., n, n)`` sharing ``word_kinds`` / ``segments`` by ``method``, and their template scores."""
     from bertology_utils.analyses import pattern_models
 
-    model = pattern_models.load_classifier(method)
     if method == "features":
-        return model.predict_features(pattern_models.map_features(attention, word_kinds, segments))
-    return model.predict_images(pattern_models.map_images(attention, word_kinds, segments, size=model.size))
+        features, scores = pattern_models._scored_features(attention, word_kinds, segments)
+        return pattern_models.load_classifier(method).predict_features(features), scores
+    scores = template_scores(attention, word_kinds, segments)
+    if method == "template":
+        return classify_scores(scores, thresholds), scores
+    model = pattern_models.load_classifier(method)
+    return model.predict_images(pattern_models.map_images(attention, word_kinds, segments, size=model.size)), scores
 
 
 def classify_map(attention: np.ndarray, word_kinds, segments, thresholds=None, method: str | None = None) -> str:
@@ -167,7 +173,7 @@ def classify_map(attention: np.ndarray, word_kinds, segments, thresholds=None, m
     if method == "template":
         return str(classify_scores(template_scores(attention, word_kinds, segments), thresholds)[()])
     att = np.asarray(attention, dtype=np.float64)
-    return str(_trained_types(att[None], word_kinds, segments, method)[0])
+    return str(_types_and_scores(att[None], word_kinds, segments, method, thresholds)[0][0])
 
 
 def classify_items(
@@ -178,31 +184,26 @@ def classify_items(
     Layers and heads counted from 1.
     """
     method = _method(method, thresholds)
-    frames = []
+    columns: dict[str, list] = {}
     for item in items:
-        scores = template_scores(item.attention, item.word_kinds, item.segments)
-        if method == "template":
-            types = classify_scores(scores, thresholds)
-        else:
-            types = _trained_types(item.attention, item.word_kinds, item.segments, method)
+        types, scores = _types_and_scores(item.attention, item.word_kinds, item.segments, method, thresholds)
         L, H = types.shape
         layer, head = np.meshgrid(np.arange(1, L + 1), np.arange(1, H + 1), indexing="ij")
-        frames.append(
-            pd.DataFrame(
-                {
-                    "dataset": dataset,
-                    "item": item.index,
-                    "pair": bool(len(np.unique(item.segments)) > 1),
-                    "layer": layer.ravel(),
-                    "head": head.ravel(),
-                    **{k: v.ravel() for k, v in scores.items()},
-                    "type": types.ravel(),
-                }
-            )
-        )
-    if not frames:
+        row = {
+            "item": np.full(L * H, item.index),
+            "pair": np.full(L * H, bool(len(np.unique(item.segments)) > 1)),
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            **{k: v.ravel() for k, v in scores.items()},
+            "type": types.ravel(),
+        }
+        for name, values in row.items():
+            columns.setdefault(name, []).append(values)
+    if not columns:
         raise ValueError("no items")
-    return pd.concat(frames, ignore_index=True)
+    # one frame at the end: a frame per item cost as much as classifying the item
+    table = {name: np.concatenate(parts) for name, parts in columns.items()}
+    return pd.DataFrame({"dataset": dataset, **table})
 
 
 def type_proportions(table: pd.DataFrame, by="layer") -> pd.DataFrame:
