@@ -68,6 +68,25 @@ def test_features_of_known_maps():
     assert np.allclose(map_features(stack, kinds, seg)[1], values)
 
 
+def test_offset_shares_are_the_mean_over_word_rows_with_a_word_at_that_offset():
+    rng = np.random.default_rng(0)
+    kinds, seg = planted_layout(9, 6)
+    kinds = kinds.copy()
+    kinds[[4, 11]] = 2  # separators inside the pair too: their rows and columns never count
+    n = len(kinds)
+    maps = rng.random((3, n, n))
+    values = map_features(maps, kinds, seg)
+    p = maps / maps.sum(-1, keepdims=True)
+    word = kinds == 0
+    i, j = np.indices((n, n))
+    for k, name in ((-1, "offset_prev"), (0, "offset_self"), (1, "offset_next")):
+        band = ((j - i) == k) & word[None, :] & word[:, None]  # the cells at offset k between two words
+        expected = (p * band).sum(-1)[:, band.any(-1)].mean(-1)
+        assert np.allclose(feature(values, name), expected, rtol=0, atol=1e-15)
+    shifted = np.roll(np.eye(n), 2, axis=1)  # every row on the word two to its right
+    assert feature(map_features(shifted, kinds, seg), "offset_best") == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -0.1])
 def test_broken_maps_are_refused(bad):
     kinds, seg = planted_layout(3)
