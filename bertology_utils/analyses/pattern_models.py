@@ -465,8 +465,8 @@ def _macro_f1_resampled(labels, predicted, rows) -> np.ndarray:
 
     Each resample's F1 averages the types present among its own labels, as scikit-learn's
     ``f1_score(labels[r], predicted[r], labels=present, average="macro")`` does; one confusion count per
-    resample (a single ``bincount``) replaces thousands of calls (2,000 bootstrap resamples of 455 maps:
-    about 0.05 s instead of 12 s)."""
+    resample (a single ``bincount``) replaces one call per resample (2,000 bootstrap resamples of 455 maps:
+    0.04 s instead of about 10 s)."""
     k = len(TYPES)
     code = {t: i for i, t in enumerate(TYPES)}
     truth = np.array([code[t] for t in labels], dtype=np.int64)
