@@ -574,7 +574,6 @@ def first_token_readout(model) -> Iterator[bool]:
             handle.remove()
         for dropout in dropouts:
             del dropout.forward
-        width[0] = 0
 
 
 @contextlib.contextmanager
