@@ -609,8 +609,9 @@ def _offset_index(N: int) -> torch.Tensor:
     return torch.cat([torch.zeros(N, 1, dtype=torch.long), i - j + N], 1)
 
 
-#: Elements of the pair hidden layer :class:`_PairTanh` handles at a time (1 MB: stays in cache).
-_PAIR_CHUNK = 1 << 18
+#: Elements of the pair hidden layer :class:`_PairTanh` handles at a time: 4 MB, in the cache (an AVX2 EPYC's
+#: L3) and large enough that the per-chunk Python calls cost little (1 MB chunks: 1.1x slower a step).
+_PAIR_CHUNK = 1 << 20
 
 
 def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
@@ -622,52 +623,66 @@ def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
 
 
 class _PairTanh(torch.autograd.Function):
-    """``scores[b, j, c] = o · tanh(dep[b, j] + cand[b, c] + table[b, index[j, c]])``, fused.
+    """``scores[b, j, c] = o · tanh(dep[b, j] + cand[b, c] + table[b, row(j, c)])``, fused.
 
-    The hidden layer has ``B x N x (N + 1) x hidden`` values, far more than the cache; computed
-    by autograd op by op it went through memory some fifteen times per step. Here it is built
-    and used chunk by chunk in place (tanh written as ``2 sigmoid(2x) - 1``: torch's CPU tanh is
-    several times slower than its sigmoid), and only its tanh is kept for the backward pass.
+    ``row`` is :func:`_offset_index`'s: 0 for ROOT (c = 0), ``N + i - j`` for the word candidate
+    ``c = i + 1``. The hidden layer has ``B x N x (N + 1) x hidden`` values, far more than the
+    cache; computed by autograd op by op it went through memory some fifteen times per step. Here
+    it is built and used chunk by chunk in place, and only its sigmoid is kept for the backward pass.
+
+    Two identities keep the passes over it to three each way. ``tanh(x) = 2 sigmoid(2x) - 1``
+    (torch's CPU tanh is several times slower than its sigmoid): the doubling is applied to the
+    three small inputs, and the ``2 s - 1`` and the ``o`` of the derivative ``4 o s (1 - s)`` to the
+    sums. And the rows are built in reverse order of the dependent, ``j' = N - 1 - j``: word
+    candidate ``i`` then reads ``table`` row ``i + j' + 1``, so a chunk's rows are one strided view
+    of ``table`` (a Hankel matrix of its rows) added to the candidates in one pass, where a gather
+    by row index was the slowest step.
     """
 
     @staticmethod
-    def forward(ctx, dep, cand, table, index, o):
+    def forward(ctx, dep, cand, table, o):
         B, N, H = dep.shape
-        M = cand.shape[1]
+        M = N + 1
+        dep2, cand2, table2 = (2 * t.contiguous() for t in (dep.flip(1), cand, table))  # dep2: j' order
         scores = dep.new_empty(B, N, M)
         hidden = dep.new_empty(B, N, M, H)
-        rows = index[None] + (torch.arange(B) * table.shape[1])[:, None, None]  # into table's (B * rows, H) view
-        flat = table.reshape(-1, H)
+        batch_stride = table2.stride(0)
         for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
             h = hidden[b0:b1, j0:j1]
-            torch.index_select(flat, 0, rows[b0:b1, j0:j1].reshape(-1), out=h.view(-1, H))
-            h.add_(dep[b0:b1, j0:j1, None]).add_(cand[b0:b1, None])
-            torch.sigmoid(h.mul_(2), out=h).mul_(2).sub_(1)
-            torch.matmul(h, o, out=scores[b0:b1, j0:j1])
-        ctx.save_for_backward(hidden, rows, o)
+            words = table2.as_strided(
+                (b1 - b0, j1 - j0, N, H), (batch_stride, H, H, 1), b0 * batch_stride + (1 + j0) * H
+            )
+            torch.add(words, cand2[b0:b1, None, 1:], out=h[:, :, 1:])
+            h[:, :, 0] = (table2[b0:b1, 0] + cand2[b0:b1, 0])[:, None]  # ROOT: row 0
+            h.add_(dep2[b0:b1, j0:j1, None])
+            torch.sigmoid(h, out=h)
+            torch.mv(h.view(-1, H), o, out=scores[b0:b1, j0:j1].view(-1))  # matmul would take a slow bmm
+        ctx.save_for_backward(hidden, o)
         ctx.table_shape, ctx.spent = table.shape, False
-        return scores
+        return scores.flip(1).mul_(2).sub_(o.sum())
 
     @staticmethod
     def backward(ctx, grad):
         if ctx.spent:  # retain_graph=True and a second backward pass
             raise RuntimeError("the Distances + words scorer's backward pass runs once: it overwrites what it saved")
         ctx.spent = True
-        hidden, rows, o = ctx.saved_tensors
+        hidden, o = ctx.saved_tensors
         B, N, M, H = hidden.shape
         d_dep, d_cand = hidden.new_zeros(B, N, H), hidden.new_zeros(B, M, H)
         d_table, d_o = hidden.new_zeros(ctx.table_shape), torch.zeros_like(o)
         flat = d_table.view(-1, H)
-        grad = grad.contiguous()
+        rows = _offset_index(N).flip(0)[None] + (torch.arange(B) * ctx.table_shape[1])[:, None, None]
+        grad = grad.flip(1).contiguous()  # j' order, as the hidden rows
         for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
-            t, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]
-            d_o.addmv_(t.reshape(-1, H).T, g.reshape(-1))
-            # From here on t holds d score / d hidden: the tanh is not needed again.
-            t.square_().neg_().add_(1).mul_(g[..., None]).mul_(o)
-            d_dep[b0:b1, j0:j1] += t.sum(2)
-            d_cand[b0:b1] += t.sum(1)
-            flat.index_add_(0, rows[b0:b1, j0:j1].reshape(-1), t.reshape(-1, H))
-        return d_dep, d_cand, d_table, None, d_o
+            s, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]
+            d_o.addmv_(s.reshape(-1, H).T, g.reshape(-1))
+            # From here on s holds s (1 - s) g: d score / d hidden, less its factor 4 o (applied to the sums).
+            s.addcmul_(s, s, value=-1).mul_(g[..., None])
+            d_dep[b0:b1, j0:j1] += s.sum(2)
+            d_cand[b0:b1] += s.sum(1)
+            flat.index_add_(0, rows[b0:b1, j0:j1].reshape(-1), s.reshape(-1, H))
+        factor = 4 * o
+        return d_dep.flip(1).mul_(factor), d_cand.mul_(factor), d_table.mul_(factor), d_o.mul_(2).sub_(grad.sum())
 
 
 class _DistanceWordsScorer(torch.nn.Module):
@@ -686,7 +701,7 @@ class _DistanceWordsScorer(torch.nn.Module):
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)  # ROOT first
         # The distance features depend only on the offset (and the length): one row of hidden units per offset.
         table = self.distance(_offset_features(batch.lengths, N))
-        scores = _PairTanh.apply(self.dependent(batch.vectors), cand, table, _offset_index(N), self.out.weight[0])
+        scores = _PairTanh.apply(self.dependent(batch.vectors), cand, table, self.out.weight[0])
         return scores + self.out.bias
 
 
