@@ -8,9 +8,10 @@
   together  every probe fitted by fit_probes, one thread each and as many at a time as there are
             cores, against the sum of their fits one after another (same data, same epochs)
   score     predicting UD EWT dev with the trained probe
-  scorer    one training step (forward and backward) of the Distances + words scorer on the first
-            --scorer-batches training batches: the package's fused, cache-sized chunks against the
-            same formula op by op in autograd (how it was computed before), and their ratio
+  scorer    one training step (forward and backward) of the Distances + words and the Attn + words
+            scorers on the first --scorer-batches training batches: the package's fused, cache-sized
+            chunks against the same formula op by op in autograd (how each was computed before), and
+            their ratio
 
 The extraction (extract_cached) runs first and is not timed. Without EWT the project's sample
 treebank is used (and the numbers mean little). Peak memory (max RSS) is printed after each
@@ -131,40 +132,65 @@ def main() -> None:
 
 
 def scorer_step(train, dim: int, n_batches: int) -> dict:
-    """Seconds per training step of the Distances + words scorer: fused vs op by op (the same weights)."""
+    """Milliseconds per training step of the two fused pair scorers vs their formulas op by op (same weights)."""
     import itertools
 
     import torch
 
-    from bertology_utils.analyses.probes import _DistanceWordsScorer, distance_features
+    from bertology_utils.analyses.probes import _AttentionWordsScorer, _DistanceWordsScorer, distance_features
 
     torch.manual_seed(0)
-    scorer = _DistanceWordsScorer(dim, 256)
+    distances = _DistanceWordsScorer(dim, 256)
+    K = next(iter(train.batches(attention=True, vectors=True))).maps.shape[-1]  # layers x heads
+    words = _AttentionWordsScorer(2 * K, dim)
+    for layer in (words.dependent, words.candidate):  # zeros at init; the same work either way
+        torch.nn.init.normal_(layer.weight, std=0.01)
 
-    def op_by_op(batch):
-        cand = scorer.candidate(batch.vectors)
+    def distances_op_by_op(batch):
+        cand = distances.candidate(batch.vectors)
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)
         hidden = (
-            scorer.dependent(batch.vectors)[:, :, None]
+            distances.dependent(batch.vectors)[:, :, None]
             + cand[:, None]
-            + scorer.distance(distance_features(batch.lengths, batch.heads.shape[1]))
+            + distances.distance(distance_features(batch.lengths, batch.heads.shape[1]))
         )
-        return scorer.out(torch.tanh(hidden)).squeeze(-1)
+        return distances.out(torch.tanh(hidden)).squeeze(-1)
 
-    batches = list(itertools.islice(train.batches(attention=False, vectors=True), n_batches))
-    seconds = {}
-    for label, forward in (("op by op", op_by_op), ("fused", scorer)):
-        for _ in range(2):  # the second round is timed (allocator warm)
-            start = time.perf_counter()
-            for batch in batches:
-                forward(batch).sum().backward()
-            seconds[label] = (time.perf_counter() - start) / len(batches)
-    ratio = seconds["op by op"] / seconds["fused"]
-    print(
-        f"scorer    Distances + words step: {1e3 * seconds['op by op']:.1f} ms op by op, "
-        f"{1e3 * seconds['fused']:.1f} ms fused ({ratio:.2f}x) over {len(batches)} training batches"
-    )
-    return {"op_by_op_ms": round(1e3 * seconds["op by op"], 2), "fused_ms": round(1e3 * seconds["fused"], 2)}
+    def words_op_by_op(batch):  # as autograd computed it before: row-weighted sums as matrix products
+        dep, cand = words.dependent(batch.vectors), words.candidate(batch.vectors)
+        maps = batch.maps
+
+        def row(w):
+            return torch.matmul(maps, w.unsqueeze(-1)).squeeze(-1)
+
+        def column(w):
+            return (maps * w.unsqueeze(1)).sum(-1)
+
+        return row(dep[..., :K]) + column(cand[..., :K]) + (row(cand[..., K:]) + column(dep[..., K:])).transpose(1, 2)
+
+    results = {}
+    for name, fused, op_by_op, attention in (
+        ("Distances + words", distances, distances_op_by_op, False),
+        ("Attn + words", words, words_op_by_op, True),
+    ):
+        batches = list(itertools.islice(train.batches(attention=attention, vectors=True), n_batches))
+        seconds = {}
+        for label, forward in (("op by op", op_by_op), ("fused", fused)):
+            for _ in range(2):  # the second round is timed (allocator warm)
+                start = time.perf_counter()
+                for batch in batches:
+                    forward(batch).sum().backward()
+                seconds[label] = (time.perf_counter() - start) / len(batches)
+        ratio = seconds["op by op"] / seconds["fused"]
+        print(
+            f"scorer    {name} step: {1e3 * seconds['op by op']:.1f} ms op by op, "
+            f"{1e3 * seconds['fused']:.1f} ms fused ({ratio:.2f}x) over {len(batches)} training batches"
+        )
+        results[name] = {
+            "op_by_op_ms": round(1e3 * seconds["op by op"], 2),
+            "fused_ms": round(1e3 * seconds["fused"], 2),
+        }
+    return results
 
 
 if __name__ == "__main__":

@@ -503,16 +503,6 @@ def _collate(records: list[_Record], attention: bool, vectors: bool) -> Batch:
 # --------------------------------------------------------------------------- scorers (torch)
 
 
-def _row_weighted(maps: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``out[b, x, y] = Σ_k maps[b, x, y, k] * weights[b, x, k]`` (weights indexed by the row word)."""
-    return torch.matmul(maps, weights.unsqueeze(-1)).squeeze(-1)
-
-
-def _column_weighted(maps: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``out[b, x, y] = Σ_k maps[b, x, y, k] * weights[b, y, k]`` (weights indexed by the column word)."""
-    return (maps * weights.unsqueeze(1)).sum(-1)
-
-
 class _AttentionScorer(torch.nn.Module):
     """Scores of the attention-only probe: ``theta = [w ; u]`` over the 2K features."""
 
@@ -530,6 +520,59 @@ class _AttentionScorer(torch.nn.Module):
         return torch.cat([root.unsqueeze(-1), words], -1)
 
 
+#: Elements of a pair tensor (:class:`_PairWeighted`'s maps, :class:`_PairTanh`'s hidden layer) handled at a
+#: time: 4 MB, in the cache (an AVX2 EPYC's L3) and large enough that the per-chunk Python calls cost little
+#: (1 MB chunks: 1.1x slower a Distances + words step).
+_PAIR_CHUNK = 1 << 20
+
+
+class _PairWeighted(torch.autograd.Function):
+    """``words[b, j, i] = Σ_k maps[b, j, i, k] (dep[b, j, k] + cand[b, i, k])
+    + Σ_k maps[b, i, j, k] (cand[b, i, K + k] + dep[b, j, K + k])``, fused (maps: data, no gradient).
+
+    Each weighted sum is one product and one sum over ``k``, sentence by sentence in cache-sized
+    chunks of one reused buffer. Through autograd the row-weighted half was a batched matrix-vector
+    product (``torch.matmul`` makes it a ``bmm`` with one column, four times slower on CPU than
+    multiplying and summing) and the column half allocated two maps-sized temporaries each way.
+    """
+
+    @staticmethod
+    def forward(ctx, maps, dep, cand):
+        B, N, _, K = maps.shape
+        words, back = maps.new_empty(B, N, N), maps.new_empty(B, N, N)
+        step = max(1, _PAIR_CHUNK // maps[0].numel())
+        buffer = maps.new_empty(min(B, step), N, N, K)
+        for b0 in range(0, B, step):
+            b1 = min(B, b0 + step)
+            m, w = maps[b0:b1], buffer[: b1 - b0]
+            # forward features a_k[j, i], weights dep[j] + cand[i]; backward ones a_k[i, j] built at [i, j]
+            torch.add(dep[b0:b1, :, None, :K], cand[b0:b1, None, :, :K], out=w)
+            torch.sum(w.mul_(m), -1, out=words[b0:b1])
+            torch.add(cand[b0:b1, :, None, K:], dep[b0:b1, None, :, K:], out=w)
+            torch.sum(w.mul_(m), -1, out=back[b0:b1])
+        ctx.save_for_backward(maps)
+        return words.add_(back.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (maps,) = ctx.saved_tensors
+        B, N, _, K = maps.shape
+        d_dep, d_cand = maps.new_empty(B, N, 2 * K), maps.new_empty(B, N, 2 * K)
+        step = max(1, _PAIR_CHUNK // maps[0].numel())
+        buffer = maps.new_empty(min(B, step), N, N, K)
+        transposed = grad.transpose(1, 2)
+        for b0 in range(0, B, step):
+            b1 = min(B, b0 + step)
+            m, w = maps[b0:b1], buffer[: b1 - b0]
+            torch.mul(m, grad[b0:b1, :, :, None], out=w)
+            torch.sum(w, 2, out=d_dep[b0:b1, :, :K])
+            torch.sum(w, 1, out=d_cand[b0:b1, :, :K])
+            torch.mul(m, transposed[b0:b1, :, :, None], out=w)
+            torch.sum(w, 2, out=d_cand[b0:b1, :, K:])
+            torch.sum(w, 1, out=d_dep[b0:b1, :, K:])
+        return None, d_dep, d_cand
+
+
 class _AttentionWordsScorer(torch.nn.Module):
     """Scores of the attention-and-words probe: per-pair head weights ``W (v_j ⊕ v_i) + b``."""
 
@@ -543,14 +586,10 @@ class _AttentionWordsScorer(torch.nn.Module):
         self.root_scale = torch.nn.Parameter(torch.ones(2))
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        K = batch.maps.shape[-1]
         dep = self.dependent(batch.vectors)  # (B, N, 2K): the weights' dependent part + bias
         cand = self.candidate(batch.vectors)  # (B, N, 2K): the weights' candidate part
-        # Forward features a_k[j, i] = maps[j, i, k] with weights dep[j] + cand[i];
-        # backward features a_k[i, j] = maps[i, j, k] with weights dep[j] + cand[i], built at [i, j].
-        forward = _row_weighted(batch.maps, dep[..., :K]) + _column_weighted(batch.maps, cand[..., :K])
-        backward = _row_weighted(batch.maps, cand[..., K:]) + _column_weighted(batch.maps, dep[..., K:])
-        words = forward + backward.transpose(1, 2)
+        # Forward features a_k[j, i] = maps[j, i, k] and backward ones a_k[i, j], both weighted dep[j] + cand[i].
+        words = _PairWeighted.apply(batch.maps, dep, cand)
         root_features = torch.einsum("bjsc,s->bjc", batch.root, self.root_scale)
         root = (root_features * dep).sum(-1)  # ROOT's vector is zero: its candidate part vanishes
         return torch.cat([root.unsqueeze(-1), words], -1)
@@ -607,11 +646,6 @@ def _offset_index(N: int) -> torch.Tensor:
     """(N, N + 1): the row of :func:`_offset_features` of each (dependent j, candidate), ROOT first."""
     j, i = torch.arange(N)[:, None], torch.arange(N)[None, :]
     return torch.cat([torch.zeros(N, 1, dtype=torch.long), i - j + N], 1)
-
-
-#: Elements of the pair hidden layer :class:`_PairTanh` handles at a time: 4 MB, in the cache (an AVX2 EPYC's
-#: L3) and large enough that the per-chunk Python calls cost little (1 MB chunks: 1.1x slower a step).
-_PAIR_CHUNK = 1 << 20
 
 
 def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:

@@ -287,6 +287,37 @@ def test_distance_scorer_is_its_formula(monkeypatch, chunk):
         scores.backward()
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 100, 1])  # 3 sentences x 6 x 6 x 4: all at once, two, one
+def test_attention_words_scorer_is_its_formula(monkeypatch, chunk):
+    """The fused scorer gives Σ_k (w_jk + w'_ik) a_k[j, i] + (u_jk + u'_ik) a_k[i, j] and its exact gradients."""
+    monkeypatch.setattr(probes_module, "_PAIR_CHUNK", chunk)
+    torch.manual_seed(0)
+    scorer = probes_module._AttentionWordsScorer(n_features=8, dim=5)  # 2K features, K = 4
+    for layer in (scorer.dependent, scorer.candidate):  # zeros at init: random weights test more
+        torch.nn.init.normal_(layer.weight)
+    torch.nn.init.normal_(scorer.dependent.bias)
+    maps, vectors = torch.rand(3, 6, 6, 4), torch.randn(3, 6, 5)
+    batch = probes_module.Batch(
+        np.arange(3), torch.tensor([6, 3, 5]), torch.zeros(3, 6, dtype=torch.long), None, None,
+        maps=maps, root=torch.rand(3, 6, 2, 8), vectors=vectors,
+    )  # fmt: skip
+    weights = torch.randn(3, 6, 7)
+
+    def formula():
+        dep, cand = scorer.dependent(vectors), scorer.candidate(vectors)
+        w = dep[:, :, None] + cand[:, None]  # (B, j, i, 2K): the weights of the pair (j, i)
+        words = (maps * w[..., :4]).sum(-1) + (maps.transpose(1, 2) * w[..., 4:]).sum(-1)
+        root = (torch.einsum("bjsc,s->bjc", batch.root, scorer.root_scale) * dep).sum(-1)
+        return torch.cat([root.unsqueeze(-1), words], -1)
+
+    torch.testing.assert_close(scorer(batch), formula(), atol=1e-5, rtol=1e-5)
+    params = list(scorer.parameters())
+    want = torch.autograd.grad((formula() * weights).sum(), params)
+    have = torch.autograd.grad((scorer(batch) * weights).sum(), params)
+    for a, b in zip(have, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------- clear errors
 
 
