@@ -526,30 +526,38 @@ class _AttentionScorer(torch.nn.Module):
 _PAIR_CHUNK = 1 << 20
 
 
+def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """(b0, b1, j0, j1) slices of (B, N) rows, about ``rows`` at a time: whole sentences, or parts of one."""
+    if rows >= N:
+        step = rows // N
+        return [(b, min(B, b + step), 0, N) for b in range(0, B, step)]
+    return [(b, b + 1, j, min(N, j + rows)) for b in range(B) for j in range(0, N, rows)]
+
+
 class _PairWeighted(torch.autograd.Function):
     """``words[b, j, i] = Σ_k maps[b, j, i, k] (dep[b, j, k] + cand[b, i, k])
     + Σ_k maps[b, i, j, k] (cand[b, i, K + k] + dep[b, j, K + k])``, fused (maps: data, no gradient).
 
-    Each weighted sum is one product and one sum over ``k``, sentence by sentence in cache-sized
-    chunks of one reused buffer. Through autograd the row-weighted half was a batched matrix-vector
-    product (``torch.matmul`` makes it a ``bmm`` with one column, four times slower on CPU than
-    multiplying and summing) and the column half allocated two maps-sized temporaries each way.
+    Each weighted sum is one product and one sum over ``k``, in the cache-sized chunks of rows
+    :func:`_pair_chunks` cuts (whole sentences, or parts of a long one), in one reused buffer.
+    Through autograd the row-weighted half was a batched matrix-vector product (``torch.matmul``
+    makes it a ``bmm`` with one column, four times slower on CPU than multiplying and summing) and
+    the column half allocated two maps-sized temporaries each way.
     """
 
     @staticmethod
     def forward(ctx, maps, dep, cand):
         B, N, _, K = maps.shape
         words, back = maps.new_empty(B, N, N), maps.new_empty(B, N, N)
-        step = max(1, _PAIR_CHUNK // maps[0].numel())
-        buffer = maps.new_empty(min(B, step), N, N, K)
-        for b0 in range(0, B, step):
-            b1 = min(B, b0 + step)
-            m, w = maps[b0:b1], buffer[: b1 - b0]
+        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))  # a chunk is at least one row
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
+            m = maps[b0:b1, j0:j1]
+            w = buffer[: m.numel()].view(m.shape)
             # forward features a_k[j, i], weights dep[j] + cand[i]; backward ones a_k[i, j] built at [i, j]
-            torch.add(dep[b0:b1, :, None, :K], cand[b0:b1, None, :, :K], out=w)
-            torch.sum(w.mul_(m), -1, out=words[b0:b1])
-            torch.add(cand[b0:b1, :, None, K:], dep[b0:b1, None, :, K:], out=w)
-            torch.sum(w.mul_(m), -1, out=back[b0:b1])
+            torch.add(dep[b0:b1, j0:j1, None, :K], cand[b0:b1, None, :, :K], out=w)
+            torch.sum(w.mul_(m), -1, out=words[b0:b1, j0:j1])
+            torch.add(cand[b0:b1, j0:j1, None, K:], dep[b0:b1, None, :, K:], out=w)
+            torch.sum(w.mul_(m), -1, out=back[b0:b1, j0:j1])
         ctx.save_for_backward(maps)
         return words.add_(back.transpose(1, 2))
 
@@ -557,19 +565,18 @@ class _PairWeighted(torch.autograd.Function):
     def backward(ctx, grad):
         (maps,) = ctx.saved_tensors
         B, N, _, K = maps.shape
-        d_dep, d_cand = maps.new_empty(B, N, 2 * K), maps.new_empty(B, N, 2 * K)
-        step = max(1, _PAIR_CHUNK // maps[0].numel())
-        buffer = maps.new_empty(min(B, step), N, N, K)
+        d_dep, d_cand = maps.new_zeros(B, N, 2 * K), maps.new_zeros(B, N, 2 * K)
+        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))  # a chunk is at least one row
         transposed = grad.transpose(1, 2)
-        for b0 in range(0, B, step):
-            b1 = min(B, b0 + step)
-            m, w = maps[b0:b1], buffer[: b1 - b0]
-            torch.mul(m, grad[b0:b1, :, :, None], out=w)
-            torch.sum(w, 2, out=d_dep[b0:b1, :, :K])
-            torch.sum(w, 1, out=d_cand[b0:b1, :, :K])
-            torch.mul(m, transposed[b0:b1, :, :, None], out=w)
-            torch.sum(w, 2, out=d_cand[b0:b1, :, K:])
-            torch.sum(w, 1, out=d_dep[b0:b1, :, K:])
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
+            m = maps[b0:b1, j0:j1]
+            w = buffer[: m.numel()].view(m.shape)
+            torch.mul(m, grad[b0:b1, j0:j1, :, None], out=w)
+            d_dep[b0:b1, j0:j1, :K] += w.sum(2)
+            d_cand[b0:b1, :, :K] += w.sum(1)
+            torch.mul(m, transposed[b0:b1, j0:j1, :, None], out=w)
+            d_cand[b0:b1, j0:j1, K:] += w.sum(2)
+            d_dep[b0:b1, :, K:] += w.sum(1)
         return None, d_dep, d_cand
 
 
@@ -646,14 +653,6 @@ def _offset_index(N: int) -> torch.Tensor:
     """(N, N + 1): the row of :func:`_offset_features` of each (dependent j, candidate), ROOT first."""
     j, i = torch.arange(N)[:, None], torch.arange(N)[None, :]
     return torch.cat([torch.zeros(N, 1, dtype=torch.long), i - j + N], 1)
-
-
-def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
-    """(b0, b1, j0, j1) slices of (B, N) rows, about ``rows`` at a time: whole sentences, or parts of one."""
-    if rows >= N:
-        step = rows // N
-        return [(b, min(B, b + step), 0, N) for b in range(0, B, step)]
-    return [(b, b + 1, j, min(N, j + rows)) for b in range(B) for j in range(0, N, rows)]
 
 
 class _PairTanh(torch.autograd.Function):

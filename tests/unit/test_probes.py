@@ -287,7 +287,7 @@ def test_distance_scorer_is_its_formula(monkeypatch, chunk):
         scores.backward()
 
 
-@pytest.mark.parametrize("chunk", [1 << 20, 100, 1])  # 3 sentences x 6 x 6 x 4: all at once, two, one
+@pytest.mark.parametrize("chunk", [1 << 20, 100, 1])  # 3 sentences x 6 x 6 x 4: all, 4 rows of one, 1 row
 def test_attention_words_scorer_is_its_formula(monkeypatch, chunk):
     """The fused scorer gives Σ_k (w_jk + w'_ik) a_k[j, i] + (u_jk + u'_ik) a_k[i, j] and its exact gradients."""
     monkeypatch.setattr(probes_module, "_PAIR_CHUNK", chunk)
