@@ -35,11 +35,18 @@ ids = list(table["map_id"])
 shared = [i for i, m in enumerate(ids) if c.get(m) in TYPES]
 final = [table["label"][i] for i in shared]
 by_c = [c[ids[i]] for i in shared]
+# the maps no annotator disputes: passes A and B and annotator C gave the same type
+undisputed = [i for i in shared if table["label_a"][i] == table["label_b"][i] == c[ids[i]]]
 rows = {"annotator C, scored against the final labels": scores(final, by_c)}
+on_undisputed = {}
 for estimator in (FeatureClassifier(), CNNClassifier()):
     cv = cross_validate(estimator, [maps[m] for m in ids], table["label"], folds=4)
     predicted = [cv.predicted[i] for i in shared]
     rows[f"{cv.method} (out of fold), against the final labels"] = scores(final, predicted)
     rows[f"{cv.method} (out of fold), against annotator C"] = scores(by_c, predicted)
+    on_undisputed[cv.method] = scores([table["label"][i] for i in undisputed], [cv.predicted[i] for i in undisputed])
 print(f"on the {len(shared)} maps annotator C gave a type:")
 print(pd.DataFrame(rows).T.round(3).to_string())
+counts = pd.Series([table["label"][i] for i in undisputed]).value_counts().to_dict()
+print(f"\non the {len(undisputed)} maps passes A, B and annotator C all gave the same type ({counts}):")
+print(pd.DataFrame(on_undisputed).T.round(3).to_string())
