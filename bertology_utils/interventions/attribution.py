@@ -53,8 +53,10 @@ from bertology_utils.attention.word_attention import WordConversion
 from bertology_utils.core.batching import pad_rows
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
 from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
+from bertology_utils.interventions.pruning import _results
 
 __all__ = [
     "BASELINES",
@@ -535,31 +537,48 @@ def word_references(
     steps: int = 32,
     baseline: str = "zero",
     tolerance: float | None = None,
+    cache: bool = False,
 ) -> WordReferences:
     """Blank-out, input x gradient and integrated gradients of every item, at word level, in corpus order.
 
     Items longer than ``max_tokens`` (and than the model takes) are skipped, as
     :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them,
     so the two line up item for item. Each item explains its own predicted class. ``steps``,
-    ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'.
+    ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'. ``cache``: reuse the scores an
+    earlier call with the same model weights, items and settings stored (the results cache of
+    :mod:`~bertology_utils.interventions.pruning`).
     """
-    batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
-    found: dict[str, dict[int, np.ndarray]] = {name: {} for name in REFERENCES}
-    gap, panels = 0.0, []
-    for batch in batches:
-        labels = predicted_labels(loaded, batch)
-        ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline, tolerance=tolerance)
-        gap = max(gap, float((ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)).max()))
-        panels.extend(ig.panels.tolist())
-        per_word = {
-            "blank_out": blank_out(loaded, batch, labels),
-            "input_x_gradient": token_to_word_scores(input_x_gradient(loaded, batch, labels), batch),
-            "integrated_gradients": token_to_word_scores(ig.attributions, batch),
+    corpus = items if isinstance(items, Corpus) else Corpus.from_items(list(items), "items")
+    batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
+
+    def compute() -> dict[str, np.ndarray]:
+        found: dict[str, dict[int, np.ndarray]] = {name: {} for name in REFERENCES}
+        gap, panels = 0.0, []
+        for batch in batches:
+            labels = predicted_labels(loaded, batch)
+            ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline, tolerance=tolerance)
+            gap = max(gap, float((ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)).max()))
+            panels.extend(ig.panels.tolist())
+            per_word = {
+                "blank_out": blank_out(loaded, batch, labels),
+                "input_x_gradient": token_to_word_scores(input_x_gradient(loaded, batch, labels), batch),
+                "integrated_gradients": token_to_word_scores(ig.attributions, batch),
+            }
+            for name, values in per_word.items():
+                rows = values.detach().cpu().numpy()
+                for row, item in zip(rows, batch.items):
+                    found[name][item.index] = row[: item.n_words]
+        order = sorted(found["blank_out"])
+        # ragged per-item rows, concatenated in corpus order: what the results cache stores
+        return {
+            **{name: np.concatenate([found[name][i] for i in order] or [np.zeros(0)]) for name in REFERENCES},
+            "n_words": np.asarray([len(found["blank_out"][i]) for i in order], dtype=np.int64),
+            "ig": np.asarray([gap, float(np.mean(panels)) if panels else 1.0]),
         }
-        for name, values in per_word.items():
-            rows = values.detach().cpu().numpy()
-            for row, item in zip(rows, batch.items):
-                found[name][item.index] = row[: item.n_words]
-    order = sorted(found["blank_out"])
-    scores = {name: [found[name][i] for i in order] for name in REFERENCES}
-    return WordReferences(scores, skipped, gap, float(np.mean(panels)) if panels else 1.0)
+
+    fields = {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens, "steps": steps}
+    fields.update(baseline=baseline, tolerance=tolerance)
+    packed = _results("word-references", loaded, corpus.sha256, fields, compute, cache)
+    cuts = np.cumsum(packed["n_words"])[:-1]
+    scores = {name: np.split(packed[name], cuts) if len(packed["n_words"]) else [] for name in REFERENCES}
+    return WordReferences(scores, skipped, float(packed["ig"][0]), float(packed["ig"][1]))

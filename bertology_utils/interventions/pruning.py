@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,21 +111,28 @@ class DevSet:
         return digest.hexdigest()
 
 
-def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
-    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
+def _results(
+    label: str, loaded: LoadedModel, data: str, fields: dict, compute: Callable[[], dict], cache: bool
+) -> dict[str, np.ndarray]:
+    """``compute()``, arrays computed by ``loaded`` on the data whose digest is ``data``, with ``fields``;
+    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``."""
     if not cache:
-        return compute()
+        return {name: np.asarray(value) for name, value in compute().items()}
     model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
     key = {
         "model": model,
-        "dev": dev.fingerprint(),
+        "dev": data,
         **fields,
         "version": RESULTS_VERSION,
         "torch": torch.__version__,
         **loaded.precision_key(),
     }
-    folder = settings.cache_dir() / "results" / entry_name(f"{label}-{dev.task}", key)
-    return cached_arrays(folder, key, lambda: {label: compute()})[0][label]
+    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
+
+
+def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
+    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
+    return _results(f"{label}-{dev.task}", loaded, dev.fingerprint(), fields, lambda: {label: compute()}, cache)[label]
 
 
 def _gates_digest(gates: np.ndarray) -> str:

@@ -346,3 +346,34 @@ def test_word_references_line_up_with_extraction_in_corpus_order(tiny_model_dirs
         np.testing.assert_allclose(refs.scores["blank_out"][k], expected, atol=1e-5, equal_nan=True)
         assert np.isnan(refs.scores["blank_out"][k][item.word_kinds != WORD]).all()
     assert 0 <= refs.ig_relative_gap < 1e-2
+
+
+def test_word_references_are_stored_and_read_back(tiny_model_dirs, tmp_path, monkeypatch):
+    from bertology_utils.core import settings
+    from bertology_utils.interventions import attribution
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    loaded = classifier(tiny_model_dirs["bert"])
+    long = Sentence("long", tuple(["film"] * 40))
+    data = Corpus.from_items([*corpus(7).items[:3], long, *corpus(7).items[3:]], "toy+long")
+    settings_ = dict(batch_size=3, max_tokens=20, steps=4, tolerance=0.01)
+    fresh = attribution.word_references(loaded, data, **settings_)
+    calls = []
+    original = attribution.integrated_gradients
+    monkeypatch.setattr(attribution, "integrated_gradients", lambda *a, **k: calls.append(1) or original(*a, **k))
+    stored = attribution.word_references(loaded, data, cache=True, **settings_)
+    computed = len(calls)
+    assert computed == 3  # three batches of the seven kept items
+    reused = attribution.word_references(loaded, data, cache=True, **settings_)
+    assert len(calls) == computed  # read back: no integrated gradients run
+    for refs in (stored, reused):
+        assert [a.item_id for a in refs.skipped] == ["long"]
+        assert (refs.ig_relative_gap, refs.ig_panels) == (fresh.ig_relative_gap, fresh.ig_panels)
+        for name, rows in fresh.scores.items():
+            assert len(refs.scores[name]) == len(rows) == 7
+            for got, want in zip(refs.scores[name], rows):
+                np.testing.assert_array_equal(got, want)  # NaN where fresh has NaN, bit for bit elsewhere
+    attribution.word_references(loaded, data, cache=True, **{**settings_, "steps": 8})  # other settings
+    assert len(calls) == computed + 3
+    attribution.word_references(loaded, data[:5], cache=True, **settings_)  # other items
+    assert len(calls) == computed + 5
