@@ -576,8 +576,8 @@ def word_references(
             "ig": np.asarray([gap, float(np.mean(panels)) if panels else 1.0]),
         }
 
-    fields = {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens, "steps": steps}
-    fields.update(baseline=baseline, tolerance=tolerance)
+    fields: dict[str, object] = {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
+    fields |= {"steps": steps, "baseline": baseline, "tolerance": tolerance}
     packed = _results("word-references", loaded, corpus.sha256, fields, compute, cache)
     cuts = np.cumsum(packed["n_words"])[:-1]
     scores = {name: np.split(packed[name], cuts) if len(packed["n_words"]) else [] for name in REFERENCES}
