@@ -63,6 +63,7 @@ Ablations (:func:`ablation_curves`)
 from __future__ import annotations
 
 import functools
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -89,6 +90,7 @@ from bertology_utils.interventions.editing import (
     record_layer_outputs,
     replay_layers_below,
 )
+from bertology_utils.interventions.pruning import _results
 
 __all__ = [
     "KINDS",
@@ -266,6 +268,15 @@ class Objective(ABC):
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
         """(B,) how much the prediction changed, per item."""
 
+    def cache_key(self) -> dict | None:
+        """What the loss depends on besides the model's weights, for the results cache (``cache=`` of
+        :func:`ablation_curves`); None: results of this objective are never stored. The class's
+        qualified name is part of it, so a subclass never reads its parent's entries."""
+        return None
+
+    def _key(self, **settings) -> dict:
+        return {"objective": f"{type(self).__module__}.{type(self).__qualname__}", **settings}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} on {self.loaded.name})"
 
@@ -332,6 +343,9 @@ class MaskedLMObjective(Objective):
         self.mask_fraction, self.seed = mask_fraction, seed
         self.name = f"masked-LM loss ({mask_fraction:.0%} of words masked, seed {seed})"
 
+    def cache_key(self) -> dict:
+        return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
+
     def prepare(self, batch: TokenBatch) -> TokenBatch:
         return _mask_words(batch, _mask_token_id(self.loaded), self.mask_fraction, self.seed)
 
@@ -370,6 +384,10 @@ class ClassifierObjective(Objective):
         self.targets = label_ids(self.spec.name, labels)
         self.key = self.spec.name.lower().replace("-", "")
         self.name = description or f"{self.spec.name} classifier loss ({loaded.name})"
+
+    def cache_key(self) -> dict:
+        targets = np.ascontiguousarray(np.asarray(self.targets, dtype=np.float64))
+        return self._key(task=self.spec.name, targets=hashlib.sha256(targets.tobytes()).hexdigest())
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
@@ -413,6 +431,9 @@ class MaskedEmbeddingObjective(Objective):
         super().__init__(loaded)
         self.mask_fraction, self.seed = mask_fraction, seed
         self.name = f"masked sentence-embedding loss, 1 - cos ({mask_fraction:.0%} of words masked, seed {seed})"
+
+    def cache_key(self) -> dict:
+        return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
 
     def _hidden(self, batch: TokenBatch) -> torch.Tensor:
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
@@ -685,6 +706,7 @@ def ablation_curves(
     batch_size: int = 16,
     max_tokens: int | None = DEFAULT_MAX_TOKENS,
     progress: bool = True,
+    cache: bool = False,
 ) -> pd.DataFrame:
     """Move the attention on ``targets`` away, one layer at a time, against the matched random-token control.
 
@@ -708,6 +730,10 @@ def ablation_curves(
     An ablation at layer ``l`` reuses the unablated pass's outputs of the layers below ``l``
     (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
     about half the model's cost per setting on average.
+
+    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.pruning`) and
+    reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
+    for an objective without one) and every setting above are the same.
     """
     loaded = objective.loaded
     n_layers = len(self_attention_modules(loaded.model))
@@ -715,9 +741,32 @@ def ablation_curves(
     unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
     if unknown:
         raise ValueError(f"targets must be among 'sep', 'cls', 'punct', not {unknown}")
-    batches, skipped = token_batches(loaded, items, batch_size=batch_size, max_tokens=max_tokens)
+    corpus = items if isinstance(items, Corpus) else Corpus.from_items(list(items), "items")
+    batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
     if not batches:
         raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")
+    fields = {"targets": list(targets), "modes": list(modes), "layers": layers, "seed": seed}
+    fields |= {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
+    key = objective.cache_key()
+    compute = functools.partial(_ablations, objective, batches, targets, modes, layers, seed, progress)
+    arrays = _results(
+        "ablation-curves", loaded, corpus.sha256, {**fields, "objective": key}, compute, cache and bool(key)
+    )
+    columns = [str(c) for c in arrays["columns"]]
+    frame = pd.DataFrame({c: arrays[f"column {c}"] for c in columns})
+    frame.attrs.update(
+        objective=objective.name,
+        output_change=objective.output_change_name,
+        null_change=float(arrays["null_change"]),
+        skipped=len(skipped),
+        model=loaded.name,
+    )
+    return frame
+
+
+def _ablations(objective, batches, targets, modes, layers, seed: int, progress: bool) -> dict[str, np.ndarray]:
+    """:func:`ablation_curves`' passes: its frame as one array per column (strings as str), and the null change."""
+    loaded = objective.loaded
     records: dict[tuple, dict[str, list]] = {}
     null_change = 0.0
     with evaluating(loaded.model):
@@ -773,14 +822,9 @@ def ablation_curves(
         row["items"] = int(sum(len(c) for c in entry["mass"]))
         rows_out.append(row)
     frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)
-    frame.attrs.update(
-        objective=objective.name,
-        output_change=objective.output_change_name,
-        null_change=null_change,
-        skipped=len(skipped),
-        model=loaded.name,
-    )
-    return frame
+    arrays = {f"column {c}": frame[c].to_numpy() for c in frame.columns}
+    arrays = {name: a.astype(str) if a.dtype == object else a for name, a in arrays.items()}  # npz: no pickle
+    return {"columns": np.asarray(frame.columns, dtype=str), "null_change": np.asarray(null_change), **arrays}
 
 
 def ablation_summary(curves: pd.DataFrame, measure: str = "hidden_change") -> pd.DataFrame:

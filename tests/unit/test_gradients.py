@@ -222,6 +222,50 @@ def test_ablation_curves(mlm):
     assert len(summary) == 4 and np.isfinite(summary.ratio).all()
 
 
+def test_ablation_curves_are_stored_and_read_back(mlm, tiny_model_dirs, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from bertology_utils.core import settings
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    kwargs = {"targets": ("sep", "punct"), "modes": ("zero",), "batch_size": 4, "progress": False}
+    fresh = ablation_curves(SENTENCES, MaskedLMObjective(mlm), **kwargs)
+    calls = []
+    original = gradients._ablations
+    monkeypatch.setattr(gradients, "_ablations", lambda *a: calls.append(1) or original(*a))
+
+    def run(objective=None, items=SENTENCES, **changes):
+        return ablation_curves(items, objective or MaskedLMObjective(mlm), cache=True, **{**kwargs, **changes})
+
+    stored, reused = run(), run()
+    assert len(calls) == 1  # the second call read the first one's curves
+    for curves in (stored, reused):
+        pd.testing.assert_frame_equal(curves, fresh)
+        assert curves.attrs == fresh.attrs
+    run(seed=1)  # another control token
+    run(MaskedLMObjective(mlm, seed=1))  # other masked words
+    run(items=SENTENCES[:3])  # other items
+    assert len(calls) == 4
+
+    class Renamed(MaskedLMObjective):  # a subclass may compute another loss: never its parent's entry
+        pass
+
+    run(Renamed(mlm))
+    assert len(calls) == 5
+
+    class Unkeyed(MaskedLMObjective):
+        def cache_key(self):
+            return None
+
+    run(Unkeyed(mlm))
+    run(Unkeyed(mlm))  # nothing says what it depends on: computed each time
+    assert len(calls) == 7
+    classifier = load_model(tiny_model_dirs["electra"], head="sequence-classification", num_labels=2)
+    labels = [i % 2 for i in range(len(SENTENCES))]
+    keys = [ClassifierObjective(classifier, y, task="SST-2").cache_key() for y in (labels, labels[::-1])]
+    assert keys[0] != keys[1]  # other labels, another loss
+
+
 def test_ablating_an_absent_kind_changes_nothing(mlm):
     no_punct = Corpus.from_items([Sentence("a", ("one", "two", "three")), Sentence("b", ("four", "five"))], "plain")
     curves = ablation_curves(no_punct, MaskedLMObjective(mlm), targets=("punct",), modes=("zero",), progress=False)
