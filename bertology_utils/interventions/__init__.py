@@ -68,6 +68,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "mixing": [
             "METHODS",
             "MixingMaps",
+            "mixing_for",
             "mixing_maps",
             "trace",
             "attention_flow",

@@ -28,6 +28,7 @@ and across layers (row i of layer l: how much output token i at layer l draws on
 :class:`MixingMaps` is one method as a map source for the extraction pipeline
 (:func:`bertology_utils.attention.extraction.attention_for`, ``extract_attention``, ``extract_cached``
 with ``maps=``): batching, word-level conversion, stores and resumption are extraction's own.
+:func:`mixing_for` gives several methods' word-level maps from one pass of that pipeline.
 :func:`faithfulness` compares each method's input attribution with behavioural and gradient
 references (:mod:`bertology_utils.interventions.attribution`) as Abnar & Zuidema's Table 3 does.
 
@@ -39,7 +40,7 @@ and refuses a model where it does not hold.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,7 @@ from scipy.sparse import csgraph
 from torch import nn
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, WORD
+from bertology_utils.attention.extraction import attention_for
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
@@ -63,6 +65,7 @@ __all__ = [
     "trace",
     "mixing_maps",
     "MixingMaps",
+    "mixing_for",
     "head_vectors",
     "transformed_vectors",
     "alti_contributions",
@@ -484,9 +487,68 @@ class MixingMaps:
         maps = mixing_maps(
             loaded, inputs, (self.method,), flow_rows=self.flow_rows, flow_max_tokens=self.flow_max_tokens
         )[self.method]
-        if self.normalise:
-            maps = [m / m.sum(-1, keepdim=True).clamp_min(torch.finfo(m.dtype).tiny) for m in maps]
-        return maps
+        return [_rows_summing_to_one(m) for m in maps] if self.normalise else maps
+
+
+def _rows_summing_to_one(m: torch.Tensor) -> torch.Tensor:
+    return m / m.sum(-1, keepdim=True).clamp_min(torch.finfo(m.dtype).tiny)
+
+
+@dataclass(frozen=True)
+class _Stacked:
+    """Several methods as one map source: one :func:`mixing_maps` call per batch, their maps side by side
+    on the heads axis (``heads_of[k]`` for ``methods[k]``), split again by :func:`mixing_for`."""
+
+    methods: tuple[str, ...]
+    heads_of: tuple[int, ...]
+    normalise: bool
+    flow_rows: tuple[int, ...] | None
+    flow_max_tokens: int
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.methods)
+
+    @property
+    def heads(self) -> int:
+        return sum(self.heads_of)
+
+    def settings(self) -> dict:
+        return {"methods": list(self.methods), "heads": list(self.heads_of), "normalise": self.normalise}
+
+    def __call__(self, loaded, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        maps = mixing_maps(loaded, inputs, self.methods, flow_rows=self.flow_rows, flow_max_tokens=self.flow_max_tokens)
+        layers = zip(*(maps[m] for m in self.methods))
+        return [torch.cat([_rows_summing_to_one(m) if self.normalise else m for m in layer], 1) for layer in layers]
+
+
+def mixing_for(
+    items,
+    model,
+    methods: Sequence[str] = METHODS,
+    *,
+    normalise: bool = False,
+    flow_rows: tuple[int, ...] | None = None,
+    flow_max_tokens: int = FLOW_MAX_TOKENS,
+    **kwargs,
+) -> dict[str, list[ItemAttention]]:
+    """Word-level maps of several methods at once: method -> items, each list what
+    ``attention_for(items, model, maps=MixingMaps(method, normalise, flow_rows, flow_max_tokens), **kwargs)``
+    gives. One traced forward pass per batch serves every method (``value_zeroing`` and
+    ``value_zeroing_rollout`` share their per-layer maps), and the items are aligned, batched and
+    converted to words once. ``model``: a :class:`~bertology_utils.core.models.LoadedModel`.
+    """
+    sources = [MixingMaps(m, normalise, flow_rows, flow_max_tokens) for m in dict.fromkeys(methods)]
+    heads_of = tuple(model.num_heads if s.heads is None else s.heads for s in sources)
+    stacked = _Stacked(tuple(s.method for s in sources), heads_of, normalise, flow_rows, flow_max_tokens)
+    together = attention_for(items, model, maps=stacked, **kwargs)
+    ends = np.cumsum(heads_of)
+    return {s.method: [_heads(item, end - h, end) for item in together] for s, h, end in zip(sources, heads_of, ends)}
+
+
+def _heads(item: ItemAttention, lo: int, hi: int) -> ItemAttention:
+    tokens = None if item.token_attention is None else item.token_attention[:, lo:hi]
+    return replace(item, attention=item.attention[:, lo:hi], token_attention=tokens)
 
 
 # --------------------------------------------------------------------------- faithfulness

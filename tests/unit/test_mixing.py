@@ -293,3 +293,29 @@ def test_sentence_pairs_go_through_extraction_at_word_and_token_level(tiny_model
         if method != "norm":  # contributions are distributions over the item's tokens and words
             np.testing.assert_allclose(item.token_attention.sum(-1), 1, atol=2e-3)
             np.testing.assert_allclose(item.attention.sum(-1), 1, atol=2e-3)
+
+
+@pytest.mark.parametrize("normalise", [False, True])
+def test_several_methods_at_once_equal_each_method_alone(tiny_model_dirs, normalise, monkeypatch):
+    from bertology_utils.attention import attention_for
+
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    corpus = Corpus.from_texts([*TEXTS, " ".join(["word"] * 20)], name="t")
+    settings = {"too_long": "skip", "max_tokens": 16, "batch_size": 2, "keep_tokens": True}
+    methods = list(mixing.METHODS)
+    calls = []
+    traced = mixing.trace
+    monkeypatch.setattr(mixing, "trace", lambda *a: calls.append(1) or traced(*a))
+    together = mixing.mixing_for(corpus, loaded, methods, normalise=normalise, flow_rows=(0,), **settings)
+    passes = len(calls)
+    assert passes == 2  # the three items of at most 16 tokens in two batches, each traced once for all methods
+    assert list(together) == methods
+    for method in methods:
+        source = mixing.MixingMaps(method, normalise=normalise, flow_rows=(0,))
+        alone = attention_for(corpus, loaded, maps=source, **settings)
+        assert len(together[method]) == len(alone) == 3  # the long one skipped by both
+        for got, want in zip(together[method], alone):
+            assert got.item_id == want.item_id and got.words == want.words
+            np.testing.assert_array_equal(got.attention, want.attention)
+            np.testing.assert_array_equal(got.token_attention, want.token_attention)
+    assert len(calls) == passes + 2 * len(methods)
