@@ -546,13 +546,19 @@ class _PairWeighted(torch.autograd.Function):
     """
 
     @staticmethod
+    def _chunks(maps: torch.Tensor) -> Iterator[tuple[int, int, int, int, torch.Tensor, torch.Tensor]]:
+        """Each chunk's slices, its maps and a maps-shaped view of one reused buffer (a chunk is at least one row)."""
+        B, N, _, K = maps.shape
+        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
+            m = maps[b0:b1, j0:j1]
+            yield b0, b1, j0, j1, m, buffer[: m.numel()].view(m.shape)
+
+    @staticmethod
     def forward(ctx, maps, dep, cand):
         B, N, _, K = maps.shape
         words, back = maps.new_empty(B, N, N), maps.new_empty(B, N, N)
-        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))  # a chunk is at least one row
-        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
-            m = maps[b0:b1, j0:j1]
-            w = buffer[: m.numel()].view(m.shape)
+        for b0, b1, j0, j1, m, w in _PairWeighted._chunks(maps):
             # forward features a_k[j, i], weights dep[j] + cand[i]; backward ones a_k[i, j] built at [i, j]
             torch.add(dep[b0:b1, j0:j1, None, :K], cand[b0:b1, None, :, :K], out=w)
             torch.sum(w.mul_(m), -1, out=words[b0:b1, j0:j1])
@@ -566,11 +572,8 @@ class _PairWeighted(torch.autograd.Function):
         (maps,) = ctx.saved_tensors
         B, N, _, K = maps.shape
         d_dep, d_cand = maps.new_zeros(B, N, 2 * K), maps.new_zeros(B, N, 2 * K)
-        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))  # a chunk is at least one row
         transposed = grad.transpose(1, 2)
-        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
-            m = maps[b0:b1, j0:j1]
-            w = buffer[: m.numel()].view(m.shape)
+        for b0, b1, j0, j1, m, w in _PairWeighted._chunks(maps):
             torch.mul(m, grad[b0:b1, j0:j1, :, None], out=w)
             d_dep[b0:b1, j0:j1, :K] += w.sum(2)
             d_cand[b0:b1, :, :K] += w.sum(1)
