@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology_utils.attention.extraction import _as_corpus, _as_model, _Job
+from bertology_utils.attention.extraction import _as_model, _Job
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.core.cluster import connect, n_workers, require_distributed, worker_threads
 from bertology_utils.core.errors import StoreError
+from bertology_utils.data import Corpus
 
 __all__ = ["shard_plan", "extract_on_cluster", "map_store"]
 
@@ -106,7 +107,7 @@ def extract_on_cluster(
     not, is resumed. Progress is the whole job's, read from the store.
     """
     distributed = require_distributed()
-    corpus, loaded = _as_corpus(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), _as_model(model)
     unknown = set(settings) - {f.name for f in fields(_Job)} | ({"corpus", "loaded"} & set(settings))
     if unknown:
         raise TypeError(f"extract_on_cluster got unknown settings: {', '.join(sorted(unknown))}")

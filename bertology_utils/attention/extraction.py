@@ -99,10 +99,6 @@ def _map_heads(loaded: LoadedModel, maps: MapSource | None) -> int:
     return heads
 
 
-def _as_corpus(items) -> Corpus:
-    return items if isinstance(items, Corpus) else Corpus.from_items(list(items), name="items")
-
-
 def _as_model(model) -> LoadedModel:
     return model if isinstance(model, LoadedModel) else load_model(model)
 
@@ -324,7 +320,7 @@ def iter_attention(
 
     With ``maps``, the maps are the source's (see :class:`MapSource`) instead of the model's attention.
     """
-    corpus, loaded = _as_corpus(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), _as_model(model)
     forward = _Forward(loaded, from_rule, keep_tokens, maps)
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
@@ -423,7 +419,7 @@ def extract_attention(
     store holds the source's maps (see :class:`MapSource`), resumable and shardable the same way.
     (:func:`bertology_utils.attention.distributed.extract_on_cluster` runs the slices on a Dask cluster.)
     """
-    corpus, loaded = _as_corpus(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), _as_model(model)
     job = _Job(corpus, loaded, batch_size, block_size, max_batch_weights, from_rule, keep_tokens, too_long, maps)
     store = job.open_store(store_path, max_tokens, overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
@@ -524,7 +520,7 @@ def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | No
 
     ``<model>-<corpus>-<digest>.zarr``, or ``<model>-<maps name>-<corpus>-<digest>.zarr`` for a map source.
     """
-    corpus, loaded = _as_corpus(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), _as_model(model)
     options = dict(
         from_rule="mean",
         keep_tokens=False,
@@ -561,7 +557,7 @@ def extract_cached(
     under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given. ``shard`` and
     ``overwrite`` say how to run, not what the store holds, so they do not change its key.
     """
-    corpus, loaded = _as_corpus(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), _as_model(model)
     path = cached_store_path(corpus, loaded, cache_dir=cache_dir, maps=maps, **kwargs)
     with cache_lock(path):  # another process extracting the same store: wait, then reuse it
         return extract_attention(

@@ -178,6 +178,11 @@ class Corpus(Sequence):
         )
 
     @classmethod
+    def of(cls, items: Iterable) -> Corpus:
+        """``items`` as a corpus: a :class:`Corpus` as it is, any other iterable of items as a new one named "items"."""
+        return items if isinstance(items, Corpus) else cls.from_items(list(items), "items")
+
+    @classmethod
     def from_items(cls, items: Iterable, name: str, labels: Iterable | None = None) -> Corpus:
         """A corpus of ready-made items (its sha256 is that of their canonical JSON)."""
         return cls(tuple(items), name, labels=None if labels is None else tuple(labels))

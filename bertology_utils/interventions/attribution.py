@@ -49,11 +49,11 @@ import torch
 import torch.nn.functional as F
 
 from bertology_utils.attention.alignment import WORD
-from bertology_utils.attention.extraction import _as_corpus
 from bertology_utils.attention.word_attention import WordConversion
 from bertology_utils.core.batching import pad_rows
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
 from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
 from bertology_utils.interventions.pruning import _results
@@ -548,7 +548,7 @@ def word_references(
     earlier call with the same model weights, items and settings stored (the results cache of
     :mod:`~bertology_utils.interventions.pruning`).
     """
-    corpus = _as_corpus(items)
+    corpus = Corpus.of(items)
     batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
 
     def compute() -> dict[str, np.ndarray]:

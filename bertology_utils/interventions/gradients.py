@@ -75,12 +75,11 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
-from bertology_utils.attention.extraction import _as_corpus
 from bertology_utils.core.architectures import check_architecture, self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, evaluating, load_model
-from bertology_utils.data import is_punctuation
+from bertology_utils.data import Corpus, is_punctuation
 from bertology_utils.interventions.editing import (
     REMOVAL_MODES,
     ablate_matched_random,
@@ -186,7 +185,7 @@ def token_batches(
 
     Returns the batches and the skipped items. Batches are deterministic for given items.
     """
-    corpus = _as_corpus(items)
+    corpus = Corpus.of(items)
     aligned = align(loaded.tokenizer, corpus)
     limit = loaded.max_tokens if max_tokens is None else min(int(max_tokens), loaded.max_tokens)
     kept = [a for a in aligned if a.n_tokens <= limit]
@@ -742,7 +741,7 @@ def ablation_curves(
     unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
     if unknown:
         raise ValueError(f"targets must be among 'sep', 'cls', 'punct', not {unknown}")
-    corpus = _as_corpus(items)
+    corpus = Corpus.of(items)
     batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
     if not batches:
         raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")

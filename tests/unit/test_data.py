@@ -371,6 +371,10 @@ def test_corpus_from_texts_slicing_and_hashes():
     assert "greetings" in part.description and "\n" not in part.description
     with pytest.raises(DataFormatError, match="no words"):
         Corpus.from_texts(["ok", " \u200b "])
+    assert Corpus.of(corpus) is corpus  # a corpus keeps its name, labels and hash
+    loose = Corpus.of(item for item in corpus)  # any iterable of items: a new corpus named "items"
+    assert loose.name == "items" and tuple(loose) == tuple(corpus)
+    assert loose.sha256 == Corpus.from_items(list(corpus), "items").sha256
 
 
 def test_slicing_keeps_labels_aligned(tmp_path):
