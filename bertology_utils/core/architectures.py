@@ -32,6 +32,7 @@ __all__ = [
     "registered_architectures",
     "arch_spec",
     "check_architecture",
+    "torch_module",
     "base_model",
     "layers",
     "self_attention_modules",
@@ -190,6 +191,14 @@ def _module(model) -> nn.Module | None:
     return inner if isinstance(inner, nn.Module) else None
 
 
+def torch_module(model) -> nn.Module:
+    """The torch module of a LoadedModel (``.model``), or the module itself."""
+    module = _module(model)
+    if module is None:
+        raise TypeError(f"expected a LoadedModel or a torch module, not {type(model).__name__}")
+    return module
+
+
 def _config(model_or_config):
     module = _module(model_or_config)
     return getattr(module, "config", None) if module is not None else model_or_config
@@ -197,9 +206,7 @@ def _config(model_or_config):
 
 def base_model(model) -> nn.Module:
     """The encoder without its task head (transformers' ``base_model``; the module itself when it has none)."""
-    module = _module(model)
-    if module is None:
-        raise TypeError(f"expected a torch module or a LoadedModel, not {type(model).__name__}")
+    module = torch_module(model)
     base = getattr(module, "base_model", module)
     return base if isinstance(base, nn.Module) else module
 

@@ -305,7 +305,7 @@ def test_several_methods_at_once_equal_each_method_alone(tiny_model_dirs, normal
     methods = list(mixing.METHODS)
     calls = []
     traced = mixing.trace
-    monkeypatch.setattr(mixing, "trace", lambda *a: calls.append(1) or traced(*a))
+    monkeypatch.setattr(mixing.maps, "trace", lambda *a: calls.append(1) or traced(*a))  # where mixing_maps finds it
     together = mixing.mixing_for(corpus, loaded, methods, normalise=normalise, flow_rows=(0,), **settings)
     passes = len(calls)
     assert passes == 2  # the three items of at most 16 tokens in two batches, each traced once for all methods
@@ -319,3 +319,81 @@ def test_several_methods_at_once_equal_each_method_alone(tiny_model_dirs, normal
             np.testing.assert_array_equal(got.attention, want.attention)
             np.testing.assert_array_equal(got.token_attention, want.token_attention)
     assert len(calls) == passes + 2 * len(methods)
+
+
+# --------------------------------------------------------------------------- the registry: one method, one file
+
+
+@pytest.mark.parametrize("method", mixing.METHODS)
+def test_every_registered_method_gives_finite_non_negative_maps_of_the_batch_shape(tiny_model_dirs, method):
+    loaded = load_model(tiny_model_dirs["roberta"], device="cpu")
+    inputs = batch_inputs(loaded)
+    real = inputs["attention_mask"].bool()
+    heads = loaded.num_heads if mixing.get_method(method).per_head else 1
+    maps = mixing.mixing_maps(loaded, inputs, (method,))[method]
+    normalised = mixing.MixingMaps(method, normalise=True)(loaded, inputs)
+    assert len(maps) == len(normalised) == loaded.num_layers
+    for m, n in zip(maps, normalised):
+        assert m.shape == (len(TEXTS), heads, *real.shape[1:], real.shape[1])
+        assert torch.isfinite(m).all() and (m >= 0).all()
+        assert (m.transpose(1, 3)[~real] == 0).all()  # nothing comes from padding
+        sums = n.sum(-1).transpose(1, 2)[real]  # rows of real tokens
+        torch.testing.assert_close(sums, torch.ones_like(sums))
+
+
+class UniformMixing(mixing.LayerMethod):
+    """A null method, as a new method's file would define it: every real token mixes evenly with all."""
+
+    name = "uniform_for_test"
+    reads = frozenset()
+
+    def layer_map(self, model, layer, t, real):
+        tokens = real.shape[1]
+        return (real[:, None, :].expand(-1, tokens, -1) / real.sum(-1)[:, None, None])[:, None]
+
+
+@pytest.fixture
+def uniform_registered():
+    mixing.register(UniformMixing())
+    mixing.register(mixing.Rollout("uniform_for_test_rollout", of="uniform_for_test"))
+    yield
+    mixing.REGISTRY.unregister("uniform_for_test_rollout")
+    mixing.REGISTRY.unregister("uniform_for_test")
+
+
+def test_a_new_method_is_one_registered_class_that_every_path_takes(tiny_model_dirs, uniform_registered):
+    names = ("uniform_for_test", "uniform_for_test_rollout")
+    assert mixing.METHODS[-1] == names[1] and names[0] in mixing.LAYER_METHODS
+    assert mixing.AGGREGATED[names[1]] == names[0] and not mixing.LAYER_METHODS[names[0]]
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    inputs = batch_inputs(loaded)
+    real = inputs["attention_mask"].float()
+    even = real[:, None, :] / real.sum(-1)[:, None, None]
+    maps = mixing.mixing_maps(loaded, inputs, names)
+    for name in names:  # an even mixing rolled out through the layers stays even
+        for m in maps[name]:
+            torch.testing.assert_close(m[:, 0], even.expand_as(m[:, 0]))
+    assert mixing.MixingMaps(names[1]).heads == 1
+    words = mixing.mixing_for(Corpus.from_texts(TEXTS, name="t"), loaded, ("attention", *names))
+    assert set(words) == {"attention", *names} and all(len(v) == len(TEXTS) for v in words.values())
+    with pytest.raises(ValueError, match="already registered"):
+        mixing.register(UniformMixing())
+
+
+def test_methods_that_read_only_the_weights_do_not_need_a_post_ln_block(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    inputs = batch_inputs(loaded)
+    expected = mixing.mixing_maps(loaded, inputs, ("attention", "rollout", "flow"))
+    norm, _ = architectures.layer_norms(loaded.model, 0)
+    handle = norm.register_forward_pre_hook(lambda m, args: (args[0] + 1.0,))  # breaks LN(x + W_O ctx + b_O)
+    try:
+        got = mixing.mixing_maps(loaded, inputs, ("attention", "rollout", "flow"))
+        with pytest.raises(UnsupportedArchitectureError, match="post-LN"):
+            mixing.mixing_maps(loaded, inputs, ("rollout", "norm"))
+    finally:
+        handle.remove()
+    assert mixing.get_method("rollout").of == "attention"
+    for name, maps in expected.items():  # layer 0's weights come before the broken norm
+        torch.testing.assert_close(got[name][0], maps[0])
+    with pytest.raises(ValueError, match="unknown context-mixing method 'saliency'; choose from attention"):
+        mixing.get_method("saliency")

@@ -1,0 +1,78 @@
+"""Ferrando et al. (2022), ALTI: how much each input makes up the attention block's output, residual and
+layer norm included.
+
+``alti_layer``  the contributions c_ij of input j to output i of one layer's attention block;
+``alti``        ALTI as the paper defines it: ``alti_layer`` multiplied through the layers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertology_utils.core import architectures
+from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, register
+from bertology_utils.interventions.mixing.norm import head_vectors, mixed_vectors, row_chunks
+from bertology_utils.interventions.mixing.rollout import Rollout
+
+__all__ = ["layer_norm_scale", "transformed_vectors", "alti_contributions", "AltiLayer"]
+
+
+def layer_norm_scale(model, layer: int, normed_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gamma, 1 / sigma(z_i)) of the attention layer norm: LN(z) = gamma (z - mean z) / sigma(z) + beta."""
+    norm, _ = architectures.layer_norms(architectures.torch_module(model), layer)
+    eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-12)))
+    var = normed_input.var(-1, unbiased=False, keepdim=True)
+    gamma = norm.weight
+    if not isinstance(gamma, torch.Tensor):
+        raise UnsupportedArchitectureError(
+            f"layer {layer}'s attention layer norm has no weight", model_type=None, missing=["attention_layer_norm"]
+        )
+    return gamma, torch.rsqrt(var + eps)
+
+
+def transformed_vectors(
+    model, layer: int, t: LayerTrace, rows: slice, vectors: torch.Tensor | None = None
+) -> torch.Tensor:
+    """ALTI's T_i(x_j) for receiving tokens ``rows``: (B, rows, T, D).
+
+    With z_i = sum_j (sum_h alpha^h_ij f_h(x_j) + [i = j] x_i) + b_O, the input of the attention layer
+    norm, and its linear part L_i(u) = gamma (u - mean u) / sigma(z_i), T_i(x_j) = L_i(sum_h alpha^h_ij
+    f_h(x_j) + [i = j] x_i); they add up to y_i - L_i(b_O) - beta, y_i the layer norm's output.
+    ``vectors``: :func:`~bertology_utils.interventions.mixing.norm.head_vectors`, when the caller has them.
+    """
+    vectors = head_vectors(model, layer, t.values) if vectors is None else vectors
+    gamma, inv_sigma = layer_norm_scale(model, layer, t.hidden + t.dense)
+    tokens = t.hidden.shape[1]
+    eye = torch.eye(tokens, dtype=t.hidden.dtype, device=t.hidden.device)[rows]
+    z = mixed_vectors(t.probs, vectors, rows) + eye[None, :, :, None] * t.hidden[:, rows, None, :]
+    return gamma * (z - z.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
+
+
+def alti_contributions(model, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    """ALTI's contributions c_ij of input j to the attention block's output y_i, (B, T, T), rows summing to 1.
+
+    Ferrando et al.'s contribution is max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) (see
+    :func:`transformed_vectors`), normalised over j. ``real`` (B, T) masks padding.
+    """
+    vectors = head_vectors(model, layer, t.values)
+    batch, tokens, _ = t.hidden.shape
+    out = torch.zeros(batch, tokens, tokens, dtype=t.normed.dtype, device=t.normed.device)
+    for rows in row_chunks(*t.hidden.shape):
+        y = t.normed[:, rows, None, :]
+        transformed = transformed_vectors(model, layer, t, rows, vectors)
+        out[:, rows] = (y.abs().sum(-1) - (y - transformed).abs().sum(-1)).clamp_min(0)
+    out = out * real[:, None, :]
+    return out / out.sum(-1, keepdim=True).clamp_min(torch.finfo(out.dtype).tiny)
+
+
+class AltiLayer(LayerMethod):
+    name = "alti_layer"
+
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+        return alti_contributions(model, layer, t, real)[:, None]
+
+
+register(AltiLayer())
+register(Rollout("alti", of="alti_layer"))

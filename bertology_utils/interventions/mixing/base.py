@@ -1,0 +1,262 @@
+"""What every context-mixing method shares: the traced forward pass, the method protocol and the registry.
+
+A method is a class in a file of its own that registers one instance (``register(Norm())``). Two kinds:
+
+* :class:`LayerMethod` maps one layer's trace to that layer's map, one per head (``per_head``) or one for
+  the layer, and says which parts of the trace it ``reads``;
+* :class:`AcrossLayers` combines another method's per-layer maps (``of``) through the layers
+  (:class:`~bertology_utils.interventions.mixing.rollout.Rollout` wraps any per-layer method).
+
+:class:`MixingMethod`, their base, owns the checks every method gets: its maps have the batch's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+import torch
+from torch import nn
+
+from bertology_utils.core import architectures
+from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
+from bertology_utils.core.registry import Names, Registry, View
+from bertology_utils.interventions.editing import capture_attention
+
+__all__ = [
+    "PARTS",
+    "LayerParts",
+    "LayerTrace",
+    "trace",
+    "first_output",
+    "Options",
+    "MixingMethod",
+    "LayerMethod",
+    "AcrossLayers",
+    "REGISTRY",
+    "register",
+    "get_method",
+    "METHODS",
+    "LAYER_METHODS",
+    "AGGREGATED",
+]
+
+#: The parts of a layer's computation a method may read besides the attention weights (``probs``).
+PARTS = frozenset({"hidden", "values", "dense", "normed", "output", "call"})
+#: Tolerance of the post-LN check in :func:`trace` (float32 over a layer).
+_DECOMPOSITION_TOL = 1e-4
+
+
+# --------------------------------------------------------------------------- tracing one forward pass
+
+
+@dataclass
+class LayerParts:
+    """The parts of one layer's computation besides its attention weights (see :class:`LayerTrace`)."""
+
+    hidden: torch.Tensor
+    values: torch.Tensor
+    dense: torch.Tensor
+    normed: torch.Tensor
+    output: torch.Tensor
+    call: tuple = field(repr=False, default=((), {}))
+
+
+@dataclass
+class LayerTrace:
+    """What one encoder layer computed in a forward pass (eval mode, no dropout).
+
+    ``probs`` (B, H, T, T) the attention weights; with ``parts`` (a trace that methods reading more than the
+    weights asked for): ``hidden`` (B, T, D) the layer's input x; ``values`` (B, H, T, d) the value vectors
+    W_V x + b_V per head; ``dense`` (B, T, D) the attention output projection W_O ctx + b_O; ``normed``
+    (B, T, D) the attention block's output LN(x + dense); ``output`` (B, T, D) the layer's output; ``call``
+    the layer's own arguments, to run it again.
+    """
+
+    probs: torch.Tensor
+    parts: LayerParts | None = field(repr=False, default=None)
+
+    def _parts(self) -> LayerParts:
+        if self.parts is None:
+            raise BertologyError("this trace holds only the attention weights; trace(..., reads=PARTS) keeps the rest")
+        return self.parts
+
+    hidden = property(lambda self: self._parts().hidden)
+    values = property(lambda self: self._parts().values)
+    dense = property(lambda self: self._parts().dense)
+    normed = property(lambda self: self._parts().normed)
+    output = property(lambda self: self._parts().output)
+    call = property(lambda self: self._parts().call)
+
+
+def first_output(output):
+    """A module's main output: the first element when it returns a tuple."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+@torch.no_grad()
+def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS) -> list[LayerTrace]:
+    """Run ``inputs`` through the model once and keep, for every layer, what :class:`LayerTrace` holds.
+
+    ``reads``: the parts kept besides the weights; with none, only the weights are captured (no hook on
+    the layers' parts, no decomposition check). With parts, raises UnsupportedArchitectureError when an
+    attention block is not LN(x + W_O ctx + b_O), the decomposition the methods reading them rely on.
+    """
+    model = architectures.torch_module(loaded)
+    if not reads & PARTS:
+        with capture_attention(model, retain_grad=False) as capture:
+            model(**inputs)
+        return [LayerTrace(probs) for probs in capture.probs]
+    blocks = architectures.layers(model)
+    n = len(blocks)
+    kept: dict[str, list] = {name: [None] * n for name in ("call", "values", "dense", "norm_in", "normed", "output")}
+    handles = []
+
+    def keep(name, layer, pick):
+        def hook(*args):
+            kept[name][layer] = pick(*args)
+
+        return hook
+
+    for layer, block in enumerate(blocks):
+        _, _, value = architectures.qkv(model, layer)
+        norm, _ = architectures.layer_norms(model, layer)
+        handles += [
+            block.register_forward_pre_hook(keep("call", layer, lambda m, a, k: (a, k)), with_kwargs=True),
+            block.register_forward_hook(keep("output", layer, lambda m, a, o: first_output(o))),
+            value.register_forward_hook(keep("values", layer, lambda m, a, o: o)),
+            architectures.attention_output(model, layer).register_forward_hook(keep("dense", layer, lambda m, a, o: o)),
+            norm.register_forward_hook(keep("norm_in", layer, lambda m, a, o: a[0])),
+            norm.register_forward_hook(keep("normed", layer, lambda m, a, o: o)),
+        ]
+    try:
+        with capture_attention(model, retain_grad=False) as capture:
+            model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    traces = []
+    for layer in range(n):
+        args, kwargs = kept["call"][layer]
+        hidden = args[0] if args else kwargs["hidden_states"]
+        probs = capture.probs[layer]
+        heads = probs.shape[1]
+        values = kept["values"][layer]
+        values = values.view(*values.shape[:2], heads, -1).transpose(1, 2)
+        residual = (kept["norm_in"][layer] - kept["dense"][layer] - hidden).abs().max()
+        if residual > _DECOMPOSITION_TOL * max(1.0, float(hidden.abs().max())):
+            raise UnsupportedArchitectureError(
+                f"layer {layer} of {type(model).__name__}: the attention layer norm's input is not the layer input "
+                f"plus the attention output (off by {float(residual):.2g}); context-mixing maps need a post-LN block",
+                model_type=getattr(model.config, "model_type", None),
+                missing=["attention_layer_norm"],
+            )
+        parts = LayerParts(
+            hidden, values, kept["dense"][layer], kept["normed"][layer], kept["output"][layer], (args, kwargs)
+        )
+        traces.append(LayerTrace(probs, parts))
+    return traces
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings some methods take: ``flow_rows`` limits attention flow to some receiving tokens (e.g.
+    ``(0,)``), ``flow_max_tokens`` is its length limit."""
+
+    flow_rows: Sequence[int] | None = None
+    flow_max_tokens: int = 48
+
+
+class MixingMethod:
+    """A context-mixing method found by ``name``. Subclasses implement :class:`LayerMethod` or
+    :class:`AcrossLayers`; :meth:`check_batch` refuses a batch the method cannot take (no-op by default)."""
+
+    name: str
+    #: One map per head (True) or one per layer.
+    per_head: ClassVar[bool] = False
+
+    def heads(self, layer_heads: int) -> int:
+        """The maps it gives for a layer of ``layer_heads`` heads."""
+        return layer_heads if self.per_head else 1
+
+    def check_batch(self, real: torch.Tensor, options: Options) -> None:
+        """Raise a BertologyError when the method cannot take this batch (``real``: (B, T) token mask)."""
+
+    def _checked(self, maps: list[torch.Tensor], real: torch.Tensor, heads: Sequence[int]) -> list[torch.Tensor]:
+        """``maps`` after checking each layer's shape (``heads``: the model's heads per layer)."""
+        batch, tokens = real.shape
+        for layer, (m, h) in enumerate(zip(maps, heads, strict=True)):
+            expected = (batch, self.heads(h), tokens, tokens)
+            if tuple(m.shape) != expected:
+                raise BertologyError(
+                    f"{self.name} gave a map of shape {tuple(m.shape)} at layer {layer}, not {expected}"
+                )
+        return maps
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class LayerMethod(MixingMethod):
+    """A per-layer method: ``layer_map`` gives one layer's (B, H, T, T) map (H = 1 unless ``per_head``)."""
+
+    #: The trace's parts it reads besides the attention weights (a subset of :data:`PARTS`).
+    reads: ClassVar[frozenset[str]] = PARTS
+
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: torch.Tensor) -> list[torch.Tensor]:
+        """Every layer's map, checked."""
+        out = [self.layer_map(model, layer, t, real) for layer, t in enumerate(traces)]
+        return self._checked(out, real, [t.probs.shape[1] for t in traces])
+
+
+class AcrossLayers(MixingMethod):
+    """A method over the layers: ``combine`` turns the per-layer maps of method ``of`` into one (B, T, T) map
+    per layer (row i of layer l: how much output token i at layer l draws on input token j)."""
+
+    of: str
+
+    def combine(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def maps(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+        """Every layer's map as (B, 1, T, T), checked."""
+        return self._checked([m[:, None] for m in self.combine(per_layer, real, options)], real, [1] * len(per_layer))
+
+
+# --------------------------------------------------------------------------- the registry
+
+#: Every registered method by name: per-layer methods first, then those across layers, each in registration order.
+REGISTRY: Registry[MixingMethod] = Registry("context-mixing method")
+M = TypeVar("M", bound=MixingMethod)
+
+
+def register(method: M, *, replace: bool = False) -> M:
+    """Add ``method`` to the registry under its name (``replace`` to override one); returns it."""
+    return REGISTRY.register(method, replace=replace)
+
+
+#: Per-layer methods, and whether each has one map per head (live: methods registered later appear).
+LAYER_METHODS = View(REGISTRY, lambda m: isinstance(m, LayerMethod), lambda m: m.per_head)
+#: Methods across layers, and the per-layer method each combines.
+AGGREGATED = View(REGISTRY, lambda m: isinstance(m, AcrossLayers), lambda m: m.of)
+
+
+class _AllNames(Names):
+    def _names(self) -> tuple[str, ...]:
+        return (*LAYER_METHODS, *AGGREGATED)
+
+
+#: Every method name, per-layer ones first.
+METHODS = _AllNames(REGISTRY)
+
+
+def get_method(name: str) -> MixingMethod:
+    """The registered method ``name`` (ValueError naming the known ones otherwise)."""
+    return REGISTRY[name]

@@ -1,0 +1,68 @@
+"""Figures of context mixing: shares of attention by token kind, faithfulness by layer, one item's maps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bertology_utils.attention.word_attention import ItemAttention
+
+__all__ = ["plot_shares", "plot_faithfulness", "plot_side_by_side"]
+
+
+def plot_shares(raw: pd.DataFrame, weighted: pd.DataFrame, kinds: Sequence[str] = ("cls", "sep", "punct")):
+    """Per-layer share of attention on each kind of token, raw (solid) vs norm-weighted (dashed).
+
+    ``raw`` and ``weighted``: one row per layer (from 1), a column per kind (``SurfaceStats.per_layer()``).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for k, kind in enumerate(kinds):
+        color = f"C{k}"
+        ax.plot(raw.index, raw[kind], color=color, marker="o", label=f"{kind} (raw)")
+        ax.plot(weighted.index, weighted[kind], color=color, marker="s", linestyle="--", label=f"{kind} (norm)")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("share of attention")
+    ax.set_xticks(list(raw.index))
+    ax.set_ylim(0, None)
+    ax.legend(ncol=2, fontsize="small", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = None):
+    """Mean Spearman rho per layer, one line per method, one panel per reference (``faithfulness_summary``)."""
+    import matplotlib.pyplot as plt
+
+    references = list(dict.fromkeys(summary.reference)) if references is None else list(references)
+    fig, axes = plt.subplots(1, len(references), figsize=(5 * len(references), 3.8), squeeze=False, sharey=True)
+    for ax, reference in zip(axes[0], references):
+        part = summary[summary.reference == reference]
+        for method, rows in part.groupby("method", sort=False):
+            ax.plot(rows.layer, rows["mean"], marker="o", label=method)
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_title(f"against {reference.replace('_', ' ')}")
+        ax.set_xlabel("layer")
+        ax.set_xticks(sorted(part.layer.unique()))
+    axes[0][0].set_ylabel("mean Spearman rho")
+    axes[0][-1].legend(fontsize="small", frameon=False, loc="center left", bbox_to_anchor=(1, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def plot_side_by_side(items: Mapping[str, ItemAttention], layer: int = -1):
+    """One item's maps under several methods (``{title: ItemAttention}``) at ``layer``, heads averaged."""
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.core.figures import plot_attention_map
+
+    first = next(iter(items.values()))
+    size = max(3.0, 0.32 * first.n_words + 1.5)
+    fig, axes = plt.subplots(1, len(items), figsize=((size + 1) * len(items), size), squeeze=False)
+    for ax, (title, item) in zip(axes[0], items.items()):
+        plot_attention_map(np.asarray(item.attention, dtype=np.float64)[layer].mean(0), item.words, ax=ax, title=title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,78 @@
+"""Mohebbi et al. (2023), value zeroing: zero token j's value vectors (every head) in one layer and measure
+how far each output of that layer moves.
+
+``value_zeroing``          one layer's cosine distances, rows normalised to sum to 1;
+``value_zeroing_rollout``  those maps multiplied through the layers (the paper's aggregate).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertology_utils.core import architectures
+from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, first_output, register
+from bertology_utils.interventions.mixing.rollout import Rollout
+
+__all__ = ["value_zeroing", "ValueZeroing"]
+
+
+def _repeat_batch(value, batch: int, copies: int):
+    """Tensors with a leading batch dimension repeated ``copies`` times per item (other values as they are)."""
+    if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch:
+        return value.repeat_interleave(copies, dim=0)
+    return value
+
+
+@torch.no_grad()
+def value_zeroing(model, layer: int, t: LayerTrace, real: torch.Tensor, max_rows: int = 256) -> torch.Tensor:
+    """Mohebbi et al.'s value zeroing for one layer, (B, T, T), rows summing to 1 over real tokens.
+
+    The layer is run again once per token j (batched, ``max_rows`` copies at a time) on its own
+    inputs, with every head's value vector of j set to zero; entry (i, j) is the cosine distance
+    between output i and the original output i, normalised over j.
+    """
+    module = architectures.torch_module(model)
+    block = architectures.layers(module)[layer]
+    _, _, value = architectures.qkv(module, layer)
+    args, kwargs = t.call
+    batch, tokens, _ = t.hidden.shape
+    scores = torch.zeros(batch, tokens, tokens, dtype=t.output.dtype, device=t.output.device)
+    per_chunk = max(1, max_rows // batch)
+    for start in range(0, tokens, per_chunk):
+        zeroed = torch.arange(start, min(tokens, start + per_chunk), device=t.hidden.device)
+        copies = len(zeroed)
+        keep = torch.ones(batch * copies, tokens, 1, dtype=t.hidden.dtype, device=t.hidden.device)
+        keep[torch.arange(batch * copies), zeroed.repeat(batch)] = 0
+
+        def zero_values(_module, _inputs, output, keep=keep):
+            return output * keep
+
+        handle = value.register_forward_hook(zero_values)
+        try:
+            out = first_output(
+                block(
+                    *(_repeat_batch(a, batch, copies) for a in args),
+                    **{k: _repeat_batch(v, batch, copies) for k, v in kwargs.items()},
+                )
+            )
+        finally:
+            handle.remove()
+        original = t.output.repeat_interleave(copies, dim=0)
+        # 1 - cos(a, b) = |a/|a| - b/|b||^2 / 2, without 1 - cos's cancellation for small changes.
+        unit = nn.functional.normalize(out, dim=-1) - nn.functional.normalize(original, dim=-1)
+        distance = unit.square().sum(-1) / 2  # (B*copies, T)
+        scores[:, :, zeroed] = distance.view(batch, copies, tokens).transpose(1, 2)
+    scores = scores * real[:, None, :]
+    return scores / scores.sum(-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)
+
+
+class ValueZeroing(LayerMethod):
+    name = "value_zeroing"
+
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+        return value_zeroing(model, layer, t, real)[:, None]
+
+
+register(ValueZeroing())
+register(Rollout("value_zeroing_rollout", of="value_zeroing"))
