@@ -239,7 +239,8 @@ M = TypeVar("M", bound=MixingMethod)
 
 def register(method: M, *, replace: bool = False) -> M:
     """Add ``method`` to the registry under its name (``replace`` to override one); returns it."""
-    return REGISTRY.register(method, replace=replace)
+    REGISTRY.register(method, replace=replace)
+    return method
 
 
 #: Per-layer methods, and whether each has one map per head (live: methods registered later appear).
