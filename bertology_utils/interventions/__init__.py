@@ -2,8 +2,9 @@
 
 ``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
 ``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
-beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution`` (input gradients,
-integrated gradients, blank-out), ``head_relevance`` (integrated gradients over head gates),
+beyond raw weights: norms, rollout, flow, ALTI, value zeroing; one file and one registered class per
+method), ``attribution`` (input gradients, integrated gradients, blank-out; references registered by
+name), ``head_relevance`` (integrated gradients over head gates),
 ``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
 many of their dimensions decide where a head attends). A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
@@ -61,6 +62,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "blank_out",
             "word_references",
             "WordReferences",
+            "REFERENCES",
+            "Reference",
+            "ReferenceScores",
+            "register_reference",
         ],
         "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],
         "l0": ["HardConcreteGates", "GateTraining", "train_gates", "L0Sweep", "l0_sweep", "training_set"],
@@ -74,6 +79,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "attention_flow",
             "faithfulness",
             "faithfulness_summary",
+            "MixingMethod",
+            "LayerMethod",
+            "AcrossLayers",
+            "Rollout",
         ],
     },
 )

@@ -31,7 +31,8 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   (or logit, or regression output) is the word's importance. All blanked copies of a batch go
   through the model in chunks;
 * :func:`token_to_word_scores` — token attributions summed onto words, to compare with blank-out;
-* :func:`word_references` — all three for a corpus, word level, in corpus order.
+* :func:`word_references` — the registered references (:data:`REFERENCES`: a :class:`Reference` subclass
+  each, one signature, word-level scores; :func:`register_reference` adds one) for a corpus, in corpus order.
 
 Models are run in eval mode (the previous mode is restored) and hooks are always removed.
 """
@@ -40,9 +41,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -53,6 +54,7 @@ from bertology_utils.attention.word_attention import WordConversion
 from bertology_utils.core.batching import pad_rows
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.registry import Names, Registry
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
 from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
@@ -68,7 +70,15 @@ __all__ = [
     "integrated_gradients",
     "blank_out",
     "token_to_word_scores",
+    "ReferenceSettings",
+    "ReferenceScores",
+    "Reference",
+    "REFERENCE_REGISTRY",
     "REFERENCES",
+    "register_reference",
+    "BlankOut",
+    "InputXGradient",
+    "IntegratedGradientsReference",
     "WordReferences",
     "word_references",
 ]
@@ -506,10 +516,103 @@ def token_to_word_scores(scores: torch.Tensor, batch: TokenBatch) -> torch.Tenso
     return torch.where(present.to(words.device), words, torch.full_like(words, float("nan")))
 
 
-# --------------------------------------------------------------------------- a corpus's references
+# --------------------------------------------------------------------------- references, by name
 
-#: The references :func:`word_references` computes.
-REFERENCES = ("blank_out", "input_x_gradient", "integrated_gradients")
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """What :func:`word_references` passes every reference: integrated gradients' ``steps``, ``baseline``
+    and ``tolerance`` (:func:`integrated_gradients`)."""
+
+    steps: int = 32
+    baseline: str = "zero"
+    tolerance: float | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceScores:
+    """A reference's scores of one batch: ``words`` (B, W), NaN where an item has no word W; a reference
+    with a completeness property (the scores add up to ``f(x) - f(x')``) also gives ``relative_gap`` (B,),
+    ``|delta| / max(1, |f(x) - f(x')|)``, and ``panels`` (B,), the pieces its path integral took."""
+
+    words: torch.Tensor
+    relative_gap: torch.Tensor | None = None
+    panels: torch.Tensor | None = None
+
+
+class Reference:
+    """An attribution reference, found by ``name``: :meth:`scores` gives a batch's word-level scores of the
+    class ``labels`` (one signature for all: token-level references sum their tokens onto words).
+    Calling it checks the shape and, for a complete reference, that the gaps are finite."""
+
+    name: str
+
+    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+        raise NotImplementedError
+
+    def __call__(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+        out = self.scores(loaded, batch, labels, settings)
+        expected = (len(batch.items), max((a.n_words for a in batch.items), default=0))
+        if tuple(out.words.shape) != expected:
+            raise BertologyError(f"reference {self.name} gave scores of shape {tuple(out.words.shape)}, not {expected}")
+        if out.relative_gap is not None and not torch.isfinite(out.relative_gap).all():
+            raise BertologyError(f"reference {self.name}: its completeness gap is not finite")
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+#: Every registered reference by name, in registration order; :func:`register_reference` adds one.
+REFERENCE_REGISTRY: Registry[Reference] = Registry("attribution reference")
+#: The names of the references :func:`word_references` computes (live: references registered later appear).
+REFERENCES = Names(REFERENCE_REGISTRY)
+R = TypeVar("R", bound=Reference)
+
+
+def register_reference(reference: R, *, replace: bool = False) -> R:
+    """Add ``reference`` under its name (``replace`` to override one); returns it."""
+    REFERENCE_REGISTRY.register(reference, replace=replace)
+    return reference
+
+
+class BlankOut(Reference):
+    """:func:`blank_out`, word level by construction."""
+
+    name = "blank_out"
+
+    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+        return ReferenceScores(blank_out(loaded, batch, labels))
+
+
+class InputXGradient(Reference):
+    """:func:`input_x_gradient`, each word's tokens summed."""
+
+    name = "input_x_gradient"
+
+    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+        return ReferenceScores(token_to_word_scores(input_x_gradient(loaded, batch, labels), batch))
+
+
+class IntegratedGradientsReference(Reference):
+    """:func:`integrated_gradients`, each word's tokens summed, with its completeness gap."""
+
+    name = "integrated_gradients"
+
+    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+        ig = integrated_gradients(
+            loaded, batch, labels, steps=settings.steps, baseline=settings.baseline, tolerance=settings.tolerance
+        )
+        gap = ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)
+        return ReferenceScores(token_to_word_scores(ig.attributions, batch), gap, ig.panels)
+
+
+register_reference(BlankOut())
+register_reference(InputXGradient())
+register_reference(IntegratedGradientsReference())
+
+
+# --------------------------------------------------------------------------- a corpus's references
 
 
 @dataclass(frozen=True)
@@ -519,7 +622,8 @@ class WordReferences:
     ``scores[name][k]`` is a (W,) array for the k-th kept item (NaN where a reference has no value);
     ``skipped`` the items longer than the token limit; ``ig_relative_gap`` the largest integrated-
     gradients completeness error, ``|delta| / max(1, |f(x) - f(x')|)``, over the kept items, and
-    ``ig_panels`` the mean number of panels their paths were cut into (1 without a tolerance).
+    ``ig_panels`` the mean number of panels their paths were cut into (1 without a tolerance; 0 and 1
+    when integrated gradients was not among the references).
     """
 
     scores: dict[str, list[np.ndarray]]
@@ -532,6 +636,7 @@ def word_references(
     loaded: LoadedModel,
     items,
     *,
+    references: Sequence[str] | None = None,
     batch_size: int = 8,
     max_tokens: int | None = None,
     steps: int = 32,
@@ -539,7 +644,8 @@ def word_references(
     tolerance: float | None = None,
     cache: bool = False,
 ) -> WordReferences:
-    """Blank-out, input x gradient and integrated gradients of every item, at word level, in corpus order.
+    """The ``references`` (names in :data:`REFERENCES`; default: every registered one) of every item, at
+    word level, in corpus order.
 
     Items longer than ``max_tokens`` (and than the model takes) are skipped, as
     :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them,
@@ -548,37 +654,39 @@ def word_references(
     earlier call with the same model weights, items and settings stored (the results cache of
     :mod:`~bertology_utils.interventions.pruning`).
     """
+    chosen = [REFERENCE_REGISTRY[name] for name in dict.fromkeys(REFERENCES if references is None else references)]
+    names = [r.name for r in chosen]
+    settings = ReferenceSettings(steps, baseline, tolerance)
     corpus = Corpus.of(items)
     batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
 
     def compute() -> dict[str, np.ndarray]:
-        found: dict[str, dict[int, np.ndarray]] = {name: {} for name in REFERENCES}
+        found: dict[str, dict[int, np.ndarray]] = {name: {} for name in names}
+        n_words: dict[int, int] = {}
         gap, panels = 0.0, []
         for batch in batches:
             labels = predicted_labels(loaded, batch)
-            ig = integrated_gradients(loaded, batch, labels, steps=steps, baseline=baseline, tolerance=tolerance)
-            gap = max(gap, float((ig.delta.abs() / (ig.score - ig.baseline_score).abs().clamp_min(1)).max()))
-            panels.extend(ig.panels.tolist())
-            per_word = {
-                "blank_out": blank_out(loaded, batch, labels),
-                "input_x_gradient": token_to_word_scores(input_x_gradient(loaded, batch, labels), batch),
-                "integrated_gradients": token_to_word_scores(ig.attributions, batch),
-            }
-            for name, values in per_word.items():
-                rows = values.detach().cpu().numpy()
+            n_words.update((item.index, item.n_words) for item in batch.items)
+            for reference in chosen:
+                out = reference(loaded, batch, labels, settings)
+                if out.relative_gap is not None:
+                    gap = max(gap, float(out.relative_gap.max()))
+                if out.panels is not None:
+                    panels.extend(out.panels.tolist())
+                rows = out.words.detach().cpu().numpy()
                 for row, item in zip(rows, batch.items):
-                    found[name][item.index] = row[: item.n_words]
-        order = sorted(found["blank_out"])
+                    found[reference.name][item.index] = row[: item.n_words]
+        order = sorted(n_words)
         # ragged per-item rows, concatenated in corpus order: what the results cache stores
         return {
-            **{name: np.concatenate([found[name][i] for i in order] or [np.zeros(0)]) for name in REFERENCES},
-            "n_words": np.asarray([len(found["blank_out"][i]) for i in order], dtype=np.int64),
+            **{name: np.concatenate([found[name][i] for i in order] or [np.zeros(0)]) for name in names},
+            "n_words": np.asarray([n_words[i] for i in order], dtype=np.int64),
             "ig": np.asarray([gap, float(np.mean(panels)) if panels else 1.0]),
         }
 
     fields: dict[str, object] = {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
-    fields |= {"steps": steps, "baseline": baseline, "tolerance": tolerance}
+    fields |= {"steps": steps, "baseline": baseline, "tolerance": tolerance, "references": names}
     packed = _results("word-references", loaded, corpus.sha256, fields, compute, cache)
     cuts = np.cumsum(packed["n_words"])[:-1]
-    scores = {name: np.split(packed[name], cuts) if len(packed["n_words"]) else [] for name in REFERENCES}
+    scores = {name: np.split(packed[name], cuts) if len(packed["n_words"]) else [] for name in names}
     return WordReferences(scores, skipped, float(packed["ig"][0]), float(packed["ig"][1]))

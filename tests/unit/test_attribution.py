@@ -13,6 +13,7 @@ from bertology_utils.attention.alignment import WORD
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions import attribution as attribution_module
 from bertology_utils.interventions.attribution import (
     blank_out,
     input_x_gradient,
@@ -377,3 +378,63 @@ def test_word_references_are_stored_and_read_back(tiny_model_dirs, tmp_path, mon
     assert len(calls) == computed + 3
     attribution.word_references(loaded, data[:5], cache=True, **settings_)  # other items
     assert len(calls) == computed + 5
+
+
+# --------------------------------------------------------------------------- the registry of references
+
+
+@pytest.mark.parametrize("name", attribution_module.REFERENCES)
+def test_every_registered_reference_scores_each_word_of_each_item(tiny_model_dirs, name):
+    loaded = classifier(tiny_model_dirs["roberta"])
+    batch = one_batch(loaded)
+    labels = attribution_module.predicted_labels(loaded, batch)
+    out = attribution_module.REFERENCE_REGISTRY[name](loaded, batch, labels, attribution_module.ReferenceSettings(8))
+    width = max(a.n_words for a in batch.items)
+    assert out.words.shape == (len(batch.items), width)
+    for row, item in zip(out.words.numpy(), batch.items):
+        words = item.word_kinds == WORD
+        assert np.isfinite(row[: item.n_words][words]).all() and np.isnan(row[item.n_words :]).all()
+    if out.relative_gap is not None:
+        assert out.relative_gap.shape == out.panels.shape == (len(batch.items),)
+
+
+class WordPosition(attribution_module.Reference):
+    """A null reference, as a new reference's file would define it: later words matter more."""
+
+    name = "word_position_for_test"
+
+    def scores(self, loaded, batch, labels, settings):
+        width = max(a.n_words for a in batch.items)
+        rows = [np.r_[np.arange(a.n_words, dtype=np.float32), np.full(width - a.n_words, np.nan)] for a in batch.items]
+        return attribution_module.ReferenceScores(torch.from_numpy(np.stack(rows)))
+
+
+def test_a_new_reference_is_one_registered_class_that_word_references_and_faithfulness_take(tiny_model_dirs):
+    from bertology_utils.attention import attention_for
+    from bertology_utils.interventions import mixing
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    data = corpus(6)
+    attribution_module.register_reference(WordPosition())
+    try:
+        assert attribution_module.REFERENCES[-1] == WordPosition.name
+        refs = attribution_module.word_references(loaded, data, batch_size=4, steps=4)
+        only = attribution_module.word_references(
+            loaded, data, references=[WordPosition.name, "blank_out"], batch_size=4, steps=4
+        )
+        with pytest.raises(ValueError, match="already registered"):
+            attribution_module.register_reference(WordPosition())
+    finally:
+        attribution_module.REFERENCE_REGISTRY.unregister(WordPosition.name)
+    assert list(refs.scores) == ["blank_out", "input_x_gradient", "integrated_gradients", WordPosition.name]
+    for scores, item in zip(refs.scores[WordPosition.name], data.items):
+        np.testing.assert_array_equal(scores, np.arange(len(scores)))
+        assert len(scores) >= len(item.words)
+    maps = {"attention": attention_for(data, loaded)}
+    table = mixing.faithfulness(maps, refs.scores)
+    assert set(table.reference) == {*attribution_module.REFERENCES, WordPosition.name}
+    assert list(only.scores) == [WordPosition.name, "blank_out"] and (only.ig_relative_gap, only.ig_panels) == (0, 1)
+    for a, b in zip(only.scores["blank_out"], refs.scores["blank_out"]):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="unknown attribution reference 'saliency'; choose from blank_out"):
+        attribution_module.word_references(loaded, data, references=["saliency"])
