@@ -61,6 +61,7 @@ from tqdm.auto import tqdm
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.heads import Head
+from bertology_utils.core.typing import HeadMatrix
 
 __all__ = [
     "HeadDistances",
@@ -647,7 +648,7 @@ def same_layer_statistic(
 # --------------------------------------------------------------------------- behaviour colours
 
 
-def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
+def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, HeadMatrix]:
     """Mean share of attention each head puts on the previous word, itself, the next word and punctuation.
 
     These are :func:`bertology_utils.analyses.patterns.surface_statistics`' means (every attending word of
