@@ -47,6 +47,7 @@ each block is swept in tiles over the upper triangle of head pairs. Memory stays
 
 from __future__ import annotations
 
+import enum
 import inspect
 import itertools
 import math
@@ -60,6 +61,7 @@ from tqdm.auto import tqdm
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.heads import Head
+from bertology_utils.core.typing import HeadMatrix
 
 __all__ = [
     "HeadDistances",
@@ -296,12 +298,20 @@ def _check_same_corpus(sources) -> None:
         )
 
 
+class _Missing(enum.Enum):
+    """The filler of a source that ran out of items (one member, so mypy narrows ``is not MISSING``)."""
+
+    MISSING = enum.auto()
+
+
 def _aligned(sources, indices) -> Iterable[tuple[ItemAttention, ...]]:
     """Items of every source, index by index; refuses sources whose items do not line up."""
-    missing = object()
-    for group in itertools.zip_longest(*(_iter_source(s, indices) for s in sources), fillvalue=missing):
-        if any(item is missing for item in group):
-            ended = [i for i, item in enumerate(group) if item is missing]
+    missing = _Missing.MISSING
+    streams: list[Iterable[ItemAttention | _Missing]] = [_iter_source(s, indices) for s in sources]
+    for slots in itertools.zip_longest(*streams, fillvalue=missing):
+        group = tuple(item for item in slots if item is not missing)
+        if len(group) < len(slots):
+            ended = [i for i, item in enumerate(slots) if item is missing]
             raise ValueError(
                 f"source(s) {ended} ran out of items before the others: the sources do not hold "
                 "the same items (e.g. one model skipped a long item); pass indices= with the "
@@ -638,7 +648,7 @@ def same_layer_statistic(
 # --------------------------------------------------------------------------- behaviour colours
 
 
-def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, np.ndarray]:
+def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, HeadMatrix]:
     """Mean share of attention each head puts on the previous word, itself, the next word and punctuation.
 
     These are :func:`bertology_utils.analyses.patterns.surface_statistics`' means (every attending word of

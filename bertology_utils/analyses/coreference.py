@@ -40,6 +40,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.heads import Head
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.data import Corpus, GapExample, Sentence, words_of
 
 __all__ = [
@@ -87,12 +88,12 @@ def _strip(text: str) -> str:
 
 def _walk(text: str, word: str, pos: int) -> tuple[int, int]:
     """Character span of ``word`` at or after ``pos``, skipping characters words_of drops (e.g. a soft hyphen)."""
-    k, start, i = 0, None, pos
+    k, start, i = 0, pos, pos
     while k < len(word):
         if i >= len(text):
             raise DataFormatError(f"word {word!r} not found in the text after character {pos}")
         if text[i] == word[k]:
-            start = i if start is None else start
+            start = i if k == 0 else start
             k += 1
         elif not _droppable(text[i]):
             raise DataFormatError(f"word {word!r} does not match the text at character {i} ({text[i]!r})")
@@ -200,12 +201,12 @@ def gap_words(example: GapExample) -> GapWords:
             raise DataFormatError(f"GAP example {example.id}: {what} {string!r} is not in the text at offset {start}")
     boundaries = [x for _, string, start in mentions for x in (start, start + len(string))]
     words, spans = word_spans(example.text, boundaries)
-    spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
-    p, a, b = (_mention_words(spans, words, start, string, what, example.id) for what, string, start in mentions)
+    span_array = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    p, a, b = (_mention_words(span_array, words, start, string, what, example.id) for what, string, start in mentions)
     if p[1] - p[0] != 1:
         raise DataFormatError(f"GAP example {example.id}: the pronoun {example.pronoun!r} is not one word")
     ends = np.isin(np.array(words, dtype=object), SENTENCE_ENDS)
-    sentences = np.cumsum(ends) - ends  # a sentence-ending word belongs to the sentence it ends
+    sentences: np.ndarray = np.cumsum(ends) - ends  # a sentence-ending word belongs to the sentence it ends
     return GapWords(
         example,
         tuple(words),
@@ -347,7 +348,7 @@ class CorefResult:
         return np.array([g.gender for g in self.items], dtype=object)
 
     @property
-    def accuracy(self) -> np.ndarray:
+    def accuracy(self) -> HeadMatrix:
         """(layers, heads) accuracy over all scored examples."""
         return self.correct.mean(0)
 
@@ -489,7 +490,7 @@ def paper_comparison(result: CorefResult) -> pd.DataFrame:
         [
             {
                 "method": method,
-                "paper (%)": PAPER_TABLE2.get(paper, np.nan),
+                "paper (%)": PAPER_TABLE2.get(paper, np.nan) if paper is not None else np.nan,
                 "ours": ours_name or "-",
                 "ours (%)": ours.get(ours_name, np.nan) if ours_name else np.nan,
                 "note": note,

@@ -25,6 +25,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL as _CLS_KIND
 from bertology_utils.attention.alignment import SEPARATOR as _SEP_KIND
 from bertology_utils.attention.alignment import WORD as _WORD_KIND
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.data import is_punctuation
 
 __all__ = [
@@ -49,7 +50,7 @@ def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
     return worst
 
 
-def head_table(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
+def head_table(values: Mapping[str, HeadMatrix]) -> pd.DataFrame:
     """One row per (layer, head), both counted from 1 like the papers, one column per ``(layers, heads)`` array.
 
     ``surface_statistics(items).table()`` has columns layer, head and one per statistic; melt it
@@ -98,14 +99,14 @@ class SurfaceStats:
     """What :func:`surface_statistics` returns: per-head means, their row counts and uniform references."""
 
     level: str
-    values: dict[str, np.ndarray]  #: name -> (layers, heads) mean, see :data:`STATISTICS`
+    values: dict[str, HeadMatrix]  #: name -> (layers, heads) mean, see :data:`STATISTICS`
     rows: dict[str, int]  #: name -> number of rows the mean is over
     uniform_entropy: float  #: mean log(row length) over all rows: a uniform head's entropy
     uniform_cls_entropy: float  #: the same over [CLS] rows only
     n_items: int
     n_pairs: int = 0  #: items with two segments
 
-    def __getitem__(self, name: str) -> np.ndarray:
+    def __getitem__(self, name: str) -> HeadMatrix:
         return self.values[name]
 
     def table(self) -> pd.DataFrame:
@@ -124,6 +125,7 @@ def _view(item: ItemAttention, level: str):
     elif level == "token":
         if item.token_attention is None:
             raise ValueError(f"item {item.item_id} has no token-level attention: extract with keep_tokens=True")
+        assert item.tokens is not None  # kept with the token-level attention
         t2w = np.asarray(item.token_to_word)
         att, kinds, segments = item.token_attention, np.asarray(item.word_kinds)[t2w], np.asarray(item.segments)[t2w]
         texts = tuple(_strip_piece(t) for t in item.tokens)
@@ -197,7 +199,7 @@ class _SurfaceSums:
 
     def __init__(self, level: str, eps: float, punctuation: Collection[str] | None):
         self.level, self.eps, self.punctuation = level, eps, punctuation
-        self.sums: dict[str, np.ndarray] = {}
+        self.sums: dict[str, HeadMatrix] = {}
         self.rows = {name: 0 for name in STATISTICS}
         self.log_n = self.log_n_cls = 0.0
         self.n_items = self.n_pairs = 0
@@ -278,10 +280,12 @@ class _SurfaceSums:
 
 def _surface_statistics_loop(
     items: Iterable[ItemAttention], level: str = "word", eps: float = 1e-12, punctuation: Collection[str] | None = None
-) -> dict[str, np.ndarray]:
+) -> dict[str, HeadMatrix]:
     """The same means as :func:`surface_statistics`, computed the straightforward way: a Python loop
     over items, heads and rows. Only for checking and for the benchmark (it is ~100x slower)."""
-    sums, rows, shape = {}, {name: 0 for name in STATISTICS}, None
+    sums: dict[str, HeadMatrix] = {}
+    rows = {name: 0 for name in STATISTICS}
+    shape: tuple[int, int] | None = None
     for item in items:
         att, kinds, texts, _ = _view(item, level)
         L, H, n, _ = att.shape
@@ -325,6 +329,8 @@ def _surface_statistics_loop(
         rows["next"] += n - 1
         rows["sep_to_sep"] += int((kinds == _SEP_KIND).sum())
         rows["cls_entropy"] += int((kinds == _CLS_KIND).sum())
+    if shape is None:
+        raise ValueError("no items: the statistics need at least one item")
     return {name: (sums[name] / rows[name] if rows[name] else np.full(shape, np.nan)) for name in STATISTICS}
 
 
@@ -346,7 +352,7 @@ VIG_PATTERNS = {
 class PatternScores:
     """What :func:`vig_patterns` returns."""
 
-    values: dict[str, np.ndarray]  #: pattern -> (layers, heads) score
+    values: dict[str, HeadMatrix]  #: pattern -> (layers, heads) score
     rows: dict[str, int]  #: pattern -> rows averaged (0: not measurable on these items)
 
     def top(self, pattern: str, k: int = 5) -> pd.DataFrame:

@@ -35,6 +35,7 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import Head
+from bertology_utils.core.typing import HeadMatrix, ItemMaps
 from bertology_utils.data import Corpus
 
 __all__ = [
@@ -158,13 +160,13 @@ def real_word_positions(item: ItemAttention) -> np.ndarray:
     return np.flatnonzero(np.asarray(item.word_kinds) == WORD)
 
 
-def word_attention_without_specials(item: ItemAttention) -> np.ndarray:
+def word_attention_without_specials(item: ItemAttention) -> ItemMaps:
     """``(layers, heads, n, n)`` map over the real words only (a copy; rows no longer sum to 1)."""
     real = real_word_positions(item)
     return np.asarray(item.attention)[:, :, real[:, None], real]
 
 
-def predictions(attention: np.ndarray) -> np.ndarray:
+def predictions(attention: ItemMaps) -> np.ndarray:
     """Predicted head of every word, per direction and head: ``(2, layers, heads, n)``, -1 for none.
 
     ``attention`` is ``(layers, heads, n, n)`` over real words only. Direction 0 (dep->head) takes
@@ -261,7 +263,7 @@ class SyntaxResult:
                 f"relation {relation!r} has no scored dependents; known: {', '.join(self.relations)}"
             ) from None
 
-    def grid(self, relation: str, direction: str | None = None) -> np.ndarray:
+    def grid(self, relation: str, direction: str | None = None) -> HeadMatrix:
         """(layers, heads) accuracy for one relation, in one direction or the better of the two."""
         r = self.index(relation)
         if direction is None:
@@ -593,7 +595,7 @@ def paper_comparison(result: SyntaxResult) -> pd.DataFrame:
     rows = []
     for relation, (head, accuracy, baseline, offset) in PAPER_TABLE1.items():
         ud = STANFORD_TO_UD[relation]
-        row = {
+        row: dict[str, Any] = {
             "paper relation": relation,
             "UD relation": ud if ud is not None else "-",
             "paper head": head,

@@ -116,7 +116,7 @@ class StaticVectors(WordVectors):
             )
         super().__init__(matrix.shape[1])
         self.matrix = matrix
-        self.index = {}
+        self.index: dict[str, int] = {}  # word -> its row
         for row, word in enumerate(vocabulary):
             self.index.setdefault(word, row)  # the first occurrence wins, as in most GloVe readers
         self.lowercase_fallback = lowercase_fallback
@@ -174,7 +174,7 @@ def load_glove(
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such GloVe file")
-    keep = None
+    keep: set[str] | None = None
     if vocabulary is not None:
         keep = set()
         for word in vocabulary:

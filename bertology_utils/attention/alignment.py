@@ -108,13 +108,13 @@ def align(tokenizer, items: Iterable, start_index: int = 0) -> list[AlignedItem]
     in which the tokenizer dropped a word are tokenized again.
     """
     parsed = [item_texts(it) for it in items]
-    out: list[AlignedItem | None] = [None] * len(parsed)
+    out: dict[int, AlignedItem] = {}  # position in items -> its alignment
     for is_pair in (False, True):
         idx = [i for i, p in enumerate(parsed) if (p[1] is not None) == is_pair]
         if not idx:
             continue
         firsts = [list(parsed[i][0]) for i in idx]
-        seconds = [list(parsed[i][1]) for i in idx] if is_pair else None
+        seconds = [list(second) for i in idx if (second := parsed[i][1]) is not None] if is_pair else None
         enc = _encode(tokenizer, firsts, seconds)
         for row, i in enumerate(idx):
             aligned = _aligned_item(
@@ -122,16 +122,16 @@ def align(tokenizer, items: Iterable, start_index: int = 0) -> list[AlignedItem]
                 enc,
                 row,
                 firsts[row],
-                seconds[row] if is_pair else None,
+                seconds[row] if seconds is not None else None,
                 index=start_index + i,
                 item_id=parsed[i][2],
             )
             if aligned is None:  # a word vanished in tokenization: stand the unknown token in for it
                 aligned = _align_with_replacements(
-                    tokenizer, firsts[row], seconds[row] if is_pair else None, start_index + i, parsed[i][2]
+                    tokenizer, firsts[row], seconds[row] if seconds is not None else None, start_index + i, parsed[i][2]
                 )
             out[i] = aligned
-    return out  # type: ignore[return-value]
+    return [out[i] for i in range(len(parsed))]
 
 
 def _align_with_replacements(tokenizer, first, second, index, item_id) -> AlignedItem:

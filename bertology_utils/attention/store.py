@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import zarr
@@ -44,6 +45,9 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArrayConfigParams
 
 __all__ = [
     "FORMAT",
@@ -71,10 +75,11 @@ _COMPRESSORS = (ZstdCodec(level=3, checksum=True),)
 _MAP_CODECS = (Crc32cCodec(),)
 # Every chunk is written, even an all-zero one: zarr then skips scanning each chunk for the
 # fill value, a third of the write's time for attention maps.
-_ARRAY_CONFIG = {"write_empty_chunks": True}
+# (zarr marks its keys typing.NotRequired, which mypy's Python 3.10 typeshed lacks, so it calls "order" required.)
+_ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": True}  # type: ignore[typeddict-item]
 
 #: name -> (dtype, chunk length, what one item contributes: "item", "word", "map", "token", "token_map")
-_ARRAYS = {
+_ARRAYS: dict[str, tuple[type[str] | str, int, str]] = {
     "item_ids": (str, 4096, "item"),
     "status": ("int8", 4096, "item"),
     "n_words": ("int32", 4096, "item"),
@@ -85,7 +90,7 @@ _ARRAYS = {
     "segments": ("int8", 65536, "word"),
     "attention": ("float16", 1 << 18, "map"),
 }
-_TOKEN_ARRAYS = {
+_TOKEN_ARRAYS: dict[str, tuple[type[str] | str, int, str]] = {
     "tokens": (str, 65536, "token"),
     "token_to_word": ("int32", 65536, "token"),
     "token_attention": ("float16", 1 << 18, "token_map"),
@@ -115,6 +120,13 @@ def _diff(stored, wanted, prefix="") -> list[str]:
     return [] if stored == wanted else [f"{prefix[:-1]}: store has {stored!r}, asked for {wanted!r}"]
 
 
+def _group(parent: zarr.Group, name: str) -> zarr.Group:
+    """The subgroup ``name`` of ``parent`` (a store's ``shards`` and each shard are groups)."""
+    group = parent[name]
+    assert isinstance(group, zarr.Group), f"{name} is not a group"
+    return group
+
+
 @dataclass
 class Shard:
     """One contiguous range ``[start, stop)`` of corpus indices and its arrays."""
@@ -137,15 +149,21 @@ class Shard:
         return self.committed == self.stop - self.start
 
     def array(self, name: str) -> zarr.Array:
-        return self.group[name]
+        array = self.group[name]
+        assert isinstance(array, zarr.Array), f"{name} is not an array"
+        return array
+
+    def values(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Entries ``start:stop`` of the 1-D array ``name`` (zarr reads them as a numpy array)."""
+        return np.asarray(self.array(name)[start:stop])
 
     def offsets(self) -> dict[str, np.ndarray]:
         """Start offsets (length committed + 1) of each ragged kind, from the per-item counts."""
         if self._offsets is None:
             k = self.committed
-            ok = self.array("status")[:k] == OK
-            words = self.array("n_words")[:k].astype(np.int64) * ok
-            tokens = self.array("n_tokens")[:k].astype(np.int64) * ok
+            ok = self.values("status", 0, k) == OK
+            words = self.values("n_words", 0, k).astype(np.int64) * ok
+            tokens = self.values("n_tokens", 0, k).astype(np.int64) * ok
             per_map = self.layers * self.heads
             sizes = {"word": words, "map": per_map * words**2, "token": tokens, "token_map": per_map * tokens**2}
             self._offsets = {kind: np.concatenate([[0], np.cumsum(v)]) for kind, v in sizes.items()}
@@ -153,6 +171,10 @@ class Shard:
 
     def has_tokens(self) -> bool:
         return "token_attention" in self.group
+
+
+#: zarr's modes of opening a group.
+_Mode = Literal["r", "r+", "a", "w", "w-"]
 
 
 class AttentionStore:
@@ -167,7 +189,7 @@ class AttentionStore:
     def __init__(self, path: Path, group: zarr.Group):
         self.path = Path(path)
         self.group = group
-        attrs = dict(group.attrs)
+        attrs: dict[str, Any] = dict(group.attrs)
         self.metadata: dict = attrs["metadata"]
         self.n_items: int = int(attrs["n_items"])
         self.num_layers, self.num_heads = map_shape(self.metadata)
@@ -176,7 +198,7 @@ class AttentionStore:
     # -- opening and creating -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path, mode: str = "r") -> AttentionStore:
+    def open(cls, path, mode: _Mode = "r") -> AttentionStore:
         path = Path(path)
         if not (path / "zarr.json").is_file():
             raise StoreError(f"no attention store at {path}")
@@ -233,7 +255,7 @@ class AttentionStore:
     def shards(self) -> list[Shard]:
         if self._shards is None:
             self._shards = sorted(
-                (self._load_shard(g) for _, g in self.group["shards"].groups()), key=lambda s: s.start
+                (self._load_shard(g) for _, g in _group(self.group, "shards").groups()), key=lambda s: s.start
             )
             for a, b in zip(self._shards, self._shards[1:]):
                 if b.start < a.stop:
@@ -241,7 +263,7 @@ class AttentionStore:
         return self._shards
 
     def _load_shard(self, group: zarr.Group) -> Shard:
-        attrs = dict(group.attrs)
+        attrs: dict[str, Any] = dict(group.attrs)
         try:
             shard = Shard(
                 group,
@@ -253,9 +275,9 @@ class AttentionStore:
                 dict(attrs.get("lengths", {})),
             )
             for name, length in shard.lengths.items():
-                if group[name].shape[0] < length:
+                if shard.array(name).shape[0] < length:
                     raise StoreCorruptError(
-                        f"array {name} is shorter ({group[name].shape[0]}) than committed ({length})"
+                        f"array {name} is shorter ({shard.array(name).shape[0]}) than committed ({length})"
                     )
         except (KeyError, ValueError) as exc:
             raise StoreCorruptError(f"{self.path}: shard {group.basename} is damaged: {exc}") from exc
@@ -304,7 +326,7 @@ class AttentionStore:
             group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
             self._publish(staging, name)
         self.refresh()
-        return ShardWriter(self._load_shard(self.group["shards"][name]))
+        return ShardWriter(self._load_shard(_group(_group(self.group, "shards"), name)))
 
     @contextmanager
     def _staging(self) -> Iterator[Path]:
@@ -359,9 +381,9 @@ class AttentionStore:
         """Skipped item index -> its token count."""
         out = {}
         for s in self.shards:
-            st = s.array("status")[: s.committed]
+            st = s.values("status", 0, s.committed)
             idx = np.flatnonzero(st == SKIPPED)
-            n_tok = s.array("n_tokens")[: s.committed]
+            n_tok = s.values("n_tokens", 0, s.committed)
             out.update({int(s.start + i): int(n_tok[i]) for i in idx})
         return out
 
@@ -370,7 +392,9 @@ class AttentionStore:
 
     def get(self, index: int, dtype=np.float32) -> ItemAttention:
         shard, j = self._locate(int(index))
-        return self._read(shard, j, j + 1, dtype)[0]
+        item = self._read(shard, j, j + 1, dtype)[0]
+        assert item is not None  # _read raises KeyError for a skipped item read alone
+        return item
 
     def __iter__(self) -> Iterator[ItemAttention]:
         return self.iter_items()
@@ -393,7 +417,7 @@ class AttentionStore:
         """Items ``lo:hi`` of a shard with one read per array (None for skipped ones)."""
         try:
             off = shard.offsets()
-            per_item = {n: shard.array(n)[lo:hi] for n in ("item_ids", "status", "n_words", "n_tokens", "replaced")}
+            per_item = {n: shard.values(n, lo, hi) for n in ("item_ids", "status", "n_words", "n_tokens", "replaced")}
             spans = {kind: (int(off[kind][lo]), int(off[kind][hi])) for kind in off}
             names = ["words", "word_kinds", "segments", "attention"]
             if shard.has_tokens():
@@ -499,11 +523,18 @@ class ShardWriter:
             "attention": _concat([r.attention.reshape(-1) for r in ok], np.float16),
         }
         if self.shard.has_tokens():
-            if any(r.token_attention is None for r in ok):
-                raise StoreError("this store keeps token-level attention, but results came without it")
-            data["tokens"] = np.array([t for r in ok for t in r.tokens], dtype=object)
-            data["token_to_word"] = _concat([r.token_to_word for r in ok], np.int32)
-            data["token_attention"] = _concat([r.token_attention.reshape(-1) for r in ok], np.float16)
+            tokens: list[str] = []
+            token_to_word: list[np.ndarray] = []
+            token_maps: list[np.ndarray] = []
+            for r in ok:
+                if r.tokens is None or r.token_to_word is None or r.token_attention is None:
+                    raise StoreError("this store keeps token-level attention, but results came without it")
+                tokens += r.tokens
+                token_to_word.append(r.token_to_word)
+                token_maps.append(r.token_attention.reshape(-1))
+            data["tokens"] = np.array(tokens, dtype=object)
+            data["token_to_word"] = _concat(token_to_word, np.int32)
+            data["token_attention"] = _concat(token_maps, np.float16)
         lengths = dict(self.shard.lengths)
         for name, values in data.items():
             if len(values):

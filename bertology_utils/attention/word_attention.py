@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bertology_utils.core.typing import BatchMaps, ItemMaps, TokenToWord
+
 __all__ = ["FROM_RULES", "WordConversion", "word_attention", "word_attention_single", "ItemAttention", "SkippedItem"]
 
 FROM_RULES = ("mean", "first", "max")
@@ -38,7 +40,7 @@ class WordConversion:
         n_words: word dimension of the results; defaults to the largest word index + 1.
     """
 
-    def __init__(self, token_to_word: torch.Tensor, from_rule: str = "mean", n_words: int | None = None):
+    def __init__(self, token_to_word: TokenToWord, from_rule: str = "mean", n_words: int | None = None):
         if from_rule not in FROM_RULES:
             raise ValueError(f"from_rule must be one of {FROM_RULES}, not {from_rule!r}")
         token_to_word = torch.as_tensor(token_to_word).long()
@@ -49,6 +51,7 @@ class WordConversion:
         # (B, T, W) one-hot: token t of item b belongs to word w. Padding (-1) maps nowhere.
         one_hot = torch.nn.functional.one_hot(token_to_word.clamp(min=0), self.n_words + 1)[..., : self.n_words]
         self.members = (one_hot * valid.unsqueeze(-1)).float()
+        self.rows: torch.Tensor | None  # (B, W, T) weights of the token rows of each word; None for "max"
         if from_rule == "mean":
             counts = self.members.sum(1, keepdim=True).clamp_min(1)  # (B, 1, W)
             self.rows = (self.members / counts).transpose(1, 2)  # (B, W, T)
@@ -59,7 +62,7 @@ class WordConversion:
         else:
             self.rows = None
 
-    def __call__(self, attention: torch.Tensor) -> torch.Tensor:
+    def __call__(self, attention: BatchMaps) -> BatchMaps:
         """``(B, ..., T, T)`` token attention -> ``(B, ..., W, W)`` word attention, in ``attention``'s dtype;
         rows and columns of absent words (padding) are zero."""
         if attention.shape[-1] != attention.shape[-2] or attention.shape[-1] != self.token_to_word.shape[-1]:
@@ -85,11 +88,11 @@ class WordConversion:
 
 
 def word_attention(
-    attention: torch.Tensor,
-    token_to_word: torch.Tensor,
+    attention: BatchMaps,
+    token_to_word: TokenToWord,
     from_rule: str = "mean",
     n_words: int | None = None,
-) -> torch.Tensor:
+) -> BatchMaps:
     """Convert token attention to word attention.
 
     Args:
@@ -106,7 +109,7 @@ def word_attention(
     return WordConversion(token_to_word.to(attention.device), from_rule, n_words)(attention)
 
 
-def word_attention_single(attention, token_to_word, from_rule: str = "mean") -> np.ndarray:
+def word_attention_single(attention, token_to_word, from_rule: str = "mean") -> ItemMaps:
     """Convenience for one item: ``(L, H, T, T)`` array and ``(T,)`` map -> ``(L, H, W, W)`` numpy array."""
     att = torch.as_tensor(np.asarray(attention, dtype=np.float32))[None]
     t2w = torch.as_tensor(np.asarray(token_to_word))[None]
@@ -127,12 +130,12 @@ class ItemAttention:
     words: tuple[str, ...]
     word_kinds: np.ndarray
     segments: np.ndarray
-    attention: np.ndarray  #: (layers, heads, words, words)
+    attention: ItemMaps  #: (layers, heads, words, words)
     n_tokens: int
     replaced: int = 0
     tokens: tuple[str, ...] | None = None
     token_to_word: np.ndarray | None = None
-    token_attention: np.ndarray | None = None  #: (layers, heads, tokens, tokens), when kept
+    token_attention: ItemMaps | None = None  #: (layers, heads, tokens, tokens), when kept
 
     @property
     def n_words(self) -> int:

@@ -14,11 +14,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import to_rgba
 
+from bertology_utils.core.typing import HeadMatrix, WordMap
+
 __all__ = ["plot_attention_map", "plot_layer_head_grid"]
 
 
 def plot_attention_map(
-    attention: np.ndarray,
+    attention: WordMap,
     labels: Sequence[str],
     *,
     ax=None,
@@ -56,7 +58,7 @@ def plot_attention_map(
 
 
 def plot_layer_head_grid(
-    values: np.ndarray,
+    values: HeadMatrix,
     *,
     ax=None,
     title: str | None = None,

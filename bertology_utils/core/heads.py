@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bertology_utils.core.typing import HeadMatrix
+
 __all__ = ["Head", "all_heads"]
 
 _WRITTEN = re.compile(r"\s*(\d+)-(\d+)\s*")
@@ -35,7 +37,7 @@ class Head(NamedTuple):
         return cls(int(match[1]) - 1, int(match[2]) - 1)
 
     @classmethod
-    def argmax(cls, grid) -> Head:
+    def argmax(cls, grid: HeadMatrix) -> Head:
         """The head with the largest value of a ``(layers, heads)`` grid, NaN left out (first on ties)."""
         values = np.asarray(grid, dtype=np.float64)
         if values.ndim != 2:

@@ -48,6 +48,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -56,6 +57,10 @@ from bertology_utils.core import architectures
 from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, autocast, evaluating
+from bertology_utils.core.typing import AttentionMaps
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = [
     "Edit",
@@ -77,7 +82,7 @@ __all__ = [
 ]
 
 #: An edit: ``(layer counted from 0, probabilities (batch, heads, queries, keys)) -> probabilities``.
-Edit = Callable[[int, torch.Tensor], torch.Tensor]
+Edit = Callable[[int, AttentionMaps], AttentionMaps]
 
 #: Name under which the edit-point attention function is registered with transformers.
 INTERFACE_NAME = "bertology_edit"
@@ -110,7 +115,7 @@ def _unwrap(model) -> nn.Module:
 # --------------------------------------------------------------------------- the edit point
 
 
-def _apply_edits(module: nn.Module, probs: torch.Tensor) -> torch.Tensor:
+def _apply_edits(module: nn.Module, probs: AttentionMaps) -> AttentionMaps:
     state: _ModuleState | None = getattr(module, _STATE, None)
     if state is None:
         return probs
@@ -181,7 +186,7 @@ class _Installation:
         self.modules = self_attention_modules(model)
         self.depth = 0
         self.handles: list = []
-        self.previous_implementation = None
+        self.previous_implementation: str | None = None
         self.guards: list = []
         self.dropout_points = dropout_edit_points(model)
         self.uses_interface = self.dropout_points is None
@@ -204,8 +209,9 @@ class _Installation:
             try:
                 if self.uses_interface:
                     _register_interface()
-                    self.previous_implementation = self.model.config._attn_implementation
-                    self.model.set_attn_implementation(INTERFACE_NAME)
+                    model = self._transformers_model()
+                    self.previous_implementation = model.config._attn_implementation
+                    model.set_attn_implementation(INTERFACE_NAME)
                 else:
                     for module, point in zip(self.modules, self.dropout_points or ()):
                         self.handles.append(point.register_forward_hook(_dropout_hook(module)))
@@ -213,6 +219,13 @@ class _Installation:
                 self._uninstall()
                 raise
         self.depth += 1
+
+    def _transformers_model(self) -> PreTrainedModel:
+        """The model, typed as transformers' class: edits through the interface switch its attention implementation."""
+        from transformers import PreTrainedModel
+
+        assert isinstance(self.model, PreTrainedModel)  # __init__ checked its _can_set_attn_implementation
+        return self.model
 
     def exit(self) -> None:
         self.depth -= 1
@@ -224,7 +237,7 @@ class _Installation:
             handle.remove()
         self.handles, self.guards = [], []
         if self.uses_interface and self.previous_implementation is not None:
-            self.model.set_attn_implementation(self.previous_implementation)
+            self._transformers_model().set_attn_implementation(self.previous_implementation)
             self.previous_implementation = None
         for module in self.modules:
             if hasattr(module, _STATE):
@@ -319,7 +332,7 @@ def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionC
     n_layers = len(self_attention_modules(model))
     capture = AttentionCapture([None] * n_layers)
 
-    def keep(layer: int, probs: torch.Tensor):
+    def keep(layer: int, probs: AttentionMaps):
         if retain_grad and probs.requires_grad:
             probs.retain_grad()
         capture.probs[layer] = probs
@@ -343,7 +356,7 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
     if gates.dim() != 2 or gates.shape[0] != len(modules):
         raise ValueError(f"gates must have shape (layers={len(modules)}, heads), not {tuple(gates.shape)}")
 
-    def gate(layer: int, probs: torch.Tensor):
+    def gate(layer: int, probs: AttentionMaps):
         if gates.shape[1] != probs.shape[1]:
             raise ValueError(f"gates have {gates.shape[1]} heads per layer; layer {layer} has {probs.shape[1]}")
         g = gates[layer].to(device=probs.device, dtype=probs.dtype)
@@ -356,7 +369,7 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
 # --------------------------------------------------------------------------- moving attention mass
 
 
-def _key_mask(targets: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+def _key_mask(targets: torch.Tensor, probs: AttentionMaps) -> torch.Tensor:
     """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
     targets = targets.to(device=probs.device)
     if targets.dim() == 2:
@@ -366,7 +379,7 @@ def _key_mask(targets: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     return targets.to(probs.dtype)
 
 
-def remove_attention_to(probs: torch.Tensor, targets: torch.Tensor, mode: str = "renormalise") -> torch.Tensor:
+def remove_attention_to(probs: AttentionMaps, targets: torch.Tensor, mode: str = "renormalise") -> AttentionMaps:
     """Take away the attention each row puts on ``targets`` (bool, (batch, keys)).
 
     ``mode="zero"``: the attention is dropped, rows sum to 1 minus what they lost (the head's
@@ -398,8 +411,8 @@ def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
 
 
 def move_matched_mass(
-    probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
-) -> torch.Tensor:
+    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
+) -> AttentionMaps:
     """The control for :func:`remove_attention_to`: move the same mass off one other token.
 
     For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
@@ -423,7 +436,7 @@ def move_matched_mass(
 
 
 def negative_share(
-    probs: torch.Tensor, reference: torch.Tensor, token: torch.Tensor, valid_rows: torch.Tensor | None = None
+    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, valid_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
 
@@ -446,7 +459,7 @@ def ablate_tokens(
     """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed."""
     chosen = None if layers is None else set(int(layer) for layer in layers)
 
-    def edit(layer: int, probs: torch.Tensor):
+    def edit(layer: int, probs: AttentionMaps):
         if chosen is not None and layer not in chosen:
             return None
         return remove_attention_to(probs, targets, mode)
@@ -462,7 +475,7 @@ def ablate_matched_random(
     """The control of :func:`ablate_tokens`: in ``layers``, the mass on ``reference`` is taken off ``token`` instead."""
     chosen = None if layers is None else set(int(layer) for layer in layers)
 
-    def edit(layer: int, probs: torch.Tensor):
+    def edit(layer: int, probs: AttentionMaps):
         if chosen is not None and layer not in chosen:
             return None
         return move_matched_mass(probs, reference, token, mode)
@@ -566,7 +579,8 @@ def first_token_readout(model) -> Iterator[bool]:
     dropouts = [m for m in stack[-1].modules() if type(m) is nn.Dropout and "forward" not in vars(m)]
     handles = [norm.register_forward_hook(first_token), stack[-1].register_forward_hook(block_done)]
     for dropout in dropouts:
-        dropout.forward = functools.partial(full_mask, dropout)
+        patched: nn.Module = dropout  # nn.Module's forward is an attribute: this one shadows Dropout's until finally
+        patched.forward = functools.partial(full_mask, dropout)
     try:
         yield True
     finally:

@@ -325,8 +325,9 @@ def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -
     """One notebook's metrics against its reference: every reference metric, then the new ones."""
     rows = []
     known = reference.metrics if reference is not None else {}
+    tolerances = reference.tolerances if reference is not None else {}
     for name, expected in known.items():
-        tolerance = reference.tolerances[name]
+        tolerance = tolerances[name]
         text = tolerance.describe()
         if name not in metrics:
             rows.append(Difference(notebook, name, expected, None, text, MISSING))
