@@ -18,10 +18,25 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["AttentionMaps", "BatchMaps", "TokenToWord", "ItemMaps", "WordMap", "HeadMatrix"]
+__all__ = [
+    "AttentionMaps",
+    "MixingMatrix",
+    "TokenMask",
+    "BatchMaps",
+    "TokenToWord",
+    "ItemMaps",
+    "WordMap",
+    "HeadMatrix",
+]
 
 AttentionMaps: TypeAlias = "torch.Tensor"
 """``(B, H, T, T)`` attention of one layer for a batch, rows over keys (the model's ``attentions``)."""
+
+MixingMatrix: TypeAlias = "torch.Tensor"
+"""``(B, T, T)`` one map a layer for a batch: ``[b, i, j]`` how much token i draws on token j."""
+
+TokenMask: TypeAlias = "torch.Tensor"
+"""``(B, T)`` 1 (or True) for a real token, 0 for padding."""
 
 BatchMaps: TypeAlias = "torch.Tensor"
 """``(B, ..., T, T)`` or ``(B, ..., W, W)`` maps of a batch, any dims (layers, heads) between B and the map."""

@@ -12,6 +12,7 @@ from torch import nn
 
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, register
 from bertology_utils.interventions.mixing.norm import head_vectors, mixed_vectors, row_chunks
 from bertology_utils.interventions.mixing.rollout import Rollout
@@ -50,7 +51,7 @@ def transformed_vectors(
     return gamma * (z - z.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
 
 
-def alti_contributions(model, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+def alti_contributions(model, layer: int, t: LayerTrace, real: TokenMask) -> MixingMatrix:
     """ALTI's contributions c_ij of input j to the attention block's output y_i, (B, T, T), rows summing to 1.
 
     Ferrando et al.'s contribution is max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) (see
@@ -70,7 +71,7 @@ def alti_contributions(model, layer: int, t: LayerTrace, real: torch.Tensor) -> 
 class AltiLayer(LayerMethod):
     name = "alti_layer"
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         return alti_contributions(model, layer, t, real)[:, None]
 
 

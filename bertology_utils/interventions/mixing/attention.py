@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import torch
 from torch import nn
 
+from bertology_utils.core.typing import AttentionMaps, TokenMask
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, register
 
 __all__ = ["Attention"]
@@ -17,7 +17,7 @@ class Attention(LayerMethod):
     per_head = True
     reads: ClassVar[frozenset[str]] = frozenset()
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         return t.probs
 
 

@@ -22,6 +22,7 @@ from torch import nn
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.registry import Names, Registry, View
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
 from bertology_utils.interventions.editing import capture_attention
 
 __all__ = [
@@ -183,10 +184,10 @@ class MixingMethod:
         """The maps it gives for a layer of ``layer_heads`` heads."""
         return layer_heads if self.per_head else 1
 
-    def check_batch(self, real: torch.Tensor, options: Options) -> None:
+    def check_batch(self, real: TokenMask, options: Options) -> None:
         """Raise a BertologyError when the method cannot take this batch (``real``: (B, T) token mask)."""
 
-    def _checked(self, maps: list[torch.Tensor], real: torch.Tensor, heads: Sequence[int]) -> list[torch.Tensor]:
+    def _checked(self, maps: list[torch.Tensor], real: TokenMask, heads: Sequence[int]) -> list[torch.Tensor]:
         """``maps`` after checking each layer's shape (``heads``: the model's heads per layer)."""
         batch, tokens = real.shape
         for layer, (m, h) in enumerate(zip(maps, heads, strict=True)):
@@ -207,10 +208,10 @@ class LayerMethod(MixingMethod):
     #: The trace's parts it reads besides the attention weights (a subset of :data:`PARTS`).
     reads: ClassVar[frozenset[str]] = PARTS
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         raise NotImplementedError
 
-    def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: torch.Tensor) -> list[torch.Tensor]:
+    def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: TokenMask) -> list[torch.Tensor]:
         """Every layer's map, checked."""
         out = [self.layer_map(model, layer, t, real) for layer, t in enumerate(traces)]
         return self._checked(out, real, [t.probs.shape[1] for t in traces])
@@ -222,10 +223,10 @@ class AcrossLayers(MixingMethod):
 
     of: str
 
-    def combine(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+    def combine(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
         raise NotImplementedError
 
-    def maps(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+    def maps(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
         """Every layer's map as (B, 1, T, T), checked."""
         return self._checked([m[:, None] for m in self.combine(per_layer, real, options)], real, [1] * len(per_layer))
 

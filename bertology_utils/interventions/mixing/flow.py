@@ -12,6 +12,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
 from bertology_utils.interventions.mixing.base import AcrossLayers, Options, register
 from bertology_utils.interventions.mixing.rollout import residual_attention
 
@@ -60,7 +61,7 @@ class Flow(AcrossLayers):
     name = "flow"
     of = "attention"
 
-    def check_batch(self, real: torch.Tensor, options: Options) -> None:
+    def check_batch(self, real: TokenMask, options: Options) -> None:
         longest = int(real.sum(1).max())
         if longest > options.flow_max_tokens:
             raise BertologyError(
@@ -69,7 +70,7 @@ class Flow(AcrossLayers):
                 "flow_max_tokens"
             )
 
-    def combine(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+    def combine(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
         mixing = torch.stack([residual_attention(p, real) for p in per_layer], dim=1)  # (B, L, T, T)
         rows = options.flow_rows
         out = torch.zeros_like(mixing)

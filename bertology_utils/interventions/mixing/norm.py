@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from bertology_utils.core import architectures
+from bertology_utils.core.typing import AttentionMaps, TokenMask
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, register
 
 __all__ = ["head_vectors", "row_chunks", "mixed_vectors", "Norm", "NormLayer"]
@@ -42,7 +43,7 @@ class Norm(LayerMethod):
     per_head = True
     reads: ClassVar[frozenset[str]] = frozenset({"values"})
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         norms = head_vectors(model, layer, t.values).norm(dim=-1)  # (B, H, T)
         return t.probs * norms[:, :, None, :]
 
@@ -51,7 +52,7 @@ class NormLayer(LayerMethod):
     name = "norm_layer"
     reads: ClassVar[frozenset[str]] = frozenset({"values", "hidden"})
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         vectors = head_vectors(model, layer, t.values)
         chunks = row_chunks(*t.hidden.shape)
         return torch.cat([mixed_vectors(t.probs, vectors, rows).norm(dim=-1) for rows in chunks], dim=1)[:, None]

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 import torch
 
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
 from bertology_utils.interventions.mixing.base import AcrossLayers, Options, register
 
 __all__ = ["residual_attention", "aggregate", "Rollout"]
 
 
-def residual_attention(probs: torch.Tensor, real: torch.Tensor, residual: float = 0.5) -> torch.Tensor:
+def residual_attention(probs: AttentionMaps, real: TokenMask, residual: float = 0.5) -> MixingMatrix:
     """Abnar & Zuidema's A = (1 - r) mean_h(alpha) + r I over real tokens, rows renormalised: (B, T, T)."""
     mean = probs.mean(1)
     eye = torch.diag_embed(real.to(mean.dtype))
@@ -43,7 +44,7 @@ class Rollout(AcrossLayers):
     of: str
     residual: float | None = None
 
-    def combine(self, per_layer: Sequence[torch.Tensor], real: torch.Tensor, options: Options) -> list[torch.Tensor]:
+    def combine(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
         if self.residual is None:
             return aggregate([m[:, 0] for m in per_layer])
         return aggregate([residual_attention(m, real, self.residual) for m in per_layer])

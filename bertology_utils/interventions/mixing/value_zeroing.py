@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from bertology_utils.core import architectures
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, first_output, register
 from bertology_utils.interventions.mixing.rollout import Rollout
 
@@ -25,7 +26,7 @@ def _repeat_batch(value, batch: int, copies: int):
 
 
 @torch.no_grad()
-def value_zeroing(model, layer: int, t: LayerTrace, real: torch.Tensor, max_rows: int = 256) -> torch.Tensor:
+def value_zeroing(model, layer: int, t: LayerTrace, real: TokenMask, max_rows: int = 256) -> MixingMatrix:
     """Mohebbi et al.'s value zeroing for one layer, (B, T, T), rows summing to 1 over real tokens.
 
     The layer is run again once per token j (batched, ``max_rows`` copies at a time) on its own
@@ -70,7 +71,7 @@ def value_zeroing(model, layer: int, t: LayerTrace, real: torch.Tensor, max_rows
 class ValueZeroing(LayerMethod):
     name = "value_zeroing"
 
-    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: torch.Tensor) -> torch.Tensor:
+    def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
         return value_zeroing(model, layer, t, real)[:, None]
 
 
