@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 
+from bertology_utils.analyses.pattern_models import classify_items, classify_map
 from bertology_utils.analyses.pattern_types import (
     LABELS_DIR,
     TYPES,
-    classify_items,
-    classify_map,
     f1_report,
     load_labelled_maps,
     template_scores,
