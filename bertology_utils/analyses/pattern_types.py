@@ -28,12 +28,10 @@ Rules, in order: vertical+diagonal if both shares are at least ``part`` and toge
 pair's, neither of those, the in-segment share is at least ``block`` and the spread at least
 ``spread``; else heterogeneous.
 
-History, for honesty: the first version (thresholds most/part/block only, no spread) scored macro F1
-0.448 on the labelled set. ``block_spread`` was added afterwards because the classifier's own "block"
-examples on unlabelled treebank pairs were near-diagonal maps (a definitional flaw seen in the
-pictures, not fitted to the labels); its threshold 0.5 (half of uniform) was set without a search.
-It left the labelled F1 unchanged (0.448): the labelled maps it would concern are faint diagonals.
-On the second labelled set (455 maps, fixed colour scale, two passes) the rules score macro F1 0.39.
+``block_spread`` came after the first three: the rules' own "block" examples on unlabelled treebank
+pairs were near-diagonal maps (a definitional flaw seen in the pictures, not fitted to the labels);
+its threshold 0.5 (half of uniform) was set without a search. How the rules score on the labelled
+maps is in the README.
 """
 
 from __future__ import annotations
