@@ -239,7 +239,9 @@ def split_labelled(table: pd.DataFrame, seed: int = 0, fraction: float = 0.5) ->
     return fit, ~fit
 
 
-def fit_thresholds(scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | None = None) -> tuple[dict, float]:
+def fit_thresholds(
+    scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | None = None
+) -> tuple[dict[str, float], float]:
     """Thresholds maximising macro F1 on ``scored`` (a :func:`score_labelled` table, e.g. its fit split only).
 
     Exhaustive over :data:`THRESHOLD_GRID`; ties go to the first combination in grid order. Evaluate
@@ -249,10 +251,13 @@ def fit_thresholds(scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | N
 
     grid = {**THRESHOLD_GRID, **(grid or {})}
     scores = {k: scored[k].to_numpy(float) for k in ("vertical", "diagonal", "block", "block_spread")}
-    best, best_f1 = None, -1.0
+    best: dict[str, float] | None = None
+    best_f1 = -1.0
     for values in itertools.product(*grid.values()):
         t = dict(zip(grid, values))
         f1 = float(f1_report(scored["label"], classify_scores(scores, t)).loc["macro", "f1"])
         if f1 > best_f1:
             best, best_f1 = t, f1
+    if best is None:  # an empty range in the grid, or no labelled map (a NaN F1)
+        raise ValueError("no thresholds to choose: a grid entry has no values, or the table no labelled map")
     return best, best_f1
