@@ -361,7 +361,7 @@ class AttentionWordsProbe(TrainedProbe):
     uses_attention = True
     uses_vectors = True
     label = "Attn + words"
-    module_: AttentionWordsScorer  # _build's (for effective_weights)
+    module_: AttentionWordsScorer  # what _build makes: effective_weights reads its per-pair weights
 
     def __init__(
         self,
