@@ -28,8 +28,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
-    from bertology_utils.analyses.pattern_models import best_method, load_classifier
-    from bertology_utils.analyses.pattern_types import METHODS, classify_items
+    from bertology_utils.analyses.pattern_models import best_method, classify_items, load_classifier
+    from bertology_utils.analyses.pattern_types import METHODS
     from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model
 

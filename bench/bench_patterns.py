@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     args = parser.parse_args()
 
-    from bertology_utils.analyses.pattern_types import classify_items
+    from bertology_utils.analyses.pattern_models import classify_items
     from bertology_utils.analyses.patterns import _surface_statistics_loop, surface_statistics, vig_patterns
     from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model

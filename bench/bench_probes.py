@@ -137,12 +137,13 @@ def scorer_step(train, dim: int, n_batches: int) -> dict:
 
     import torch
 
-    from bertology_utils.analyses.probes import _AttentionWordsScorer, _DistanceWordsScorer, distance_features
+    from bertology_utils.analyses.probes import distance_features
+    from bertology_utils.analyses.probes.scorers import AttentionWordsScorer, DistanceWordsScorer
 
     torch.manual_seed(0)
-    distances = _DistanceWordsScorer(dim, 256)
+    distances = DistanceWordsScorer(dim, 256)
     K = next(iter(train.batches(attention=True, vectors=True))).maps.shape[-1]  # layers x heads
-    words = _AttentionWordsScorer(2 * K, dim)
+    words = AttentionWordsScorer(2 * K, dim)
     for layer in (words.dependent, words.candidate):  # zeros at init; the same work either way
         torch.nn.init.normal_(layer.weight, std=0.01)
 

@@ -1,7 +1,8 @@
 """analyses: what the heads do, read from word-level attention (a store or ItemAttention records).
 
-``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types; ``pattern_models``: the classifiers
-trained on the hand-labelled maps), ``syntax`` and
+``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types and template rules;
+``pattern_models``, above ``pattern_types``: the classifiers trained on the hand-labelled maps, and
+``classify_map``/``classify_items``), ``syntax`` and
 ``coreference`` (heads that track them), ``clustering`` (heads by Jensen-Shannon distance),
 ``probes`` and ``word_vectors``, ``head_roles`` (Voita et al.'s positional, syntactic and rare-word
 heads, and head confidence). A sibling of ``interventions``: neither imports the other.
@@ -22,8 +23,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "pattern_types": [
             "TYPES",
-            "classify_items",
-            "classify_map",
             "classify_scores",
             "type_proportions",
             "fit_thresholds",
@@ -42,6 +41,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "fit_classifiers",
             "load_classifier",
             "best_method",
+            "classify_map",
+            "classify_items",
             "planted_maps",
         ],
         "syntax": ["SyntaxResult", "score_syntax"],

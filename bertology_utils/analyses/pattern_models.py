@@ -13,15 +13,16 @@ maps, each ``(attention (n, n), word_kinds (n,), segments (n,))`` of any length:
 
 :func:`cross_validate` scores any of them (and the template rules) by stratified k-fold: out-of-fold
 predictions, macro F1 with a bootstrap confidence interval, per-type recall and the confusion
-matrix. :func:`load_classifier` reads the shipped classifiers (``LABELS_DIR/models``); the one
-``best.json`` names is what :func:`~bertology_utils.analyses.pattern_types.classify_map` uses.
+matrix. :func:`load_classifier` reads the shipped classifiers (``LABELS_DIR/models``) and gives the
+template rules as :class:`TemplateClassifier`; :func:`classify_map` and :func:`classify_items` use the
+one ``method`` names through it, by default the one ``best.json`` names.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +35,9 @@ from sklearn.metrics import confusion_matrix, recall_score
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
 
-from bertology_utils.analyses.pattern_types import LABELS_DIR, TYPES, classify_scores, template_scores
+from bertology_utils.analyses.pattern_types import LABELS_DIR, METHODS, TYPES, classify_scores, template_scores
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "MODELS_DIR",
     "load_classifier",
     "best_method",
+    "classify_map",
+    "classify_items",
     "fit_classifiers",
     "planted_layout",
     "planted_map",
@@ -263,6 +267,11 @@ class TemplateClassifier(ClassifierMixin, BaseEstimator):
             dtype=object,
         )
 
+    def types_and_scores(self, attention, word_kinds, segments) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Types of maps ``(..., n, n)`` that share ``word_kinds`` and ``segments``, and their template scores."""
+        scores = template_scores(attention, word_kinds, segments)
+        return classify_scores(scores, self.thresholds), scores
+
 
 class FeatureClassifier(ClassifierMixin, BaseEstimator):
     """Multinomial logistic regression on standardised :data:`FEATURES` (balanced class weights), fitted on the
@@ -296,6 +305,11 @@ class FeatureClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Sequence[Map]) -> np.ndarray:
         return self.predict_features(_stack(X, map_features))
+
+    def types_and_scores(self, attention, word_kinds, segments) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """As :meth:`TemplateClassifier.types_and_scores`, the types by this model."""
+        features, scores = _scored_features(attention, word_kinds, segments)
+        return self.predict_features(features), scores
 
     def to_json(self) -> dict:
         return {
@@ -400,6 +414,11 @@ class CNNClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Sequence[Map]) -> np.ndarray:
         return self.predict_images(self.images(X))
+
+    def types_and_scores(self, attention, word_kinds, segments) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """As :meth:`TemplateClassifier.types_and_scores`, the types by this model."""
+        images = map_images(attention, word_kinds, segments, size=self.size)
+        return self.predict_images(images), template_scores(attention, word_kinds, segments)
 
     def save(self, path) -> None:
         """``path`` + ``.safetensors`` (the weights) and ``.json`` (settings and classes); no pickle."""
@@ -521,9 +540,15 @@ def cross_validate(
 # --------------------------------------------------------------------------- the shipped classifiers
 
 
+Classifier = TemplateClassifier | FeatureClassifier | CNNClassifier
+
+
 @functools.lru_cache(maxsize=4)
-def load_classifier(method: str, folder: str | None = None):
-    """A shipped classifier: ``"features"`` or ``"cnn"`` (from ``folder``, default :data:`MODELS_DIR`)."""
+def load_classifier(method: str, folder: str | None = None) -> Classifier:
+    """A shipped classifier: ``"features"`` or ``"cnn"`` (from ``folder``, default :data:`MODELS_DIR`), or
+    ``"template"``: the rules with :data:`~bertology_utils.analyses.pattern_types.THRESHOLDS`, which need no file."""
+    if method == "template":
+        return TemplateClassifier()
     root = Path(folder) if folder is not None else MODELS_DIR
     try:
         if method == "features":
@@ -532,7 +557,7 @@ def load_classifier(method: str, folder: str | None = None):
             return CNNClassifier.load(root / "cnn")
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BertologyError(f"cannot read the {method} pattern classifier in {root}: {exc}") from exc
-    raise ValueError(f"method must be 'features' or 'cnn', not {method!r}")
+    raise ValueError(f"method must be one of {METHODS}, not {method!r}")
 
 
 def best_method(folder: str | None = None) -> str:
@@ -542,6 +567,58 @@ def best_method(folder: str | None = None) -> str:
         return str(json.loads((root / "best.json").read_text(encoding="utf-8"))["method"])
     except (OSError, ValueError, KeyError) as exc:
         raise BertologyError(f"cannot read {root / 'best.json'}: {exc}") from exc
+
+
+def _classifier(method: str | None, thresholds) -> Classifier:
+    """The classifier to use: ``method`` as given, else the template rules when ``thresholds`` are, else the best."""
+    method = method or ("template" if thresholds is not None else "best")
+    if method == "best":
+        method = best_method()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {('best', *METHODS)}, not {method!r}")
+    if thresholds is not None and method != "template":
+        raise ValueError(f"thresholds belong to the template rules, not to the {method} classifier")
+    return TemplateClassifier(thresholds) if thresholds is not None else load_classifier(method)
+
+
+def classify_map(attention: np.ndarray, word_kinds, segments, thresholds=None, method: str | None = None) -> str:
+    """Type of one ``(n, n)`` map.
+
+    ``method``: ``"best"`` (the default unless ``thresholds`` are given: the trained classifier with the best
+    cross-validated F1, :func:`best_method`), ``"features"``, ``"cnn"`` or ``"template"`` (the transparent
+    rules of :mod:`~bertology_utils.analyses.pattern_types`, with ``thresholds``).
+    """
+    return str(_classifier(method, thresholds).predict([(attention, word_kinds, segments)])[0])
+
+
+def classify_items(
+    items: Iterable[ItemAttention], dataset: str = "", thresholds=None, method: str | None = None
+) -> pd.DataFrame:
+    """One row per (item, layer, head): template scores and type (by ``method``, as :func:`classify_map`).
+
+    Layers and heads counted from 1.
+    """
+    model = _classifier(method, thresholds)
+    columns: dict[str, list] = {}
+    for item in items:
+        types, scores = model.types_and_scores(item.attention, item.word_kinds, item.segments)
+        L, H = types.shape
+        layer, head = np.meshgrid(np.arange(1, L + 1), np.arange(1, H + 1), indexing="ij")
+        row = {
+            "item": np.full(L * H, item.index),
+            "pair": np.full(L * H, bool(len(np.unique(item.segments)) > 1)),
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            **{k: v.ravel() for k, v in scores.items()},
+            "type": types.ravel(),
+        }
+        for name, values in row.items():
+            columns.setdefault(name, []).append(values)
+    if not columns:
+        raise ValueError("no items")
+    # one frame at the end: building one per item took as long as the template rules' own arithmetic
+    table = {name: np.concatenate(parts) for name, parts in columns.items()}
+    return pd.DataFrame({"dataset": dataset, **table})
 
 
 def fit_classifiers(

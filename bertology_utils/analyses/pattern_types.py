@@ -1,12 +1,14 @@
-"""Kovaleva et al. (2019)'s five self-attention pattern types: one entry point, a transparent classifier.
+"""Kovaleva et al. (2019)'s five self-attention pattern types and a transparent classifier of them.
 
 Kovaleva et al. hand-labelled about 400 attention maps as *vertical* (attention to [CLS]/[SEP]),
 *diagonal* (previous/next token), *vertical + diagonal*, *block* (within a segment of a sentence
-pair) or *heterogeneous*, then trained a CNN (F1 about 0.86). :func:`classify_map` and
-:func:`classify_items` use, by default, the trained classifier of
-:mod:`~bertology_utils.analyses.pattern_models` that cross-validated best on the project's 455
-hand-labelled maps (``method="best"``); ``method="template"`` picks the transparent rules below, the
-baseline. Each type gets a template score, a share of attention a reader can check on the picture:
+pair) or *heterogeneous*, then trained a CNN (F1 about 0.86). This module holds the types, the
+transparent template rules below (the baseline) and the project's hand-labelled maps; the classifiers
+trained on those maps, and :func:`~bertology_utils.analyses.pattern_models.classify_map` and
+:func:`~bertology_utils.analyses.pattern_models.classify_items`, which use by default the one that
+cross-validated best (``method="best"``), are in :mod:`~bertology_utils.analyses.pattern_models`,
+which imports this one. Each type gets a template score, a share of attention a reader can check on
+the picture:
 
 - ``vertical``: mean share of a row on the special tokens ([CLS], [SEP], ``<s>``, ``</s>``);
 - ``diagonal``: mean share of a row on the real words at offset -1, 0 or +1 (specials excluded,
@@ -26,24 +28,24 @@ Rules, in order: vertical+diagonal if both shares are at least ``part`` and toge
 pair's, neither of those, the in-segment share is at least ``block`` and the spread at least
 ``spread``; else heterogeneous.
 
-History, for honesty: the first version (thresholds most/part/block only, no spread) scored macro F1
-0.448 on the labelled set. ``block_spread`` was added afterwards because the classifier's own "block"
-examples on unlabelled treebank pairs were near-diagonal maps (a definitional flaw seen in the
-pictures, not fitted to the labels); its threshold 0.5 (half of uniform) was set without a search.
-It left the labelled F1 unchanged (0.448): the labelled maps it would concern are faint diagonals.
-On the second labelled set (455 maps, fixed colour scale, two passes) the rules score macro F1 0.39.
+``block_spread`` came after the first three: the rules' own "block" examples on unlabelled treebank
+pairs were near-diagonal maps (a definitional flaw seen in the pictures, not fitted to the labels);
+its threshold 0.5 (half of uniform) was set without a search. How the rules score on the labelled
+maps is in the README.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import importlib
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bertology_utils.attention.alignment import WORD
-from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
 
@@ -132,78 +134,28 @@ def classify_scores(scores: Mapping[str, np.ndarray], thresholds: Mapping[str, f
     return out
 
 
-def _method(method: str | None, thresholds) -> str:
-    """The classifier to use: ``method`` as given, else the template rules when ``thresholds`` are, else the best."""
-    from bertology_utils.analyses import pattern_models
-
-    method = method or ("template" if thresholds is not None else "best")
-    if method == "best":
-        method = pattern_models.best_method()
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {('best', *METHODS)}, not {method!r}")
-    if thresholds is not None and method != "template":
-        raise ValueError(f"thresholds belong to the template rules, not to the {method} classifier")
-    return method
+def classify_map(*args, **kwargs) -> str:
+    """Deprecated: :func:`bertology_utils.analyses.pattern_models.classify_map`, which this calls."""
+    return _moved("classify_map")(*args, **kwargs)
 
 
-def _types_and_scores(
-    attention: np.ndarray, word_kinds, segments, method: str, thresholds=None
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Types of maps ``(..., n, n)`` sharing ``word_kinds`` / ``segments`` by ``method``, and their template scores."""
-    from bertology_utils.analyses import pattern_models
-
-    if method == "features":
-        features, scores = pattern_models._scored_features(attention, word_kinds, segments)
-        return pattern_models.load_classifier(method).predict_features(features), scores
-    scores = template_scores(attention, word_kinds, segments)
-    if method == "template":
-        return classify_scores(scores, thresholds), scores
-    model = pattern_models.load_classifier(method)
-    return model.predict_images(pattern_models.map_images(attention, word_kinds, segments, size=model.size)), scores
+def classify_items(*args, **kwargs) -> pd.DataFrame:
+    """Deprecated: :func:`bertology_utils.analyses.pattern_models.classify_items`, which this calls."""
+    return _moved("classify_items")(*args, **kwargs)
 
 
-def classify_map(attention: np.ndarray, word_kinds, segments, thresholds=None, method: str | None = None) -> str:
-    """Type of one ``(n, n)`` map.
+def _moved(name: str) -> Callable[..., Any]:
+    """``name`` where it lives now, with a :class:`DeprecationWarning`.
 
-    ``method``: ``"best"`` (the default unless ``thresholds`` are given: the trained classifier with the best
-    cross-validated F1, :func:`~bertology_utils.analyses.pattern_models.best_method`), ``"features"``,
-    ``"cnn"`` or ``"template"`` (the transparent rules, with ``thresholds``).
+    This module sits below ``pattern_models`` and has no import statement of it (the classifiers import
+    the template scores); the alias loads it by name at call time, as a deprecated path only.
     """
-    method = _method(method, thresholds)
-    if method == "template":
-        return str(classify_scores(template_scores(attention, word_kinds, segments), thresholds)[()])
-    att = np.asarray(attention, dtype=np.float64)
-    return str(_types_and_scores(att[None], word_kinds, segments, method, thresholds)[0][0])
-
-
-def classify_items(
-    items: Iterable[ItemAttention], dataset: str = "", thresholds=None, method: str | None = None
-) -> pd.DataFrame:
-    """One row per (item, layer, head): template scores and type (by ``method``, as :func:`classify_map`).
-
-    Layers and heads counted from 1.
-    """
-    method = _method(method, thresholds)
-    columns: dict[str, list] = {}
-    for item in items:
-        types, scores = _types_and_scores(item.attention, item.word_kinds, item.segments, method, thresholds)
-        L, H = types.shape
-        layer, head = np.meshgrid(np.arange(1, L + 1), np.arange(1, H + 1), indexing="ij")
-        row = {
-            "item": np.full(L * H, item.index),
-            "pair": np.full(L * H, bool(len(np.unique(item.segments)) > 1)),
-            "layer": layer.ravel(),
-            "head": head.ravel(),
-            **{k: v.ravel() for k, v in scores.items()},
-            "type": types.ravel(),
-        }
-        for name, values in row.items():
-            columns.setdefault(name, []).append(values)
-    if not columns:
-        raise ValueError("no items")
-    # one frame at the end: building one per item took as long as the template rules' own arithmetic
-    table = {name: np.concatenate(parts) for name, parts in columns.items()}
-    return pd.DataFrame({"dataset": dataset, **table})
+    warnings.warn(
+        f"pattern_types.{name} has moved to bertology_utils.analyses.pattern_models.{name}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return getattr(importlib.import_module("bertology_utils.analyses.pattern_models"), name)
 
 
 def type_proportions(table: pd.DataFrame, by="layer") -> pd.DataFrame:
@@ -284,7 +236,9 @@ def split_labelled(table: pd.DataFrame, seed: int = 0, fraction: float = 0.5) ->
     return fit, ~fit
 
 
-def fit_thresholds(scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | None = None) -> tuple[dict, float]:
+def fit_thresholds(
+    scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | None = None
+) -> tuple[dict[str, float], float]:
     """Thresholds maximising macro F1 on ``scored`` (a :func:`score_labelled` table, e.g. its fit split only).
 
     Exhaustive over :data:`THRESHOLD_GRID`; ties go to the first combination in grid order. Evaluate
@@ -294,10 +248,13 @@ def fit_thresholds(scored: pd.DataFrame, grid: Mapping[str, Iterable[float]] | N
 
     grid = {**THRESHOLD_GRID, **(grid or {})}
     scores = {k: scored[k].to_numpy(float) for k in ("vertical", "diagonal", "block", "block_spread")}
-    best, best_f1 = None, -1.0
+    best: dict[str, float] | None = None
+    best_f1 = -1.0
     for values in itertools.product(*grid.values()):
         t = dict(zip(grid, values))
         f1 = float(f1_report(scored["label"], classify_scores(scores, t)).loc["macro", "f1"])
         if f1 > best_f1:
             best, best_f1 = t, f1
+    if best is None:  # an empty range in the grid, or no labelled map (a NaN F1)
+        raise ValueError("no thresholds to choose: a grid entry has no values, or the table no labelled map")
     return best, best_f1

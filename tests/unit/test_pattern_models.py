@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.analyses import pattern_models
+from bertology_utils.analyses import pattern_models, pattern_types
 from bertology_utils.analyses.pattern_models import (
     FEATURES,
     CNNClassifier,
     FeatureClassifier,
     TemplateClassifier,
+    classify_items,
+    classify_map,
     cross_validate,
     fit_classifiers,
     load_classifier,
@@ -21,7 +23,7 @@ from bertology_utils.analyses.pattern_models import (
     planted_map,
     planted_maps,
 )
-from bertology_utils.analyses.pattern_types import TYPES, classify_items, classify_map
+from bertology_utils.analyses.pattern_types import TYPES
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 
@@ -239,3 +241,15 @@ def test_shipped_classifier_reads_planted_patterns():
     predicted = np.asarray([classify_map(*m) for m in maps], dtype=object)
     for t in TYPES:
         assert (predicted[labels == t] == t).mean() >= 0.8, t
+
+
+def test_the_template_rules_load_like_the_trained_classifiers_and_the_old_names_still_answer():
+    att, kinds, seg = planted_map("diagonal", np.random.default_rng(1), pair=False)
+    assert isinstance(load_classifier("template"), TemplateClassifier)
+    assert classify_map(att, kinds, seg, method="template") == "diagonal"
+    with pytest.warns(DeprecationWarning, match="pattern_models.classify_map"):
+        assert pattern_types.classify_map(att, kinds, seg, method="template") == "diagonal"
+    item = ItemAttention(0, "x", tuple("w" * len(kinds)), kinds, seg, att[None, None], len(kinds))
+    with pytest.warns(DeprecationWarning, match="pattern_models.classify_items"):
+        old = pattern_types.classify_items([item], method="template")
+    assert old.equals(classify_items([item], method="template"))

@@ -1,14 +1,15 @@
 """Kovaleva's pattern types on synthetic maps whose answer is known, and the labelled set's format."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from bertology_utils.analyses.pattern_models import classify_items, classify_map
 from bertology_utils.analyses.pattern_types import (
     LABELS_DIR,
     TYPES,
-    classify_items,
-    classify_map,
     f1_report,
+    fit_thresholds,
     load_labelled_maps,
     template_scores,
     type_proportions,
@@ -96,3 +97,12 @@ def test_labelled_set_is_complete():
     for _m, (att, kinds, seg) in maps.items():
         assert att.shape == (len(kinds), len(kinds)) == (len(seg), len(seg))
         assert np.allclose(att.sum(-1), 1, atol=5e-3)
+
+
+def test_fit_thresholds_refuses_a_grid_with_nothing_to_try():
+    scored = pd.DataFrame(
+        {"vertical": [0.9], "diagonal": [0.0], "block": [np.nan], "block_spread": [np.nan], "label": ["vertical"]}
+    )
+    assert fit_thresholds(scored)[1] == 1.0
+    with pytest.raises(ValueError, match="no thresholds to choose"):
+        fit_thresholds(scored, {"most": ()})

@@ -7,7 +7,6 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from synthetic_trees import random_heads
 
-from bertology_utils.analyses import probes as probes_module
 from bertology_utils.analyses.probes import (
     N_DISTANCE_FEATURES,
     PAPER_TABLE3,
@@ -22,8 +21,10 @@ from bertology_utils.analyses.probes import (
     fit_probes,
     plot_probe_weights,
     plot_tree_comparison,
+    scorers,
     table3,
 )
+from bertology_utils.analyses.probes import data as probe_data
 from bertology_utils.analyses.word_vectors import StaticVectors
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
@@ -260,12 +261,12 @@ def test_distance_features():
 @pytest.mark.parametrize("chunk", [1 << 18, 200, 60])  # hidden 4 x 7 candidates: all, one sentence, two rows
 def test_distance_scorer_is_its_formula(monkeypatch, chunk):
     """The fused, chunked scorer gives the module docstring's formula and its exact gradients."""
-    monkeypatch.setattr(probes_module, "_PAIR_CHUNK", chunk)
+    monkeypatch.setattr(scorers, "_PAIR_CHUNK", chunk)
     torch.manual_seed(0)
-    scorer = probes_module._DistanceWordsScorer(dim=5, hidden=4)
+    scorer = scorers.DistanceWordsScorer(dim=5, hidden=4)
     lengths = torch.tensor([6, 3, 5])
     vectors = torch.randn(3, 6, 5)
-    batch = probes_module.Batch(np.arange(3), lengths, torch.zeros(3, 6, dtype=torch.long), None, None, vectors=vectors)
+    batch = probe_data.Batch(np.arange(3), lengths, torch.zeros(3, 6, dtype=torch.long), None, None, vectors=vectors)
     weights = torch.randn(3, 6, 7)
 
     def formula():
@@ -290,14 +291,14 @@ def test_distance_scorer_is_its_formula(monkeypatch, chunk):
 @pytest.mark.parametrize("chunk", [1 << 20, 100, 1])  # 3 sentences x 6 x 6 x 4: all, 4 rows of one, 1 row
 def test_attention_words_scorer_is_its_formula(monkeypatch, chunk):
     """The fused scorer gives Σ_k (w_jk + w'_ik) a_k[j, i] + (u_jk + u'_ik) a_k[i, j] and its exact gradients."""
-    monkeypatch.setattr(probes_module, "_PAIR_CHUNK", chunk)
+    monkeypatch.setattr(scorers, "_PAIR_CHUNK", chunk)
     torch.manual_seed(0)
-    scorer = probes_module._AttentionWordsScorer(n_features=8, dim=5)  # 2K features, K = 4
+    scorer = scorers.AttentionWordsScorer(n_features=8, dim=5)  # 2K features, K = 4
     for layer in (scorer.dependent, scorer.candidate):  # zeros at init: random weights test more
         torch.nn.init.normal_(layer.weight)
     torch.nn.init.normal_(scorer.dependent.bias)
     maps, vectors = torch.rand(3, 6, 6, 4), torch.randn(3, 6, 5)
-    batch = probes_module.Batch(
+    batch = probe_data.Batch(
         np.arange(3), torch.tensor([6, 3, 5]), torch.zeros(3, 6, dtype=torch.long), None, None,
         maps=maps, root=torch.rand(3, 6, 2, 8), vectors=vectors,
     )  # fmt: skip
@@ -482,7 +483,7 @@ def test_kept_blocks_serve_later_passes_with_the_same_batches(monkeypatch):
 
 def test_cache_budget_is_respected_and_validated():
     data = synthetic(40, 1, vectors=vectors())
-    one_block = sum(probes_module._nbytes(r) for r in data._block(0, data.indices // 16 == 0, True, True))
+    one_block = sum(probe_data._nbytes(r) for r in data._block(0, data.indices // 16 == 0, True, True))
     data._cache.clear()
     data._cached_bytes = 0
     data.cache_size = one_block / 2**20  # room for the first of the three blocks, no more
@@ -497,14 +498,14 @@ def test_cache_budget_is_respected_and_validated():
 def test_kept_bytes_always_count_what_is_kept(budget_blocks):
     """Passes that need different parts (vectors only, maps only, both) replace a block's records or keep them."""
     full = synthetic(40, 1, vectors=vectors())
-    one_block = sum(probes_module._nbytes(r) for r in full._block(0, full.indices // 16 == 0, True, True))
+    one_block = sum(probe_data._nbytes(r) for r in full._block(0, full.indices // 16 == 0, True, True))
     data = synthetic(40, 1, vectors=vectors())
     data.cache_size = budget_blocks * one_block / 2**20
     for attention, vecs in ((False, True), (True, False), (True, True), (False, True), (True, True)):
         batches = list(data.batches(8, attention=attention, vectors=vecs))
         assert sum(len(b.indices) for b in batches) == len(data)
         assert all((b.maps is not None) == attention and (b.vectors is not None) == vecs for b in batches)
-        kept = sum(probes_module._nbytes(r) for records in data._cache.values() for r in records)
+        kept = sum(probe_data._nbytes(r) for records in data._cache.values() for r in records)
         assert data._cached_bytes == kept <= data.cache_size * 2**20
     if budget_blocks >= 10:  # room for everything: the last passes left every block with maps and vectors
         assert len(data._cache) == 3

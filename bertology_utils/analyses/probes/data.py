@@ -1,0 +1,407 @@
+"""The probes' data: a treebank paired with its attention (and word vectors), streamed as padded batches."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bertology_utils.analyses.syntax import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
+from bertology_utils.attention.store import AttentionStore
+from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.data import Corpus
+
+__all__ = ["DEFAULT_CACHE_SIZE", "Batch", "ProbeData"]
+
+#: MB of prepared sentences a :class:`ProbeData` keeps for later passes (UD EWT train with vectors: ~1.1 GB).
+DEFAULT_CACHE_SIZE = 2048
+#: Padding label of gold heads (torch's cross-entropy ignore index).
+_IGNORE = -100
+
+
+@dataclass
+class _Record:
+    """One sentence ready for batching: real words only, ROOT features kept apart."""
+
+    index: int
+    n: int
+    heads: np.ndarray  # (n,) gold heads, UD convention (0 = ROOT, i = word i)
+    scored: np.ndarray  # (n,) bool: counted in the UAS (not punctuation)
+    maps: np.ndarray | None  # (n, n, K): [j, i, k] = a_k[j, i] among the real words
+    root: np.ndarray | None  # (n, 2, 2, K): word x [[CLS], [SEP]] x [to it, from it] x head
+    vectors: np.ndarray | None  # (n, d)
+
+
+@dataclass
+class Batch:
+    """Padded tensors for ``B`` sentences of at most ``N`` words (``K`` = layers x heads).
+
+    ``maps[b, j, i, k]`` is ``a_k[j, i]``, how much word j attends to word i in head k (so the
+    feature ``a_k[i, j]`` of the pair (j, i) is ``maps[b, i, j, k]``). ``root[b, j, s]`` holds the
+    ``2K`` features of word j and the special pseudo-word s (0 = [CLS], 1 = [SEP]): ``a_k[j, s]``
+    for every k, then ``a_k[s, j]``. Candidate 0 of the scores is ROOT, candidate ``i + 1`` is word
+    i; ``candidates`` masks padding and each word itself. ``heads`` are UD heads (= candidate
+    indices) with ``-100`` on padding.
+    """
+
+    indices: np.ndarray
+    lengths: torch.Tensor
+    heads: torch.Tensor
+    scored: torch.Tensor
+    candidates: torch.Tensor
+    maps: torch.Tensor | None = None
+    root: torch.Tensor | None = None
+    vectors: torch.Tensor | None = None
+
+    @property
+    def words(self) -> torch.Tensor:
+        """(B, N) bool: real (non-padding) words."""
+        return self.heads != _IGNORE
+
+
+class ProbeData:
+    """A treebank and its word-level attention (and word vectors), streamed in batches of sentences.
+
+    Args:
+        corpus: sentences with trees (:func:`~bertology_utils.data.load_treebank`, a CoNLL-U file...).
+        attention: an :class:`~bertology_utils.attention.store.AttentionStore` extracted from ``corpus``, or
+            :class:`~bertology_utils.attention.word_attention.ItemAttention` records whose ``index`` is the
+            corpus index; None for probes that read no attention (the baselines).
+        vectors: a :class:`~bertology_utils.analyses.word_vectors.WordVectors`, for the probes with words.
+        on_mismatch: when an item's words are not its sentence's: ``"raise"`` or ``"skip"`` it
+            (counted in :attr:`skipped`), as :func:`bertology_utils.analyses.syntax.score_syntax` does.
+        block_size: sentences read from the store at a time.
+        cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
+            UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are
+            read again on each pass, as if it were 0.
+
+    Sentences without a tree, and those the store skipped (too long for the model), are left out
+    and counted in :attr:`skipped`; every probe on the same ``ProbeData`` sees the same sentences.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        attention=None,
+        vectors=None,
+        *,
+        on_mismatch: str = "raise",
+        block_size: int = 512,
+        cache_size: float = DEFAULT_CACHE_SIZE,
+        name: str | None = None,
+    ):
+        if on_mismatch not in ON_MISMATCH:
+            raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, not {on_mismatch!r}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be at least 1, not {block_size}")
+        if not cache_size >= 0:
+            raise ValueError(f"cache_size must be at least 0 (MB), not {cache_size}")
+        self.corpus = corpus
+        self.attention = attention
+        self.vectors = vectors
+        self.on_mismatch = on_mismatch
+        self.block_size = int(block_size)
+        self.cache_size = cache_size
+        self._cache: dict[int, list[_Record]] = {}  # block -> its prepared records
+        self._cached_bytes = 0
+        # Probes fitted side by side (fit_probes) share a ProbeData: one of them prepares a block at a time.
+        self._lock = threading.Lock()
+        self.name = name or corpus.name
+        self._items: dict[int, ItemAttention] = {}  # the records given, by corpus index (not a store)
+        has_tree = np.array([s.has_syntax for s in corpus], dtype=bool)
+        self.skipped = {"no tree": int((~has_tree).sum())}
+        present = np.ones(len(corpus), dtype=bool)
+        if isinstance(attention, AttentionStore):
+            if attention.n_items != len(corpus):
+                raise BertologyError(
+                    f"the attention store at {attention.path} holds {attention.n_items} items, "
+                    f"the corpus {corpus.name} {len(corpus)}: it was extracted from other data"
+                )
+            status = attention.status()
+            present = status == 0
+            self.skipped["too long for the model"] = int((has_tree & (status == 1)).sum())
+            self.skipped["not extracted"] = int((has_tree & (status == -1)).sum())
+        elif attention is not None:
+            items = {}
+            for item in attention:
+                if not isinstance(item, ItemAttention):
+                    raise TypeError(
+                        f"attention must be an AttentionStore or ItemAttention records, got a {type(item).__name__}"
+                    )
+                i = int(item.index)
+                if not 0 <= i < len(corpus):
+                    raise BertologyError(
+                        f"item {item.item_id} has index {i}, outside the corpus of {len(corpus)} sentences"
+                    )
+                if i in items:
+                    raise BertologyError(f"sentence {i} ({corpus[i].id}) comes twice in the attention given")
+                items[i] = item
+            self._items = items
+            present = np.zeros(len(corpus), dtype=bool)
+            present[list(items)] = True
+            self.skipped["not in the attention given"] = int((has_tree & ~present).sum())
+        self.skipped["words differ from the treebank"] = 0
+        self._mismatched: set[int] = set()
+        self.indices = np.flatnonzero(has_tree & present)
+        self.shape: tuple[int, int] | None = None
+        if isinstance(attention, AttentionStore):
+            self.shape = (attention.num_layers, attention.num_heads)
+        if not len(self.indices):
+            reasons = ", ".join(f"{k}: {v}" for k, v in self.skipped.items() if v) or "the corpus is empty"
+            raise BertologyError(f"no sentence of {corpus.name} can be used ({reasons})")
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def n_words(self) -> int:
+        return sum(len(self.corpus[int(i)].words) for i in self.indices)
+
+    @property
+    def description(self) -> str:
+        left_out = ", ".join(f"{v} {k}" for k, v in self.skipped.items() if v)
+        return f"{len(self)} sentences of {self.corpus.description}" + (f" (left out: {left_out})" if left_out else "")
+
+    def __repr__(self) -> str:
+        return f"ProbeData({self.name!r}, {len(self)} sentences)"
+
+    def fingerprint(self, attention: bool = True, vectors: bool = True) -> dict | None:
+        """What a probe fitted on these data depends on (the inputs asked for), for cache keys.
+
+        None when an input asked for has no fingerprint: attention given as in-memory records,
+        or word vectors without one (:meth:`~bertology_utils.analyses.word_vectors.WordVectors.fingerprint`).
+        """
+        out = {
+            "corpus": {"name": self.corpus.name, "sha256": self.corpus.sha256, "items": len(self.corpus)},
+            "sentences": hashlib.sha256(np.ascontiguousarray(self.indices, dtype=np.int64).tobytes()).hexdigest(),
+            "block_size": self.block_size,
+            "on_mismatch": self.on_mismatch,
+        }
+        if attention:
+            if not isinstance(self.attention, AttentionStore):
+                return None
+            out["attention"] = self.attention.metadata
+        if vectors:
+            out["vectors"] = None if self.vectors is None else self.vectors.fingerprint()
+            if out["vectors"] is None:
+                return None
+        return out
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _items_of(self, indices: np.ndarray) -> Iterator[ItemAttention]:
+        if isinstance(self.attention, AttentionStore):
+            yield from self.attention.iter_items(indices=indices.tolist(), dtype=np.float16)
+        else:
+            for i in indices:
+                yield self._items[int(i)]
+
+    def gold(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Gold heads of corpus sentence ``i`` (UD convention) and which of its words the UAS counts."""
+        sentence = self.corpus[i]
+        heads = np.asarray(sentence.heads, dtype=np.int64)
+        scored = ~np.isin(np.asarray(sentence.relations, dtype=object), EXCLUDED_RELATIONS)
+        return heads, scored
+
+    def _record(self, i: int, item: ItemAttention | None, need_vectors: bool) -> _Record | None:
+        sentence = self.corpus[i]
+        heads, scored = self.gold(i)
+        n = len(heads)
+        maps = root = None
+        if item is not None:
+            att = np.asarray(item.attention)
+            m = len(item.words)
+            if att.ndim != 4 or att.shape[2:] != (m, m):
+                raise BertologyError(
+                    f"item {i} ({item.item_id}): attention of shape {att.shape}, expected "
+                    f"(layers, heads, {m}, {m}) for its {m} words and special tokens"
+                )
+            if self.shape is None:
+                self.shape = tuple(att.shape[:2])
+            elif tuple(att.shape[:2]) != self.shape:
+                raise BertologyError(
+                    f"item {i} ({item.item_id}) has {att.shape[0]} x {att.shape[1]} layers x heads, "
+                    f"earlier items {self.shape[0]} x {self.shape[1]}"
+                )
+            real = real_word_positions(item)
+            problem = word_mismatch(item, real, sentence.words)
+            if problem is not None:
+                if self.on_mismatch == "raise":
+                    raise BertologyError(
+                        f"sentence {i} ({sentence.id}): {problem}; the attention does not belong to "
+                        "this treebank (pass on_mismatch='skip' to leave such sentences out)"
+                    )
+                self._mismatched.add(i)
+                self.skipped["words differ from the treebank"] = len(self._mismatched)
+                return None
+            k = att.shape[0] * att.shape[1]
+            att = att.reshape(k, m, m)
+            kinds = np.asarray(item.word_kinds)
+            if len(real) and real[-1] - real[0] == len(real) - 1:  # contiguous words: slice, no gather
+                sub = att[:, real[0] : real[-1] + 1, real[0] : real[-1] + 1]
+            else:
+                sub = att[:, real[:, None], real[None, :]]
+            maps = np.ascontiguousarray(sub.transpose(1, 2, 0))  # [j, i, k] = a_k[j, i]
+            root = np.zeros((n, 2, 2, k), dtype=np.float32)  # [j, special, direction, k]
+            for s, kind in enumerate((LEADING_SPECIAL, SEPARATOR)):
+                cols = np.flatnonzero(kinds == kind)
+                if len(cols):
+                    root[:, s, 0] = att[:, real[:, None], cols[None, :]].sum(-1, dtype=np.float32).T
+                    root[:, s, 1] = att[:, cols[:, None], real[None, :]].sum(-2, dtype=np.float32).T
+        vectors = self._vectors_of(i, n) if need_vectors else None
+        return _Record(i, n, heads, scored, maps, root, vectors)
+
+    def _vectors_of(self, i: int, n: int) -> np.ndarray:
+        if self.vectors is None:
+            raise BertologyError(
+                "this probe needs word vectors: build the ProbeData with vectors=... "
+                "(bertology_utils.analyses.word_vectors.default_word_vectors)"
+            )
+        vectors = np.asarray(self.vectors(self.corpus[i].words), dtype=np.float32)
+        if vectors.shape != (n, self.vectors.dim):
+            raise BertologyError(
+                f"word vectors of shape {vectors.shape} for the {n} words of sentence {i}, "
+                f"expected ({n}, {self.vectors.dim})"
+            )
+        return vectors
+
+    def batches(
+        self,
+        batch_size: int = 32,
+        *,
+        max_pairs: int = 16384,
+        attention: bool = True,
+        vectors: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> Iterator[Batch]:
+        """Padded batches of sentences; every usable sentence once.
+
+        Sentences are read ``block_size`` at a time (in corpus order, or blocks in a random order
+        when ``shuffle``), sorted by length inside the block (little padding) and cut into batches of
+        at most ``batch_size`` sentences and ``max_pairs`` padded (dependent, candidate) pairs
+        (``B x N x N``), so a batch of long sentences stays small. ``shuffle`` also shuffles the
+        batches of a block; the order depends only on ``seed``. Batches are built with torch: on a
+        busy machine, ``torch.set_num_threads(1)`` keeps that fast (the probes do so, ``n_jobs``).
+        """
+        if attention and self.attention is None:
+            raise BertologyError("this probe reads attention: build the ProbeData with attention=<store>")
+        rng = np.random.default_rng(seed)
+        blocks = self.indices // self.block_size
+        order = np.unique(blocks)
+        if shuffle:
+            order = rng.permutation(order)
+        # One thread reads and prepares the next block while the caller works on this one: memory
+        # holds at most two blocks.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = None
+            for k, block in enumerate(order):
+                if pending is None:
+                    pending = pool.submit(self._block, block, blocks == block, attention, vectors)
+                records = list(pending.result())  # a new list: the cached one keeps its order
+                pending = (
+                    pool.submit(self._block, order[k + 1], blocks == order[k + 1], attention, vectors)
+                    if k + 1 < len(order)
+                    else None
+                )
+                if shuffle:
+                    records = [records[j] for j in rng.permutation(len(records))]
+                records.sort(key=lambda r: r.n)  # stable: ties keep the (shuffled) order
+                groups: list[list[_Record]] = []
+                current: list[_Record] = []
+                for record in records:  # ascending lengths: record.n is the longest so far
+                    if current and (len(current) >= batch_size or (len(current) + 1) * record.n**2 > max_pairs):
+                        groups.append(current)
+                        current = []
+                    current.append(record)
+                if current:
+                    groups.append(current)
+                if shuffle:
+                    groups = [groups[j] for j in rng.permutation(len(groups))]
+                for group in groups:
+                    yield _collate(group, attention, vectors)
+
+    def _block(self, block: int, where: np.ndarray, attention: bool, vectors: bool) -> list[_Record]:
+        """Records of one block of sentences (those whose words differ from the treebank left out).
+
+        A cached block serves any later pass that needs no more than it holds: its attention
+        features when ``attention``, its vectors when ``vectors`` (added to the cached records once).
+        """
+        with self._lock:
+            return self._prepared_block(block, where, attention, vectors)
+
+    def _prepared_block(self, block: int, where: np.ndarray, attention: bool, vectors: bool) -> list[_Record]:
+        cached = self._cache.get(block)
+        if cached is not None and (not attention or cached[0].maps is not None):
+            if not vectors or cached[0].vectors is not None:
+                return cached
+            records = [dataclasses.replace(r, vectors=self._vectors_of(r.index, r.n)) for r in cached]
+        else:
+            indices = self.indices[where]
+            items = self._items_of(indices) if attention else iter([None] * len(indices))
+            records = []
+            for i, item in zip(indices, items):
+                if item is not None and int(item.index) != int(i):
+                    raise BertologyError(f"the attention gave item {item.index} where {i} was expected")
+                record = self._record(int(i), item, vectors)
+                if record is not None:
+                    records.append(record)
+        self._keep(block, records, cached)
+        return records
+
+    def _keep(self, block: int, records: list[_Record], cached: list[_Record] | None) -> None:
+        """Keep ``records`` in place of what the block held (``cached``) when the budget allows."""
+        freed = sum(_nbytes(r) for r in cached) if cached else 0
+        size = sum(_nbytes(r) for r in records)
+        if records and self._cached_bytes - freed + size <= self.cache_size * 2**20:
+            self._cache[block] = records
+            self._cached_bytes += size - freed
+
+
+def _nbytes(record: _Record) -> int:
+    return sum(
+        a.nbytes for a in (record.heads, record.scored, record.maps, record.root, record.vectors) if a is not None
+    )
+
+
+def _collate(records: list[_Record], attention: bool, vectors: bool) -> Batch:
+    """A padded :class:`Batch`; attention features and vectors only when asked for (a cached record may hold more)."""
+    B, N = len(records), max(r.n for r in records)
+    lengths = torch.tensor([r.n for r in records], dtype=torch.long)
+    heads = torch.full((B, N), _IGNORE, dtype=torch.long)
+    scored = torch.zeros((B, N), dtype=torch.bool)
+    for b, r in enumerate(records):
+        heads[b, : r.n] = torch.from_numpy(r.heads)
+        scored[b, : r.n] = torch.from_numpy(r.scored)
+    positions = torch.arange(N)
+    # candidates[b, j, 0] is ROOT; candidates[b, j, i + 1] is word i: real, and not j itself.
+    words = positions[None, None, :] < lengths[:, None, None]
+    valid = words & (positions[None, :, None] != positions[None, None, :])
+    candidates = torch.cat([torch.ones((B, N, 1), dtype=torch.bool), valid], -1)
+    batch = Batch(np.array([r.index for r in records]), lengths, heads, scored, candidates)
+    if attention:
+        assert records[0].maps is not None  # ProbeData._prepared_block read attention for every record
+        K = records[0].maps.shape[-1]
+        maps = torch.zeros((B, N, N, K), dtype=torch.float32)
+        root = torch.zeros((B, N, 2, 2, K), dtype=torch.float32)
+        for b, r in enumerate(records):
+            maps[b, : r.n, : r.n] = torch.from_numpy(r.maps)
+            root[b, : r.n] = torch.from_numpy(r.root)
+        batch.maps = maps
+        batch.root = root.view(B, N, 2, 2 * K)
+    if vectors:
+        assert records[0].vectors is not None  # and vectors, when asked for
+        d = records[0].vectors.shape[1]
+        padded = torch.zeros((B, N, d), dtype=torch.float32)
+        for b, r in enumerate(records):
+            padded[b, : r.n] = torch.from_numpy(r.vectors)
+        batch.vectors = padded
+    return batch

@@ -1,0 +1,470 @@
+"""The probes, scikit-learn estimators over :class:`~bertology_utils.analyses.probes.data.ProbeData`.
+
+:class:`RightBranching` learns nothing; the others train a scorer of
+:mod:`~bertology_utils.analyses.probes.scorers` by softmax cross-entropy over the candidate heads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import safetensors.torch
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from bertology_utils.analyses.probes.data import ProbeData
+from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
+from bertology_utils.analyses.probes.scorers import AttentionScorer, AttentionWordsScorer, DistanceWordsScorer
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.threads import torch_threads
+
+__all__ = [
+    "ProbeBase",
+    "TrainedProbe",
+    "RightBranching",
+    "AttentionProbe",
+    "AttentionWordsProbe",
+    "DistanceWordsProbe",
+]
+
+#: Score given to impossible candidates (padding, the word itself).
+_MASKED = -1e9
+
+#: Held while a probe seeds torch's global generator and draws its initial weights (fit_probes runs fits in threads).
+_SEEDING = threading.Lock()
+#: A trained probe's fitted attributes besides its weights, which :meth:`TrainedProbe.save_fitted` stores as JSON.
+_FITTED_STATE = ("history_", "best_epoch_", "n_sentences_fit_", "fit_seconds_")
+
+
+def _check_data(X) -> ProbeData:
+    if not isinstance(X, ProbeData):
+        raise TypeError(
+            f"X must be a ProbeData (a treebank with its attention store), not {type(X).__name__}; "
+            "build one with bertology_utils.analyses.probes.ProbeData(corpus, store, vectors)"
+        )
+    return X
+
+
+class ProbeBase(BaseEstimator):
+    """What every probe shares: scikit-learn conventions over :class:`ProbeData`."""
+
+    #: Which inputs the probe reads.
+    uses_attention = False
+    uses_vectors = False
+    #: Table 3 row name.
+    label = ""
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "n_sentences_fit_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(train_data) first")
+
+    def _predictions(self, X: ProbeData) -> dict[int, np.ndarray]:
+        raise NotImplementedError
+
+    def predict(self, X) -> list[np.ndarray]:
+        """Predicted heads (UD convention) of every usable sentence of ``X``, in corpus order."""
+        X = _check_data(X)
+        self._check_fitted()
+        predictions = self._predictions(X)
+        return [predictions[i] for i in sorted(predictions)]
+
+    def evaluate(self, X, name: str | None = None) -> ProbeEvaluation:
+        """Predictions with the gold trees: UAS, UAS by relation, per-sentence heads."""
+        X = _check_data(X)
+        self._check_fitted()
+        return ProbeEvaluation.of(name or self.label or type(self).__name__, X, self._predictions(X))
+
+    def score(self, X, y=None) -> float:
+        """UAS on ``X`` (punctuation left out), a fraction; ``y`` is ignored."""
+        return self.evaluate(X).uas
+
+
+class RightBranching(ProbeBase):
+    """Baseline: each word's head is the next word; the last word is the root.
+
+    Clark et al.'s "right-branching" row (26 UAS on WSJ), the same as their best fixed offset (+1)
+    over all words. Nothing is learned; ``fit`` only records the data's size.
+    """
+
+    label = "Right-branching"
+
+    def __init__(self):
+        pass
+
+    def fit(self, X, y=None, dev=None):
+        X = _check_data(X)
+        self.n_sentences_fit_ = len(X)
+        return self
+
+    def _predictions(self, X):
+        out = {}
+        for i in X.indices:
+            n = len(X.corpus[int(i)].words)
+            heads = np.arange(2, n + 2, dtype=np.int64)
+            heads[-1] = 0
+            out[int(i)] = heads
+        return out
+
+
+class TrainedProbe(ProbeBase):
+    """Probes trained by softmax cross-entropy over candidate heads, with early stopping on dev."""
+
+    def _build(self, X: ProbeData) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def _check_params(self) -> None:
+        for name in ("max_epochs", "batch_size", "max_pairs"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.patience is not None and int(self.patience) < 1:
+            raise ValueError(f"patience must be at least 1 or None, not {self.patience}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, not {self.lr}")
+
+    def _shape_of(self, X: ProbeData) -> tuple[int, int]:
+        """(layers, heads) of X's attention, reading one item when it is not known yet."""
+        if X.shape is None:
+            next(iter(X.batches(1, attention=True)), None)
+        if X.shape is None:
+            raise BertologyError(f"could not read any attention from {X.name}")
+        return X.shape
+
+    def _batches(self, X: ProbeData, shuffle: bool = False, epoch: int = 0):
+        return X.batches(
+            self.batch_size,
+            max_pairs=self.max_pairs,
+            attention=self.uses_attention,
+            vectors=self.uses_vectors,
+            shuffle=shuffle,
+            seed=(int(self.seed) * 1_000_003 + epoch),
+        )
+
+    def _check_compatible(self, X: ProbeData) -> None:
+        if self.uses_attention:
+            shape = self._shape_of(X)
+            if tuple(shape) != tuple(self.attention_shape_):
+                raise BertologyError(
+                    f"this probe was fit on {self.attention_shape_[0]} x {self.attention_shape_[1]} "
+                    f"layers x heads of attention; {X.name} has {shape[0]} x {shape[1]}"
+                )
+        if self.uses_vectors:
+            if X.vectors is None:
+                raise BertologyError("this probe needs word vectors: build the ProbeData with vectors=...")
+            if X.vectors.dim != self.vector_dim_:
+                raise BertologyError(
+                    f"this probe was fit on word vectors of dimension {self.vector_dim_}; "
+                    f"{X.name}'s have {X.vectors.dim}"
+                )
+
+    def fit(self, X, y=None, dev=None, verbose: bool = False):
+        """Train on ``X`` (a :class:`ProbeData`); ``dev`` (another) picks the epoch to keep.
+
+        Without ``dev`` every one of ``max_epochs`` epochs runs and the last is kept. ``history_``
+        lists each epoch's mean training loss, dev UAS and seconds.
+        """
+        X = _check_data(X)
+        if dev is not None:
+            dev = _check_data(dev)
+        self._check_params()
+        with torch_threads(self.n_jobs):
+            return self._fit(X, dev, verbose)
+
+    def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool):
+        started = time.perf_counter()
+        if self.uses_attention:
+            self.attention_shape_ = self._shape_of(X)
+        if self.uses_vectors:
+            if X.vectors is None:
+                raise BertologyError(
+                    f"{type(self).__name__} needs word vectors: build the ProbeData with vectors=... "
+                    "(bertology_utils.analyses.word_vectors.default_word_vectors)"
+                )
+            self.vector_dim_ = X.vectors.dim
+        if dev is not None:
+            self._check_compatible(dev)
+        with _SEEDING:  # the initial weights come from torch's global generator
+            torch.manual_seed(int(self.seed))
+            module = self._build(X)
+        self.module_ = module
+        optimizer = torch.optim.Adam(module.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay))
+        history, best_uas, best_state, best_epoch, stale = [], -math.inf, None, 0, 0
+        n_sentences = 0
+        for epoch in range(int(self.max_epochs)):
+            tick = time.perf_counter()
+            module.train()
+            total, words, n_sentences = 0.0, 0, 0
+            for batch in self._batches(X, shuffle=True, epoch=epoch):
+                scores = module(batch).masked_fill(~batch.candidates, _MASKED)
+                mask = batch.words
+                loss = torch.nn.functional.cross_entropy(scores[mask], batch.heads[mask])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                count = int(mask.sum())
+                total += loss.item() * count
+                words += count
+                n_sentences += len(batch.indices)
+            row = {"epoch": epoch + 1, "train_loss": total / max(words, 1)}
+            if dev is not None:
+                row["dev_uas"] = ProbeEvaluation.of("dev", dev, self._run(dev)).uas
+            row["seconds"] = time.perf_counter() - tick
+            history.append(row)
+            if verbose:
+                print(
+                    f"{type(self).__name__} epoch {epoch + 1}: loss {row['train_loss']:.4f}"
+                    + (f", dev UAS {100 * row['dev_uas']:.2f}" if dev is not None else "")
+                    + f" ({row['seconds']:.1f} s)",
+                    flush=True,
+                )
+            if dev is None:
+                best_epoch, best_state = epoch + 1, None
+                continue
+            if row["dev_uas"] > best_uas:
+                best_uas, best_epoch, stale = row["dev_uas"], epoch + 1, 0
+                best_state = copy.deepcopy(module.state_dict())
+            else:
+                stale += 1
+                if self.patience is not None and stale >= int(self.patience):
+                    break
+        if best_state is not None:
+            module.load_state_dict(best_state)
+        module.eval()
+        self.history_ = history
+        self.best_epoch_ = best_epoch
+        self.n_sentences_fit_ = n_sentences
+        self.fit_seconds_ = time.perf_counter() - started
+        self._fitted_hook()
+        return self
+
+    def _fitted_hook(self) -> None:
+        pass
+
+    @torch.no_grad()
+    def _run(self, X: ProbeData) -> dict[int, np.ndarray]:
+        self.module_.eval()
+        out = {}
+        for batch in self._batches(X):
+            scores = self.module_(batch).masked_fill(~batch.candidates, _MASKED)
+            best = scores.argmax(-1).numpy()
+            for b, (i, n) in enumerate(zip(batch.indices, batch.lengths.tolist())):
+                out[int(i)] = best[b, :n].astype(np.int64)
+        return out
+
+    def _predictions(self, X):
+        self._check_compatible(X)
+        with torch_threads(self.n_jobs):
+            return self._run(X)
+
+    def save_fitted(self, folder: Path) -> None:
+        """The fitted weights (safetensors) and the rest of the fitted state (JSON) into ``folder``."""
+        record = {name: getattr(self, name) for name in _FITTED_STATE}
+        if self.uses_attention:
+            record["attention_shape_"] = list(self.attention_shape_)
+        if self.uses_vectors:
+            record["vector_dim_"] = self.vector_dim_
+        state = {k: v.detach().contiguous() for k, v in self.module_.state_dict().items()}
+        safetensors.torch.save_file(state, folder / "weights.safetensors")
+        (folder / "probe.json").write_text(json.dumps(record, indent=1, default=float), encoding="utf-8")
+
+    def load_fitted(self, folder: Path, X: ProbeData) -> TrainedProbe:
+        """Make this probe the fitted one :meth:`save_fitted` wrote to ``folder`` (``X``: the data it was fitted on)."""
+        record = json.loads((folder / "probe.json").read_text(encoding="utf-8"))
+        if self.uses_attention:
+            self.attention_shape_ = tuple(record["attention_shape_"])
+        if self.uses_vectors:
+            self.vector_dim_ = int(record["vector_dim_"])
+        module = self._build(X)
+        module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))
+        self.module_ = module.eval()
+        for name in _FITTED_STATE:
+            setattr(self, name, record[name])
+        self._fitted_hook()
+        return self
+
+
+_TRAINING_DOC = """
+    Training parameters: ``lr`` (Adam), ``max_epochs``, ``patience`` (epochs without a better dev
+    UAS before stopping; None: never stop early), ``batch_size`` (sentences) and ``max_pairs``
+    (padded dependent x candidate pairs per batch), ``weight_decay``, ``seed`` (initialisation and
+    data order), ``n_jobs`` (torch threads while fitting and predicting; None leaves torch's setting.
+    The batches are small: one thread is as fast as two here, and far faster on a busy machine).
+"""
+
+
+class AttentionProbe(TrainedProbe):
+    (
+        """Table 3 "Attn": ``p(i | j) ∝ exp(Σ_k w_k a_k[j, i] + u_k a_k[i, j])`` over every head k.
+
+    After ``fit``: ``w_`` and ``u_`` are ``(layers, heads)`` arrays (``w``: the dependent attends to
+    the candidate; ``u``: the candidate attends to the dependent), ``root_scale_`` is
+    ``(r_cls, r_sep)`` (the package docstring, "ROOT, exactly").
+    """
+        + _TRAINING_DOC
+    )
+
+    uses_attention = True
+    label = "Attn"
+
+    def __init__(
+        self,
+        *,
+        lr: float = 0.01,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
+        self.lr = lr
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.max_pairs = max_pairs
+        self.weight_decay = weight_decay
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    def _build(self, X):
+        L, H = self.attention_shape_
+        return AttentionScorer(2 * L * H)
+
+    def _fitted_hook(self):
+        L, H = self.attention_shape_
+        theta = self.module_.theta.detach().numpy().copy()
+        self.w_ = theta[: L * H].reshape(L, H)
+        self.u_ = theta[L * H :].reshape(L, H)
+        self.root_scale_ = self.module_.root_scale.detach().numpy().copy()
+
+
+class AttentionWordsProbe(TrainedProbe):
+    (
+        """Table 3 "Attn + GloVe": ``w_k`` and ``u_k`` are linear in the two words' vectors.
+
+    ``p(i | j) ∝ exp(Σ_k (W_k · (v_j ⊕ v_i) + b_k) a_k[j, i] + (U_k · (v_j ⊕ v_i) + c_k) a_k[i, j])``
+    with fixed vectors ``v`` from the :class:`ProbeData`'s ``vectors``. Use
+    :meth:`effective_weights` to see which heads it relies on (the weights depend on the words).
+    Run on the maps of a randomly initialised copy of the model, it is the random-init baseline.
+    """
+        + _TRAINING_DOC
+    )
+
+    uses_attention = True
+    uses_vectors = True
+    label = "Attn + words"
+    module_: AttentionWordsScorer  # what _build makes: effective_weights reads its per-pair weights
+
+    def __init__(
+        self,
+        *,
+        lr: float = 0.005,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
+        self.lr = lr
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.max_pairs = max_pairs
+        self.weight_decay = weight_decay
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    def _build(self, X):
+        L, H = self.attention_shape_
+        return AttentionWordsScorer(2 * L * H, self.vector_dim_)
+
+    def _fitted_hook(self):
+        self.root_scale_ = self.module_.root_scale.detach().numpy().copy()
+
+    @torch.no_grad()
+    def effective_weights(self, X, relations: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        """Mean head weights over the gold arcs of ``X``: ``{"all": (2, layers, heads), relation: ...}``.
+
+        Entry 0 of the first axis is ``w`` (the dependent attends to its head), 1 is ``u`` (the head
+        attends to its dependent). For each gold arc (dependent j, head i) the weights the probe gives
+        that pair are averaged, over all arcs and over the arcs of each relation in ``relations``.
+        Punctuation arcs are left out.
+        """
+        X = _check_data(X)
+        self._check_fitted()
+        self._check_compatible(X)
+        L, H = self.attention_shape_
+        sums = {name: torch.zeros(2 * L * H, dtype=torch.float64) for name in ("all", *relations)}
+        counts = dict.fromkeys(sums, 0)
+        with torch_threads(self.n_jobs):
+            self._sum_arc_weights(X, relations, sums, counts)
+        return {name: (sums[name] / max(counts[name], 1)).numpy().reshape(2, L, H) for name in sums if counts[name]}
+
+    def _sum_arc_weights(self, X, relations, sums, counts) -> None:
+        for batch in self._batches(X):
+            weights = self.module_.weights(batch)  # (B, N, N + 1, 2K)
+            gold = batch.heads.clamp(min=0)
+            arc = weights.gather(2, gold[:, :, None, None].expand(-1, -1, 1, weights.shape[-1])).squeeze(2)
+            keep = batch.scored & batch.words
+            sums["all"] += arc[keep].sum(0).double()
+            counts["all"] += int(keep.sum())
+            if relations:
+                for b, i in enumerate(batch.indices):
+                    rel = np.asarray(X.corpus[int(i)].relations, dtype=object)
+                    for name in relations:
+                        where = torch.from_numpy(rel == name) & keep[b, : len(rel)]
+                        if where.any():
+                            sums[name] += arc[b, : len(rel)][where].sum(0).double()
+                            counts[name] += int(where.sum())
+
+
+class DistanceWordsProbe(TrainedProbe):
+    (
+        """Baseline "Distances + GloVe": one hidden layer over both words' vectors and distance features.
+
+    Score of candidate i for dependent j: ``o · tanh(A v_j + B v_i + C d(j, i) + a) + c`` with the
+    distance features of :func:`distance_features` (ROOT: zero vector, ROOT indicator). No attention.
+    """
+        + _TRAINING_DOC
+    )
+
+    uses_vectors = True
+    label = "Distances + words"
+
+    def __init__(
+        self,
+        *,
+        hidden_size: int = 256,
+        lr: float = 0.005,
+        max_epochs: int = 10,
+        patience: int | None = 2,
+        batch_size: int = 32,
+        max_pairs: int = 16384,
+        weight_decay: float = 0.0,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+    ):
+        self.hidden_size = hidden_size
+        self.lr = lr
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.max_pairs = max_pairs
+        self.weight_decay = weight_decay
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    def _build(self, X):
+        if int(self.hidden_size) < 1:
+            raise ValueError(f"hidden_size must be at least 1, not {self.hidden_size}")
+        return DistanceWordsScorer(self.vector_dim_, int(self.hidden_size))
