@@ -45,7 +45,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import plot_attention_map
-from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
 from bertology_utils.interventions.query_key import capture_query_key
@@ -546,7 +546,7 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     whatever the layer adds before its softmax (attention mask, MPNet's position bias). A
     model whose attention is not reproduced by them (to 1e-4) raises ModelNotAvailableError.
     """
-    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    loaded = LoadedModel.of(model)
     if not 0 <= layer < loaded.num_layers or not 0 <= head < loaded.num_heads:
         raise ValueError(
             f"layer {layer}, head {head} out of range: {loaded.name} has {loaded.num_layers} layers "
