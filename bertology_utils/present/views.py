@@ -60,6 +60,7 @@ __all__ = [
     "NeuronView",
     "neuron_view",
     "LEVELS",
+    "png_output",
 ]
 
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
@@ -174,7 +175,7 @@ def _static_fallback(kind: str, item: ItemAttention, maps: np.ndarray, labels: l
         fig.supylabel("layer")
         fig.suptitle("head")
         shown = "every head's map as a static grid"
-    image = _png_output(fig)["data"]["image/png"]
+    image = png_output(fig)["data"]["image/png"]
     plt.close(fig)
     note = f"The interactive {kind} view cannot draw here: {missing} Showing {shown} instead."
     warnings.warn(note, stacklevel=4)  # the caller of head_view or model_view
@@ -354,7 +355,7 @@ def _first_words(words, kinds, n: int = 7) -> list[str]:
     return real[:n] + (["..."] if len(real) > n else [])
 
 
-def _png_output(fig) -> dict:
+def png_output(fig) -> dict:
     """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
@@ -431,7 +432,7 @@ def _explorer_class():
             for boundary in np.flatnonzero(np.diff(segments)) + 1:
                 ax.axhline(boundary, color="red", linewidth=1)
                 ax.axvline(boundary, color="red", linewidth=1)
-            self.output.outputs = (_png_output(fig),)
+            self.output.outputs = (png_output(fig),)
 
     return AttentionExplorer
 
