@@ -22,8 +22,7 @@ architecture; a keep mask applied as binary gates computes what
 (BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
 
 The scale of ``lambda``: the task loss is the mean per-example loss, so ``lambda`` is what keeping
-one head must be worth in mean loss. For the default MiniLM fine-tuned on SST-2 (6 x 12 heads, the
-defaults here) about 1e-3 keeps nearly every head, 1e-2 about half, 0.1 a handful, 0.3 none. Heads
+one head must be worth in mean loss (the README gives the heads kept at measured lambdas). Heads
 that do not matter to the loss feel no force at small ``lambda`` and drift at random, so even
 ``lambda = 0`` may lose a few of them; :meth:`L0Sweep.convergence` says which runs had not settled.
 """
