@@ -56,7 +56,7 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
 from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
-from bertology_utils.interventions.pruning import _results
+from bertology_utils.interventions.results_cache import cached_results as _results
 
 __all__ = [
     "BASELINES",

@@ -90,7 +90,7 @@ from bertology_utils.interventions.editing import (
     record_layer_outputs,
     replay_layers_below,
 )
-from bertology_utils.interventions.pruning import _results
+from bertology_utils.interventions.results_cache import cached_results
 
 __all__ = [
     "KINDS",
@@ -731,7 +731,7 @@ def ablation_curves(
     (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
     about half the model's cost per setting on average.
 
-    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.pruning`) and
+    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.results_cache`) and
     reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
     for an objective without one) and every setting above are the same.
     """
@@ -749,7 +749,7 @@ def ablation_curves(
     fields |= {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
     key = objective.cache_key()
     compute = functools.partial(_ablations, objective, batches, targets, modes, layers, seed, progress)
-    arrays = _results(
+    arrays = cached_results(
         "ablation-curves", loaded, corpus.sha256, {**fields, "objective": key}, compute, cache and bool(key)
     )
     columns = [str(c) for c in arrays["columns"]]

@@ -76,7 +76,8 @@ from bertology_utils.interventions.attribution import (
     target_scores,
 )
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.pruning import DevSet, _gate_edit, _result, gate_shape
+from bertology_utils.interventions.pruning import DevSet, _gate_edit, gate_shape
+from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
     "LABELS",
@@ -270,7 +271,7 @@ def _scores(
         )
         return np.concatenate([values.ravel(), score, baseline, classes.astype(np.float64), panels][: per_example + 1])
 
-    packed = _result(label, loaded, dev, fields, compute, cache)
+    packed = cached_result(label, loaded, dev, fields, compute, cache)
     values = packed[: -per_example * n].reshape(n, *gate_shape(loaded))
     ends = np.concatenate([packed[-per_example * n :], np.ones(n * (4 - per_example))]).reshape(4, n)
     return values, ends[0], ends[1], ends[2].astype(np.int64), ends[3].astype(np.int64)
@@ -304,7 +305,7 @@ def head_attribution(
     own completeness (its attributions' sum against ``F`` at its two ends, measured) says where to
     cut; only examples above ``tolerance`` cost more. ``None``: the fixed rule alone.
     ``cache``: reuse what an earlier call with the same model, dev set and settings stored (as
-    :mod:`~bertology_utils.interventions.pruning`'s results).
+    :mod:`~bertology_utils.interventions.results_cache`).
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")

@@ -50,11 +50,11 @@ from bertology_utils.interventions.pruning import (
     _as_loaded,
     _gate_edit,
     _loss,
-    _result,
     dev_set,
     gate_shape,
     scores_for_gates,
 )
+from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
     "HardConcreteGates",
@@ -286,7 +286,7 @@ def train_gates(
         # one array for the results cache: log_alpha, the two histories, the seconds
         return np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
 
-    packed = _result("l0-gates", loaded, train, fields, compute, cache)
+    packed = cached_result("l0-gates", loaded, train, fields, compute, cache)
     if trained:
         return trained[0]
     gates = HardConcreteGates(shape, init)

@@ -28,30 +28,30 @@ sequence classifier (the layer and head counts come from the model):
 
 Everything above comes from two computations, the logits of gate configurations
 (:func:`predict_with_gates`) and importance (:func:`head_importance`). With ``cache=True`` each
-is stored under ``$BERTOLOGY_CACHE_DIR/results``, keyed by the model's weights, the encoded dev
-set, the gates and :data:`RESULTS_VERSION`, and read back by a later run that asks for the same;
-a re-run of a notebook then redoes only the cheap steps.
+is stored in the results cache (:mod:`~bertology_utils.interventions.results_cache`), keyed by the
+model's weights, the encoded dev set, the gates and :data:`RESULTS_VERSION`, and read back by a
+later run that asks for the same; a re-run of a notebook then redoes only the cheap steps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
-from bertology_utils.core import architectures, settings
+from bertology_utils.core import architectures
 from bertology_utils.core.batching import Padding, plan_batches
-from bertology_utils.core.cache import cached_arrays, entry_name
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
+from bertology_utils.interventions.results_cache import RESULTS_VERSION, cached_result
 
 __all__ = [
     "DevSet",
@@ -74,10 +74,6 @@ __all__ = [
     "layer_means",
     "RESULTS_VERSION",
 ]
-
-#: Bump when gating or scoring changes what it computes: stored logits and importances stop matching.
-RESULTS_VERSION = 1
-
 
 # --------------------------------------------------------------------------- the dev set, batched once
 
@@ -109,30 +105,6 @@ class DevSet:
                 digest.update(batch[name].cpu().contiguous().numpy().tobytes())
         digest.update(np.ascontiguousarray(self.labels).tobytes())
         return digest.hexdigest()
-
-
-def _results(
-    label: str, loaded: LoadedModel, data: str, fields: dict, compute: Callable[[], dict], cache: bool
-) -> dict[str, np.ndarray]:
-    """``compute()``, arrays computed by ``loaded`` on the data whose digest is ``data``, with ``fields``;
-    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``."""
-    if not cache:
-        return {name: np.asarray(value) for name, value in compute().items()}
-    model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
-    key = {
-        "model": model,
-        "dev": data,
-        **fields,
-        "version": RESULTS_VERSION,
-        "torch": torch.__version__,
-        **loaded.precision_key(),
-    }
-    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
-
-
-def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
-    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
-    return _results(f"{label}-{dev.task}", loaded, dev.fingerprint(), fields, lambda: {label: compute()}, cache)[label]
 
 
 def _gates_digest(gates: np.ndarray) -> str:
@@ -261,7 +233,7 @@ def predict_with_gates(
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
     fields = {"gates": _gates_digest(gate_stack.numpy()), "configs_per_pass": configs_per_pass, "rows": rows_per_pass}
-    return _result(
+    return cached_result(
         "gated-logits",
         loaded,
         dev,
@@ -466,7 +438,7 @@ def head_importance(
     loaded = _as_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
     mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
-    importance = _result(
+    importance = cached_result(
         "importance",
         loaded,
         dev,
