@@ -1,10 +1,11 @@
 """interventions: change the model and measure what changes.
 
 ``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
-``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``results_cache`` (stored
-logits, importances, attributions), ``mixing`` (context mixing beyond raw weights: norms, rollout,
-flow, ALTI, value zeroing), ``attribution`` (input gradients, integrated gradients, blank-out),
-``head_relevance`` (integrated gradients over head gates),
+``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``head_gates`` (per-example
+head gates and losses), ``results_cache`` (stored logits, importances, attributions), ``mixing``
+(context mixing beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution``
+(input gradients, integrated gradients, blank-out), ``head_relevance`` (integrated gradients over
+head gates),
 ``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
 many of their dimensions decide where a head attends). A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
@@ -55,6 +56,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "prune_heads",
             "pruned_heads",
         ],
+        "head_gates": ["gate_edit", "example_losses", "require_loaded"],
         "results_cache": ["RESULTS_VERSION", "cached_results", "cached_result"],
         "attribution": [
             "input_x_gradient",

@@ -6,7 +6,7 @@ examples and normalised per layer. This module gives that ranking for any BERT-s
 classifier (or regression head), by **integrated gradients over head gates** instead of LRP:
 
 * :func:`head_attribution` — a per-example gate ``g[l, h]`` multiplies each head's attention
-  probabilities (:func:`~bertology_utils.interventions.pruning._gate_edit`: that is a gate on the
+  probabilities (:func:`~bertology_utils.interventions.head_gates.gate_edit`: that is a gate on the
   head's output, 1 = the model as it is, 0 = the head removed). The gates of *all* heads move
   together along the straight path ``g = a * 1``, ``a`` from 0 (baseline: every head removed) to 1,
   and ``attribution[l, h] = (1 - 0) * integral_0^1 dF(a * 1)/dg[l, h] da`` (Sundararajan et al.
@@ -76,7 +76,8 @@ from bertology_utils.interventions.attribution import (
     target_scores,
 )
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.pruning import DevSet, _gate_edit, gate_shape
+from bertology_utils.interventions.head_gates import gate_edit
+from bertology_utils.interventions.pruning import DevSet, gate_shape
 from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
@@ -172,7 +173,7 @@ def _ends(
         gold = None if labels == "predicted" or regression else dev.labels[rows]
         explained = _explained(loaded, clean, gold)
         zeros = torch.zeros(len(rows), n_layers, n_heads, device=loaded.device)
-        with edit_attention(model, _gate_edit(zeros)):
+        with edit_attention(model, gate_edit(zeros)):
             off = model(**batch)
         return explained, target_scores(loaded, clean, explained), target_scores(loaded, off, explained)
 
@@ -191,7 +192,7 @@ def _gate_gradients(
     for lo in range(0, len(index), chunk):
         rows, a = index[lo : lo + chunk], alphas[lo : lo + chunk]
         gates = a[:, None, None].expand(len(a), n_layers, n_heads).clone().requires_grad_(True)
-        with torch.enable_grad(), edit_attention(model, _gate_edit(gates)):
+        with torch.enable_grad(), edit_attention(model, gate_edit(gates)):
             score = target_scores(loaded, model(**{k: v[rows] for k, v in batch.items()}), explained[rows])
             (grad,) = torch.autograd.grad(score.sum(), gates)
         grads.append(grad)

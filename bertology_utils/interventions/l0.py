@@ -16,7 +16,7 @@ expected L0 (Voita's ``L_C``); a larger ``lambda`` keeps fewer heads.
   drew, encoded once as a :class:`~bertology_utils.interventions.pruning.DevSet`.
 
 Gates sit at the attention edit point (:mod:`bertology_utils.interventions.editing`), per example
-(:func:`~bertology_utils.interventions.pruning._gate_edit`), so they work for every registered
+(:func:`~bertology_utils.interventions.head_gates.gate_edit`), so they work for every registered
 architecture; a keep mask applied as binary gates computes what
 :func:`~bertology_utils.interventions.pruning.prune_heads` computes after removing the other heads
 (BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
@@ -45,11 +45,9 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import Budget, _subsample, default_budget, task_spec
+from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.pruning import (
     DevSet,
-    _as_loaded,
-    _gate_edit,
-    _loss,
     dev_set,
     gate_shape,
     scores_for_gates,
@@ -264,7 +262,7 @@ def train_gates(
     ``cache``: reuse the gates stored by an earlier identical training (key: model weights,
     ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`).
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     if steps < 1 or lr <= 0 or lam < 0:
         raise ValueError("steps must be at least 1, lr positive and lam non-negative")
     shape = gate_shape(loaded)
@@ -324,9 +322,9 @@ def _train(
                 order = torch.randperm(len(pieces), generator=generator)
             batch, rows = pieces[int(order[step % len(pieces)])]
             z = gates.sample(len(rows), generator)
-            with edit_attention(model, _gate_edit(z)):
+            with edit_attention(model, gate_edit(z)):
                 logits = model(**batch).logits
-            task = _loss(logits, targets[rows].to(logits.device), regression).mean()
+            task = example_losses(logits, targets[rows].to(logits.device), regression).mean()
             l0 = gates.expected_l0()
             optimizer.zero_grad(set_to_none=True)
             (task + lam * l0).backward()
@@ -431,7 +429,7 @@ def l0_sweep(
     and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
     logits stored by an earlier identical sweep.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     if train.task != dev.task:
         raise ValueError(f"training examples are {train.task}, dev examples {dev.task}")
     lams = np.asarray(lambdas, dtype=np.float64).ravel()

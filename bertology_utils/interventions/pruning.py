@@ -51,6 +51,7 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
+from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.results_cache import RESULTS_VERSION, cached_result
 
 __all__ = [
@@ -112,12 +113,6 @@ def _gates_digest(gates: np.ndarray) -> str:
     return hashlib.sha256(f"{gates.shape}".encode() + gates.tobytes()).hexdigest()
 
 
-def _as_loaded(model) -> LoadedModel:
-    if not isinstance(model, LoadedModel):
-        raise TypeError("pass a LoadedModel (e.g. FineTuned.loaded)")
-    return model
-
-
 def dev_set(
     loaded: LoadedModel,
     corpus: Corpus,
@@ -153,24 +148,6 @@ def dev_set(
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
     """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now)."""
     return len(architectures.layers(loaded)), architectures.attention_heads(loaded, 0)
-
-
-def _gate_edit(gates: torch.Tensor, first: int = 0):
-    """An edit multiplying head h of layer l of example b by ``gates[b, l, h]``.
-
-    Layers below ``first`` are left alone (their gates must be 1): there the batch may not be
-    repeated yet (see :func:`_copies_from`).
-    """
-
-    def edit(layer: int, probs: torch.Tensor):
-        if layer < first:
-            return None
-        g = gates[:, layer].to(device=probs.device, dtype=probs.dtype)
-        if g.shape != probs.shape[:2]:
-            raise ValueError(f"gates for layer {layer} have shape {tuple(g.shape)}, probabilities {tuple(probs.shape)}")
-        return probs * g[:, :, None, None]
-
-    return edit
 
 
 def _repeat(batch: dict, copies: int) -> dict:
@@ -228,7 +205,7 @@ def predict_with_gates(
     costs about one layer per configuration, not the whole model). ``cache``: read the logits
     stored by an earlier call with the same model, dev set and gates, or store them.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
@@ -268,7 +245,7 @@ def _predict_with_gates(
                         gates = gate_stack[index].repeat_interleave(b, dim=0)  # copy k: configuration index[k]
                         late = c > 1 and f > 0  # copies made at layer f (one copy needs none)
                         with contextlib.ExitStack() as stack:
-                            stack.enter_context(edit_attention(model, _gate_edit(gates, f if late else 0)))
+                            stack.enter_context(edit_attention(model, gate_edit(gates, f if late else 0)))
                             if late:
                                 stack.enter_context(_copies_from(layers, f, b, c))
                             logits = model(**(batch if late else _repeat(batch, c))).logits.float().cpu().numpy()
@@ -291,7 +268,9 @@ def _mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
     """Mean dev loss of each configuration's logits (configs, n, classes), all configurations at once."""
     configs, n = logits.shape[:2]
     targets = torch.as_tensor(dev.labels).repeat(configs)
-    losses = _loss(torch.from_numpy(logits).reshape(configs * n, -1), targets, task_spec(dev.task).is_regression)
+    losses = example_losses(
+        torch.from_numpy(logits).reshape(configs * n, -1), targets, task_spec(dev.task).is_regression
+    )
     return losses.reshape(configs, n).double().mean(1).numpy()
 
 
@@ -410,13 +389,6 @@ def normalise_per_layer(importance: np.ndarray, exponent: float = 2.0) -> np.nda
     return importance / np.where(norm > 0, norm, 1.0)
 
 
-def _loss(logits: torch.Tensor, targets: torch.Tensor, regression: bool) -> torch.Tensor:
-    """Per-example loss (summed by the caller so per-example gate gradients come out of one backward)."""
-    if regression:
-        return (logits.float().reshape(len(targets), -1)[:, 0] - targets.float()) ** 2
-    return nn.functional.cross_entropy(logits.float(), targets.long(), reduction="none")
-
-
 def head_importance(
     loaded: LoadedModel,
     dev: DevSet,
@@ -435,7 +407,7 @@ def head_importance(
     (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
     importance an earlier call measured with the same model, dev set, mask and estimate.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
     mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
     importance = cached_result(
@@ -460,8 +432,8 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
             gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
             applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
             targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
-            with edit_attention(model, _gate_edit(applied)):
-                loss = _loss(model(**batch).logits, targets, regression)
+            with edit_attention(model, gate_edit(applied)):
+                loss = example_losses(model(**batch).logits, targets, regression)
             # the gates' gradient alone: backward() would also fill every weight's .grad, work nobody reads
             (grad,) = torch.autograd.grad(loss.sum(), gates)
             grad = grad.abs().double().cpu()
