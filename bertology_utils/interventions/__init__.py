@@ -4,10 +4,10 @@
 ``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``head_gates`` (per-example
 head gates and losses), ``results_cache`` (stored logits, importances, attributions), ``mixing``
 (context mixing beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution``
-(input gradients, integrated gradients, blank-out), ``head_relevance`` (integrated gradients over
-head gates),
-``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
-many of their dimensions decide where a head attends). A sibling of
+(input gradients, integrated gradients, blank-out), ``quadrature`` (Gauss-Legendre and adaptive path
+integrals), ``head_relevance`` (integrated gradients over head gates), ``l0`` (Hard Concrete gates
+trained with an L0 penalty) and ``query_key`` (queries and keys, and how many of their dimensions
+decide where a head attends). A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
@@ -58,6 +58,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "head_gates": ["gate_edit", "example_losses", "require_loaded"],
         "results_cache": ["RESULTS_VERSION", "cached_results", "cached_result"],
+        "quadrature": ["gauss_legendre", "adaptive_integral"],
         "attribution": [
             "input_x_gradient",
             "integrated_gradients",

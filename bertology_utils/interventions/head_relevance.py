@@ -67,17 +67,11 @@ import numpy as np
 import torch
 
 from bertology_utils.core.models import LoadedModel
-from bertology_utils.interventions.attribution import (
-    _adaptive_integral,
-    _check_adaptive,
-    _explained,
-    _logits,
-    _quadrature,
-    target_scores,
-)
+from bertology_utils.interventions.attribution import classifier_logits, explained_labels, target_scores
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.head_gates import gate_edit
 from bertology_utils.interventions.pruning import DevSet, gate_shape
+from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
 from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
@@ -168,10 +162,10 @@ def _ends(
     model = loaded.model
     n_layers, n_heads = gate_shape(loaded)
     with torch.no_grad():
-        clean = _logits(loaded, model(**batch))
+        clean = classifier_logits(loaded, model(**batch))
         regression = loaded.config.num_labels == 1  # gold scores are not class ids
         gold = None if labels == "predicted" or regression else dev.labels[rows]
-        explained = _explained(loaded, clean, gold)
+        explained = explained_labels(loaded, clean, gold)
         zeros = torch.zeros(len(rows), n_layers, n_heads, device=loaded.device)
         with edit_attention(model, gate_edit(zeros)):
             off = model(**batch)
@@ -213,7 +207,7 @@ def _per_head(
     """(sum_k weights[k] dF/dg at alphas[k] * 1, F(1), F(0), classes, panels), per example in corpus order.
 
     With ``tolerance``, each example's integral is refined panel by panel
-    (:func:`~bertology_utils.interventions.attribution._adaptive_integral`), ``alphas`` and ``weights``
+    (:func:`~bertology_utils.interventions.quadrature.adaptive_integral`), ``alphas`` and ``weights``
     being a rule on [0, 1] scaled to each panel.
     """
     _check_labels(labels)
@@ -239,7 +233,7 @@ def _per_head(
             whole = torch.einsum("k,kblh->blh", w, grads.reshape(len(a), b, n_layers, n_heads).double())
             if tolerance is not None:
                 evaluate = partial(_gate_gradients, loaded, batch, explained, chunk=rows_per_pass)
-                whole, n_panels[rows] = _adaptive_integral(evaluate, whole, f0, f1, a, w, tolerance, max_panels)
+                whole, n_panels[rows] = adaptive_integral(evaluate, whole, f0, f1, a, w, tolerance, max_panels)
             values[rows] = whole.cpu().numpy()
             score[rows], baseline[rows] = f1.double().cpu().numpy(), f0.double().cpu().numpy()
             classes[rows] = explained.cpu().numpy()
@@ -310,8 +304,8 @@ def head_attribution(
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
-    _check_adaptive(tolerance, max_panels)
-    nodes, weights = _quadrature(steps)
+    check_adaptive(tolerance, max_panels)
+    nodes, weights = gauss_legendre(steps)
     values, score, baseline, classes, panels = _scores(
         "head-ig", loaded, dev, labels, nodes, weights, rows_per_pass, cache, tolerance, max_panels
     )
