@@ -54,7 +54,7 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
-from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
+from bertology_utils.interventions.gradients import TokenBatch, mask_token_id, token_batches
 from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
 from bertology_utils.interventions.results_cache import cached_results as _results
 
@@ -251,7 +251,7 @@ def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline:
         return torch.zeros_like(embeddings)
     tok = loaded.tokenizer
     try:
-        token = _mask_token_id(loaded)  # mask, else unknown token
+        token = mask_token_id(loaded)  # mask, else unknown token
     except BertologyError:
         if tok.pad_token_id is None:
             raise BertologyError(f"{loaded.name}: no mask, unknown or padding token for the baseline") from None
@@ -340,7 +340,7 @@ def _replacement_id(loaded: LoadedModel, replacement) -> int:
     if isinstance(replacement, (int, np.integer)) and not isinstance(replacement, bool):
         return int(replacement)
     if replacement == "mask":
-        return _mask_token_id(loaded)
+        return mask_token_id(loaded)
     if replacement == "unk" and loaded.tokenizer.unk_token_id is not None:
         return int(loaded.tokenizer.unk_token_id)
     raise ValueError(

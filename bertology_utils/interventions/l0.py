@@ -44,14 +44,9 @@ from tqdm.auto import tqdm
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.finetuning import Budget, _subsample, default_budget, task_spec
+from bertology_utils.interventions.finetuning import Budget, default_budget, subsample, task_spec
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
-from bertology_utils.interventions.pruning import (
-    DevSet,
-    dev_set,
-    gate_shape,
-    scores_for_gates,
-)
+from bertology_utils.interventions.pruning import DevSet, dev_set, gate_shape, scores_for_gates
 from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
@@ -480,7 +475,7 @@ def training_set(
         train = task.train if isinstance(task, Task) else load_glue(spec.name, "train")
     if train.labels is None:
         raise ValueError(f"{train.name}: the training corpus needs labels")
-    rows = _subsample(len(train), budget.train_examples, seed)
+    rows = subsample(len(train), budget.train_examples, seed)
     chosen = Corpus.from_items(
         [train[int(i)] for i in rows],
         f"{train.name}[{len(rows)} of {len(train)}]",
