@@ -1,13 +1,13 @@
 """interventions: change the model and measure what changes.
 
 ``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
-``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``head_gates`` (per-example
-head gates and losses), ``results_cache`` (stored logits, importances, attributions), ``mixing``
-(context mixing beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution``
-(input gradients, integrated gradients, blank-out), ``quadrature`` (Gauss-Legendre and adaptive path
-integrals), ``head_relevance`` (integrated gradients over head gates), ``l0`` (Hard Concrete gates
-trained with an L0 penalty) and ``query_key`` (queries and keys, and how many of their dimensions
-decide where a head attends). A sibling of
+``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
+beyond raw weights: norms, rollout, flow, ALTI, value zeroing), ``attribution`` (input gradients,
+integrated gradients, blank-out), ``head_relevance`` (integrated gradients over head gates),
+``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
+many of their dimensions decide where a head attends); ``head_gates`` (per-example head gates and
+losses), ``results_cache`` (stored logits, importances, attributions) and ``quadrature``
+(Gauss-Legendre and adaptive path integrals) hold what several of them share. A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
