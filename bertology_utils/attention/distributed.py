@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology_utils.attention.extraction import _as_model, _Job
+from bertology_utils.attention.extraction import ExtractionJob
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.core.cluster import connect, n_workers, require_distributed, worker_threads
 from bertology_utils.core.errors import StoreError
+from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.data import Corpus
 
 __all__ = ["shard_plan", "extract_on_cluster", "map_store"]
@@ -56,8 +57,6 @@ def shard_plan(start: int, stop: int, shards: int, block_size: int) -> list[tupl
 
 
 def _worker_model(name: str):
-    from bertology_utils.core.models import load_model
-
     if name not in _MODELS:
         _MODELS[name] = load_model(name)
     return _MODELS[name]
@@ -77,7 +76,7 @@ def _fill(corpus, store_path: str, model_name: str, settings: dict, max_tokens, 
     import torch
 
     torch.set_num_threads(threads)
-    job = _Job(corpus, _worker_model(model_name), **settings)
+    job = ExtractionJob(corpus, _worker_model(model_name), **settings)
     store = job.open_store(store_path, max_tokens)  # refuses a worker whose model or settings differ
     job.fill(store, lo, hi, progress=False)
     store.refresh()
@@ -107,13 +106,13 @@ def extract_on_cluster(
     not, is resumed. Progress is the whole job's, read from the store.
     """
     distributed = require_distributed()
-    corpus, loaded = Corpus.of(items), _as_model(model)
-    unknown = set(settings) - {f.name for f in fields(_Job)} | ({"corpus", "loaded"} & set(settings))
+    corpus, loaded = Corpus.of(items), LoadedModel.of(model)
+    unknown = set(settings) - {f.name for f in fields(ExtractionJob)} | ({"corpus", "loaded"} & set(settings))
     if unknown:
         raise TypeError(f"extract_on_cluster got unknown settings: {', '.join(sorted(unknown))}")
-    block_size = int(settings.get("block_size", _Job.block_size))
-    keep_tokens = bool(settings.get("keep_tokens", _Job.keep_tokens))
-    store = _Job(corpus, loaded, **settings).open_store(store_path, max_tokens, overwrite=overwrite)
+    block_size = int(settings.get("block_size", ExtractionJob.block_size))
+    keep_tokens = bool(settings.get("keep_tokens", ExtractionJob.keep_tokens))
+    store = ExtractionJob(corpus, loaded, **settings).open_store(store_path, max_tokens, overwrite=overwrite)
     with connect(cluster) as client:
         count = shards if shards is not None else 4 * n_workers(client)
         if count < 1:

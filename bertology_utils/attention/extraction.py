@@ -34,7 +34,7 @@ from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.cache import cache_lock, entry_name
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "store_metadata",
     "shard_range",
     "extract_attention",
+    "ExtractionJob",
     "cached_store_path",
     "extract_cached",
 ]
@@ -97,10 +98,6 @@ def _map_heads(loaded: LoadedModel, maps: MapSource | None) -> int:
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
         raise BertologyError(f"map source {maps.name!r}: heads must be None or a positive int, not {heads!r}")
     return heads
-
-
-def _as_model(model) -> LoadedModel:
-    return model if isinstance(model, LoadedModel) else load_model(model)
 
 
 class _AttentionsDone(Exception):
@@ -320,7 +317,7 @@ def iter_attention(
 
     With ``maps``, the maps are the source's (see :class:`MapSource`) instead of the model's attention.
     """
-    corpus, loaded = Corpus.of(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     forward = _Forward(loaded, from_rule, keep_tokens, maps)
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
@@ -419,8 +416,10 @@ def extract_attention(
     store holds the source's maps (see :class:`MapSource`), resumable and shardable the same way.
     (:func:`bertology_utils.attention.distributed.extract_on_cluster` runs the slices on a Dask cluster.)
     """
-    corpus, loaded = Corpus.of(items), _as_model(model)
-    job = _Job(corpus, loaded, batch_size, block_size, max_batch_weights, from_rule, keep_tokens, too_long, maps)
+    corpus, loaded = Corpus.of(items), LoadedModel.of(model)
+    job = ExtractionJob(
+        corpus, loaded, batch_size, block_size, max_batch_weights, from_rule, keep_tokens, too_long, maps
+    )
     store = job.open_store(store_path, max_tokens, overwrite=overwrite)
     # Said even without a progress bar: a reused store should never be a surprise.
     if store.is_complete:
@@ -433,7 +432,7 @@ def extract_attention(
 
 
 @dataclass(frozen=True)
-class _Job:
+class ExtractionJob:
     """One extraction's data, model and settings: what opens (or checks) its store and fills a range of it.
 
     Shared by :func:`extract_attention` and the workers of a cluster extraction, so both write the
@@ -520,7 +519,7 @@ def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | No
 
     ``<model>-<corpus>-<digest>.zarr``, or ``<model>-<maps name>-<corpus>-<digest>.zarr`` for a map source.
     """
-    corpus, loaded = Corpus.of(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     options = dict(
         from_rule="mean",
         keep_tokens=False,
@@ -557,7 +556,7 @@ def extract_cached(
     under ``$BERTOLOGY_CACHE_DIR/attention`` unless ``cache_dir`` is given. ``shard`` and
     ``overwrite`` say how to run, not what the store holds, so they do not change its key.
     """
-    corpus, loaded = Corpus.of(items), _as_model(model)
+    corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     path = cached_store_path(corpus, loaded, cache_dir=cache_dir, maps=maps, **kwargs)
     with cache_lock(path):  # another process extracting the same store: wait, then reuse it
         return extract_attention(

@@ -79,6 +79,12 @@ class LoadedModel:
     #: precision) are always computed in the weights' dtype.
     precision: str = "fp32"
 
+    @classmethod
+    def of(cls, model: LoadedModel | str | os.PathLike | None) -> LoadedModel:
+        """``model`` as a loaded model: a :class:`LoadedModel` as it is, a name or path (None: the default)
+        loaded by :func:`load_model`."""
+        return model if isinstance(model, LoadedModel) else load_model(model)
+
     @property
     def config(self):
         return self.model.config

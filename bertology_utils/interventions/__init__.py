@@ -6,7 +6,9 @@ beyond raw weights: norms, rollout, flow, ALTI, value zeroing; one file and one 
 method), ``attribution`` (input gradients, integrated gradients, blank-out; references registered by
 name), ``head_relevance`` (integrated gradients over head gates),
 ``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
-many of their dimensions decide where a head attends). A sibling of
+many of their dimensions decide where a head attends); ``head_gates`` (per-example head gates and
+losses), ``results_cache`` (stored logits, importances, attributions) and ``quadrature``
+(Gauss-Legendre and adaptive path integrals) hold what several of them share. A sibling of
 ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
@@ -55,6 +57,9 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "prune_heads",
             "pruned_heads",
         ],
+        "head_gates": ["gate_edit", "example_losses", "require_loaded"],
+        "results_cache": ["RESULTS_VERSION", "cached_results", "cached_result"],
+        "quadrature": ["gauss_legendre", "adaptive_integral"],
         "attribution": [
             "input_x_gradient",
             "integrated_gradients",

@@ -24,8 +24,8 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   1/steps (about 500 nodes for that bound in the tests), and a large model's path can have narrow
   features (MPNet-base: 32 nodes leave gaps of several times ``f(x) - f(x')``): check ``delta``,
   or pass ``tolerance`` for an adaptive rule, panels halved where the rule disagrees with its
-  halves (:func:`_adaptive_integral`, shared with head attribution by gates). All path points
-  run in chunks of rows;
+  halves (:func:`~bertology_utils.interventions.quadrature.adaptive_integral`, shared with head
+  attribution by gates). All path points run in chunks of rows;
 * :func:`blank_out` — leave-one-word-out (the behavioural reference of Abnar & Zuidema): every
   token of one word is replaced by the mask token and the drop of the target class's probability
   (or logit, or regression output) is the word's importance. All blanked copies of a batch go
@@ -40,8 +40,7 @@ Models are run in eval mode (the previous mode is restored) and hooks are always
 from __future__ import annotations
 
 import contextlib
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -57,13 +56,16 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.registry import Names, Registry
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
-from bertology_utils.interventions.gradients import TokenBatch, _mask_token_id, token_batches
-from bertology_utils.interventions.pruning import _results
+from bertology_utils.interventions.gradients import TokenBatch, mask_token_id, token_batches
+from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
+from bertology_utils.interventions.results_cache import cached_results
 
 __all__ = [
     "BASELINES",
     "MEASURES",
+    "classifier_logits",
     "target_scores",
+    "explained_labels",
     "predicted_labels",
     "input_x_gradient",
     "IntegratedGradients",
@@ -92,7 +94,7 @@ MEASURES = ("probability", "logit")
 # --------------------------------------------------------------------------- the explained scalar
 
 
-def _logits(loaded: LoadedModel, output) -> torch.Tensor:
+def classifier_logits(loaded: LoadedModel, output) -> torch.Tensor:
     """The (B, num_labels) logits of a sequence-classification output (or logits tensor), in float32 or wider."""
     logits = output if torch.is_tensor(output) else getattr(output, "logits", None)
     num_labels = getattr(loaded.config, "num_labels", None)
@@ -129,7 +131,7 @@ def target_scores(loaded: LoadedModel, logits, labels=None) -> torch.Tensor:
     the logits are those of perturbed copies). Regression head (``num_labels == 1``): the output;
     ``labels`` are ignored. Raises BertologyError for a model without a classification head.
     """
-    values = _logits(loaded, logits)
+    values = classifier_logits(loaded, logits)
     if _is_regression(loaded):
         return values[:, 0]
     if labels is None:
@@ -144,9 +146,9 @@ def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, to
     return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
 
 
-def _explained(loaded: LoadedModel, clean_logits: torch.Tensor, labels) -> torch.Tensor:
+def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels) -> torch.Tensor:
     """(B,) the classes to explain: ``labels``, or the prediction on the clean input (zeros for regression)."""
-    logits = _logits(loaded, clean_logits).detach()
+    logits = classifier_logits(loaded, clean_logits).detach()
     if labels is not None:
         return _label_tensor(loaded, labels, logits.shape[0], logits.device)
     if _is_regression(loaded):
@@ -160,7 +162,7 @@ def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
     Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
     """
     with torch.no_grad(), classifier_inference(loaded):
-        return _explained(loaded, loaded.model(**_inputs(batch)), None)
+        return explained_labels(loaded, loaded.model(**_inputs(batch)), None)
 
 
 # --------------------------------------------------------------------------- the word-piece embedding
@@ -218,8 +220,8 @@ def _scores_and_gradients(
     with torch.enable_grad():
         x = embeddings.detach().requires_grad_(True)
         with _word_embeddings_replaced(loaded, x):
-            logits = _logits(loaded, loaded.model(**inputs))
-        labels = _explained(loaded, logits, labels)
+            logits = classifier_logits(loaded, loaded.model(**inputs))
+        labels = explained_labels(loaded, logits, labels)
         scores = target_scores(loaded, logits, labels)
         (grad,) = torch.autograd.grad(scores.sum(), x)
     return scores.detach(), grad, labels
@@ -259,106 +261,13 @@ def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline:
         return torch.zeros_like(embeddings)
     tok = loaded.tokenizer
     try:
-        token = _mask_token_id(loaded)  # mask, else unknown token
+        token = mask_token_id(loaded)  # mask, else unknown token
     except BertologyError:
         if tok.pad_token_id is None:
             raise BertologyError(f"{loaded.name}: no mask, unknown or padding token for the baseline") from None
         token = tok.pad_token_id
     ids = torch.tensor([token], device=embeddings.device)
     return _word_embeddings(loaded, ids).to(embeddings.dtype).expand_as(embeddings)
-
-
-def _quadrature(steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on [0, 1]: exact for polynomials of degree 2 * steps - 1."""
-    nodes, weights = np.polynomial.legendre.leggauss(steps)
-    return (nodes + 1) / 2, weights / 2
-
-
-@dataclass
-class _Panels:
-    """One example's path integral cut into panels ``[lo, hi]``: each panel's ends, F there, its
-    quadrature (one value per attributed part: heads, tokens) and an estimate of that quadrature's
-    error (summed over the parts)."""
-
-    ends: list[tuple[float, float]]
-    f: list[tuple[float, float]]
-    parts: list[torch.Tensor]  # float64, sum_k (hi - lo) w_k dF/dpart at lo + (hi - lo) x_k
-    errors: list[float]
-
-    def split(self, j: int, f_mid: float, left: torch.Tensor, right: torch.Tensor) -> None:
-        """Panel ``j`` becomes its two halves. Each half's error: half the parts' summed difference
-        between the panel's quadrature and its halves' (the usual adaptive estimate, per part, so
-        errors that cancel in the sum still count), at least the half's own completeness error."""
-        (lo, hi), (f_lo, f_hi), mid = self.ends[j], self.f[j], (self.ends[j][0] + self.ends[j][1]) / 2
-        change = float((self.parts[j] - left - right).abs().sum()) / 2
-        self.ends[j : j + 1] = [(lo, mid), (mid, hi)]
-        self.f[j : j + 1] = [(f_lo, f_mid), (f_mid, f_hi)]
-        self.parts[j : j + 1] = [left, right]
-        self.errors[j : j + 1] = [
-            max(change, abs(float(left.sum()) - (f_mid - f_lo))),
-            max(change, abs(float(right.sum()) - (f_hi - f_mid))),
-        ]
-
-
-#: ``evaluate(index, alphas)`` of :func:`_adaptive_integral`: the integrand's parts (r, ...) and F (r,)
-#: at path position ``alphas[r]`` for example ``index[r]``.
-Integrand = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-
-
-def _check_adaptive(tolerance: float | None, max_panels: int) -> None:
-    """Refuse an adaptive rule's settings before any model work (``None``: the fixed rule, nothing to check)."""
-    if tolerance is not None and (not tolerance > 0 or max_panels < 1):
-        raise ValueError("tolerance must be positive and max_panels at least 1")
-
-
-def _adaptive_integral(
-    evaluate: Integrand,
-    whole: torch.Tensor,
-    f0: torch.Tensor,
-    f1: torch.Tensor,
-    nodes: torch.Tensor,
-    weights: torch.Tensor,
-    tolerance: float,
-    max_panels: int,
-) -> tuple[torch.Tensor, list[int]]:
-    """Path integrals refined panel by panel: (the integrals, float64, as ``whole``; panels per example).
-
-    ``whole`` (n, ...) is each example's integral by the fixed rule (``nodes``, ``weights`` on [0, 1]),
-    ``f0`` and ``f1`` F at the path's ends. Round after round, for every example whose estimated
-    errors add up to more than ``tolerance`` x max(1, |F(1) - F(0)|) and that has fewer than
-    ``max_panels`` panels, the panel with the largest error is halved: the rule on both halves and
-    F at the new midpoint, all in one call of ``evaluate``. There is no error estimate before a
-    first split (completeness alone misses errors that cancel across parts), so every example is
-    split at least once.
-    """
-    f0d, f1d = f0.double().tolist(), f1.double().tolist()
-    panels = [_Panels([(0.0, 1.0)], [(f0d[i], f1d[i])], [whole[i].double()], [math.inf]) for i in range(len(whole))]
-    k = len(nodes)
-    while True:
-        todo = []
-        for i, p in enumerate(panels):
-            scale = max(1.0, abs(p.f[-1][1] - p.f[0][0]))
-            if sum(p.errors) > tolerance * scale and len(p.ends) < max_panels:
-                todo.append((i, int(np.argmax(p.errors))))
-        if not todo:
-            break
-        # Per example: the nodes of the left half, of the right half, then the midpoint (for F).
-        index = torch.arange(len(todo), device=nodes.device).repeat_interleave(2 * k + 1)
-        index = torch.as_tensor([i for i, _ in todo], device=nodes.device)[index]
-        los, his = torch.as_tensor([panels[i].ends[j] for i, j in todo], device=nodes.device).T[:, :, None]
-        mids = (los + his) / 2
-        alphas = torch.cat([los + (mids - los) * nodes, mids + (his - mids) * nodes, mids], 1)
-        values, scores = evaluate(index, alphas.ravel())
-        values = values.double().reshape(len(todo), 2 * k + 1, *values.shape[1:])
-        halves = (
-            torch.einsum("k,tk...->t...", weights, values[:, :k]),
-            torch.einsum("k,tk...->t...", weights, values[:, k:-1]),
-        )
-        for t, (i, j) in enumerate(todo):
-            half = (panels[i].ends[j][1] - panels[i].ends[j][0]) / 2
-            f_mid = float(scores[t * (2 * k + 1) + 2 * k])
-            panels[i].split(j, f_mid, half * halves[0][t], half * halves[1][t])
-    return torch.stack([torch.stack(p.parts).sum(0) for p in panels]), [len(p.ends) for p in panels]
 
 
 def integrated_gradients(
@@ -394,12 +303,12 @@ def integrated_gradients(
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
     if steps < 1 or internal_batch_size < 1:
         raise ValueError("steps and internal_batch_size must be at least 1")
-    _check_adaptive(tolerance, max_panels)
+    check_adaptive(tolerance, max_panels)
     device, n = loaded.device, len(batch.items)
     with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
         with torch.no_grad():
-            clean = _logits(loaded, loaded.model(**_inputs(batch)))
-        labels = _explained(loaded, clean, labels)
+            clean = classifier_logits(loaded, loaded.model(**_inputs(batch)))
+        labels = explained_labels(loaded, clean, labels)
         score = target_scores(loaded, clean, labels)
         real = _word_embeddings(loaded, batch.input_ids)  # (B, T, D)
         content = _content_tokens(batch)[..., None]
@@ -419,13 +328,13 @@ def integrated_gradients(
                 scores.append(f)
             return torch.cat(values), torch.cat(scores)
 
-        nodes, weights = (torch.as_tensor(v, dtype=real.dtype, device=device) for v in _quadrature(steps))
+        nodes, weights = (torch.as_tensor(v, dtype=real.dtype, device=device) for v in gauss_legendre(steps))
         # Row r of the flattened (items x nodes) grid: item r // steps at node r % steps.
         values, _ = evaluate(torch.arange(n, device=device).repeat_interleave(steps), nodes.repeat(n))
         attributions = torch.einsum("k,nkt->nt", weights, values.reshape(n, steps, -1))
         panels = torch.ones(n, dtype=torch.long, device=device)
         if tolerance is not None:
-            refined, counts = _adaptive_integral(
+            refined, counts = adaptive_integral(
                 evaluate, attributions, baseline_score, score, nodes, weights.double(), tolerance, max_panels
             )
             attributions = refined.to(attributions.dtype)
@@ -441,7 +350,7 @@ def _replacement_id(loaded: LoadedModel, replacement) -> int:
     if isinstance(replacement, (int, np.integer)) and not isinstance(replacement, bool):
         return int(replacement)
     if replacement == "mask":
-        return _mask_token_id(loaded)
+        return mask_token_id(loaded)
     if replacement == "unk" and loaded.tokenizer.unk_token_id is not None:
         return int(loaded.tokenizer.unk_token_id)
     raise ValueError(
@@ -450,7 +359,7 @@ def _replacement_id(loaded: LoadedModel, replacement) -> int:
 
 
 def _target_values(loaded: LoadedModel, output, labels: torch.Tensor, measure: str) -> torch.Tensor:
-    logits = _logits(loaded, output)
+    logits = classifier_logits(loaded, output)
     if measure == "logit" or _is_regression(loaded):
         return target_scores(loaded, logits, labels)
     return F.softmax(logits, dim=-1).gather(1, labels[:, None])[:, 0]
@@ -487,7 +396,7 @@ def blank_out(
     word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
     with torch.no_grad(), classifier_inference(loaded):
         clean_output = loaded.model(**_inputs(batch))
-        labels = _explained(loaded, clean_output, labels)
+        labels = explained_labels(loaded, clean_output, labels)
         clean = _target_values(loaded, clean_output, labels, measure)
         out = torch.full((n, width), float("nan"), dtype=clean.dtype, device=device)
         for lo in range(0, len(pairs), internal_batch_size):
@@ -652,7 +561,7 @@ def word_references(
     so the two line up item for item. Each item explains its own predicted class. ``steps``,
     ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'. ``cache``: reuse the scores an
     earlier call with the same model weights, items and settings stored (the results cache of
-    :mod:`~bertology_utils.interventions.pruning`).
+    :mod:`~bertology_utils.interventions.results_cache`).
     """
     chosen = [REFERENCE_REGISTRY[name] for name in dict.fromkeys(REFERENCES if references is None else references)]
     names = [r.name for r in chosen]
@@ -686,7 +595,7 @@ def word_references(
 
     fields: dict[str, object] = {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
     fields |= {"steps": steps, "baseline": baseline, "tolerance": tolerance, "references": names}
-    packed = _results("word-references", loaded, corpus.sha256, fields, compute, cache)
+    packed = cached_results("word-references", loaded, corpus.sha256, fields, compute, cache)
     cuts = np.cumsum(packed["n_words"])[:-1]
     scores = {name: np.split(packed[name], cuts) if len(packed["n_words"]) else [] for name in names}
     return WordReferences(scores, skipped, float(packed["ig"][0]), float(packed["ig"][1]))

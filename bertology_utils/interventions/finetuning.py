@@ -64,6 +64,7 @@ __all__ = [
     "USER_TASK_BUDGET",
     "label_ids",
     "encode",
+    "subsample",
     "predict",
     "evaluate",
     "glue_metrics",
@@ -461,7 +462,9 @@ def _load_entry(path: Path, record: dict) -> LoadedModel:
     return loaded
 
 
-def _subsample(n: int, size: int | None, seed: int) -> np.ndarray:
+def subsample(n: int, size: int | None, seed: int) -> np.ndarray:
+    """Sorted row numbers of ``size`` of ``n`` examples drawn with ``seed`` (all of them when ``size`` is None or
+    at least ``n``): the examples :func:`fine_tune` trains and evaluates on."""
     if size is None or size >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
@@ -605,7 +608,7 @@ def fine_tune(
     folder = finetuned_cache_dir(cache_dir) / entry_name(
         f"{Path(str(base_name)).name}-{spec.name}-{init}-s{seed}", key_fields
     )
-    eval_rows = _subsample(len(dev), budget.eval_examples, seed)
+    eval_rows = subsample(len(dev), budget.eval_examples, seed)
     dev_eval = (
         dev
         if len(eval_rows) == len(dev)
@@ -674,7 +677,7 @@ def _cached_or_trained(
                 list(record.get("loss_curve", [])),
             )
 
-    rows = _subsample(len(train), budget.train_examples, seed)
+    rows = subsample(len(train), budget.train_examples, seed)
     encodings = encode(initial.tokenizer, [train[i] for i in rows], min(budget.max_tokens, initial.max_tokens))
     targets = label_ids(spec.name, [train.labels[i] for i in rows])
     start = time.perf_counter()

@@ -90,7 +90,7 @@ from bertology_utils.interventions.editing import (
     record_layer_outputs,
     replay_layers_below,
 )
-from bertology_utils.interventions.pruning import _results
+from bertology_utils.interventions.results_cache import cached_results
 
 __all__ = [
     "KINDS",
@@ -102,6 +102,7 @@ __all__ = [
     "TokenBatch",
     "make_batch",
     "token_batches",
+    "mask_token_id",
     "Objective",
     "ObjectiveOutput",
     "MaskedLMObjective",
@@ -220,7 +221,8 @@ def _mask_words(batch: TokenBatch, mask_id: int, fraction: float, seed: int) -> 
     return replace(batch, input_ids=masked_ids, kinds=kinds, extras=extras)
 
 
-def _mask_token_id(loaded: LoadedModel) -> int:
+def mask_token_id(loaded: LoadedModel) -> int:
+    """The token that hides a word: the mask token, else the unknown token."""
     tok = loaded.tokenizer
     if tok.mask_token_id is not None:
         return tok.mask_token_id
@@ -347,7 +349,7 @@ class MaskedLMObjective(Objective):
         return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
-        return _mask_words(batch, _mask_token_id(self.loaded), self.mask_fraction, self.seed)
+        return _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
@@ -442,7 +444,7 @@ class MaskedEmbeddingObjective(Objective):
     def prepare(self, batch: TokenBatch) -> TokenBatch:
         with torch.no_grad():
             clean = F.normalize(_full(_mean_pool(self._hidden(batch), batch.attention_mask)), dim=-1)
-        masked = _mask_words(batch, _mask_token_id(self.loaded), self.mask_fraction, self.seed)
+        masked = _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
         return replace(masked, extras={**masked.extras, "clean_embedding": clean})
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
@@ -731,7 +733,7 @@ def ablation_curves(
     (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
     about half the model's cost per setting on average.
 
-    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.pruning`) and
+    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.results_cache`) and
     reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
     for an objective without one) and every setting above are the same.
     """
@@ -749,7 +751,7 @@ def ablation_curves(
     fields |= {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
     key = objective.cache_key()
     compute = functools.partial(_ablations, objective, batches, targets, modes, layers, seed, progress)
-    arrays = _results(
+    arrays = cached_results(
         "ablation-curves", loaded, corpus.sha256, {**fields, "objective": key}, compute, cache and bool(key)
     )
     columns = [str(c) for c in arrays["columns"]]

@@ -6,7 +6,7 @@ examples and normalised per layer. This module gives that ranking for any BERT-s
 classifier (or regression head), by **integrated gradients over head gates** instead of LRP:
 
 * :func:`head_attribution` — a per-example gate ``g[l, h]`` multiplies each head's attention
-  probabilities (:func:`~bertology_utils.interventions.pruning._gate_edit`: that is a gate on the
+  probabilities (:func:`~bertology_utils.interventions.head_gates.gate_edit`: that is a gate on the
   head's output, 1 = the model as it is, 0 = the head removed). The gates of *all* heads move
   together along the straight path ``g = a * 1``, ``a`` from 0 (baseline: every head removed) to 1,
   and ``attribution[l, h] = (1 - 0) * integral_0^1 dF(a * 1)/dg[l, h] da`` (Sundararajan et al.
@@ -67,16 +67,12 @@ import numpy as np
 import torch
 
 from bertology_utils.core.models import LoadedModel
-from bertology_utils.interventions.attribution import (
-    _adaptive_integral,
-    _check_adaptive,
-    _explained,
-    _logits,
-    _quadrature,
-    target_scores,
-)
+from bertology_utils.interventions.attribution import classifier_logits, explained_labels, target_scores
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.pruning import DevSet, _gate_edit, _result, gate_shape
+from bertology_utils.interventions.head_gates import gate_edit
+from bertology_utils.interventions.pruning import DevSet, gate_shape
+from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
+from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
     "LABELS",
@@ -166,12 +162,12 @@ def _ends(
     model = loaded.model
     n_layers, n_heads = gate_shape(loaded)
     with torch.no_grad():
-        clean = _logits(loaded, model(**batch))
+        clean = classifier_logits(loaded, model(**batch))
         regression = loaded.config.num_labels == 1  # gold scores are not class ids
         gold = None if labels == "predicted" or regression else dev.labels[rows]
-        explained = _explained(loaded, clean, gold)
+        explained = explained_labels(loaded, clean, gold)
         zeros = torch.zeros(len(rows), n_layers, n_heads, device=loaded.device)
-        with edit_attention(model, _gate_edit(zeros)):
+        with edit_attention(model, gate_edit(zeros)):
             off = model(**batch)
         return explained, target_scores(loaded, clean, explained), target_scores(loaded, off, explained)
 
@@ -190,7 +186,7 @@ def _gate_gradients(
     for lo in range(0, len(index), chunk):
         rows, a = index[lo : lo + chunk], alphas[lo : lo + chunk]
         gates = a[:, None, None].expand(len(a), n_layers, n_heads).clone().requires_grad_(True)
-        with torch.enable_grad(), edit_attention(model, _gate_edit(gates)):
+        with torch.enable_grad(), edit_attention(model, gate_edit(gates)):
             score = target_scores(loaded, model(**{k: v[rows] for k, v in batch.items()}), explained[rows])
             (grad,) = torch.autograd.grad(score.sum(), gates)
         grads.append(grad)
@@ -211,7 +207,7 @@ def _per_head(
     """(sum_k weights[k] dF/dg at alphas[k] * 1, F(1), F(0), classes, panels), per example in corpus order.
 
     With ``tolerance``, each example's integral is refined panel by panel
-    (:func:`~bertology_utils.interventions.attribution._adaptive_integral`), ``alphas`` and ``weights``
+    (:func:`~bertology_utils.interventions.quadrature.adaptive_integral`), ``alphas`` and ``weights``
     being a rule on [0, 1] scaled to each panel.
     """
     _check_labels(labels)
@@ -237,7 +233,7 @@ def _per_head(
             whole = torch.einsum("k,kblh->blh", w, grads.reshape(len(a), b, n_layers, n_heads).double())
             if tolerance is not None:
                 evaluate = partial(_gate_gradients, loaded, batch, explained, chunk=rows_per_pass)
-                whole, n_panels[rows] = _adaptive_integral(evaluate, whole, f0, f1, a, w, tolerance, max_panels)
+                whole, n_panels[rows] = adaptive_integral(evaluate, whole, f0, f1, a, w, tolerance, max_panels)
             values[rows] = whole.cpu().numpy()
             score[rows], baseline[rows] = f1.double().cpu().numpy(), f0.double().cpu().numpy()
             classes[rows] = explained.cpu().numpy()
@@ -270,7 +266,7 @@ def _scores(
         )
         return np.concatenate([values.ravel(), score, baseline, classes.astype(np.float64), panels][: per_example + 1])
 
-    packed = _result(label, loaded, dev, fields, compute, cache)
+    packed = cached_result(label, loaded, dev, fields, compute, cache)
     values = packed[: -per_example * n].reshape(n, *gate_shape(loaded))
     ends = np.concatenate([packed[-per_example * n :], np.ones(n * (4 - per_example))]).reshape(4, n)
     return values, ends[0], ends[1], ends[2].astype(np.int64), ends[3].astype(np.int64)
@@ -304,12 +300,12 @@ def head_attribution(
     own completeness (its attributions' sum against ``F`` at its two ends, measured) says where to
     cut; only examples above ``tolerance`` cost more. ``None``: the fixed rule alone.
     ``cache``: reuse what an earlier call with the same model, dev set and settings stored (as
-    :mod:`~bertology_utils.interventions.pruning`'s results).
+    :mod:`~bertology_utils.interventions.results_cache`).
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
-    _check_adaptive(tolerance, max_panels)
-    nodes, weights = _quadrature(steps)
+    check_adaptive(tolerance, max_panels)
+    nodes, weights = gauss_legendre(steps)
     values, score, baseline, classes, panels = _scores(
         "head-ig", loaded, dev, labels, nodes, weights, rows_per_pass, cache, tolerance, max_panels
     )

@@ -16,14 +16,13 @@ expected L0 (Voita's ``L_C``); a larger ``lambda`` keeps fewer heads.
   drew, encoded once as a :class:`~bertology_utils.interventions.pruning.DevSet`.
 
 Gates sit at the attention edit point (:mod:`bertology_utils.interventions.editing`), per example
-(:func:`~bertology_utils.interventions.pruning._gate_edit`), so they work for every registered
+(:func:`~bertology_utils.interventions.head_gates.gate_edit`), so they work for every registered
 architecture; a keep mask applied as binary gates computes what
 :func:`~bertology_utils.interventions.pruning.prune_heads` computes after removing the other heads
 (BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
 
 The scale of ``lambda``: the task loss is the mean per-example loss, so ``lambda`` is what keeping
-one head must be worth in mean loss. For the default MiniLM fine-tuned on SST-2 (6 x 12 heads, the
-defaults here) about 1e-3 keeps nearly every head, 1e-2 about half, 0.1 a handful, 0.3 none. Heads
+one head must be worth in mean loss (the README gives the heads kept at measured lambdas). Heads
 that do not matter to the loss feel no force at small ``lambda`` and drift at random, so even
 ``lambda = 0`` may lose a few of them; :meth:`L0Sweep.convergence` says which runs had not settled.
 """
@@ -45,17 +44,10 @@ from tqdm.auto import tqdm
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.finetuning import Budget, _subsample, default_budget, task_spec
-from bertology_utils.interventions.pruning import (
-    DevSet,
-    _as_loaded,
-    _gate_edit,
-    _loss,
-    _result,
-    dev_set,
-    gate_shape,
-    scores_for_gates,
-)
+from bertology_utils.interventions.finetuning import Budget, default_budget, subsample, task_spec
+from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
+from bertology_utils.interventions.pruning import DevSet, dev_set, gate_shape, scores_for_gates
+from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
     "HardConcreteGates",
@@ -265,7 +257,7 @@ def train_gates(
     ``cache``: reuse the gates stored by an earlier identical training (key: model weights,
     ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`).
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     if steps < 1 or lr <= 0 or lam < 0:
         raise ValueError("steps must be at least 1, lr positive and lam non-negative")
     shape = gate_shape(loaded)
@@ -287,7 +279,7 @@ def train_gates(
         # one array for the results cache: log_alpha, the two histories, the seconds
         return np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
 
-    packed = _result("l0-gates", loaded, train, fields, compute, cache)
+    packed = cached_result("l0-gates", loaded, train, fields, compute, cache)
     if trained:
         return trained[0]
     gates = HardConcreteGates(shape, init)
@@ -325,9 +317,9 @@ def _train(
                 order = torch.randperm(len(pieces), generator=generator)
             batch, rows = pieces[int(order[step % len(pieces)])]
             z = gates.sample(len(rows), generator)
-            with edit_attention(model, _gate_edit(z)):
+            with edit_attention(model, gate_edit(z)):
                 logits = model(**batch).logits
-            task = _loss(logits, targets[rows].to(logits.device), regression).mean()
+            task = example_losses(logits, targets[rows].to(logits.device), regression).mean()
             l0 = gates.expected_l0()
             optimizer.zero_grad(set_to_none=True)
             (task + lam * l0).backward()
@@ -432,7 +424,7 @@ def l0_sweep(
     and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
     logits stored by an earlier identical sweep.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     if train.task != dev.task:
         raise ValueError(f"training examples are {train.task}, dev examples {dev.task}")
     lams = np.asarray(lambdas, dtype=np.float64).ravel()
@@ -483,7 +475,7 @@ def training_set(
         train = task.train if isinstance(task, Task) else load_glue(spec.name, "train")
     if train.labels is None:
         raise ValueError(f"{train.name}: the training corpus needs labels")
-    rows = _subsample(len(train), budget.train_examples, seed)
+    rows = subsample(len(train), budget.train_examples, seed)
     chosen = Corpus.from_items(
         [train[int(i)] for i in rows],
         f"{train.name}[{len(rows)} of {len(train)}]",

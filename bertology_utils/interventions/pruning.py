@@ -28,30 +28,31 @@ sequence classifier (the layer and head counts come from the model):
 
 Everything above comes from two computations, the logits of gate configurations
 (:func:`predict_with_gates`) and importance (:func:`head_importance`). With ``cache=True`` each
-is stored under ``$BERTOLOGY_CACHE_DIR/results``, keyed by the model's weights, the encoded dev
-set, the gates and :data:`RESULTS_VERSION`, and read back by a later run that asks for the same;
-a re-run of a notebook then redoes only the cheap steps.
+is stored in the results cache (:mod:`~bertology_utils.interventions.results_cache`), keyed by the
+model's weights, the encoded dev set, the gates and :data:`RESULTS_VERSION`, and read back by a
+later run that asks for the same; a re-run of a notebook then redoes only the cheap steps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
-from bertology_utils.core import architectures, settings
+from bertology_utils.core import architectures
 from bertology_utils.core.batching import Padding, plan_batches
-from bertology_utils.core.cache import cached_arrays, entry_name
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
+from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
+from bertology_utils.interventions.results_cache import RESULTS_VERSION, cached_result
 
 __all__ = [
     "DevSet",
@@ -74,10 +75,6 @@ __all__ = [
     "layer_means",
     "RESULTS_VERSION",
 ]
-
-#: Bump when gating or scoring changes what it computes: stored logits and importances stop matching.
-RESULTS_VERSION = 1
-
 
 # --------------------------------------------------------------------------- the dev set, batched once
 
@@ -111,39 +108,9 @@ class DevSet:
         return digest.hexdigest()
 
 
-def _results(
-    label: str, loaded: LoadedModel, data: str, fields: dict, compute: Callable[[], dict], cache: bool
-) -> dict[str, np.ndarray]:
-    """``compute()``, arrays computed by ``loaded`` on the data whose digest is ``data``, with ``fields``;
-    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``."""
-    if not cache:
-        return {name: np.asarray(value) for name, value in compute().items()}
-    model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
-    key = {
-        "model": model,
-        "dev": data,
-        **fields,
-        "version": RESULTS_VERSION,
-        "torch": torch.__version__,
-        **loaded.precision_key(),
-    }
-    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
-
-
-def _result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
-    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
-    return _results(f"{label}-{dev.task}", loaded, dev.fingerprint(), fields, lambda: {label: compute()}, cache)[label]
-
-
 def _gates_digest(gates: np.ndarray) -> str:
     gates = np.ascontiguousarray(gates, dtype=np.float32)
     return hashlib.sha256(f"{gates.shape}".encode() + gates.tobytes()).hexdigest()
-
-
-def _as_loaded(model) -> LoadedModel:
-    if not isinstance(model, LoadedModel):
-        raise TypeError("pass a LoadedModel (e.g. FineTuned.loaded)")
-    return model
 
 
 def dev_set(
@@ -181,24 +148,6 @@ def dev_set(
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
     """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now)."""
     return len(architectures.layers(loaded)), architectures.attention_heads(loaded, 0)
-
-
-def _gate_edit(gates: torch.Tensor, first: int = 0):
-    """An edit multiplying head h of layer l of example b by ``gates[b, l, h]``.
-
-    Layers below ``first`` are left alone (their gates must be 1): there the batch may not be
-    repeated yet (see :func:`_copies_from`).
-    """
-
-    def edit(layer: int, probs: torch.Tensor):
-        if layer < first:
-            return None
-        g = gates[:, layer].to(device=probs.device, dtype=probs.dtype)
-        if g.shape != probs.shape[:2]:
-            raise ValueError(f"gates for layer {layer} have shape {tuple(g.shape)}, probabilities {tuple(probs.shape)}")
-        return probs * g[:, :, None, None]
-
-    return edit
 
 
 def _repeat(batch: dict, copies: int) -> dict:
@@ -256,12 +205,12 @@ def predict_with_gates(
     costs about one layer per configuration, not the whole model). ``cache``: read the logits
     stored by an earlier call with the same model, dev set and gates, or store them.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
     fields = {"gates": _gates_digest(gate_stack.numpy()), "configs_per_pass": configs_per_pass, "rows": rows_per_pass}
-    return _result(
+    return cached_result(
         "gated-logits",
         loaded,
         dev,
@@ -296,7 +245,7 @@ def _predict_with_gates(
                         gates = gate_stack[index].repeat_interleave(b, dim=0)  # copy k: configuration index[k]
                         late = c > 1 and f > 0  # copies made at layer f (one copy needs none)
                         with contextlib.ExitStack() as stack:
-                            stack.enter_context(edit_attention(model, _gate_edit(gates, f if late else 0)))
+                            stack.enter_context(edit_attention(model, gate_edit(gates, f if late else 0)))
                             if late:
                                 stack.enter_context(_copies_from(layers, f, b, c))
                             logits = model(**(batch if late else _repeat(batch, c))).logits.float().cpu().numpy()
@@ -319,7 +268,9 @@ def _mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
     """Mean dev loss of each configuration's logits (configs, n, classes), all configurations at once."""
     configs, n = logits.shape[:2]
     targets = torch.as_tensor(dev.labels).repeat(configs)
-    losses = _loss(torch.from_numpy(logits).reshape(configs * n, -1), targets, task_spec(dev.task).is_regression)
+    losses = example_losses(
+        torch.from_numpy(logits).reshape(configs * n, -1), targets, task_spec(dev.task).is_regression
+    )
     return losses.reshape(configs, n).double().mean(1).numpy()
 
 
@@ -438,13 +389,6 @@ def normalise_per_layer(importance: np.ndarray, exponent: float = 2.0) -> np.nda
     return importance / np.where(norm > 0, norm, 1.0)
 
 
-def _loss(logits: torch.Tensor, targets: torch.Tensor, regression: bool) -> torch.Tensor:
-    """Per-example loss (summed by the caller so per-example gate gradients come out of one backward)."""
-    if regression:
-        return (logits.float().reshape(len(targets), -1)[:, 0] - targets.float()) ** 2
-    return nn.functional.cross_entropy(logits.float(), targets.long(), reduction="none")
-
-
 def head_importance(
     loaded: LoadedModel,
     dev: DevSet,
@@ -463,10 +407,10 @@ def head_importance(
     (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
     importance an earlier call measured with the same model, dev set, mask and estimate.
     """
-    loaded = _as_loaded(loaded)
+    loaded = require_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
     mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
-    importance = _result(
+    importance = cached_result(
         "importance",
         loaded,
         dev,
@@ -488,8 +432,8 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
             gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
             applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
             targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
-            with edit_attention(model, _gate_edit(applied)):
-                loss = _loss(model(**batch).logits, targets, regression)
+            with edit_attention(model, gate_edit(applied)):
+                loss = example_losses(model(**batch).logits, targets, regression)
             # the gates' gradient alone: backward() would also fill every weight's .grad, work nobody reads
             (grad,) = torch.autograd.grad(loss.sum(), gates)
             grad = grad.abs().double().cpu()

@@ -431,7 +431,7 @@ def _tool_class():
         def redraw(self) -> None:
             from matplotlib.figure import Figure
 
-            from bertology_utils.present.views import _png_output
+            from bertology_utils.present.views import png_output
 
             total = len(self.session.records)
             self.progress.value = f"<b>{self.session.labelled} of {total} labelled</b> ({self.session.file.path})"
@@ -456,7 +456,7 @@ def _tool_class():
                 scale=self.scale,
             )
             fig.tight_layout()
-            self.output.outputs = (_png_output(fig),)
+            self.output.outputs = (png_output(fig),)
 
     return LabellingTool
 

@@ -45,7 +45,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import plot_attention_map
-from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
 from bertology_utils.interventions.query_key import capture_query_key
@@ -60,6 +60,7 @@ __all__ = [
     "NeuronView",
     "neuron_view",
     "LEVELS",
+    "png_output",
 ]
 
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
@@ -174,7 +175,7 @@ def _static_fallback(kind: str, item: ItemAttention, maps: np.ndarray, labels: l
         fig.supylabel("layer")
         fig.suptitle("head")
         shown = "every head's map as a static grid"
-    image = _png_output(fig)["data"]["image/png"]
+    image = png_output(fig)["data"]["image/png"]
     plt.close(fig)
     note = f"The interactive {kind} view cannot draw here: {missing} Showing {shown} instead."
     warnings.warn(note, stacklevel=4)  # the caller of head_view or model_view
@@ -354,7 +355,7 @@ def _first_words(words, kinds, n: int = 7) -> list[str]:
     return real[:n] + (["..."] if len(real) > n else [])
 
 
-def _png_output(fig) -> dict:
+def png_output(fig) -> dict:
     """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
@@ -431,7 +432,7 @@ def _explorer_class():
             for boundary in np.flatnonzero(np.diff(segments)) + 1:
                 ax.axhline(boundary, color="red", linewidth=1)
                 ax.axvline(boundary, color="red", linewidth=1)
-            self.output.outputs = (_png_output(fig),)
+            self.output.outputs = (png_output(fig),)
 
     return AttentionExplorer
 
@@ -546,7 +547,7 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     whatever the layer adds before its softmax (attention mask, MPNet's position bias). A
     model whose attention is not reproduced by them (to 1e-4) raises ModelNotAvailableError.
     """
-    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    loaded = LoadedModel.of(model)
     if not 0 <= layer < loaded.num_layers or not 0 <= head < loaded.num_heads:
         raise ValueError(
             f"layer {layer}, head {head} out of range: {loaded.name} has {loaded.num_layers} layers "

@@ -10,8 +10,9 @@ import torch
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.head_gates import gate_edit
 from bertology_utils.interventions.l0 import HardConcreteGates, L0Sweep, _pieces, l0_sweep, train_gates
-from bertology_utils.interventions.pruning import _gate_edit, dev_set, gate_shape, predict_with_gates, prune_heads
+from bertology_utils.interventions.pruning import dev_set, gate_shape, predict_with_gates, prune_heads
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
@@ -123,14 +124,14 @@ def test_open_gates_change_nothing_and_every_gate_gets_a_gradient(tiny_model_dir
     gated = []
     for batch in dev.batches:
         z = gates.deterministic().expand(len(batch["input_ids"]), *gates.shape)
-        with edit_attention(loaded.model, _gate_edit(z)), torch.no_grad():
+        with edit_attention(loaded.model, gate_edit(z)), torch.no_grad():
             gated.append(loaded.model(**batch).logits.numpy())
     np.testing.assert_allclose(np.concatenate(gated), plain, atol=1e-5)
     # sampled gates reach the loss through the edit point of every head
     half_open = HardConcreteGates(gates.shape, init=0.0)
     batch = dev.batches[0]
     z = half_open.sample(len(batch["input_ids"]), torch.Generator().manual_seed(0))
-    with edit_attention(loaded.model, _gate_edit(z)):
+    with edit_attention(loaded.model, gate_edit(z)):
         loaded.model(**batch).logits.pow(2).sum().backward()
     assert (half_open.log_alpha.grad != 0).all()
 

@@ -2,8 +2,10 @@
 
 Every import of every module counts (module level, inside functions, under ``TYPE_CHECKING``; absolute
 and relative), since a lazy import still ties the two layers together. Folders in the same layer are
-siblings and may not import each other. A private name or module (one leading underscore) is not
-imported from another folder: the folder's ``__init__`` re-exports what others may use.
+siblings and may not import each other. A private name (one leading underscore) belongs to its module:
+no other module imports it or reads it off an imported module (``module._name``), in the same folder
+or not; a shared helper is public in one home. A private module is imported only inside its package,
+whose ``__init__`` re-exports what others may use. And the modules' top-level imports form no cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 import bertology_utils
@@ -61,17 +64,43 @@ def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def imports(path: Path):
-    """(line, text, imported module, imported name or None) for each package import in ``path``."""
+def import_nodes(tree: ast.Module, *, module_level: bool = False):
+    """The ``import`` statements of ``tree``; with ``module_level``, only those run on import of the module:
+    not inside functions, not under ``if TYPE_CHECKING``."""
+    if not module_level:
+        yield from (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+        return
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def imports(path: Path, *, module_level: bool = False):
+    """(line, text, imported module, imported name or None, local name, the module it names or None) for
+    each package import in ``path``: ``import a.b`` binds ``a`` to the module ``a``, ``import a.b as m``
+    and ``from a import b`` (b a module) bind a name to ``a.b``, ``from a import f`` binds no module."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        text = ast.unparse(node) if isinstance(node, (ast.Import, ast.ImportFrom)) else ""
+    for node in import_nodes(parse(path), module_level=module_level):
+        text = ast.unparse(node)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == PACKAGE:
-                    yield node.lineno, text, alias.name, None
-        elif isinstance(node, ast.ImportFrom):
+                    top = alias.name.split(".")[0]
+                    yield node.lineno, text, alias.name, None, alias.asname or top, alias.name if alias.asname else top
+        else:
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
@@ -81,8 +110,38 @@ def imports(path: Path):
                 continue
             for alias in node.names:
                 # ``from bertology_utils.x import y``: y may be a module of its own.
-                full = f"{source}.{alias.name}"
-                yield (node.lineno, text, full, None) if is_module(full) else (node.lineno, text, source, alias.name)
+                full, local = f"{source}.{alias.name}", alias.asname or alias.name
+                if is_module(full):
+                    yield node.lineno, text, full, None, local, full
+                else:
+                    yield node.lineno, text, source, alias.name, local, None
+
+
+def private_attributes(path: Path):
+    """(line, text, module, name) for each private attribute read off an imported package module
+    (``module._name`` after ``from bertology_utils.x import module`` or ``import bertology_utils.x.module``)."""
+    bound = {local: module for *_, local, module in imports(path) if module}
+    for node in ast.walk(parse(path)):
+        if not (isinstance(node, ast.Attribute) and private(node.attr)):
+            continue
+        head, _, rest = ast.unparse(node.value).partition(".")
+        target = f"{bound[head]}.{rest}" if rest and head in bound else bound.get(head)
+        if target and is_module(target):
+            yield node.lineno, ast.unparse(node), target, node.attr
+
+
+def hidden_from(module: str, target: str, name: str | None) -> list[str]:
+    """What ``module`` may not take from ``target``: ``name`` when private (and ``target`` another module),
+    and the private modules on ``target``'s path that lie outside ``module``'s own package."""
+    hidden = []
+    parts = target.split(".")
+    for i, part in enumerate(parts[1:], start=1):
+        inside = ".".join(parts[:i])  # the package a private module is private to
+        if private(part) and not (module == inside or module.startswith(inside + ".")):
+            hidden.append(f"the private module {'.'.join(parts[: i + 1])}")
+    if name and private(name) and target != module:
+        hidden.append(f"the private {name} of {target}")
+    return hidden
 
 
 def violations() -> list[str]:
@@ -94,7 +153,7 @@ def violations() -> list[str]:
         if here not in RANK:
             found.append(f"{module}: folder {here!r} is not in LAYERS (tests/unit/test_layers.py)")
             continue
-        for line, text, target, name in imports(path):
+        for line, text, target, _, *_ in imports(path):
             there = folder_of(target)
             at = where.format(line=line, text=text)
             if there == here:
@@ -105,11 +164,20 @@ def violations() -> list[str]:
                 found.append(f"{at}: {here or 'the package root'} imports from the higher layer {there}")
             elif RANK[there] == RANK[here]:
                 found.append(f"{at}: {here} imports from its sibling layer {there}")
-            hidden = [part for part in target.split(".")[1:] if private(part)] + (
-                [name] if name and private(name) else []
-            )
-            if hidden:
-                found.append(f"{at}: imports the private {', '.join(hidden)} from another folder ({there})")
+    return found
+
+
+def private_uses() -> list[str]:
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = module_name(path)
+        for line, text, target, name, *_ in imports(path):
+            found += [
+                f"{module} (line {line}: {text}): imports {hidden}" for hidden in hidden_from(module, target, name)
+            ]
+        for line, text, target, name in private_attributes(path):
+            if target != module:
+                found.append(f"{module} (line {line}: {text}): reads the private {name} of {target}")
     return found
 
 
@@ -121,6 +189,31 @@ def test_imports_follow_the_layers():
         + "):\n  "
         + "\n  ".join(found)
     )
+
+
+def test_no_module_takes_another_modules_private_names():
+    found = private_uses()
+    assert not found, "private names used outside their module (make the helper public in one home):\n  " + (
+        "\n  ".join(found)
+    )
+
+
+def import_graph() -> nx.DiGraph:
+    """Module -> the package modules its top-level imports name (what runs when it is imported)."""
+    graph = nx.DiGraph()
+    for path in sorted(ROOT.rglob("*.py")):
+        module = module_name(path)
+        graph.add_node(module)
+        graph.add_edges_from((module, target) for _, _, target, *_ in imports(path, module_level=True))
+    return graph
+
+
+def test_modules_import_each_other_without_cycles():
+    """A cycle makes what a module finds depend on which one is imported first; a function-level
+    import (or one under ``TYPE_CHECKING``) runs later and does not count."""
+    graph = import_graph()
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, "modules in an import cycle:\n  " + "\n  ".join(", ".join(c) for c in sorted(cycles))
 
 
 # --------------------------------------------------------------------------- the public API

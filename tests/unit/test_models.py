@@ -13,7 +13,7 @@ from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import ModelNotAvailableError
-from bertology_utils.core.models import check_attentions, default_model_path, describe_model, load_model
+from bertology_utils.core.models import LoadedModel, check_attentions, default_model_path, describe_model, load_model
 
 
 @pytest.fixture
@@ -88,6 +88,13 @@ def test_fingerprint_stable_and_sensitive(tiny, tiny_model_dir):
     changed = dataclasses.replace(again)  # a fresh instance: the hashes are cached per instance
     assert changed.weights_sha256 != tiny.weights_sha256
     assert changed.tokenizer_sha256 == tiny.tokenizer_sha256
+
+
+def test_of_keeps_a_loaded_model_and_loads_a_name(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    assert LoadedModel.of(loaded) is loaded
+    again = LoadedModel.of(tiny_model_dirs["bert"])
+    assert again is not loaded and again.source == loaded.source
 
 
 def test_build_is_deterministic(tmp_path):

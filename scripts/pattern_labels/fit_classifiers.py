@@ -1,4 +1,4 @@
-"""Fit the shipped pattern-type classifiers on labels.csv (kept as run): python data/pattern_labels/fit_classifiers.py
+"""Fit the shipped pattern-type classifiers on labels.csv (kept as run): python scripts/pattern_labels/fit_classifiers.py
 
 Writes models/ (features.json, cnn.safetensors + cnn.json, best.json with the cross-validation) and prints
 the cross-validated scores. Four folds: the rarest type, block, has four labelled maps.

@@ -1,6 +1,6 @@
 """Between-person agreement and the classifiers against the independent annotator (kept as run).
 
-python data/pattern_labels/agreement.py
+python scripts/pattern_labels/agreement.py
 
 Annotator C (pass_c.csv) labelled the 455 maps blind to passes A and B and to the classifiers, from the
 same pictures and GUIDE.md. The classifiers are scored by their cross-validated out-of-fold predictions

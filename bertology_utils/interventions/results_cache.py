@@ -1,0 +1,58 @@
+"""The results cache: arrays a model computed on some data, stored under ``$BERTOLOGY_CACHE_DIR/results``.
+
+Logits of gate configurations, head importances and attributions, trained L0 gates, ablation curves
+and word-level references cost minutes and depend only on the model's weights, the data and the
+settings; with ``cache=True`` they are stored (npz, no pickle) and read back by a later run that
+asks for the same, so a re-run of a notebook redoes only the cheap steps.
+
+* :func:`cached_results` — a dict of arrays, keyed by the weights, a digest of the data, the
+  caller's fields, :data:`RESULTS_VERSION`, torch's version and the model's precision;
+* :func:`cached_result` — one array computed on a :class:`~bertology_utils.interventions.pruning.DevSet`
+  (an entry of :func:`cached_results` named after the task, so the two share one layout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from bertology_utils.core import settings
+from bertology_utils.core.cache import cached_arrays, entry_name
+from bertology_utils.core.models import LoadedModel
+
+if TYPE_CHECKING:  # pruning stores its results here: a run-time import would be a cycle
+    from bertology_utils.interventions.pruning import DevSet
+
+__all__ = ["RESULTS_VERSION", "cached_results", "cached_result"]
+
+#: Bump when gating or scoring changes what it computes: stored logits and importances stop matching.
+RESULTS_VERSION = 1
+
+
+def cached_results(
+    label: str, loaded: LoadedModel, data: str, fields: dict, compute: Callable[[], dict], cache: bool
+) -> dict[str, np.ndarray]:
+    """``compute()``, arrays computed by ``loaded`` on the data whose digest is ``data``, with ``fields``;
+    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``."""
+    if not cache:
+        return {name: np.asarray(value) for name, value in compute().items()}
+    model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
+    key = {
+        "model": model,
+        "dev": data,
+        **fields,
+        "version": RESULTS_VERSION,
+        "torch": torch.__version__,
+        **loaded.precision_key(),
+    }
+    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
+
+
+def cached_result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
+    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
+    return cached_results(f"{label}-{dev.task}", loaded, dev.fingerprint(), fields, lambda: {label: compute()}, cache)[
+        label
+    ]
