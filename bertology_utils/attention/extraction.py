@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import AlignedItem, align
-from bertology_utils.attention.store import AttentionStore
+from bertology_utils.attention.store import AttentionStore, ShardWriter
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.architectures import self_attention_modules
@@ -206,7 +206,7 @@ class _Forward:
             words[:, layer].copy_(convert(att))  # float32 -> float16 in the copy
             if tokens is not None:
                 tokens[:, layer].copy_(att)
-        words, tokens = words.numpy(), tokens.numpy() if tokens is not None else None
+        word_maps, token_maps = words.numpy(), tokens.numpy() if tokens is not None else None
         out = []
         for b, a in enumerate(batch):
             w, t = a.n_words, a.n_tokens
@@ -217,14 +217,14 @@ class _Forward:
                 words=a.words,
                 word_kinds=a.word_kinds,
                 segments=a.segments,
-                attention=_copy(words[b, :, :, :w, :w], word_map),
+                attention=_copy(word_maps[b, :, :, :w, :w], word_map),
                 n_tokens=t,
                 replaced=a.replaced,
             )
-            if tokens is not None:
+            if token_maps is not None:
                 item.tokens = tuple(self.loaded.tokenizer.convert_ids_to_tokens(a.input_ids.tolist()))
                 item.token_to_word = a.token_to_word
-                item.token_attention = _copy(tokens[b, :, :, :t, :t], token_map)
+                item.token_attention = _copy(token_maps[b, :, :, :t, :t], token_map)
             out.append(item)
         return out
 
@@ -495,7 +495,8 @@ class ExtractionJob:
                 aligning = prefetch.submit(
                     align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0]
                 )
-                writer = None
+                writer: Future[ShardWriter] | None = None
+                pending: Future[Any]
                 for k, (lo, hi) in enumerate(blocks):
                     aligned = aligning.result()
                     if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
@@ -520,7 +521,7 @@ def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | No
     ``<model>-<corpus>-<digest>.zarr``, or ``<model>-<maps name>-<corpus>-<digest>.zarr`` for a map source.
     """
     corpus, loaded = Corpus.of(items), LoadedModel.of(model)
-    options = dict(
+    options: dict[str, Any] = dict(
         from_rule="mean",
         keep_tokens=False,
         too_long="skip",

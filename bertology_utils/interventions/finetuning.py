@@ -301,7 +301,7 @@ def predict(
     return out if out is not None else np.zeros((0, loaded.config.num_labels), dtype=np.float32)
 
 
-def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence) -> dict[str, float]:
+def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarray) -> dict[str, float]:
     """GLUE's metrics for ``predictions`` (logits (n, classes), class ids (n,), or scores for STS-B).
 
     Returns the task's metrics (see :data:`TASKS`) and ``score``, their mean (GLUE's single

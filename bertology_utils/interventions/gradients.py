@@ -73,6 +73,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
 from bertology_utils.core.architectures import check_architecture, self_attention_modules
@@ -332,7 +333,12 @@ class MaskedLMObjective(Objective):
 
     def __init__(self, loaded: LoadedModel, mask_fraction: float = 0.15, seed: int = 0):
         super().__init__(loaded)
-        if loaded.model.get_output_embeddings() is None or not type(loaded.model).__name__.endswith("ForMaskedLM"):
+        model = loaded.model
+        if not isinstance(model, PreTrainedModel) or model.get_output_embeddings() is None:
+            masked_lm = False
+        else:
+            masked_lm = type(model).__name__.endswith("ForMaskedLM")
+        if not masked_lm:
             raise ModelNotAvailableError(
                 f'{loaded.name} ({loaded.architecture}) is not a masked-LM model; load it with head="masked-lm"'
             )
@@ -572,8 +578,7 @@ class _Totals:
         head_norm = grads.pow(2).sum((-1, -2)).sqrt()  # (B, L, H)
         norm = grads.pow(2).sum((-1, -2, -3)).sqrt()  # (B, L)
         weights = torch.einsum("bq,bkc->c", real, onehot)
-        values = [share, grad, logit, norm.sum(0), head_norm.sum(0)]
-        values = [v.double().cpu().numpy() for v in values]
+        values = [v.double().cpu().numpy() for v in (share, grad, logit, norm.sum(0), head_norm.sum(0))]
         if self.share is None:
             self.share, self.grad, self.logit, self.norm, self.head_norm = values
         else:
@@ -601,8 +606,8 @@ def batch_attention_gradients(objective: Objective, batch: TokenBatch):
             if any(p is None for p in probs):
                 raise BertologyError(f"{objective.loaded.name}: some layers did not report attention probabilities")
             grads = torch.autograd.grad(output.losses.sum(), probs, allow_unused=True)
-    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(probs, grads)]
-    return torch.stack([p.detach() for p in probs], 1), torch.stack(grads, 1), output
+    filled = [torch.zeros_like(p) if g is None else g for p, g in zip(probs, grads)]
+    return torch.stack([p.detach() for p in probs], 1), torch.stack(filled, 1), output
 
 
 def _head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: int) -> torch.Tensor:
@@ -818,9 +823,9 @@ def _ablations(objective, batches, targets, modes, layers, seed: int, progress: 
     for (layer, target, kind, mode), entry in records.items():
         row = {"layer": layer, "target": target, "intervention": kind, "mode": mode}
         for name, chunks in entry.items():
-            values = np.concatenate(chunks)
-            row[name] = float(values.mean())
-            row[f"{name}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else np.nan
+            samples = np.concatenate(chunks)
+            row[name] = float(samples.mean())
+            row[f"{name}_se"] = float(samples.std(ddof=1) / np.sqrt(len(samples))) if len(samples) > 1 else np.nan
         row["items"] = int(sum(len(c) for c in entry["mass"]))
         rows_out.append(row)
     frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)

@@ -141,8 +141,8 @@ def dev_set(
     padding = Padding.of(loaded)
     rows = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
     batches = [padding.collate([encodings[i] for i in chunk], loaded.device) for chunk in rows]
-    labels = label_ids(spec.name, list(corpus.labels))
-    return DevSet(spec.name, batches, rows, labels, corpus.name, tuple(corpus.labels))
+    raw = tuple(corpus.labels or ())  # checked above; a slice of a labelled corpus keeps its labels
+    return DevSet(spec.name, batches, rows, label_ids(spec.name, list(raw)), corpus.name, raw)
 
 
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
@@ -229,7 +229,7 @@ def _predict_with_gates(
     layers = architectures.layers(model)
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
-    out = None
+    out: np.ndarray | None = None
     with classifier_inference(loaded):
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
@@ -256,6 +256,8 @@ def _predict_with_gates(
                     if out is None:
                         out = np.zeros((n_configs, len(dev), logits.shape[-1]), dtype=np.float32)
                     out[np.ix_(index, rows)] = logits.reshape(c, b, -1)
+    if out is None:
+        raise ValueError(f"{dev.task}: the dev set has no examples")
     return out
 
 
@@ -599,7 +601,7 @@ _PRUNED = "_bertology_pruned_heads"
 def _keep_rows(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     """A copy of ``linear`` keeping only ``index`` along its output (dim 0) or input (dim 1) features."""
     weight = linear.weight.index_select(dim, index).detach().clone()
-    bias = linear.bias
+    bias: torch.Tensor | None = linear.bias
     if bias is not None and dim == 0:
         bias = bias[index]
     new = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device, dtype=weight.dtype)
@@ -691,7 +693,8 @@ def attention_change(
     states = [(m, m.model.training) for m in (before, after)]
     for m, _ in states:
         m.model.eval()
-    total, n = None, 0
+    total: torch.Tensor | None = None
+    n = 0
     try:
         for rows in plan_batches([len(e["input_ids"]) for e in encodings], batch_size):
             chunk = [encodings[i] for i in rows]
@@ -699,19 +702,21 @@ def attention_change(
             b_batch = b_padding.collate(chunk, before.device)
             real = b_batch["attention_mask"].float()
             pair = (real[:, :, None] * real[:, None, :])[:, None]  # (batch, 1, queries, keys)
-            sims = []
+            per_layer = []
             for x, y in zip(_attentions(before, b_batch), _attentions(after, a_batch)):
                 x, y = x * pair, (y.to(x.device)) * pair
                 dot = (x * y).sum((-1, -2))
                 norm = x.pow(2).sum((-1, -2)).sqrt() * y.pow(2).sum((-1, -2)).sqrt()
-                sims.append(dot / norm.clamp_min(1e-12))
-            sims = torch.stack(sims, 1).double().sum(0).cpu()  # (layers, heads)
+                per_layer.append(dot / norm.clamp_min(1e-12))
+            sims = torch.stack(per_layer, 1).double().sum(0).cpu()  # (layers, heads)
             total = sims if total is None else total + sims
             n += len(chunk)
     finally:
         for m, was in states:
             m.model.train(was)
-    return (total / max(n, 1)).numpy()
+    if total is None:
+        raise ValueError("no items to compare")
+    return (total / n).numpy()
 
 
 def layer_means(values: np.ndarray) -> np.ndarray:

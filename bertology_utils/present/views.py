@@ -104,7 +104,7 @@ def _maps(item: ItemAttention, level: str) -> tuple[np.ndarray, list[str], np.nd
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     if level == "word":
         return item.attention, list(item.words), np.asarray(item.segments)
-    if item.token_attention is None:
+    if item.token_attention is None or item.tokens is None or item.token_to_word is None:
         raise BertologyError(
             f"item {item.item_id} has word-level attention only (a store extracted without "
             "keep_tokens); use level='word', or pass the item's text and a model"
@@ -143,6 +143,7 @@ def _amd_module(name: str) -> str:
     """JavaScript registering asset ``name`` as the AMD module bertviz requires, inlined or from its CDN."""
     text, url = source_or_cdn(name)
     if text is None:
+        assert url is not None  # source_or_cdn gives the text or, when not installed, the CDN url
         return f"requirejs.config({{paths: {{{json.dumps(name)}: {json.dumps(url.removesuffix('.js'))}}}}});\n"
     # The library sees `module`/`exports` and no `define`, so it exports itself here, touching no
     # page globals. A page that already has the module keeps its own (require.js skips redefinitions).
@@ -323,6 +324,8 @@ class _Items:
     """Items for the explorer by position: (label, ItemAttention) from a store (read on demand) or from memory."""
 
     def __init__(self, source, model, from_rule: str, limit: int):
+        self.store: AttentionStore | None
+        self.items: list[ItemAttention] | None
         if isinstance(source, AttentionStore):
             self.store, self.items = source, None
             rows = [
@@ -345,6 +348,7 @@ class _Items:
     def __getitem__(self, position: int) -> ItemAttention:
         if self.items is not None:
             return self.items[position]
+        assert self.store is not None  # __init__ sets the store or the items
         if self._cached is None or self._cached.index != self.indices[position]:
             self._cached = self.store.get(self.indices[position])
         return self._cached
@@ -556,6 +560,7 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
     module = self_attention_modules(loaded)[layer]
     with capture_query_key(loaded, layers=[layer]) as qk, capture_attention(loaded, retain_grad=False) as captured:
         item = attention_for([_as_item(source)], loaded, keep_tokens=True)[0]
+    assert item.tokens is not None and item.token_to_word is not None  # keep_tokens=True keeps them
     tokens = tuple(item.tokens)
     if query is None:
         query = int(np.flatnonzero(np.asarray(item.word_kinds)[item.token_to_word] == WORD)[0])
