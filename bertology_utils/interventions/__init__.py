@@ -1,6 +1,7 @@
 """interventions: change the model and measure what changes.
 
-``editing`` (edit attention, gate heads), ``gradients`` (gradients w.r.t. attention, ablations),
+``editing`` (edit attention, gate heads), ``objectives`` (token batches and the losses gradients are taken of),
+``gradients`` (gradients w.r.t. attention, ablations),
 ``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
 beyond raw weights: norms, rollout, flow, ALTI, value zeroing; one file and one registered class per
 method), ``attribution`` (input gradients, integrated gradients, blank-out; references registered by
@@ -27,15 +28,18 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "ablate_tokens",
             "ablate_matched_random",
         ],
-        "gradients": [
+        "objectives": [
             "Objective",
             "MaskedLMObjective",
             "MaskedEmbeddingObjective",
             "ClassifierObjective",
+            "TokenBatch",
+            "token_batches",
+        ],
+        "gradients": [
             "GradientStats",
             "attention_gradients",
             "batch_attention_gradients",
-            "token_batches",
             "ablation_curves",
         ],
         "finetuning": [

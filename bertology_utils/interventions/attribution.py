@@ -56,7 +56,7 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.registry import Names, Registry
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
-from bertology_utils.interventions.gradients import TokenBatch, mask_token_id, token_batches
+from bertology_utils.interventions.objectives import TokenBatch, mask_token_id, token_batches
 from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
 from bertology_utils.interventions.results_cache import cached_results
 

@@ -32,24 +32,7 @@ Statistics, per layer and head, over every real token of every item (attending r
 * ``gradient_norm``: per layer, the Frobenius norm of d loss / d attention over all heads of
   the layer, averaged over items (Clark's "gradients shrink with depth").
 
-Token kinds come from the alignment layer, not from hard-coded ids: ``sep`` = separators
-([SEP], ``</s>``), ``cls`` = the leading special token ([CLS], ``<s>``), ``punct`` = tokens
-of words made only of Unicode punctuation (Clark's "." and "," are the commonest), ``other``
-= every other token (including [MASK] tokens the objective put in).
-
-Objectives (pluggable, each with a ``name``)
-    * :class:`MaskedLMObjective` — masked-LM cross-entropy for models with a trained MLM head:
-      15% of the real words of each item (at least one; all tokens of a chosen word) are
-      replaced by the mask token, chosen by a generator seeded with (seed, item index), so a
-      run is deterministic and independent of batching;
-    * :class:`ClassifierObjective` — cross-entropy (MSE for STS-B) of a fine-tuned sequence
-      classifier on labelled items (see :mod:`bertology_utils.interventions.finetuning`);
-    * :class:`MaskedEmbeddingObjective` — for encoders with neither head (the default
-      sentence-embedding MiniLM): the same word masking, and the loss 1 - cos(e(masked),
-      e(clean)) between the mean-pooled sentence embedding of the masked copy and that of the
-      clean sentence (held fixed). It is the masked-LM idea carried to the output the model
-      was trained to produce: how far does hiding words move the sentence embedding, and
-      which attention would move it back.
+Token kinds, batches and objectives: :mod:`bertology_utils.interventions.objectives`.
 
 Ablations (:func:`ablation_curves`)
     Layer by layer, the attention every head puts on [SEP] (or [CLS]) is taken away — dropped
@@ -63,24 +46,19 @@ Ablations (:func:`ablation_curves`)
 from __future__ import annotations
 
 import functools
-import hashlib
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
 from bertology_utils.core.architectures import check_architecture, self_attention_modules
-from bertology_utils.core.batching import Padding, pad_rows, plan_batches
-from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, evaluating, load_model
-from bertology_utils.data import Corpus, is_punctuation
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import evaluating
+from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import (
     REMOVAL_MODES,
     ablate_matched_random,
@@ -90,6 +68,25 @@ from bertology_utils.interventions.editing import (
     negative_share,
     record_layer_outputs,
     replay_layers_below,
+)
+from bertology_utils.interventions.objectives import (
+    CLS,
+    DEFAULT_MAX_TOKENS,
+    KINDS,
+    OTHER,
+    PUNCT,
+    SEP,
+    ClassifierObjective,
+    MaskedEmbeddingObjective,
+    MaskedLMObjective,
+    Objective,
+    ObjectiveOutput,
+    TokenBatch,
+    has_mlm_head,
+    make_batch,
+    mask_token_id,
+    token_batches,
+    token_kinds,
 )
 from bertology_utils.interventions.results_cache import cached_results
 
@@ -120,347 +117,8 @@ __all__ = [
     "plot_ablation_curves",
 ]
 
-#: Token kinds, in the order of their codes.
-KINDS = ("sep", "cls", "punct", "other")
-SEP, CLS, PUNCT, OTHER = range(4)
 _KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
 _KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
-#: Inputs longer than this are skipped by default (Clark et al. used segments of at most 128 tokens).
-DEFAULT_MAX_TOKENS = 128
-
-
-def token_kinds(item: AlignedItem) -> np.ndarray:
-    """Kind code (:data:`KINDS`) of every token of an aligned item."""
-    word_kind = np.full(item.n_words, OTHER, dtype=np.int64)
-    word_kind[item.word_kinds == SEPARATOR] = SEP
-    word_kind[item.word_kinds == LEADING_SPECIAL] = CLS
-    words = np.asarray(item.words, dtype=object)
-    punct = np.fromiter((is_punctuation(w) for w in words), dtype=bool, count=item.n_words)
-    word_kind[(item.word_kinds == WORD) & punct] = PUNCT
-    return word_kind[item.token_to_word]
-
-
-# --------------------------------------------------------------------------- batches
-
-
-@dataclass
-class TokenBatch:
-    """Aligned items padded into tensors, with each token's kind; objectives add their own ``extras``."""
-
-    items: list
-    input_ids: torch.Tensor  #: (B, T) int64
-    attention_mask: torch.Tensor  #: (B, T) int64, 1 on real tokens
-    token_type_ids: torch.Tensor | None
-    kinds: torch.Tensor  #: (B, T) int64 kind codes, -1 on padding
-    token_to_word: torch.Tensor  #: (B, T) int64, -1 on padding
-    extras: dict = field(default_factory=dict)
-
-    @property
-    def real(self) -> torch.Tensor:
-        return self.attention_mask.bool()
-
-    def model_inputs(self) -> dict[str, torch.Tensor]:
-        inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
-        if self.token_type_ids is not None:
-            inputs["token_type_ids"] = self.token_type_ids
-        return inputs
-
-
-def make_batch(loaded: LoadedModel, items: Sequence[AlignedItem]) -> TokenBatch:
-    """Pad aligned items into a :class:`TokenBatch` on the model's device."""
-    padded = Padding.of(loaded).pad([a.input_ids for a in items], [a.token_type_ids for a in items])
-    inputs, width, device = padded.inputs(loaded.device), padded.input_ids.shape[1], loaded.device
-    return TokenBatch(
-        items=list(items),
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
-        token_type_ids=inputs.get("token_type_ids"),
-        kinds=torch.from_numpy(pad_rows([token_kinds(a) for a in items], -1, width)).to(device),
-        token_to_word=torch.from_numpy(pad_rows([a.token_to_word for a in items], -1, width)).to(device),
-    )
-
-
-def token_batches(
-    loaded: LoadedModel, items: Iterable, *, batch_size: int = 8, max_tokens: int | None = DEFAULT_MAX_TOKENS
-) -> tuple[list[TokenBatch], list[AlignedItem]]:
-    """Align ``items``, drop those longer than ``max_tokens`` (and than the model takes), batch by length.
-
-    Returns the batches and the skipped items. Batches are deterministic for given items.
-    """
-    corpus = Corpus.of(items)
-    aligned = align(loaded.tokenizer, corpus)
-    limit = loaded.max_tokens if max_tokens is None else min(int(max_tokens), loaded.max_tokens)
-    kept = [a for a in aligned if a.n_tokens <= limit]
-    skipped = [a for a in aligned if a.n_tokens > limit]
-    plan = plan_batches([a.n_tokens for a in kept], batch_size)  # ties keep corpus order
-    return [make_batch(loaded, [kept[i] for i in rows]) for rows in plan], skipped
-
-
-# --------------------------------------------------------------------------- word masking
-
-
-def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> torch.Tensor:
-    """(B, T) bool: all tokens of ``fraction`` of each item's real words (at least one), seeded per item."""
-    chosen = np.zeros(tuple(batch.input_ids.shape), dtype=bool)
-    t2w = batch.token_to_word.cpu().numpy()
-    for b, item in enumerate(batch.items):
-        words = np.flatnonzero(item.word_kinds == WORD)
-        if len(words) == 0:
-            continue
-        k = min(len(words), max(1, int(round(fraction * len(words)))))
-        picked = np.random.default_rng([seed, item.index]).choice(words, size=k, replace=False)
-        chosen[b] = np.isin(t2w[b], picked) & (t2w[b] >= 0)
-    return torch.from_numpy(chosen).to(batch.input_ids.device)
-
-
-def _mask_words(batch: TokenBatch, mask_id: int, fraction: float, seed: int) -> TokenBatch:
-    positions = _masked_positions(batch, fraction, seed)
-    masked_ids = batch.input_ids.masked_fill(positions, mask_id)
-    # A masked punctuation mark is no longer punctuation: it is a [MASK] token, kind "other".
-    kinds = batch.kinds.masked_fill(positions, OTHER)
-    extras = {**batch.extras, "masked": positions, "original_ids": batch.input_ids}
-    return replace(batch, input_ids=masked_ids, kinds=kinds, extras=extras)
-
-
-def mask_token_id(loaded: LoadedModel) -> int:
-    """The token that hides a word: the mask token, else the unknown token."""
-    tok = loaded.tokenizer
-    if tok.mask_token_id is not None:
-        return tok.mask_token_id
-    if tok.unk_token_id is not None:
-        return tok.unk_token_id
-    raise BertologyError(f"{loaded.name}: the tokenizer has neither a mask nor an unknown token to hide words with")
-
-
-# --------------------------------------------------------------------------- objectives
-
-
-@dataclass
-class ObjectiveOutput:
-    """What one forward pass of an objective gives."""
-
-    losses: torch.Tensor  #: (B,) one loss per item
-    hidden: torch.Tensor  #: (B, T, D) the encoder's final hidden states
-    prediction: torch.Tensor  #: the objective's own output, compared by ``Objective.output_change``
-
-
-class Objective(ABC):
-    """A differentiable loss of a model on a batch: the thing whose gradient is taken.
-
-    ``prepare`` runs outside any attention edit (an objective may compute clean targets
-    there); ``forward`` runs inside, with gradients on, and returns one loss per item.
-    """
-
-    #: Human-readable name, shown in the notebook and recorded with the results.
-    name: str = ""
-    #: Short key for metric names.
-    key: str = ""
-    #: What :meth:`output_change` measures.
-    output_change_name: str = ""
-
-    def __init__(self, loaded: LoadedModel):
-        self.loaded = loaded
-
-    def prepare(self, batch: TokenBatch) -> TokenBatch:
-        return batch
-
-    @abstractmethod
-    def forward(self, batch: TokenBatch) -> ObjectiveOutput: ...
-
-    @abstractmethod
-    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
-        """(B,) how much the prediction changed, per item."""
-
-    def cache_key(self) -> dict | None:
-        """What the loss depends on besides the model's weights, for the results cache (``cache=`` of
-        :func:`ablation_curves`); None: results of this objective are never stored. The class's
-        qualified name is part of it, so a subclass never reads its parent's entries."""
-        return None
-
-    def _key(self, **settings) -> dict:
-        return {"objective": f"{type(self).__module__}.{type(self).__qualname__}", **settings}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r} on {self.loaded.name})"
-
-
-def has_mlm_head(loaded: LoadedModel) -> bool:
-    """Whether the checkpoint behind ``loaded`` was saved with a trained masked-LM head.
-
-    Its ``config.architectures`` must name one (``BertForMaskedLM``, ``RobertaForMaskedLM``,
-    ``BertForPreTraining``...; ELECTRA discriminators, ``ElectraForPreTraining``, have none), and the
-    checkpoint must hold the head's weights: all-mpnet-base-v2's config says ``MPNetForMaskedLM`` but its
-    checkpoint has no ``lm_head``, and loading a head-less checkpoint with ``head="masked-lm"`` succeeds
-    with a random head, whose loss means nothing. For a model loaded without its head, the checkpoint is
-    loaded once more with it to see (once per source).
-    """
-    architectures = getattr(loaded.config, "architectures", None) or []
-    if not any(a.endswith("ForMaskedLM") or a in ("BertForPreTraining", "AlbertForPreTraining") for a in architectures):
-        return False
-    if type(loaded.model).__name__.endswith("ForMaskedLM"):
-        return not loaded.random_weights
-    return _checkpoint_has_mlm_head(loaded.source)
-
-
-@functools.lru_cache(maxsize=8)
-def _checkpoint_has_mlm_head(source: str) -> bool:
-    return not load_model(source, head="masked-lm", device="cpu").random_weights
-
-
-def _full(x: torch.Tensor) -> torch.Tensor:
-    """float32 for half-precision tensors; float32 and float64 stay as they are."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
-
-
-def _per_item_mean(values: torch.Tensor, item_index: torch.Tensor, n_items: int) -> torch.Tensor:
-    sums = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(0, item_index, values)
-    counts = torch.zeros(n_items, dtype=values.dtype, device=values.device).index_add(
-        0, item_index, torch.ones_like(values)
-    )
-    return sums / counts.clamp_min(1)
-
-
-class MaskedLMObjective(Objective):
-    """Masked-LM cross-entropy of a model with a trained MLM head (Clark et al.'s objective).
-
-    A share ``mask_fraction`` of each item's real words (at least one) is replaced by the mask
-    token, all tokens of a word together (no 80/10/10 mixing), chosen with a generator seeded by
-    ``(seed, item index)``; the loss of an item is the mean cross-entropy over its masked tokens.
-    """
-
-    key = "mlm"
-    output_change_name = "KL divergence of the masked-token predictions"
-
-    def __init__(self, loaded: LoadedModel, mask_fraction: float = 0.15, seed: int = 0):
-        super().__init__(loaded)
-        model = loaded.model
-        if not isinstance(model, PreTrainedModel) or model.get_output_embeddings() is None:
-            masked_lm = False
-        else:
-            masked_lm = type(model).__name__.endswith("ForMaskedLM")
-        if not masked_lm:
-            raise ModelNotAvailableError(
-                f'{loaded.name} ({loaded.architecture}) is not a masked-LM model; load it with head="masked-lm"'
-            )
-        if not has_mlm_head(loaded):
-            raise ModelNotAvailableError(
-                f"{loaded.name}: its checkpoint has no trained masked-LM head (architectures: "
-                f"{getattr(loaded.config, 'architectures', None)}); the head would be random. "
-                "Use MaskedEmbeddingObjective or a ClassifierObjective instead."
-            )
-        self.mask_fraction, self.seed = mask_fraction, seed
-        self.name = f"masked-LM loss ({mask_fraction:.0%} of words masked, seed {seed})"
-
-    def cache_key(self) -> dict:
-        return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
-
-    def prepare(self, batch: TokenBatch) -> TokenBatch:
-        return _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
-
-    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
-        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
-        item, position = batch.extras["masked"].nonzero(as_tuple=True)
-        log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)  # (N, V)
-        targets = batch.extras["original_ids"][item, position]
-        nll = -log_probs.gather(1, targets[:, None])[:, 0]
-        losses = _per_item_mean(nll, item, len(batch.items))
-        return ObjectiveOutput(losses, out.hidden_states[-1], log_probs)
-
-    def output_change(self, base, new, batch):
-        item, _ = batch.extras["masked"].nonzero(as_tuple=True)
-        kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
-        return _per_item_mean(kl, item, len(batch.items))
-
-
-class ClassifierObjective(Objective):
-    """The loss of a sequence classifier on labelled items (cross-entropy; MSE for regression tasks).
-
-    ``labels`` run parallel to the corpus the items come from (``Corpus.labels``); an item's
-    label is found by its corpus index. ``task`` names the GLUE task (label mapping).
-    """
-
-    key = "classifier"
-    output_change_name = "KL divergence of the class distribution (|change| of the score for regression)"
-
-    def __init__(self, loaded: LoadedModel, labels: Sequence, task: str = "SST-2", description: str | None = None):
-        from bertology_utils.interventions.finetuning import label_ids, task_spec
-
-        super().__init__(loaded)
-        if not type(loaded.model).__name__.endswith("ForSequenceClassification"):
-            raise ModelNotAvailableError(f"{loaded.name} ({loaded.architecture}) is not a sequence classifier")
-        self.spec = task_spec(task)
-        self.targets = label_ids(self.spec.name, labels)
-        self.key = self.spec.name.lower().replace("-", "")
-        self.name = description or f"{self.spec.name} classifier loss ({loaded.name})"
-
-    def cache_key(self) -> dict:
-        targets = np.ascontiguousarray(np.asarray(self.targets, dtype=np.float64))
-        return self._key(task=self.spec.name, targets=hashlib.sha256(targets.tobytes()).hexdigest())
-
-    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
-        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
-        index = torch.as_tensor([a.index for a in batch.items], device=out.logits.device)
-        y = torch.as_tensor(self.targets, device=out.logits.device)[index]
-        if self.spec.is_regression:
-            y = y.to(_full(out.logits).dtype)
-        logits = _full(out.logits)
-        if self.spec.is_regression:
-            prediction = logits[:, 0]
-            losses = (prediction - y) ** 2
-        else:
-            prediction = F.log_softmax(logits, dim=-1)
-            losses = -prediction.gather(1, y[:, None])[:, 0]
-        return ObjectiveOutput(losses, out.hidden_states[-1], prediction)
-
-    def output_change(self, base, new, batch):
-        if self.spec.is_regression:
-            return (base.prediction - new.prediction).abs()
-        return (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
-
-
-def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    weights = mask.to(hidden.dtype)[..., None]
-    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
-
-
-class MaskedEmbeddingObjective(Objective):
-    """For encoders without MLM or classifier head: 1 - cos(e(masked copy), e(clean item)).
-
-    ``e`` is the mean-pooled final hidden state over real tokens (special tokens included),
-    the sentence embedding of sentence-transformers models such as the default MiniLM. Words
-    are masked as in :class:`MaskedLMObjective`; the clean embedding is computed once in
-    ``prepare`` (no gradient, no edits) and held fixed.
-    """
-
-    key = "masked_embedding"
-    output_change_name = "1 - cosine of the sentence embedding"
-
-    def __init__(self, loaded: LoadedModel, mask_fraction: float = 0.15, seed: int = 0):
-        super().__init__(loaded)
-        self.mask_fraction, self.seed = mask_fraction, seed
-        self.name = f"masked sentence-embedding loss, 1 - cos ({mask_fraction:.0%} of words masked, seed {seed})"
-
-    def cache_key(self) -> dict:
-        return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
-
-    def _hidden(self, batch: TokenBatch) -> torch.Tensor:
-        out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
-        return out.hidden_states[-1]
-
-    def prepare(self, batch: TokenBatch) -> TokenBatch:
-        with torch.no_grad():
-            clean = F.normalize(_full(_mean_pool(self._hidden(batch), batch.attention_mask)), dim=-1)
-        masked = _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
-        return replace(masked, extras={**masked.extras, "clean_embedding": clean})
-
-    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
-        hidden = self._hidden(batch)
-        embedding = F.normalize(_full(_mean_pool(hidden, batch.attention_mask)), dim=-1)
-        losses = 1 - (embedding * batch.extras["clean_embedding"]).sum(-1)
-        return ObjectiveOutput(losses, hidden, embedding)
-
-    def output_change(self, base, new, batch):
-        return 1 - (base.prediction * new.prediction).sum(-1)
 
 
 # --------------------------------------------------------------------------- gradients

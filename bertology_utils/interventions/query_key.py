@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core.architectures import attention_heads, base_model, qkv, self_attention_modules
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel, evaluating
-from bertology_utils.interventions.gradients import CLS, DEFAULT_MAX_TOKENS, KINDS, SEP, TokenBatch, token_batches
+from bertology_utils.interventions.objectives import CLS, DEFAULT_MAX_TOKENS, KINDS, SEP, TokenBatch, token_batches
 
 __all__ = [
     "SCORE_TERMS",
@@ -321,9 +321,9 @@ def query_key_dimensions(
 ) -> QueryKeyDimensions:
     """For every head, how many dimensions of the elementwise ``q * k`` decide where each query attends (Vig).
 
-    ``batch_or_items``: a :class:`~bertology_utils.interventions.gradients.TokenBatch`, a list of
+    ``batch_or_items``: a :class:`~bertology_utils.interventions.objectives.TokenBatch`, a list of
     them, or items (a Corpus, Sentences, pairs) batched with
-    :func:`~bertology_utils.interventions.gradients.token_batches` (``batch_size``; items longer
+    :func:`~bertology_utils.interventions.objectives.token_batches` (``batch_size``; items longer
     than ``max_tokens`` are skipped and counted). One forward pass per batch, in eval mode, with
     :func:`capture_query_key`; the counting is vectorised over layers' heads, queries and the batch
     (see the module docstring and :data:`QUERY_KEY_METHOD` for what is counted and left out).
