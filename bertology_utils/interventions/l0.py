@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: Optimiser steps per lambda (one batch of the training set each): 500 batches of 32 are 8 epochs
-#: of 2,000 examples, about 90 s for a 6 x 12 MiniLM on 2 CPU cores.
+#: of 2,000 examples (the README times a sweep).
 DEFAULT_STEPS = 500
 #: Adam's learning rate on log_alpha. Adam moves a log_alpha by up to about this much per step, so a
 #: head nobody needs crosses from the init (3) to the keep threshold (-1.6) in about 50 steps; a larger
