@@ -550,10 +550,11 @@ def first_token_readout(model) -> Iterator[bool]:
     module = _unwrap(model)
     applies = type(module).__name__.endswith("ForSequenceClassification")
     if applies:
+        spec = architectures.arch_spec(module)
+        applies = spec.classifier_reads_first_token and not spec.shared_layers
+    if applies:
         stack = architectures.layers(module)
-        applies = architectures.arch_spec(module).classifier_reads_first_token and all(
-            layer is not stack[-1] for layer in stack[:-1]
-        )
+        applies = all(layer is not stack[-1] for layer in stack[:-1])
     if not applies:
         yield False
         return
