@@ -1,0 +1,175 @@
+"""Conformance of every encoder family (issue 41): one tiny random model each, the same checks for all.
+
+A new family is one ArchSpec in ``core/architectures.py`` and one line of ``FAMILY_SHAPES`` in
+``tests/tiny_models.py`` (and its tokenizer there); ``EXPECTED`` below says what it can do.
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import ALL_FAMILIES, FAMILY_SHAPES, MODERNBERT_LOCAL_ATTENTION, TINY_SHAPES
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
+from bertology_utils.attention.extraction import attention_for
+from bertology_utils.attention.word_attention import word_attention_single
+from bertology_utils.core import architectures
+from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.core.models import load_model
+from bertology_utils.interventions.editing import capture_attention, first_token_readout
+
+SHAPES = TINY_SHAPES | FAMILY_SHAPES
+#: What each family refuses, and the words its refusal must give: every other family supports it.
+REFUSES = {
+    # per-layer hooks and edits: the one shared module runs at every depth
+    "albert": {"capture": "shared_layers", "qkv": "shared_layers", "layer_norms": "shared_layers"},
+    # one fused Wqkv; pre-LN blocks
+    "modernbert": {"qkv": "fused", "layer_norms": "pre-LN"},
+}
+SENTENCE = "The old sailor reads an interesting story near the station .".split()
+PAIR = ("Where did you put the keys ?".split(), "They are on the kitchen table .".split())
+ITEMS = [SENTENCE, PAIR, "Hello world !".split()]
+
+
+@pytest.fixture(scope="module")
+def families(family_model_dirs):
+    """family -> its tiny model loaded with load_model."""
+    return {arch: load_model(folder) for arch, folder in family_model_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def extracted(families):
+    """family -> attention_for(ITEMS) with the token maps kept (one batch: the items are padded together)."""
+    return {arch: attention_for(ITEMS, loaded, keep_tokens=True) for arch, loaded in families.items()}
+
+
+def _encode(loaded, words):
+    inputs = loaded.tokenizer([words], is_split_into_words=True, return_tensors="pt")
+    if not architectures.uses_token_types(loaded):
+        inputs.pop("token_type_ids", None)
+    return inputs
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_loads_with_its_spec_and_shape(families, arch):
+    loaded = families[arch]
+    n_layers, n_heads = SHAPES[arch]
+    assert architectures.check_architecture(loaded).model_type == arch
+    assert (loaded.num_layers, loaded.num_heads) == (n_layers, n_heads)
+    # What the model's forward accepts (ModernBERT's takes none), not a name guess.
+    takes = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+    assert architectures.uses_token_types(loaded) == takes
+    assert architectures.pad_token_id(loaded) == loaded.tokenizer.pad_token_id
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_rows_sum_to_one_over_real_tokens_and_match_the_models_own_attention(families, extracted, arch):
+    loaded = families[arch]
+    for words, item in zip(ITEMS, extracted[arch]):
+        maps = item.token_attention
+        assert maps.shape == (loaded.num_layers, loaded.num_heads, item.n_tokens, item.n_tokens)
+        np.testing.assert_allclose(maps.astype(np.float64).sum(-1), 1.0, atol=2e-3)  # float16 storage
+        first, second = (words, None) if isinstance(words, list) else words
+        inputs = loaded.tokenizer(
+            [first], None if second is None else [second], is_split_into_words=True, return_tensors="pt"
+        )
+        inputs = {k: v for k, v in inputs.items() if k != "token_type_ids" or architectures.uses_token_types(loaded)}
+        with torch.no_grad():
+            own = torch.stack(loaded.model(**inputs, output_attentions=True).attentions)[:, 0]
+        np.testing.assert_allclose(maps, own.numpy(), atol=2e-3)  # padded in a batch, then float16
+
+
+def test_modernbert_local_layers_are_full_masked_maps(families, extracted):
+    """Layer 0 is global; the others see MODERNBERT_LOCAL_ATTENTION // 2 tokens either side, zeros beyond."""
+    item = extracted["modernbert"][0]
+    maps = item.token_attention.astype(np.float32)
+    distance = np.abs(np.subtract.outer(np.arange(item.n_tokens), np.arange(item.n_tokens)))
+    outside = distance > MODERNBERT_LOCAL_ATTENTION // 2
+    assert outside.any() and (maps[0][:, outside] > 0).all()
+    assert (maps[1:][:, :, outside] == 0).all() and (maps[1:][:, :, ~outside] > 0).all()
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_word_maps_are_the_conversion_of_the_token_maps(extracted, arch):
+    for item in extracted[arch]:
+        expected = word_attention_single(item.token_attention.astype(np.float32), item.token_to_word)
+        np.testing.assert_allclose(item.attention.astype(np.float32), expected, atol=2e-3)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_pair_aligns_with_typed_specials(families, arch):
+    tokenizer = families[arch].tokenizer
+    first, second = PAIR
+    item = align(tokenizer, [PAIR])[0]
+    kinds, words = np.asarray(item.word_kinds), np.asarray(item.words, dtype=object)
+    assert list(words[kinds == WORD]) == first + second
+    assert list(item.segments[kinds == WORD]) == [0] * len(first) + [1] * len(second)
+    assert kinds[0] == LEADING_SPECIAL and words[0] in (tokenizer.cls_token, tokenizer.bos_token)
+    separators = words[kinds == SEPARATOR]
+    assert len(separators) in (2, 3) and set(separators) <= {tokenizer.sep_token, tokenizer.eos_token}
+    assert kinds[-1] == SEPARATOR and kinds[len(first) + 1] == SEPARATOR  # after each text (</s></s> for pairs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_words_after_the_first_are_tokenized_as_in_running_text(families, arch):
+    """▁-marked (SentencePiece) and Ġ-marked (byte-level BPE) pieces: a pre-split word keeps its word-start mark."""
+    tokenizer = families[arch].tokenizer
+    split = tokenizer([SENTENCE], is_split_into_words=True, add_special_tokens=False)
+    running = tokenizer([" ".join(SENTENCE)], add_special_tokens=False)
+    ids, word_ids = split["input_ids"][0], split.word_ids(0)
+    later = [i for i, w in zip(ids, word_ids) if w != 0]
+    assert later == running["input_ids"][0][-len(later) :]
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_capture_attention_captures_what_the_model_returns(families, arch):
+    loaded = families[arch]
+    inputs = _encode(loaded, SENTENCE)
+    refusal = REFUSES.get(arch, {}).get("capture")
+    if refusal is not None:
+        with pytest.raises(UnsupportedArchitectureError, match=refusal):
+            with capture_attention(loaded):
+                pass
+        return
+    with torch.no_grad(), capture_attention(loaded, retain_grad=False) as captured:
+        outputs = loaded.model(**inputs, output_attentions=True)
+    assert len(captured.probs) == len(outputs.attentions) == loaded.num_layers
+    for mine, theirs in zip(captured.probs, outputs.attentions):
+        assert torch.equal(mine, theirs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_parts_resolve_or_refuse_saying_why(families, arch):
+    loaded = families[arch]
+    refuses = REFUSES.get(arch, {})
+    spec = architectures.arch_spec(loaded)
+    hidden = SHAPES[arch][1] * 8
+    if "qkv" in refuses:
+        with pytest.raises(UnsupportedArchitectureError, match=refuses["qkv"]):
+            architectures.qkv(loaded, 0)
+    else:
+        assert all(p.out_features == hidden for p in architectures.qkv(loaded, 0))
+    if spec.fused_qkv is not None:
+        assert architectures.fused_qkv(loaded, 0).out_features == 3 * hidden
+    if "layer_norms" in refuses:
+        with pytest.raises(UnsupportedArchitectureError, match=refuses["layer_norms"]):
+            architectures.layer_norms(loaded, 0)
+    else:
+        assert len(architectures.layer_norms(loaded, 0)) == 2
+    if spec.pre_layer_norm:
+        assert len(architectures.layer_norms(loaded, 1, pre_ln=True)) == 2
+        assert architectures.final_layer_norm(loaded) is not None
+    if spec.shared_layers:
+        stack = architectures.layers(loaded, shared=True)
+        assert len(stack) == loaded.num_layers and len({id(layer) for layer in stack}) < loaded.num_layers
+    else:
+        assert len(architectures.layers(loaded)) == loaded.num_layers
+        assert architectures.attention_heads(loaded, 0) == loaded.num_heads
+
+
+def test_albert_classifier_runs_whole(family_model_dirs):
+    """Its last layer is the one every layer runs, so the first-token readout must not cut it short."""
+    classifier = load_model(family_model_dirs["albert"], head="sequence-classification", num_labels=2)
+    with first_token_readout(classifier.model) as applies:
+        assert not applies
