@@ -112,6 +112,10 @@ class ArchSpec:
     #: Whether the ``layers`` ModuleList holds fewer modules than the model has layers, the forward running
     #: them over and over (ALBERT): layer ``i`` of ``L`` is module ``i * len(layers) // L``.
     shared_layers: bool = False
+    #: Whether the self-attention adds to ``q·k`` score terms it computes itself (DeBERTa's content-to-position
+    #: and position-to-content attention, with a scaling of its own): queries and keys read from the projections
+    #: (and what the module is passed) then do not rebuild its scores.
+    internal_score_terms: bool = False
 
 
 #: Module fields: (field, what it is resolved from).
@@ -238,6 +242,7 @@ register_architecture(
         attention_layer_norm="attention.output.LayerNorm",
         output_layer_norm="output.LayerNorm",
         dropout_edit_point="dropout",
+        internal_score_terms=True,
     )
 )
 # ModernBERT: pre-LN blocks (its first layer's attention norm is an Identity), one fused Wqkv, rotary

@@ -18,14 +18,22 @@ from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
 from bertology_utils.interventions.editing import capture_attention, first_token_readout
+from bertology_utils.interventions.query_key import capture_query_key
 
 SHAPES = TINY_SHAPES | FAMILY_SHAPES
 #: What each family refuses, and the words its refusal must give: every other family supports it.
 REFUSES = {
     # per-layer hooks and edits: the one shared module runs at every depth
-    "albert": {"capture": "shared_layers", "qkv": "shared_layers", "layer_norms": "shared_layers"},
+    "albert": {
+        "capture": "shared_layers",
+        "qkv": "shared_layers",
+        "layer_norms": "shared_layers",
+        "query_key": "shared_layers",
+    },
     # one fused Wqkv; pre-LN blocks
-    "modernbert": {"qkv": "fused", "layer_norms": "pre-LN"},
+    "modernbert": {"qkv": "fused", "layer_norms": "pre-LN", "query_key": "fused"},
+    # content-to-position and position-to-content terms computed inside its self-attention
+    "deberta-v2": {"query_key": "internal_score_terms"},
 }
 SENTENCE = "The old sailor reads an interesting story near the station .".split()
 PAIR = ("Where did you put the keys ?".split(), "They are on the kitchen table .".split())
@@ -137,6 +145,21 @@ def test_capture_attention_captures_what_the_model_returns(families, arch):
     assert len(captured.probs) == len(outputs.attentions) == loaded.num_layers
     for mine, theirs in zip(captured.probs, outputs.attentions):
         assert torch.equal(mine, theirs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_queries_and_keys_rebuild_the_attention_or_refuse(families, arch):
+    loaded = families[arch]
+    refusal = REFUSES.get(arch, {}).get("query_key")
+    if refusal is not None:
+        with pytest.raises(UnsupportedArchitectureError, match=refusal):
+            with capture_query_key(loaded):
+                pass
+        return
+    with torch.no_grad(), capture_query_key(loaded) as captured:
+        outputs = loaded.model(**_encode(loaded, SENTENCE), output_attentions=True)
+    for layer, theirs in enumerate(outputs.attentions):
+        torch.testing.assert_close(captured.probabilities(layer), theirs, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)
