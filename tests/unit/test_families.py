@@ -17,7 +17,7 @@ from bertology_utils.attention.word_attention import word_attention_single
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
-from bertology_utils.interventions.editing import capture_attention, first_token_readout
+from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
 SHAPES = TINY_SHAPES | FAMILY_SHAPES
@@ -25,7 +25,6 @@ SHAPES = TINY_SHAPES | FAMILY_SHAPES
 REFUSES = {
     # per-layer hooks and edits: the one shared module runs at every depth
     "albert": {
-        "capture": "shared_layers",
         "qkv": "shared_layers",
         "layer_norms": "shared_layers",
         "query_key": "shared_layers",
@@ -145,6 +144,27 @@ def test_capture_attention_captures_what_the_model_returns(families, arch):
     assert len(captured.probs) == len(outputs.attentions) == loaded.num_layers
     for mine, theirs in zip(captured.probs, outputs.attentions):
         assert torch.equal(mine, theirs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_gate_acts_on_its_own_layer_and_head_only(families, arch):
+    """Gates of 1 change nothing; a closed gate changes that head's layer and what follows, not what precedes
+    (for ALBERT, whose layers all run one module: that layer's call alone)."""
+    loaded = families[arch]
+    inputs = _encode(loaded, SENTENCE)
+    with torch.no_grad():
+        plain = loaded.model(**inputs, output_attentions=True, output_hidden_states=True)
+        with gate_heads(loaded, torch.ones(loaded.num_layers, loaded.num_heads)):
+            ones = loaded.model(**inputs, output_hidden_states=True)
+        gates = torch.ones(loaded.num_layers, loaded.num_heads)
+        gates[1, 0] = 0
+        with gate_heads(loaded, gates), capture_attention(loaded, retain_grad=False) as captured:
+            gated = loaded.model(**inputs, output_hidden_states=True)
+    assert torch.equal(ones.last_hidden_state, plain.last_hidden_state)
+    # hidden_states[l] is layer l's input: layers 0 and 1 see no change, layer 2 does
+    assert torch.equal(gated.hidden_states[1], plain.hidden_states[1])
+    assert not torch.allclose(gated.hidden_states[2], plain.hidden_states[2])
+    assert (captured.probs[1][:, 0] == 0).all() and torch.equal(captured.probs[0], plain.attentions[0])
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)
