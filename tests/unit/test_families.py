@@ -9,10 +9,17 @@ import inspect
 import numpy as np
 import pytest
 import torch
-from tiny_models import ALL_FAMILIES, FAMILY_SHAPES, MODERNBERT_LOCAL_ATTENTION, TINY_SHAPES
+from tiny_models import (
+    ALL_FAMILIES,
+    FAMILY_SHAPES,
+    MAX_POSITIONS,
+    MODERNBERT_LOCAL_ATTENTION,
+    POSITION_OFFSET,
+    TINY_SHAPES,
+)
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
-from bertology_utils.attention.extraction import attention_for
+from bertology_utils.attention.extraction import attention_for, extract_attention
 from bertology_utils.attention.word_attention import word_attention_single
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
@@ -68,6 +75,11 @@ def test_loads_with_its_spec_and_shape(families, arch):
     takes = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
     assert architectures.uses_token_types(loaded) == takes
     assert architectures.pad_token_id(loaded) == loaded.tokenizer.pad_token_id
+    # the longest input it takes runs (positions after the padding index are lost where it numbers them so)
+    assert loaded.max_tokens == MAX_POSITIONS - POSITION_OFFSET.get(arch, 0)
+    longest = torch.full((1, loaded.max_tokens), loaded.tokenizer.unk_token_id)
+    with torch.no_grad():
+        assert loaded.model(input_ids=longest).last_hidden_state.shape[1] == loaded.max_tokens
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)
@@ -85,6 +97,16 @@ def test_rows_sum_to_one_over_real_tokens_and_match_the_models_own_attention(fam
         with torch.no_grad():
             own = torch.stack(loaded.model(**inputs, output_attentions=True).attentions)[:, 0]
         np.testing.assert_allclose(maps, own.numpy(), atol=2e-3)  # padded in a batch, then float16
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_store_holds_what_attention_for_returns(families, extracted, arch, tmp_path):
+    store = extract_attention(ITEMS, tmp_path / "store.zarr", families[arch], keep_tokens=True, progress=False)
+    assert store.is_complete and not store.skipped()
+    for item, stored in zip(extracted[arch], store):
+        assert stored.words == item.words and np.array_equal(stored.word_kinds, item.word_kinds)
+        np.testing.assert_array_equal(stored.attention, item.attention.astype(np.float32))
+        np.testing.assert_array_equal(stored.token_attention, item.token_attention.astype(np.float32))
 
 
 def test_modernbert_local_layers_are_full_masked_maps(families, extracted):
