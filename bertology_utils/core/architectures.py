@@ -403,6 +403,19 @@ def check_architecture(model) -> ArchSpec:
             model_type=spec.model_type,
             missing=missing,
         )
+    stack = _get(base_model(module), spec.layers)
+    if spec.shared_layers and isinstance(stack, nn.ModuleList):
+        # The spec's paths name one layer per shared module; a group of several (ALBERT's inner_group_num > 1)
+        # would run attention the paths do not see.
+        kind = type(_get(stack[0], spec.self_attention))
+        count = sum(type(m) is kind for m in stack[0].modules())
+        if count != 1:
+            raise UnsupportedArchitectureError(
+                f"{_describe(model)}: each of its shared layer groups runs {count} attention modules, where its "
+                f"ArchSpec names one ({spec.self_attention!r}); groups of several layers are not supported",
+                model_type=spec.model_type,
+                missing=["self_attention"],
+            )
     return spec
 
 

@@ -17,6 +17,7 @@ from tiny_models import (
     POSITION_OFFSET,
     TINY_SHAPES,
 )
+from transformers import AutoConfig, AutoModel
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
 from bertology_utils.attention.extraction import attention_for, extract_attention
@@ -238,3 +239,13 @@ def test_albert_classifier_runs_whole(family_model_dirs):
     classifier = load_model(family_model_dirs["albert"], head="sequence-classification", num_labels=2)
     with first_token_readout(classifier.model) as applies:
         assert not applies
+
+
+def test_albert_groups_of_several_layers_are_refused_and_several_groups_map_to_depths(family_model_dirs):
+    folder = family_model_dirs["albert"]
+    with pytest.raises(UnsupportedArchitectureError, match="groups of several layers are not supported"):
+        architectures.check_architecture(AutoModel.from_config(AutoConfig.from_pretrained(folder, inner_group_num=2)))
+    config = AutoConfig.from_pretrained(folder, num_hidden_groups=2, num_hidden_layers=4)
+    model = AutoModel.from_config(config)
+    groups = model.encoder.albert_layer_groups
+    assert architectures.layers(model, shared=True) == [groups[0], groups[0], groups[1], groups[1]]
