@@ -243,6 +243,7 @@ register_architecture(
         output_layer_norm="output.LayerNorm",
         dropout_edit_point="dropout",
         internal_score_terms=True,
+        classifier_reads_first_token=True,  # its ContextPooler reads the first token
     )
 )
 # ModernBERT: pre-LN blocks (its first layer's attention norm is an Identity), one fused Wqkv, rotary

@@ -234,11 +234,19 @@ def test_parts_resolve_or_refuse_saying_why(families, arch):
         assert architectures.attention_heads(loaded, 0) == loaded.num_heads
 
 
-def test_albert_classifier_runs_whole(family_model_dirs):
-    """Its last layer is the one every layer runs, so the first-token readout must not cut it short."""
-    classifier = load_model(family_model_dirs["albert"], head="sequence-classification", num_labels=2)
-    with first_token_readout(classifier.model) as applies:
-        assert not applies
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_the_first_token_readout_gives_the_classifiers_logits(family_model_dirs, arch):
+    """Where the spec says the head reads the first token (and the last layer is its own: not ALBERT's), the
+    readout applies and changes the logits by float rounding only; elsewhere it leaves the model whole."""
+    classifier = load_model(family_model_dirs[arch], head="sequence-classification", num_labels=3)
+    spec = architectures.arch_spec(classifier)
+    inputs = classifier.tokenizer([" ".join(SENTENCE), "Hello world !"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        full = classifier.model(**inputs).logits
+        with first_token_readout(classifier.model) as applies:
+            short = classifier.model(**inputs).logits
+    assert applies == (spec.classifier_reads_first_token and not spec.shared_layers)
+    torch.testing.assert_close(short, full, atol=1e-6, rtol=0)
 
 
 def test_albert_groups_of_several_layers_are_refused_and_several_groups_map_to_depths(family_model_dirs):
