@@ -24,7 +24,7 @@ from bertology_utils.attention.extraction import attention_for, extract_attentio
 from bertology_utils.attention.word_attention import word_attention_single
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
-from bertology_utils.core.models import load_model
+from bertology_utils.core.models import describe_model, load_model, random_init_keeping_embeddings
 from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
@@ -81,6 +81,16 @@ def test_loads_with_its_spec_and_shape(families, arch):
     longest = torch.full((1, loaded.max_tokens), loaded.tokenizer.unk_token_id)
     with torch.no_grad():
         assert loaded.model(input_ids=longest).last_hidden_state.shape[1] == loaded.max_tokens
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_the_random_init_control_keeps_its_embeddings_alone(families, arch):
+    loaded = families[arch]
+    control = random_init_keeping_embeddings(loaded, seed=1)  # the tiny models were built with seed 0
+    mine, theirs = architectures.embeddings(loaded).state_dict(), architectures.embeddings(control).state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert control.weights_sha256 != loaded.weights_sha256
+    assert describe_model(control)["layers"] == loaded.num_layers
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)
