@@ -15,7 +15,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
         os.environ.setdefault(_variable, str(threads.threads_per_job(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import pytest  # noqa: E402
-from tiny_models import ARCHS, build_tiny_model  # noqa: E402
+from tiny_models import ARCHS, NEW_ARCHS, build_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +23,13 @@ def tiny_model_dirs(tmp_path_factory) -> dict:
     """arch -> folder of a tiny random model with its tokenizer, built once per session (folder named after arch)."""
     root = tmp_path_factory.mktemp("tiny_models")
     return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
+
+
+@pytest.fixture(scope="session")
+def family_model_dirs(tiny_model_dirs, tmp_path_factory) -> dict:
+    """family -> folder of a tiny random model: the ARCHS' and the other families' (NEW_ARCHS), built once."""
+    root = tmp_path_factory.mktemp("family_models")
+    return {**tiny_model_dirs, **{arch: build_tiny_model(arch, root / arch) for arch in NEW_ARCHS}}
 
 
 @pytest.fixture(params=ARCHS)

