@@ -635,6 +635,11 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
             f"{type(module).__name__}: its position bias ({spec.position_bias}) is computed once for all heads of "
             "every layer, so its heads can only be gated"
         )
+    if spec.heads_attr is None:
+        raise ModelNotAvailableError(
+            f"{type(module).__name__}: its self-attention modules keep no head count of their own "
+            "(ArchSpec.heads_attr), so its heads can only be gated"
+        )
     attentions, blocks = architectures.self_attention_modules(module), architectures.layers(module)
     if not isinstance(heads, dict):
         mask = np.asarray(heads)
@@ -646,7 +651,8 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
             continue
         attn = attentions[layer]
         n_now = architectures.attention_heads(module, layer)
-        size = attn.get_submodule(spec.query).out_features // n_now
+        projections = architectures.qkv(module, layer)  # refuses a fused projection
+        size = projections[0].out_features // n_now
         original = sorted(set(range(n_now + len(done.get(layer, ())))) - set(done.get(layer, ())))
         keep = [i for i, h in enumerate(original) if h not in remove]
         if len(remove - set(original)):
@@ -656,8 +662,8 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
         output = architectures.attention_output(module, layer)
         device = output.weight.device
         index = (torch.as_tensor(keep, device=device)[:, None] * size + torch.arange(size, device=device)).flatten()
-        for proj in (spec.query, spec.key, spec.value):
-            attn.set_submodule(proj, _keep_rows(attn.get_submodule(proj), index, 0))
+        for path, proj in zip((spec.query, spec.key, spec.value), projections):
+            attn.set_submodule(str(path), _keep_rows(proj, index, 0))
         blocks[layer].set_submodule(spec.attention_output, _keep_rows(output, index, 1))
         setattr(attn, spec.heads_attr, len(keep))
         if hasattr(attn, "all_head_size"):

@@ -397,3 +397,90 @@ def test_methods_that_read_only_the_weights_do_not_need_a_post_ln_block(tiny_mod
         torch.testing.assert_close(got[name][0], maps[0])
     with pytest.raises(ValueError, match="unknown context-mixing method 'saliency'; choose from attention"):
         mixing.get_method("saliency")
+
+
+# --------------------------------------------------------------------------- the other families: pre-LN, fused qkv, DeBERTa
+
+#: Families whose layers' parts the methods read; ALBERT shares one layer's weights across depth.
+PART_FAMILIES = ("xlm-roberta", "camembert", "deberta-v2", "modernbert")
+
+
+@pytest.fixture(params=PART_FAMILIES)
+def family_traced(request, family_model_dirs):
+    loaded = load_model(family_model_dirs[request.param], device="cpu")
+    inputs = batch_inputs(loaded)
+    return loaded, inputs, mixing.trace(loaded, inputs)
+
+
+def test_weighted_value_vectors_rebuild_the_attention_output_on_every_family(family_traced):
+    loaded, _, traces = family_traced
+    for layer, t in enumerate(traces):
+        bias = architectures.attention_output(loaded.model, layer).bias
+        rebuilt = torch.einsum("bhij,bhjd->bid", t.probs, mixing.head_vectors(loaded.model, layer, t.values))
+        torch.testing.assert_close(rebuilt + (0 if bias is None else bias), t.dense, atol=1e-5, rtol=1e-5)
+
+
+def test_alti_vectors_rebuild_the_attention_blocks_output_pre_ln_and_post_ln(family_traced):
+    """Pre-LN (ModernBERT): sum_j T_i(x_j) + b_O = x_i + W_O ctx_i + b_O; post-LN as on the other models."""
+    loaded, _, traces = family_traced
+    pre_ln = architectures.is_pre_layer_norm(loaded.model)
+    assert pre_ln == (loaded.model.config.model_type == "modernbert")
+    for layer, t in enumerate(traces):
+        bias = architectures.attention_output(loaded.model, layer).bias
+        bias = torch.zeros_like(t.hidden[0, 0]) if bias is None else bias
+        tokens = t.hidden.shape[1]
+        summed = mixing.transformed_vectors(loaded.model, layer, t, slice(0, tokens)).sum(2)
+        if pre_ln:
+            torch.testing.assert_close(summed + bias, t.hidden + t.dense, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(t.normed, t.hidden + t.dense)
+        else:
+            norm, _ = architectures.layer_norms(loaded.model, layer)
+            z = t.hidden + t.dense
+            sigma = torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + norm.eps)
+            total = summed + norm.weight * (bias - bias.mean()) / sigma + norm.bias
+            scale = float(t.normed.abs().max())
+            torch.testing.assert_close(total / scale, t.normed / scale, atol=1e-5, rtol=0)
+
+
+def test_value_zeroing_on_every_family_equals_zeroing_in_a_full_forward_pass(family_traced):
+    """One item alone (DeBERTa's batch-independent relative positions must not be repeated), fused or not."""
+    loaded, inputs, _ = family_traced
+    n = int(inputs["attention_mask"][0].sum())
+    one = {k: v[:1, :n] for k, v in inputs.items()}
+    traces = mixing.trace(loaded, one)
+    fused = architectures.fused_qkv(loaded.model, 0) is not None
+
+    def output(layer, zero_token=None):
+        kept = {}
+
+        def zero(_m, _a, out):
+            out = out.clone()
+            out[:, zero_token, (2 * out.shape[-1] // 3 if fused else 0) :] = 0
+            return out
+
+        handles = [architectures.layers(loaded.model)[layer].register_forward_hook(lambda m, a, o: kept.update(o=o))]
+        if zero_token is not None:
+            handles.append(mixing.base.value_projection(loaded.model, layer).register_forward_hook(zero))
+        try:
+            with torch.no_grad():
+                loaded.model(**one)
+        finally:
+            for h in handles:
+                h.remove()
+        out = kept["o"][0] if isinstance(kept["o"], tuple) else kept["o"]
+        return torch.nn.functional.normalize(out[0].double(), dim=-1)
+
+    for layer, t in enumerate(traces):
+        scores = mixing.value_zeroing(loaded.model, layer, t, one["attention_mask"].float())
+        clean = output(layer)
+        distance = torch.stack([(output(layer, j) - clean).square().sum(-1) / 2 for j in range(n)], dim=1)
+        torch.testing.assert_close(scores[0].double(), distance / distance.sum(-1, keepdim=True), atol=1e-4, rtol=1e-3)
+
+
+def test_albert_gets_the_weight_only_methods_and_a_reason_for_the_rest(family_model_dirs):
+    loaded = load_model(family_model_dirs["albert"], device="cpu")
+    inputs = batch_inputs(loaded)
+    maps = mixing.mixing_maps(loaded, inputs, ("attention", "rollout", "flow"))
+    assert all(len(v) == loaded.num_layers for v in maps.values())
+    with pytest.raises(UnsupportedArchitectureError, match="shared_layers"):
+        mixing.mixing_maps(loaded, inputs, ("alti",))

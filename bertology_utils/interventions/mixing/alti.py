@@ -38,16 +38,20 @@ def transformed_vectors(
 ) -> torch.Tensor:
     """ALTI's T_i(x_j) for receiving tokens ``rows``: (B, rows, T, D).
 
-    With z_i = sum_j (sum_h alpha^h_ij f_h(x_j) + [i = j] x_i) + b_O, the input of the attention layer
-    norm, and its linear part L_i(u) = gamma (u - mean u) / sigma(z_i), T_i(x_j) = L_i(sum_h alpha^h_ij
-    f_h(x_j) + [i = j] x_i); they add up to y_i - L_i(b_O) - beta, y_i the layer norm's output.
-    ``vectors``: :func:`~bertology_utils.interventions.mixing.norm.head_vectors`, when the caller has them.
+    Post-LN, with z_i = sum_j (sum_h alpha^h_ij f_h(x_j) + [i = j] x_i) + b_O, the input of the attention
+    layer norm, and its linear part L_i(u) = gamma (u - mean u) / sigma(z_i), T_i(x_j) = L_i(sum_h alpha^h_ij
+    f_h(x_j) + [i = j] x_i); they add up to y_i - L_i(b_O) - beta, y_i the layer norm's output. Pre-LN
+    (f_h reads LN(x_j), which depends on x_j alone), T_i(x_j) = sum_h alpha^h_ij f_h(x_j) + [i = j] x_i;
+    they add up to y_i - b_O, y_i = x_i + W_O ctx_i + b_O. ``vectors``:
+    :func:`~bertology_utils.interventions.mixing.norm.head_vectors`, when the caller has them.
     """
     vectors = head_vectors(model, layer, t.values) if vectors is None else vectors
-    gamma, inv_sigma = layer_norm_scale(model, layer, t.hidden + t.dense)
     tokens = t.hidden.shape[1]
     eye = torch.eye(tokens, dtype=t.hidden.dtype, device=t.hidden.device)[rows]
     z = mixed_vectors(t.probs, vectors, rows) + eye[None, :, :, None] * t.hidden[:, rows, None, :]
+    if architectures.is_pre_layer_norm(architectures.torch_module(model)):
+        return z
+    gamma, inv_sigma = layer_norm_scale(model, layer, t.hidden + t.dense)
     return gamma * (z - z.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
 
 

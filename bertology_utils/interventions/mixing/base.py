@@ -31,6 +31,8 @@ __all__ = [
     "LayerTrace",
     "trace",
     "first_output",
+    "value_projection",
+    "value_vectors",
     "Options",
     "MixingMethod",
     "LayerMethod",
@@ -70,9 +72,10 @@ class LayerTrace:
 
     ``probs`` (B, H, T, T) the attention weights; with ``parts`` (a trace that methods reading more than the
     weights asked for): ``hidden`` (B, T, D) the layer's input x; ``values`` (B, H, T, d) the value vectors
-    W_V x + b_V per head; ``dense`` (B, T, D) the attention output projection W_O ctx + b_O; ``normed``
-    (B, T, D) the attention block's output LN(x + dense); ``output`` (B, T, D) the layer's output; ``call``
-    the layer's own arguments, to run it again.
+    per head (W_V x + b_V, or W_V LN(x) + b_V in a pre-LN block); ``dense`` (B, T, D) the attention output
+    projection W_O ctx + b_O; ``normed`` (B, T, D) the attention block's output, LN(x + dense) post-LN or
+    x + dense pre-LN; ``output`` (B, T, D) the layer's output; ``call`` the layer's own arguments, to run it
+    again.
     """
 
     probs: torch.Tensor
@@ -91,6 +94,27 @@ class LayerTrace:
     call = property(lambda self: self._parts().call)
 
 
+def value_projection(model, layer: int) -> nn.Linear:
+    """The module whose output holds ``layer``'s value vectors: its value projection, or the fused
+    query-key-value projection (values last) of a model that has one."""
+    fused = architectures.fused_qkv(model, layer)
+    return fused if fused is not None else architectures.qkv(model, layer)[2]
+
+
+def value_vectors(model, layer: int, projected: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, H, T, d) value vectors from :func:`value_projection`'s (B, T, H*d) (fused: (B, T, 3*H*d)) output."""
+    if projected.dim() != 3:
+        raise UnsupportedArchitectureError(
+            f"layer {layer}'s value projection gave shape {tuple(projected.shape)}, not (batch, tokens, features): "
+            "the model unpads its batch inside the layer; load it with attn_implementation='eager'",
+            model_type=None,
+            missing=["value"],
+        )
+    if architectures.fused_qkv(model, layer) is not None:
+        projected = projected[..., 2 * projected.shape[-1] // 3 :]
+    return projected.view(*projected.shape[:2], heads, -1).transpose(1, 2)
+
+
 def first_output(output):
     """A module's main output: the first element when it returns a tuple."""
     return output[0] if isinstance(output, tuple) else output
@@ -102,7 +126,8 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
 
     ``reads``: the parts kept besides the weights; with none, only the weights are captured (no hook on
     the layers' parts, no decomposition check). With parts, raises UnsupportedArchitectureError when an
-    attention block is not LN(x + W_O ctx + b_O), the decomposition the methods reading them rely on.
+    attention block is neither LN(x + W_O ctx + b_O) (post-LN) nor x + W_O ctx(LN(x)) + b_O (pre-LN,
+    :func:`~bertology_utils.core.architectures.is_pre_layer_norm`), the decompositions the methods rely on.
     """
     model = architectures.torch_module(loaded)
     if not reads & PARTS:
@@ -111,7 +136,8 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
         return [LayerTrace(probs) for probs in capture.probs]
     blocks = architectures.layers(model)
     n = len(blocks)
-    kept: dict[str, list] = {name: [None] * n for name in ("call", "values", "dense", "norm_in", "normed", "output")}
+    pre_ln = architectures.is_pre_layer_norm(model)
+    kept: dict[str, list] = {name: [None] * n for name in ("call", "values", "dense", "sum", "normed", "output")}
     handles = []
 
     def keep(name, layer, pick):
@@ -121,16 +147,19 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
         return hook
 
     for layer, block in enumerate(blocks):
-        _, _, value = architectures.qkv(model, layer)
-        norm, _ = architectures.layer_norms(model, layer)
+        # post-LN: the attention norm's input is x + dense, its output the block's; pre-LN: the feed-forward
+        # norm's input is x + dense, the block's output itself
+        after_norm, before_ffn = architectures.layer_norms(model, layer, pre_ln=pre_ln)
+        summed = before_ffn if pre_ln else after_norm
         handles += [
             block.register_forward_pre_hook(keep("call", layer, lambda m, a, k: (a, k)), with_kwargs=True),
             block.register_forward_hook(keep("output", layer, lambda m, a, o: first_output(o))),
-            value.register_forward_hook(keep("values", layer, lambda m, a, o: o)),
+            value_projection(model, layer).register_forward_hook(keep("values", layer, lambda m, a, o: o)),
             architectures.attention_output(model, layer).register_forward_hook(keep("dense", layer, lambda m, a, o: o)),
-            norm.register_forward_hook(keep("norm_in", layer, lambda m, a, o: a[0])),
-            norm.register_forward_hook(keep("normed", layer, lambda m, a, o: o)),
+            summed.register_forward_hook(keep("sum", layer, lambda m, a, o: a[0])),
         ]
+        if not pre_ln:
+            handles.append(after_norm.register_forward_hook(keep("normed", layer, lambda m, a, o: o)))
     try:
         with capture_attention(model, retain_grad=False) as capture:
             model(**inputs)
@@ -142,20 +171,18 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
         args, kwargs = kept["call"][layer]
         hidden = args[0] if args else kwargs["hidden_states"]
         probs = capture.probs[layer]
-        heads = probs.shape[1]
-        values = kept["values"][layer]
-        values = values.view(*values.shape[:2], heads, -1).transpose(1, 2)
-        residual = (kept["norm_in"][layer] - kept["dense"][layer] - hidden).abs().max()
+        values = value_vectors(model, layer, kept["values"][layer], probs.shape[1])
+        residual = (kept["sum"][layer] - kept["dense"][layer] - hidden).abs().max()
         if residual > _DECOMPOSITION_TOL * max(1.0, float(hidden.abs().max())):
             raise UnsupportedArchitectureError(
-                f"layer {layer} of {type(model).__name__}: the attention layer norm's input is not the layer input "
-                f"plus the attention output (off by {float(residual):.2g}); context-mixing maps need a post-LN block",
+                f"layer {layer} of {type(model).__name__}: the attention block's residual sum is not the layer input "
+                f"plus the attention output (off by {float(residual):.2g}); context-mixing maps need a post-LN block "
+                "LN(x + W_O ctx + b_O) or a pre-LN one x + W_O ctx(LN(x)) + b_O",
                 model_type=getattr(model.config, "model_type", None),
                 missing=["attention_layer_norm"],
             )
-        parts = LayerParts(
-            hidden, values, kept["dense"][layer], kept["normed"][layer], kept["output"][layer], (args, kwargs)
-        )
+        normed = kept["sum"][layer] if pre_ln else kept["normed"][layer]
+        parts = LayerParts(hidden, values, kept["dense"][layer], normed, kept["output"][layer], (args, kwargs))
         traces.append(LayerTrace(probs, parts))
     return traces
 

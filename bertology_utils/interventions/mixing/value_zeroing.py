@@ -12,17 +12,34 @@ from torch import nn
 
 from bertology_utils.core import architectures
 from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
-from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, first_output, register
+from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, first_output, register, value_projection
 from bertology_utils.interventions.mixing.rollout import Rollout
 
 __all__ = ["value_zeroing", "ValueZeroing"]
 
 
 def _repeat_batch(value, batch: int, copies: int):
-    """Tensors with a leading batch dimension repeated ``copies`` times per item (other values as they are)."""
+    """Tensors with a leading batch dimension repeated ``copies`` times per item, inside tuples and lists too
+    (rotary position embeddings come as a pair); other values as they are."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_repeat_batch(v, batch, copies) for v in value)
     if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch:
         return value.repeat_interleave(copies, dim=0)
     return value
+
+
+def _repeated(call: tuple, batch: int, copies: int) -> tuple[list, dict]:
+    """A layer's arguments for ``copies`` copies of each item. With one item, a tensor of leading size 1 may
+    be batch-independent (DeBERTa's relative positions) and everything broadcasts against the copies, so
+    only the hidden states are repeated."""
+    args, kwargs = call
+    if batch > 1:
+        return [_repeat_batch(a, batch, copies) for a in args], {
+            k: _repeat_batch(v, batch, copies) for k, v in kwargs.items()
+        }
+    if args:
+        return [_repeat_batch(args[0], 1, copies), *args[1:]], dict(kwargs)
+    return [], {**kwargs, "hidden_states": _repeat_batch(kwargs["hidden_states"], 1, copies)}
 
 
 @torch.no_grad()
@@ -35,8 +52,8 @@ def value_zeroing(model, layer: int, t: LayerTrace, real: TokenMask, max_rows: i
     """
     module = architectures.torch_module(model)
     block = architectures.layers(module)[layer]
-    _, _, value = architectures.qkv(module, layer)
-    args, kwargs = t.call
+    value = value_projection(module, layer)
+    fused = architectures.fused_qkv(module, layer) is not None
     batch, tokens, _ = t.hidden.shape
     scores = torch.zeros(batch, tokens, tokens, dtype=t.output.dtype, device=t.output.device)
     per_chunk = max(1, max_rows // batch)
@@ -47,16 +64,15 @@ def value_zeroing(model, layer: int, t: LayerTrace, real: TokenMask, max_rows: i
         keep[torch.arange(batch * copies), zeroed.repeat(batch)] = 0
 
         def zero_values(_module, _inputs, output, keep=keep):
+            if fused:  # queries and keys as they were, the values (the last third) zeroed
+                third = 2 * output.shape[-1] // 3
+                return torch.cat([output[..., :third], output[..., third:] * keep], -1)
             return output * keep
 
+        args, kwargs = _repeated(t.call, batch, copies)
         handle = value.register_forward_hook(zero_values)
         try:
-            out = first_output(
-                block(
-                    *(_repeat_batch(a, batch, copies) for a in args),
-                    **{k: _repeat_batch(v, batch, copies) for k, v in kwargs.items()},
-                )
-            )
+            out = first_output(block(*args, **kwargs))
         finally:
             handle.remove()
         original = t.output.repeat_interleave(copies, dim=0)
