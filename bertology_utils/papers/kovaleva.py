@@ -31,6 +31,7 @@ __all__ = [
     "layer_thirds",
     "cls_early_sep_late",
     "sst2_largest_sep",
+    "plot_special_token_shares",
 ]
 
 PAPER = "Kovaleva et al. 2019"
@@ -396,3 +397,24 @@ def sst2_largest_sep(
         note="shares of the fine-tuned models"
         + ("; pre-trained values recorded beside them" if pretrained is not None else ""),
     )
+
+
+def plot_special_token_shares(
+    fine_tuned: Mapping[str, pd.DataFrame], pretrained: Mapping[str, pd.DataFrame], kinds=("cls", "sep", "punct")
+):
+    """Fig. 5: per layer, the share of attention on each of ``kinds`` (one panel each), one line per fine-tuned
+    task (``fine_tuned``: task -> frame indexed by layer, a column per kind), its pre-trained model's dotted in
+    the same colour. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    titles = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punctuation"}
+    fig, axes = plt.subplots(1, len(kinds), figsize=(13 / 3 * len(kinds), 3.6), sharex=True, squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for i, task in enumerate(fine_tuned):
+            color = f"C{i}"
+            ax.plot(fine_tuned[task].index, fine_tuned[task][kind], "o-", color=color, label=task)
+            ax.plot(pretrained[task].index, pretrained[task][kind], ":", color=color)
+        ax.set(title=f"attention on {titles.get(kind, kind)}", xlabel="layer", ylabel="share")
+    axes[0, 0].legend(fontsize=8, title="fine-tuned (dotted: pre-trained)")
+    fig.tight_layout()
+    return fig

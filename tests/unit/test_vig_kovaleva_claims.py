@@ -191,3 +191,26 @@ def test_sst2_largest_sep_records_the_pretrained_model():
     assert claim.verdict is Verdict.HOLDS
     assert claim.values["pretrained_sep_mean.cola"] == pytest.approx(0.4)
     assert claim.values["sep_mean.sst2"] == pytest.approx(0.6)
+
+
+def test_plot_special_token_shares_draws_each_task_fine_tuned_and_pretrained():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = pd.Index([1, 2, 3], name="layer")
+    frame = lambda v: pd.DataFrame({"cls": [v, 0, 0], "sep": [0, v, 0], "punct": [0, 0, v]}, index=layers)
+    fine_tuned, pretrained = {"SST-2": frame(0.5), "RTE": frame(0.3)}, {"SST-2": frame(0.1), "RTE": frame(0.2)}
+    fig = kovaleva.plot_special_token_shares(fine_tuned, pretrained)
+    assert [ax.get_title() for ax in fig.axes] == [
+        "attention on [CLS]",
+        "attention on [SEP]",
+        "attention on punctuation",
+    ]
+    lines = fig.axes[1].get_lines()
+    assert len(lines) == 4  # per task: fine-tuned, then pre-trained dotted, in the task's colour
+    assert lines[0].get_ydata().tolist() == [0, 0.5, 0] and lines[1].get_linestyle() == ":"
+    assert lines[2].get_color() == lines[3].get_color() != lines[0].get_color()
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["SST-2", "RTE"]
+    plt.close("all")
