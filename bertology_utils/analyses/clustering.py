@@ -75,6 +75,7 @@ __all__ = [
     "same_layer_statistic",
     "neighbour_attention",
     "plot_embedding",
+    "plot_two_models",
     "REDUCTIONS",
 ]
 
@@ -727,3 +728,26 @@ def plot_embedding(
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_two_models(distances: HeadDistances, coords: np.ndarray, names: Sequence[str], *, counterparts: bool = False):
+    """The heads of two models (``distances`` from :func:`head_distances` of two stores, ``coords`` their joint
+    embedding) in one plane, coloured by layer: the first model's as circles, the second's as triangles. With
+    ``counterparts`` (models of one shape), a grey line joins each head to the same head of the other model.
+    Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    coords = np.asarray(coords)
+    fig, ax = plt.subplots(figsize=(7, 6))
+    if counterparts:
+        for a, b in zip(coords[distances.source == 0], coords[distances.source == 1]):
+            ax.plot(*np.stack([a, b]).T, color="0.75", linewidth=0.5, zorder=0)
+    plot_embedding(
+        coords,
+        distances.layer + 1,
+        ax=ax,
+        label="layer",
+        markers=np.where(distances.source == 0, "o", "^"),
+        title=f"{names[0]} (circles) and {names[1]} (triangles)",
+    )
+    return fig

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from bertology_utils.analyses.syntax import STANFORD_TO_UD, SyntaxResult, real_word_positions
+from bertology_utils.analyses.syntax import STANFORD_TO_UD, SyntaxResult, real_word_positions, score_syntax
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
@@ -49,6 +49,7 @@ __all__ = [
     "head_confidence",
     "HeadRoles",
     "head_roles",
+    "find_roles",
     "plot_roles",
 ]
 
@@ -499,6 +500,34 @@ def head_roles(
         if isinstance(part, SyntacticRoles) and not part.testable:
             untested.append(role)
     return HeadRoles(positional, syntactic, rare, masks, tuple(untested))
+
+
+def find_roles(
+    trees,
+    model,
+    frequencies: collections.Counter,
+    *,
+    threshold: float = 0.9,
+    margin: float = 0.10,
+    factor: float = 2.0,
+    alpha: float = 0.05,
+) -> tuple[HeadRoles, AttentionStore]:
+    """Every role of ``model``'s heads on a treebank, and the (cached) attention store they were read from.
+
+    The word-level maps come from ``attention.extraction.extract_cached`` (shared with any analysis of the
+    same model and sentences); ``threshold``, ``margin`` and ``factor``/``alpha`` go to
+    :func:`positional_heads`, :func:`syntactic_heads` and :func:`rare_word_heads`.
+    """
+    from bertology_utils.attention.extraction import extract_cached
+
+    store = extract_cached(trees, model, progress=False)
+    syntax_result = score_syntax(trees, store, on_mismatch="skip")
+    found = head_roles(
+        positional_heads(store, threshold=threshold),
+        syntactic_heads(syntax_result, margin=margin),
+        rare_word_heads(store, frequencies, factor=factor, alpha=alpha),
+    )
+    return found, store
 
 
 def plot_roles(roles: HeadRoles, ax=None, confidence: np.ndarray | None = None, title: str | None = None):

@@ -482,3 +482,54 @@ def training_set(
         [train.labels[int(i)] for i in rows],
     )
     return dev_set(loaded, chosen, spec.name, max_tokens=budget.max_tokens, batch_size=batch_size)
+
+
+# --------------------------------------------------------------------------- L0 against the other orders
+# (kept at the end of the module, with its own imports and __all__ entries, to keep merges easy)
+
+from bertology_utils.interventions.pruning import PruningCurve, plot_pruning_curves  # noqa: E402
+
+__all__ += ["orders_at_l0_counts", "plot_l0_pruning"]
+
+
+def orders_at_l0_counts(
+    loaded: LoadedModel,
+    dev: DevSet,
+    sweep: L0Sweep,
+    curve: PruningCurve,
+    random_curves: Sequence[PruningCurve],
+    *,
+    cache: bool = False,
+) -> pd.DataFrame:
+    """:meth:`L0Sweep.table` with the dev scores of the importance order (``curve``) and of the random orders'
+    mean, each pruned to the same head counts as every lambda's keep mask."""
+    shape = sweep.masks.shape[1:]
+    by_importance = scores_for_gates(loaded, dev, curve.masks_keeping(sweep.kept, shape), cache=cache)
+    by_random = np.mean(
+        [scores_for_gates(loaded, dev, c.masks_keeping(sweep.kept, shape), cache=cache) for c in random_curves], axis=0
+    )
+    return sweep.table().assign(**{"importance order": by_importance, "random order": by_random})
+
+
+def plot_l0_pruning(
+    sweep: L0Sweep, curve: PruningCurve, random_curves: Sequence[PruningCurve], *, keep: float = 0.9, task: str = ""
+):
+    """:func:`~bertology_utils.interventions.pruning.plot_pruning_curves` with one point per lambda of the L0
+    sweep (heads pruned, dev score), each labelled with its lambda. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    plot_pruning_curves(curve, random_curves, keep=keep, task=task, ax=ax)
+    fractions, scores = sweep.curve()
+    ax.plot(fractions * 100, scores, "D", color="tab:red", ms=7, label="L0 gates (one point per λ)")
+    for lam, kept, score in zip(sweep.lambdas, sweep.kept, sweep.scores):
+        ax.annotate(
+            f"λ={lam:g}",
+            ((1 - kept / sweep.n_heads) * 100, score),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
+    ax.set_title(f"{task}: L0 gates vs importance vs random" if task else "L0 gates vs importance vs random")
+    ax.legend(fontsize=8)
+    return fig

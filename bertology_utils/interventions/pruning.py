@@ -728,3 +728,31 @@ def attention_change(
 def layer_means(values: np.ndarray) -> np.ndarray:
     """Mean of a (layers, heads) array per layer."""
     return np.asarray(values, dtype=float).mean(-1)
+
+
+__all__ += ["plot_pruning_curves"]
+
+
+def plot_pruning_curves(
+    curve: PruningCurve, random_curves: Sequence[PruningCurve], *, keep: float = 0.9, task: str = "", ax=None
+):
+    """The score against the share of heads pruned: by importance, the random orders' mean and range, and the
+    ``keep`` share of the original score (dotted). Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    x = curve.fractions * 100
+    ax.plot(x, curve.scores, "o-", label=f"by importance (prunable {curve.prunable(keep):.0%})")
+    rand = np.stack([r.scores for r in random_curves])
+    prunable = np.mean([r.prunable(keep) for r in random_curves])
+    ax.plot(x, rand.mean(0), "s--", color="gray", label=f"random, mean of {len(rand)} (prunable {prunable:.0%})")
+    ax.fill_between(x, rand.min(0), rand.max(0), color="gray", alpha=0.2)
+    ax.axhline(keep * curve.base, color="k", ls=":", lw=1, label=f"{keep:.0%} of the original")
+    ax.set(
+        xlabel="% of heads pruned",
+        ylabel=f"dev score ({task})" if task else "dev score",
+        title=f"{task}: pruning heads" if task else "pruning heads",
+    )
+    ax.legend(fontsize=8)
+    return ax

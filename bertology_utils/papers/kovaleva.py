@@ -31,6 +31,9 @@ __all__ = [
     "layer_thirds",
     "cls_early_sep_late",
     "sst2_largest_sep",
+    "plot_special_token_shares",
+    "plot_head_ablation",
+    "plot_init_comparison",
 ]
 
 PAPER = "Kovaleva et al. 2019"
@@ -396,3 +399,86 @@ def sst2_largest_sep(
         note="shares of the fine-tuned models"
         + ("; pre-trained values recorded beside them" if pretrained is not None else ""),
     )
+
+
+def plot_special_token_shares(
+    fine_tuned: Mapping[str, pd.DataFrame], pretrained: Mapping[str, pd.DataFrame], kinds=("cls", "sep", "punct")
+):
+    """Fig. 5: per layer, the share of attention on each of ``kinds`` (one panel each), one line per fine-tuned
+    task (``fine_tuned``: task -> frame indexed by layer, a column per kind), its pre-trained model's dotted in
+    the same colour. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    titles = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punctuation"}
+    fig, axes = plt.subplots(1, len(kinds), figsize=(13 / 3 * len(kinds), 3.6), sharex=True, squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for i, task in enumerate(fine_tuned):
+            color = f"C{i}"
+            ax.plot(fine_tuned[task].index, fine_tuned[task][kind], "o-", color=color, label=task)
+            ax.plot(pretrained[task].index, pretrained[task][kind], ":", color=color)
+        ax.set(title=f"attention on {titles.get(kind, kind)}", xlabel="layer", ylabel="share")
+    axes[0, 0].legend(fontsize=8, title="fine-tuned (dotted: pre-trained)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_head_ablation(result: AblationResult, *, task: str = ""):
+    """Fig. 6: the dev metric's change (top) and the dev loss's, in thousandths (bottom), with each head
+    disabled alone (left, layers x heads) and each layer disabled (right), red worse in both rows. Returns
+    the figure."""
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.core.figures import plot_layer_head_grid
+
+    layers, heads = np.shape(result.head_deltas)
+    fig, axes = plt.subplots(
+        2, 2, figsize=(0.55 * heads + 6, 2 * (0.45 * layers + 1.5)), gridspec_kw={"width_ratios": [heads, 2]}
+    )
+    panels = [
+        (result.head_deltas, result.layer_deltas, "Δ metric", f"metric (base {result.base:.3f})", "RdBu"),
+        # the loss change in thousandths, so that the cells can be read
+        (
+            1e3 * result.head_loss_deltas,
+            1e3 * result.layer_loss_deltas,
+            "Δ loss × 1000",
+            f"dev loss (base {result.base_loss:.3f})",
+            "RdBu_r",
+        ),
+    ]
+    prefix = f"{task}: " if task else ""
+    for (per_head, per_layer, label, name, cmap), (left, right) in zip(panels, axes):
+        for values, ax, title in (
+            (per_head, left, f"{prefix}one head disabled, {name}"),
+            (per_layer, right, "layer disabled"),
+        ):
+            limit = max(np.nanmax(np.abs(values)), 1e-6)
+            plot_layer_head_grid(
+                np.reshape(values, (layers, -1)),
+                ax=ax,
+                cmap=cmap,
+                vmin=-limit,
+                vmax=limit,
+                label=label,
+                title=title,
+                fmt=".2f" if label == "Δ metric" else ".1f",
+            )
+        right.set_xticklabels(["all"])
+    fig.tight_layout()
+    return fig
+
+
+def plot_init_comparison(table: pd.DataFrame):
+    """Dev score per task fine-tuned from the pre-trained weights and from a random init, bars side by side,
+    with the majority class as a mark (``table``: indexed by task, columns "pre-trained", "random init",
+    "majority class"). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(table) + 2, 3.2))
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table["pre-trained"], 0.4, label="pre-trained, fine-tuned")
+    ax.bar(x + 0.2, table["random init"], 0.4, label="random init, same recipe", color="gray")
+    ax.scatter(x, table["majority class"], marker="_", s=900, color="k", label="majority class", zorder=3)
+    ax.set_xticks(x, table.index)
+    ax.set(ylabel="dev score (GLUE metric)", title="Fine-tuning from pre-trained vs random weights")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig

@@ -17,7 +17,7 @@ from bertology_utils.papers.claims import Claim, Verdict, below_floor, tagged
 if TYPE_CHECKING:
     from bertology_utils.interventions.pruning import PruningCurve
 
-__all__ = ["PAPER", "heads_prunable", "importance_matches_ablation"]
+__all__ = ["PAPER", "heads_prunable", "importance_matches_ablation", "plot_importance"]
 
 PAPER = "Michel et al. 2019"
 
@@ -85,3 +85,32 @@ def importance_matches_ablation(agreement: tuple[float, float], *, alpha: float 
         {"spearman": rho, "p_value": p},
         note=f"task: {task}" if task else "",
     )
+
+
+def plot_importance(importance, raw_importance, loss_deltas, agreement: tuple[float, float], *, task: str = ""):
+    """Left: the (per-layer normalised) ``importance`` as a layers x heads grid. Right: each head's raw importance
+    against the dev loss change when it alone is disabled (``loss_deltas``), coloured by layer, titled with
+    ``agreement`` (Spearman's rho and p, e.g. from ``pruning.importance_ablation_agreement``). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.core.figures import plot_layer_head_grid
+
+    importance = np.asarray(importance, dtype=float)
+    layers, heads = importance.shape
+    fig, axes = plt.subplots(
+        1, 2, figsize=(0.55 * heads + 8, 0.45 * layers + 1.5), gridspec_kw={"width_ratios": [heads + 2, 6]}
+    )
+    title = "importance (L2-normalised per layer)"
+    plot_layer_head_grid(importance, ax=axes[0], label="importance", title=f"{task}: {title}" if task else title)
+    layer_of = np.repeat(np.arange(layers), heads)
+    points = axes[1].scatter(np.ravel(loss_deltas), np.ravel(raw_importance), c=layer_of + 1, cmap="viridis", s=18)
+    axes[1].axvline(0, color="k", lw=0.5)
+    rho, p = agreement
+    axes[1].set(
+        xlabel="Δ dev loss, head disabled alone",
+        ylabel="raw importance E|∂L/∂ξ|",
+        title=f"Spearman ρ = {rho:.2f} (p = {p:.2g})",
+    )
+    fig.colorbar(points, ax=axes[1], label="layer")
+    fig.tight_layout()
+    return fig

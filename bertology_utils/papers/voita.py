@@ -12,11 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
 
 from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater, head_grid, tagged
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PAPER",
@@ -29,6 +33,8 @@ __all__ = [
     "SurvivalTest",
     "specialised_survival",
     "specialised_heads_survive",
+    "survival_table",
+    "plot_relevance",
 ]
 
 PAPER = "Voita et al. 2019"
@@ -270,3 +276,57 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
         },
         note=f"task: {task}" if task else "",
     )
+
+
+def survival_table(lambdas, masks, role_masks: Mapping[str, np.ndarray], specialised) -> pd.DataFrame:
+    """Heads kept per lambda (``masks``: (lambdas, layers, heads) bool), in all, per role and specialised, and
+    a last row "all heads" with the same counts before pruning: the counts behind :func:`specialised_survival`."""
+    import pandas as pd
+
+    special = np.asarray(specialised, dtype=bool)
+    masks = np.asarray(masks, dtype=bool)
+    rows = {}
+    for lam, mask in zip(lambdas, masks):
+        rows[f"λ={lam:g}"] = {
+            "kept": int(mask.sum()),
+            **{role: int((mask & m).sum()) for role, m in role_masks.items()},
+            "specialised kept": int((mask & special).sum()),
+        }
+    rows["all heads"] = {
+        "kept": int(np.prod(masks.shape[1:])),
+        **{role: int(m.sum()) for role, m in role_masks.items()},
+        "specialised kept": int(special.sum()),
+    }
+    return pd.DataFrame(rows).T
+
+
+def plot_relevance(relevance, confidence, specialised, *, task: str = ""):
+    """Left: each head's relevance as a layers x heads grid. Right: relevance against confidence, the
+    specialised heads in red, with Spearman's rho (:func:`rank_agreement`). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.core.figures import plot_layer_head_grid
+
+    relevance = head_grid(relevance, "relevance", dtype=np.float64)
+    confidence = head_grid(confidence, "confidence", relevance.shape, dtype=np.float64)
+    special = head_grid(specialised, "specialised", relevance.shape).astype(bool).ravel()
+    layers, heads = relevance.shape
+    fig, axes = plt.subplots(
+        1, 2, figsize=(0.55 * heads + 8, 0.45 * layers + 2), gridspec_kw={"width_ratios": [heads + 2, 6]}
+    )
+    title = "head relevance (integrated gradients over gates)"
+    plot_layer_head_grid(
+        relevance, ax=axes[0], label="relevance (sums to 1 per layer)", title=f"{task}: {title}" if task else title
+    )
+    x, y = confidence.ravel(), relevance.ravel()
+    axes[1].scatter(x[~special], y[~special], s=16, c="gray", label="no role")
+    axes[1].scatter(x[special], y[special], s=22, c="tab:red", label="positional / syntactic / rare-word")
+    rho, p, _ = rank_agreement(relevance, confidence)
+    axes[1].set(
+        xlabel="confidence (mean max weight on a word)",
+        ylabel="relevance",
+        title=f"Spearman ρ = {rho:.2f} (p = {p:.2g})",
+    )
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

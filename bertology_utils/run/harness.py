@@ -12,7 +12,7 @@ plus the notebook's own knobs (``n_sentences = 500``...). As papermill does, the
 cell after it that sets ``output_dir`` (absolute path of the notebook's results folder) and the
 user's parameters. The notebook reports what it found with::
 
-    from bertology_utils.run.harness import record_claims, record_metrics, save_figure
+    from bertology_utils.run import record_claims, record_metrics, record_skipped, save_figure
     record_metrics({"tour.max_cls_attention": value}, output_dir=output_dir)
     record_claims(claims, "tour.claims", output_dir=output_dir)   # papers.claims.Claim objects
     save_figure(fig, "cls_attention", output_dir=output_dir)
@@ -20,7 +20,8 @@ user's parameters. The notebook reports what it found with::
 
 A notebook whose data is missing does not fail: each section it cannot compute is recorded with
 :func:`record_skipped` (one printed line, the metric ``<topic>.skipped``, and ``skipped.json``),
-and the rest runs. A notebook that can compute nothing records ``everything=True`` and
+and the rest runs (:func:`bertology_utils.run.tasks.fine_tune_task` does so for a task parameter
+whose data is missing). A notebook that can compute nothing records ``everything=True`` and
 finishes; its status is then ``skipped``. A run's notebooks are ``ok``, ``skipped`` or
 ``failed``, and only ``failed`` makes ``bertology run`` exit 1.
 

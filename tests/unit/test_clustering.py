@@ -263,3 +263,30 @@ def test_one_or_two_heads_embed_exactly_and_one_head_has_no_tree():
     assert embed_heads(two).coords.tolist() == [[-1.5, 0.0], [1.5, 0.0]] and embed_heads(two).stress == 0.0
     assert head_linkage(one).shape == (0, 4) and head_linkage(two).shape == (1, 4)
     assert plot_dendrogram(head_linkage(one), ["1-1"]) == {}
+
+
+def test_plot_two_models_marks_each_model_and_joins_counterparts(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.analyses.clustering import plot_two_models
+
+    first, second = random_items(3, layers=2, heads=2), random_items(4, layers=2, heads=2)
+    joint = head_distances(
+        make_store(tmp_path / "a.zarr", first, 2, 2, "a"), make_store(tmp_path / "b.zarr", second, 2, 2, "b")
+    )
+    coords = embed_heads(joint, seed=0).coords
+    for counterparts in (False, True):
+        ax = plot_two_models(joint, coords, ["a", "b"], counterparts=counterparts).axes[0]
+        assert ax.get_title() == "a (circles) and b (triangles)"
+        triangles, circles = ax.collections  # one scatter per marker, in np.unique order
+        np.testing.assert_allclose(circles.get_offsets(), coords[:4])
+        np.testing.assert_allclose(triangles.get_offsets(), coords[4:])
+        np.testing.assert_array_equal(circles.get_array(), joint.layer[:4] + 1)
+        lines = ax.get_lines()
+        assert len(lines) == (4 if counterparts else 0)
+        if counterparts:
+            np.testing.assert_allclose(np.column_stack(lines[1].get_data()), coords[[1, 5]])
+    plt.close("all")

@@ -379,3 +379,26 @@ def test_plot_roles_writes_each_role_in_its_cell():
         plt.close("all")
     with pytest.raises(BertologyError):
         plot_roles(roles, confidence=np.zeros((3, 3)))
+
+
+def test_find_roles_gathers_the_three_tests_on_the_model_s_cached_store(tiny_model_dirs, tmp_path, monkeypatch):
+    from bertology_utils.analyses.head_roles import find_roles
+    from bertology_utils.core.models import load_model
+
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path))
+    corpus = Corpus.from_items([S1, S2], "toy")
+    words = [w.lower() for s in corpus for w in s.words]
+    frequencies = collections.Counter({w: 1 + i for i, w in enumerate(dict.fromkeys(words))})  # none tie
+    model = load_model(tiny_model_dirs["bert"])
+    roles, store = find_roles(corpus, model, frequencies, threshold=0.5, margin=0.0, factor=1.5, alpha=0.5)
+    assert len(store) == 2 and roles.shape == (model.num_layers, model.num_heads)
+    expected = head_roles(
+        positional_heads(store, threshold=0.5),
+        syntactic_heads(score_syntax(corpus, store, on_mismatch="skip"), margin=0.0),
+        rare_word_heads(store, frequencies, factor=1.5, alpha=0.5),
+    )
+    for role, mask in expected.masks.items():
+        np.testing.assert_array_equal(roles.masks[role], mask)
+    np.testing.assert_array_equal(roles.positional.offset, expected.positional.offset)
+    again, _ = find_roles(corpus, model, frequencies, threshold=0.5, margin=0.0, factor=1.5, alpha=0.5)
+    np.testing.assert_array_equal(again.specialised, roles.specialised)  # read back from the cached store

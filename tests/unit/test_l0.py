@@ -263,3 +263,39 @@ def test_cached_sweep_equals_a_fresh_one(tiny_model_dirs, monkeypatch, tmp_path)
     l0_sweep(loaded, train, dev, [0.05], steps=20, seed=1, cache=True)
     l0_sweep(loaded, train, dev, [0.05], steps=21, cache=True)
     assert len(calls) == len(lambdas) + 2
+
+
+def test_orders_at_l0_counts_and_the_l0_plot(tiny_model_dirs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.interventions.l0 import orders_at_l0_counts, plot_l0_pruning
+    from bertology_utils.interventions.pruning import pruning_curve, random_pruning_curves, scores_for_gates
+
+    loaded = classifier(tiny_model_dirs["roberta"])
+    train, dev = self_labelled(loaded), self_labelled(loaded, n=10)
+    sweep = l0_sweep(loaded, train, dev, [0.0, 5.0, 1e3], steps=STEPS)
+    curve = pruning_curve(loaded, dev, step=0.25)
+    randoms = random_pruning_curves(loaded, dev, seeds=[0, 1], step=0.25)
+    table = orders_at_l0_counts(loaded, dev, sweep, curve, randoms)
+    assert list(table.columns) == ["lambda", "kept", "expected_l0", "score", "importance order", "random order"]
+    shape = gate_shape(loaded)
+    np.testing.assert_allclose(
+        table["importance order"], scores_for_gates(loaded, dev, curve.masks_keeping(sweep.kept, shape))
+    )
+    # keeping every head or none, the order does not matter: every column scores what the L0 mask scores
+    ends = np.isin(sweep.kept, (0, np.prod(shape)))
+    assert ends.sum() >= 2
+    for column in ("importance order", "random order"):
+        np.testing.assert_allclose(table[column][ends], sweep.scores[ends])
+
+    fig = plot_l0_pruning(sweep, curve, randoms, keep=0.9, task="toy")
+    ax = fig.axes[0]
+    assert ax.get_title() == "toy: L0 gates vs importance vs random"
+    assert sorted(t.get_text() for t in ax.texts) == ["λ=0", "λ=1000", "λ=5"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0].startswith("by importance (prunable") and labels[-1] == "L0 gates (one point per λ)"
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), curve.scores)
+    plt.close("all")

@@ -378,3 +378,46 @@ def test_cached_sweeps_and_curves_equal_fresh_ones_and_follow_model_and_data(
     assert len(calls) == computed + 3
     exact = fresh[0].head_loss_deltas
     assert 0 < np.abs(fast.head_loss_deltas - exact).max() < 0.05 * max(np.abs(exact).max(), 1e-3)
+
+
+def test_plot_pruning_curves_draws_importance_random_mean_and_range():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.interventions.pruning import PruningCurve, plot_pruning_curves
+
+    fractions = np.array([0.0, 0.5, 1.0])
+    curve = PruningCurve("importance", fractions, np.array([1.0, 0.95, 0.5]), 1.0)
+    randoms = [PruningCurve("random", fractions, np.array(s), 1.0) for s in ([1.0, 0.6, 0.5], [1.0, 0.8, 0.5])]
+    ax = plot_pruning_curves(curve, randoms, keep=0.9, task="SST-2")
+    importance, random_mean, floor = ax.get_lines()
+    np.testing.assert_allclose(importance.get_xdata(), [0, 50, 100])
+    np.testing.assert_allclose(random_mean.get_ydata(), [1.0, 0.7, 0.5])
+    assert floor.get_ydata()[0] == pytest.approx(0.9)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["by importance (prunable 50%)", "random, mean of 2 (prunable 0%)", "90% of the original"]
+    assert ax.get_title() == "SST-2: pruning heads" and ax.get_ylabel() == "dev score (SST-2)"
+    plt.close("all")
+
+
+def test_michel_plot_importance_scatters_raw_importance_against_the_loss_change():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.interventions.pruning import normalise_per_layer
+
+    raw = np.array([[1.0, 2.0], [3.0, 4.0]])
+    loss = np.array([[0.1, 0.2], [0.3, 0.5]])
+    fig = michel.plot_importance(normalise_per_layer(raw), raw, loss, (1.0, 0.0), task="SST-2")
+    grid, scatter = fig.axes[0], fig.axes[1]
+    assert grid.get_title() == "SST-2: importance (L2-normalised per layer)"
+    np.testing.assert_allclose(np.reshape(grid.collections[0].get_array(), (2, 2)), normalise_per_layer(raw))
+    points = scatter.collections[0]
+    np.testing.assert_allclose(points.get_offsets(), np.column_stack([loss.ravel(), raw.ravel()]))
+    np.testing.assert_array_equal(points.get_array(), [1, 1, 2, 2])  # coloured by layer, from 1
+    assert scatter.get_title() == "Spearman ρ = 1.00 (p = 0)"
+    plt.close("all")

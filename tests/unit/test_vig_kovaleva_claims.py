@@ -191,3 +191,66 @@ def test_sst2_largest_sep_records_the_pretrained_model():
     assert claim.verdict is Verdict.HOLDS
     assert claim.values["pretrained_sep_mean.cola"] == pytest.approx(0.4)
     assert claim.values["sep_mean.sst2"] == pytest.approx(0.6)
+
+
+def test_plot_special_token_shares_draws_each_task_fine_tuned_and_pretrained():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = pd.Index([1, 2, 3], name="layer")
+    frame = lambda v: pd.DataFrame({"cls": [v, 0, 0], "sep": [0, v, 0], "punct": [0, 0, v]}, index=layers)
+    fine_tuned, pretrained = {"SST-2": frame(0.5), "RTE": frame(0.3)}, {"SST-2": frame(0.1), "RTE": frame(0.2)}
+    fig = kovaleva.plot_special_token_shares(fine_tuned, pretrained)
+    assert [ax.get_title() for ax in fig.axes] == [
+        "attention on [CLS]",
+        "attention on [SEP]",
+        "attention on punctuation",
+    ]
+    lines = fig.axes[1].get_lines()
+    assert len(lines) == 4  # per task: fine-tuned, then pre-trained dotted, in the task's colour
+    assert lines[0].get_ydata().tolist() == [0, 0.5, 0] and lines[1].get_linestyle() == ":"
+    assert lines[2].get_color() == lines[3].get_color() != lines[0].get_color()
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["SST-2", "RTE"]
+    plt.close("all")
+
+
+def test_plot_head_ablation_shows_heads_and_layers_with_symmetric_scales():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology_utils.interventions.pruning import AblationResult
+
+    deltas = np.array([[0.0, -0.2, 0.1], [0.05, 0.0, 0.0]])
+    loss = np.array([[0.001, 0.004, -0.002], [0.0, 0.0, 0.003]])
+    result = AblationResult("t", "accuracy", 0.8, deltas, np.array([0.1, -0.3]), 0.5, loss, np.array([0.0, 0.01]))
+    fig = kovaleva.plot_head_ablation(result, task="RTE")
+    titled = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    heads_metric = titled["RTE: one head disabled, metric (base 0.800)"]
+    heads_loss = titled["RTE: one head disabled, dev loss (base 0.500)"]
+    layers_metric, layers_loss = [ax for ax in fig.axes if ax.get_title() == "layer disabled"]
+    assert [t.get_text() for t in layers_loss.get_xticklabels()] == ["all"]
+    np.testing.assert_allclose(np.reshape(heads_loss.collections[0].get_array(), (2, 3)), 1e3 * loss)  # in thousandths
+    assert heads_metric.collections[0].get_clim() == pytest.approx((-0.2, 0.2))
+    assert layers_metric.collections[0].get_clim() == pytest.approx((-0.3, 0.3))
+    plt.close("all")
+
+
+def test_plot_init_comparison_puts_the_two_inits_side_by_side():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = pd.DataFrame(
+        {"pre-trained": [0.9, 0.6], "random init": [0.7, 0.5], "majority class": [0.5, 0.52]}, index=["SST-2", "RTE"]
+    )
+    ax = kovaleva.plot_init_comparison(table).axes[0]
+    pretrained, random = ax.containers
+    assert [b.get_height() for b in pretrained] == [0.9, 0.6] and [b.get_height() for b in random] == [0.7, 0.5]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["SST-2", "RTE"]
+    np.testing.assert_allclose(ax.collections[0].get_offsets()[:, 1], [0.5, 0.52])
+    plt.close("all")

@@ -125,3 +125,35 @@ def test_survival_differs_when_specialised_heads_go_first():
     test = voita.specialised_survival(masks, special, n_permutations=2000)
     assert test.statistic == 0 and test.p_value == pytest.approx(1.0)
     assert voita.specialised_heads_survive(test).verdict is Verdict.DIFFERS
+
+
+def test_survival_table_counts_kept_heads_per_lambda_and_role():
+    masks = np.array([[[1, 1], [1, 1]], [[1, 0], [0, 1]], [[0, 0], [0, 0]]], dtype=bool)
+    roles = {"positional": np.array([[1, 0], [0, 0]], bool), "rare": np.array([[0, 0], [0, 1]], bool)}
+    specialised = roles["positional"] | roles["rare"]
+    table = voita.survival_table([0.0, 0.1, 1.0], masks, roles, specialised)
+    assert list(table.index) == ["λ=0", "λ=0.1", "λ=1", "all heads"]
+    assert list(table.columns) == ["kept", "positional", "rare", "specialised kept"]
+    assert table.loc["λ=0.1"].tolist() == [2, 1, 1, 2] and table.loc["λ=1"].tolist() == [0, 0, 0, 0]
+    assert table.loc["all heads"].tolist() == [4, 1, 1, 2]
+
+
+def test_plot_relevance_draws_the_grid_and_the_specialised_heads_apart():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    relevance = np.array([[0.1, 0.9], [0.3, 0.7]])
+    confidence = np.array([[0.2, 0.8], [0.4, 0.6]])
+    specialised = np.array([[False, True], [False, False]])
+    fig = voita.plot_relevance(relevance, confidence, specialised, task="SST-2")
+    grid, scatter = fig.axes[0], fig.axes[1]
+    assert grid.get_title().startswith("SST-2: head relevance")
+    assert scatter.get_title() == "Spearman ρ = 1.00 (p = 0)"
+    other, special = (c.get_offsets() for c in scatter.collections)
+    np.testing.assert_array_equal(special, [[0.8, 0.9]])
+    np.testing.assert_array_equal(other, [[0.2, 0.1], [0.4, 0.3], [0.6, 0.7]])
+    with pytest.raises(ValueError):
+        voita.plot_relevance(relevance, confidence[:1], specialised)
+    plt.close("all")

@@ -1,0 +1,102 @@
+"""A notebook's fine-tuned classifier for one task, or the recorded reason it has none.
+
+Notebooks 02, 06, 07 and 08 each need the same steps for a task parameter: resolve its data,
+take the task's default budget with the notebook's overrides, fine-tune (cached, see
+:func:`~bertology_utils.interventions.finetuning.fine_tune`), and, where the data is missing,
+record the section as skipped (:func:`~bertology_utils.run.harness.record_skipped`) and go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from bertology_utils.core.errors import BertologyError, DataNotFoundError
+from bertology_utils.data import Task, resolve_task
+from bertology_utils.interventions.finetuning import Budget, FineTuned, default_budget, fine_tune
+from bertology_utils.run.harness import StageTimes, record_skipped
+
+__all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task"]
+
+#: ``train_examples`` value that keeps the task's default budget (an int, or None for all, overrides it).
+DEFAULT = "default"
+
+
+@dataclass
+class TunedTask:
+    """A task's data, the budget it was fine-tuned with, and the fine-tuned classifier."""
+
+    data: Task
+    budget: Budget
+    tuned: FineTuned
+
+    @property
+    def name(self) -> str:
+        return self.data.name
+
+
+def task_budget(
+    task: str | Task,
+    train_examples: int | str | None = DEFAULT,
+    epochs: int | None = None,
+    eval_examples: int | None = None,
+) -> Budget:
+    """The task's default budget with a notebook's overrides.
+
+    ``train_examples`` replaces the default unless it is :data:`DEFAULT` (None: the whole train
+    split); ``epochs`` replaces it unless None; ``eval_examples`` always does (None: the whole dev split).
+    """
+    changes: dict = {"eval_examples": eval_examples}
+    if train_examples != DEFAULT:
+        changes["train_examples"] = train_examples
+    if epochs is not None:
+        changes["epochs"] = epochs
+    return dataclasses.replace(default_budget(task), **changes)
+
+
+def fine_tune_task(
+    task: str | os.PathLike | Task,
+    model=None,
+    *,
+    section: str,
+    train_examples: int | str | None = DEFAULT,
+    epochs: int | None = None,
+    eval_examples: int | None = None,
+    seed: int = 0,
+    init: str = "pretrained",
+    precision: str | None = None,
+    times: StageTimes | None = None,
+    skip_failures: bool = False,
+    output_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> TunedTask | None:
+    """Fine-tune ``model`` on a task parameter (a GLUE name, task folder or Task), or record why not.
+
+    The budget is :func:`task_budget`'s. Missing data (:class:`DataNotFoundError`) is recorded as the
+    skipped ``section`` and gives None; so does any other failure to fine-tune when ``skip_failures``
+    (e.g. an architecture without a classifier head). ``times`` adds the fine-tuning's seconds under
+    ``(task name, "fine-tune")`` (``"fine-tune (<init> init)"`` for another init). Prints the run's
+    one-line description.
+    """
+    try:
+        data = task if isinstance(task, Task) else resolve_task(task)
+    except DataNotFoundError as missing:
+        record_skipped(section, missing.short(), output_dir)
+        return None
+    budget = task_budget(data, train_examples, epochs, eval_examples)
+    stage = "fine-tune" if init == "pretrained" else f"fine-tune ({init} init)"
+    try:
+        with times.timed(data.name, stage) if times is not None else contextlib.nullcontext():
+            tuned = fine_tune(data, model, budget=budget, seed=seed, init=init, precision=precision, progress=progress)
+    except DataNotFoundError as missing:
+        record_skipped(section, missing.short(), output_dir)
+        return None
+    except BertologyError as failure:
+        if not skip_failures:
+            raise
+        record_skipped(section, f"fine-tuning failed, so nothing below uses it: {failure}", output_dir)
+        return None
+    print(tuned.describe())
+    return TunedTask(data, budget, tuned)

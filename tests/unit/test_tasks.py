@@ -1,0 +1,66 @@
+"""run.tasks: a notebook's task parameter fine-tuned with its budget overrides, or recorded as skipped."""
+
+from pathlib import Path
+
+import pytest
+
+from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.interventions.finetuning import DEFAULT_BUDGETS, USER_TASK_BUDGET
+from bertology_utils.run import StageTimes, fine_tune_task, task_budget
+from bertology_utils.run.harness import load_skipped
+
+USER_TASK = Path(__file__).resolve().parents[1] / "data" / "user_task"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BERTOLOGY_OFFLINE", "1")
+
+
+def test_task_budget_overrides_only_what_is_given():
+    assert task_budget("SST-2") == DEFAULT_BUDGETS["SST-2"]
+    budget = task_budget("SST-2", 32, 3, 16)
+    assert (budget.train_examples, budget.epochs, budget.eval_examples) == (32, 3, 16)
+    assert budget.learning_rate == DEFAULT_BUDGETS["SST-2"].learning_rate
+    assert task_budget("RTE", None).train_examples is None  # None: the whole train split, not the default
+    assert task_budget("RTE", "default", None, 8).epochs == DEFAULT_BUDGETS["RTE"].epochs
+
+
+def test_missing_data_is_recorded_as_a_skipped_section(tmp_path, cache, capsys):
+    assert fine_tune_task(tmp_path / "no-such-task", section="demo.task", output_dir=tmp_path) is None
+    skipped = load_skipped(tmp_path)
+    assert [s["section"] for s in skipped["sections"]] == ["demo.task"]
+    assert "no-such-task" in skipped["sections"][0]["reason"] and not skipped["everything"]
+    assert "skipped demo.task" in capsys.readouterr().out
+
+
+def test_fine_tunes_with_the_overridden_budget_and_times_it(tiny_model_dirs, tmp_path, cache, capsys):
+    times = StageTimes()
+    run = fine_tune_task(
+        USER_TASK, tiny_model_dirs["bert"], section="demo.user", train_examples=8, epochs=1, eval_examples=4,
+        times=times, output_dir=tmp_path,
+    )  # fmt: skip
+    assert run is not None and run.name == "user_task"
+    assert (run.budget.train_examples, run.budget.epochs, run.budget.eval_examples) == (8, 1, 4)
+    assert run.budget.learning_rate == USER_TASK_BUDGET.learning_rate
+    assert run.tuned.budget == run.budget and run.tuned.metrics["n"] == 4 and run.tuned.init == "pretrained"
+    assert list(times) == [("user_task", "fine-tune")] and times.total() > 0
+    assert "fine-tuned on user_task" in capsys.readouterr().out
+    assert load_skipped(tmp_path)["sections"] == []
+
+    random = fine_tune_task(run.data, tiny_model_dirs["bert"], section="demo.user", train_examples=8, epochs=1,
+                            eval_examples=4, init="random", times=times, output_dir=tmp_path)  # fmt: skip
+    assert random is not None and random.data is run.data and random.tuned.init == "random"
+    assert ("user_task", "fine-tune (random init)") in times
+
+
+def test_a_failure_to_fine_tune_is_skipped_only_when_asked(tmp_path, cache):
+    missing_model = str(tmp_path / "no-model")
+    with pytest.raises(ModelNotAvailableError):
+        fine_tune_task(USER_TASK, missing_model, section="demo.user", output_dir=tmp_path)
+    assert (
+        fine_tune_task(USER_TASK, missing_model, section="demo.user", skip_failures=True, output_dir=tmp_path) is None
+    )
+    (section,) = load_skipped(tmp_path)["sections"]
+    assert section["section"] == "demo.user" and section["reason"].startswith("fine-tuning failed")
