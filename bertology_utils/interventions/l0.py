@@ -46,7 +46,14 @@ from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import Budget, default_budget, subsample, task_spec
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
-from bertology_utils.interventions.pruning import DevSet, dev_set, gate_shape, scores_for_gates
+from bertology_utils.interventions.pruning import (
+    DevSet,
+    PruningCurve,
+    dev_set,
+    gate_shape,
+    plot_pruning_curves,
+    scores_for_gates,
+)
 from bertology_utils.interventions.results_cache import cached_result
 
 __all__ = [
@@ -59,6 +66,8 @@ __all__ = [
     "DEFAULT_STEPS",
     "DEFAULT_LR",
     "L0_VERSION",
+    "orders_at_l0_counts",
+    "plot_l0_pruning",
 ]
 
 #: Optimiser steps per lambda (one batch of the training set each): 500 batches of 32 are 8 epochs
@@ -486,10 +495,6 @@ def training_set(
 
 # --------------------------------------------------------------------------- L0 against the other orders
 # (kept at the end of the module, with its own imports and __all__ entries, to keep merges easy)
-
-from bertology_utils.interventions.pruning import PruningCurve, plot_pruning_curves  # noqa: E402
-
-__all__ += ["orders_at_l0_counts", "plot_l0_pruning"]
 
 
 def orders_at_l0_counts(

@@ -74,6 +74,7 @@ __all__ = [
     "attention_change",
     "layer_means",
     "RESULTS_VERSION",
+    "plot_pruning_curves",
 ]
 
 # --------------------------------------------------------------------------- the dev set, batched once
@@ -728,9 +729,6 @@ def attention_change(
 def layer_means(values: np.ndarray) -> np.ndarray:
     """Mean of a (layers, heads) array per layer."""
     return np.asarray(values, dtype=float).mean(-1)
-
-
-__all__ += ["plot_pruning_curves"]
 
 
 def plot_pruning_curves(
