@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import transformers
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from bertology_utils.attention.alignment import item_texts
@@ -163,17 +164,19 @@ def _glue_name(task: str) -> str | None:
         return None
 
 
-def label_ids(task: str | TaskSpec | Task, labels: Sequence) -> np.ndarray:
+def label_ids(task: str | TaskSpec | Task, labels: Sequence | np.ndarray | None) -> np.ndarray:
     """The data layer's labels as model targets: int64 class ids, or float32 scores for regression."""
     spec = task_spec(task)
     if labels is None:
         raise BertologyError(f"{spec.name}: the corpus has no labels")
     if spec.is_regression:
         return np.asarray(labels, dtype=np.float32)
-    unknown = sorted({str(label) for label in labels} - {str(k) for k in spec.label_map}) if spec.label_map else []
-    if unknown:
-        raise BertologyError(f"{spec.name}: labels {unknown} are not among its classes {list(spec.label_map)}")
-    mapped = [spec.label_map[label] if spec.label_map else label for label in labels]
+    label_map = spec.label_map
+    if label_map:
+        unknown = sorted({str(label) for label in labels} - {str(k) for k in label_map})
+        if unknown:
+            raise BertologyError(f"{spec.name}: labels {unknown} are not among its classes {list(label_map)}")
+    mapped = [label_map[label] for label in labels] if label_map else list(labels)
     ids = np.asarray(mapped, dtype=np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= spec.num_labels):
         raise BertologyError(f"{spec.name}: labels outside 0..{spec.num_labels - 1}")
@@ -253,7 +256,9 @@ def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[i
     classifier sees the same tokens the attention analyses see; longer inputs are truncated
     to ``max_tokens``, the longer text of a pair first.
     """
-    singles, pairs, order = [], [], []
+    singles: list[list[str]] = []
+    pairs: list[tuple[list[str], list[str]]] = []
+    order: list[tuple[bool, int]] = []
     for item in items:
         first, second, _ = item_texts(item)
         if second is None:
@@ -268,6 +273,7 @@ def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[i
     out = []
     for is_pair, row in order:
         enc = enc_pair if is_pair else enc_single
+        assert enc is not None  # a row of a kind means that kind's batch was encoded
         entry = {"input_ids": enc["input_ids"][row]}
         if "token_type_ids" in enc:
             entry["token_type_ids"] = enc["token_type_ids"][row]
@@ -301,7 +307,7 @@ def predict(
     return out if out is not None else np.zeros((0, loaded.config.num_labels), dtype=np.float32)
 
 
-def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarray) -> dict[str, float]:
+def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarray | None) -> dict[str, float]:
     """GLUE's metrics for ``predictions`` (logits (n, classes), class ids (n,), or scores for STS-B).
 
     Returns the task's metrics (see :data:`TASKS`) and ``score``, their mean (GLUE's single
@@ -481,7 +487,8 @@ def _train(
 ) -> list[float]:
     """BERT's recipe on ``encodings``; returns the mean loss of each tenth of the steps."""
     model = loaded.model
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for parameter in model.parameters():
         if parameter.requires_grad:
             # BERT's recipe: no decay on biases and layer-norm weights, which are the 1-d parameters.
@@ -548,7 +555,12 @@ def _write_entry(folder: Path, loaded: LoadedModel, record: dict) -> None:
     bar_was_shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # "Writing model shards" is noise for one small file
     try:
-        loaded.model.save_pretrained(tmp)
+        model = loaded.model
+        if not isinstance(model, PreTrainedModel):
+            raise BertologyError(
+                f"{type(model).__name__} is not a transformers model: it cannot be saved as a checkpoint"
+            )
+        model.save_pretrained(tmp)
         loaded.tokenizer.save_pretrained(tmp)
         _write_record(tmp, record)
         if folder.exists():
@@ -679,6 +691,8 @@ def _cached_or_trained(
 
     rows = subsample(len(train), budget.train_examples, seed)
     encodings = encode(initial.tokenizer, [train[i] for i in rows], min(budget.max_tokens, initial.max_tokens))
+    if train.labels is None:
+        raise BertologyError(f"{spec.name}: the training corpus has no labels")
     targets = label_ids(spec.name, [train.labels[i] for i in rows])
     start = time.perf_counter()
     curve = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")

@@ -155,7 +155,8 @@ def _resolve_one(name: str, available: list[Path], folder: Path) -> Path:
         return given.resolve()
     matches = [nb for nb in available if name in (nb.name, nb.stem)]
     if not matches and name.isdigit():
-        matches = [nb for nb in available if int(_NOTEBOOK_NAME.fullmatch(nb.name).group(1)) == int(name)]
+        numbered = ((nb, _NOTEBOOK_NAME.fullmatch(nb.name)) for nb in available)
+        matches = [nb for nb, match in numbered if match is not None and int(match.group(1)) == int(name)]
     if len(matches) == 1:
         return matches[0].resolve()
     if matches:
