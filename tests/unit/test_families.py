@@ -4,7 +4,9 @@ A new family is one ArchSpec in ``core/architectures.py`` and one line of ``FAMI
 ``tests/tiny_models.py`` (and its tokenizer there); ``EXPECTED`` below says what it can do.
 """
 
+import copy
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,9 +25,13 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.extraction import attention_for, extract_attention
 from bertology_utils.attention.word_attention import word_attention_single
 from bertology_utils.core import architectures
-from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.models import describe_model, load_model, random_init_keeping_embeddings
+from bertology_utils.data import Corpus
+from bertology_utils.interventions.attribution import integrated_gradients
 from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
+from bertology_utils.interventions.objectives import token_batches
+from bertology_utils.interventions.pruning import prune_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
 SHAPES = TINY_SHAPES | FAMILY_SHAPES
@@ -267,3 +273,42 @@ def test_albert_groups_of_several_layers_are_refused_and_several_groups_map_to_d
     model = AutoModel.from_config(config)
     groups = model.encoder.albert_layer_groups
     assert architectures.layers(model, shared=True) == [groups[0], groups[0], groups[1], groups[1]]
+
+
+# --------------------------------------------------------------------------- interventions and the README's table
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_a_closed_gate_equals_the_physically_pruned_head_where_the_family_allows_pruning(families, arch):
+    loaded = families[arch]
+    inputs = _encode(loaded, SENTENCE)
+    pruned = copy.deepcopy(loaded.model)
+    try:
+        prune_heads(pruned, {1: [0]})
+    except BertologyError as error:  # MPNet's shared position bias, ALBERT's shared layers, ModernBERT's fused qkv
+        assert arch in {"mpnet", "albert", "modernbert"}, error
+        return
+    gates = torch.ones(loaded.num_layers, loaded.num_heads)
+    gates[1, 0] = 0
+    with torch.no_grad():
+        with gate_heads(loaded, gates):
+            gated = loaded.model(**inputs).last_hidden_state
+        removed = pruned(**inputs).last_hidden_state
+    torch.testing.assert_close(removed, gated, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ALL_FAMILIES)
+def test_integrated_gradients_are_complete_on_every_family(family_model_dirs, arch):
+    classifier = load_model(family_model_dirs[arch], head="sequence-classification", num_labels=2)
+    (batch,), _ = token_batches(classifier, Corpus.from_texts([" ".join(SENTENCE), "Hello world !"], name="t"))
+    ig = integrated_gradients(classifier, batch, tolerance=1e-4)
+    scale = (ig.score - ig.baseline_score).abs().clamp_min(1)
+    assert ((ig.delta.abs() / scale) < 1e-3).all(), (ig.delta, ig.panels)
+
+
+def test_the_readmes_capability_table_is_generated(family_model_dirs):
+    from capabilities import README_END, README_START, capability_table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme[readme.index(README_START) + len(README_START) : readme.index(README_END)].strip()
+    assert shown == capability_table(family_model_dirs), "run python scripts/capability_table.py"
