@@ -30,7 +30,7 @@ from bertology_utils.attention.alignment import AlignedItem, align
 from bertology_utils.attention.store import AttentionStore, ShardWriter
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
 from bertology_utils.core import __version__, settings
-from bertology_utils.core.architectures import self_attention_modules, shares_layers
+from bertology_utils.core.architectures import is_registered, self_attention_modules, shares_layers
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.cache import cache_lock, entry_name
 from bertology_utils.core.errors import BertologyError
@@ -122,8 +122,10 @@ class _Forward:
         self.heads = _map_heads(loaded, maps)  # maps per layer
         self.padding = Padding.of(loaded)
         self._buffers: dict[str, np.ndarray] = {}
-        # Layers sharing one module (ALBERT) cannot be told apart by hooks: those models get the whole forward.
-        self._layers: list | None = None if shares_layers(loaded) else self_attention_modules(loaded)
+        # Layers sharing one module (ALBERT) cannot be told apart by hooks, and an unregistered model's modules
+        # are not known: those models get the whole forward.
+        hooks = is_registered(loaded) and not shares_layers(loaded)
+        self._layers: list | None = self_attention_modules(loaded) if hooks else None
 
     @torch.inference_mode()
     def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:

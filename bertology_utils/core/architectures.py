@@ -26,6 +26,7 @@ not be found; :func:`register_architecture` adds a spec.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,6 +38,7 @@ __all__ = [
     "ArchSpec",
     "register_architecture",
     "registered_architectures",
+    "is_registered",
     "arch_spec",
     "check_architecture",
     "torch_module",
@@ -570,8 +572,12 @@ def attention_heads(model, layer: int) -> int:
 
 
 def uses_token_types(model) -> bool:
-    """Whether the model's forward takes ``token_type_ids``."""
-    return arch_spec(model).token_type_ids
+    """Whether the model's forward takes ``token_type_ids`` (an unregistered model: whether its forward
+    has that argument)."""
+    if is_registered(model):
+        return arch_spec(model).token_type_ids
+    module = _module(model)
+    return module is not None and "token_type_ids" in inspect.signature(module.forward).parameters
 
 
 def pad_token_id(model, tokenizer=None) -> int:
@@ -580,17 +586,29 @@ def pad_token_id(model, tokenizer=None) -> int:
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if getattr(tokenizer, "pad_token_id", None) is not None:
         return int(tokenizer.pad_token_id)
-    value = getattr(_config(model), arch_spec(model).pad_token_id_attr, None)
+    value = getattr(_config(model), _config_attr(model, "pad_token_id_attr"), None)
     return value if isinstance(value, int) else 0
 
 
+def is_registered(model_or_config) -> bool:
+    """Whether the model type has an :class:`ArchSpec` (see :func:`register_architecture`)."""
+    return getattr(_config(model_or_config), "model_type", None) in _REGISTRY
+
+
+def _config_attr(model_or_config, field: str) -> str:
+    """The config attribute an ArchSpec ``field`` names: the spec's, or for an unregistered model type the
+    default (transformers' common names), since what the config holds needs no knowledge of the modules."""
+    spec = _REGISTRY.get(str(getattr(_config(model_or_config), "model_type", "")))
+    return str(getattr(spec, field) if spec is not None else ArchSpec.__dataclass_fields__[field].default)
+
+
 def _config_int(model_or_config, field: str) -> int:
-    spec = arch_spec(model_or_config)
-    value = getattr(_config(model_or_config), getattr(spec, field), None)
+    attr = _config_attr(model_or_config, field)
+    value = getattr(_config(model_or_config), attr, None)
     if not isinstance(value, int):
         raise UnsupportedArchitectureError(
-            f"{_describe(model_or_config)}: its config has no {getattr(spec, field)!r} ({field} of its ArchSpec)",
-            model_type=spec.model_type,
+            f"{_describe(model_or_config)}: its config has no {attr!r} ({field} of its ArchSpec)",
+            model_type=getattr(_config(model_or_config), "model_type", None),
             missing=[field],
         )
     return value

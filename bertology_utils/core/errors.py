@@ -10,6 +10,7 @@ __all__ = [
     "StoreMismatchError",
     "StoreCorruptError",
     "AssetMissingError",
+    "UnregisteredArchitectureWarning",
 ]
 
 
@@ -79,3 +80,8 @@ class StoreCorruptError(StoreError):
 
 class AssetMissingError(BertologyError, FileNotFoundError):
     """Third-party JavaScript for an offline view is not installed (and the CDN may not be used)."""
+
+
+class UnregisteredArchitectureWarning(UserWarning):
+    """A model type without an ArchSpec was loaded: what reads its attention maps works, what needs its parts
+    (gates, pruning, norms, ALTI, value zeroing, queries and keys) raises UnsupportedArchitectureError."""

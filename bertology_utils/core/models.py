@@ -27,7 +27,11 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceCl
 from transformers.utils import logging as hf_logging
 
 from bertology_utils.core import architectures, model_parts, settings
-from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core.errors import (
+    ModelNotAvailableError,
+    UnregisteredArchitectureWarning,
+    UnsupportedArchitectureError,
+)
 from bertology_utils.core.settings import default_model_path
 
 __all__ = [
@@ -111,7 +115,12 @@ class LoadedModel:
             limits.append(int(self.tokenizer.model_max_length))
         positions = getattr(self.config, "max_position_embeddings", None)
         if isinstance(positions, int):
-            padding_idx = getattr(architectures.embeddings(self.model), "padding_idx", None)
+            embeddings = (
+                architectures.embeddings(self.model)
+                if architectures.is_registered(self.model)
+                else getattr(architectures.base_model(self.model), "embeddings", None)
+            )
+            padding_idx = getattr(embeddings, "padding_idx", None)
             limits.append(positions - padding_idx - 1 if isinstance(padding_idx, int) else positions)
         return min(limits) if limits else int(self.tokenizer.model_max_length)
 
@@ -319,7 +328,10 @@ def load_model(
     if model.config._attn_implementation != "eager":
         # A config.json carrying "_attn_implementation" overrides the from_pretrained argument.
         model.set_attn_implementation("eager")
-    architectures.check_architecture(model)  # an unregistered or unexpected layout fails here, saying what to register
+    if architectures.is_registered(model):
+        architectures.check_architecture(model)  # an unexpected layout fails here, saying what to register
+    else:
+        warnings.warn(UnregisteredArchitectureWarning(_read_only(model)), stacklevel=2)
     vocabulary = model.get_input_embeddings().num_embeddings
     if len(tokenizer) < vocabulary // 2:
         # transformers 5 quietly builds a 5-token tokenizer when a folder has no tokenizer files.
@@ -343,6 +355,20 @@ def load_model(
     )
     _probe(loaded)
     return loaded
+
+
+def _read_only(model) -> str:
+    """What an unregistered model gets, and the recipe the registry's own error gives."""
+    try:
+        architectures.arch_spec(model)
+    except UnsupportedArchitectureError as error:
+        recipe = str(error)
+    return (
+        f"{recipe} Until then, what reads its attention maps runs (extraction, stores, word maps, surface "
+        "statistics, syntax and coreference heads, probes, clustering, head roles, rollout and flow); what needs "
+        "its parts (gates, pruning, norms, ALTI, value zeroing, queries and keys, the neuron view) raises "
+        "UnsupportedArchitectureError."
+    )
 
 
 def random_init(loaded: LoadedModel, seed: int = 0) -> LoadedModel:

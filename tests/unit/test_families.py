@@ -312,3 +312,47 @@ def test_the_readmes_capability_table_is_generated(family_model_dirs):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     shown = readme[readme.index(README_START) + len(README_START) : readme.index(README_END)].strip()
     assert shown == capability_table(family_model_dirs), "run python scripts/capability_table.py"
+
+
+@pytest.fixture(scope="module")
+def unregistered_model(family_model_dirs, tmp_path_factory):
+    """A tiny RoFormer (rotary positions, a model type with no ArchSpec) with BERT's tokenizer, as a user's folder."""
+    folder = tmp_path_factory.mktemp("unregistered") / "roformer"
+    bert = family_model_dirs["bert"]
+    config = AutoConfig.for_model(
+        "roformer",
+        vocab_size=AutoConfig.from_pretrained(bert).vocab_size,
+        hidden_size=24,
+        embedding_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=48,
+        max_position_embeddings=MAX_POSITIONS,
+    )
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(folder)
+    load_model(bert).tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_an_unregistered_model_gets_what_reads_its_maps_and_a_reason_for_the_rest(unregistered_model):
+    from bertology_utils.core.errors import UnregisteredArchitectureWarning
+    from bertology_utils.interventions import mixing
+
+    with pytest.warns(UnregisteredArchitectureWarning, match=r"register_architecture\(ArchSpec\(model_type='roformer'"):
+        loaded = load_model(unregistered_model)
+    assert (loaded.num_layers, loaded.num_heads) == (2, 3) and not architectures.is_registered(loaded)
+    items = attention_for(ITEMS, loaded, keep_tokens=True)
+    with torch.no_grad():
+        theirs = loaded.model(**_encode(loaded, SENTENCE), output_attentions=True).attentions
+    np.testing.assert_allclose(items[0].token_attention, torch.stack(theirs, 1)[0].numpy(), atol=1e-3)
+    np.testing.assert_allclose(items[0].attention.astype(np.float64).sum(-1), 1, atol=2e-3)
+    inputs = {k: v for k, v in _encode(loaded, SENTENCE).items()}
+    rollout = mixing.mixing_maps(loaded, inputs, ("rollout", "flow"))
+    torch.testing.assert_close(rollout["rollout"][-1].sum(-1), torch.ones(1, 1, inputs["input_ids"].shape[1]))
+    for refused in (
+        lambda: mixing.mixing_maps(loaded, inputs, ("alti",)),
+        lambda: gate_heads(loaded, torch.ones(2, 3)).__enter__(),
+    ):
+        with pytest.raises(UnsupportedArchitectureError, match="not a registered architecture"):
+            refused()
