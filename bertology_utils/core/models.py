@@ -328,6 +328,7 @@ def load_model(
     if model.config._attn_implementation != "eager":
         # A config.json carrying "_attn_implementation" overrides the from_pretrained argument.
         model.set_attn_implementation("eager")
+    _refuse_non_encoder(model, name)
     if architectures.is_registered(model):
         architectures.check_architecture(model)  # an unexpected layout fails here, saying what to register
     else:
@@ -355,6 +356,31 @@ def load_model(
     )
     _probe(loaded)
     return loaded
+
+
+def _refuse_non_encoder(model, name: str) -> None:
+    """An encoder-decoder or a decoder-only (causal) model is refused before anything reads it: this package's
+    analyses assume one bidirectional self-attention stack."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    config = model.config
+    kind = None
+    if getattr(config, "is_encoder_decoder", False):
+        kind = "an encoder-decoder model"
+    elif not architectures.is_registered(model) and (
+        config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        kind = "a decoder-only (causal) language model"
+    if kind is not None:
+        raise ModelNotAvailableError(
+            f"{name} ({type(model).__name__}, model type {config.model_type!r}) is {kind}; bertology reads the "
+            "self-attention of bidirectional encoders (BERT, RoBERTa, DeBERTa, ModernBERT...). Load an encoder "
+            "checkpoint instead"
+        )
 
 
 def _read_only(model) -> str:

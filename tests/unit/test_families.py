@@ -356,3 +356,23 @@ def test_an_unregistered_model_gets_what_reads_its_maps_and_a_reason_for_the_res
     ):
         with pytest.raises(UnsupportedArchitectureError, match="not a registered architecture"):
             refused()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "kind", "sizes"),
+    [
+        ("gpt2", "decoder-only", dict(n_embd=16, n_layer=2, n_head=2, n_positions=MAX_POSITIONS)),
+        ("t5", "encoder-decoder", dict(d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2)),
+    ],
+)
+def test_a_decoder_or_an_encoder_decoder_is_refused_saying_what_it_is(
+    family_model_dirs, tmp_path, model_type, kind, sizes
+):
+    from bertology_utils.core.errors import ModelNotAvailableError
+
+    roberta = family_model_dirs["roberta"]
+    config = AutoConfig.for_model(model_type, vocab_size=AutoConfig.from_pretrained(roberta).vocab_size, **sizes)
+    AutoModel.from_config(config).save_pretrained(tmp_path)
+    load_model(roberta).tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(ModelNotAvailableError, match=f"is an? {kind}.*Load an encoder checkpoint"):
+        load_model(tmp_path)
