@@ -225,6 +225,11 @@ def _resolve(name_or_path: str | os.PathLike | None) -> tuple[str, str, bool]:
 
 
 def _load_failure(name: str, source: str, is_local: bool, head: str, exc: Exception) -> str:
+    if "trust_remote_code" in str(exc):
+        return (
+            f"{name} needs code of its own to load (trust_remote_code), which bertology never runs implicitly. "
+            "If you trust that code, opt in: load_model(..., trust_remote_code=True)"
+        )
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if is_local:
         return f"Could not load the model folder {source} as a {head} model: {reason}"
@@ -302,7 +307,8 @@ def load_model(
     checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
     ``precision`` ("fp32" or "bf16") is what classifier passes compute in (:attr:`LoadedModel.precision`).
     ``device`` defaults to cuda when available, else cpu. ``progress`` shows transformers'
-    "Loading weights" bar, which is noise in notebooks for the small models used here. Raises ModelNotAvailableError with a
+    "Loading weights" bar, which is noise in notebooks for the small models used here. A checkpoint that needs
+    its own code loads only with ``trust_remote_code=True`` (never implied). Raises ModelNotAvailableError with a
     short message when the model cannot be found, loaded, or does not return attention weights.
     """
     if head not in HEADS:
@@ -318,7 +324,9 @@ def load_model(
         model, info = HEADS[head].from_pretrained(
             source, attn_implementation="eager", output_loading_info=True, **hub_kwargs, **model_kwargs
         )
-        tokenizer = _load_tokenizer(source, **hub_kwargs)
+        # a checkpoint's own code runs only where the caller opted in for the model
+        trust = {"trust_remote_code": True} if model_kwargs.get("trust_remote_code") else {}
+        tokenizer = _load_tokenizer(source, **hub_kwargs, **trust)
     except (OSError, ValueError) as exc:
         # `from None` keeps hub-client tracebacks off screen; the original stays in __context__.
         raise ModelNotAvailableError(_load_failure(name, source, is_local, head, exc)) from None

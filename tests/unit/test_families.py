@@ -376,3 +376,20 @@ def test_a_decoder_or_an_encoder_decoder_is_refused_saying_what_it_is(
     load_model(roberta).tokenizer.save_pretrained(tmp_path)
     with pytest.raises(ModelNotAvailableError, match=f"is an? {kind}.*Load an encoder checkpoint"):
         load_model(tmp_path)
+
+
+def test_a_checkpoint_that_needs_its_own_code_is_refused_saying_how_to_opt_in(family_model_dirs, tmp_path):
+    import json
+    import shutil
+
+    from bertology_utils.core.errors import ModelNotAvailableError
+
+    shutil.copytree(family_model_dirs["bert"], tmp_path, dirs_exist_ok=True)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(
+        model_type="custom-encoder",
+        auto_map={"AutoConfig": "configuration_custom.CustomConfig", "AutoModel": "modeling_custom.CustomModel"},
+    )
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelNotAvailableError, match=r"never runs implicitly.*trust_remote_code=True"):
+        load_model(tmp_path)
