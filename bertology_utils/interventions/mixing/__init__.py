@@ -53,6 +53,7 @@ from bertology_utils.interventions.mixing.base import (
     get_method,
     register,
     trace,
+    unsupported_methods,
 )
 
 # Each method's file registers it on import, and METHODS lists them in registration order: keep this order.
@@ -78,6 +79,7 @@ __all__ = [
     "PARTS",
     "register",
     "get_method",
+    "unsupported_methods",
     "MixingMethod",
     "LayerMethod",
     "AcrossLayers",
