@@ -159,13 +159,13 @@ def test_notebook_runs_on_a_random_model_of_an_unusual_shape(notebook, tmp_path,
 #: (XLM-R), relative-position score terms (DeBERTa-v2), pre-LN, fused query-key-value and rotary (ModernBERT).
 OTHER_FAMILIES = ("xlm-roberta", "deberta-v2", "modernbert")
 #: (notebook, family) runs in the suite: each notebook on one family, in rotation, and the tour (the cheapest
-#: notebook, ~13 s of CPU, and its neuron view reads the queries and keys) on all three; context mixing also on
-#: ALBERT (shared layers: the methods that read a layer's parts are skipped). Every notebook on every family
-#: costs about 480 s of CPU on 2 cores; these 12 about 200 s (the measurements: the branch's report).
+#: notebook, ~13 s of CPU, and its neuron view reads the queries and keys) on all three; context mixing and head
+#: roles (gates, relevance, L0, pruning curves) also on ALBERT, whose layers share one module. Every notebook on
+#: every family costs about 480 s of CPU on 2 cores; these 13 about 220 s (the measurements: the branch's report).
 FAMILY_RUNS = sorted(
     {(nb.stem, OTHER_FAMILIES[i % len(OTHER_FAMILIES)]) for i, nb in enumerate(NOTEBOOKS)}
     | {("00_tour", family) for family in OTHER_FAMILIES}
-    | {("08_context_mixing", "albert")}
+    | {("07_head_roles", "albert"), ("08_context_mixing", "albert")}
 )
 
 
