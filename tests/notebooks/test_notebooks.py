@@ -161,7 +161,7 @@ OTHER_FAMILIES = ("xlm-roberta", "deberta-v2", "modernbert")
 #: (notebook, family) runs in the suite: each notebook on one family, in rotation, and the tour (the cheapest
 #: notebook, ~13 s of CPU, and its neuron view reads the queries and keys) on all three; context mixing and head
 #: roles (gates, relevance, L0, pruning curves) also on ALBERT, whose layers share one module. Every notebook on
-#: every family costs about 480 s of CPU on 2 cores; these 13 about 220 s (the measurements: the branch's report).
+#: every family costs about 480 s of CPU on 2 cores; these 13 about 240 s (the measurements: the branch's report).
 FAMILY_RUNS = sorted(
     {(nb.stem, OTHER_FAMILIES[i % len(OTHER_FAMILIES)]) for i, nb in enumerate(NOTEBOOKS)}
     | {("00_tour", family) for family in OTHER_FAMILIES}
