@@ -225,11 +225,11 @@ def _build_tokenizer(arch: str):
     return cls(vocab=vocab, model_max_length=TOKENIZER_MAX_LENGTH)
 
 
-def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int):
+def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int, max_positions: int = MAX_POSITIONS):
     hidden = num_heads * HEAD_DIM
     common = dict(
         vocab_size=len(tokenizer),
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id,
         attn_implementation="eager",
     )
@@ -299,10 +299,13 @@ def build_tiny_model(
     seed: int = 0,
     num_layers: int | None = None,
     num_heads: int | None = None,
+    max_positions: int = MAX_POSITIONS,
 ) -> Path:
     """Write a tiny random ``arch`` model and its fast tokenizer to ``folder``; return the folder.
 
-    Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]`` (``FAMILY_SHAPES[arch]``).
+    Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]`` (``FAMILY_SHAPES[arch]``);
+    ``max_positions`` is the position table's length (the short default makes over-long inputs cheap; a notebook
+    run on treebank sentences, which the small Unigram vocabulary cuts into many pieces, needs more).
     """
     shapes = TINY_SHAPES | FAMILY_SHAPES
     if arch not in shapes:
@@ -310,7 +313,7 @@ def build_tiny_model(
     default_layers, default_heads = shapes[arch]
     folder = Path(folder)
     tokenizer = _build_tokenizer(arch)
-    config = _build_config(arch, tokenizer, num_layers or default_layers, num_heads or default_heads)
+    config = _build_config(arch, tokenizer, num_layers or default_layers, num_heads or default_heads, max_positions)
     auto = AutoModelForMaskedLM if with_mlm_head else AutoModel
     with torch.random.fork_rng(devices=[]):  # seed the init without disturbing the caller's RNG
         torch.manual_seed(seed)

@@ -565,9 +565,10 @@ def dropout_edit_points(model) -> list[nn.Module] | None:
 
 
 def attention_heads(model, layer: int) -> int:
-    """The number of heads ``layer`` (from 0) has now (fewer than the config's after pruning)."""
+    """The number of heads ``layer`` (from 0) has now (fewer than the config's after pruning); read only, so a
+    model whose layers share their weights (ALBERT) answers too."""
     spec = arch_spec(model)
-    module = self_attention_modules(model)[layer]
+    module = self_attention_modules(model, shared=True)[layer]
     return num_heads(model) if spec.heads_attr is None else int(getattr(module, spec.heads_attr))
 
 

@@ -45,6 +45,7 @@ Ablations (:func:`ablation_curves`)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from bertology_utils.core.architectures import check_architecture, self_attention_modules
+from bertology_utils.core.architectures import check_architecture, self_attention_modules, shares_layers
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
 from bertology_utils.data import Corpus
@@ -394,14 +395,15 @@ def ablation_curves(
 
     An ablation at layer ``l`` reuses the unablated pass's outputs of the layers below ``l``
     (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
-    about half the model's cost per setting on average.
+    about half the model's cost per setting on average. A model whose layers share one module (ALBERT)
+    runs every pass in full: no layer there has an output of its own to replay.
 
     ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.results_cache`) and
     reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
     for an objective without one) and every setting above are the same.
     """
     loaded = objective.loaded
-    n_layers = len(self_attention_modules(loaded.model))
+    n_layers = len(self_attention_modules(loaded.model, shared=True))
     layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
     unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
     if unknown:
@@ -434,15 +436,16 @@ def _ablations(objective, batches, targets, modes, layers, seed: int, progress: 
     loaded = objective.loaded
     records: dict[tuple, dict[str, list]] = {}
     null_change = 0.0
+    shared = shares_layers(loaded.model)  # one module at every depth: nothing to record or replay
     with evaluating(loaded.model):
         total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
         with torch.no_grad(), tqdm(total=total, desc="ablations", unit="pass", disable=not progress) as bar:
             for batch in batches:
                 batch = objective.prepare(batch)
-                with (
-                    capture_attention(loaded.model, retain_grad=False) as captured,
-                    record_layer_outputs(loaded.model) as below,
-                ):
+                recording: contextlib.AbstractContextManager[dict] = (
+                    contextlib.nullcontext({}) if shared else record_layer_outputs(loaded.model)
+                )
+                with capture_attention(loaded.model, retain_grad=False) as captured, recording as below:
                     base = objective.forward(batch)
                 probs = torch.stack(list(captured.probs), 1).float()  # (B, L, H, T, T)
                 real = batch.real
@@ -463,7 +466,12 @@ def _ablations(objective, batches, targets, modes, layers, seed: int, progress: 
                                 ("target", ablate_tokens(loaded.model, reference, [layer], mode)),
                                 ("control", ablate_matched_random(loaded.model, reference, token, [layer], mode)),
                             ):
-                                with replay_layers_below(loaded.model, layer, below), context:
+                                replay = (
+                                    contextlib.nullcontext()
+                                    if shared
+                                    else replay_layers_below(loaded.model, layer, below)
+                                )
+                                with replay, context:
                                     new = objective.forward(batch)
                                 values = {
                                     "mass": mass[:, layer],

@@ -147,8 +147,12 @@ def dev_set(
 
 
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
-    """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now)."""
-    return len(architectures.layers(loaded)), architectures.attention_heads(loaded, 0)
+    """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now).
+
+    A gate acts on one layer's call (:func:`~bertology_utils.interventions.editing.gate_heads`), so a model whose
+    layers share their weights (ALBERT) has one row per layer it runs.
+    """
+    return len(architectures.layers(loaded, shared=True)), architectures.attention_heads(loaded, 0)
 
 
 def _repeat(batch: dict, copies: int) -> dict:
@@ -227,7 +231,8 @@ def _predict_with_gates(
 ) -> np.ndarray:
     n_configs = gate_stack.shape[0]
     model = loaded.model
-    layers = architectures.layers(model)
+    shared = architectures.shares_layers(model)  # ALBERT: a hook on a layer's module would fire at every depth
+    layers = architectures.layers(model, shared=True)
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
     out: np.ndarray | None = None
@@ -244,7 +249,7 @@ def _predict_with_gates(
                         logits = np.tile(model(**batch).logits.float().cpu().numpy(), (c, 1))
                     else:
                         gates = gate_stack[index].repeat_interleave(b, dim=0)  # copy k: configuration index[k]
-                        late = c > 1 and f > 0  # copies made at layer f (one copy needs none)
+                        late = c > 1 and f > 0 and not shared  # copies made at layer f (one copy needs none)
                         with contextlib.ExitStack() as stack:
                             stack.enter_context(edit_attention(model, gate_edit(gates, f if late else 0)))
                             if late:

@@ -31,7 +31,7 @@ from bertology_utils.data import Corpus
 from bertology_utils.interventions.attribution import integrated_gradients
 from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
 from bertology_utils.interventions.objectives import token_batches
-from bertology_utils.interventions.pruning import prune_heads
+from bertology_utils.interventions.pruning import gate_shape, prune_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
 SHAPES = TINY_SHAPES | FAMILY_SHAPES
@@ -247,7 +247,9 @@ def test_parts_resolve_or_refuse_saying_why(families, arch):
         assert len(stack) == loaded.num_layers and len({id(layer) for layer in stack}) < loaded.num_layers
     else:
         assert len(architectures.layers(loaded)) == loaded.num_layers
-        assert architectures.attention_heads(loaded, 0) == loaded.num_heads
+    # read-only, so ALBERT answers too: a gate acts on one layer's call (gate_heads), one row per layer run
+    assert architectures.attention_heads(loaded, loaded.num_layers - 1) == loaded.num_heads
+    assert gate_shape(loaded) == (loaded.num_layers, loaded.num_heads)
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)

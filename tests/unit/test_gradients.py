@@ -310,3 +310,14 @@ def test_ablation_curves_equal_without_replay(mlm, monkeypatch):
     monkeypatch.setattr(gradients, "replay_layers_below", lambda *_args: contextlib.nullcontext())
     full = ablation_curves(SENTENCES, objective, **kwargs)
     assert replayed.equals(full)
+
+
+def test_ablation_curves_on_albert_run_every_pass_in_full(family_model_dirs):
+    """ALBERT's layers run one module: no layer output is recorded or replayed, each ablation acts at its own depth."""
+    albert = load_model(family_model_dirs["albert"])
+    kwargs = {"targets": ("sep",), "modes": ("zero",), "batch_size": 4, "progress": False}
+    curves = ablation_curves(SENTENCES, MaskedEmbeddingObjective(albert), **kwargs)
+    assert curves.attrs["null_change"] == 0.0
+    assert len(curves) == albert.num_layers * 2 and sorted(set(curves.layer)) == list(range(1, albert.num_layers + 1))
+    target = curves[curves.intervention == "target"].set_index("layer")
+    assert (target.hidden_change > 0).all() and target.hidden_change.nunique() == albert.num_layers

@@ -484,3 +484,24 @@ def test_albert_gets_the_weight_only_methods_and_a_reason_for_the_rest(family_mo
     assert all(len(v) == loaded.num_layers for v in maps.values())
     with pytest.raises(UnsupportedArchitectureError, match="shared_layers"):
         mixing.mixing_maps(loaded, inputs, ("alti",))
+
+
+def test_unsupported_methods_names_what_albert_cannot_run_and_why(family_model_dirs):
+    """Decided from the architecture alone, and in agreement with what mixing_maps refuses."""
+    albert = load_model(family_model_dirs["albert"], device="cpu")
+    refused = mixing.unsupported_methods(albert)
+    assert set(refused) == set(mixing.METHODS) - {"attention", "rollout", "flow"}
+    assert all("shared_layers" in reason for reason in refused.values())
+    inputs = batch_inputs(albert)
+    for method in refused:
+        with pytest.raises(UnsupportedArchitectureError, match="shared_layers"):
+            mixing.mixing_maps(albert, inputs, (method,))
+    assert mixing.unsupported_methods(albert, ["attention", "rollout", "flow"]) == {}
+    assert list(mixing.unsupported_methods(albert, ["value_zeroing_rollout", "attention"])) == ["value_zeroing_rollout"]
+    with pytest.raises(ValueError, match="unknown"):
+        mixing.unsupported_methods(albert, ["no such method"])
+
+
+@pytest.mark.parametrize("family", ("bert", *PART_FAMILIES))
+def test_unsupported_methods_is_empty_where_every_method_runs(family, family_model_dirs):
+    assert mixing.unsupported_methods(load_model(family_model_dirs[family], device="cpu")) == {}

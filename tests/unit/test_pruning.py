@@ -71,10 +71,11 @@ def test_gates_of_one_change_nothing_and_zero_removes_the_head(tiny_model_dirs, 
     assert not np.allclose(many[1], many[0])
 
 
-@pytest.mark.parametrize("arch", GATED_ARCHS)
-def test_configurations_sharing_their_lower_layers_match_one_at_a_time(tiny_model_dirs, data, arch):
-    """Copies made at the first gated layer (hooks on the layers) give what gating the whole batch gives."""
-    loaded = classifier(tiny_model_dirs[arch])
+@pytest.mark.parametrize("arch", (*GATED_ARCHS, "albert"))
+def test_configurations_sharing_their_lower_layers_match_one_at_a_time(family_model_dirs, data, arch):
+    """Copies made at the first gated layer (hooks on the layers) give what gating the whole batch gives
+    (ALBERT, whose layers run one module, gates the whole batch: a hook on it would fire at every depth)."""
+    loaded = classifier(family_model_dirs[arch])
     dev = dev_set(loaded, data, "SST-2", batch_size=5)
     layers, heads = gate_shape(loaded)
     stack = [np.ones((layers, heads))] * 2  # two all-ones configurations: one plain pass, tiled

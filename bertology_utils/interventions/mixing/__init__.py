@@ -34,9 +34,11 @@ with ``maps=``): batching, word-level conversion, stores and resumption are extr
 :func:`faithfulness` compares each method's input attribution with the attribution references
 (:data:`bertology_utils.interventions.attribution.REFERENCES`) as Abnar & Zuidema's Table 3 does.
 
-Every architecture here is post-LN (BERT, RoBERTa, ELECTRA, DistilBERT, MPNet): an attention
-block computes LN(x + W_O ctx + b_O). :func:`trace` checks that decomposition whenever a method reads
-more than the attention weights, and refuses a model where it does not hold.
+An attention block is post-LN, LN(x + W_O ctx + b_O) (BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA,
+DistilBERT, MPNet, DeBERTa-v2), or pre-LN, x + W_O ctx(LN(x)) + b_O (ModernBERT, whose fused query-key-value
+projection gives the values too). :func:`trace` checks the model's decomposition whenever a method reads more
+than the attention weights, and refuses a model where it does not hold; ALBERT, whose layers share one
+module, gets the methods that read only the weights (:func:`unsupported_methods` says which and why).
 """
 
 from bertology_utils.interventions.mixing.base import (
@@ -53,6 +55,7 @@ from bertology_utils.interventions.mixing.base import (
     get_method,
     register,
     trace,
+    unsupported_methods,
 )
 
 # Each method's file registers it on import, and METHODS lists them in registration order: keep this order.
@@ -78,6 +81,7 @@ __all__ = [
     "PARTS",
     "register",
     "get_method",
+    "unsupported_methods",
     "MixingMethod",
     "LayerMethod",
     "AcrossLayers",

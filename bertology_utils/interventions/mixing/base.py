@@ -40,6 +40,7 @@ __all__ = [
     "REGISTRY",
     "register",
     "get_method",
+    "unsupported_methods",
     "METHODS",
     "LAYER_METHODS",
     "AGGREGATED",
@@ -291,3 +292,37 @@ METHODS = _AllNames(REGISTRY)
 def get_method(name: str) -> MixingMethod:
     """The registered method ``name`` (ValueError naming the known ones otherwise)."""
     return REGISTRY[name]
+
+
+def _resolve_layer_parts(model: nn.Module) -> None:
+    """Look up every part :func:`trace` hooks besides the attention weights (UnsupportedArchitectureError if one
+    cannot be had: ALBERT's layers share their weights, so none of them is one layer's own)."""
+    pre_ln = architectures.is_pre_layer_norm(model)
+    for layer in range(len(architectures.layers(model))):
+        architectures.layer_norms(model, layer, pre_ln=pre_ln)
+        value_projection(model, layer)
+        architectures.attention_output(model, layer)
+
+
+def unsupported_methods(model, methods: Sequence[str] = METHODS) -> dict[str, str]:
+    """The methods of ``methods`` that cannot run on ``model``, each with the reason (the refusal's message).
+
+    A method that reads a layer's parts besides its attention weights (and a method across layers that combines
+    one) needs them for every layer; the architecture alone says whether they can be had, so no forward pass
+    is run (the decomposition check of :func:`trace` still comes with the first batch). The others (``attention``,
+    ``rollout``, ``flow``) run on every registered architecture. Unknown names raise ValueError.
+    """
+    chosen = {name: get_method(name) for name in methods}
+    reason: str | None = None
+    try:
+        _resolve_layer_parts(architectures.torch_module(model))
+    except UnsupportedArchitectureError as error:
+        reason = str(error)
+    if reason is None:
+        return {}
+    refused = {}
+    for name, method in chosen.items():
+        base = get_method(method.of) if isinstance(method, AcrossLayers) else method
+        if isinstance(base, LayerMethod) and base.reads & PARTS:
+            refused[name] = reason
+    return refused
