@@ -40,6 +40,7 @@ __all__ = [
     "REGISTRY",
     "register",
     "get_method",
+    "layer_method",
     "unsupported_methods",
     "METHODS",
     "LAYER_METHODS",
@@ -121,6 +122,17 @@ def first_output(output):
     return output[0] if isinstance(output, tuple) else output
 
 
+def _layer_parts(
+    model: nn.Module, layer: int, pre_ln: bool
+) -> tuple[nn.Module, nn.Module | None, nn.Module, nn.Module]:
+    """What :func:`trace` hooks in ``layer`` besides the block itself: the norm whose input is x + dense (post-LN
+    the attention norm, pre-LN the feed-forward norm), the norm whose output is the block's (post-LN only), the
+    module giving the values and the attention output projection. Raises where the architecture cannot give them."""
+    after_attention, before_ffn = architectures.layer_norms(model, layer, pre_ln=pre_ln)
+    summed, normed = (before_ffn, None) if pre_ln else (after_attention, after_attention)
+    return summed, normed, value_projection(model, layer), architectures.attention_output(model, layer)
+
+
 @torch.no_grad()
 def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS) -> list[LayerTrace]:
     """Run ``inputs`` through the model once and keep, for every layer, what :class:`LayerTrace` holds.
@@ -150,19 +162,16 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
         return hook
 
     for layer, block in enumerate(blocks):
-        # post-LN: the attention norm's input is x + dense, its output the block's; pre-LN: the feed-forward
-        # norm's input is x + dense, the block's output itself
-        after_norm, before_ffn = architectures.layer_norms(model, layer, pre_ln=pre_ln)
-        summed = before_ffn if pre_ln else after_norm
+        summed, normed, value, output = _layer_parts(model, layer, pre_ln)
         handles += [
             block.register_forward_pre_hook(keep("call", layer, lambda m, a, k: (a, k)), with_kwargs=True),
             block.register_forward_hook(keep("output", layer, lambda m, a, o: first_output(o))),
-            value_projection(model, layer).register_forward_hook(keep("values", layer, lambda m, a, o: o)),
-            architectures.attention_output(model, layer).register_forward_hook(keep("dense", layer, lambda m, a, o: o)),
+            value.register_forward_hook(keep("values", layer, lambda m, a, o: o)),
+            output.register_forward_hook(keep("dense", layer, lambda m, a, o: o)),
             summed.register_forward_hook(keep("sum", layer, lambda m, a, o: a[0])),
         ]
-        if not pre_ln:
-            handles.append(after_norm.register_forward_hook(keep("normed", layer, lambda m, a, o: o)))
+        if normed is not None:
+            handles.append(normed.register_forward_hook(keep("normed", layer, lambda m, a, o: o)))
     try:
         with capture_attention(model, retain_grad=False) as capture:
             model(**inputs)
@@ -294,14 +303,12 @@ def get_method(name: str) -> MixingMethod:
     return REGISTRY[name]
 
 
-def _resolve_layer_parts(model: nn.Module) -> None:
-    """Look up every part :func:`trace` hooks besides the attention weights (UnsupportedArchitectureError if one
-    cannot be had: ALBERT's layers share their weights, so none of them is one layer's own)."""
-    pre_ln = architectures.is_pre_layer_norm(model)
-    for layer in range(len(architectures.layers(model))):
-        architectures.layer_norms(model, layer, pre_ln=pre_ln)
-        value_projection(model, layer)
-        architectures.attention_output(model, layer)
+def layer_method(method: MixingMethod) -> LayerMethod:
+    """The per-layer method whose maps ``method`` is (a per-layer method) or combines (a method across layers)."""
+    base = get_method(method.of) if isinstance(method, AcrossLayers) else method
+    if not isinstance(base, LayerMethod):
+        raise BertologyError(f"{method.name} combines {base.name}, which is not a per-layer method")
+    return base
 
 
 def unsupported_methods(model, methods: Sequence[str] = METHODS) -> dict[str, str]:
@@ -312,17 +319,13 @@ def unsupported_methods(model, methods: Sequence[str] = METHODS) -> dict[str, st
     is run (the decomposition check of :func:`trace` still comes with the first batch). The others (``attention``,
     ``rollout``, ``flow``) run on every registered architecture. Unknown names raise ValueError.
     """
-    chosen = {name: get_method(name) for name in methods}
-    reason: str | None = None
-    try:
-        _resolve_layer_parts(architectures.torch_module(model))
-    except UnsupportedArchitectureError as error:
-        reason = str(error)
-    if reason is None:
-        return {}
-    refused = {}
-    for name, method in chosen.items():
-        base = get_method(method.of) if isinstance(method, AcrossLayers) else method
-        if isinstance(base, LayerMethod) and base.reads & PARTS:
-            refused[name] = reason
-    return refused
+    needing = [name for name in methods if layer_method(get_method(name)).reads & PARTS]
+    if needing:
+        module = architectures.torch_module(model)
+        pre_ln = architectures.is_pre_layer_norm(module)
+        try:
+            for layer in range(len(architectures.layers(module))):
+                _layer_parts(module, layer, pre_ln)
+        except UnsupportedArchitectureError as error:
+            return dict.fromkeys(needing, str(error))
+    return {}

@@ -12,14 +12,13 @@ import torch
 from bertology_utils.attention.extraction import attention_for
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import architectures
-from bertology_utils.core.errors import BertologyError
 from bertology_utils.interventions.mixing.base import (
     METHODS,
     PARTS,
     AcrossLayers,
-    LayerMethod,
     Options,
     get_method,
+    layer_method,
     trace,
 )
 from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS
@@ -61,12 +60,7 @@ def mixing_maps(
     for method in chosen:
         method.check_batch(real, options)
     # the per-layer methods needed: those asked for and those the across-layer ones combine
-    layer_methods: dict[str, LayerMethod] = {}
-    for method in chosen:
-        base = get_method(method.of) if isinstance(method, AcrossLayers) else method
-        if not isinstance(base, LayerMethod):
-            raise BertologyError(f"{method.name} combines {base.name}, which is not a per-layer method")
-        layer_methods[base.name] = base
+    layer_methods = {base.name: base for base in map(layer_method, chosen)}
     reads = frozenset().union(*(m.reads for m in layer_methods.values())) & PARTS
     model = architectures.torch_module(loaded)
     traces = trace(model, inputs, reads)
