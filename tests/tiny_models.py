@@ -162,9 +162,8 @@ def _unigram_tokenizer(arch: str):
     return cls(vocab=vocab, model_max_length=TOKENIZER_MAX_LENGTH)
 
 
-def _modernbert_tokenizer():
-    """Byte-level BPE with ModernBERT's [CLS]/[SEP] template, in a plain fast tokenizer (as its checkpoints ship)."""
-    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+def _byte_level_bpe(specials: list[str]) -> Tokenizer:
+    """A byte-level BPE trained on the sample, ``specials`` first in its vocabulary."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
@@ -175,6 +174,12 @@ def _modernbert_tokenizer():
         show_progress=False,
     )
     bpe.train_from_iterator(english_lines(), trainer=trainer)
+    return bpe
+
+
+def _modernbert_tokenizer():
+    """Byte-level BPE with ModernBERT's [CLS]/[SEP] template, in a plain fast tokenizer (as its checkpoints ship)."""
+    bpe = _byte_level_bpe(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
     ids = {token: bpe.token_to_id(token) for token in ("[CLS]", "[SEP]")}
     bpe.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0", special_tokens=list(ids.items())
@@ -197,17 +202,8 @@ def _build_tokenizer(arch: str):
     if arch == "modernbert":
         return _modernbert_tokenizer()
     if arch == "roberta":
-        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's order: pad id 1 is its padding_idx
-        bpe = Tokenizer(models.BPE())
-        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        bpe.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=BPE_VOCAB_SIZE,
-            special_tokens=specials,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        )
-        bpe.train_from_iterator(english_lines(), trainer=trainer)
+        # RoBERTa's order: pad id 1 is its padding_idx
+        bpe = _byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
         trained = json.loads(bpe.to_str())["model"]
         merges = [tuple(pair) for pair in trained["merges"]]
         return RobertaTokenizerFast(vocab=trained["vocab"], merges=merges, model_max_length=TOKENIZER_MAX_LENGTH)
