@@ -114,11 +114,6 @@ class _ModuleState:
     calls: int = 0
 
 
-def _unwrap(model) -> nn.Module:
-    """The torch module of a LoadedModel, or the module itself."""
-    return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
-
-
 # --------------------------------------------------------------------------- the edit point
 
 
@@ -294,7 +289,7 @@ def edit_attention(model, edit: Edit) -> Iterator[None]:
     forward pass, so whatever it does is part of the autograd graph. The model's attention
     implementation, hooks and outputs are restored when the block exits.
     """
-    module = _unwrap(model)
+    module = architectures.torch_module(model)
     with _LOCK:
         installation = _INSTALLATIONS.get(id(module))
         if installation is None or installation.model is not module:
@@ -569,7 +564,7 @@ def first_token_readout(model) -> Iterator[bool]:
     position, as the full pass draws it, and keeps the first token's, so the random stream, the
     masks, the loss and the gradients are the full pass's (to float rounding).
     """
-    module = _unwrap(model)
+    module = architectures.torch_module(model)
     applies = type(module).__name__.endswith("ForSequenceClassification")
     if applies:
         spec = architectures.arch_spec(module)
@@ -619,7 +614,7 @@ def classifier_inference(model, *, precision: str | None = None) -> Iterator[boo
     :attr:`~bertology_utils.core.models.LoadedModel.precision` (or ``precision``, which overrides it):
     passes that read only a classifier's logits, or gradients of them. Logits come out float32
     whatever the precision. Yields whether the readout applies."""
-    module = _unwrap(model)
+    module = architectures.torch_module(model)
     cast = autocast(model, precision) if isinstance(model, LoadedModel) else contextlib.nullcontext()
     with evaluating(module), first_token_readout(module) as applies, cast, _float32_logits(module):
         yield applies

@@ -620,7 +620,7 @@ def _keep_rows(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
 
 def pruned_heads(model) -> dict[int, list[int]]:
     """Heads physically removed so far, in original head numbers: layer -> sorted list."""
-    module = getattr(model, "model", model)
+    module = architectures.torch_module(model)
     return {k: sorted(v) for k, v in getattr(module, _PRUNED, {}).items() if v}
 
 
@@ -634,7 +634,7 @@ def prune_heads(model, heads) -> dict[int, list[int]]:
     the original ones; pruning again removes further heads. A layer cannot lose all its heads.
     Returns :func:`pruned_heads`.
     """
-    module = getattr(model, "model", model)
+    module = architectures.torch_module(model)
     spec = architectures.arch_spec(module)
     if spec.position_bias is not None:
         raise ModelNotAvailableError(
