@@ -120,7 +120,7 @@ def extract_on_cluster(
         tasks = [(s.start, s.stop) for s in store.shards if not s.complete]
         for a, b in store.missing_ranges():
             for lo, hi in shard_plan(a, b, count, block_size):
-                store.writer(lo, hi, keep_tokens)  # the driver makes the groups: one task, one shard
+                store.add_shard(lo, hi, keep_tokens)  # the driver makes the groups: one task, one shard
                 tasks.append((lo, hi))
         store.refresh()
         todo, before = store.n_items - store.done, store.done

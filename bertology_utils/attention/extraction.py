@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import AlignedItem, align
-from bertology_utils.attention.store import AttentionStore, ShardWriter
+from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.architectures import is_registered, self_attention_modules, shares_layers
@@ -473,19 +473,16 @@ class ExtractionJob:
         resumed, gaps become new shards."""
         corpus, loaded = self.corpus, self.loaded
         limit = int(store.metadata["conversion"]["max_tokens"])
-        plan = [
-            (s.start, s.stop, s.start + s.committed)
-            for s in store.shards
-            if s.start < stop and start < s.stop and not s.complete
-        ]
-        plan += [(a, b, a) for a, b in store.missing_ranges(start, stop)]
+        plan = [(s.start, s.stop) for s in store.shards if s.start < stop and start < s.stop and not s.complete]
+        plan += store.missing_ranges(start, stop)
+        committed = {(s.start, s.stop): s.committed for s in store.shards}
         forward = _Forward(loaded, self.from_rule, self.keep_tokens, self.maps)
         skipped = 0
         # Two helper threads keep the forward pass busy: one writes (the store's writes stay in block
         # order), one tokenizes and aligns the next block. Neither changes what is computed.
         with (
             tqdm(
-                total=sum(hi - resume for _, hi, resume in plan),
+                total=sum(hi - lo - committed.get((lo, hi), 0) for lo, hi in plan),
                 desc=f"extract {corpus.name}",
                 unit="item",
                 disable=not progress,
@@ -493,29 +490,43 @@ class ExtractionJob:
             ThreadPoolExecutor(max_workers=1) as writes,
             ThreadPoolExecutor(max_workers=1) as prefetch,
         ):
-            for lo_shard, hi_shard, resume in sorted(plan):
-                blocks = list(_blocks(resume, hi_shard, self.block_size, lo_shard))
-                aligning = prefetch.submit(
-                    align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0]
-                )
-                writer: Future[ShardWriter] | None = None
-                pending: Future[Any]
-                for k, (lo, hi) in enumerate(blocks):
-                    aligned = aligning.result()
-                    if writer is None:  # opened during the first forward, not beside the first alignment (GIL)
-                        writer = pending = writes.submit(store.writer, lo_shard, hi_shard, self.keep_tokens)
-                    if k + 1 < len(blocks):
-                        nlo, nhi = blocks[k + 1]
-                        aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
-                    results = _run_block(
-                        forward, aligned, self.batch_size, limit, self.too_long, self.max_batch_weights, pack=True
+            for lo_shard, hi_shard in sorted(plan):
+                # The writer first: it waits for another writer of this shard and reads its latest commit,
+                # which is where this shard resumes.
+                with store.writer(lo_shard, hi_shard, self.keep_tokens) as writer:
+                    blocks = list(_blocks(writer.next_index, hi_shard, self.block_size, lo_shard))
+                    if not blocks:
+                        continue
+                    aligning = prefetch.submit(
+                        align, loaded.tokenizer, corpus.items[blocks[0][0] : blocks[0][1]], blocks[0][0]
                     )
-                    pending.result()  # the previous block's write overlapped this block's forward
-                    pending = writes.submit(writer.result().append, results)
-                    skipped += sum(isinstance(r, SkippedItem) for r in results)
-                    bar.update(hi - lo)
-                    bar.set_postfix(skipped=skipped, refresh=False)
-                pending.result()
+                    pending: Future[Any] | None = None
+                    try:
+                        for k, (lo, hi) in enumerate(blocks):
+                            aligned = aligning.result()
+                            if k + 1 < len(blocks):
+                                nlo, nhi = blocks[k + 1]
+                                aligning = prefetch.submit(align, loaded.tokenizer, corpus.items[nlo:nhi], nlo)
+                            results = _run_block(
+                                forward,
+                                aligned,
+                                self.batch_size,
+                                limit,
+                                self.too_long,
+                                self.max_batch_weights,
+                                pack=True,
+                            )
+                            if pending is not None:
+                                pending.result()  # the previous block's write overlapped this block's forward
+                            pending = writes.submit(writer.append, results)
+                            skipped += sum(isinstance(r, SkippedItem) for r in results)
+                            bar.update(hi - lo)
+                            bar.set_postfix(skipped=skipped, refresh=False)
+                    finally:  # the writer's lock is held until its last write has ended, whatever happened
+                        if pending is not None:
+                            wait([pending])
+                    if pending is not None:
+                        pending.result()
 
 
 def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | None = None, **settings_kwargs) -> Path:

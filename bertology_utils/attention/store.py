@@ -16,35 +16,70 @@ Layout (a Zarr v3 group; see the README for why Zarr)::
                                                             (heads: maps per layer, see map_shape)
         tokens, token_to_word, token_attention              ragged, only with keep_tokens
       .staging/             scratch: a new shard group is built here, then renamed into shards/ whole
+      .locks/<start>-<stop>.lock  the lock its one writer holds (see the commit protocol below)
 
 Ragged arrays are flat and chunked; an item's slice is found from the cumulative sums
 of ``n_words``/``n_tokens``, so nothing is padded and any item can be read alone.
 
-Writes are append-only and committed per block: data first, then the shard's
-``committed`` attribute (Zarr's local store replaces files atomically). A writer killed
-at any point leaves at most an uncommitted tail, which readers ignore and a resumed
-writer cuts off before appending again. Shards never overlap, so separate processes or
-machines can write separate shards of the same corpus and :func:`merge_stores` joins them.
+The commit protocol (every write goes through :class:`ShardWriter` or :meth:`AttentionStore.add_shard`;
+Zarr's local store writes every file to a temporary name and renames it into place, so a file is
+always read whole, old or new):
+
+1. *Creating a store*: the root group, its attributes and an empty ``shards/`` are built in a scratch
+   folder beside the store and renamed to the store's path in one step, so a store whose
+   ``zarr.json`` exists always has ``shards/``.
+2. *Adding a shard*: its group, attributes (``committed`` 0) and empty arrays are built in
+   ``.staging/`` and renamed into ``shards/`` whole.
+3. *Writing a shard*: one writer at a time, fenced by an OS lock on ``.locks/<shard>.lock`` that
+   it holds from opening to closing (a second writer, in this process or another, waits for it;
+   the lock dies with its process, so ``kill -9`` frees it). After taking the lock, the writer
+   reads the shard's commit record afresh and cuts every array back to its committed length
+   (a killed writer's tail). Then, per block: (a) append the data to every array (each array's
+   shape, then its chunks); (b) *commit*: replace the shard's attributes ``committed`` and
+   ``lengths`` (entries per array) in one write. Arrays only grow past a commit; nothing at or
+   before a committed length is ever rewritten with other values.
+4. *Reading*: a reader reads a shard's commit record first and takes every array's length from it,
+   never from the array's own shape (which may already include an uncommitted tail); it checks
+   that each array holds at least that much. A :class:`Shard` is an immutable snapshot of one
+   commit record, so readers in other threads of the writing process never see a half-updated
+   one; :meth:`AttentionStore.refresh` takes new snapshots.
+
+A writer killed at any point therefore leaves the last commit and at most an uncommitted tail,
+which readers ignore and the next writer cuts off. Shards never overlap, so separate processes or
+machines can write separate shards of the same corpus and :func:`merge_stores` joins them (it
+copies a shard's commit record before its arrays, so a copy is consistent even while the source
+is being written).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import errno
 import os
 import shutil
+import socket
+import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import zarr
+from tqdm.auto import tqdm
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+
+try:  # POSIX; without it (Windows) one writer per shard is up to the caller
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArrayConfigParams
@@ -66,8 +101,10 @@ FORMAT_VERSION = 1
 
 OK, SKIPPED = 0, 1
 
-# Where new shard groups are built before one rename moves them into shards/ (see AttentionStore._publish).
+# Where new shard groups are built before one rename moves them into shards/ (see AttentionStore._publish),
+# and where each shard's writer lock lives.
 _STAGING = ".staging"
+_LOCKS = ".locks"
 
 # Checksummed chunks turn silent bit rot into a read error. Attention maps in float16 barely
 # compress (zstd saves about 9%), so they are only checksummed: cheaper to write and to read.
@@ -127,9 +164,10 @@ def _group(parent: zarr.Group, name: str) -> zarr.Group:
     return group
 
 
-@dataclass
+@dataclass(frozen=True)
 class Shard:
-    """One contiguous range ``[start, stop)`` of corpus indices and its arrays."""
+    """One contiguous range ``[start, stop)`` of corpus indices, its arrays, and one commit record of it:
+    ``committed`` items and ``lengths`` (entries per array). Immutable: a commit makes a new snapshot."""
 
     group: zarr.Group
     start: int
@@ -137,8 +175,7 @@ class Shard:
     layers: int
     heads: int
     committed: int = 0
-    lengths: dict = field(default_factory=dict)
-    _offsets: dict | None = None
+    lengths: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -154,20 +191,28 @@ class Shard:
         return array
 
     def values(self, name: str, start: int, stop: int) -> np.ndarray:
-        """Entries ``start:stop`` of the 1-D array ``name`` (zarr reads them as a numpy array)."""
-        return np.asarray(self.array(name)[start:stop])
+        """Entries ``start:stop`` of the 1-D array ``name``, all of them committed (zarr reads them as a numpy
+        array; an array shorter than its commit record says is damage, never a shorter answer)."""
+        if stop > self.lengths.get(name, 0):
+            raise StoreCorruptError(f"shard {self.name}: {name}[{start}:{stop}] is past its committed length")
+        values = np.asarray(self.array(name)[start:stop])
+        if len(values) != stop - start:
+            raise StoreCorruptError(
+                f"shard {self.name}: array {name} holds {start + len(values)} entries, "
+                f"its commit record {self.lengths[name]}"
+            )
+        return values
 
+    @cached_property
     def offsets(self) -> dict[str, np.ndarray]:
         """Start offsets (length committed + 1) of each ragged kind, from the per-item counts."""
-        if self._offsets is None:
-            k = self.committed
-            ok = self.values("status", 0, k) == OK
-            words = self.values("n_words", 0, k).astype(np.int64) * ok
-            tokens = self.values("n_tokens", 0, k).astype(np.int64) * ok
-            per_map = self.layers * self.heads
-            sizes = {"word": words, "map": per_map * words**2, "token": tokens, "token_map": per_map * tokens**2}
-            self._offsets = {kind: np.concatenate([[0], np.cumsum(v)]) for kind, v in sizes.items()}
-        return self._offsets
+        k = self.committed
+        ok = self.values("status", 0, k) == OK
+        words = self.values("n_words", 0, k).astype(np.int64) * ok
+        tokens = self.values("n_tokens", 0, k).astype(np.int64) * ok
+        per_map = self.layers * self.heads
+        sizes = {"word": words, "map": per_map * words**2, "token": tokens, "token_map": per_map * tokens**2}
+        return {kind: np.concatenate([[0], np.cumsum(v)]) for kind, v in sizes.items()}
 
     def has_tokens(self) -> bool:
         return "token_attention" in self.group
@@ -242,12 +287,28 @@ class AttentionStore:
             return store
         if path.exists() and any(path.iterdir()):
             raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
-        group = zarr.open_group(str(path), mode="w")
-        group.attrs.update(
-            _jsonable({"format": FORMAT, "format_version": FORMAT_VERSION, "metadata": metadata, "n_items": n_items})
-        )
-        group.create_group("shards")
-        return cls(path, group)
+        # Built beside its path and renamed into place whole: a reader never finds a root without shards/.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphans(path.parent, f".{path.name}.", ".partial")
+        scratch = path.parent / f".{path.name}.{_owner()}.{uuid.uuid4().hex}.partial"
+        try:
+            group = zarr.open_group(str(scratch), mode="w")
+            group.attrs.update(
+                _jsonable(
+                    {"format": FORMAT, "format_version": FORMAT_VERSION, "metadata": metadata, "n_items": n_items}
+                )
+            )
+            group.create_group("shards")
+            try:
+                os.rename(scratch, path)  # replaces an empty folder; fails on a non-empty one
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not (path / "zarr.json").is_file():
+                    raise StoreError(f"cannot create the attention store at {path}: {exc}") from exc
+                # Another process created it first: use theirs, if it was made with these settings.
+                return cls.open_or_create(path, metadata, n_items)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return cls.open(path, mode="r+")
 
     # -- shards ---------------------------------------------------------------------------------
 
@@ -303,11 +364,27 @@ class AttentionStore:
             gaps.append((cursor, stop))
         return gaps
 
-    def writer(self, start: int, stop: int, keep_tokens: bool) -> ShardWriter:
-        """A writer for the shard ``[start, stop)``: resumes it if it exists, else creates it."""
+    def writer(self, start: int, stop: int, keep_tokens: bool, *, wait: bool = True) -> ShardWriter:
+        """The writer of the shard ``[start, stop)``, created if missing: it resumes the shard from its
+        last commit once it holds the shard's lock (``wait=False``: a :class:`StoreError` instead of
+        waiting for another writer). Close it (or use it in a ``with``) to let the next writer in."""
+        shard = self.add_shard(start, stop, keep_tokens)
+        lock = _ShardLock(self.path / _LOCKS / f"{shard.name}.lock", wait=wait)
+        try:
+            fresh = self._load_shard(_group(_group(self.group, "shards"), shard.name))  # its commit, now ours
+            writer = ShardWriter(fresh, lock)
+        except BaseException:
+            lock.release()
+            raise
+        self.refresh()
+        return writer
+
+    def add_shard(self, start: int, stop: int, keep_tokens: bool) -> Shard:
+        """The shard ``[start, stop)``, made (empty) if the store has none there; a range overlapping
+        another shard is refused."""
         for s in self.shards:
             if (s.start, s.stop) == (start, stop):
-                return ShardWriter(s)
+                return s
             if s.start < stop and start < s.stop:
                 raise StoreError(f"range [{start}, {stop}) overlaps shard {s.name}")
         name = f"{start:09d}-{stop:09d}"
@@ -326,13 +403,14 @@ class AttentionStore:
             group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
             self._publish(staging, name)
         self.refresh()
-        return ShardWriter(self._load_shard(_group(_group(self.group, "shards"), name)))
+        return self._load_shard(_group(_group(self.group, "shards"), name))
 
     @contextmanager
     def _staging(self) -> Iterator[Path]:
         """A scratch folder inside the store (outside ``shards/``), removed afterwards if still there."""
-        staging = self.path / _STAGING / f"{os.getpid()}-{uuid.uuid4().hex}"
+        staging = self.path / _STAGING / f"{_owner()}.{uuid.uuid4().hex}"
         staging.parent.mkdir(exist_ok=True)
+        _remove_orphans(staging.parent)
         try:
             yield staging
         finally:
@@ -345,6 +423,8 @@ class AttentionStore:
         try:
             os.rename(staging, target)
         except OSError as exc:
+            if (target / "zarr.json").is_file():  # another process added the same shard first: one is enough
+                return
             raise StoreError(f"cannot add shard {name} to {self.path}: {exc}") from exc
 
     # -- reading --------------------------------------------------------------------------------
@@ -374,7 +454,7 @@ class AttentionStore:
         """Per item: OK, SKIPPED, or -1 for not yet extracted."""
         out = np.full(self.n_items, -1, dtype=np.int8)
         for s in self.shards:
-            out[s.start : s.start + s.committed] = s.array("status")[: s.committed]
+            out[s.start : s.start + s.committed] = s.values("status", 0, s.committed)
         return out
 
     def skipped(self) -> dict[int, int]:
@@ -416,7 +496,7 @@ class AttentionStore:
     def _read(self, shard: Shard, lo: int, hi: int, dtype) -> list[ItemAttention | None]:
         """Items ``lo:hi`` of a shard with one read per array (None for skipped ones)."""
         try:
-            off = shard.offsets()
+            off = shard.offsets
             per_item = {n: shard.values(n, lo, hi) for n in ("item_ids", "status", "n_words", "n_tokens", "replaced")}
             spans = {kind: (int(off[kind][lo]), int(off[kind][hi])) for kind in off}
             names = ["words", "word_kinds", "segments", "attention"]
@@ -426,7 +506,7 @@ class AttentionStore:
             for name in names:
                 kind = (_ARRAYS.get(name) or _TOKEN_ARRAYS[name])[2]
                 a, b = spans[kind]
-                ragged[name] = (shard.array(name)[a:b], a)
+                ragged[name] = (shard.values(name, a, b), a)
         except Exception as exc:
             raise StoreCorruptError(
                 f"{self.path}: cannot read items {shard.start + lo}..{shard.start + hi - 1} "
@@ -485,15 +565,26 @@ class AttentionStore:
 
 
 class ShardWriter:
-    """Appends blocks of results to one shard and commits them."""
+    """The one writer of a shard: appends blocks of results and commits them (the store's only writes
+    to a shard's arrays; see the commit protocol in the module docstring)."""
 
-    def __init__(self, shard: Shard):
-        self.shard = shard
+    def __init__(self, shard: Shard, lock: _ShardLock):
+        self.shard, self._lock = shard, lock
         # Cut off anything written after the last commit (a killed writer's tail).
         for name, length in shard.lengths.items():
             arr = shard.array(name)
             if arr.shape[0] != length:
                 arr.resize((length,))
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let the next writer of this shard in (also done when the process ends, however it ends)."""
+        self._lock.release()
 
     @property
     def next_index(self) -> int:
@@ -507,43 +598,131 @@ class ShardWriter:
         """Write ``results`` (consecutive items starting at :attr:`next_index`) and commit them."""
         if not results:
             return
+        if not self._lock.held:
+            raise StoreError(f"shard {self.shard.name}: this writer was closed")
         expected = list(range(self.next_index, self.next_index + len(results)))
         if [r.index for r in results] != expected or expected[-1] >= self.shard.stop:
             raise StoreError(f"shard {self.shard.name}: results must be items {expected[0]}..{expected[-1]} in order")
-        ok = [r for r in results if isinstance(r, ItemAttention)]
-        data = {
-            "item_ids": np.array([r.item_id for r in results], dtype=object),
-            "status": np.array([OK if isinstance(r, ItemAttention) else SKIPPED for r in results], dtype=np.int8),
-            "n_words": np.array([r.n_words if isinstance(r, ItemAttention) else 0 for r in results], dtype=np.int32),
-            "n_tokens": np.array([r.n_tokens for r in results], dtype=np.int32),
-            "replaced": np.array([getattr(r, "replaced", 0) for r in results], dtype=np.int16),
-            "words": np.array([w for r in ok for w in r.words], dtype=object),
-            "word_kinds": _concat([r.word_kinds for r in ok], np.int8),
-            "segments": _concat([r.segments for r in ok], np.int8),
-            "attention": _concat([r.attention.reshape(-1) for r in ok], np.float16),
-        }
-        if self.shard.has_tokens():
-            tokens: list[str] = []
-            token_to_word: list[np.ndarray] = []
-            token_maps: list[np.ndarray] = []
-            for r in ok:
-                if r.tokens is None or r.token_to_word is None or r.token_attention is None:
-                    raise StoreError("this store keeps token-level attention, but results came without it")
-                tokens += r.tokens
-                token_to_word.append(r.token_to_word)
-                token_maps.append(r.token_attention.reshape(-1))
-            data["tokens"] = np.array(tokens, dtype=object)
-            data["token_to_word"] = _concat(token_to_word, np.int32)
-            data["token_attention"] = _concat(token_maps, np.float16)
+        data = _block_arrays(results, self.shard.has_tokens())
         lengths = dict(self.shard.lengths)
-        for name, values in data.items():
-            if len(values):
-                self.shard.array(name).append(values)
-            lengths[name] += len(values)
-        committed = self.shard.committed + len(results)
-        # The commit point: only now do readers and resumed writers see the block.
-        self.shard.group.attrs.update({"committed": committed, "lengths": lengths})
-        self.shard.committed, self.shard.lengths, self.shard._offsets = committed, lengths, None
+        try:
+            for name, values in data.items():
+                if len(values):
+                    self.shard.array(name).append(values)
+                lengths[name] += len(values)
+            committed = self.shard.committed + len(results)
+            # The commit point: only now do readers and resumed writers see the block.
+            self.shard.group.attrs.update({"committed": committed, "lengths": lengths})
+        except OSError as exc:  # a full disk, a lost mount: the last commit stands, the tail is cut on resume
+            raise StoreError(
+                f"cannot write items {expected[0]}..{expected[-1]} to shard {self.shard.name} of "
+                f"{self.shard.group.store_path}: {exc}. Everything committed before them is kept; "
+                "free space (or fix the disk) and run the same extraction again to resume."
+            ) from exc
+        self.shard = dataclasses.replace(self.shard, committed=committed, lengths=lengths)
+
+
+def _block_arrays(results: Sequence[ItemAttention | SkippedItem], keep_tokens: bool) -> dict[str, np.ndarray]:
+    """What a block of results adds to each of a shard's arrays."""
+    ok = [r for r in results if isinstance(r, ItemAttention)]
+    data = {
+        "item_ids": np.array([r.item_id for r in results], dtype=object),
+        "status": np.array([OK if isinstance(r, ItemAttention) else SKIPPED for r in results], dtype=np.int8),
+        "n_words": np.array([r.n_words if isinstance(r, ItemAttention) else 0 for r in results], dtype=np.int32),
+        "n_tokens": np.array([r.n_tokens for r in results], dtype=np.int32),
+        "replaced": np.array([getattr(r, "replaced", 0) for r in results], dtype=np.int16),
+        "words": np.array([w for r in ok for w in r.words], dtype=object),
+        "word_kinds": _concat([r.word_kinds for r in ok], np.int8),
+        "segments": _concat([r.segments for r in ok], np.int8),
+        "attention": _concat([r.attention.reshape(-1) for r in ok], np.float16),
+    }
+    if keep_tokens:
+        tokens: list[str] = []
+        token_to_word: list[np.ndarray] = []
+        token_maps: list[np.ndarray] = []
+        for r in ok:
+            if r.tokens is None or r.token_to_word is None or r.token_attention is None:
+                raise StoreError("this store keeps token-level attention, but results came without it")
+            tokens += r.tokens
+            token_to_word.append(r.token_to_word)
+            token_maps.append(r.token_attention.reshape(-1))
+        data["tokens"] = np.array(tokens, dtype=object)
+        data["token_to_word"] = _concat(token_to_word, np.int32)
+        data["token_attention"] = _concat(token_maps, np.float16)
+    return data
+
+
+def _owner() -> str:
+    """``host-pid`` of this process, in the names of its scratch folders and locks."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _alive(owner: str) -> bool:
+    """Whether the process ``owner`` (:func:`_owner`) may still run: unknown for another host's."""
+    host, _, pid = owner.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans(folder: Path, prefix: str = "", suffix: str = "") -> None:
+    """Delete the scratch folders ``<prefix><owner>.<uuid><suffix>`` in ``folder`` whose owner, a process of
+    this host, died mid-write."""
+    for entry in folder.glob(f"{prefix}*{suffix}"):
+        owner = entry.name.removeprefix(prefix).removesuffix(suffix).rpartition(".")[0]
+        if not _alive(owner):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+class _ShardLock:
+    """An exclusive OS lock (``flock``) on a shard's lock file: held by one writer at a time, freed when it
+    is released or its process dies. The file records the holder, for the message a waiting writer prints."""
+
+    def __init__(self, path: Path, *, wait: bool):
+        path.parent.mkdir(exist_ok=True)
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:  # pragma: no cover
+            return
+        told = False
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = path.read_text(errors="replace").strip() or "another writer"
+                if not wait:
+                    self.release()
+                    raise StoreError(
+                        f"shard {path.stem} of {path.parent.parent} is being written by {holder}"
+                    ) from None
+                if not told:
+                    tqdm.write(f"waiting for {holder}, which is writing shard {path.stem} of {path.parent.parent}")
+                    told = True
+                time.sleep(0.2)
+            except BaseException:
+                self.release()
+                raise
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, _owner().encode(), 0)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
 
 
 def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -617,6 +796,10 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
                 )
             with merged._staging() as staging:
                 shutil.copytree(src.path / "shards" / shard.name, staging)
+                # The commit record read before the arrays were copied: they hold at least that much
+                # (a writer of the source may have committed more since, with arrays copied before it).
+                copy = zarr.open_group(str(staging), mode="r+")
+                copy.attrs.update({"committed": shard.committed, "lengths": dict(shard.lengths)})
                 merged._publish(staging, shard.name)
             merged.refresh()
     return merged
