@@ -271,6 +271,8 @@ class AttentionStore:
         ``overwrite`` is set, in which case it is deleted first.
         """
         path = Path(path)
+        if path.parent.is_dir():
+            _remove_orphans(path.parent, f".{path.name}.", ".partial")
         if path.exists() and overwrite:
             shutil.rmtree(path)
         if (path / "zarr.json").is_file():
@@ -289,7 +291,6 @@ class AttentionStore:
             raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
         # Built beside its path and renamed into place whole: a reader never finds a root without shards/.
         path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_orphans(path.parent, f".{path.name}.", ".partial")
         scratch = path.parent / f".{path.name}.{_owner()}.{uuid.uuid4().hex}.partial"
         try:
             group = zarr.open_group(str(scratch), mode="w")
@@ -369,6 +370,7 @@ class AttentionStore:
         last commit once it holds the shard's lock (``wait=False``: a :class:`StoreError` instead of
         waiting for another writer). Close it (or use it in a ``with``) to let the next writer in."""
         shard = self.add_shard(start, stop, keep_tokens)
+        _remove_orphans(self.path / _STAGING)
         lock = _ShardLock(self.path / _LOCKS / f"{shard.name}.lock", wait=wait)
         try:
             fresh = self._load_shard(_group(_group(self.group, "shards"), shard.name))  # its commit, now ours
@@ -410,7 +412,6 @@ class AttentionStore:
         """A scratch folder inside the store (outside ``shards/``), removed afterwards if still there."""
         staging = self.path / _STAGING / f"{_owner()}.{uuid.uuid4().hex}"
         staging.parent.mkdir(exist_ok=True)
-        _remove_orphans(staging.parent)
         try:
             yield staging
         finally:
@@ -611,15 +612,18 @@ class ShardWriter:
                     self.shard.array(name).append(values)
                 lengths[name] += len(values)
             committed = self.shard.committed + len(results)
-            # The commit point: only now do readers and resumed writers see the block.
-            self.shard.group.attrs.update({"committed": committed, "lengths": lengths})
+            # The commit point, one write of the shard's zarr.json: only now do readers and resumed writers
+            # see the block. (``attrs.update`` would write it once per key, a torn commit between them.)
+            group = self.shard.group.update_attributes(
+                {**self.shard.group.attrs.asdict(), "committed": committed, "lengths": lengths}
+            )
         except OSError as exc:  # a full disk, a lost mount: the last commit stands, the tail is cut on resume
             raise StoreError(
                 f"cannot write items {expected[0]}..{expected[-1]} to shard {self.shard.name} of "
                 f"{self.shard.group.store_path}: {exc}. Everything committed before them is kept; "
                 "free space (or fix the disk) and run the same extraction again to resume."
             ) from exc
-        self.shard = dataclasses.replace(self.shard, committed=committed, lengths=lengths)
+        self.shard = dataclasses.replace(self.shard, group=group, committed=committed, lengths=lengths)
 
 
 def _block_arrays(results: Sequence[ItemAttention | SkippedItem], keep_tokens: bool) -> dict[str, np.ndarray]:
@@ -674,7 +678,7 @@ def _alive(owner: str) -> bool:
 def _remove_orphans(folder: Path, prefix: str = "", suffix: str = "") -> None:
     """Delete the scratch folders ``<prefix><owner>.<uuid><suffix>`` in ``folder`` whose owner, a process of
     this host, died mid-write."""
-    for entry in folder.glob(f"{prefix}*{suffix}"):
+    for entry in folder.glob(f"{prefix}*{suffix}") if folder.is_dir() else ():
         owner = entry.name.removeprefix(prefix).removesuffix(suffix).rpartition(".")[0]
         if not _alive(owner):
             shutil.rmtree(entry, ignore_errors=True)
@@ -799,7 +803,9 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
                 # The commit record read before the arrays were copied: they hold at least that much
                 # (a writer of the source may have committed more since, with arrays copied before it).
                 copy = zarr.open_group(str(staging), mode="r+")
-                copy.attrs.update({"committed": shard.committed, "lengths": dict(shard.lengths)})
+                copy.update_attributes(
+                    {**copy.attrs.asdict(), "committed": shard.committed, "lengths": dict(shard.lengths)}
+                )
                 merged._publish(staging, shard.name)
             merged.refresh()
     return merged

@@ -255,3 +255,113 @@ def test_maps_packed_back_to_back_are_written_without_a_copy(tmp_path):
         stores.append(store)
     for x, y in zip(*(s.iter_items(dtype=np.float16) for s in stores), strict=True):
         np.testing.assert_array_equal(x.attention, y.attention)
+
+
+def test_a_commit_is_one_write_of_the_shard_record_after_all_its_data(tmp_path, monkeypatch):
+    """The commit protocol's order: every array's shape and chunks, then the shard's zarr.json, once."""
+    store = AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 10)
+    writer = store.writer(0, 10, keep_tokens=False)
+    written: list[str] = []
+    original = store_module.zarr.storage.LocalStore.set
+
+    async def recording(self, key, value):
+        written.append(key)
+        await original(self, key, value)
+
+    monkeypatch.setattr(store_module.zarr.storage.LocalStore, "set", recording)
+    writer.append(items_for(10)[:4])
+    record = f"shards/{writer.shard.name}/zarr.json"
+    assert written.count(record) == 1 and written[-1] == record
+    assert {k.split("/")[2] for k in written[:-1]} == set(store_module._ARRAYS)  # every array, before it
+    reopened = AttentionStore.open(tmp_path / "s.zarr")
+    assert reopened.done == 4 and dict(reopened.shards[0].lengths) == dict(writer.shard.lengths)
+
+
+def test_one_writer_per_shard_and_the_next_resumes_from_its_commit(tmp_path):
+    import threading
+
+    results = items_for(10)
+    path = tmp_path / "s.zarr"
+    first = AttentionStore.open_or_create(path, metadata(), 10).writer(0, 10, keep_tokens=False)
+    other = AttentionStore.open(path, mode="r+")
+    with pytest.raises(StoreError, match=r"being written by .*-\d+"):
+        other.writer(0, 10, keep_tokens=False, wait=False)
+    got = {}
+    waiting = threading.Thread(target=lambda: got.update(writer=other.writer(0, 10, keep_tokens=False)))
+    waiting.start()
+    first.append(results[:4])
+    waiting.join(0.5)
+    assert waiting.is_alive()  # still waiting for the lock
+    first.close()
+    waiting.join(10)
+    second = got["writer"]
+    assert second.next_index == 4  # the commit made while it waited, read after taking the lock
+    with pytest.raises(StoreError, match="closed"):
+        first.append(results[4:6])
+    second.append(results[4:])
+    second.close()
+    final = AttentionStore.open(path)
+    assert final.is_complete and all(np.array_equal(final[r.index].words, r.words) for r in results)
+
+
+def test_a_killed_writer_frees_its_shard_and_its_scratch_is_removed(tmp_path):
+    """kill -9 of a process holding a shard's lock: the OS frees the lock; a scratch folder left by a dead
+    process of this host (a store or shard being built) is deleted by the next writer."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.zarr"
+    AttentionStore.open_or_create(path, metadata(), 10)
+    code = (
+        "import sys, time; from bertology_utils.attention.store import AttentionStore\n"
+        f"w = AttentionStore.open({str(path)!r}, mode='r+').writer(0, 10, keep_tokens=False)\n"
+        "print('locked', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+    with pytest.raises(StoreError, match=f"being written by .*-{child.pid}"):
+        AttentionStore.open(path, mode="r+").writer(0, 10, keep_tokens=False, wait=False)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    owner = f"{store_module.socket.gethostname()}-{child.pid}"  # a dead process of this host
+    orphans = [path / ".staging" / f"{owner}.0123", tmp_path / f".s.zarr.{owner}.4567.partial"]
+    for orphan in orphans:
+        orphan.mkdir(parents=True)
+    AttentionStore.open(path, mode="r+").writer(0, 10, keep_tokens=False, wait=False).close()
+    AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 10)
+    assert not any(o.exists() for o in orphans)
+
+
+def test_a_full_disk_ends_in_a_clear_error_and_keeps_every_commit(tmp_path, monkeypatch):
+    import errno
+
+    results = items_for(10)
+    path = tmp_path / "s.zarr"
+    store = AttentionStore.open_or_create(path, metadata(), 10)
+    writer = store.writer(0, 10, keep_tokens=False)
+    writer.append(results[:4])
+    original, calls = store_module.zarr.storage.LocalStore.set, []
+
+    async def filling(self, key, value):
+        calls.append(key)
+        if len(calls) > 3:  # a few files of the next block fit, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device", key)
+        await original(self, key, value)
+
+    monkeypatch.setattr(store_module.zarr.storage.LocalStore, "set", filling)
+    with pytest.raises(StoreError, match="items 4..7 .*No space left on device.*committed before them is kept"):
+        writer.append(results[4:8])
+    monkeypatch.undo()
+    writer.close()
+    reopened = AttentionStore.open(path)
+    assert reopened.done == 4
+    for r in results[:4]:
+        assert_same(reopened[r.index], r)
+    resumed = AttentionStore.open(path, mode="r+").writer(0, 10, keep_tokens=False)
+    assert resumed.next_index == 4
+    resumed.append(results[4:])
+    final = AttentionStore.open(path)
+    assert final.is_complete
+    for r in results:
+        assert_same(final[r.index], r)
