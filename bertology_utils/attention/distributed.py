@@ -42,6 +42,11 @@ _MODELS: dict[str, Any] = {}
 # 2-thread worker ran 1.7x slower).
 _EXTRACTOR: ThreadPoolExecutor | None = None
 _EXTRACTOR_LOCK = threading.Lock()
+# Tasks cancelled because the cluster lost their data (every worker holding the scattered corpus died) are
+# submitted again, up to this many times each on average.
+_MAX_RESUBMITTED = 5
+# Seconds to wait for a worker when none is left (the nannies restart killed ones).
+_WORKER_TIMEOUT = 300
 
 
 def shard_plan(start: int, stop: int, shards: int, block_size: int) -> list[tuple[int, int]]:
@@ -106,6 +111,8 @@ def extract_on_cluster(
     not, is resumed. Progress is the whole job's, read from the store.
     """
     distributed = require_distributed()
+    from distributed.client import FuturesCancelledError
+
     corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     unknown = set(settings) - {f.name for f in fields(ExtractionJob)} | ({"corpus", "loaded"} & set(settings))
     if unknown:
@@ -129,40 +136,52 @@ def extract_on_cluster(
         elif before:
             tqdm.write(f"resuming: {before} of {store.n_items} items already in the store at {store.path}")
         if tasks:
-            shared = client.scatter(corpus, broadcast=True, hash=False)
-            futures = [
-                client.submit(
-                    _fill_shard,
-                    shared,
-                    str(Path(store_path).resolve()),
-                    loaded.name,
-                    settings,
-                    max_tokens,
-                    lo,
-                    hi,
-                    pure=False,
-                    key=f"extract-{lo}-{hi}-{time.time_ns()}",
-                )
-                for lo, hi in sorted(tasks)
-            ]
+            path = str(Path(store_path).resolve())
+
+            def submit(ranges: list[tuple[int, int]]) -> dict[Any, tuple[int, int]]:
+                # Scattered anew for each submission: a copy dies with the last worker holding it.
+                client.wait_for_workers(1, timeout=_WORKER_TIMEOUT)
+                shared = client.scatter(corpus, broadcast=True, hash=False)
+                return {
+                    client.submit(
+                        _fill_shard,
+                        shared,
+                        path,
+                        loaded.name,
+                        settings,
+                        max_tokens,
+                        lo,
+                        hi,
+                        pure=False,
+                        key=f"extract-{lo}-{hi}-{time.time_ns()}",
+                    ): (lo, hi)
+                    for lo, hi in ranges
+                }
+
+            running = submit(sorted(tasks))
+            resubmitted = 0
             try:
                 with tqdm(
-                    total=todo, desc=f"extract {corpus.name} ({len(futures)} shards)", unit="item", disable=not progress
+                    total=todo, desc=f"extract {corpus.name} ({len(running)} shards)", unit="item", disable=not progress
                 ) as bar:
-                    left = futures
-                    while left:
+                    while running:
                         try:
-                            distributed.wait(left, timeout=0.5, return_when="FIRST_COMPLETED")
-                        except distributed.TimeoutError:
+                            distributed.wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
+                        except (distributed.TimeoutError, FuturesCancelledError):
                             pass
-                        for f in left:
-                            if f.done():
-                                f.result()  # a worker's error (a metadata mismatch, a too-long item) surfaces at once
-                        left = [f for f in left if not f.done()]
+                        lost = [running.pop(f) for f in list(running) if f.cancelled()]
+                        for f in [f for f in running if f.done()]:
+                            f.result()  # a worker's error (a metadata mismatch, a too-long item) surfaces at once
+                            del running[f]
+                        if lost:  # every worker holding the corpus died: its tasks resume their shards
+                            resubmitted += len(lost)
+                            if resubmitted > _MAX_RESUBMITTED * len(tasks):
+                                raise StoreError(f"the cluster lost its workers {resubmitted} times; stopping")
+                            running.update(submit(lost))
                         store.refresh()
                         bar.update(store.done - before - bar.n)
             finally:  # an error or an interrupt: stop the other tasks too (their shards stay resumable)
-                client.cancel([f for f in futures if not f.done()])
+                client.cancel([f for f in running if not f.done()])
     store.refresh()
     if not store.is_complete:
         raise StoreError(f"the cluster finished but {store.path} is missing items {store.missing_ranges()}")
