@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING
 
 from bertology_utils.core import library_versions, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:
     from bertology_utils.papers.claims import Claim
@@ -100,7 +101,6 @@ __all__ = [
     "run_versions",
     "load_metrics",
     "read_json",
-    "write_text",
 ]
 
 #: Environment variable overriding the results root.
@@ -333,7 +333,7 @@ def run_notebooks(
 
     report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions())
     text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
-    write_text(run_dir / RUN_FILE, text + "\n")
+    atomic_write_text(run_dir / RUN_FILE, text + "\n")
     return report
 
 
@@ -540,7 +540,7 @@ def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike
     path = _output_folder(output_dir) / METRICS_FILE
     recorded = read_json(path) if path.exists() else {}
     recorded.update(_to_json(new))
-    write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
     return recorded
 
 
@@ -562,7 +562,7 @@ def record_claims(claims: Iterable[Claim], prefix: str, output_dir: str | os.Pat
     path = _output_folder(output_dir) / CLAIMS_FILE
     recorded = {entry["key"]: entry for entry in (read_json(path).get("claims", []) if path.exists() else [])}
     recorded.update({key: {"key": key, **_to_json(c.to_dict())} for key, c in zip(keys, claims)})
-    write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
     record_metrics({k: v for c in claims for k, v in c.to_metrics(prefix).items()}, output_dir=output_dir)
     return [Claim.from_dict(entry) for entry in recorded.values()]
 
@@ -600,7 +600,7 @@ def record_skipped(
     recorded = load_skipped(folder)
     sections = [s for s in recorded["sections"] if s["section"] != section] + [{"section": section, "reason": reason}]
     recorded = {"everything": recorded["everything"] or everything, "sections": sections}
-    write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
+    atomic_write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
     topic = section.split(".")[0]
     names = [s["section"] for s in sections if s["section"].split(".")[0] == topic]
     record_metrics({f"{topic}.skipped": names}, output_dir=folder)
@@ -637,7 +637,8 @@ def save_figure(
     paths = []
     for fmt in [formats] if isinstance(formats, str) else formats:
         path = folder / f"{stem}.{fmt.lstrip('.')}"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        with atomic_path(path) as partial:
+            fig.savefig(partial, format=fmt.lstrip("."), dpi=dpi, bbox_inches="tight")
         paths.append(path)
     return paths
 
@@ -726,11 +727,3 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise DataFormatError("expected a JSON object", path)
     return data
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
