@@ -43,25 +43,32 @@ Results layout
 
 The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
 name again replaces the folders of the notebooks it runs.
+
+Interrupted (Ctrl-C; SIGTERM too under ``bertology run``), a run stops the kernels of the notebooks
+running, writes run.json with the notebooks that finished, those it stopped (``interrupted``, failed)
+and those it never started (``not_run``), and raises :class:`RunInterrupted`. Every file and cache
+entry is written whole (:mod:`bertology_utils.core.files`), so nothing is left half written; running
+the same run again runs each notebook again, and the steps whose results are cached (fine-tuned
+checkpoints, fitted probes, stored results, attention stores) read them back instead of computing them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
@@ -86,6 +93,7 @@ __all__ = [
     "results_dir",
     "NotebookResult",
     "RunReport",
+    "RunInterrupted",
     "run_notebooks",
     "StageTimes",
     "record_metrics",
@@ -222,10 +230,13 @@ class RunReport:
     parameters: dict
     notebooks: list[NotebookResult]
     versions: dict
+    #: An interrupted run: the notebooks stopped while they ran (in ``notebooks`` as failed), and those never started.
+    interrupted: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(nb.ok for nb in self.notebooks)
+        return all(nb.ok for nb in self.notebooks) and not self.not_run
 
     @property
     def failures(self) -> list[NotebookResult]:
@@ -309,13 +320,14 @@ def run_notebooks(
     order = _longest_first(paths, run_dir) if jobs > 1 else paths
     started = _now()
 
+    kernels = _Kernels()
+
     def run(path: Path) -> NotebookResult:
         i = paths.index(path) + 1
         if progress:
             print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
-        result = _run_one(
-            path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params}, kernel_name, cell_timeout
-        )
+        params_of = {**per_notebook.get(path.stem, {}), **params}
+        result = _run_one(path, run_dir / path.stem, params_of, kernel_name, cell_timeout, kernels)
         if progress:
             print(
                 f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)",
@@ -324,17 +336,109 @@ def run_notebooks(
             )
         return result
 
-    if jobs == 1:
-        done = {path: run(path) for path in order}
-    else:
-        with _SharedCores(jobs, len(order)) as cores, ThreadPoolExecutor(jobs) as pool:
-            done = dict(zip(order, pool.map(functools.partial(cores.run, run), order)))
-    results = [done[path] for path in paths]
+    def write(done: dict[Path, NotebookResult], **interrupted) -> RunReport:
+        results = [done[path] for path in paths if path in done]
+        report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted)
+        atomic_write_text(
+            run_dir / RUN_FILE, json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
+        )
+        return report
 
-    report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions())
-    text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
-    atomic_write_text(run_dir / RUN_FILE, text + "\n")
-    return report
+    done: dict[Path, NotebookResult] = {}
+    # Notebooks run in worker threads even one at a time: the main thread stays free to take Ctrl-C (on the
+    # main thread, nbclient would take SIGINT and SIGTERM over to stop that notebook and go on to the next).
+    with (
+        _SharedCores(jobs, len(order)) if jobs > 1 else contextlib.nullcontext() as cores,
+        ThreadPoolExecutor(jobs) as pool,
+    ):
+        futures = {pool.submit(cores.run, run, path) if cores else pool.submit(run, path): path for path in order}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+        except KeyboardInterrupt as exc:
+            for future in futures:
+                future.cancel()
+            kernels.stop()
+            for future, path in futures.items():
+                if not future.cancelled():
+                    done[path] = future.result()  # soon: its kernel is gone
+            stopped = kernels.stopped or set()
+            done = {path: _interrupted(nb) if path.stem in stopped else nb for path, nb in done.items()}
+            report = write(
+                done,
+                interrupted=[p.stem for p in paths if p.stem in stopped],
+                not_run=[p.stem for p in paths if p not in done],
+            )
+            raise RunInterrupted(report) from exc
+    return write(done)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (or SIGTERM, under ``bertology run``); ``report`` is what its run.json now says."""
+
+    def __init__(self, report: RunReport) -> None:
+        super().__init__(f"run {report.run_name} interrupted")
+        self.report = report
+
+
+def _interrupted(result: NotebookResult) -> NotebookResult:
+    error = {"cell_index": None, "exec_count": None, "ename": "KeyboardInterrupt", "evalue": "the run was interrupted"}
+    return replace(result, status="failed", error=error)
+
+
+class _Kernels:
+    """The kernels of a run's notebooks, so that an interrupted run can stop them: papermill stops a kernel only
+    when its notebook's call returns, and until then the notebook runs on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict = {}  # a kernel's provisioner -> the notebook's stem
+        self.stopped: set[str] | None = None  # after stop(): the notebooks whose kernels it killed
+
+    def manager_class(self, stem: str) -> type:
+        """nbclient's default kernel manager, reporting when the kernel of notebook ``stem`` starts and ends."""
+        from jupyter_client import AsyncKernelManager
+
+        kernels = self
+
+        # jupyter_client types these as KernelManager's synchronous methods; AsyncKernelManager's are coroutines
+        class Manager(AsyncKernelManager):
+            async def start_kernel(self, **kw) -> None:  # type: ignore[override]
+                await super().start_kernel(**kw)
+                kernels.started(self.provisioner, stem)
+
+            async def cleanup_resources(self, restart: bool = False) -> None:  # type: ignore[override]
+                kernels.ended(self.provisioner)
+                await super().cleanup_resources(restart=restart)
+
+        return Manager
+
+    def started(self, provisioner, stem: str) -> None:
+        with self.lock:
+            self.running[provisioner] = stem
+            if self.stopped is not None:  # it started after stop(): it must not run either
+                self._kill(provisioner)
+
+    def ended(self, provisioner) -> None:
+        with self.lock:
+            self.running.pop(provisioner, None)
+
+    def stop(self) -> None:
+        """Kill the kernels running now and any that starts from now on."""
+        with self.lock:
+            self.stopped = set()
+            for provisioner in self.running:
+                self._kill(provisioner)
+
+    def _kill(self, provisioner) -> None:
+        assert self.stopped is not None
+        self.stopped.add(self.running[provisioner])
+        process = getattr(provisioner, "process", None)
+        if process is not None and process.returncode is None:  # not reaped yet: its group id is still its own
+            with contextlib.suppress(OSError):
+                # the kernel leads its own process group: this stops what it started too; no half-written
+                # cache entry is left behind (core.files)
+                os.killpg(provisioner.pgid, signal.SIGKILL)
 
 
 def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
@@ -401,7 +505,9 @@ class _SharedCores:
                     threads.write_budget(self.file, threads.threads_per_job(self.running))
 
 
-def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None) -> NotebookResult:
+def _run_one(
+    notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None, kernels: _Kernels
+) -> NotebookResult:
     import papermill  # here, not at the top: notebooks import this module and need no papermill
 
     if folder.exists():  # same run name again: this notebook's results start afresh
@@ -423,6 +529,7 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
             log_output=False,
             execution_timeout=cell_timeout,
             config=_kernel_config(),
+            kernel_manager_class=kernels.manager_class(notebook.stem),
         )
     except papermill.PapermillExecutionError as exc:
         error = {
