@@ -8,6 +8,7 @@ reader asks for; the next write of the same target removes it once that process 
 
 * :func:`atomic_path`: a temporary file or folder to fill, renamed into place when the block
   ends and removed when it raises (KeyboardInterrupt and SystemExit included);
+* :func:`scratch_path`: a temporary file or folder beside a target, always removed;
 * :func:`atomic_write_text`, :func:`atomic_write_bytes`: one file's content, whole;
 * :func:`atomic_remove`: a file or folder gone at once, not file by file.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "is_partial",
     "remove_leftovers",
     "atomic_path",
+    "scratch_path",
     "atomic_remove",
     "atomic_write_text",
     "atomic_write_bytes",
@@ -44,10 +46,6 @@ def is_partial(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a file or folder still being written, or left by a writer that died."""
     name = Path(path).name
     return name.startswith(".") and name.endswith(PARTIAL_SUFFIX)
-
-
-def _partial_path(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}{PARTIAL_SUFFIX}")
 
 
 def _alive(pid: int) -> bool:
@@ -87,40 +85,45 @@ def remove_leftovers(target: str | os.PathLike) -> list[Path]:
 
 
 @contextlib.contextmanager
+def scratch_path(target: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]:
+    """A temporary path beside ``target`` (with ``folder``, an empty folder made for you), removed when the
+    block ends, however it ends; named as a leftover of ``target``, so the next write of it removes it."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(target)
+    partial = target.with_name(f".{target.name}.{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}{PARTIAL_SUFFIX}")
+    if folder:
+        partial.mkdir()
+    try:
+        yield partial
+    finally:
+        _remove(partial)
+
+
+@contextlib.contextmanager
 def atomic_path(target: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]:
-    """A temporary path beside ``target`` to write to (with ``folder``, an empty folder made for you).
+    """A temporary path beside ``target`` to fill with a file or a folder (with ``folder``, an empty folder made
+    for you).
 
     When the block ends it replaces ``target``; when the block raises it is removed and ``target``
     stays as it was. A folder cannot be renamed over another, so an old ``target`` folder is moved
     aside first: for a moment ``target`` is absent, never half there.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(target)
-    partial = _partial_path(target)
-    if folder:
-        partial.mkdir()
-    try:
+    with scratch_path(target, folder=folder) as partial:
         yield partial
-        if folder and target.exists():
-            old = _partial_path(target)
-            os.replace(target, old)
-            os.replace(partial, target)
-            _remove(old)
+        if partial.is_dir() and target.exists():
+            with scratch_path(target) as old:
+                os.replace(target, old)
+                os.replace(partial, target)
         else:
             os.replace(partial, target)
-    finally:
-        _remove(partial)  # nothing left there after the rename
 
 
 def atomic_remove(path: str | os.PathLike) -> None:
     """Remove the file or folder ``path`` at once: renamed aside, then deleted, so no reader meets half of it."""
-    aside = _partial_path(Path(path))
-    try:
+    with scratch_path(path) as aside, contextlib.suppress(FileNotFoundError):
         os.replace(path, aside)
-    except FileNotFoundError:
-        return
-    _remove(aside)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
