@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING
 
 from bertology_utils.core import library_versions, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
-from bertology_utils.core.files import atomic_path, atomic_write_text
+from bertology_utils.core.files import atomic_path, atomic_remove, atomic_write_text
 
 if TYPE_CHECKING:
     from bertology_utils.papers.claims import Claim
@@ -510,8 +510,7 @@ def _run_one(
 ) -> NotebookResult:
     import papermill  # here, not at the top: notebooks import this module and need no papermill
 
-    if folder.exists():  # same run name again: this notebook's results start afresh
-        shutil.rmtree(folder)
+    atomic_remove(folder)  # same run name again: this notebook's results start afresh
     folder.mkdir(parents=True)
     executed = folder / f"{notebook.stem}.ipynb"
     error = None
