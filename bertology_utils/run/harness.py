@@ -288,7 +288,8 @@ def run_notebooks(
     imported this package: :mod:`bertology_utils.core.threads`). The notebooks that took longest
     in the last run of this name start first; cache entries two notebooks share are built once (the other
     waits, :func:`bertology_utils.core.cache.cache_lock`). The report lists notebooks in the
-    order given, whatever order they ran in.
+    order given, whatever order they ran in. A KeyboardInterrupt (Ctrl-C) stops the kernels running, records
+    what finished in run.json and raises :class:`RunInterrupted` (see the module's docstring).
     """
     paths = list(dict.fromkeys(Path(nb).expanduser().resolve() for nb in notebooks))
     if not paths:
