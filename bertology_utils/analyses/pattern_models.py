@@ -39,6 +39,7 @@ from bertology_utils.analyses.pattern_types import LABELS_DIR, METHODS, TYPES, c
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.files import atomic_path, atomic_write_text
 
 __all__ = [
     "FEATURES",
@@ -334,7 +335,7 @@ class FeatureClassifier(ClassifierMixin, BaseEstimator):
         return model
 
     def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
 
 
 class _Net(nn.Module):
@@ -425,9 +426,10 @@ class CNNClassifier(ClassifierMixin, BaseEstimator):
         from safetensors.torch import save_file
 
         path = Path(path)
-        save_file({k: v.contiguous() for k, v in self.net_.state_dict().items()}, str(path.with_suffix(".safetensors")))
+        with atomic_path(path.with_suffix(".safetensors")) as partial:
+            save_file({k: v.contiguous() for k, v in self.net_.state_dict().items()}, str(partial))
         record = {"kind": "cnn", "params": self.get_params(), "classes": [str(c) for c in self.classes_]}
-        path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
 
     @classmethod
     def load(cls, path) -> CNNClassifier:
@@ -627,15 +629,14 @@ def fit_classifiers(
     """Cross-validate the template rules and both trained classifiers on labelled ``maps``, fit the trained
     ones on all of them and write them to ``folder`` with ``best.json``. The best is chosen by the one-standard-
     error rule: the simpler feature model unless the CNN's cross-validated macro F1 beats it by more than the
-    CNN's bootstrap standard error. Returns one :meth:`CrossValidation.summary` row per method."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    CNN's bootstrap standard error. Returns one :meth:`CrossValidation.summary` row per method.
+
+    ``folder`` is replaced whole: an interrupted fit leaves the old classifiers, never old and new mixed."""
     labels = _labels(labels)
     cnn = cnn if cnn is not None else CNNClassifier(seed=seed)
     estimators = {"template": TemplateClassifier(), "features": FeatureClassifier(), "cnn": cnn}
     results = {name: cross_validate(est, maps, labels, folds=folds, seed=seed) for name, est in estimators.items()}
-    FeatureClassifier().fit(maps, labels).save(folder / "features.json")
-    clone(cnn).fit(maps, labels).save(folder / "cnn")
+    features, fitted_cnn = FeatureClassifier().fit(maps, labels), clone(cnn).fit(maps, labels)
     table = pd.DataFrame([r.summary() | {"method": name} for name, r in results.items()]).set_index("method")
     cnn_cv = results["cnn"]
     best = "cnn" if cnn_cv.macro_f1 - results["features"].macro_f1 > cnn_cv.se else "features"
@@ -648,6 +649,9 @@ def fit_classifiers(
         "cross_validation": table.reset_index().to_dict(orient="records"),
         "confusion": {name: r.confusion().to_dict(orient="index") for name, r in results.items()},
     }
-    (folder / "best.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    with atomic_path(folder, folder=True) as partial:
+        features.save(partial / "features.json")
+        fitted_cnn.save(partial / "cnn")
+        atomic_write_text(partial / "best.json", json.dumps(record, indent=1) + "\n")
     load_classifier.cache_clear()
     return table

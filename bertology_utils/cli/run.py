@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command
@@ -45,7 +48,9 @@ object, notebook stem -> {parameter: value} ('-' reads it from stdin); -p values
 Exit status: 0 no notebook failed (each ran, or recorded what it skipped for missing data) and
 --check passed, 1 a notebook failed (see the summary
 and <results>/<run-name>/run.json) or --check found a metric off or missing, 2 usage error
-or a malformed reference or parameters file.
+or a malformed reference or parameters file, 130 interrupted by Ctrl-C, 143 by SIGTERM: the
+kernels are stopped, nothing is left half written, and the same command (with the run name it
+prints) runs the notebooks again, reading back what they had cached.
 """
 
 
@@ -177,7 +182,54 @@ def _update_reference(run_dir: Path, reference_dir: Path) -> None:
     )
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is, so that a run stopped either way cleans up the same way."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    def terminate(_signum, _frame):
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
+    """Say what an interrupted run did and how to resume it; the exit status, 128 + the signal's number."""
+    signum = signal.SIGTERM if isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated) else signal.SIGINT
+    name = signal.Signals(signum).name
+    if not isinstance(exc, harness.RunInterrupted):
+        print(f"bertology run: interrupted by {name}", file=sys.stderr)
+        return 128 + signum
+    report = exc.report
+    if report.notebooks:
+        print(report.summary())
+    stopped = f" while {', '.join(report.interrupted)} ran" if report.interrupted else ""
+    not_run = f"; not run: {', '.join(report.not_run)}" if report.not_run else ""
+    again = "" if args.run_name else f" with --run-name {report.run_name}"
+    print(
+        f"bertology run: interrupted by {name}{stopped}{not_run}. What finished is in {report.run_dir} "
+        "(run.json); every cache entry written so far is whole and kept.\n"
+        f"To resume, run the same command again{again}: its notebooks run again and read back what they "
+        "cached (fine-tuned checkpoints, fitted probes, stored results, attention stores) instead of computing it.",
+        file=sys.stderr,
+    )
+    return 128 + signum
+
+
 def _handle(args: argparse.Namespace) -> int:
+    with _sigterm_as_ctrl_c():
+        try:
+            return _run(args)
+        except KeyboardInterrupt as exc:
+            return _interrupted(args, exc)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.list:
         notebooks = harness.list_notebooks()
         if not notebooks:

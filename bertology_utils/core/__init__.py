@@ -1,6 +1,6 @@
 """core: what every layer stands on — settings, thread counts, errors, the version, heads, models and their
-architectures, figures, the cache's shared machinery (entry names, locks, whole-or-nothing writes, stored
-arrays), and Dask clusters (``cluster``, only with the optional ``[distributed]`` extra).
+architectures, figures, files written whole or not at all (``files``), the cache's shared machinery (entry
+names, locks, stored arrays), and Dask clusters (``cluster``, only with the optional ``[distributed]`` extra).
 
 ``bertology_utils.core.settings``, ``threads``, ``errors`` and the version import nothing heavy; the names
 below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are

@@ -8,8 +8,8 @@ gives a new entry instead of a stale one.
 * :func:`cache_lock`: notebooks run side by side (``bertology run --jobs 2``, two JupyterLab
   kernels) can ask for the same entry at once; the second waits for the first and then finds
   the entry complete, instead of both building it into the same folder.
-* :func:`whole_folder`: an entry is written into a temporary folder beside it and renamed into
-  place, so a crash never leaves half an entry.
+* an entry is written into a temporary folder beside it and renamed into place
+  (:func:`bertology_utils.core.files.atomic_path`), so a crash never leaves half an entry.
 * :func:`cached`: a value computed once, written with its key and read back on later runs when
   the key matches; an entry that cannot be read is computed again with a :class:`CacheWarning`.
   :func:`cached_arrays` is that for numpy arrays (npz, no pickle).
@@ -21,9 +21,7 @@ import contextlib
 import hashlib
 import json
 import re
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -32,12 +30,14 @@ from typing import TypeVar
 
 import numpy as np
 
+from bertology_utils.core.files import atomic_path, atomic_remove
+
 try:
     import fcntl
 except ImportError:  # not POSIX: no cross-process locking, as before
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["cache_lock", "key_digest", "entry_name", "whole_folder", "cached", "cached_arrays", "CacheWarning"]
+__all__ = ["cache_lock", "key_digest", "entry_name", "cached", "cached_arrays", "CacheWarning"]
 
 T = TypeVar("T")
 
@@ -85,20 +85,6 @@ def cache_lock(path: str | Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def whole_folder(folder: str | Path) -> Iterator[Path]:
-    """A temporary folder to fill; on success it replaces ``folder``, on an error it is removed."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        yield partial
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-
-
 def _plain(key: Mapping) -> dict:
     """``key`` as it reads back from JSON (tuples become lists), to compare with a stored one."""
     return json.loads(json.dumps(key, sort_keys=True, default=str))
@@ -127,9 +113,9 @@ def cached(
                 return read(folder), True
             except Exception as exc:  # whatever the reader met, the entry is unusable
                 warnings.warn(CacheWarning(f"corrupt cache entry {folder} ({exc}); computing it again"), stacklevel=3)
-                shutil.rmtree(folder, ignore_errors=True)
+                atomic_remove(folder)
         value = compute()
-        with whole_folder(folder) as partial:
+        with atomic_path(folder, folder=True) as partial:
             write(value, partial)
             (partial / "key.json").write_text(json.dumps(_plain(key), indent=1), encoding="utf-8")
         return value, False

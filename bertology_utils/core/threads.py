@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bertology_utils.core.files import atomic_write_text
+
 __all__ = [
     "THREAD_VARIABLES",
     "BUDGET_FILE_ENV",
@@ -88,10 +90,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 def write_budget(path: str | os.PathLike, threads: int) -> None:
     """Ask the kernels following ``path`` to run with ``threads`` threads (written whole: a reader never sees half)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(f"{int(threads)}\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, f"{int(threads)}\n")
 
 
 def read_budget(path: str | os.PathLike) -> int | None:

@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import os
 import shutil
-import tempfile
 import urllib.request
 import warnings
 import zipfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import DataNotFoundError
+from bertology_utils.core.files import atomic_path, scratch_path
 from bertology_utils.data._items import Corpus
 from bertology_utils.data._readers import (
     GLUE_TASKS,
@@ -233,38 +233,23 @@ def _find_local(file: DataFile) -> tuple[Path | None, str | None, list[str]]:
 def _download(file: DataFile, url: str, target: Path) -> Path:
     """Download ``file`` from ``url`` (or extract it from the zip there) to ``target``, checking its sha256.
 
-    Everything goes through temporary files in the target folder and one rename, so a failed
-    or refused download leaves nothing behind.
+    Everything goes through temporary files beside the target and one rename
+    (:mod:`bertology_utils.core.files`), so a failed, refused or killed download leaves nothing in its place.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = []
-
-    def new_temp() -> Path:
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-        os.close(fd)
-        temporary.append(Path(name))
-        return temporary[-1]
-
-    try:
+    with atomic_path(target) as partial, scratch_path(target) as archive:
         try:
-            fetched = new_temp()
+            fetched = archive if file.member else partial
             with urllib.request.urlopen(url, timeout=60) as response, fetched.open("wb") as out:
                 shutil.copyfileobj(response, out)
             if file.member:
-                extracted = new_temp()
-                with zipfile.ZipFile(fetched) as archive, archive.open(file.member) as src, extracted.open("wb") as out:
+                with zipfile.ZipFile(archive) as zipped, zipped.open(file.member) as src, partial.open("wb") as out:
                     shutil.copyfileobj(src, out)
-                fetched = extracted
         except (OSError, ValueError, zipfile.BadZipFile, KeyError) as error:
             raise DataNotFoundError(f"could not download {url}: {error}") from error
-        got = file_sha256(fetched)
+        got = file_sha256(partial)
         if file.sha256 and got != file.sha256:
             raise DataNotFoundError(f"refused the download of {url}: sha256 {got} is not the expected {file.sha256}")
-        os.replace(fetched, target)
-        return target
-    finally:
-        for path in temporary:
-            path.unlink(missing_ok=True)
+    return target
 
 
 def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None = None, download: bool = True) -> Path:

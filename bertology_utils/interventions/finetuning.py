@@ -30,9 +30,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -51,6 +48,7 @@ from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
+from bertology_utils.core.files import atomic_path, atomic_remove, atomic_write_text
 from bertology_utils.core.models import LoadedModel, autocast, check_precision, load_model, random_init
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 from bertology_utils.interventions.editing import classifier_inference, first_token_readout
@@ -544,31 +542,22 @@ def _train(
 
 
 def _write_record(folder: Path, record: dict) -> None:
-    text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
-    (folder / _META_FILE).write_text(text, encoding="utf-8")
+    # whole: an entry whose record was cut short would be rebuilt, its training lost
+    atomic_write_text(folder / _META_FILE, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _write_entry(folder: Path, loaded: LoadedModel, record: dict) -> None:
-    """Write a checkpoint atomically: into a temporary sibling folder, then rename it into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".part"))
+    """Write a checkpoint whole: into a temporary sibling folder, then renamed into place."""
+    model = loaded.model
+    if not isinstance(model, PreTrainedModel):
+        raise BertologyError(f"{type(model).__name__} is not a transformers model: it cannot be saved as a checkpoint")
     bar_was_shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # "Writing model shards" is noise for one small file
     try:
-        model = loaded.model
-        if not isinstance(model, PreTrainedModel):
-            raise BertologyError(
-                f"{type(model).__name__} is not a transformers model: it cannot be saved as a checkpoint"
-            )
-        model.save_pretrained(tmp)
-        loaded.tokenizer.save_pretrained(tmp)
-        _write_record(tmp, record)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with atomic_path(folder, folder=True) as partial:
+            model.save_pretrained(partial)
+            loaded.tokenizer.save_pretrained(partial)
+            _write_record(partial, record)
     finally:
         if bar_was_shown:
             hf_logging.enable_progress_bar()
@@ -664,7 +653,7 @@ def _cached_or_trained(
             warnings.warn(
                 FineTuneCacheWarning(f"corrupt fine-tuning cache entry {folder} ({exc}); rebuilding it"), stacklevel=2
             )
-            shutil.rmtree(folder, ignore_errors=True)
+            atomic_remove(folder)
         else:
             loaded.name = f"{base_name} + {spec.name}"
             evaluations = record.setdefault("evaluations", {})

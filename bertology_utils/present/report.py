@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import atomic_write_text
 from bertology_utils.run import harness
 
 __all__ = [
@@ -425,6 +426,5 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
         "</body></html>",
     ]
     path = Path(out) if out is not None else folder / REPORT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(page) + "\n", encoding="utf-8")
+    atomic_write_text(path, "\n".join(page) + "\n")
     return path

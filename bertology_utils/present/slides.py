@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.files import atomic_write_text
 
 __all__ = [
     "SLIDES_SUFFIX",
@@ -182,8 +183,7 @@ def notebook_to_slides(
             f"e.g. {remote[0]!r}",
             stacklevel=2,
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html, encoding="utf-8")
+    atomic_write_text(out, html)
     return out
 
 

@@ -45,6 +45,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import plot_attention_map
+from bertology_utils.core.files import atomic_write_text
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
@@ -130,11 +131,10 @@ class AttentionView:
     def save(self, path) -> Path:
         """Write a standalone page that draws offline; returns the path."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
+        atomic_write_text(
+            path,
             '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>{html_lib.escape(self.title)}</title>\n</head>\n<body>\n{self.html}\n</body>\n</html>\n",
-            encoding="utf-8",
         )
         return path
 

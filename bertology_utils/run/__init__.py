@@ -8,6 +8,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "harness": [
             "NotebookResult",
             "RunReport",
+            "RunInterrupted",
             "list_notebooks",
             "run_notebooks",
             "record_metrics",

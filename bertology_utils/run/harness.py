@@ -43,30 +43,38 @@ Results layout
 
 The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
 name again replaces the folders of the notebooks it runs.
+
+Interrupted (Ctrl-C; SIGTERM too under ``bertology run``), a run stops the kernels of the notebooks
+running, writes run.json with the notebooks that finished, those it stopped (``interrupted``, failed)
+and those it never started (``not_run``), and raises :class:`RunInterrupted`. Every file and cache
+entry is written whole (:mod:`bertology_utils.core.files`), so nothing is left half written; running
+the same run again runs each notebook again, and the steps whose results are cached (fine-tuned
+checkpoints, fitted probes, stored results, attention stores) read them back instead of computing them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from bertology_utils.core import library_versions, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import atomic_path, atomic_remove, atomic_write_text
 
 if TYPE_CHECKING:
     from bertology_utils.papers.claims import Claim
@@ -85,6 +93,7 @@ __all__ = [
     "results_dir",
     "NotebookResult",
     "RunReport",
+    "RunInterrupted",
     "run_notebooks",
     "StageTimes",
     "record_metrics",
@@ -100,7 +109,6 @@ __all__ = [
     "run_versions",
     "load_metrics",
     "read_json",
-    "write_text",
 ]
 
 #: Environment variable overriding the results root.
@@ -222,10 +230,13 @@ class RunReport:
     parameters: dict
     notebooks: list[NotebookResult]
     versions: dict
+    #: An interrupted run: the notebooks stopped while they ran (in ``notebooks`` as failed), and those never started.
+    interrupted: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(nb.ok for nb in self.notebooks)
+        return all(nb.ok for nb in self.notebooks) and not self.not_run
 
     @property
     def failures(self) -> list[NotebookResult]:
@@ -277,7 +288,8 @@ def run_notebooks(
     imported this package: :mod:`bertology_utils.core.threads`). The notebooks that took longest
     in the last run of this name start first; cache entries two notebooks share are built once (the other
     waits, :func:`bertology_utils.core.cache.cache_lock`). The report lists notebooks in the
-    order given, whatever order they ran in.
+    order given, whatever order they ran in. A KeyboardInterrupt (Ctrl-C) stops the kernels running, records
+    what finished in run.json and raises :class:`RunInterrupted` (see the module's docstring).
     """
     paths = list(dict.fromkeys(Path(nb).expanduser().resolve() for nb in notebooks))
     if not paths:
@@ -309,13 +321,14 @@ def run_notebooks(
     order = _longest_first(paths, run_dir) if jobs > 1 else paths
     started = _now()
 
+    kernels = _Kernels()
+
     def run(path: Path) -> NotebookResult:
         i = paths.index(path) + 1
         if progress:
             print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
-        result = _run_one(
-            path, run_dir / path.stem, {**per_notebook.get(path.stem, {}), **params}, kernel_name, cell_timeout
-        )
+        params_of = {**per_notebook.get(path.stem, {}), **params}
+        result = _run_one(path, run_dir / path.stem, params_of, kernel_name, cell_timeout, kernels)
         if progress:
             print(
                 f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)",
@@ -324,17 +337,109 @@ def run_notebooks(
             )
         return result
 
-    if jobs == 1:
-        done = {path: run(path) for path in order}
-    else:
-        with _SharedCores(jobs, len(order)) as cores, ThreadPoolExecutor(jobs) as pool:
-            done = dict(zip(order, pool.map(functools.partial(cores.run, run), order)))
-    results = [done[path] for path in paths]
+    def write(done: dict[Path, NotebookResult], **interrupted) -> RunReport:
+        results = [done[path] for path in paths if path in done]
+        report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted)
+        atomic_write_text(
+            run_dir / RUN_FILE, json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
+        )
+        return report
 
-    report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions())
-    text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str)
-    write_text(run_dir / RUN_FILE, text + "\n")
-    return report
+    done: dict[Path, NotebookResult] = {}
+    # Notebooks run in worker threads even one at a time: the main thread stays free to take Ctrl-C (on the
+    # main thread, nbclient would take SIGINT and SIGTERM over to stop that notebook and go on to the next).
+    with (
+        _SharedCores(jobs, len(order)) if jobs > 1 else contextlib.nullcontext() as cores,
+        ThreadPoolExecutor(jobs) as pool,
+    ):
+        futures = {pool.submit(cores.run, run, path) if cores else pool.submit(run, path): path for path in order}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+        except KeyboardInterrupt as exc:
+            for future in futures:
+                future.cancel()
+            kernels.stop()
+            for future, path in futures.items():
+                if not future.cancelled():
+                    done[path] = future.result()  # soon: its kernel is gone
+            stopped = kernels.stopped or set()
+            done = {path: _interrupted(nb) if path.stem in stopped else nb for path, nb in done.items()}
+            report = write(
+                done,
+                interrupted=[p.stem for p in paths if p.stem in stopped],
+                not_run=[p.stem for p in paths if p not in done],
+            )
+            raise RunInterrupted(report) from exc
+    return write(done)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (or SIGTERM, under ``bertology run``); ``report`` is what its run.json now says."""
+
+    def __init__(self, report: RunReport) -> None:
+        super().__init__(f"run {report.run_name} interrupted")
+        self.report = report
+
+
+def _interrupted(result: NotebookResult) -> NotebookResult:
+    error = {"cell_index": None, "exec_count": None, "ename": "KeyboardInterrupt", "evalue": "the run was interrupted"}
+    return replace(result, status="failed", error=error)
+
+
+class _Kernels:
+    """The kernels of a run's notebooks, so that an interrupted run can stop them: papermill stops a kernel only
+    when its notebook's call returns, and until then the notebook runs on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict = {}  # a kernel's provisioner -> the notebook's stem
+        self.stopped: set[str] | None = None  # after stop(): the notebooks whose kernels it killed
+
+    def manager_class(self, stem: str) -> type:
+        """nbclient's default kernel manager, reporting when the kernel of notebook ``stem`` starts and ends."""
+        from jupyter_client import AsyncKernelManager
+
+        kernels = self
+
+        # jupyter_client types these as KernelManager's synchronous methods; AsyncKernelManager's are coroutines
+        class Manager(AsyncKernelManager):
+            async def start_kernel(self, **kw) -> None:  # type: ignore[override]
+                await super().start_kernel(**kw)
+                kernels.started(self.provisioner, stem)
+
+            async def cleanup_resources(self, restart: bool = False) -> None:  # type: ignore[override]
+                kernels.ended(self.provisioner)
+                await super().cleanup_resources(restart=restart)
+
+        return Manager
+
+    def started(self, provisioner, stem: str) -> None:
+        with self.lock:
+            self.running[provisioner] = stem
+            if self.stopped is not None:  # it started after stop(): it must not run either
+                self._kill(provisioner)
+
+    def ended(self, provisioner) -> None:
+        with self.lock:
+            self.running.pop(provisioner, None)
+
+    def stop(self) -> None:
+        """Kill the kernels running now and any that starts from now on."""
+        with self.lock:
+            self.stopped = set()
+            for provisioner in self.running:
+                self._kill(provisioner)
+
+    def _kill(self, provisioner) -> None:
+        assert self.stopped is not None
+        self.stopped.add(self.running[provisioner])
+        process = getattr(provisioner, "process", None)
+        if process is not None and process.returncode is None:  # not reaped yet: its group id is still its own
+            with contextlib.suppress(OSError):
+                # the kernel leads its own process group: this stops what it started too; no half-written
+                # cache entry is left behind (core.files)
+                os.killpg(provisioner.pgid, signal.SIGKILL)
 
 
 def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
@@ -401,11 +506,12 @@ class _SharedCores:
                     threads.write_budget(self.file, threads.threads_per_job(self.running))
 
 
-def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None) -> NotebookResult:
+def _run_one(
+    notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None, kernels: _Kernels
+) -> NotebookResult:
     import papermill  # here, not at the top: notebooks import this module and need no papermill
 
-    if folder.exists():  # same run name again: this notebook's results start afresh
-        shutil.rmtree(folder)
+    atomic_remove(folder)  # same run name again: this notebook's results start afresh
     folder.mkdir(parents=True)
     executed = folder / f"{notebook.stem}.ipynb"
     error = None
@@ -423,6 +529,7 @@ def _run_one(notebook: Path, folder: Path, params: dict, kernel_name: str, cell_
             log_output=False,
             execution_timeout=cell_timeout,
             config=_kernel_config(),
+            kernel_manager_class=kernels.manager_class(notebook.stem),
         )
     except papermill.PapermillExecutionError as exc:
         error = {
@@ -540,7 +647,7 @@ def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike
     path = _output_folder(output_dir) / METRICS_FILE
     recorded = read_json(path) if path.exists() else {}
     recorded.update(_to_json(new))
-    write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
     return recorded
 
 
@@ -562,7 +669,7 @@ def record_claims(claims: Iterable[Claim], prefix: str, output_dir: str | os.Pat
     path = _output_folder(output_dir) / CLAIMS_FILE
     recorded = {entry["key"]: entry for entry in (read_json(path).get("claims", []) if path.exists() else [])}
     recorded.update({key: {"key": key, **_to_json(c.to_dict())} for key, c in zip(keys, claims)})
-    write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
     record_metrics({k: v for c in claims for k, v in c.to_metrics(prefix).items()}, output_dir=output_dir)
     return [Claim.from_dict(entry) for entry in recorded.values()]
 
@@ -600,7 +707,7 @@ def record_skipped(
     recorded = load_skipped(folder)
     sections = [s for s in recorded["sections"] if s["section"] != section] + [{"section": section, "reason": reason}]
     recorded = {"everything": recorded["everything"] or everything, "sections": sections}
-    write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
+    atomic_write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
     topic = section.split(".")[0]
     names = [s["section"] for s in sections if s["section"].split(".")[0] == topic]
     record_metrics({f"{topic}.skipped": names}, output_dir=folder)
@@ -637,7 +744,8 @@ def save_figure(
     paths = []
     for fmt in [formats] if isinstance(formats, str) else formats:
         path = folder / f"{stem}.{fmt.lstrip('.')}"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        with atomic_path(path) as partial:
+            fig.savefig(partial, format=fmt.lstrip("."), dpi=dpi, bbox_inches="tight")
         paths.append(path)
     return paths
 
@@ -726,11 +834,3 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise DataFormatError("expected a JSON object", path)
     return data
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import atomic_write_text
 from bertology_utils.run import harness
 
 __all__ = [
@@ -462,7 +463,7 @@ def check_run(
 def write_check(result: CheckResult, run_dir: str | os.PathLike) -> Path:
     """Write ``<run dir>/check.json``; returns its path."""
     path = harness.find_run(run_dir) / CHECK_FILE
-    harness.write_text(path, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -503,7 +504,7 @@ def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLi
         replaced += [old[stem]] if stem in old else []
         path = reference_dir / f"{stem}.json"
         reference = _reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"), versions)
-        harness.write_text(path, _dumps(reference))
+        atomic_write_text(path, _dumps(reference))
         written.append(path)
     changed = CheckResult(reference_dir, changes, versions=compare_versions(replaced, versions))
     return Refresh(written, not_written, changed)

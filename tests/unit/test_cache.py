@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, entry_name, key_digest, whole_folder
+from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, entry_name, key_digest
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path):
@@ -54,18 +54,6 @@ def test_entry_names_follow_the_whole_key():
     assert key_digest(key) == key_digest({"shape": [6, 12], "n": 3, "model": {"sha256": "ab"}})  # order, tuples
     assert key_digest(key) != key_digest({**key, "n": 4})
     assert entry_name("all-MiniLM / SST-2", key) == f"all-MiniLM_SST-2-{key_digest(key)}"
-
-
-def test_whole_folder_is_all_or_nothing(tmp_path):
-    target = tmp_path / "entry"
-    with whole_folder(target) as partial:
-        (partial / "a.txt").write_text("one")
-    assert (target / "a.txt").read_text() == "one"
-    with pytest.raises(RuntimeError), whole_folder(target) as partial:
-        (partial / "a.txt").write_text("two")
-        raise RuntimeError("killed half way")
-    assert (target / "a.txt").read_text() == "one"  # the old entry stays whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
 
 
 def test_cached_arrays_compute_once_and_check_their_key(tmp_path):

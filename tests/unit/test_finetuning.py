@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.files import is_partial
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence, SentencePair
 from bertology_utils.interventions.editing import gate_heads
@@ -222,7 +223,7 @@ def test_corrupt_entry_is_rebuilt_not_loaded(tiny_model_dirs, toy, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FineTuneCacheWarning)
         assert run().from_cache
-    assert not any(p.name.endswith(".part") for p in tmp_path.iterdir())  # no half-written entries left
+    assert not any(is_partial(p) for p in tmp_path.iterdir())  # no half-written entries left
 
 
 def test_evaluate_reports_n(trained, toy):

@@ -3,8 +3,11 @@
 import datetime
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -15,6 +18,7 @@ from bertology_utils.cli import main
 from bertology_utils.cli.run import absolute_paths, parse_parameter_value
 from bertology_utils.core import library_versions
 from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import is_partial
 from bertology_utils.run import harness
 
 PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
@@ -295,6 +299,63 @@ def test_help_exits_0(capsys):
     assert main(["--help"]) == 0
     assert main(["run", "--help"]) == 0
     assert "examples:" in capsys.readouterr().out
+
+
+# 00_b caches an entry, then (the first time) tells its kernel's pid and waits to be stopped.
+RESUMABLE = (
+    "import os, pathlib, time\n"
+    "import numpy as np\n"
+    "from bertology_utils.core import settings\n"
+    "from bertology_utils.core.cache import cached_arrays\n"
+    "from bertology_utils.run.harness import record_metrics",
+    "_, reused = cached_arrays(settings.cache_dir() / 'entry', {'n': n}, lambda: {'a': np.arange(n)})\n"
+    "record_metrics({'b.reused': reused}, output_dir=output_dir)",
+    "if not pathlib.Path(marker).exists():\n"
+    "    from bertology_utils.core.files import atomic_write_text\n"
+    "    atomic_write_text(marker, str(os.getpid()))\n"
+    "    time.sleep(300)",
+)
+
+
+@pytest.mark.notebook
+def test_sigterm_stops_the_run_and_its_kernel_and_the_same_command_resumes(tmp_path):
+    marker = tmp_path / "kernel.pid"
+    notebooks = [
+        write_notebook(tmp_path / "00_b.ipynb", *RESUMABLE, parameters=PARAMETERS + "\nmarker = None"),
+        write_notebook(tmp_path / "01_c.ipynb", "x = 1"),
+    ]
+    command = [sys.executable, "-m", "bertology_utils", "run", *map(str, notebooks), "-p", "marker", str(marker)]
+    command += ["--run-name", "r", "--results-dir", str(tmp_path / "res")]
+    env = {**os.environ, "BERTOLOGY_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists():  # 00_b has cached its entry and waits
+        assert run.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    out = run.communicate(timeout=60)[0]
+    assert run.returncode == 143, out
+    assert "interrupted by SIGTERM while 00_b ran; not run: 01_c" in out
+    assert "To resume, run the same command again:" in out
+    kernel = int(marker.read_text())
+    while time.monotonic() < deadline:  # the kernel was killed, not left running
+        try:
+            os.kill(kernel, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the kernel {kernel} still runs")
+    assert not [p for p in tmp_path.rglob("*") if is_partial(p)]
+    record = json.loads((tmp_path / "res" / "r" / harness.RUN_FILE).read_text())
+    assert [(nb["name"], nb["status"]) for nb in record["notebooks"]] == [("00_b", "failed")]
+    assert (record["interrupted"], record["not_run"]) == (["00_b"], ["01_c"])
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    record = json.loads((tmp_path / "res" / "r" / harness.RUN_FILE).read_text())
+    assert [nb["status"] for nb in record["notebooks"]] == ["ok", "ok"] and not record["not_run"]
+    assert harness.load_metrics(tmp_path / "res" / "r")["00_b"] == {"b.reused": True}  # the cached entry
 
 
 def test_python_dash_m():
