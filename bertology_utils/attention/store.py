@@ -60,9 +60,7 @@ import os
 import shutil
 import socket
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -75,6 +73,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
+from bertology_utils.core.files import remove_leftovers, scratch_path
 
 try:  # POSIX; without it (Windows) one writer per shard is up to the caller
     import fcntl
@@ -271,8 +270,7 @@ class AttentionStore:
         ``overwrite`` is set, in which case it is deleted first.
         """
         path = Path(path)
-        if path.parent.is_dir():
-            _remove_orphans(path.parent, f".{path.name}.", ".partial")
+        remove_leftovers(path)  # of a creation killed half way
         if path.exists() and overwrite:
             shutil.rmtree(path)
         if (path / "zarr.json").is_file():
@@ -290,9 +288,7 @@ class AttentionStore:
         if path.exists() and any(path.iterdir()):
             raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
         # Built beside its path and renamed into place whole: a reader never finds a root without shards/.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.parent / f".{path.name}.{_owner()}.{uuid.uuid4().hex}.partial"
-        try:
+        with scratch_path(path) as scratch:
             group = zarr.open_group(str(scratch), mode="w")
             group.attrs.update(
                 _jsonable(
@@ -307,8 +303,6 @@ class AttentionStore:
                     raise StoreError(f"cannot create the attention store at {path}: {exc}") from exc
                 # Another process created it first: use theirs, if it was made with these settings.
                 return cls.open_or_create(path, metadata, n_items)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
         return cls.open(path, mode="r+")
 
     # -- shards ---------------------------------------------------------------------------------
@@ -370,7 +364,7 @@ class AttentionStore:
         last commit once it holds the shard's lock (``wait=False``: a :class:`StoreError` instead of
         waiting for another writer). Close it (or use it in a ``with``) to let the next writer in."""
         shard = self.add_shard(start, stop, keep_tokens)
-        _remove_orphans(self.path / _STAGING)
+        remove_leftovers(self.path / _STAGING / shard.name)  # of a shard's creation or merge killed half way
         lock = _ShardLock(self.path / _LOCKS / f"{shard.name}.lock", wait=wait)
         try:
             fresh = self._load_shard(_group(_group(self.group, "shards"), shard.name))  # its commit, now ours
@@ -390,7 +384,7 @@ class AttentionStore:
             if s.start < stop and start < s.stop:
                 raise StoreError(f"range [{start}, {stop}) overlaps shard {s.name}")
         name = f"{start:09d}-{stop:09d}"
-        with self._staging() as staging:
+        with scratch_path(self.path / _STAGING / name) as staging:
             group = zarr.open_group(str(staging), mode="w")
             specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
             for array, (dtype, chunk, _) in specs.items():
@@ -406,16 +400,6 @@ class AttentionStore:
             self._publish(staging, name)
         self.refresh()
         return self._load_shard(_group(_group(self.group, "shards"), name))
-
-    @contextmanager
-    def _staging(self) -> Iterator[Path]:
-        """A scratch folder inside the store (outside ``shards/``), removed afterwards if still there."""
-        staging = self.path / _STAGING / f"{_owner()}.{uuid.uuid4().hex}"
-        staging.parent.mkdir(exist_ok=True)
-        try:
-            yield staging
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
     def _publish(self, staging: Path, name: str) -> None:
         """Move a finished shard group into ``shards/`` in one rename: readers (other processes listing the
@@ -656,34 +640,6 @@ def _block_arrays(results: Sequence[ItemAttention | SkippedItem], keep_tokens: b
     return data
 
 
-def _owner() -> str:
-    """``host-pid`` of this process, in the names of its scratch folders and locks."""
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def _alive(owner: str) -> bool:
-    """Whether the process ``owner`` (:func:`_owner`) may still run: unknown for another host's."""
-    host, _, pid = owner.rpartition("-")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_orphans(folder: Path, prefix: str = "", suffix: str = "") -> None:
-    """Delete the scratch folders ``<prefix><owner>.<uuid><suffix>`` in ``folder`` whose owner, a process of
-    this host, died mid-write."""
-    for entry in folder.glob(f"{prefix}*{suffix}") if folder.is_dir() else ():
-        owner = entry.name.removeprefix(prefix).removesuffix(suffix).rpartition(".")[0]
-        if not _alive(owner):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
 class _ShardLock:
     """An exclusive OS lock (``flock``) on a shard's lock file: held by one writer at a time, freed when it
     is released or its process dies. The file records the holder, for the message a waiting writer prints."""
@@ -714,7 +670,7 @@ class _ShardLock:
                 self.release()
                 raise
         os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, _owner().encode(), 0)
+        os.pwrite(self._fd, f"{socket.gethostname()}-{os.getpid()}".encode(), 0)
 
     @property
     def held(self) -> bool:
@@ -798,7 +754,7 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
                     f"shard {shard.name} of {src.path} overlaps shard(s) "
                     f"{[s.name for s in existing]} already in {merged.path}"
                 )
-            with merged._staging() as staging:
+            with scratch_path(merged.path / _STAGING / shard.name) as staging:
                 shutil.copytree(src.path / "shards" / shard.name, staging)
                 # The commit record read before the arrays were copied: they hold at least that much
                 # (a writer of the source may have committed more since, with arrays copied before it).

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Command", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "SHOW_SKIPPED", "plural", "store_lines"]
+__all__ = [
+    "Command",
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "SHOW_SKIPPED",
+    "plural",
+    "store_lines",
+    "Terminated",
+    "sigterm_as_ctrl_c",
+    "interrupting_signal",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SHOW_SKIPPED = 10  # skipped indices listed in a summary
@@ -48,3 +61,24 @@ def store_lines(store) -> list[str]:
         gaps = ", ".join(f"[{a}, {b})" for a, b in store.missing_ranges()[:SHOW_SKIPPED])
         lines.append(f"  missing items {gaps} are not extracted yet (other shards? join them with bertology merge)")
     return lines
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is, so that a command stopped either way cleans up the same way."""
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    def terminate(_signum, _frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupting_signal(exc: KeyboardInterrupt) -> signal.Signals:
+    """SIGTERM or SIGINT: which one ``exc`` stands for (the exit status is 128 + its number)."""
+    return signal.SIGTERM if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated) else signal.SIGINT

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bertology_utils.cli._command import EXIT_OK, Command, store_lines
+from bertology_utils.cli._command import EXIT_OK, Command, interrupting_signal, sigterm_as_ctrl_c, store_lines
 from bertology_utils.core.errors import BertologyError
 
 __all__ = ["COMMAND", "FROM_RULES", "TOO_LONG_POLICIES", "parse_shard"]
@@ -241,18 +241,22 @@ def _handle(args: argparse.Namespace) -> int:
         progress=args.progress,
     )
     try:
-        if args.cluster is not None:
-            from bertology_utils.attention.distributed import extract_on_cluster
+        with sigterm_as_ctrl_c():
+            if args.cluster is not None:
+                from bertology_utils.attention.distributed import extract_on_cluster
 
-            print(f"cluster: {args.cluster}")
-            store = extract_on_cluster(
-                corpus, args.store, loaded, cluster=args.cluster, shards=args.cluster_shards, **settings
-            )
-        else:
-            store = extract_attention(corpus, args.store, loaded, shard=args.shard, **settings)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted; run the same command again to resume into {args.store}", file=sys.stderr)
-        return 130
+                print(f"cluster: {args.cluster}")
+                store = extract_on_cluster(
+                    corpus, args.store, loaded, cluster=args.cluster, shards=args.cluster_shards, **settings
+                )
+            else:
+                store = extract_attention(corpus, args.store, loaded, shard=args.shard, **settings)
+    except KeyboardInterrupt as exc:  # every block committed so far is kept (the store's commit protocol)
+        signum = interrupting_signal(exc)
+        print(
+            f"\ninterrupted by {signum.name}; run the same command again to resume into {args.store}", file=sys.stderr
+        )
+        return 128 + signum
     print("\n".join(store_lines(store)))
     return EXIT_OK
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command
+from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command, interrupting_signal, sigterm_as_ctrl_c
 from bertology_utils.cli.check import check_and_print
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
@@ -182,25 +180,9 @@ def _update_reference(run_dir: Path, reference_dir: Path) -> None:
     )
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as Ctrl-C is, so that a run stopped either way cleans up the same way."""
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    def terminate(_signum, _frame):
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
     """Say what an interrupted run did and how to resume it; the exit status, 128 + the signal's number."""
-    signum = signal.SIGTERM if isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated) else signal.SIGINT
+    signum = interrupting_signal(exc)
     name = signal.Signals(signum).name
     if not isinstance(exc, harness.RunInterrupted):
         print(f"bertology run: interrupted by {name}", file=sys.stderr)
@@ -222,7 +204,7 @@ def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    with _sigterm_as_ctrl_c():
+    with sigterm_as_ctrl_c():
         try:
             return _run(args)
         except KeyboardInterrupt as exc:

@@ -217,3 +217,30 @@ def test_extract_context_mixing_maps_and_refuse_an_unknown_method(tmp_path, bert
     assert _extract("--conllu", conllu, "--model", bert, "--store", tmp_path / "x.zarr", "--maps", "saliency") == 2
     err = capsys.readouterr().err
     assert "--maps" in err and "rollout" in err and "Traceback" not in err
+
+
+def test_extract_stopped_by_sigterm_keeps_its_commits_and_resumes(tmp_path, bert):
+    """SIGTERM mid-extraction: exit 143 with how to resume, a store holding whole blocks, and a re-run finishes it."""
+    import signal
+    import time
+
+    conllu, store_path = _conllu(tmp_path / "many.conllu", SENTENCES * 400), tmp_path / "many.zarr"
+    command = [sys.executable, "-m", "bertology_utils", "extract", "--conllu", str(conllu), "--model", bert]
+    command += ["--store", str(store_path), "--block-size", "4", "--batch-size", "4", "--no-progress"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while child.poll() is None and time.monotonic() < deadline:  # until a few blocks are committed
+        try:
+            if AttentionStore.open(store_path).done >= 8:
+                break
+        except Exception:  # not created yet
+            pass
+        time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM; run the same command again to resume" in err and "Traceback" not in err
+    store = AttentionStore.open(store_path)
+    assert 8 <= store.done < len(SENTENCES) * 400 and store.done % 4 == 0  # whole blocks only
+    assert subprocess.run(command, capture_output=True, text=True, timeout=300).returncode == 0
+    assert AttentionStore.open(store_path).is_complete

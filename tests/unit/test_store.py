@@ -315,21 +315,22 @@ def test_a_killed_writer_frees_its_shard_and_its_scratch_is_removed(tmp_path):
     AttentionStore.open_or_create(path, metadata(), 10)
     code = (
         "import sys, time; from bertology_utils.attention.store import AttentionStore\n"
+        "from bertology_utils.core.files import scratch_path\n"
         f"w = AttentionStore.open({str(path)!r}, mode='r+').writer(0, 10, keep_tokens=False)\n"
+        # what a store's creation and a shard's staging leave when killed half way
+        f"kept = [scratch_path(t, folder=True) for t in [{str(path)!r}, {str(path / '.staging' / '000000000-000000010')!r}]]\n"
+        "made = [k.__enter__() for k in kept]\n"
         "print('locked', flush=True); time.sleep(60)"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdout.readline().strip() == "locked"
     with pytest.raises(StoreError, match=f"being written by .*-{child.pid}"):
         AttentionStore.open(path, mode="r+").writer(0, 10, keep_tokens=False, wait=False)
+    orphans = [*tmp_path.glob(".s.zarr.*.partial"), *(path / ".staging").glob(".*.partial")]
+    assert len(orphans) == 2
     child.send_signal(signal.SIGKILL)
     child.wait()
-    owner = f"{store_module.socket.gethostname()}-{child.pid}"  # a dead process of this host
-    orphans = [path / ".staging" / f"{owner}.0123", tmp_path / f".s.zarr.{owner}.4567.partial"]
-    for orphan in orphans:
-        orphan.mkdir(parents=True)
-    AttentionStore.open(path, mode="r+").writer(0, 10, keep_tokens=False, wait=False).close()
-    AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 10)
+    AttentionStore.open_or_create(path, metadata(), 10).writer(0, 10, keep_tokens=False, wait=False).close()
     assert not any(o.exists() for o in orphans)
 
 
