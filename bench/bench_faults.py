@@ -301,7 +301,7 @@ class _Bench:
                 raise RuntimeError(f"merge failed with exit code {code}")
         self.check(merged, stats)
 
-    def run_dask(self, path: Path, stats: Counter) -> None:
+    def run_dask(self, path: Path, stats: Counter, kills: int) -> None:
         pids_file = str(path) + ".pids"
         while True:
             stats["cycles"] += 1
@@ -316,7 +316,7 @@ class _Bench:
                 except (FileNotFoundError, json.JSONDecodeError, StoreError):
                     continue
                 # Both workers up and the job moved since the last kill: a kill interrupts real work.
-                if driver.is_alive() and len(pids) == 2 and done > done_at_kill:
+                if driver.is_alive() and len(pids) == 2 and done > done_at_kill and stats["kills"] < kills:
                     try:
                         os.kill(self.rng.choice(pids), signal.SIGKILL)
                     except ProcessLookupError:
@@ -343,7 +343,7 @@ class _Bench:
             elif name == "shards":
                 self.run_shards(store, stats, writers)
             else:
-                self.run_dask(store, stats)
+                self.run_dask(store, stats, kills)
             if name != "shards":
                 self.check(store, stats)
             stats["equal stores"] += 1

@@ -27,3 +27,18 @@ def test_kills_leave_no_torn_read_no_lost_or_duplicated_item_and_equal_stores(pa
     assert (stats.get("torn", 0), stats.get("lost", 0), stats.get("duplicated", 0), stats.get("unequal", 0)) == (0,) * 4
     assert stats["kills"] >= 4 and stats["equal stores"] == stats["rounds"] >= 1
     assert stats["polls"] > 0 and stats["items"] == len(corpus) * stats["equal stores"] * (2 if path == "shards" else 1)
+
+
+def test_the_readmes_fault_table_is_the_recorded_runs():
+    import json
+
+    record = json.loads(bench_faults.RECORD.read_text())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme[
+        readme.index(bench_faults.README_START) + len(bench_faults.README_START) : readme.index(bench_faults.README_END)
+    ]
+    assert shown.strip() == bench_faults.readme_block(record).strip(), "run python bench/bench_faults.py --record"
+    results = record["results"]
+    assert set(results) == set(bench_faults.PATHS) and sum(r["kills"] for r in results.values()) >= 300
+    for stats in results.values():
+        assert [stats.get(k, 0) for k in ("torn", "lost", "duplicated", "unequal")] == [0, 0, 0, 0]
