@@ -70,3 +70,35 @@ def pytest_collection_modifyitems(config, items):
     items.sort(
         key=lambda item: 0 if item.get_closest_marker("notebook") else 1 if item.get_closest_marker("slow") else 2
     )
+
+
+@pytest.fixture
+def count_inputs(record_property):
+    """A property test calls it once per input it tries; the total shows in the run's summary.
+
+    Hypothesis runs all of a test's inputs within one use of this fixture (which is the point), so
+    such tests suppress its function_scoped_fixture health check.
+    """
+    tried = 0
+
+    def count() -> None:
+        nonlocal tried
+        tried += 1
+
+    yield count
+    record_property("inputs tried", tried)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each property test's count of inputs tried (see count_inputs); teardown reports carry it, also from pytest -n."""
+    counts = {
+        report.nodeid: value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == "inputs tried"
+    }
+    if counts:
+        terminalreporter.section("inputs tried by property tests")
+        for nodeid, tried in counts.items():
+            terminalreporter.write_line(f"{tried:7d}  {nodeid}")
