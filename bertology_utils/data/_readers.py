@@ -52,19 +52,24 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def _read_lines(path: Path) -> tuple[list[str], str]:
-    """The file's lines (UTF-8, BOM dropped, LF or CRLF) and its sha256."""
+    """The file's lines (UTF-8 without NUL bytes, BOM dropped, LF or CRLF) and its sha256."""
     try:
         key = _hash_key(path)
         data = path.read_bytes()
     except FileNotFoundError:
         raise DataNotFoundError(f"{path}: no such file") from None
     _HASHES[key] = sha = hashlib.sha256(data).hexdigest()
+    nul = data.find(b"\0")
+    if nul >= 0:  # binary or UTF-16 data: read as text, its NULs would be kept in words or dropped silently
+        raise DataFormatError(
+            "NUL byte: not a UTF-8 text file (binary, or UTF-16?)", path, data.count(b"\n", 0, nul) + 1
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise DataFormatError(
-            f"not valid UTF-8 ({error.reason})", path, data.count(b"\n", 0, error.start) + 1
-        ) from None
+        # error.start counts from after a BOM, in error.object
+        line = error.object.count(b"\n", 0, error.start) + 1
+        raise DataFormatError(f"not valid UTF-8 ({error.reason})", path, line) from None
     # split("\n"), not splitlines(): texts may contain U+2028 or \x1c, which are not line ends here
     lines = text.replace("\r\n", "\n").split("\n")
     if lines[-1] == "":
