@@ -61,6 +61,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -260,7 +261,13 @@ class AttentionStore:
             )
         if "metadata" not in attrs or "n_items" not in attrs:
             raise StoreCorruptError(f"{path}: store attributes are incomplete")
-        return cls(path, group)
+        try:
+            store = cls(path, group)
+        except (KeyError, TypeError, ValueError) as exc:  # metadata without the maps' shape, counts not numbers
+            raise StoreCorruptError(f"{path}: store attributes are damaged: {exc!r}") from exc
+        if store.n_items < 0:
+            raise StoreCorruptError(f"{path}: store attributes are damaged: n_items is {store.n_items}")
+        return store
 
     @classmethod
     def open_or_create(cls, path, metadata: dict, n_items: int, *, overwrite: bool = False) -> AttentionStore:
@@ -310,17 +317,19 @@ class AttentionStore:
     @property
     def shards(self) -> list[Shard]:
         if self._shards is None:
-            self._shards = sorted(
-                (self._load_shard(g) for _, g in _group(self.group, "shards").groups()), key=lambda s: s.start
-            )
+            try:
+                groups = [g for _, g in _group(self.group, "shards").groups()]
+            except Exception as exc:  # zarr raises many types for a missing or damaged zarr.json
+                raise StoreCorruptError(f"{self.path}: cannot list its shards: {exc!r}") from exc
+            self._shards = sorted((self._load_shard(g) for g in groups), key=lambda s: s.start)
             for a, b in zip(self._shards, self._shards[1:]):
                 if b.start < a.stop:
                     raise StoreCorruptError(f"{self.path}: shards {a.name} and {b.name} overlap")
         return self._shards
 
     def _load_shard(self, group: zarr.Group) -> Shard:
-        attrs: dict[str, Any] = dict(group.attrs)
         try:
+            attrs: dict[str, Any] = dict(group.attrs)
             shard = Shard(
                 group,
                 int(attrs["start"]),
@@ -330,15 +339,19 @@ class AttentionStore:
                 int(attrs.get("committed", 0)),
                 dict(attrs.get("lengths", {})),
             )
+            if not 0 <= shard.start <= shard.stop or not 0 <= shard.committed <= shard.stop - shard.start:
+                raise StoreCorruptError(
+                    f"start {shard.start}, stop {shard.stop} and committed {shard.committed} do not fit"
+                )
             for name, length in shard.lengths.items():
                 if shard.array(name).shape[0] < length:
                     raise StoreCorruptError(
                         f"array {name} is shorter ({shard.array(name).shape[0]}) than committed ({length})"
                     )
-        except (KeyError, ValueError) as exc:
-            raise StoreCorruptError(f"{self.path}: shard {group.basename} is damaged: {exc}") from exc
         except StoreCorruptError as exc:
             raise StoreCorruptError(f"{self.path}: shard {group.basename}: {exc}") from exc
+        except Exception as exc:  # attributes that are not numbers, arrays whose zarr.json zarr cannot read
+            raise StoreCorruptError(f"{self.path}: shard {group.basename} is damaged: {exc!r}") from exc
         return shard
 
     def refresh(self) -> None:
@@ -439,18 +452,29 @@ class AttentionStore:
         """Per item: OK, SKIPPED, or -1 for not yet extracted."""
         out = np.full(self.n_items, -1, dtype=np.int8)
         for s in self.shards:
-            out[s.start : s.start + s.committed] = s.values("status", 0, s.committed)
+            with self._reading(s):
+                out[s.start : s.start + s.committed] = s.values("status", 0, s.committed)
         return out
 
     def skipped(self) -> dict[int, int]:
         """Skipped item index -> its token count."""
         out = {}
         for s in self.shards:
-            st = s.values("status", 0, s.committed)
+            with self._reading(s):
+                st = s.values("status", 0, s.committed)
+                n_tok = s.values("n_tokens", 0, s.committed)
             idx = np.flatnonzero(st == SKIPPED)
-            n_tok = s.values("n_tokens", 0, s.committed)
             out.update({int(s.start + i): int(n_tok[i]) for i in idx})
         return out
+
+    @contextmanager
+    def _reading(self, shard: Shard) -> Iterator[None]:
+        """Reading ``shard``'s arrays: any failure (a damaged chunk or zarr.json, a short array) is a
+        StoreCorruptError naming the store and the shard."""
+        try:
+            yield
+        except Exception as exc:
+            raise StoreCorruptError(f"{self.path}: cannot read shard {shard.name}: {exc!r}") from exc
 
     def __getitem__(self, index: int) -> ItemAttention:
         return self.get(index)
