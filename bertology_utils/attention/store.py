@@ -533,9 +533,11 @@ class AttentionStore:
             index = shard.start + j
             if per_item["status"][k] != OK:
                 if hi - lo == 1:
+                    with self._reading(shard):
+                        max_tokens = self.metadata["conversion"]["max_tokens"]
                     raise KeyError(
                         f"item {index} was skipped: {per_item['n_tokens'][k]} tokens, "
-                        f"more than the model takes ({self.metadata['conversion']['max_tokens']})"
+                        f"more than the model takes ({max_tokens})"
                     )
                 out.append(None)
                 continue
