@@ -67,7 +67,7 @@ def _set_json_value(draw, file: Path) -> None:
     """One value somewhere in a zarr.json (shape, codec, attributes: committed, lengths, n_items...) replaced."""
     try:
         document = json.loads(file.read_bytes())
-    except ValueError:  # garbled by an earlier mutation
+    except (OSError, ValueError):  # deleted or garbled by an earlier mutation
         return
     where = draw(st.sampled_from(_json_paths(document)))
     value = draw(_JSON)
@@ -120,6 +120,8 @@ MUTATIONS = {
     "delete a file": _in_a_file(lambda draw, file: file.unlink()),
     "delete a folder": _delete_folder,
     "change a JSON value": _in_a_file(_set_json_value, json_only=True),
+    # The store's own attributes (metadata, n_items) are one zarr.json among many: damaged on their own as well.
+    "change a store attribute": lambda draw, store: _set_json_value(draw, store / "zarr.json"),
 }
 
 
