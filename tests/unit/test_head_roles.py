@@ -90,10 +90,12 @@ def test_offsets_and_shares_of_known_heads():
     roles = positional_heads(positional_items())
     assert roles.rows == 3 + 4 + 10 and roles.n_items == 3 and roles.skipped == {"fewer than 2 words": 1}
     # prev: -1 on all but each item's first row (+1); next: +1 but the last row, which rests on [SEP];
-    # [SEP] and uniform ([CLS] wins the tie) heads have no offset; two back: -2 from the third word on.
+    # [SEP] head has no offset; two back: -2 from the third word on. A uniform row ties on all its n columns:
+    # 1/n of credit on every offset it reaches, offset 0 the most, and its specials' 2/n (3/n in the pair) on none.
+    uniform = (3 / 5 + 4 / 7 + 10 / 12) / 17
     np.testing.assert_array_equal(roles.offset, [[-1, 1, 0], [0, 0, -2]])
-    np.testing.assert_allclose(roles.share, [[14 / 17, 14 / 17, 0], [0, 1, 11 / 17]])
-    np.testing.assert_allclose(roles.special, [[0, 3 / 17, 1], [1, 0, 6 / 17]])
+    np.testing.assert_allclose(roles.share, [[14 / 17, 14 / 17, 0], [uniform, 1, 11 / 17]])
+    np.testing.assert_allclose(roles.special, [[0, 3 / 17, 1], [(3 * 2 / 5 + 4 * 3 / 7 + 10 * 2 / 12) / 17, 0, 6 / 17]])
     np.testing.assert_array_equal(roles.is_positional, [[False, False, False], [False, True, False]])
     assert [str(h) for h in roles.heads()] == ["2-2"]
     loose = positional_heads(positional_items(), threshold=14 / 17)  # the threshold itself passes
@@ -203,9 +205,10 @@ def test_rare_word_rates_chance_and_test():
     assert roles.rows == 10 and roles.n_items == 3
     assert roles.skipped == {"fewer than 2 words": 1, "every word equally frequent": 1}
     # prev: cat, cat (the first row looks ahead); zebra; dog, cat, dog -> 6. next: cat; zebra; dog -> 3.
-    # Itself: each rare word's own row -> 1 + 1 + 2. Uniform heads land on [CLS].
-    np.testing.assert_array_equal(roles.hits, [[6, 3, 0], [0, 4, 10]])
-    np.testing.assert_allclose(roles.rate, [[0.6, 0.3, 0.0], [0.0, 0.4, 1.0]])
+    # Itself: each rare word's own row -> 1 + 1 + 2. A uniform row ties on its n columns: 1/n per rare word.
+    uniform = 3 * 1 / 5 + 4 * 1 / 6 + 3 * 2 / 5
+    np.testing.assert_allclose(roles.hits, [[6, 3, 0], [uniform, 4, 10]])
+    np.testing.assert_allclose(roles.rate, [[0.6, 0.3, 0.0], [uniform / 10, 0.4, 1.0]])
     np.testing.assert_allclose(roles.chance, 0.4)  # (3 * 1/3 + 4 * 1/4 + 3 * 2/3) / 10
     assert roles.expected == pytest.approx(4.0)
     assert roles.variance == pytest.approx(3 * (1 / 3) * (2 / 3) + 4 * (1 / 4) * (3 / 4) + 3 * (2 / 3) * (1 / 3))

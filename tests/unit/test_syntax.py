@@ -12,7 +12,7 @@ from bertology_utils.analyses.syntax import (
     STANFORD_TO_UD,
     example_sentence,
     paper_comparison,
-    predictions,
+    prediction_credit,
     score_syntax,
 )
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
@@ -135,8 +135,8 @@ def test_self_and_special_words_are_never_predictions():
         if head > 0:
             m[i + 1, head] = 0.1
     maps[0, 0] = m
-    pred = predictions(m[None, None, 1:-1, 1:-1])
-    assert pred[0, 0, 0, 3] == -1  # the root's row holds nothing but itself: no prediction
+    credit = prediction_credit(m[None, None, 1:-1, 1:-1])
+    assert not credit[0, 0, 0, 3].any()  # the root's row holds nothing but itself: no prediction
     result = score_syntax(Corpus.from_items([DOG], "toy"), [item(DOG, maps, 0)])
     assert result.best(ALL)["best_head"] == "1-1"
     np.testing.assert_array_equal(result.accuracy[0, :, 0, 0], 1.0)
