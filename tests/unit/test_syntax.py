@@ -142,6 +142,14 @@ def test_self_and_special_words_are_never_predictions():
     np.testing.assert_array_equal(result.accuracy[0, :, 0, 0], 1.0)
 
 
+def test_near_ties_share_the_prediction_in_both_directions():
+    m = np.array([[0.0, 0.45, 0.45 - 2.0**-13], [0.3, 0.0, 0.2], [0.3, 0.1, 0.0]])  # 0.45 ties within 2**-12
+    credit = prediction_credit(m[None, None])[:, 0, 0]  # (directions, dependent, head)
+    np.testing.assert_array_equal(credit[0], [[0, 0.5, 0.5], [1, 0, 0], [1, 0, 0]])
+    # head->dep: column 0's maximum is 0.3 on rows 1 and 2 (an exact tie), columns 1's and 2's are on row 0
+    np.testing.assert_array_equal(credit[1], [[0, 0.5, 0.5], [1, 0, 0], [1, 0, 0]])
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_fixed_offset_head_equals_the_offset_baseline(seed):
     rng = np.random.default_rng(seed)
