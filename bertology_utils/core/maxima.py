@@ -1,25 +1,27 @@
 """Tie-aware maxima: the one way the package reads *where* a row of attention peaks.
 
 A statistic that asks which column holds a row's maximum (a positional head's offset, the word a
-head predicts as a dependent's syntactic head, a rare-word hit, the name a pronoun attends to)
-is decided, for rows whose two largest weights nearly tie, by rounding: the attention store keeps
-maps in float16, whose rounding turns a near-tie into an exact one or keeps it apart, and numpy's
-``argmax`` then gives the row to the first column. Head 1-3 of the default model (a previous-word
-head) moved by 0.02 of positional share that way on EWT dev.
+head predicts as a dependent's syntactic head, a rare-word hit, the name a pronoun attends to) is
+decided, for rows whose two largest weights nearly tie, by rounding: the attention store keeps maps
+in float16, whose rounding turns a near-tie into an exact one or keeps it apart, and numpy's
+``argmax`` then gives the row to the first column. On EWT dev (25,047 rows) head 1-3 of the default
+model read a positional share of 0.882 from the float16 store and 0.859 from float32 maps that way;
+with the credit below, 0.871 from both (they differ by 3e-4).
 
-:func:`tie_credit` instead treats every weight within ``tol`` of the row's maximum as tied and
-splits the row's credit equally among the tied columns; a statistic then sums credit where it
-counted hits (a share is credit over rows, an accuracy credit on the gold column).
+:func:`tie_credit` treats every weight within ``tol`` of the row's maximum as tied and splits the
+row's credit equally among the tied columns; a statistic then sums credit where it counted hits (a
+share is credit over rows, an accuracy the credit on the gold column).
 
-**The tolerance** defaults to :func:`resolution`: one float16 ulp at the row's maximum,
-``np.spacing(np.float16(max))``, e.g. 2**-12 ~ 2.4e-4 for a maximum in [0.25, 0.5) and 2**-11 ~
-4.9e-4 in [0.5, 1). Rounding to float16 moves a weight by at most half an ulp, so two weights equal
-before rounding are at most one ulp apart after it: one ulp is the smallest tolerance under which
-storing a map cannot break a tie, and the largest that keeps the band where a float16 map and its
-float32 original can disagree (float32 gaps between one and two ulps) that narrow. The rule is the
-same whatever dtype the maps come in (float16 store, float32 in memory, float64), so every path
-applies one definition. ``tol=0`` gives exact ties only. Compare weights as stored: rescaling a row
-(renormalising a float16 row whose mass is not exactly 1) moves no maximum but stretches its ulp gaps.
+**The tolerance** defaults to :func:`resolution`: one float16 ulp at the row's maximum as float16
+stores it, ``np.spacing(np.float16(max))``: 2**-12 ~ 2.4e-4 for a maximum in [0.25, 0.5), 2**-11 ~
+4.9e-4 in [0.5, 1). Rounding to float16 moves a weight by at most half an ulp, so weights less than
+one ulp apart before rounding are at most one ulp apart after it: one ulp is the smallest tolerance
+under which storing a map cannot break a tie. A float16 map and its float32 original can then
+disagree only where the two largest float32 weights are between one and two ulps apart (rounding may
+pull them to one ulp). The rule is the same whatever dtype the maps come in (float16 store, float32 in
+memory, float64), so every path applies one definition; ``tol=0`` gives exact ties only. Compare
+weights as stored: rescaling a row (renormalising a float16 row whose mass is not exactly 1) moves no
+maximum but stretches its ulp gaps past the tolerance.
 
 A row whose maximum is not positive (no attention at all, or only excluded columns set to -inf)
 gets no credit: it points nowhere.
