@@ -349,11 +349,11 @@ def rare_word_heads(
     (:func:`~bertology_utils.core.maxima.tie_credit`); a rare word attending to itself counts. Chance
     for the row = (least frequent words) / (real words), what a head with its maximum on a random word
     would score. Per head, ``hits`` is tested against the Poisson-binomial of those chances with its
-    normal approximation, one-sided, Bonferroni-corrected over the heads. Rows of one sentence are not independent (they share its
-    words), so the test is optimistic; the ``factor`` over chance is the effect size Voita's "far more
-    often" asks for. Items with fewer than 2 real words, or whose words are all equally frequent,
-    are skipped and counted. ``frequencies`` come from :func:`word_frequencies` with the same
-    ``lowercase``.
+    normal approximation, one-sided, Bonferroni-corrected over the heads. Rows of one sentence are not
+    independent (they share its words), so the test is optimistic; the ``factor`` over chance is the
+    effect size Voita's "far more often" asks for. Items with fewer than 2 real words, or whose words
+    are all equally frequent, are skipped and counted. ``frequencies`` come from
+    :func:`word_frequencies` with the same ``lowercase``.
     """
     hits = None
     rows = n_items = 0
