@@ -3,7 +3,7 @@
   store      bertology's score_syntax reading the attention store (the issue's target: < 30 s)
   vectorised score_syntax on the same maps already in memory
   loop       the loop a user writes first (Clark et al.'s notebook): for every head and direction,
-             for every sentence, an argmax and a Python loop over the words. It runs on every
+             for every sentence, a tie-aware maximum (tie_credit) and a Python loop over the words. It runs on every
              k-th sentence (--loop-sentences of them) and its time is scaled to the whole corpus
              by the number of sentences; its counts are checked against score_syntax on the same
              subset, so both compute the same thing.
@@ -25,10 +25,11 @@ import numpy as np
 
 
 def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
-    """(direction, layer, head, relation) -> hits, the slow way, with score_syntax's definitions."""
+    """(direction, layer, head, relation) -> hits (credit), the slow way, with score_syntax's definitions."""
     from bertology_utils.analyses.syntax import ALL, EXCLUDED_RELATIONS, POSSESSIVE_CLITICS, POSSESSOR_RELATIONS
+    from bertology_utils.core.maxima import tie_credit
 
-    hits = collections.Counter()
+    hits: collections.Counter = collections.Counter()
     for direction in range(2):
         for layer in range(num_layers):
             for head in range(num_heads):
@@ -39,7 +40,7 @@ def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
                     if direction == 1:
                         att = att.T
                     np.fill_diagonal(att, -np.inf)
-                    best = att.argmax(-1)
+                    credit = tie_credit(att)
                     words = sentence.words
                     for i, (gov, rel) in enumerate(zip(sentence.heads, sentence.relations)):
                         if gov == 0 or rel in EXCLUDED_RELATIONS:
@@ -47,9 +48,9 @@ def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
                         source = i
                         if rel in POSSESSOR_RELATIONS and i + 1 < len(words) and words[i + 1] in POSSESSIVE_CLITICS:
                             source = i + 1
-                        if att[source].max() > 0 and best[source] == gov - 1:
-                            hits[direction, layer, head, rel] += 1
-                            hits[direction, layer, head, ALL] += 1
+                        if credit[source, gov - 1]:
+                            hits[direction, layer, head, rel] += credit[source, gov - 1]
+                            hits[direction, layer, head, ALL] += credit[source, gov - 1]
     return hits
 
 
@@ -93,11 +94,12 @@ def main() -> None:
 
     check = score_syntax(subset, renumbered)
     expected = {
-        (d, l, h, rel): int(check.correct[d, r, l, h])
+        (d, l, h, rel): float(check.correct[d, r, l, h])
         for d, r, l, h in zip(*np.nonzero(check.correct))
         for rel in [check.relations[r]]
     }
-    assert dict(hits) == expected, "the loop and score_syntax disagree"
+    agree = hits.keys() == expected.keys() and all(np.isclose(hits[k], expected[k]) for k in expected)
+    assert agree, "the loop and score_syntax disagree"
 
     relations = len(result.relations) - 1
     print(

@@ -15,7 +15,10 @@ others are counted as excluded), so chance is 50% here, unlike Clark's task.
   to sentence boundaries where one is in reach. Windowed examples are counted; an example whose
   mentions alone do not fit is excluded and counted. Nothing is truncated silently.
 * **A head's choice.** The pronoun's word-level attention to each name, summed over the name's
-  words; the name with more attention is the head's answer (a tie counts as half right).
+  words; the name with more attention is the head's answer. Tie-aware
+  (:func:`~bertology_utils.core.maxima.tie_credit`): names within one float16 ulp of the larger sum
+  (2**-12 ~ 2.4e-4 for a sum in [0.25, 0.5)) tie and count as half right; a pronoun that gives
+  neither name any attention gets no credit.
 * **Baselines** on the same examples: the nearest name (in words), the first name, and a
   salience rule: a name before the pronoun beats one after it (cataphora is rare), then the name
   in the closest sentence, then the earlier name in that sentence (English subjects come first,
@@ -39,6 +42,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.heads import Head
+from bertology_utils.core.maxima import tie_credit
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.data import Corpus, GapExample, Sentence, words_of
@@ -338,7 +342,7 @@ class CorefResult:
 
     items: tuple[GapWords, ...]  #: the scored examples
     indices: np.ndarray  #: their positions in the prepared examples (and the store)
-    correct: np.ndarray  #: (examples, layers, heads): 1, 0, or 0.5 for a tie
+    correct: np.ndarray  #: (examples, layers, heads): the antecedent's credit, 1, 0, or 0.5 for a tie
     baselines: dict  #: baseline name -> (examples,) 1 / 0 / 0.5
     counts: dict
     description: str = ""
@@ -443,16 +447,17 @@ def score_coreference(prepared: PreparedGap, attention, *, on_mismatch: str = "r
                 )
             counts["skipped: words differ"] += 1
             continue
-        row = np.asarray(item.attention)[:, :, real[g.pronoun], real]  # (layers, heads, words)
+        row = np.asarray(item.attention)[:, :, real[g.pronoun], real].astype(np.float64)  # (layers, heads, words)
         (a0, a1), (b0, b1) = g.a, g.b
-        rows.append(row[..., a0:a1].sum(-1) - row[..., b0:b1].sum(-1))
+        rows.append(np.stack([row[..., a0:a1].sum(-1), row[..., b0:b1].sum(-1)], axis=-1))  # (layers, heads, 2)
         scored.append(i)
     counts["skipped: not in the attention"] = len(prepared.items) - len(scored) - counts["skipped: words differ"]
     if not scored:
         raise BertologyError("no GAP example could be scored")
     items = tuple(prepared.items[i] for i in scored)
     gold_is_a = np.array([g.gold == "A" for g in items])
-    correct = _choice_correct(np.stack(rows), gold_is_a).astype(np.float32)
+    credit = tie_credit(np.stack(rows))  # (examples, layers, heads, names A and B)
+    correct = np.where(gold_is_a[:, None, None], credit[..., 0], credit[..., 1]).astype(np.float32)
     choices = [g.baseline_choices() for g in items]
     baselines = {name: _choice_correct(np.array([c[name] for c in choices]), gold_is_a) for name in BASELINES}
     counts["scored"] = len(items)

@@ -10,9 +10,12 @@ attention goes (see ``papers.md``, "Voita et al. 2019"):
 
 Here the maps are word-level :class:`~bertology_utils.attention.word_attention.ItemAttention` records
 (a list, or an :class:`~bertology_utils.attention.store.AttentionStore`). Rows are the *real* words
-only; the argmax of a row runs over *all* columns, so a row whose maximum rests on [CLS]/[SEP]/``<s>``
+only; a row's maximum is taken over *all* columns, so a row whose maximum rests on [CLS]/[SEP]/``<s>``
 (BERT's no-op, Clark et al. 2019) points to no word: it counts as a row but as no offset and no hit.
-Ties go to the earlier column (numpy argmax); a row with no attention at all points nowhere.
+Maxima are tie-aware (:func:`~bertology_utils.core.maxima.tie_credit`): columns within one float16
+ulp of the row's maximum (2**-12 ~ 2.4e-4 for a maximum in [0.25, 0.5)) share the row's credit
+equally, and every count below is a sum of credit, read from the maps as stored; a row with no
+attention at all points nowhere.
 Positions and offsets are counted over real words, so in a pair the [SEP] between the two texts is
 stepped over. Every statistic is one pass over the items, vectorised over layers, heads and rows;
 layer and head counts come from the data.
@@ -34,6 +37,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import Head
+from bertology_utils.core.maxima import tie_credit
 
 __all__ = [
     "ROLES",
@@ -73,7 +77,7 @@ def _items(attention) -> Iterator[ItemAttention]:
 
 
 def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarray, tuple[int, int]]:
-    """(L, H, n, n) float64 map with rows renormalised (float16 storage), and the (layers, heads) every item shares."""
+    """(L, H, n, n) float64 map as stored, and the (layers, heads) every item shares."""
     att = np.asarray(item.attention, dtype=np.float64)
     n = len(item.word_kinds)
     if att.ndim != 4 or att.shape[-2:] != (n, n):
@@ -82,12 +86,11 @@ def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarra
         shape = (att.shape[0], att.shape[1])
     elif att.shape[:2] != shape:
         raise BertologyError(f"item {item.item_id} has {att.shape[:2]} layers x heads, earlier items {shape}")
-    mass = att.sum(-1, keepdims=True)
-    return np.divide(att, mass, out=np.zeros_like(att), where=mass > 0), shape
+    return att, shape
 
 
 def _sentences(items, skipped: dict, min_words: int = 2) -> Iterator[tuple[ItemAttention, np.ndarray, np.ndarray]]:
-    """(item, real-word positions, renormalised (L, H, n, n) maps) of every item with at least ``min_words`` real
+    """(item, real-word positions, (L, H, n, n) maps as stored) of every item with at least ``min_words`` real
     words; shorter items are counted in ``skipped``. Every item's maps are checked against the first's shape."""
     shape = None
     for item in _items(items):
@@ -99,13 +102,12 @@ def _sentences(items, skipped: dict, min_words: int = 2) -> Iterator[tuple[ItemA
         yield item, real, att
 
 
-def _targets(rows: np.ndarray, real: np.ndarray) -> np.ndarray:
-    """(L, H, k) real-word rank of each row's argmax over all columns; -1 on a special token or an empty row."""
-    rank = np.full(rows.shape[-1], -1)
-    rank[real] = np.arange(len(real))
-    target = rank[rows.argmax(-1)]
-    target[~(rows.max(-1) > 0)] = -1
-    return target
+def _word_credit(att: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """(L, H, k, k) tie-aware credit of each real-word row's maximum over all columns, on the real words' columns.
+
+    A row's credit on the special columns (and an empty row's missing credit) is what it lacks of 1.
+    """
+    return tie_credit(att[:, :, real, :])[..., real]
 
 
 def _nothing_scored(what: str, skipped: dict) -> BertologyError:
@@ -120,10 +122,10 @@ def _nothing_scored(what: str, skipped: dict) -> BertologyError:
 class PositionalRoles:
     """What :func:`positional_heads` returns; arrays are ``(layers, heads)``."""
 
-    offset: np.ndarray  #: modal relative offset of the argmax (ties: nearest 0, then the negative one)
-    share: np.ndarray  #: share of all scored rows whose argmax is at that offset
+    offset: np.ndarray  #: modal relative offset of the maximum (ties: nearest 0, then the negative one)
+    share: np.ndarray  #: credit at that offset over all scored rows
     is_positional: np.ndarray  #: share >= threshold
-    special: np.ndarray  #: share of rows whose argmax is a special pseudo-word (no offset)
+    special: np.ndarray  #: share of credit on special pseudo-words, or on nothing (empty rows): no offset
     threshold: float
     rows: int  #: real-word rows scored (the same for every head)
     n_items: int  #: items scored
@@ -137,13 +139,15 @@ class PositionalRoles:
 def positional_heads(items, threshold: float = 0.9) -> PositionalRoles:
     """Heads whose maximum attention points to one fixed relative position for ``threshold`` of the words.
 
-    For every real-word row, the offset of its argmax (over all columns) from the row's own position,
+    For every real-word row, the offset of its maximum (over all columns) from the row's own position,
     both counted over real words; a row whose maximum rests on a special token has no offset and counts
-    against every offset. Offset 0 (a head on the word itself) is an offset like any other. Voita et al.
-    used 90% of the tokens; their positional heads pointed to -1 or +1. Items with fewer than 2 real
-    words are skipped and counted.
+    against every offset. Columns within one float16 ulp of the maximum share the row's credit
+    (:func:`~bertology_utils.core.maxima.tie_credit`), so a row split between the previous word and
+    itself gives each offset half. Offset 0 (a head on the word itself) is an offset like any other.
+    Voita et al. used 90% of the tokens; their positional heads pointed to -1 or +1. Items with fewer
+    than 2 real words are skipped and counted.
     """
-    counts = np.zeros((0, 0, 1), dtype=np.int64)  # (L, H, offsets -reach..reach)
+    counts = np.zeros((0, 0, 1))  # (L, H, offsets -reach..reach): credit
     reach = 0
     special = None
     rows = n_items = 0
@@ -151,24 +155,24 @@ def positional_heads(items, threshold: float = 0.9) -> PositionalRoles:
     for _, real, att in _sentences(items, skipped):
         k, shape = len(real), att.shape[:2]
         if special is None:
-            counts = np.zeros((*shape, 1), dtype=np.int64)
-            special = np.zeros(shape, dtype=np.int64)
-        target = _targets(att[:, :, real, :], real)
-        lands = target >= 0
+            counts = np.zeros((*shape, 1))
+            special = np.zeros(shape)
+        credit = _word_credit(att, real)
         if k - 1 > reach:  # widen the offset axis symmetrically
             counts = np.pad(counts, ((0, 0), (0, 0), (k - 1 - reach, k - 1 - reach)))
             reach = k - 1
         width = 2 * reach + 1
-        key = np.arange(shape[0] * shape[1]).reshape(*shape, 1) * width + (target - np.arange(k)) + reach
-        counts += np.bincount(key[lands], minlength=counts.size).reshape(counts.shape)
-        special += (~lands).sum(-1)
+        offset = np.arange(k)[None, :] - np.arange(k)[:, None] + reach  # (row, column) -> offset index
+        key = np.arange(shape[0] * shape[1]).reshape(*shape, 1, 1) * width + offset
+        counts += np.bincount(key.ravel(), weights=credit.ravel(), minlength=counts.size).reshape(counts.shape)
+        special += k - credit.sum((-2, -1))
         rows += k
         n_items += 1
     if not rows or special is None:
         raise _nothing_scored("positional heads", skipped)
     values = np.arange(-reach, reach + 1)
     order = np.lexsort((values, np.abs(values)))  # nearest 0 first, the negative offset before the positive
-    best = counts[..., order].argmax(-1)
+    best = counts[..., order].argmax(-1)  # the modal offset of each head's credit
     share = np.take_along_axis(counts[..., order], best[..., None], -1)[..., 0] / rows
     return PositionalRoles(
         offset=values[order][best],
@@ -310,9 +314,9 @@ def word_frequencies(corpus: Iterable, lowercase: bool = True) -> collections.Co
 class RareWordRoles:
     """What :func:`rare_word_heads` returns; arrays are ``(layers, heads)``."""
 
-    rate: np.ndarray  #: share of scored rows whose argmax is a least frequent word
+    rate: np.ndarray  #: hits over scored rows
     chance: np.ndarray  #: mean per-row chance, (least frequent words) / (real words)
-    hits: np.ndarray  #: rows whose argmax is a least frequent word
+    hits: np.ndarray  #: credit of the rows' maxima on a least frequent word
     z: np.ndarray  #: (hits - expected) / sqrt(variance)
     p_value: np.ndarray  #: one-sided, normal approximation, not corrected
     is_rare: np.ndarray  #: rate >= factor * chance and p_value < alpha / heads
@@ -340,15 +344,16 @@ def rare_word_heads(
     """Heads whose maximum attention goes to the sentence's least frequent word far more often than chance.
 
     For every real-word row: the least frequent real words of its item (unseen words count 0; every
-    word at the minimum counts, ties included) and whether the row's argmax over all columns is one
-    of them (a rare word attending to itself counts). Chance for the row = (least frequent words) /
-    (real words), what a head with its maximum on a random word would score. Per head, ``hits`` is
-    tested against the Poisson-binomial of those chances with its normal approximation, one-sided,
-    Bonferroni-corrected over the heads. Rows of one sentence are not independent (they share its
-    words), so the test is optimistic; the ``factor`` over chance is the effect size Voita's "far more
-    often" asks for. Items with fewer than 2 real words, or whose words are all equally frequent,
-    are skipped and counted. ``frequencies`` come from :func:`word_frequencies` with the same
-    ``lowercase``.
+    word at the minimum counts, ties included) and the row's credit on them: 1 when its maximum over
+    all columns is one of them, a share when the maximum ties within one float16 ulp
+    (:func:`~bertology_utils.core.maxima.tie_credit`); a rare word attending to itself counts. Chance
+    for the row = (least frequent words) / (real words), what a head with its maximum on a random word
+    would score. Per head, ``hits`` is tested against the Poisson-binomial of those chances with its
+    normal approximation, one-sided, Bonferroni-corrected over the heads. Rows of one sentence are not
+    independent (they share its words), so the test is optimistic; the ``factor`` over chance is the
+    effect size Voita's "far more often" asks for. Items with fewer than 2 real words, or whose words
+    are all equally frequent, are skipped and counted. ``frequencies`` come from
+    :func:`word_frequencies` with the same ``lowercase``.
     """
     hits = None
     rows = n_items = 0
@@ -357,15 +362,14 @@ def rare_word_heads(
     for item, real, att in _sentences(items, skipped):
         k = len(real)
         if hits is None:
-            hits = np.zeros(att.shape[:2], dtype=np.int64)
+            hits = np.zeros(att.shape[:2])
         words = np.asarray(item.words, dtype=object)[real]
         counts = np.array([frequencies[w.lower() if lowercase else w] for w in words])
         rare = counts == counts.min()
         if rare.all():
             skipped[_EQUAL] += 1
             continue
-        target = _targets(att[:, :, real, :], real)
-        hits += ((target >= 0) & rare[np.maximum(target, 0)]).sum(-1)
+        hits += (_word_credit(att, real) @ rare.astype(np.float64)).sum(-1)
         p = rare.sum() / k
         expected += k * p
         variance += k * p * (1 - p)
@@ -404,7 +408,8 @@ def head_confidence(items, specials: str = "exclude") -> np.ndarray:
     renormalising: BERT parks attention on [CLS]/[SEP] as a no-op (Clark et al. 2019), the analogue
     of the end-of-sentence token Voita left out, and a head resting on [SEP] is not confident about
     any word. ``"include"`` takes it over all columns. Rows are first renormalised over all columns
-    (float16 storage); every real-word row of every item weighs the same.
+    (float16 storage); every real-word row of every item weighs the same. The maximum's value is read,
+    not its column, so ties do not matter here.
     """
     if specials not in SPECIALS:
         raise ValueError(f"specials must be one of {SPECIALS}, not {specials!r}")
@@ -414,6 +419,8 @@ def head_confidence(items, specials: str = "exclude") -> np.ndarray:
         if total is None:
             total = np.zeros(att.shape[:2])
         att = att[:, :, real, :]
+        mass = att.sum(-1, keepdims=True)
+        att = np.divide(att, mass, out=np.zeros_like(att), where=mass > 0)
         total += (att[..., real] if specials == "exclude" else att).max(-1).sum(-1)
         rows += len(real)
     if not rows or total is None:

@@ -5,8 +5,8 @@ gold syntactic head? The definition follows Clark et al.'s public notebook
 (``Syntax_Analysis.ipynb`` in clarkkev/attention-analysis):
 
 * **Predictions.** In a head's word-level map the word itself and the special pseudo-words
-  ([CLS], [SEP], ``<s>``...) are never predictions; the prediction is the argmax over the other
-  words of the sentence.
+  ([CLS], [SEP], ``<s>``...) are never predictions; the prediction is the maximum over the other
+  words of the sentence, tie-aware (below).
 * **Two directions**, both scored, and the better one reported per relation:
   ``dep->head`` reads the dependent's row (the dependent attends to its head);
   ``head->dep`` is Clark's transpose: for each dependent, the word that attends to it most is
@@ -20,13 +20,15 @@ gold syntactic head? The definition follows Clark et al.'s public notebook
 
 Unlike Clark's "all" row, which counted every word, **root words and punctuation are excluded**
 everywhere here, the "all" row included: a root has no head word to attend to, and punctuation
-attachment is a convention rather than syntax. Ties go to the earlier word (numpy argmax); a word
-whose row holds no attention at all on other words (possible after float16 storage) predicts
-nothing and counts as wrong.
+attachment is a convention rather than syntax. **Ties**: words within one float16 ulp of the maximum
+(2**-12 ~ 2.4e-4 for a maximum in [0.25, 0.5); :func:`~bertology_utils.core.maxima.tie_credit`)
+share the prediction equally, so a dependent scores the credit its gold head gets (1 alone, 1/2 in a
+two-way tie) and the counts below are sums of credit; a word whose row holds no attention at all on
+other words (possible after float16 storage) predicts nothing and counts as wrong.
 
-The hot path is vectorised: one argmax per sentence over the whole ``(layers, heads, n, n)`` array,
-and a single matrix product at the end turns the per-word hits into ``(relations, layers, heads)``
-counts. Layer and head counts come from the data.
+The hot path is vectorised: one tie-aware maximum per sentence and direction over the whole
+``(layers, heads, n, n)`` array, and a single matrix product at the end turns the per-word credit
+into ``(relations, layers, heads)`` counts. Layer and head counts come from the data.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import Head
+from bertology_utils.core.maxima import tie_credit
 from bertology_utils.core.typing import HeadMatrix, ItemMaps
 from bertology_utils.data import Corpus
 
@@ -58,7 +61,7 @@ __all__ = [
     "ON_MISMATCH",
     "real_word_positions",
     "word_attention_without_specials",
-    "predictions",
+    "prediction_credit",
     "word_mismatch",
     "SyntaxResult",
     "score_syntax",
@@ -166,21 +169,19 @@ def word_attention_without_specials(item: ItemAttention) -> ItemMaps:
     return np.asarray(item.attention)[:, :, real[:, None], real]
 
 
-def predictions(attention: ItemMaps) -> np.ndarray:
-    """Predicted head of every word, per direction and head: ``(2, layers, heads, n)``, -1 for none.
+def prediction_credit(attention: ItemMaps) -> np.ndarray:
+    """How much each word predicts each other word as its head: ``(2, layers, heads, n, n)``, ``[d, l, h, dep, head]``.
 
-    ``attention`` is ``(layers, heads, n, n)`` over real words only. Direction 0 (dep->head) takes
-    each row's argmax, direction 1 (head->dep, Clark's transpose) each column's. The word itself
-    is never a prediction; a word with no attention on any other word predicts nothing (-1).
+    ``attention`` is ``(layers, heads, n, n)`` over real words only. Direction 0 (dep->head) reads
+    each row's maximum, direction 1 (head->dep, Clark's transpose) each column's, with
+    :func:`~bertology_utils.core.maxima.tie_credit`: a dependent's credit of 1 is split equally over
+    the words within one float16 ulp of its maximum. The word itself is never a prediction; a word
+    with no attention on any other word predicts nothing (no credit).
     """
-    att = np.array(attention, dtype=np.float32)  # a copy: the diagonal is overwritten
-    n = att.shape[-1]
-    diagonal = np.arange(n)
+    att = np.array(attention, dtype=np.float64)  # a copy: the diagonal is overwritten
+    diagonal = np.arange(att.shape[-1])
     att[..., diagonal, diagonal] = -np.inf
-    pred = np.stack([att.argmax(-1), att.argmax(-2)])
-    best = np.stack([att.max(-1), att.max(-2)])  # -inf for a one-word sentence: nothing else to pick
-    pred[~(best > 0)] = -1
-    return pred
+    return np.stack([tie_credit(att, axis=-1), np.swapaxes(tie_credit(att, axis=-2), -1, -2)])
 
 
 def _sentence_words(item: ItemAttention, real: np.ndarray) -> tuple[str, ...]:
@@ -212,7 +213,7 @@ class SyntaxResult:
 
     relations: tuple[str, ...]
     fold_counts: np.ndarray  #: (folds, relations) scored dependents
-    fold_correct: np.ndarray  #: (folds, directions, relations, layers, heads) hits
+    fold_correct: np.ndarray  #: (folds, directions, relations, layers, heads) hits: credit on the gold head
     fold_offset_correct: np.ndarray  #: (folds, relations, offsets) hits of each fixed offset
     offsets: tuple[int, ...]
     n_sentences: int  #: sentences scored
@@ -237,7 +238,7 @@ class SyntaxResult:
 
     @property
     def correct(self) -> np.ndarray:
-        """(directions, relations, layers, heads) hits."""
+        """(directions, relations, layers, heads) hits (credit, so not always whole)."""
         return self.fold_correct.sum(0)
 
     @property
@@ -302,7 +303,7 @@ class SyntaxResult:
         Picking the best of 2 x layers x heads candidates on the same words inflates the best
         accuracy, most for rare relations; this is the estimate free of that selection.
         """
-        hits, total = 0, 0
+        hits, total = 0.0, 0
         counts = self.fold_counts[:, r]
         for chosen_on in range(_FOLDS):
             scored_on = 1 - chosen_on
@@ -310,7 +311,7 @@ class SyntaxResult:
                 continue
             flat = self.fold_correct[chosen_on, :, r].reshape(-1)
             pick = int(flat.argmax())
-            hits += int(self.fold_correct[scored_on, :, r].reshape(-1)[pick])
+            hits += float(self.fold_correct[scored_on, :, r].reshape(-1)[pick])
             total += int(counts[scored_on])
         return hits / total if total else math.nan
 
@@ -439,7 +440,8 @@ def score_syntax(
 
 @dataclass
 class _Scored:
-    """Sentences scored so far: per scored sentence its (2, L, H, k) hits and corpus index, which were seen, skips."""
+    """Sentences scored so far: per scored sentence its (2, L, H, k) credit on the gold heads and corpus index,
+    which were seen, skips."""
 
     seen: np.ndarray
     hits: list = field(default_factory=list)
@@ -487,8 +489,8 @@ def _score_items(corpus: Corpus, gold: _Gold, items: Iterable[ItemAttention], on
         elif att.shape[:2] != part.shape:
             raise BertologyError(f"item {i} has {att.shape[:2]} layers x heads, earlier items {part.shape}")
         lo, hi = gold.starts[i], gold.starts[i + 1]
-        pred = predictions(att[:, :, real[:, None], real])
-        part.hits.append(pred[..., gold.source[lo:hi]] == gold.gold[lo:hi])
+        credit = prediction_credit(att[:, :, real[:, None], real])
+        part.hits.append(credit[..., gold.source[lo:hi], gold.gold[lo:hi]].astype(np.float32))
         part.scored.append(i)
     return part
 
@@ -501,7 +503,7 @@ def _score_range(store_path: str, lo: int, hi: int, corpus: Corpus, gold: _Gold,
 def _reduce(
     gold: _Gold, hits: list, scored: np.ndarray, shape, offsets, description: str, skipped: dict
 ) -> SyntaxResult:
-    """Sum the per-dependent hits of all sentences into (fold, direction, relation, layer, head) counts."""
+    """Sum the per-dependent credit of all sentences into (fold, direction, relation, layer, head) hits."""
     L, H = shape
     lengths = gold.starts[scored + 1] - gold.starts[scored]
     index = np.concatenate([np.arange(gold.starts[i], gold.starts[i + 1]) for i in scored])
@@ -513,11 +515,11 @@ def _reduce(
     R = len(order) + 1
     group = fold * R + rank[relation] + 1  # row 0 is ALL, filled below
 
-    # Every head at once: hits as (2 * L * H, dependents) times a one-hot (dependents, folds * R).
-    flat = np.concatenate(hits, axis=-1).reshape(2 * L * H, -1).astype(np.float32)
-    one_hot = np.zeros((len(index), _FOLDS * R), dtype=np.float32)
+    # Every head at once: credit as (2 * L * H, dependents) times a one-hot (dependents, folds * R), in float64.
+    flat = np.concatenate(hits, axis=-1).reshape(2 * L * H, -1)
+    one_hot = np.zeros((len(index), _FOLDS * R))
     one_hot[np.arange(len(index)), group] = 1.0
-    correct = np.rint(flat @ one_hot).astype(np.int64).reshape(2, L, H, _FOLDS, R).transpose(3, 0, 4, 1, 2).copy()
+    correct = (flat @ one_hot).reshape(2, L, H, _FOLDS, R).transpose(3, 0, 4, 1, 2).copy()
     correct[:, :, 0] = correct[:, :, 1:].sum(2)
 
     counts = np.bincount(group, minlength=_FOLDS * R).reshape(_FOLDS, R)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import AlignedItem, align
@@ -114,8 +115,16 @@ class _Forward:
     each batch's maps instead, and they are converted the same way.
     """
 
-    def __init__(self, loaded: LoadedModel, from_rule: str, keep_tokens: bool, maps: MapSource | None = None):
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        from_rule: str,
+        keep_tokens: bool,
+        maps: MapSource | None = None,
+        dtype: DTypeLike = np.float16,
+    ):
         self.loaded = loaded
+        self.dtype = dtype
         self.from_rule = from_rule
         self.keep_tokens = keep_tokens
         self.maps = maps
@@ -178,11 +187,11 @@ class _Forward:
         return [m.detach() for m in maps]
 
     def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A float16 work array of ``shape``, reused across batches: fresh memory costs page faults."""
+        """A work array of ``shape`` (float16 unless asked), reused across batches: fresh memory costs page faults."""
         size = int(np.prod(shape))
         buf = self._buffers.get(name)
         if buf is None or buf.size < size:
-            buf = self._buffers[name] = np.empty(size, dtype=np.float16)
+            buf = self._buffers[name] = np.empty(size, dtype=self.dtype)
         return buf[:size].reshape(shape)
 
     def __call__(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None = None) -> list[ItemAttention]:
@@ -206,7 +215,7 @@ class _Forward:
         tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
         convert = WordConversion(torch.from_numpy(t2w).to(device), self.from_rule, n_words=n_words)
         for layer, att in enumerate(attentions):  # layer by layer: no stacked copy of every map
-            words[:, layer].copy_(convert(att))  # float32 -> float16 in the copy
+            words[:, layer].copy_(convert(att))  # float32 -> float16 (unless asked otherwise) in the copy
             if tokens is not None:
                 tokens[:, layer].copy_(att)
         word_maps, token_maps = words.numpy(), tokens.numpy() if tokens is not None else None
@@ -315,13 +324,16 @@ def iter_attention(
     max_tokens: int | None = None,
     progress: bool = True,
     maps: MapSource | None = None,
+    dtype: DTypeLike = np.float16,
 ) -> Iterator[ItemAttention | SkippedItem]:
     """Yield the word-level attention of each item in corpus order (skipped items as :class:`SkippedItem`).
 
     With ``maps``, the maps are the source's (see :class:`MapSource`) instead of the model's attention.
+    The maps are float16, as a store keeps them; ``dtype=np.float32`` keeps the model's own precision
+    (to measure what storing them in float16 changes).
     """
     corpus, loaded = Corpus.of(items), LoadedModel.of(model)
-    forward = _Forward(loaded, from_rule, keep_tokens, maps)
+    forward = _Forward(loaded, from_rule, keep_tokens, maps, dtype)
     limit = _max_tokens(loaded, max_tokens, too_long)
     with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):

@@ -1,6 +1,7 @@
 """core: what every layer stands on — settings, thread counts, errors, the version, heads, models and their
-architectures, figures, files written whole or not at all (``files``), the cache's shared machinery (entry
-names, locks, stored arrays), and Dask clusters (``cluster``, only with the optional ``[distributed]`` extra).
+architectures, figures, files written whole or not at all (``files``), tie-aware maxima of attention rows
+(``maxima``), the cache's shared machinery (entry names, locks, stored arrays), and Dask clusters
+(``cluster``, only with the optional ``[distributed]`` extra).
 
 ``bertology_utils.core.settings``, ``threads``, ``errors`` and the version import nothing heavy; the names
 below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are
@@ -45,6 +46,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "self_attention_modules",
         ],
         "figures": ["plot_attention_map", "plot_layer_head_grid"],
+        "maxima": ["STORAGE_DTYPE", "resolution", "tie_credit"],
         "cluster": ["connect", "local_cluster", "parse_cluster"],
     },
 )

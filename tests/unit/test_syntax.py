@@ -12,7 +12,7 @@ from bertology_utils.analyses.syntax import (
     STANFORD_TO_UD,
     example_sentence,
     paper_comparison,
-    predictions,
+    prediction_credit,
     score_syntax,
 )
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
@@ -135,11 +135,19 @@ def test_self_and_special_words_are_never_predictions():
         if head > 0:
             m[i + 1, head] = 0.1
     maps[0, 0] = m
-    pred = predictions(m[None, None, 1:-1, 1:-1])
-    assert pred[0, 0, 0, 3] == -1  # the root's row holds nothing but itself: no prediction
+    credit = prediction_credit(m[None, None, 1:-1, 1:-1])
+    assert not credit[0, 0, 0, 3].any()  # the root's row holds nothing but itself: no prediction
     result = score_syntax(Corpus.from_items([DOG], "toy"), [item(DOG, maps, 0)])
     assert result.best(ALL)["best_head"] == "1-1"
     np.testing.assert_array_equal(result.accuracy[0, :, 0, 0], 1.0)
+
+
+def test_near_ties_share_the_prediction_in_both_directions():
+    m = np.array([[0.0, 0.45, 0.45 - 2.0**-13], [0.3, 0.0, 0.2], [0.3, 0.1, 0.0]])  # 0.45 ties within 2**-12
+    credit = prediction_credit(m[None, None])[:, 0, 0]  # (directions, dependent, head)
+    np.testing.assert_array_equal(credit[0], [[0, 0.5, 0.5], [1, 0, 0], [1, 0, 0]])
+    # head->dep: column 0's maximum is 0.3 on rows 1 and 2 (an exact tie), columns 1's and 2's are on row 0
+    np.testing.assert_array_equal(credit[1], [[0, 0.5, 0.5], [1, 0, 0], [1, 0, 0]])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
