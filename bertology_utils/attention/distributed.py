@@ -47,6 +47,8 @@ _EXTRACTOR_LOCK = threading.Lock()
 _MAX_RESUBMITTED = 5
 # Seconds to wait for a worker when none is left (the nannies restart killed ones).
 _WORKER_TIMEOUT = 300
+# Seconds a scatter of the corpus may take before it is tried again (a worker may have died during it).
+_SCATTER_TIMEOUT = 120
 
 
 def shard_plan(start: int, stop: int, shards: int, block_size: int) -> list[tuple[int, int]]:
@@ -139,9 +141,7 @@ def extract_on_cluster(
             path = str(Path(store_path).resolve())
 
             def submit(ranges: list[tuple[int, int]]) -> dict[Any, tuple[int, int]]:
-                # Scattered anew for each submission: a copy dies with the last worker holding it.
-                client.wait_for_workers(1, timeout=_WORKER_TIMEOUT)
-                shared = client.scatter(corpus, broadcast=True, hash=False)
+                shared = _scatter(client, corpus)
                 return {
                     client.submit(
                         _fill_shard,
@@ -186,6 +186,22 @@ def extract_on_cluster(
     if not store.is_complete:
         raise StoreError(f"the cluster finished but {store.path} is missing items {store.missing_ranges()}")
     return store
+
+
+def _scatter(client, corpus: Corpus, attempts: int = 5):
+    """The corpus on every worker, scattered anew for each submission (a copy dies with the last worker
+    holding it). A worker killed mid-scatter can leave the scatter waiting for ever, so it has a timeout and
+    is tried again."""
+    import distributed
+
+    error: BaseException | None = None
+    for _ in range(attempts):
+        client.wait_for_workers(1, timeout=_WORKER_TIMEOUT)
+        try:
+            return client.scatter(corpus, broadcast=True, hash=False, timeout=_SCATTER_TIMEOUT)
+        except (distributed.TimeoutError, OSError) as exc:  # OSError: distributed's CommClosedError
+            error = exc
+    raise StoreError(f"could not send the corpus to the cluster's workers in {attempts} tries: {error!r}") from error
 
 
 def map_store(
