@@ -460,6 +460,11 @@ def _record(args: argparse.Namespace, results: dict) -> None:
     }
     RECORD.parent.mkdir(exist_ok=True)
     RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    write_readme(record)
+
+
+def write_readme(record: dict) -> None:
+    """Put :func:`readme_block` of ``record`` between the README's markers."""
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")
     start, end = text.index(README_START) + len(README_START), text.index(README_END)
