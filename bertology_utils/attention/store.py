@@ -673,7 +673,8 @@ class _ShardLock:
     def __init__(self, path: Path, *, wait: bool):
         path.parent.mkdir(exist_ok=True)
         self.path = path
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = None  # set before opening: __del__ runs even when the open fails
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if fcntl is None:  # pragma: no cover
             return
         told = False
