@@ -8,6 +8,11 @@ would: same blocks, same batches, so the store holds the same values bit for bit
 is rerun by the scheduler and resumes the shard from its last commit. The store must be on a file
 system every worker can reach (a shared disk on a multi-machine cluster).
 
+Large arguments (the corpus, gold arrays) reach the workers as the result of a task that returns them,
+not by ``Client.scatter``: scattered data dies with the last worker holding it, and a worker killed
+during a broadcast scatter can leave the scatter waiting for ever, while a task's result is recomputed
+by the scheduler on a live worker.
+
 :func:`map_store` runs a function over contiguous item ranges of a store on a cluster; the analyses'
 ``cluster=`` options use it for their map-reduce.
 """
@@ -42,13 +47,6 @@ _MODELS: dict[str, Any] = {}
 # 2-thread worker ran 1.7x slower).
 _EXTRACTOR: ThreadPoolExecutor | None = None
 _EXTRACTOR_LOCK = threading.Lock()
-# Tasks cancelled because the cluster lost their data (every worker holding the scattered corpus died) are
-# submitted again, up to this many times each on average.
-_MAX_RESUBMITTED = 5
-# Seconds to wait for a worker when none is left (the nannies restart killed ones).
-_WORKER_TIMEOUT = 300
-# Seconds a scatter of the corpus may take before it is tried again (a worker may have died during it).
-_SCATTER_TIMEOUT = 120
 
 
 def shard_plan(start: int, stop: int, shards: int, block_size: int) -> list[tuple[int, int]]:
@@ -113,7 +111,6 @@ def extract_on_cluster(
     not, is resumed. Progress is the whole job's, read from the store.
     """
     distributed = require_distributed()
-    from distributed.client import FuturesCancelledError
 
     corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     unknown = set(settings) - {f.name for f in fields(ExtractionJob)} | ({"corpus", "loaded"} & set(settings))
@@ -139,45 +136,34 @@ def extract_on_cluster(
             tqdm.write(f"resuming: {before} of {store.n_items} items already in the store at {store.path}")
         if tasks:
             path = str(Path(store_path).resolve())
-
-            def submit(ranges: list[tuple[int, int]]) -> dict[Any, tuple[int, int]]:
-                shared = _scatter(client, corpus)
-                return {
-                    client.submit(
-                        _fill_shard,
-                        shared,
-                        path,
-                        loaded.name,
-                        settings,
-                        max_tokens,
-                        lo,
-                        hi,
-                        pure=False,
-                        key=f"extract-{lo}-{hi}-{time.time_ns()}",
-                    ): (lo, hi)
-                    for lo, hi in ranges
-                }
-
-            running = submit(sorted(tasks))
-            resubmitted = 0
+            shared = _held(client, corpus)
+            running = [
+                client.submit(
+                    _fill_shard,
+                    shared,
+                    path,
+                    loaded.name,
+                    settings,
+                    max_tokens,
+                    lo,
+                    hi,
+                    pure=False,
+                    key=f"extract-{lo}-{hi}-{time.time_ns()}",
+                )
+                for lo, hi in sorted(tasks)
+            ]
             try:
                 with tqdm(
                     total=todo, desc=f"extract {corpus.name} ({len(running)} shards)", unit="item", disable=not progress
                 ) as bar:
                     while running:
                         try:
-                            distributed.wait(list(running), timeout=0.5, return_when="FIRST_COMPLETED")
-                        except (distributed.TimeoutError, FuturesCancelledError):
+                            distributed.wait(running, timeout=0.5, return_when="FIRST_COMPLETED")
+                        except distributed.TimeoutError:
                             pass
-                        lost = [running.pop(f) for f in list(running) if f.cancelled()]
                         for f in [f for f in running if f.done()]:
                             f.result()  # a worker's error (a metadata mismatch, a too-long item) surfaces at once
-                            del running[f]
-                        if lost:  # every worker holding the corpus died: its tasks resume their shards
-                            resubmitted += len(lost)
-                            if resubmitted > _MAX_RESUBMITTED * len(tasks):
-                                raise StoreError(f"the cluster lost its workers {resubmitted} times; stopping")
-                            running.update(submit(lost))
+                            running.remove(f)
                         store.refresh()
                         bar.update(store.done - before - bar.n)
             finally:  # an error or an interrupt: stop the other tasks too (their shards stay resumable)
@@ -188,20 +174,13 @@ def extract_on_cluster(
     return store
 
 
-def _scatter(client, corpus: Corpus, attempts: int = 5):
-    """The corpus on every worker, scattered anew for each submission (a copy dies with the last worker
-    holding it). A worker killed mid-scatter can leave the scatter waiting for ever, so it has a timeout and
-    is tried again."""
-    import distributed
+def _held(client, value):
+    """A future of ``value`` computed by a task, for tasks to depend on (see the module's docstring)."""
+    return client.submit(_identity, value, pure=False, key=f"argument-{type(value).__name__}-{time.time_ns()}")
 
-    error: BaseException | None = None
-    for _ in range(attempts):
-        client.wait_for_workers(1, timeout=_WORKER_TIMEOUT)
-        try:
-            return client.scatter(corpus, broadcast=True, hash=False, timeout=_SCATTER_TIMEOUT)
-        except (distributed.TimeoutError, OSError) as exc:  # OSError: distributed's CommClosedError
-            error = exc
-    raise StoreError(f"could not send the corpus to the cluster's workers in {attempts} tries: {error!r}") from error
+
+def _identity(value):
+    return value
 
 
 def map_store(
@@ -219,12 +198,12 @@ def map_store(
     with connect(cluster) as client:
         if ranges is None:
             ranges = shard_plan(0, store.n_items, 4 * n_workers(client), 256)
-        shared = [client.scatter(a, broadcast=True, hash=False) if _large(a) else a for a in args]
+        shared = [_held(client, a) if _large(a) else a for a in args]
         path = str(Path(store.path).resolve())
         futures = [client.submit(function, path, lo, hi, *shared, pure=False) for lo, hi in ranges]
         return client.gather(futures)
 
 
 def _large(value) -> bool:
-    """Worth scattering once rather than sending with every task (corpora, gold arrays)."""
+    """Worth sending once rather than with every task (corpora, gold arrays)."""
     return not isinstance(value, (int, float, str, bool, type(None), tuple))

@@ -12,11 +12,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 bench_faults = pytest.importorskip("bench_faults")
 
 
-# Not the Dask path: a worker killed while the driver scatters the corpus to every worker can leave
-# Client.scatter waiting past its timeout (seen in the bench), so that path runs in bench/ only until
-# the scatter is replaced. tests/unit/test_distributed.py kills a worker mid-shard on every run.
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["local", "shards"])
+@pytest.mark.parametrize("path", bench_faults.PATHS)
 def test_kills_leave_no_torn_read_no_lost_or_duplicated_item_and_equal_stores(path, tiny_model_dirs, tmp_path):
     corpus = read_conllu(ROOT / "data" / "sample" / "sample.conllu")[:24]
     results = bench_faults.run(
