@@ -52,6 +52,9 @@ FAMILY_SHAPES = {
 NEW_ARCHS = tuple(FAMILY_SHAPES)
 #: Every family a tiny model can be built of.
 ALL_FAMILIES = ARCHS + NEW_ARCHS
+#: A model type with no ArchSpec (what a user's unknown encoder looks like): RoFormer, rotary positions, built
+#: with BERT's WordPiece tokenizer.
+UNREGISTERED_SHAPES = {"roformer": (2, 3)}
 MAX_POSITIONS = 64
 #: Models whose position ids start after the padding index (1) lose padding_idx + 1 positions.
 POSITION_OFFSET = {"roberta": 2, "mpnet": 2, "xlm-roberta": 2, "camembert": 2}
@@ -214,6 +217,7 @@ def _build_tokenizer(arch: str):
     vocab = {w: i for i, w in enumerate(words)}
     cls = {
         "bert": BertTokenizerFast,
+        "roformer": BertTokenizerFast,
         "distilbert": DistilBertTokenizerFast,
         "electra": ElectraTokenizerFast,
         "mpnet": MPNetTokenizerFast,
@@ -244,6 +248,8 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int, max_pos
         return BertConfig(**sizes)
     if arch == "electra":
         return ElectraConfig(embedding_size=hidden // 2, **sizes)
+    if arch == "roformer":
+        return AutoConfig.for_model("roformer", embedding_size=hidden, **sizes)
     ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     if arch == "roberta":
         return RobertaConfig(type_vocab_size=1, **ids, **sizes)
@@ -303,9 +309,9 @@ def build_tiny_model(
     ``max_positions`` is the position table's length (the short default makes over-long inputs cheap; a notebook
     run on treebank sentences, which the small Unigram vocabulary cuts into many pieces, needs more).
     """
-    shapes = TINY_SHAPES | FAMILY_SHAPES
+    shapes = TINY_SHAPES | FAMILY_SHAPES | UNREGISTERED_SHAPES
     if arch not in shapes:
-        raise ValueError(f"unknown tiny architecture {arch!r}; choose from {', '.join(ALL_FAMILIES)}")
+        raise ValueError(f"unknown tiny architecture {arch!r}; choose from {', '.join(shapes)}")
     default_layers, default_heads = shapes[arch]
     folder = Path(folder)
     tokenizer = _build_tokenizer(arch)

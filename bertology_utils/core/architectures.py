@@ -367,9 +367,23 @@ def _unregistered(model_or_config) -> UnsupportedArchitectureError:
             found[name] = found.get(name, False) or isinstance(getattr(config, getattr(spec, name), None), int)
     missing = [name for name, _ in _MODULE_FIELDS if not found.get(name) and name not in _OPTIONAL]
     missing += [name for name in _CONFIG_FIELDS if not found[name]]
+    # Parts at a registered layout's paths say nothing of what they compute (positions, normalisation, score
+    # terms), so the spec is never borrowed silently; the user is told how to borrow it after checking.
+    alike = [t for t, spec in _REGISTRY.items() if module is not None and all(_found(spec, module, config).values())]
+    how = (
+        f"if it computes attention as {alike[0]} does (check its positions, normalisation and score terms), "
+        f"register_architecture(dataclasses.replace(arch_spec(transformers.AutoConfig.for_model({alike[0]!r})), "
+        f"model_type={model_type!r})); otherwise {_how_to_register(model_type)}"
+        if alike
+        else _how_to_register(model_type)
+    )
+    where = (
+        f"every part is where the layout of {', '.join(alike)} looks"
+        if alike
+        else (f"fields no registered layout finds on it: {', '.join(missing) or 'none'}")
+    )
     return UnsupportedArchitectureError(
-        f"{_describe(model_or_config)} is not a registered architecture. Fields no registered layout finds on it: "
-        f"{', '.join(missing) or 'none'}. To support it, {_how_to_register(model_type)}.",
+        f"{_describe(model_or_config)} is not a registered architecture; {where}. To support it, {how}.",
         model_type=model_type,
         missing=missing,
     )

@@ -137,6 +137,12 @@ class LoadedModel:
         return type(self.model).__name__
 
     @property
+    def label(self) -> str:
+        """The model and its architecture in a few words, e.g. "all-MiniLM-L6-v2 (bert, 6 layers x 12 heads)"
+        (a folder by its last part): what tables and figures name when they show our numbers."""
+        return f"{Path(self.name).name} ({self.model_type}, {self.num_layers} layers x {self.num_heads} heads)"
+
+    @property
     def special_token_ids(self) -> frozenset[int]:
         """Ids of the tokens the tokenizer adds or pads with ([CLS], [SEP], <s>, [PAD], [MASK]...).
 

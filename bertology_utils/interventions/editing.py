@@ -557,7 +557,8 @@ def first_token_readout(model) -> Iterator[bool]:
     loss) are meant to be read. Applies to a ``...ForSequenceClassification`` model whose
     architecture's spec says its head reads the first token
     (:attr:`~bertology_utils.core.architectures.ArchSpec.classifier_reads_first_token`) and whose
-    last layer is not shared with another (as ALBERT's are); anything else runs as it is.
+    last layer is not shared with another (as ALBERT's are); anything else (an unregistered model type
+    too) runs as it is.
     Yields whether it applies.
 
     In training mode it is exact too: each dropout of the shortened block draws its mask for every
@@ -565,7 +566,7 @@ def first_token_readout(model) -> Iterator[bool]:
     masks, the loss and the gradients are the full pass's (to float rounding).
     """
     module = architectures.torch_module(model)
-    applies = type(module).__name__.endswith("ForSequenceClassification")
+    applies = type(module).__name__.endswith("ForSequenceClassification") and architectures.is_registered(module)
     if applies:
         spec = architectures.arch_spec(module)
         applies = spec.classifier_reads_first_token and not spec.shared_layers

@@ -110,9 +110,16 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def claims_table(claims: Iterable[Claim]):
-    """The "paper vs ours" DataFrame: one row per claim (index ``id``)."""
+def claims_table(claims: Iterable[Claim], model=None):
+    """The "paper vs ours" DataFrame: one row per claim (index ``id``).
+
+    ``model`` (a :class:`~bertology_utils.core.models.LoadedModel`): the "ours" column is headed with its
+    name and architecture (``ours: all-MiniLM-L6-v2 (bert, 6 layers x 12 heads)``), since the papers'
+    numbers are BERT-base's and ours may come from another family or shape.
+    """
     import pandas as pd
+
+    ours = "ours" if model is None else f"ours: {model.label}"
 
     rows = [
         {
@@ -120,14 +127,14 @@ def claims_table(claims: Iterable[Claim]):
             "paper": c.paper,
             "claim": c.claim,
             "paper value": c.paper_value,
-            "ours": c.ours,
+            ours: c.ours,
             "verdict": c.verdict.value,
             "rule": c.rule,
             "note": c.note,
         }
         for c in claims
     ]
-    columns = ["id", "paper", "claim", "paper value", "ours", "verdict", "rule", "note"]
+    columns = ["id", "paper", "claim", "paper value", ours, "verdict", "rule", "note"]
     return pd.DataFrame(rows, columns=columns).set_index("id")
 
 

@@ -423,8 +423,8 @@ def probe_margin(
 
     text, better, worse = PROBE_CLAIMS[claim_id]
     paper = PAPER_TABLE3[better] - PAPER_TABLE3[worse]
-    testable = better in test and worse in test
-    margin = 100 * (test[better].uas - test[worse].uas) if testable else math.nan
+    missing = [row for row in (better, worse) if row not in test]
+    margin = math.nan if missing else 100 * (test[better].uas - test[worse].uas)
     dev_margin = (
         100 * (dev[better].uas - dev[worse].uas) if dev is not None and better in dev and worse in dev else math.nan
     )
@@ -433,7 +433,9 @@ def probe_margin(
         text,
         PAPER,
         f"{better} > {worse} by {paper:+.0f} UAS",
-        f"{margin:+.1f} on test ({dev_margin:+.1f} on dev)",
+        f"not testable: no {' or '.join(missing)} row"
+        if missing
+        else f"{margin:+.1f} on test ({dev_margin:+.1f} on dev)",
         Verdict.of(margin > 0, _finite(margin)),
         f"test UAS of {better} - {worse} > 0",
         {"test_margin": margin, "dev_margin": dev_margin},

@@ -45,6 +45,20 @@ def test_claim_metrics_dict_and_table():
         Claim("a b", "t", "p", "v", "o", Verdict.HOLDS, "r")
 
 
+@pytest.mark.parametrize(
+    ("family", "ours"),
+    [
+        ("deberta-v2", "ours: deberta-v2 (deberta-v2, 2 layers x 4 heads)"),
+        ("albert", "ours: albert (albert, 3 layers x 2 heads)"),  # one shared layer run 3 times
+    ],
+)
+def test_the_table_names_the_model_and_architecture_our_numbers_come_from(family, ours, family_model_dirs):
+    from bertology_utils.core.models import load_model
+
+    table = claims_table([clark.cls_early_layers(grid([0.5, 0.1]))], load_model(family_model_dirs[family]))
+    assert list(table.columns) == ["paper", "claim", "paper value", ours, "verdict", "rule", "note"]
+
+
 def test_depth_scaled_layers_and_layer_mean():
     assert depth_scaled_layers(6, 10, 12) == (6, 10)
     assert depth_scaled_layers(6, 10, 6) == (3, 5)
@@ -132,6 +146,7 @@ def test_probe_claims():
     assert claims["table3.attn_words_beats_distances"].verdict is Verdict.DIFFERS  # a tie is no win
     assert claims["table3.words_help_attn"].values["test_margin"] == pytest.approx(20.0)
     assert claims["table3.trained_beats_random_init"].verdict is Verdict.NOT_TESTABLE  # no random-init row
+    assert claims["table3.trained_beats_random_init"].ours == "not testable: no Random-init Attn + words row"
 
 
 def test_same_layer_claims():

@@ -25,7 +25,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.extraction import attention_for, extract_attention
 from bertology_utils.attention.word_attention import word_attention_single
 from bertology_utils.core import architectures
-from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError, UnsupportedArchitectureError
 from bertology_utils.core.models import describe_model, load_model, random_init_keeping_embeddings
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.attribution import integrated_gradients
@@ -317,24 +317,11 @@ def test_the_readmes_capability_table_is_generated(family_model_dirs):
 
 
 @pytest.fixture(scope="module")
-def unregistered_model(family_model_dirs, tmp_path_factory):
+def unregistered_model(tmp_path_factory):
     """A tiny RoFormer (rotary positions, a model type with no ArchSpec) with BERT's tokenizer, as a user's folder."""
-    folder = tmp_path_factory.mktemp("unregistered") / "roformer"
-    bert = family_model_dirs["bert"]
-    config = AutoConfig.for_model(
-        "roformer",
-        vocab_size=AutoConfig.from_pretrained(bert).vocab_size,
-        hidden_size=24,
-        embedding_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=48,
-        max_position_embeddings=MAX_POSITIONS,
-    )
-    torch.manual_seed(0)
-    AutoModel.from_config(config).save_pretrained(folder)
-    load_model(bert).tokenizer.save_pretrained(folder)
-    return folder
+    from tiny_models import build_tiny_model
+
+    return build_tiny_model("roformer", tmp_path_factory.mktemp("unregistered") / "roformer")
 
 
 def test_an_unregistered_model_gets_what_reads_its_maps_and_a_reason_for_the_rest(unregistered_model):
@@ -358,6 +345,46 @@ def test_an_unregistered_model_gets_what_reads_its_maps_and_a_reason_for_the_res
     ):
         with pytest.raises(UnsupportedArchitectureError, match="not a registered architecture"):
             refused()
+
+
+def test_an_unregistered_model_laid_out_like_a_registered_one_is_told_the_recipe_that_borrows_it(
+    unregistered_model, monkeypatch
+):
+    import dataclasses
+    import re
+
+    import transformers
+
+    from bertology_utils.core.architectures import arch_spec, register_architecture
+
+    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))  # the registration is dropped after
+    with pytest.warns(UserWarning):
+        loaded = load_model(unregistered_model)
+    with pytest.raises(UnsupportedArchitectureError) as info:
+        arch_spec(loaded)
+    message = str(info.value)
+    assert "every part is where the layout of bert" in message and "check its positions" in message
+    recipe = re.search(r"register_architecture\(dataclasses\.replace\(.*?model_type=[^)]*\)\)", message).group(0)
+    eval(recipe, {"register_architecture": register_architecture, "dataclasses": dataclasses, "arch_spec": arch_spec,
+                  "transformers": transformers})  # fmt: skip
+    assert architectures.is_registered(loaded)
+    inputs = _encode(loaded, SENTENCE)
+    # RoFormer applies its softmax inline, not through transformers' AttentionInterface: the gate says so and
+    # names the one field to add, after which a closed gate removes exactly that head's context.
+    with pytest.raises(ModelNotAvailableError, match="give its ArchSpec a dropout_edit_point"):
+        gate_heads(loaded, torch.ones(2, 3)).__enter__()
+    register_architecture(dataclasses.replace(arch_spec(loaded), dropout_edit_point="dropout"), replace=True)
+    with torch.no_grad():
+        plain = loaded.model(**inputs, output_hidden_states=True)
+        with gate_heads(loaded, torch.ones(2, 3)):
+            opened = loaded.model(**inputs).last_hidden_state
+        gates = torch.ones(2, 3)
+        gates[1, 2] = 0
+        with gate_heads(loaded, gates):
+            closed = loaded.model(**inputs, output_hidden_states=True)
+    torch.testing.assert_close(opened, plain.last_hidden_state, rtol=0, atol=1e-6)
+    torch.testing.assert_close(closed.hidden_states[1], plain.hidden_states[1], rtol=0, atol=0)  # layer 0: untouched
+    assert not torch.allclose(closed.last_hidden_state, plain.last_hidden_state, atol=1e-4)
 
 
 @pytest.mark.parametrize(
