@@ -42,6 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _machine import machine
 
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.core.errors import StoreError
@@ -439,22 +440,13 @@ def readme_block(record: dict) -> str:
     )
 
 
-def _cpu() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return names[0] if names else "unknown CPU"
-
-
 def _record(args: argparse.Namespace, results: dict) -> None:
     from bertology_utils.core.models import load_model
 
     settings = {k: v for k, v in vars(args).items() if k != "record"} | {"model": args.model or load_model().name}
     record = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{_cpu()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "settings": settings,
         "results": results,
     }

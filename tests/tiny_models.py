@@ -225,8 +225,10 @@ def _build_tokenizer(arch: str):
     return cls(vocab=vocab, model_max_length=TOKENIZER_MAX_LENGTH)
 
 
-def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int, max_positions: int = MAX_POSITIONS):
-    hidden = num_heads * HEAD_DIM
+def _build_config(
+    arch: str, tokenizer, num_layers: int, num_heads: int, max_positions: int = MAX_POSITIONS, head_dim: int = HEAD_DIM
+):
+    hidden = num_heads * head_dim
     common = dict(
         vocab_size=len(tokenizer),
         max_position_embeddings=max_positions,
@@ -234,7 +236,7 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int, max_pos
         attn_implementation="eager",
     )
     if arch in FAMILY_SHAPES:
-        return _family_config(arch, tokenizer, num_layers, num_heads, common)
+        return _family_config(arch, tokenizer, num_layers, num_heads, common, head_dim)
     if arch == "distilbert":
         return DistilBertConfig(n_layers=num_layers, n_heads=num_heads, dim=hidden, hidden_dim=2 * hidden, **common)
     sizes = dict(
@@ -256,9 +258,9 @@ def _build_config(arch: str, tokenizer, num_layers: int, num_heads: int, max_pos
     return MPNetConfig(**ids, **sizes)
 
 
-def _family_config(arch: str, tokenizer, num_layers: int, num_heads: int, common: dict):
+def _family_config(arch: str, tokenizer, num_layers: int, num_heads: int, common: dict, head_dim: int = HEAD_DIM):
     """The config of one of the other families (FAMILY_SHAPES), each close to its real checkpoints' settings."""
-    hidden = num_heads * HEAD_DIM
+    hidden = num_heads * head_dim
     sizes = dict(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
@@ -302,12 +304,14 @@ def build_tiny_model(
     num_layers: int | None = None,
     num_heads: int | None = None,
     max_positions: int = MAX_POSITIONS,
+    head_dim: int = HEAD_DIM,
 ) -> Path:
     """Write a tiny random ``arch`` model and its fast tokenizer to ``folder``; return the folder.
 
     Deterministic for a given seed. Layers and heads default to ``TINY_SHAPES[arch]`` (``FAMILY_SHAPES[arch]``);
     ``max_positions`` is the position table's length (the short default makes over-long inputs cheap; a notebook
-    run on treebank sentences, which the small Unigram vocabulary cuts into many pieces, needs more).
+    run on treebank sentences, which the small Unigram vocabulary cuts into many pieces, needs more); ``head_dim``
+    each head's size (64 and 12 x 12 give a base-sized model, for benchmarks).
     """
     shapes = TINY_SHAPES | FAMILY_SHAPES | UNREGISTERED_SHAPES
     if arch not in shapes:
@@ -315,7 +319,9 @@ def build_tiny_model(
     default_layers, default_heads = shapes[arch]
     folder = Path(folder)
     tokenizer = _build_tokenizer(arch)
-    config = _build_config(arch, tokenizer, num_layers or default_layers, num_heads or default_heads, max_positions)
+    config = _build_config(
+        arch, tokenizer, num_layers or default_layers, num_heads or default_heads, max_positions, head_dim
+    )
     auto = AutoModelForMaskedLM if with_mlm_head else AutoModel
     with torch.random.fork_rng(devices=[]):  # seed the init without disturbing the caller's RNG
         torch.manual_seed(seed)

@@ -422,3 +422,22 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_saying_how_to_opt_in(fa
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelNotAvailableError, match=r"never runs implicitly.*trust_remote_code=True"):
         load_model(tmp_path)
+
+
+def test_the_readmes_family_benchmark_is_the_recorded_run():
+    import json
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "bench"))
+    import bench_families
+
+    record = json.loads(bench_families.RECORD.read_text())
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    shown = readme[
+        readme.index(bench_families.DOC_START) + len(bench_families.DOC_START) : readme.index(bench_families.DOC_END)
+    ]
+    assert shown.strip() == bench_families.doc_block(record).strip(), "run python bench/bench_families.py --record"
+    assert {(r["family"], r["size"]) for r in record["rows"]} == {
+        (f, s) for f in ALL_FAMILIES for s in bench_families.SIZES
+    }
