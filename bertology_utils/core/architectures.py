@@ -359,9 +359,13 @@ def _unregistered(model_or_config) -> UnsupportedArchitectureError:
     model_type = getattr(config, "model_type", None)
     module = _module(model_or_config)
     found: dict[str, bool] = {}
-    for spec in _REGISTRY.values():
+    alike = []  # registered layouts whose every part is on it
+    for registered, spec in _REGISTRY.items():
         if module is not None:
-            for name, ok in _found(spec, module, config).items():
+            on_it = _found(spec, module, config)
+            if all(on_it.values()):
+                alike.append(registered)
+            for name, ok in on_it.items():
                 found[name] = found.get(name, False) or (ok and getattr(spec, name) is not None)
         for name in _CONFIG_FIELDS:  # a config alone: only its own fields can be looked for
             found[name] = found.get(name, False) or isinstance(getattr(config, getattr(spec, name), None), int)
@@ -369,7 +373,6 @@ def _unregistered(model_or_config) -> UnsupportedArchitectureError:
     missing += [name for name in _CONFIG_FIELDS if not found[name]]
     # Parts at a registered layout's paths say nothing of what they compute (positions, normalisation, score
     # terms), so the spec is never borrowed silently; the user is told how to borrow it after checking.
-    alike = [t for t, spec in _REGISTRY.items() if module is not None and all(_found(spec, module, config).values())]
     how = (
         f"if it computes attention as {alike[0]} does (check its positions, normalisation and score terms), "
         f"register_architecture(dataclasses.replace(arch_spec(transformers.AutoConfig.for_model({alike[0]!r})), "
@@ -380,7 +383,7 @@ def _unregistered(model_or_config) -> UnsupportedArchitectureError:
     where = (
         f"every part is where the layout of {', '.join(alike)} looks"
         if alike
-        else (f"fields no registered layout finds on it: {', '.join(missing) or 'none'}")
+        else f"fields no registered layout finds on it: {', '.join(missing) or 'none'}"
     )
     return UnsupportedArchitectureError(
         f"{_describe(model_or_config)} is not a registered architecture; {where}. To support it, {how}.",

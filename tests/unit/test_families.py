@@ -397,8 +397,6 @@ def test_an_unregistered_model_laid_out_like_a_registered_one_is_told_the_recipe
 def test_a_decoder_or_an_encoder_decoder_is_refused_saying_what_it_is(
     family_model_dirs, tmp_path, model_type, kind, sizes
 ):
-    from bertology_utils.core.errors import ModelNotAvailableError
-
     roberta = family_model_dirs["roberta"]
     config = AutoConfig.for_model(model_type, vocab_size=AutoConfig.from_pretrained(roberta).vocab_size, **sizes)
     AutoModel.from_config(config).save_pretrained(tmp_path)
@@ -410,8 +408,6 @@ def test_a_decoder_or_an_encoder_decoder_is_refused_saying_what_it_is(
 def test_a_checkpoint_that_needs_its_own_code_is_refused_saying_how_to_opt_in(family_model_dirs, tmp_path):
     import json
     import shutil
-
-    from bertology_utils.core.errors import ModelNotAvailableError
 
     shutil.copytree(family_model_dirs["bert"], tmp_path, dirs_exist_ok=True)
     config = json.loads((tmp_path / "config.json").read_text())
