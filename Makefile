@@ -74,7 +74,7 @@ $(SETUP_STAMP): pyproject.toml $(LOCK)
 lock: ## re-resolve $(LOCK) from pyproject.toml (dev and distributed extras) and requirements/lock.in (LOCK_ARGS=--upgrade)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install '$(UV_SPEC)'
-	$(VENV)/bin/uv pip compile pyproject.toml requirements/lock.in --extra dev --extra distributed --generate-hashes \
+	$(VENV)/bin/uv pip compile pyproject.toml requirements/lock.in --extra dev --extra distributed --extra hf --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
 		--custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
 
