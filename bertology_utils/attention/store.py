@@ -5,7 +5,7 @@ map source (context mixing: rollout, ALTI, value zeroing...), which then share t
 resumability and its sharding; ``metadata["maps"]`` names the method, and its ``heads`` (maps
 per layer, 1 for layer-level methods) replaces the model's head count.
 
-Layout (a Zarr v3 group; see the README for why Zarr)::
+Layout (a Zarr v3 group; see docs/guide/store.md for why Zarr)::
 
     store.zarr/
       zarr.json             root attributes: format, metadata (model, data, conversion rule, ...)

@@ -36,7 +36,7 @@ input-dependent factors, probabilities and values, and the softmax is not homoge
 LayerNorm (the input divided by its own standard deviation) and GELU (not homogeneous:
 ``gelu(x) != x * gelu'(x)``). Through them LRP-0 reduces to gradient x input, which on the
 gates is :func:`gate_times_gradient`, and its sum over heads misses ``F(1) - F(0)``, on random
-and fine-tuned models alike (:attr:`GateGradient.relative_gap`; the README records the gaps
+and fine-tuned models alike (:attr:`GateGradient.relative_gap`; docs/benchmarks.md records the gaps
 measured on fine-tuned classifiers, far larger than integrated gradients').
 Conserving rules exist — Ali et al. (2022, "XAI for Transformers: Better Explanations through
 Conservative Propagation": treat softmax and the LayerNorm scale as constants) and Achtibat et
@@ -49,7 +49,7 @@ completeness is checked on every example.
 Convergence: where every activation is smooth (GELU; BERT, RoBERTa, ELECTRA, MPNet) and the
 model small, the quadrature converges fast (``relative_gap < 1e-3`` at 32 nodes in the tests). A
 ReLU (DistilBERT's pre-classifier) puts kinks in ``F(a * 1)``, and a 144-head model's paths can
-have narrow dips (MPNet-base's, in the README); a fixed rule then converges slowly. ``tolerance`` makes the rule adaptive per example: panels are
+have narrow dips (MPNet-base's, in docs/mpnet.md); a fixed rule then converges slowly. ``tolerance`` makes the rule adaptive per example: panels are
 halved where the rule disagrees with its halves (per head, so errors that cancel in the sum
 still count) until the estimated error is within it; :attr:`HeadAttribution.panels` says how
 many each example took, and ``relative_gap`` stays the measured check. Models run in eval mode.

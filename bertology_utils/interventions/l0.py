@@ -22,7 +22,7 @@ architecture; a keep mask applied as binary gates computes what
 (BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
 
 The scale of ``lambda``: the task loss is the mean per-example loss, so ``lambda`` is what keeping
-one head must be worth in mean loss (the README gives the heads kept at measured lambdas). Heads
+one head must be worth in mean loss (the findings, docs/findings.md, give the heads kept at measured lambdas). Heads
 that do not matter to the loss feel no force at small ``lambda`` and drift at random, so even
 ``lambda = 0`` may lose a few of them; :meth:`L0Sweep.convergence` says which runs had not settled.
 """
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 #: Optimiser steps per lambda (one batch of the training set each): 500 batches of 32 are 8 epochs
-#: of 2,000 examples (the README times a sweep).
+#: of 2,000 examples (docs/benchmarks.md times a sweep).
 DEFAULT_STEPS = 500
 #: Adam's learning rate on log_alpha. Adam moves a log_alpha by up to about this much per step, so a
 #: head nobody needs crosses from the init (3) to the keep threshold (-1.6) in about 50 steps; a larger

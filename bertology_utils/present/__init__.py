@@ -17,6 +17,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "slides": ["notebook_to_slides", "run_slides"],
         "report": ["build_report"],
+        "findings": ["record_findings", "save_findings", "load_findings", "summary_table", "claims_tables"],
+        "generated": ["read_block", "write_block"],
         "labelling": [
             "MapRecord",
             "labelled_set_records",

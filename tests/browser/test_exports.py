@@ -3,34 +3,11 @@
 import nbformat
 import pytest
 
-from bertology_utils.core import settings
-from bertology_utils.present.report import build_report
 from bertology_utils.present.slides import notebook_to_slides
-from bertology_utils.run import regression
-from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 IMAGES_LOADED = """() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"""
-
-
-@pytest.fixture(scope="module")
-def tour_run(tmp_path_factory, browser_env):
-    """The tour executed by the harness with the test suite's small parameters, plus its deck and report."""
-    root = tmp_path_factory.mktemp("results")
-    small = regression.read_reference(settings.PROJECT_ROOT / "tests" / "references" / "small" / "00_tour.json")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BERTOLOGY_CACHE_DIR", browser_env["BERTOLOGY_CACHE_DIR"])
-        report = run_notebooks(
-            [DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"],
-            run_name="browser",
-            parameters=small.parameters,
-            results_root=root,
-            progress=False,
-        )
-    assert report.ok, report.summary()
-    run = root / "browser"
-    return {"deck": notebook_to_slides(run / "00_tour" / "00_tour.ipynb"), "report": build_report(run)}
 
 
 def test_slide_deck_initialises_offline_and_every_slide_shows(tour_run, offline_page):

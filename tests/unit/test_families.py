@@ -277,7 +277,7 @@ def test_albert_groups_of_several_layers_are_refused_and_several_groups_map_to_d
     assert architectures.layers(model, shared=True) == [groups[0], groups[0], groups[1], groups[1]]
 
 
-# --------------------------------------------------------------------------- interventions and the README's table
+# --------------------------------------------------------------------------- interventions and the capability table
 
 
 @pytest.mark.parametrize("arch", ALL_FAMILIES)
@@ -308,12 +308,14 @@ def test_integrated_gradients_are_complete_on_every_family(family_model_dirs, ar
     assert ((ig.delta.abs() / scale) < 1e-3).all(), (ig.delta, ig.panels)
 
 
-def test_the_readmes_capability_table_is_generated(family_model_dirs):
-    from capabilities import README_END, README_START, capability_table
+def test_the_capability_tables_are_generated(family_model_dirs):
+    from capabilities import BLOCK, PAGES, capability_table
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    shown = readme[readme.index(README_START) + len(README_START) : readme.index(README_END)].strip()
-    assert shown == capability_table(family_model_dirs), "run python scripts/capability_table.py"
+    from bertology_utils.present.generated import read_block
+
+    table = capability_table(family_model_dirs)
+    for page in PAGES:
+        assert read_block(page, BLOCK) == table, f"{page}: run python scripts/capability_table.py"
 
 
 @pytest.fixture(scope="module")
@@ -420,20 +422,18 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_saying_how_to_opt_in(fa
         load_model(tmp_path)
 
 
-def test_the_readmes_family_benchmark_is_the_recorded_run():
+def test_the_documented_family_benchmark_is_the_recorded_run():
     import json
     import sys
 
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "bench"))
+    from bertology_utils.present.generated import read_block
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import bench_families
 
     record = json.loads(bench_families.RECORD.read_text())
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    shown = readme[
-        readme.index(bench_families.DOC_START) + len(bench_families.DOC_START) : readme.index(bench_families.DOC_END)
-    ]
-    assert shown.strip() == bench_families.doc_block(record).strip(), "run python bench/bench_families.py --record"
+    shown = read_block(bench_families.PAGE, bench_families.BLOCK)
+    assert shown == bench_families.doc_block(record).strip(), "run python bench/bench_families.py --record"
     assert {(r["family"], r["size"]) for r in record["rows"]} == {
         (f, s) for f in ALL_FAMILIES for s in bench_families.SIZES
     }

@@ -27,19 +27,18 @@ def test_kills_leave_no_torn_read_no_lost_or_duplicated_item_and_equal_stores(pa
     assert stats["polls"] > 0 and stats["items"] == len(corpus) * stats["equal stores"] * (2 if path == "shards" else 1)
 
 
-def test_the_readmes_fault_table_is_the_recorded_runs():
+def test_the_documented_fault_table_is_the_recorded_runs():
     import json
+
+    from bertology_utils.present.generated import read_block
 
     if not bench_faults.RECORD.is_file():
         pytest.skip("no recorded run yet: python bench/bench_faults.py --record")
     record = json.loads(bench_faults.RECORD.read_text())
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    shown = readme[
-        readme.index(bench_faults.README_START) + len(bench_faults.README_START) : readme.index(bench_faults.README_END)
-    ]
-    assert shown.strip() == bench_faults.readme_block(record).strip(), "run python bench/bench_faults.py --record"
+    shown = read_block(bench_faults.PAGE, bench_faults.BLOCK)
+    assert shown == bench_faults.doc_block(record).strip(), "run python bench/bench_faults.py --record"
     results = record["results"]
     assert set(results) == set(bench_faults.PATHS)
-    assert sum(stats["kills"] for stats in results.values()) >= 300  # issue 42: the long run the README reports
+    assert sum(stats["kills"] for stats in results.values()) >= 300  # issue 42: the long run the docs report
     for stats in results.values():
         assert [stats.get(k, 0) for k in ("torn", "lost", "duplicated", "unequal")] == [0, 0, 0, 0]

@@ -15,7 +15,7 @@ LOCK = ROOT / "requirements" / "lock-linux-py311-cpu.txt"
 LOCK_INPUT = ROOT / "requirements" / "lock.in"
 #: What make setup leaves in the environment it built (the Makefile's SETUP_STAMP).
 SETUP_STAMP = Path(sys.prefix) / ".setup-lock.stamp"
-REFRESH = "refresh the lock with `make lock` (see the README's Locked dependencies), then `make setup`"
+REFRESH = "refresh the lock with `make lock` (see docs/getting-started.md, Locked dependencies), then `make setup`"
 
 
 def locked() -> dict[str, Version]:

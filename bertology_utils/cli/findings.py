@@ -1,0 +1,70 @@
+"""``bertology findings``: what runs found, claim by claim, as Markdown tables or a record to keep."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bertology_utils.cli._command import EXIT_OK, Command
+from bertology_utils.core.errors import BertologyError
+
+__all__ = ["COMMAND"]
+
+FINDINGS_DESCRIPTION = """\
+Print what one or more runs found: one line per claim of the papers with each run's verdicts
+(holds / partly / differs / not testable), or with --full every claim with the paper's value and
+ours, notebook by notebook. A SOURCE is a run folder, a run name under results/, or a findings
+record (.json) written by --record. --update rewrites the generated blocks of Markdown pages
+(`findings` the summary, `findings-full` the full tables of the first SOURCE).
+"""
+
+FINDINGS_EPILOG = """\
+examples:
+  bertology findings default                          one line per claim, verdicts of results/default
+  bertology findings default mpnet --full             every claim with its numbers
+  bertology findings default --record docs/findings/minilm.json
+  bertology findings docs/findings/*.json --update README.md --update docs/findings.md
+
+Exit status: 0, or 2 when a run or record is missing, holds no claims, or a page has no block to update.
+"""
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="SOURCE", help="run folders, run names or findings records")
+    parser.add_argument("--full", action="store_true", help="every claim with its numbers (of the first SOURCE)")
+    parser.add_argument("--record", type=Path, metavar="FILE", help="write the findings record of the one SOURCE")
+    parser.add_argument(
+        "--update", type=Path, action="append", default=[], metavar="PAGE", help="rewrite PAGE's generated blocks"
+    )
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from bertology_utils.present.findings import claims_tables, load_findings, save_findings, summary_table
+    from bertology_utils.present.generated import has_block, write_block
+
+    records = [load_findings(source) for source in args.sources]
+    if args.record:
+        if len(records) != 1:
+            raise BertologyError("--record takes one SOURCE")
+        print(save_findings(records[0], args.record))
+        return EXIT_OK
+    blocks = {"findings": summary_table(records), "findings-full": claims_tables(records[0])}
+    for page in args.update:
+        found = [name for name in blocks if has_block(page, name)]
+        if not found:
+            raise BertologyError(f"{page} has no generated block named {' or '.join(blocks)}")
+        for name in found:
+            print(f"{page}: {name} {'rewritten' if write_block(page, name, blocks[name]) else 'unchanged'}")
+    if not args.update:
+        print(blocks["findings-full" if args.full else "findings"])
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "findings",
+    "what runs found, claim by claim: Markdown tables or a findings record",
+    _add_arguments,
+    _handle,
+    FINDINGS_EPILOG,
+    FINDINGS_DESCRIPTION,
+)

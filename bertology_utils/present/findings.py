@@ -1,0 +1,192 @@
+"""Findings: every claim a run's notebooks checked, as a record to keep and as Markdown tables.
+
+A *findings record* is the part of a run that says what it found: the model, the versions and,
+per notebook, its recorded claims (``claims.json``: paper value, ours, verdict) and the sections
+it skipped. :func:`record_findings` reads it from a run folder; :func:`save_findings` writes it
+as JSON, small enough to commit (the project keeps its reference run's in ``docs/findings/``).
+Tables are made from records, never typed: :func:`summary_table` gives one short line per claim
+with the verdicts of each record (a claim checked on several tasks, relations or objectives is
+one line with its verdicts counted); :func:`claims_tables` gives every claim with its numbers,
+notebook by notebook. ``bertology findings`` prints either, and ``--update`` rewrites the
+generated blocks of a Markdown page (:mod:`bertology_utils.present.generated`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.files import atomic_write_text
+from bertology_utils.papers.claims import Verdict
+from bertology_utils.run import harness
+
+__all__ = [
+    "FINDINGS_VERSION",
+    "record_findings",
+    "save_findings",
+    "load_findings",
+    "summary_table",
+    "claims_tables",
+]
+
+#: Bumped when the record's layout changes; :func:`load_findings` refuses other versions.
+FINDINGS_VERSION = 1
+#: The fields of a recorded claim a findings record keeps (the rule and values stay in the run).
+_CLAIM_FIELDS = ("key", "paper", "claim", "paper_value", "ours", "verdict", "note")
+_MODEL_METRIC = re.compile(r"^[A-Za-z0-9_]+\.model$")
+
+
+def _model_of(metrics: Mapping) -> str | None:
+    """The model a notebook recorded as ``<topic>.model`` (every notebook names the one it loaded)."""
+    names = {str(v) for k, v in metrics.items() if _MODEL_METRIC.match(k) and v}
+    return names.pop() if len(names) == 1 else None
+
+
+def record_findings(run_dir: str | os.PathLike) -> dict:
+    """The findings record of a run folder (or a run name under ``results/``).
+
+    BertologyError when no notebook of the run recorded a claim: an empty record would make an
+    empty table that looks like a result.
+    """
+    folder = harness.find_run(run_dir)
+    run_path = folder / harness.RUN_FILE
+    run = harness.read_json(run_path) if run_path.is_file() else {}
+    notebooks, models = [], set()
+    for entry in harness.run_entries(folder):
+        sub = folder / entry["name"]
+        # load_claims checks each entry is a claim; the record keeps the entry's key (prefix.id) too
+        entries = harness.read_json(sub / harness.CLAIMS_FILE)["claims"] if harness.load_claims(sub) else []
+        metrics_path = sub / harness.METRICS_FILE
+        model = _model_of(harness.read_json(metrics_path)) if metrics_path.is_file() else None
+        if model:
+            models.add(model)
+        notebooks.append(
+            {
+                "name": entry["name"],
+                "status": entry.get("status", harness.UNLISTED),
+                "skipped": harness.load_skipped(sub)["sections"],
+                "claims": [{k: e.get(k, "") for k in _CLAIM_FIELDS} for e in entries],
+            }
+        )
+    if not any(nb["claims"] for nb in notebooks):
+        raise BertologyError(f"run {folder} recorded no claims: run its notebooks first (bertology run)")
+    if len(models) > 1:
+        raise BertologyError(f"run {folder} mixes models {sorted(models)}: a findings record is one model's")
+    return {
+        "version": FINDINGS_VERSION,
+        "run": run.get("run_name", folder.name),
+        "model": models.pop() if models else "unknown model",
+        "finished": run.get("finished"),
+        "parameters": run.get("parameters", {}),
+        "versions": run.get("versions", {}),
+        "notebooks": notebooks,
+    }
+
+
+def save_findings(record: Mapping, path: str | os.PathLike) -> Path:
+    """Write ``record`` as JSON (sorted keys, one claim per few lines: reviewable as a diff)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return path
+
+
+def load_findings(source: str | os.PathLike | Mapping) -> dict:
+    """A findings record: a mapping as is, a ``.json`` record file, or a run folder/name (read afresh)."""
+    if isinstance(source, Mapping):
+        record = dict(source)
+    elif str(source).endswith(".json"):
+        path = Path(source)
+        if not path.is_file():
+            raise BertologyError(f"no findings record {path}")
+        record = harness.read_json(path)
+        if record.get("version") != FINDINGS_VERSION:
+            raise DataFormatError(
+                f"findings record version {record.get('version')!r}, this code reads {FINDINGS_VERSION}: "
+                "record it again with `bertology findings RUN --record FILE`",
+                path,
+            )
+    else:
+        return record_findings(source)
+    if not isinstance(record.get("notebooks"), list):
+        raise DataFormatError("a findings record needs a 'notebooks' list", str(source))
+    return record
+
+
+def _cell(text) -> str:
+    """Text for one Markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _short_model(record: Mapping) -> str:
+    return str(record["model"]).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _claim_line(claim: Mapping) -> str:
+    """The claim without the label that tells its variants apart (``det: the best head...`` -> ``the best head...``).
+
+    Only a label equal to the key's last part is dropped, so two different claims never merge.
+    """
+    text, label = str(claim["claim"]), str(claim["key"]).rsplit(".", 1)[-1]
+    if text.startswith(f"{label}: "):
+        text = text[len(label) + 2 :]
+        text = text[:1].upper() + text[1:]
+    return text
+
+
+_ORDER = [v.value for v in Verdict]
+
+
+def _verdicts(found: list[str]) -> str:
+    """One cell of verdicts: ``holds``; ``holds (3 of 3)``; ``9 holds, 3 differs, 3 not testable``; ``—``."""
+    if not found:
+        return "—"
+    counts = Counter(found)
+    if len(counts) == 1:
+        return found[0] if len(found) == 1 else f"{found[0]} ({len(found)} of {len(found)})"
+    return ", ".join(f"{counts[v]} {v}" for v in _ORDER if counts[v])
+
+
+def summary_table(records: Sequence[Mapping]) -> str:
+    """One line per claim (its variants folded together), the paper, and each record's verdicts."""
+    if not records:
+        raise BertologyError("no findings records to tabulate")
+    lines: dict[tuple[str, str], dict[int, list[str]]] = {}
+    for i, record in enumerate(records):
+        for nb in record["notebooks"]:
+            for claim in nb["claims"]:
+                lines.setdefault((claim["paper"], _claim_line(claim)), {}).setdefault(i, []).append(claim["verdict"])
+    header = ["claim", "paper", *(_short_model(r) for r in records)]
+    rows = [
+        [_cell(text), _cell(paper), *(_verdicts(found.get(i, [])) for i in range(len(records)))]
+        for (paper, text), found in lines.items()
+    ]
+    return _markdown(header, rows)
+
+
+def claims_tables(record: Mapping, notebooks: Iterable[str] | None = None, heading: str = "###") -> str:
+    """Every claim of one record with the paper's value and ours, a table per notebook (``heading`` its level)."""
+    wanted = None if notebooks is None else set(notebooks)
+    parts = []
+    for nb in record["notebooks"]:
+        if wanted is not None and nb["name"] not in wanted:
+            continue
+        rows = [
+            [_cell(c["claim"]), _cell(c["paper"]), _cell(c["paper_value"]), _cell(c["ours"]), c["verdict"]]
+            for c in nb["claims"]
+        ]
+        skipped = "".join(f"\n- skipped {_cell(s['section'])}: {_cell(s['reason'])}" for s in nb["skipped"])
+        body = _markdown(["claim", "paper", "paper's value", "ours", "verdict"], rows) if rows else "No claims."
+        parts.append(f"{heading} {nb['name']}\n\n{body}\n{skipped}".rstrip())
+    return "\n\n".join(parts)
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+    )

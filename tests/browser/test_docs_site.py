@@ -1,0 +1,44 @@
+"""The documentation site, built with an executed run, opened from disk in a real browser with the network cut off."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+IMAGES_LOADED = """() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"""
+
+
+@pytest.fixture(scope="module")
+def site(tour_run, tmp_path_factory):
+    if not MKDOCS.exists():
+        pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, BERTOLOGY_DOCS_RUN=str(tour_run["run"]), NO_MKDOCS_2_WARNING="1")
+    done = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_site_opens_offline_with_the_executed_notebook_and_its_figures(site, offline_page):
+    page = offline_page.page
+    page.goto((site / "index.html").as_uri())
+    assert page.locator("h1").first.inner_text().startswith("bertology")
+    page.goto((site / "notebooks" / "00_tour.html").as_uri())
+    assert "executed in run" in page.locator("article").inner_text()
+    page.wait_for_function(IMAGES_LOADED, timeout=30_000)
+    assert page.locator("article img[src*='00_tour_files/']").count() >= 2
+    page.goto((site / "findings.html").as_uri())
+    assert page.locator("article table").count() >= 2
+    page.goto((site / "api" / "attention.html").as_uri())
+    assert page.locator("article").get_by_text("extract_attention").count() >= 1
+    offline_page.screenshot("docs-findings")
+    assert offline_page.blocked == [], f"the site tried the network: {offline_page.blocked}"
+    assert offline_page.errors == []

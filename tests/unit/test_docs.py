@@ -1,0 +1,210 @@
+"""The front door: the README as a short front page, the findings tables generated from committed records,
+the blocks generators write, and the documentation site built strict and offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertology_utils.cli import main
+from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.papers.claims import Claim
+from bertology_utils.present.findings import (
+    FINDINGS_VERSION,
+    claims_tables,
+    load_findings,
+    record_findings,
+    save_findings,
+    summary_table,
+)
+from bertology_utils.present.generated import has_block, read_block, write_block
+from bertology_utils.run import harness
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = sorted((ROOT / "docs" / "findings").glob("*.json"))
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+
+
+def _claim(id_, text, verdict, paper="Clark et al. 2019"):
+    return Claim(id_, text, paper, "paper's", f"ours {id_}", verdict, "rule", {"x": 1.0})
+
+
+def _run(tmp_path, name="r", model="org/tiny-model", notebooks=None):
+    """A run folder as the harness writes it: run.json, and per notebook claims, metrics and skips."""
+    run = tmp_path / name
+    notebooks = notebooks or {
+        "01_a": [_claim("sep", "More [SEP]", "differs"), _claim("table1.det", "det: the best head wins", "holds")],
+        "02_b": [
+            _claim("table1.amod", "amod: the best head wins", "differs"),
+            _claim("table1.All", "All: the best head wins", "differs"),
+            _claim("sep", "More [SEP]", "differs"),
+        ],
+    }
+    for stem, claims in notebooks.items():
+        harness.record_claims(claims, "topic.claims", output_dir=run / stem)
+        harness.record_metrics({"topic.model": model}, output_dir=run / stem)
+    harness.record_skipped("topic.part", "no data for it", output_dir=run / "02_b")
+    entries = [{"name": stem, "status": "ok"} for stem in notebooks]
+    (run / "run.json").write_text(json.dumps({"run_name": name, "finished": "2026-11-26", "notebooks": entries}))
+    return run
+
+
+# --------------------------------------------------------------------------- findings records and tables
+
+
+def test_a_record_holds_every_claim_with_its_key_and_the_model(tmp_path):
+    record = record_findings(_run(tmp_path))
+    assert record["version"] == FINDINGS_VERSION and record["model"] == "org/tiny-model"
+    first, second = record["notebooks"]
+    assert [c["key"] for c in first["claims"]] == ["topic.claims.sep", "topic.claims.table1.det"]
+    assert [c["verdict"] for c in second["claims"]] == ["differs", "differs", "differs"]
+    assert second["skipped"] == [{"section": "topic.part", "reason": "no data for it"}]
+    saved = save_findings(record, tmp_path / "f.json")
+    assert load_findings(saved) == record
+
+
+def test_the_summary_folds_variants_and_counts_their_verdicts(tmp_path):
+    one = record_findings(_run(tmp_path, "one"))
+    other = record_findings(
+        _run(tmp_path, "other", model="org/other", notebooks={"01_a": [_claim("sep", "More [SEP]", "holds")]})
+    )
+    table = summary_table([one, other]).splitlines()
+    assert table[0] == "| claim | paper | tiny-model | other |"
+    # "More [SEP]" is one line over both notebooks; the relations' label is dropped, their verdicts counted
+    assert table[2:] == [
+        "| More [SEP] | Clark et al. 2019 | differs (2 of 2) | holds |",
+        "| The best head wins | Clark et al. 2019 | 1 holds, 2 differs | — |",
+    ]
+
+
+def test_a_label_that_is_not_the_claims_variant_stays(tmp_path):
+    run = _run(tmp_path, notebooks={"01_a": [_claim("entropy", "Last layer: entropy | 3.89 nats", "holds")]})
+    assert "| Last layer: entropy \\| 3.89 nats |" in summary_table([record_findings(run)])
+
+
+def test_the_full_tables_give_numbers_and_skips_per_notebook(tmp_path):
+    full = claims_tables(record_findings(_run(tmp_path)))
+    assert full.startswith("### 01_a\n")
+    assert "| det: the best head wins | Clark et al. 2019 | paper's | ours table1.det | holds |" in full
+    assert "- skipped topic.part: no data for it" in full
+    assert claims_tables(record_findings(_run(tmp_path, "s")), notebooks=["02_b"], heading="##").startswith("## 02_b")
+
+
+def test_bad_runs_and_records_get_one_clear_error(tmp_path):
+    with pytest.raises(BertologyError, match="no run folder"):
+        record_findings(tmp_path / "missing")
+    empty = tmp_path / "empty"
+    (empty / "01_a").mkdir(parents=True)
+    harness.record_metrics({"a.model": "m"}, output_dir=empty / "01_a")
+    with pytest.raises(BertologyError, match="recorded no claims"):
+        record_findings(empty)
+    mixed = _run(tmp_path, "mixed")
+    harness.record_metrics({"topic.model": "org/else"}, output_dir=mixed / "02_b")
+    with pytest.raises(BertologyError, match="mixes models"):
+        record_findings(mixed)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"version": 0, "notebooks": []}))
+    with pytest.raises(DataFormatError, match="record it again"):
+        load_findings(old)
+    with pytest.raises(BertologyError, match="no findings record"):
+        load_findings(tmp_path / "none.json")
+
+
+def test_the_command_records_prints_and_updates_pages(tmp_path, capsys):
+    run = _run(tmp_path)
+    assert main(["findings", str(run), "--record", str(tmp_path / "rec.json")]) == 0
+    page = tmp_path / "page.md"
+    page.write_text("# x\n<!-- findings: generated by test; do not edit -->\nold\n<!-- findings: end -->\nend\n")
+    assert main(["findings", str(tmp_path / "rec.json"), "--update", str(page)]) == 0
+    assert read_block(page, "findings") == summary_table([load_findings(tmp_path / "rec.json")])
+    assert page.read_text().endswith("<!-- findings: end -->\nend\n")
+    capsys.readouterr()
+    assert main(["findings", str(run), "--full"]) == 0
+    assert capsys.readouterr().out.startswith("### 01_a")
+    bare = tmp_path / "bare.md"
+    bare.write_text("no blocks\n")
+    assert main(["findings", str(run), "--update", str(bare)]) == 2
+    assert "has no generated block" in capsys.readouterr().err
+
+
+def test_generated_blocks_are_found_by_name_and_rewritten_in_place(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("a\n<!-- b1: generated by x y; do not edit -->\n1\n<!-- b1: end -->\nz\n")
+    assert has_block(page, "b1") and not has_block(page, "b2")
+    assert write_block(page, "b1", "2") and not write_block(page, "b1", "2")
+    assert page.read_text() == "a\n<!-- b1: generated by x y; do not edit -->\n2\n<!-- b1: end -->\nz\n"
+    with pytest.raises(BertologyError, match="no generated block 'b2'"):
+        read_block(page, "b2")
+
+
+# --------------------------------------------------------------------------- the committed pages
+
+
+def test_the_committed_findings_tables_are_generated_from_the_committed_records():
+    assert RECORDS, "docs/findings/ holds no findings record: bertology findings RUN --record docs/findings/NAME.json"
+    records = [load_findings(path) for path in RECORDS]
+    summary = summary_table(records)
+    for page in (ROOT / "README.md", ROOT / "docs" / "findings.md"):
+        assert read_block(page, "findings") == summary, f"{page.name}: run make findings"
+    assert read_block(ROOT / "docs" / "findings.md", "findings-full") == claims_tables(records[0])
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 150
+    first_screen = "\n".join(lines[:40])
+    for must in ("make run", "make test", "make docs", "docs/findings.md", "docs/getting-started.md"):
+        assert must in first_screen, must
+    # every link into docs/ names a page that exists
+    text = "\n".join(lines)
+    for target in {part.split(")")[0].split("#")[0] for part in text.split("](")[1:]}:
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
+
+
+def _mkdocs(config: Path, site: Path, run: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ, BERTOLOGY_DOCS_RUN=run, NO_MKDOCS_2_WARNING="1")
+    return subprocess.run(
+        [str(MKDOCS), "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_the_site_builds_strict_and_offline_without_a_run(tmp_path):
+    if not MKDOCS.exists():
+        pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
+    done = _mkdocs(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode == 0, done.stderr[-3000:]
+    tour = (tmp_path / "site" / "notebooks" / "00_tour.html").read_text(encoding="utf-8")
+    assert "Not executed here" in tour
+    api = (tmp_path / "site" / "api" / "attention.html").read_text(encoding="utf-8")
+    assert "bertology_utils.attention.extraction" in api and "extract_attention" in api
+
+
+@pytest.mark.slow
+def test_a_broken_link_or_a_missing_figure_fails_the_build(tmp_path):
+    if not MKDOCS.exists():
+        pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    (docs / "data.md").write_text("# Data\n\n[gone](nowhere.md) ![figure](figures/missing.png)\n")
+    config = tmp_path / "mkdocs.yml"
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    text = text.replace("docs_dir: docs", f"docs_dir: {docs}").replace(
+        "scripts/mkdocs_hooks.py", str(ROOT / "scripts" / "mkdocs_hooks.py")
+    )
+    config.write_text(text.replace("paths: [.]", f"paths: [{ROOT}]"))
+    done = _mkdocs(config, tmp_path / "site")
+    assert done.returncode != 0
+    assert "'nowhere.md'" in done.stderr and "'figures/missing.png'" in done.stderr
