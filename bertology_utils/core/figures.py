@@ -26,6 +26,7 @@ from bertology_utils.core.typing import HeadMatrix, WordMap
 
 __all__ = [
     "IMAGE_FORMATS",
+    "DEFAULT_DPI",
     "image_format",
     "save_image",
     "plot_attention_map",

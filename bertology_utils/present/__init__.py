@@ -14,8 +14,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "explorer",
             "NeuronView",
             "neuron_view",
+            "MixingView",
+            "mixing_view",
         ],
-        "slides": ["notebook_to_slides", "run_slides"],
+        "slides": ["notebook_to_slides", "run_slides", "slide_figures"],
         "report": ["build_report"],
         "labelling": [
             "MapRecord",

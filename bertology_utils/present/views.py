@@ -53,7 +53,6 @@ from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
 from bertology_utils.core.figures import (
     DEFAULT_DPI,
-    IMAGE_FORMATS,
     image_format,
     plot_attention_lines,
     plot_attention_map,
@@ -77,15 +76,12 @@ __all__ = [
     "neuron_view",
     "MixingView",
     "mixing_view",
-    "VIEW_FORMATS",
     "LEVELS",
     "png_output",
 ]
 
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
 LEVELS = ("token", "word")
-#: What :meth:`AttentionView.save` writes, by suffix: the page, or an image (:data:`IMAGE_FORMATS`).
-VIEW_FORMATS = (".html", *IMAGE_FORMATS)
 
 # bertviz 1.4's CDN loader and require.config, replaced by the inlined libraries.
 _BERTVIZ_REQUIRE_TAG = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'
@@ -191,8 +187,8 @@ class AttentionView:
         return fig
 
     def save(self, path, *, dpi: int = DEFAULT_DPI) -> Path:
-        """Write the view by the suffix of ``path`` (:data:`VIEW_FORMATS`): ``.html`` a standalone page that
-        draws offline, ``.png``/``.svg``/``.pdf`` :meth:`figure` (``dpi`` for PNG); returns the path."""
+        """Write the view by the suffix of ``path``: ``.html`` a standalone page that draws offline, ``.png``,
+        ``.svg`` or ``.pdf`` :meth:`figure` (``dpi`` for PNG and the grid's heatmaps); returns the path."""
         if image_format(path, also=(".html",)) != ".html":
             return _save_and_close(self.figure(), path, dpi)
         path = Path(path)
