@@ -203,7 +203,7 @@ def plot_attention_thumbnails(
     first column (attending from) and the last row (attended to); returns the figure.
 
     ``maps`` is ``(layers, heads, n, n)``; ``layers`` and ``heads`` (from 0) restrict the grid. Each panel is
-    an image (``imshow``), so an SVG of 144 panels stays small; its labels are text.
+    an image (``imshow``), so the SVG of a large model's grid stays small; its labels are text.
     """
     maps = np.asarray(maps, dtype=float)
     if maps.ndim != 4 or maps.shape[2:] != (len(labels), len(labels)):

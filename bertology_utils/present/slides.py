@@ -340,6 +340,15 @@ def run_slides(
 
     Each goes beside its notebook, or into ``out_dir`` as ``<stem>.slides.html``. Returns the paths.
     """
+    outputs = []
+    for path in _chosen(run_dir, notebooks)[1]:
+        out = Path(out_dir) / (path.stem + SLIDES_SUFFIX) if out_dir is not None else None
+        outputs.append(notebook_to_slides(path, out, show_code=show_code))
+    return outputs
+
+
+def _chosen(run_dir: str | os.PathLike, notebooks: Iterable[str]) -> tuple[Path, list[Path]]:
+    """The run's folder and the executed notebooks named (by stem, number or file name; none: all of them)."""
     from bertology_utils.present.report import executed_notebooks
     from bertology_utils.run.harness import find_run
 
@@ -348,11 +357,7 @@ def run_slides(
     if not available:
         raise BertologyError(f"no executed notebooks in {folder} (expected <stem>/<stem>.ipynb)")
     chosen = [_pick(name, available, folder) for name in notebooks] or list(available.values())
-    outputs = []
-    for path in dict.fromkeys(chosen):
-        out = Path(out_dir) / (path.stem + SLIDES_SUFFIX) if out_dir is not None else None
-        outputs.append(notebook_to_slides(path, out, show_code=show_code))
-    return outputs
+    return folder, list(dict.fromkeys(chosen))
 
 
 def _pick(name: str, available: dict[str, Path], folder: Path) -> Path:
@@ -406,19 +411,13 @@ def slide_figures(
     sized for a slide, into ``<out_dir or run>/figures-for-slides/<notebook>-<name>.svg``; returns the paths.
 
     A figure saved as PNG only (a run made before ``save_figure`` wrote SVGs, or ``formats="png"``) is
-    named in a warning: its SVG can only come from running the notebook again.
+    named in a warning: its SVG can only come from running the notebook again. Raster parts of a figure
+    (``imshow`` panels) keep the resolution they were saved at (``save_figure``'s dpi, 150).
     """
-    from bertology_utils.present.report import executed_notebooks
-    from bertology_utils.run.harness import find_run
-
-    folder = find_run(run_dir)
-    available = executed_notebooks(folder)
-    if not available:
-        raise BertologyError(f"no executed notebooks in {folder} (expected <stem>/<stem>.ipynb)")
-    chosen = [_pick(name, available, folder) for name in notebooks] or list(available.values())
+    folder, chosen = _chosen(run_dir, notebooks)
     target = Path(out_dir if out_dir is not None else folder) / SLIDE_FIGURES_DIR
     written, without_svg = [], []
-    for notebook in dict.fromkeys(chosen):
+    for notebook in chosen:
         figures = notebook.parent / "figures"
         svgs = sorted(figures.glob("*.svg"))
         for svg in svgs:
