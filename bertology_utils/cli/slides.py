@@ -38,7 +38,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NOTEBOOK",
         help="only these notebooks, by stem (00_tour) or number (00); default: every one",
     )
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write the decks into DIR instead")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the decks (and figures-for-slides/) into DIR instead"
+    )
     parser.add_argument("--show-code", action="store_true", help="show the code cells' input (hidden by default)")
     parser.add_argument(
         "--figures",
