@@ -13,7 +13,8 @@ SLIDES_DESCRIPTION = """\
 Turn the executed notebooks of a run into reveal.js slide decks: one HTML file per notebook
 that opens offline (reveal.js, its theme, jQuery and require.js are inlined; figures are
 embedded). The cells' slideshow metadata makes the slides, as RISE does live in JupyterLab.
-Code is hidden unless --show-code.
+Code is hidden unless --show-code. With --figures, every figure the run saved also goes, as an SVG
+sized for a slide, into one folder: RUN_DIR/figures-for-slides/<stem>-<figure>.svg.
 """
 
 SLIDES_EPILOG = """\
@@ -21,8 +22,10 @@ examples:
   bertology slides results/default             every notebook of the run
   bertology slides default 00 03 --show-code   a run by name; two notebooks, with their code
   bertology slides results/default --out decks
+  bertology slides default --figures           the decks, and every figure as SVG for slides
 
-Decks go to RUN_DIR/<stem>/<stem>.slides.html, or DIR/<stem>.slides.html with --out.
+Decks go to RUN_DIR/<stem>/<stem>.slides.html, or DIR/<stem>.slides.html with --out; figures to
+RUN_DIR/figures-for-slides/, or DIR/figures-for-slides/ with --out.
 Exit status: 0, or 2 when the run folder, a notebook or the JavaScript libraries are missing.
 """
 
@@ -35,15 +38,25 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NOTEBOOK",
         help="only these notebooks, by stem (00_tour) or number (00); default: every one",
     )
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write the decks into DIR instead")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the decks (and figures-for-slides/) into DIR instead"
+    )
     parser.add_argument("--show-code", action="store_true", help="show the code cells' input (hidden by default)")
+    parser.add_argument(
+        "--figures",
+        action="store_true",
+        help="also write every saved figure as an SVG sized for a slide into figures-for-slides/",
+    )
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from bertology_utils.present.slides import run_slides
+    from bertology_utils.present.slides import run_slides, slide_figures
 
     for path in run_slides(args.run_dir, args.notebooks, out_dir=args.out, show_code=args.show_code):
         print(path)
+    if args.figures:
+        for path in slide_figures(args.run_dir, args.notebooks, out_dir=args.out):
+            print(path)
     return EXIT_OK
 
 

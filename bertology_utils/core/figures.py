@@ -1,4 +1,5 @@
-"""Plotting helpers shared by the notebooks (matplotlib, in seaborn's heatmap style).
+"""Plotting helpers shared by the notebooks and the views (matplotlib, in seaborn's heatmap style), and
+:func:`save_image`, which writes a figure as PNG, SVG or PDF by the path's suffix.
 
 The heatmaps are drawn with matplotlib alone: ``seaborn.heatmap`` draws the whole figure after
 every call (to see whether tick labels overlap), so a figure of k panels cost about k^2/2 panel
@@ -8,15 +9,62 @@ figure is shown or saved, and set the label rotation they need themselves.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
+from matplotlib.lines import Line2D
 
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.files import atomic_path
 from bertology_utils.core.typing import HeadMatrix, WordMap
 
-__all__ = ["plot_attention_map", "plot_layer_head_grid"]
+__all__ = [
+    "IMAGE_FORMATS",
+    "DEFAULT_DPI",
+    "image_format",
+    "save_image",
+    "plot_attention_map",
+    "plot_layer_head_grid",
+    "plot_attention_lines",
+    "plot_attention_thumbnails",
+]
+
+#: Suffixes :func:`save_image` writes. SVG and PDF keep text as text (SVG ``<text>`` elements, PDF
+#: embedded fonts), so a figure's labels stay searchable and editable on a slide.
+IMAGE_FORMATS = (".png", ".svg", ".pdf")
+#: Resolution of PNGs and of the raster parts (``imshow`` panels) of SVGs and PDFs.
+DEFAULT_DPI = 150
+
+
+def image_format(path: str | os.PathLike, also: Sequence[str] = ()) -> str:
+    """The suffix of ``path`` (lower case) if it is one of :data:`IMAGE_FORMATS` or ``also``; else a clear error."""
+    suffix = Path(path).suffix.lower()
+    known = (*also, *IMAGE_FORMATS)
+    if suffix not in known:
+        raise BertologyError(
+            f"cannot save {Path(path).name!r}: unknown format {suffix or '(no suffix)'!r}; "
+            f"formats that exist: {', '.join(known)}"
+        )
+    return suffix
+
+
+def save_image(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
+    """Write ``fig`` whole (never half written) as PNG, SVG or PDF, chosen by the suffix of ``path``; returns it.
+
+    SVG text is written as ``<text>`` elements in the viewer's fonts (``svg.fonttype: none``), not as glyph
+    outlines: the tokens of a map can be searched, checked by tests and edited on a slide.
+    """
+    path = Path(path)
+    suffix = image_format(path)
+    with plt.rc_context({"svg.fonttype": "none"}), atomic_path(path) as partial:
+        fig.savefig(partial, format=suffix[1:], dpi=dpi, bbox_inches="tight")
+    return path
 
 
 def plot_attention_map(
@@ -94,6 +142,99 @@ def plot_layer_head_grid(
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_attention_lines(
+    maps,
+    labels: Sequence[str],
+    *,
+    heads: Sequence[int] | None = None,
+    ax=None,
+    title: str | None = None,
+    segments: Sequence[int] | None = None,
+):
+    """bertviz's head view as a still: tokens in two columns, a line from each attending token (left) to each
+    token it attends to (right) per selected head, in the head's colour, its opacity the weight divided by
+    the number of heads shown, as bertviz draws it.
+
+    ``maps`` is one layer's ``(heads, n, n)``; ``heads`` (from 0) the heads drawn (default: all); ``segments``
+    (one per label) draws a line between the first and second text of a pair.
+    """
+    maps = np.asarray(maps, dtype=float)
+    if maps.ndim != 3 or maps.shape[1:] != (len(labels), len(labels)):
+        raise ValueError(f"a (heads, n, n) map with n = {len(labels)} labels is needed, got {maps.shape}")
+    heads = list(range(maps.shape[0])) if heads is None else [int(h) for h in heads]
+    n = len(labels)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.5, 0.26 * n + 1.2))
+    colours = plt.get_cmap("tab10")  # d3's schemeCategory10, bertviz's head colours
+    lines, line_colours = [], []
+    for h in heads:
+        weights = np.clip(maps[h] / len(heads), 0, 1)
+        # Lines bertviz draws but nobody sees (opacity under 1/256) are left out of the file.
+        for i, j in zip(*np.nonzero(weights >= 1 / 256)):
+            lines.append([(0.0, i), (1.0, j)])
+            line_colours.append((*to_rgba(colours(h % 10))[:3], weights[i, j]))
+    ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.5))
+    for y, label in enumerate(labels):
+        ax.text(-0.03, y, label, ha="right", va="center")
+        ax.text(1.03, y, label, ha="left", va="center")
+    if segments is not None:
+        for boundary in np.flatnonzero(np.diff(np.asarray(segments))):
+            ax.axhline(boundary + 0.5, color="0.75", linewidth=0.8, linestyle=":")
+    ax.set(xlim=(-0.6, 1.6), ylim=(n - 0.5, -0.5))
+    ax.axis("off")
+    handles = [Line2D([], [], color=colours(h % 10), linewidth=3, label=str(h + 1)) for h in heads]
+    ax.legend(handles=handles, title="head", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_attention_thumbnails(
+    maps,
+    labels: Sequence[str],
+    *,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    title: str | None = None,
+):
+    """bertviz's model view as a still: a ``layers x heads`` grid of small heatmaps, the labels along the
+    first column (attending from) and the last row (attended to); returns the figure.
+
+    ``maps`` is ``(layers, heads, n, n)``; ``layers`` and ``heads`` (from 0) restrict the grid. Each panel is
+    an image (``imshow``), so the SVG of a large model's grid stays small; its labels are text.
+    """
+    maps = np.asarray(maps, dtype=float)
+    if maps.ndim != 4 or maps.shape[2:] != (len(labels), len(labels)):
+        raise ValueError(f"a (layers, heads, n, n) map with n = {len(labels)} labels is needed, got {maps.shape}")
+    layers = list(range(maps.shape[0])) if layers is None else [int(x) for x in layers]
+    heads = list(range(maps.shape[1])) if heads is None else [int(h) for h in heads]
+    n = len(labels)
+    fontsize = float(np.clip(70 / max(n, 1), 3, 8))  # labels of a long input shrink to fit their panel
+    side = 1.1
+    fig, axes = plt.subplots(
+        len(layers),
+        len(heads),
+        figsize=(side * len(heads) + 1.2, side * len(layers) + 1.2),
+        squeeze=False,
+        gridspec_kw={"wspace": 0.08, "hspace": 0.08},
+    )
+    for (r, layer), (c, head) in itertools.product(enumerate(layers), enumerate(heads)):
+        ax = axes[r, c]
+        ax.imshow(maps[layer, head], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if c == 0:
+            ax.set_yticks(range(n), labels, fontsize=fontsize)
+            ax.set_ylabel(f"layer {layer + 1}", fontsize=8)
+        if r == len(layers) - 1:
+            ax.set_xticks(range(n), labels, fontsize=fontsize, rotation=90)
+        if r == 0:
+            ax.set_title(f"head {head + 1}", fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def _luminance(color) -> float:

@@ -110,10 +110,15 @@ def failed_cell(executed: Path) -> tuple[str, str] | None:
 
 
 def figure_files(notebook_dir: Path) -> list[Path]:
-    """A notebook's saved figures (PNG, SVG, JPEG) in the order they were written."""
+    """A notebook's saved figures (PNG, SVG, JPEG) in the order they were written, one file per figure: of a
+    figure saved in several formats (``save_figure`` writes an SVG beside each PNG) the first in FIGURE_TYPES."""
     folder = notebook_dir / "figures"
     files = [p for p in folder.iterdir() if p.suffix.lower() in FIGURE_TYPES] if folder.is_dir() else []
-    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+    rank = list(FIGURE_TYPES)
+    first: dict[str, Path] = {}
+    for path in sorted(files, key=lambda p: rank.index(p.suffix.lower())):
+        first.setdefault(path.stem, path)
+    return sorted(first.values(), key=lambda p: (p.stat().st_mtime, p.name))
 
 
 def data_uri(path: Path) -> str:

@@ -18,6 +18,11 @@ papermill's injected-parameters cell is skipped.
 
 A deck is ready when ``Reveal.isReady()`` is true (reveal.js also adds the class ``ready``
 to the ``div.reveal`` element).
+
+:func:`slide_figures` ("figures for slides", ``bertology slides --figures``) gathers every figure a
+run saved into one folder, ``<run>/figures-for-slides/<notebook>-<name>.svg``, each sized to fill a
+slide (:data:`SLIDE_SIZE`, the decks' size; aspect kept). The SVGs are those ``save_figure`` wrote
+beside each PNG from the live figure (vector, text as text); a PNG cannot be turned back into one.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from bertology_utils.core.files import atomic_write_text
 
 __all__ = [
     "SLIDES_SUFFIX",
+    "SLIDE_SIZE",
     "REVEAL",
     "REMOVE_CELL_TAGS",
     "REMOVE_INPUT_TAGS",
@@ -46,13 +52,20 @@ __all__ = [
     "notebook_to_slides",
     "prepare_for_slides",
     "run_slides",
+    "SLIDE_FIGURES_DIR",
+    "slide_figures",
 ]
 
 #: Suffix of a deck beside its notebook: ``<stem>/<stem>.slides.html``.
 SLIDES_SUFFIX = ".slides.html"
 
-#: reveal.js settings; the slide size is in CSS pixels before reveal scales it to the window.
-REVEAL = {"width": 1280, "height": 800, "margin": 0.04, "transition": "slide", "theme": "simple"}
+#: Width and height of a slide in CSS pixels, before reveal.js scales it to the window.
+SLIDE_SIZE = (1280, 800)
+#: reveal.js settings.
+REVEAL = {"width": SLIDE_SIZE[0], "height": SLIDE_SIZE[1], "margin": 0.04, "transition": "slide", "theme": "simple"}
+
+#: Folder of a run (or of ``out_dir``) that :func:`slide_figures` fills.
+SLIDE_FIGURES_DIR = "figures-for-slides"
 
 #: Cell tags honoured in every deck (Jupyter Book and nbconvert spellings).
 REMOVE_CELL_TAGS = frozenset({"remove-cell", "remove_cell"})
@@ -327,6 +340,15 @@ def run_slides(
 
     Each goes beside its notebook, or into ``out_dir`` as ``<stem>.slides.html``. Returns the paths.
     """
+    outputs = []
+    for path in _chosen(run_dir, notebooks)[1]:
+        out = Path(out_dir) / (path.stem + SLIDES_SUFFIX) if out_dir is not None else None
+        outputs.append(notebook_to_slides(path, out, show_code=show_code))
+    return outputs
+
+
+def _chosen(run_dir: str | os.PathLike, notebooks: Iterable[str]) -> tuple[Path, list[Path]]:
+    """The run's folder and the executed notebooks named (by stem, number or file name; none: all of them)."""
     from bertology_utils.present.report import executed_notebooks
     from bertology_utils.run.harness import find_run
 
@@ -335,11 +357,7 @@ def run_slides(
     if not available:
         raise BertologyError(f"no executed notebooks in {folder} (expected <stem>/<stem>.ipynb)")
     chosen = [_pick(name, available, folder) for name in notebooks] or list(available.values())
-    outputs = []
-    for path in dict.fromkeys(chosen):
-        out = Path(out_dir) / (path.stem + SLIDES_SUFFIX) if out_dir is not None else None
-        outputs.append(notebook_to_slides(path, out, show_code=show_code))
-    return outputs
+    return folder, list(dict.fromkeys(chosen))
 
 
 def _pick(name: str, available: dict[str, Path], folder: Path) -> Path:
@@ -358,3 +376,62 @@ def _pick(name: str, available: dict[str, Path], folder: Path) -> Path:
     listing = ", ".join(available) or "none"
     what = "is ambiguous" if matches else "is not in this run"
     raise BertologyError(f"notebook {name!r} {what}; executed notebooks in {folder}: {listing}")
+
+
+#: The root element of an SVG, and the size attributes :func:`_fit_to_slide` reads and replaces.
+_SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.DOTALL)
+_SVG_SIZE = re.compile(r"""\s(width|height|viewBox)\s*=\s*["']([^"']*)["']""")
+#: CSS pixels per unit of an SVG length (matplotlib writes points).
+_PX_PER = {"": 1.0, "px": 1.0, "pt": 96 / 72, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4}
+
+
+def _fit_to_slide(svg: str, source: Path) -> str:
+    """``svg`` with its width and height set (in px) to fill a slide of :data:`SLIDE_SIZE`, aspect kept.
+
+    Only the root element changes: the drawing scales through its viewBox (added when missing), so
+    lines and text stay sharp at any size.
+    """
+    root = _SVG_ROOT.search(svg)
+    size = dict(_SVG_SIZE.findall(root.group(0))) if root else {}
+    lengths = [re.fullmatch(r"([\d.]+)\s*([a-z]*)", size.get(k, "").strip()) for k in ("width", "height")]
+    if root is None or not all(m and m.group(2) in _PX_PER for m in lengths):
+        raise BertologyError(f"{source} is not an SVG with a width and height in px, pt, in, cm or mm")
+    width, height = (float(m.group(1)) * _PX_PER[m.group(2)] for m in lengths if m)
+    view_box = size.get("viewBox") or f"0 0 {width:g} {height:g}"
+    scale = min(SLIDE_SIZE[0] / width, SLIDE_SIZE[1] / height)
+    tag = _SVG_SIZE.sub("", root.group(0))
+    tag = f'{tag[:4]} width="{width * scale:.0f}px" height="{height * scale:.0f}px" viewBox="{view_box}"{tag[4:]}'
+    return svg[: root.start()] + tag + svg[root.end() :]
+
+
+def slide_figures(
+    run_dir: str | os.PathLike, notebooks: Iterable[str] = (), *, out_dir: str | os.PathLike | None = None
+) -> list[Path]:
+    """Every figure the run's notebooks saved (all, or those named as for :func:`run_slides`) as an SVG
+    sized for a slide, into ``<out_dir or run>/figures-for-slides/<notebook>-<name>.svg``; returns the paths.
+
+    A figure saved as PNG only (a run made before ``save_figure`` wrote SVGs, or ``formats="png"``) is
+    named in a warning: its SVG can only come from running the notebook again. Raster parts of a figure
+    (``imshow`` panels) keep the resolution they were saved at (``save_figure``'s dpi, 150).
+    """
+    folder, chosen = _chosen(run_dir, notebooks)
+    target = Path(out_dir if out_dir is not None else folder) / SLIDE_FIGURES_DIR
+    written, without_svg = [], []
+    for notebook in chosen:
+        figures = notebook.parent / "figures"
+        svgs = sorted(figures.glob("*.svg"))
+        for svg in svgs:
+            out = target / f"{notebook.stem}-{svg.name}"
+            atomic_write_text(out, _fit_to_slide(svg.read_text(encoding="utf-8"), svg))
+            written.append(out)
+        has_svg = {svg.stem for svg in svgs}
+        without_svg += [
+            f"{notebook.stem}/{png.name}" for png in sorted(figures.glob("*.png")) if png.stem not in has_svg
+        ]
+    if without_svg:
+        warnings.warn(
+            f"{len(without_svg)} figure(s) were saved as PNG only and are not in {target}: "
+            f"{', '.join(without_svg)}; run their notebooks again to have them as SVG",
+            stacklevel=2,
+        )
+    return written

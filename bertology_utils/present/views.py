@@ -9,12 +9,19 @@
   page (an nbconvert export, an earlier view) already has. A library that is not installed
   comes from its CDN with a warning. Offline, a view that cannot have its libraries says which are
   missing and how to install them, and shows a static figure of the same maps instead (the
-  selected head's heatmap, or a layer x head grid for the model view), so a notebook goes on.
+  selected layer's heads, or a layer x head grid for the model view), so a notebook goes on.
 * :func:`explorer` is an ipywidgets panel (sentence, layer, head, word/token level) that redraws
   one attention map, from an AttentionStore or from items and a model.
 * :func:`neuron_view` shows how one head's attention comes about, after Vig (2019): the
   elementwise products of a query vector with each key vector, their scaled sums (the
   scores) and the softmax, captured with forward hooks during the model's own forward pass.
+* :func:`mixing_view` shows one item's context-mixing maps
+  (:func:`bertology_utils.interventions.mixing.mixing_for`) side by side as heatmaps.
+
+Every view saves as an image drawn with matplotlib from the data the view shows (``.save("x.svg")``,
+``.png`` or ``.pdf``; the bertviz views also ``.html``): the head view as bertviz draws it (two columns
+of tokens, a line per weight in the head's colour), the model view as a layer x head grid of heatmaps,
+the neuron view as :meth:`NeuronView.figure`. SVGs hold their labels as ``<text>``.
 
 Function arguments count layers, heads and tokens from 0 like array indices; what is shown
 (slider readouts, titles) counts layers and heads from 1, as the papers and figures do.
@@ -31,8 +38,8 @@ import itertools
 import json
 import re
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +51,14 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
-from bertology_utils.core.figures import plot_attention_map
+from bertology_utils.core.figures import (
+    DEFAULT_DPI,
+    image_format,
+    plot_attention_lines,
+    plot_attention_map,
+    plot_attention_thumbnails,
+    save_image,
+)
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, SentencePair, words_of
@@ -60,6 +74,8 @@ __all__ = [
     "explorer",
     "NeuronView",
     "neuron_view",
+    "MixingView",
+    "mixing_view",
     "LEVELS",
     "png_output",
 ]
@@ -116,20 +132,65 @@ def _maps(item: ItemAttention, level: str) -> tuple[np.ndarray, list[str], np.nd
 # --------------------------------------------------------------------------- bertviz views
 
 
+def _save_and_close(fig, path, dpi: int) -> Path:
+    """Save a figure a view drew for the purpose, then close it (a notebook would otherwise show it too)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return save_image(fig, path, dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
 @dataclass(frozen=True)
 class AttentionView:
-    """A self-contained HTML view: displays in Jupyter, and :meth:`save` writes it as a page."""
+    """A self-contained HTML view: displays in Jupyter; :meth:`save` writes it as a page or an image."""
 
     html: str = field(repr=False)  # the text/plain output of a notebook cell would repeat it
     #: id of the view's root ``<div>`` (classes ``bertology-view bertology-<kind>-view``).
     element_id: str
     title: str
+    kind: str  #: "head" or "model"
+    #: What the view draws: ``(layers, heads, n, n)`` maps, the n labels (tokens or words) and each one's
+    #: segment (0: first text, 1: second), and the bertviz options (selected layer and heads, grid).
+    maps: np.ndarray = field(repr=False, compare=False)
+    labels: tuple[str, ...] = field(repr=False)
+    segments: np.ndarray = field(repr=False, compare=False)
+    options: dict = field(repr=False, compare=False)
 
     def _repr_html_(self) -> str:
         return self.html
 
-    def save(self, path) -> Path:
-        """Write a standalone page that draws offline; returns the path."""
+    def figure(self):
+        """The view as a matplotlib figure: the selected layer and heads as bertviz draws them (head
+        view), or the grid of every (or the included) layer x head map (model view)."""
+        import matplotlib.pyplot as plt
+
+        if self.kind == "model":
+            return plot_attention_thumbnails(
+                self.maps,
+                self.labels,
+                layers=self.options.get("include_layers"),
+                heads=self.options.get("include_heads"),
+                title=self.title,
+            )
+        layer = self.options.get("layer") or 0
+        fig, ax = plt.subplots(figsize=(5.5, 0.26 * len(self.labels) + 1.4))
+        plot_attention_lines(
+            self.maps[layer],
+            self.labels,
+            heads=self.options.get("heads"),
+            segments=self.segments,
+            ax=ax,
+            title=f"{self.title}\nlayer {layer + 1}",
+        )
+        return fig
+
+    def save(self, path, *, dpi: int = DEFAULT_DPI) -> Path:
+        """Write the view by the suffix of ``path``: ``.html`` a standalone page that draws offline, ``.png``,
+        ``.svg`` or ``.pdf`` :meth:`figure` (``dpi`` for PNG and the grid's heatmaps); returns the path."""
+        if image_format(path, also=(".html",)) != ".html":
+            return _save_and_close(self.figure(), path, dpi)
         path = Path(path)
         atomic_write_text(
             path,
@@ -155,39 +216,28 @@ def _amd_module(name: str) -> str:
     )
 
 
-def _static_fallback(kind: str, item: ItemAttention, maps: np.ndarray, labels: list[str], options: dict, missing: str):
-    """The view's maps as a PNG figure, with a note saying what is missing: the offline view without JavaScript."""
+def _static_fallback(view: AttentionView, missing: str) -> AttentionView:
+    """The view's image (:meth:`AttentionView.figure`) as a PNG, with a note saying what is missing: the
+    offline view without JavaScript."""
     import matplotlib.pyplot as plt
 
-    if kind == "head":
-        layer, head = options.get("layer") or 0, (options.get("heads") or [0])[0]
-        ax = plot_attention_map(maps[layer, head], labels, title=f"layer {layer + 1}, head {head + 1}")
-        fig, shown = ax.figure, f"the static map of layer {layer + 1}, head {head + 1}"
-    else:
-        layers = options.get("include_layers") or range(maps.shape[0])
-        heads = options.get("include_heads") or range(maps.shape[1])
-        fig, axes = plt.subplots(len(layers), len(heads), figsize=(0.8 * len(heads), 0.8 * len(layers)), squeeze=False)
-        for (r, layer), (c, head) in itertools.product(enumerate(layers), enumerate(heads)):
-            axes[r, c].imshow(maps[layer, head], cmap="Blues", vmin=0, vmax=1)
-            axes[r, c].set_xticks([])
-            axes[r, c].set_yticks([])
-            axes[r, 0].set_ylabel(str(layer + 1), rotation=0, labelpad=8)
-            axes[0, c].set_title(str(head + 1), fontsize=8)
-        fig.supylabel("layer")
-        fig.suptitle("head")
-        shown = "every head's map as a static grid"
+    fig = view.figure()
     image = png_output(fig)["data"]["image/png"]
     plt.close(fig)
-    note = f"The interactive {kind} view cannot draw here: {missing} Showing {shown} instead."
+    if view.kind == "head":
+        shown = f"layer {(view.options.get('layer') or 0) + 1} as a static figure"
+    else:
+        shown = "every head's map as a static grid"
+    note = f"The interactive {view.kind} view cannot draw here: {missing} Showing {shown} instead."
     warnings.warn(note, stacklevel=4)  # the caller of head_view or model_view
-    title = f"{kind} view (static): {item.item_id}"
-    element_id = f"bertology-{kind}-view-static-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+    title = view.title.replace(" view:", " view (static):", 1)
+    element_id = f"bertology-{view.kind}-view-static-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
     html = (
         f'<div id="{element_id}" class="bertology-view bertology-static-view" data-fallback="static">\n'
         f"<p><strong>{html_lib.escape(note)}</strong></p>\n"
         f'<img alt="{html_lib.escape(title)}" src="data:image/png;base64,{image}">\n</div>'
     )
-    return AttentionView(html, element_id, title)
+    return replace(view, html=html, element_id=element_id, title=title)
 
 
 def _bertviz_view(
@@ -195,25 +245,19 @@ def _bertviz_view(
 ) -> AttentionView:
     item = _item_attention(source, model, from_rule)
     maps, labels, segments = _maps(item, level)
+    # The data of the view; its HTML comes next, from bertviz.
+    title = f"{kind} view: {item.item_id} ({level} level)"
+    view = AttentionView("", "", title, kind, maps, tuple(labels), segments, options)
     try:
-        return _bertviz_html(kind, item, maps, labels, segments, level, element_id, decimals, options)
+        return _bertviz_html(view, level, element_id, decimals)
     except AssetMissingError as missing:
-        return _static_fallback(kind, item, maps, labels, options, str(missing))
+        return _static_fallback(view, str(missing))
 
 
-def _bertviz_html(
-    kind: str,
-    item: ItemAttention,
-    maps: np.ndarray,
-    labels: list[str],
-    segments: np.ndarray,
-    level: str,
-    element_id: str | None,
-    decimals: int,
-    options: dict,
-) -> AttentionView:
+def _bertviz_html(view: AttentionView, level: str, element_id: str | None, decimals: int) -> AttentionView:
     import bertviz
 
+    kind, maps, segments = view.kind, view.maps, view.segments
     second = np.flatnonzero(segments == 1)
     # float64 after rounding, so the JSON holds 0.1234 rather than float32's 0.12340000271797180.
     rounded = torch.from_numpy(np.round(np.asarray(maps, dtype=np.float64), decimals))
@@ -223,10 +267,10 @@ def _bertviz_html(
         warnings.simplefilter("ignore", ResourceWarning)
         page = draw(
             list(rounded.unsqueeze(1)),
-            labels,
+            list(view.labels),
             sentence_b_start=int(second[0]) if len(second) else None,
             html_action="return",
-            **options,
+            **view.options,
         ).data
     if (
         _BERTVIZ_REQUIRE_TAG not in page
@@ -258,13 +302,12 @@ def _bertviz_html(
         f"    else {{ document.getElementById({json.dumps(element_id)}).append({json.dumps(missing)}); }}\n"
         f"    return;\n  }}\n{loader}{script}\n}})(0);"
     )
-    title = f"{kind} view: {item.item_id} ({level} level)"
     html = (
         f'<div id="{element_id}" class="bertology-view bertology-{kind}-view" data-level="{level}" '
         f'data-layers="{maps.shape[0]}" data-heads="{maps.shape[1]}" data-length="{maps.shape[2]}">\n'
         f"{script_tag('require')}\n{markup.strip()}\n<script>\n{script}\n</script>\n</div>"
     )
-    return AttentionView(html, element_id, title)
+    return replace(view, html=html, element_id=element_id)
 
 
 def head_view(
@@ -539,6 +582,11 @@ class NeuronView:
         fig.tight_layout()
         return fig
 
+    def save(self, path, *, dpi: int = DEFAULT_DPI, max_dims: int | None = None) -> Path:
+        """Write :meth:`figure` as ``.png``, ``.svg`` or ``.pdf`` by the suffix of ``path``; returns the path."""
+        image_format(path)  # an unknown suffix fails before the figure is drawn
+        return _save_and_close(self.figure(max_dims=max_dims), path, dpi)
+
 
 def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int | str | None = None) -> NeuronView:
     """Query, keys, their elementwise products, scores and softmax for one head and query token.
@@ -599,3 +647,49 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
         attention=as_np(attention),
         model_attention=as_np(own),
     )
+
+
+# --------------------------------------------------------------------------- context-mixing maps
+
+
+@dataclass(frozen=True)
+class MixingView:
+    """One item's context-mixing maps side by side, as heatmaps labelled with its words; see :func:`mixing_view`."""
+
+    maps: Mapping[str, ItemAttention] = field(repr=False)  #: title -> the item's maps under one method
+    layer: int  #: the layer shown, from 0 (-1: the last)
+
+    def figure(self):
+        """The heatmaps (heads averaged), drawn by :func:`bertology_utils.interventions.mixing.plot_side_by_side`."""
+        from bertology_utils.interventions.mixing.plots import plot_side_by_side  # the package imports scipy
+
+        return plot_side_by_side(self.maps, self.layer)
+
+    def _repr_png_(self) -> bytes:
+        import matplotlib.pyplot as plt
+
+        fig = self.figure()
+        try:
+            return base64.b64decode(png_output(fig)["data"]["image/png"])
+        finally:
+            plt.close(fig)
+
+    def save(self, path, *, dpi: int = DEFAULT_DPI) -> Path:
+        """Write :meth:`figure` as ``.png``, ``.svg`` or ``.pdf`` by the suffix of ``path``; returns the path."""
+        image_format(path)
+        return _save_and_close(self.figure(), path, dpi)
+
+
+def mixing_view(maps: Mapping[str, ItemAttention], *, layer: int = -1) -> MixingView:
+    """The context-mixing maps of one item under several methods, e.g. ``{"rollout": mixing_for(items,
+    model)["rollout"][0], ...}``, at ``layer`` (from 0; -1: the last). Any one of them is also an
+    ItemAttention that :func:`head_view` and :func:`model_view` take (``level="word"``)."""
+    if not maps:
+        raise BertologyError("mixing_view needs at least one map: {title: ItemAttention}")
+    words = {tuple(item.words) for item in maps.values()}
+    if len(words) != 1:
+        raise BertologyError(f"the maps of a mixing view must be of one item; got {len(words)} different word lists")
+    layers = next(iter(maps.values())).attention.shape[0]
+    if not -layers <= layer < layers:
+        raise ValueError(f"layer {layer} out of range: the maps have {layers} layers (counted from 0)")
+    return MixingView(dict(maps), layer)

@@ -16,7 +16,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.papers.claims import Claim, Verdict
 from bertology_utils.present import assets
 from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value
-from bertology_utils.present.slides import network_references, run_slides
+from bertology_utils.present.slides import network_references, run_slides, slide_figures
 from bertology_utils.run.harness import record_claims, run_notebooks
 
 PAPER_TABLE = (
@@ -345,6 +345,9 @@ def test_report_and_deck_of_a_real_run(tour_run):
         assert html.escape(name) in page and html.escape(format_value(value)) in page, name
     figures = sorted((tour_run / "00_tour" / "figures").glob("*.png"))
     assert figures and page.count('src="data:image/png;base64,') == len(figures)
+    # every figure, the views' images included, also as an SVG for slides
+    assert {"head_view", "model_view"} <= {p.stem for p in figures}
+    assert {p.name for p in slide_figures(tour_run)} == {f"00_tour-{p.stem}.svg" for p in figures}
     assert "Paper vs ours" in page and "<th>verdict</th>" in page
     assert network_references(page) == [] and "<script" not in page
 

@@ -97,7 +97,8 @@ def test_offline_without_the_libraries_falls_back_to_a_static_figure(loaded_mode
     assert re.search(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{200,}">', shown.html)
     assert "<script" not in shown.html  # nothing that needs the network or JavaScript
     if view is head_view:
-        assert "layer 2, head 1" in shown.html
+        assert "Showing layer 2 as a static figure" in shown.html
+    assert shown.html.count("<img") == 1 and shown.kind == ("head" if view is head_view else "model")
     with pytest.raises(AssetMissingError):  # the libraries themselves still say they are missing
         assets.asset_text("d3")
 
