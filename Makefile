@@ -49,7 +49,7 @@ NPM := $(shell command -v npm 2>/dev/null)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES DOCS_RUN BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
 
@@ -108,8 +108,8 @@ bench: setup ## run every bench/*.py
 lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
-slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run)
-	$(VENV)/bin/bertology slides $(RUN_NAME)
+slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run); FIGURES=1: every figure as an SVG for slides too
+	$(VENV)/bin/bertology slides $(RUN_NAME) $(if $(FIGURES),--figures)
 
 report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after make run)
 	$(VENV)/bin/bertology report $(RUN_NAME)
