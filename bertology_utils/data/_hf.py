@@ -324,16 +324,16 @@ def _annotation(values, keep) -> tuple[str, ...] | None:
 # --------------------------------------------------------------------------- corpora and tasks
 
 
-def hf_corpus(source: str | HfSource, kind: str, split: str) -> Corpus:
+def hf_corpus(source: str, kind: str, split: str) -> Corpus:
     """The corpus of ``kind`` (see :func:`~bertology_utils.data.resolve_corpus`) in one split of a data set.
 
     ``split=`` in the source wins over ``split``. A treebank needs the tokens, head and deprel
     columns; sentences are those, or a text column; pairs two text columns; GAP its own columns.
     """
-    source = parse_hf(source) if isinstance(source, str) else source
-    rows, split = _pick_split(_load(source), source, source.options.get("split", split), "split" not in source.options)
-    where, header = source.at(split), rows.column_names
-    id_column = _id_column(source.options, header)
+    parsed = parse_hf(source)
+    rows, split = _pick_split(_load(parsed), parsed, parsed.options.get("split", split), "split" not in parsed.options)
+    where, header, options = parsed.at(split), rows.column_names, parsed.options
+    id_column = _id_column(options, header)
     labels = None
     if kind == "gap":
         _require_columns(header, _GAP_HEADER, "the GAP", where)
@@ -341,16 +341,16 @@ def hf_corpus(source: str | HfSource, kind: str, split: str) -> Corpus:
         items, _ = _parse_rows(
             enumerate(map(list, zip(*values))), lambda fields, i: _gap_row([_field(v) for v in fields], i), where
         )
-    elif kind == "treebank" or (kind == "sentences" and source.options.get("tokens", "tokens") in header):
-        items = _treebank(rows, source.options, where, id_column, trees=kind == "treebank")
+    elif kind == "treebank" or (
+        kind == "sentences" and "text" not in options and options.get("tokens", "tokens") in header
+    ):  # sentences of words as given, when a tokens column is there and no text column named
+        items = _treebank(rows, options, where, id_column, trees=kind == "treebank")
     else:
-        label = source.options.get("label") or _first_present(header, "label")
-        layout = _classification_layout(
-            tuple(header), source.options.get("text"), label, source.options.get("text_pair"), where
-        )
+        label = options.get("label") or _first_present(header, "label")
+        layout = _classification_layout(tuple(header), options.get("text"), label, options.get("text_pair"), where)
         items, found = _table(rows, layout, where, id_column)
         labels = None if label is None else found
-    return _corpus(source, split, items, labels)
+    return _corpus(parsed, split, items, labels)
 
 
 def _corpus(source: HfSource, split: str, items, labels) -> Corpus:

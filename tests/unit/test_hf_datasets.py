@@ -80,6 +80,8 @@ def test_named_columns_and_splits_in_a_query_or_a_mapping(tmp_path):
         {"path": source, "text": "review", "label": "stars", "train": "fit", "dev": "held_out", "name": "mine"}
     )
     assert by_query == by_mapping
+    reviews = resolve_corpus(source + "?text=review&split=fit", kind="sentences")  # no label column named: unlabelled
+    assert reviews.labels is None and [s.words for s in reviews] == [s.words for s in by_query.train]
     assert by_query.name == "mine" and (len(by_query.train), len(by_query.dev)) == (48, 10)
 
 
