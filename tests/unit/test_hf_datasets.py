@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import sys
 
-import datasets
-import hf_datasets as hf
 import pytest
 
 from bertology_utils.core import settings
@@ -23,6 +21,9 @@ from bertology_utils.data import (
     resolve_task,
     treebank_splits,
 )
+
+datasets = pytest.importorskip("datasets", reason="the hf extra is not installed: pip install 'bertology-utils[hf]'")
+import hf_datasets as hf  # noqa: E402 (it builds data sets with the datasets package)
 
 
 @pytest.fixture(autouse=True)
