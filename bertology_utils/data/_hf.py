@@ -201,8 +201,11 @@ def _pick_split(loaded, source: HfSource, split: str, any_one: bool):
     raise _no_split(source.label, split, loaded)
 
 
-def _id_column(options: Mapping[str, str], header) -> str | None:
-    return options.get("id") or _first_present(header, "sent_id", "idx", "id")
+def _id_column(options: Mapping[str, str], header, where: str) -> str | None:
+    if "id" in options:
+        _require_columns(header, [options["id"]], "the id", where)
+        return options["id"]
+    return _first_present(header, "sent_id", "idx", "id")
 
 
 # --------------------------------------------------------------------------- rows
@@ -282,7 +285,9 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
     """
     header = rows.column_names
     tokens, head, deprel = (options.get(key, key) for key in ("tokens", "head", "deprel"))
-    _require_columns(header, [tokens, head, deprel] if trees else [tokens], "the tokens, head and deprel", where)
+    named = [options[key] for key in ("upos", "text") if key in options]
+    wanted = [tokens, head, deprel] if trees else [tokens]
+    _require_columns(header, wanted + named, "the tokens, head and deprel", where)
     upos = options.get("upos") or _first_present(header, "upos")
     text = options.get("text") or _first_present(header, "text")
     present = [head if head in header else None, deprel if deprel in header else None, upos, text, id_column]
@@ -333,7 +338,7 @@ def hf_corpus(source: str, kind: str, split: str) -> Corpus:
     parsed = parse_hf(source)
     rows, split = _pick_split(_load(parsed), parsed, parsed.options.get("split", split), "split" not in parsed.options)
     where, header, options = parsed.at(split), rows.column_names, parsed.options
-    id_column = _id_column(options, header)
+    id_column = _id_column(options, header, where)
     labels = None
     if kind == "gap":
         _require_columns(header, _GAP_HEADER, "the GAP", where)
@@ -377,7 +382,7 @@ def hf_task_splits(source: str | Mapping) -> tuple[str, Corpus, Corpus, str, str
         layout = _classification_layout(
             header, options.get("text"), options.get("label", "label"), options.get("text_pair"), where
         )
-        items, labels = _table(rows, layout, where, _id_column(options, header))
+        items, labels = _table(rows, layout, where, _id_column(options, header, where))
         corpora.append(_corpus(parsed, split, items, labels))
         wheres.append(where)
     return parsed.name, corpora[0], corpora[1], wheres[0], wheres[1]

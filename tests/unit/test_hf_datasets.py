@@ -56,6 +56,8 @@ def test_treebank_columns_are_named_and_splits_picked(tmp_path):
     source = hf.save(datasets.DatasetDict({"train": split, "dev": split, "test": split.select(range(4))}), tmp_path)
     with pytest.raises(DataFormatError, match=r"\[dev\]: no column 'tokens' in the header"):
         resolve_corpus(source)
+    with pytest.raises(DataFormatError, match="no column 'tags' in the header"):
+        resolve_corpus(source + "?tokens=words&upos=tags")
     splits, note = treebank_splits(source=source + "?tokens=words")
     assert [len(splits[s]) for s in ("train", "dev", "test")] == [24, 24, 4]
     assert splits["dev"].items == read_conllu(hf.GERMAN).items
@@ -220,6 +222,8 @@ def test_splits_options_and_places_that_do_not_exist(tmp_path):
         resolve_corpus(source, kind="sentences", split="test")
     with pytest.raises(DataNotFoundError, match="has no split 'train'; splits: all"):  # a task needs two splits
         resolve_task(hf.sample_pairs(tmp_path / "pairs"))
+    with pytest.raises(DataFormatError, match=r"\[train\]: no column 'key' in the header 'text\|label'"):
+        resolve_task(source + "?id=key")
     with pytest.raises(DataFormatError, match="unknown: colour"):
         resolve_task(source + "?colour=red")
     with pytest.raises(DataFormatError, match="KEY=VALUE"):
