@@ -3,8 +3,9 @@
 A source is ``hf:WHERE`` with options as a query string, ``hf:WHERE?split=test&text=review``:
 
 * ``WHERE`` is a folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``; or
-  another local folder (or dataset script) that ``datasets.load_dataset`` reads, e.g. data files
-  named by split (``train.csv``, ``validation.csv``); or, online only, a data set on the Hub:
+  another local folder that ``datasets.load_dataset`` reads, e.g. data files named by split
+  (``train.csv``, ``validation.csv``; a dataset script only where the installed ``datasets``
+  still runs scripts, before 4.0); or, online only, a data set on the Hub:
   ``NAME``, ``OWNER/NAME``, ``NAME/CONFIG`` or ``OWNER/NAME/CONFIG``. A two-part name is the
   repository ``OWNER/NAME`` when the Hub has it, else ``NAME`` with its configuration ``CONFIG``
   (so ``hf:glue/sst2`` is GLUE's SST-2); ``config=`` names the configuration outright.
@@ -140,7 +141,7 @@ def _load(source: HfSource):
             if (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file():
                 return datasets.load_from_disk(str(folder))
             return datasets.load_dataset(str(folder), source.options.get("config"), cache_dir=cache)
-        except (OSError, ValueError, TypeError) as error:
+        except (OSError, ValueError, TypeError, RuntimeError) as error:  # RuntimeError: a script datasets won't run
             raise DataFormatError(
                 f"not readable as a Hugging Face data set: {_one_line(error)}", source.label
             ) from None
@@ -160,7 +161,7 @@ def _load(source: HfSource):
             return datasets.load_dataset(path, config, cache_dir=cache)
         except FileNotFoundError as error:  # no such data set on the Hub (datasets' DatasetNotFoundError)
             tried.append(f"{path}" + (f" (configuration {config})" if config else "") + f": {_one_line(error)}")
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RuntimeError) as error:
             raise DataNotFoundError(f"{source.label}: {_one_line(error)}", what=source.label) from None
     raise DataNotFoundError(f"{source.label} is not on the Hub: {'; '.join(tried)}", what=source.label)
 

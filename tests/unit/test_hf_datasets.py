@@ -235,6 +235,10 @@ def test_splits_options_and_places_that_do_not_exist(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataFormatError, match="not readable as a Hugging Face data set"):
         resolve_corpus(f"hf:{tmp_path / 'empty'}")
+    (tmp_path / "script").mkdir()
+    (tmp_path / "script" / "script.py").write_text("import datasets\n")
+    with pytest.raises(DataFormatError, match="not readable as a Hugging Face data set"):
+        resolve_corpus(f"hf:{tmp_path / 'script'}")  # datasets 4 and later run no scripts
 
 
 def test_a_hub_name_offline_says_it_needs_the_network(monkeypatch):
