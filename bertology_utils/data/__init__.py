@@ -10,7 +10,9 @@ Three layers:
   file and line;
 * resolution (:data:`DATASETS`, :func:`resolve_data_file`) and loaders (:func:`load_dataset`
   and friends); :func:`resolve_corpus`, :func:`treebank_splits` and :func:`resolve_task` turn a
-  notebook's data parameter (a registered name or the user's own file or folder) into data. Every data set is looked for in the same order: an explicit path,
+  notebook's data parameter (a registered name, the user's own file or folder, or a Hugging Face
+  data set: ``hf:FOLDER`` written by ``save_to_disk``, or ``hf:glue/sst2`` on the Hub, with options
+  such as ``?split=test&text=review``) into data. Every data set is looked for in the same order: an explicit path,
   ``$BERTOLOGY_DATA_DIR``, the project's ``data/`` folder, the cache, then a download into the
   cache (checked against the registry's sha256) unless offline.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,23 +234,41 @@ def _read_table(
         if found != header:
             raise DataFormatError(f"expected the header {'|'.join(header)!r}, found {'|'.join(found)!r}", path, 1)
         first = 2
+
+    def rows():
+        for number, line in enumerate(lines[first - 1 :], first):
+            if not line:
+                continue
+            fields = line.split("\t")
+            if len(fields) != columns:
+                raise DataFormatError(f"expected {columns} tab-separated fields, found {len(fields)}", path, number)
+            yield number, fields
+
+    items, labels = _parse_rows(rows(), row, path)
+    return items, labels, sha
+
+
+def _parse_rows(
+    rows: Iterable[tuple[int, list[str]]], row: Callable[[list[str], int], tuple[object, object]], where
+) -> tuple[list, list]:
+    """(items, labels) of (number, fields) rows, each turned into (item, label) by ``row``.
+
+    The checks every table shares, a TSV file's or a Hugging Face data set's: ``row`` raises
+    ValueError for a bad value, which becomes a DataFormatError naming ``where`` and the row's number;
+    no rows at all is an error too.
+    """
     items: list = []
     labels: list = []
-    for number, line in enumerate(lines[first - 1 :], first):
-        if not line:
-            continue
-        fields = line.split("\t")
-        if len(fields) != columns:
-            raise DataFormatError(f"expected {columns} tab-separated fields, found {len(fields)}", path, number)
+    for number, fields in rows:
         try:
             item, label = row(fields, len(items))
         except ValueError as error:
-            raise DataFormatError(str(error), path, number) from None
+            raise DataFormatError(str(error), where, number) from None
         items.append(item)
         labels.append(label)
     if not items:
-        raise DataFormatError("no data rows", path)
-    return items, labels, sha
+        raise DataFormatError("no data rows", where)
+    return items, labels
 
 
 def _binary(value: str) -> int:
@@ -282,12 +300,12 @@ class _Layout:
     header: tuple[str, ...] | None
     columns: int
     texts: tuple[int, ...]  # one column: single sentences; two: pairs
-    label: int
+    label: int | None  # None: unlabelled
     parse_label: Callable[[str], int | str | float]
     ids: tuple[int, ...] = ()  # joined with "-"; empty: the row index
 
     def row(self, fields: list[str], index: int):
-        label = self.parse_label(fields[self.label])
+        label = None if self.label is None else self.parse_label(fields[self.label])
         item_id = "-".join(fields[i] for i in self.ids) or str(index)
         texts = [fields[i].strip() for i in self.texts]  # SST-2 sentences end with a space
         words = [tuple(words_of(text)) for text in texts]
@@ -385,23 +403,35 @@ def read_classification_tsv(
     path = Path(path)
     read = _read_lines(path)
     header = tuple(read[0][0].split("\t")) if read[0] else ()
+    return _read_layout(path, _classification_layout(header, text, label, text_pair, path, 1), name, read)
+
+
+def _classification_layout(
+    header: tuple[str, ...], text: str | None, label: str | None, text_pair: str | None, where, line: int | None = None
+) -> _Layout:
+    """The layout of a table of texts with these columns (see :func:`read_classification_tsv`); ``label`` None: unlabelled.
+
+    Raises a DataFormatError naming ``where`` (and ``line``) when a named column is missing.
+    """
     if text is None:
         if text_pair is None and {"sentence1", "sentence2"} <= set(header):
             text, text_pair = "sentence1", "sentence2"
         else:
             text = "sentence" if "sentence" in header else "text"
-    wanted = [text, label] + ([text_pair] if text_pair else [])
+    wanted = [text] + ([label] if label is not None else []) + ([text_pair] if text_pair else [])
+    _require_columns(header, wanted, "the text and label", where, line)
+    texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
+    return _Layout(header, len(header), texts, None if label is None else header.index(label), _label)
+
+
+def _require_columns(header: Sequence[str], wanted: Sequence[str], what: str, where, line: int | None = None) -> None:
     missing = [column for column in wanted if column not in header]
     if missing:
         raise DataFormatError(
-            f"no column {', '.join(map(repr, missing))} in the header {'|'.join(header)!r} "
-            "(name the text and label columns)",
-            path,
-            1,
+            f"no column {', '.join(map(repr, missing))} in the header {'|'.join(header)!r} (name {what} columns)",
+            where,
+            line,
         )
-    texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
-    layout = _Layout(header, len(header), texts=texts, label=header.index(label), parse_label=_label)
-    return _read_layout(path, layout, name, read)
 
 
 _GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")

@@ -7,7 +7,10 @@ Every notebook parameter that names data takes a *source*, resolved here:
   GLUE tasks also by their own name, ``"MRPC"``);
 * a path: a CoNLL-U file (``.conllu``), a text file of one sentence per line (``.txt``), a pair
   TSV (``id, sentence1, sentence2, label``), a GAP TSV, or a folder of a treebank's splits named as
-  UD names them (``xx_yyy-ud-train.conllu``...) or plainly (``train.conllu``...).
+  UD names them (``xx_yyy-ud-train.conllu``...) or plainly (``train.conllu``...);
+* a Hugging Face data set, ``hf:WHERE?KEY=VALUE&...``: a folder written by ``save_to_disk``, a local
+  folder ``datasets.load_dataset`` reads, or a Hub name when online (``hf:glue/sst2``), with options
+  picking the split and naming columns (:mod:`bertology_utils.data._hf`; needs the ``hf`` extra).
 
 :func:`resolve_corpus` gives one corpus, :func:`treebank_splits` a treebank's train/dev/test,
 :func:`resolve_task` a classification task (a GLUE name, or a folder of ``train.tsv`` and
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
+from bertology_utils.data._hf import hf_corpus, hf_one_split, hf_task_splits, is_hf
 from bertology_utils.data._items import Corpus, Sentence, SentencePair
 from bertology_utils.data._readers import (
     GLUE_TASKS,
@@ -103,8 +107,8 @@ def resolve_corpus(source: str | os.PathLike | None = None, *, kind: str = "tree
     """The corpus a data parameter names (see the module docstring), checked to be of ``kind``.
 
     ``kind`` is ``"treebank"`` (sentences with trees), ``"sentences"``, ``"pairs"`` or ``"gap"``;
-    ``split`` picks the registered data set's split or the treebank folder's file (data sets with
-    one split, like the sample, ignore it). ``None`` is the default treebank or GAP; pairs have no
+    ``split`` picks the registered or Hugging Face data set's split or the treebank folder's file
+    (data sets with one split, like the sample, ignore it; ``dev`` and ``validation`` stand for each other). ``None`` is the default treebank or GAP; pairs have no
     default. Raises DataNotFoundError (missing or unknown data) or DataFormatError (wrong kind).
     """
     if kind not in KINDS:
@@ -115,6 +119,8 @@ def resolve_corpus(source: str | os.PathLike | None = None, *, kind: str = "tree
         if kind == "gap":
             return load_gap()
         raise DataNotFoundError("pairs need a source: a registered pair task (e.g. 'glue/MRPC') or a pair .tsv file")
+    if is_hf(source):
+        return _check_kind(hf_corpus(str(source), kind, split), kind, source)
     name = _registered(str(source)) if isinstance(source, str) else None
     if name is not None:
         spec = DATASETS[name]
@@ -140,7 +146,9 @@ def treebank_splits(
 
     ``source``: None (UD English EWT, else the project's sample split in order 60/20/20), a
     registered treebank, a folder of the three split files, a mapping ``{"train": path, "dev":
-    path, "test": path}``, or one CoNLL-U file (split in order 60/20/20, as the sample is).
+    path, "test": path}``, a Hugging Face data set (its train, dev or validation, and test splits), or
+    one CoNLL-U file or split (``hf:...?split=train``, or a data set of one split), split in order
+    60/20/20 as the sample is.
     """
     if isinstance(source, Mapping):
         if set(source) != set(TREEBANK_SPLITS):
@@ -159,7 +167,7 @@ def treebank_splits(
             why = f"{missing.short()}; so the project's sample treebank"
     elif _one_file(source):
         whole = resolve_corpus(source)
-        why = f"{whole.name} has one file"
+        why = f"{whole.name} is one split" if is_hf(source) else f"{whole.name} has one file"
     else:
         splits = {split: resolve_corpus(source, split=split) for split in TREEBANK_SPLITS}
         note = f"{source}: train for training, dev for early stopping, test for the scores"
@@ -174,7 +182,9 @@ def treebank_splits(
 
 
 def _one_file(source) -> bool:
-    """A registered treebank without a train split (the sample), or a single file."""
+    """A registered treebank without a train split (the sample), a single file, or one split of a Hugging Face data set."""
+    if is_hf(source):
+        return hf_one_split(source)
     name = _registered(source) if isinstance(source, str) else None
     return "train" not in DATASETS[name].files if name is not None else Path(source).is_file()
 
@@ -216,14 +226,19 @@ def _class_order(labels) -> tuple[str, ...]:
 
 
 def resolve_task(source: str | os.PathLike | Mapping) -> Task:
-    """The classification task a parameter names: a GLUE task name, or a user's task folder.
+    """The classification task a parameter names: a GLUE task name, a user's task folder, or a Hugging Face data set.
 
     A folder holds ``train.tsv`` and ``dev.tsv`` with a header; by default the text is the column
     ``sentence`` (else ``text``), pairs are ``sentence1``/``sentence2``, and the label is ``label``.
     Other columns are named with a mapping: ``{"path": folder, "text": "review", "label":
-    "stars", "text_pair": None, "name": "reviews"}``. Every dev label must occur in train, and
-    train needs two classes.
+    "stars", "text_pair": None, "name": "reviews"}``. A Hugging Face data set
+    (``hf:glue/sst2``, ``hf:FOLDER?label=stars``) has the same columns, in its ``train`` and
+    ``validation`` (else ``dev``) splits, or those its ``train=`` and ``dev=`` options name; the
+    mapping may give ``"path": "hf:..."`` and those options as keys. Every dev label must occur in
+    train, and train needs two classes.
     """
+    if is_hf(source):
+        return _user_task(*hf_task_splits(source))
     if not isinstance(source, Mapping) and not Path(source).expanduser().exists():
         try:
             name = glue_task_name(str(source))
@@ -255,10 +270,18 @@ def resolve_task(source: str | os.PathLike | Mapping) -> Task:
         splits[split] = read_classification_tsv(
             path, options.get("text"), options.get("label", "label"), options.get("text_pair"), f"{name}/{split}"
         )
-    classes = _class_order(splits["train"].labels or ())
+    return _user_task(name, splits["train"], splits["dev"], folder / "train.tsv", folder / "dev.tsv")
+
+
+def _user_task(name: str, train: Corpus, dev: Corpus, train_where, dev_where) -> Task:
+    """A user's task, checked: two classes in train at least, and every dev label among them.
+
+    ``train_where`` and ``dev_where`` name the two splits in the errors (a file, or a data set's split).
+    """
+    classes = _class_order(train.labels or ())
     if len(classes) < 2:
-        raise DataFormatError(f"one class only ({classes[0]!r}): nothing to classify", folder / "train.tsv")
-    unseen = sorted(set(splits["dev"].labels or ()) - set(classes))
+        raise DataFormatError(f"one class only ({classes[0]!r}): nothing to classify", train_where)
+    unseen = sorted(set(dev.labels or ()) - set(classes))
     if unseen:
-        raise DataFormatError(f"labels not in train.tsv: {unseen}", folder / "dev.tsv")
-    return Task(name, splits["train"], splits["dev"], classes)
+        raise DataFormatError(f"labels not in {Path(str(train_where)).name}: {unseen}", dev_where)
+    return Task(name, train, dev, classes)

@@ -9,7 +9,7 @@ import shutil
 import urllib.request
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,7 +197,12 @@ def _spec(name: str) -> DatasetSpec:
 def _file(spec: DatasetSpec, split: str) -> DataFile:
     if split in spec.files:
         return spec.files[split]
-    raise DataNotFoundError(f"data set {spec.name!r} has no split {split!r}; splits: {', '.join(spec.files)}")
+    raise _no_split(spec.name, split, spec.files)
+
+
+def _no_split(name: str, split: str, splits: Iterable[str]) -> DataNotFoundError:
+    """The error for a split a data set lacks, registered or not."""
+    return DataNotFoundError(f"data set {name!r} has no split {split!r}; splits: {', '.join(splits)}")
 
 
 # --------------------------------------------------------------------------- resolution
