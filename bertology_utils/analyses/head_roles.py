@@ -518,16 +518,18 @@ def find_roles(
     margin: float = 0.10,
     factor: float = 2.0,
     alpha: float = 0.05,
+    progress: bool = True,
 ) -> tuple[HeadRoles, AttentionStore]:
     """Every role of ``model``'s heads on a treebank, and the (cached) attention store they were read from.
 
     The word-level maps come from ``attention.extraction.extract_cached`` (shared with any analysis of the
     same model and sentences); ``threshold``, ``margin`` and ``factor``/``alpha`` go to
-    :func:`positional_heads`, :func:`syntactic_heads` and :func:`rare_word_heads`.
+    :func:`positional_heads`, :func:`syntactic_heads` and :func:`rare_word_heads`. ``progress``: the
+    extraction's bar (none when the store is cached).
     """
     from bertology_utils.attention.extraction import extract_cached
 
-    store = extract_cached(trees, model, progress=False)
+    store = extract_cached(trees, model, progress=progress)
     syntax_result = score_syntax(trees, store, on_mismatch="skip")
     found = head_roles(
         positional_heads(store, threshold=threshold),

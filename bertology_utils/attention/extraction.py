@@ -335,7 +335,8 @@ def iter_attention(
     corpus, loaded = Corpus.of(items), LoadedModel.of(model)
     forward = _Forward(loaded, from_rule, keep_tokens, maps, dtype)
     limit = _max_tokens(loaded, max_tokens, too_long)
-    with tqdm(total=len(corpus), desc="attention", unit="item", disable=not progress) as bar:
+    desc = "attention" if maps is None else maps.name
+    with tqdm(total=len(corpus), desc=desc, unit="item", disable=not progress) as bar:
         for lo, hi in _blocks(0, len(corpus), block_size, 0):
             aligned = align(loaded.tokenizer, corpus.items[lo:hi], lo)
             yield from _run_block(forward, aligned, batch_size, limit, too_long, max_batch_weights)

@@ -35,6 +35,11 @@ regression checks (a reference folder holds <notebook>.json; see bertology_utils
   bertology check RUN REFERENCE_DIR    check a finished run
   make refresh-references              the test suite's references (tests/references/small)
 
+While notebooks run, each has a status line: its section (the markdown heading of the cell it runs),
+the time since it started and, when an earlier run under the results root ran it with the same
+parameters, the time that run took. On a terminal the lines are redrawn in place; in a log they come
+every minute. The notebooks show a progress bar on every long step; -p progress False hides them.
+
 -p values are read like papermill's: 8 is an int, 0.5 a float, True/False/None,
 JSON such as '[1, 2]' or '{"a": 1}'; anything else is a string. Notebooks run in notebooks/, so
 a string (also inside JSON) naming an existing file or folder here is made absolute.

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.attention.word_attention import WordConversion
@@ -552,6 +553,7 @@ def word_references(
     baseline: str = "zero",
     tolerance: float | None = None,
     cache: bool = False,
+    progress: bool = True,
 ) -> WordReferences:
     """The ``references`` (names in :data:`REFERENCES`; default: every registered one) of every item, at
     word level, in corpus order.
@@ -561,7 +563,7 @@ def word_references(
     so the two line up item for item. Each item explains its own predicted class. ``steps``,
     ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'. ``cache``: reuse the scores an
     earlier call with the same model weights, items and settings stored (the results cache of
-    :mod:`~bertology_utils.interventions.results_cache`).
+    :mod:`~bertology_utils.interventions.results_cache`). ``progress``: a bar of the items.
     """
     chosen = [REFERENCE_REGISTRY[name] for name in dict.fromkeys(REFERENCES if references is None else references)]
     names = [r.name for r in chosen]
@@ -573,18 +575,22 @@ def word_references(
         found: dict[str, dict[int, np.ndarray]] = {name: {} for name in names}
         n_words: dict[int, int] = {}
         gap, panels = 0.0, []
-        for batch in batches:
-            labels = predicted_labels(loaded, batch)
-            n_words.update((item.index, item.n_words) for item in batch.items)
-            for reference in chosen:
-                out = reference(loaded, batch, labels, settings)
-                if out.relative_gap is not None:
-                    gap = max(gap, float(out.relative_gap.max()))
-                if out.panels is not None:
-                    panels.extend(out.panels.tolist())
-                rows = out.words.detach().cpu().numpy()
-                for row, item in zip(rows, batch.items):
-                    found[reference.name][item.index] = row[: item.n_words]
+        with tqdm(
+            total=sum(len(b.items) for b in batches), desc="word references", unit="example", disable=not progress
+        ) as bar:
+            for batch in batches:
+                labels = predicted_labels(loaded, batch)
+                n_words.update((item.index, item.n_words) for item in batch.items)
+                for reference in chosen:
+                    out = reference(loaded, batch, labels, settings)
+                    if out.relative_gap is not None:
+                        gap = max(gap, float(out.relative_gap.max()))
+                    if out.panels is not None:
+                        panels.extend(out.panels.tolist())
+                    rows = out.words.detach().cpu().numpy()
+                    for row, item in zip(rows, batch.items):
+                        found[reference.name][item.index] = row[: item.n_words]
+                bar.update(len(batch.items))
         order = sorted(n_words)
         # ragged per-item rows, concatenated in corpus order: what the results cache stores
         return {

@@ -296,7 +296,7 @@ def predict(
     with classifier_inference(loaded):
         padding = Padding.of(loaded)
         out = None
-        for rows in tqdm(plan, desc="predict", disable=not progress, leave=False):
+        for rows in tqdm(plan, desc="predict", unit="batch", disable=not progress, leave=False):
             batch = padding.collate([encodings[i] for i in rows], loaded.device)
             logits = loaded.model(**batch).logits.float().cpu().numpy()
             if out is None:

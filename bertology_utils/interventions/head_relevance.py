@@ -62,6 +62,7 @@ from functools import partial
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.interventions.attribution import classifier_logits, explained_labels, target_scores
@@ -200,12 +201,13 @@ def _per_head(
     rows_per_pass: int,
     tolerance: float | None = None,
     max_panels: int = 1,
+    desc: str | None = None,
 ) -> tuple[np.ndarray, ...]:
     """(sum_k weights[k] dF/dg at alphas[k] * 1, F(1), F(0), classes, panels), per example in corpus order.
 
     With ``tolerance``, each example's integral is refined panel by panel
     (:func:`~bertology_utils.interventions.quadrature.adaptive_integral`), ``alphas`` and ``weights``
-    being a rule on [0, 1] scaled to each panel.
+    being a rule on [0, 1] scaled to each panel. ``desc``: a progress bar of the examples so labelled.
     """
     _check_labels(labels)
     if rows_per_pass < 1:
@@ -216,9 +218,13 @@ def _per_head(
     n_panels = np.ones(len(dev))
     a = torch.as_tensor(alphas, dtype=torch.float32, device=loaded.device)
     w = torch.as_tensor(weights, dtype=torch.float64, device=loaded.device)
+    done, panels_done = 0, 0.0
     # float32 whatever the model's precision: bfloat16's noise in the gradients defeats the panels' error
     # estimate (MiniLM on MRPC in bf16: 7x the panels, and gaps 500x float32's)
-    with classifier_inference(loaded, precision="fp32"):
+    with (
+        classifier_inference(loaded, precision="fp32"),
+        tqdm(total=len(dev), desc=desc, unit="example", disable=desc is None) as bar,
+    ):
         for batch, rows in zip(dev.batches, dev.rows):
             explained, f1, f0 = _ends(loaded, dev, batch, rows, labels)
             b = len(rows)
@@ -234,6 +240,10 @@ def _per_head(
             values[rows] = whole.cpu().numpy()
             score[rows], baseline[rows] = f1.double().cpu().numpy(), f0.double().cpu().numpy()
             classes[rows] = explained.cpu().numpy()
+            bar.update(b)
+            if tolerance is not None:  # how hard the paths are so far: what the time left depends on
+                done, panels_done = done + b, panels_done + float(n_panels[rows].sum())
+                bar.set_postfix(panels=f"{panels_done / done:.1f}")
     return values, score, baseline, classes, n_panels
 
 
@@ -248,6 +258,7 @@ def _scores(
     cache: bool,
     tolerance: float | None = None,
     max_panels: int = 1,
+    desc: str | None = None,
 ) -> tuple[np.ndarray, ...]:
     """:func:`_per_head`, stored in and read from the results cache with ``cache`` (one packed array)."""
     n = len(dev)
@@ -259,7 +270,7 @@ def _scores(
 
     def compute() -> np.ndarray:
         values, score, baseline, classes, panels = _per_head(
-            loaded, dev, labels, alphas, weights, rows_per_pass, tolerance, max_panels
+            loaded, dev, labels, alphas, weights, rows_per_pass, tolerance, max_panels, desc
         )
         return np.concatenate([values.ravel(), score, baseline, classes.astype(np.float64), panels][: per_example + 1])
 
@@ -279,6 +290,7 @@ def head_attribution(
     max_panels: int = 64,
     rows_per_pass: int = 128,
     cache: bool = False,
+    progress: bool = True,
 ) -> HeadAttribution:
     """Integrated gradients over the gates of all heads, per example of ``dev`` (see the module docstring).
 
@@ -297,28 +309,53 @@ def head_attribution(
     own completeness (its attributions' sum against ``F`` at its two ends, measured) says where to
     cut; only examples above ``tolerance`` cost more. ``None``: the fixed rule alone.
     ``cache``: reuse what an earlier call with the same model, dev set and settings stored (as
-    :mod:`~bertology_utils.interventions.results_cache`).
+    :mod:`~bertology_utils.interventions.results_cache`). ``progress``: a bar of the examples (with
+    a tolerance, the mean panels per example so far).
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
     check_adaptive(tolerance, max_panels)
     nodes, weights = gauss_legendre(steps)
     values, score, baseline, classes, panels = _scores(
-        "head-ig", loaded, dev, labels, nodes, weights, rows_per_pass, cache, tolerance, max_panels
+        "head-ig",
+        loaded,
+        dev,
+        labels,
+        nodes,
+        weights,
+        rows_per_pass,
+        cache,
+        tolerance,
+        max_panels,
+        f"head relevance {dev.task}" if progress else None,
     )
     return HeadAttribution(values, score, baseline, classes, dev.task, steps, panels)
 
 
 def gate_times_gradient(
-    loaded: LoadedModel, dev: DevSet, *, labels: str = "predicted", rows_per_pass: int = 128, cache: bool = False
+    loaded: LoadedModel,
+    dev: DevSet,
+    *,
+    labels: str = "predicted",
+    rows_per_pass: int = 128,
+    cache: bool = False,
+    progress: bool = True,
 ) -> GateGradient:
     """``g * dF/dg`` at every gate 1, per example: LRP-0 / gradient x input on the head gates.
 
     Its sum over heads is not ``F(1) - F(0)``: :attr:`GateGradient.relative_gap` measures by how
-    much (the reason this module attributes with integrated gradients, not LRP). ``cache`` as for
-    :func:`head_attribution`.
+    much (the reason this module attributes with integrated gradients, not LRP). ``cache`` and
+    ``progress`` as for :func:`head_attribution`.
     """
     values, score, baseline, classes, _ = _scores(
-        "gate-gradient", loaded, dev, labels, np.ones(1), np.ones(1), rows_per_pass, cache
+        "gate-gradient",
+        loaded,
+        dev,
+        labels,
+        np.ones(1),
+        np.ones(1),
+        rows_per_pass,
+        cache,
+        desc=f"gate x gradient {dev.task}" if progress else None,
     )
     return GateGradient(values, score, baseline, classes, dev.task)

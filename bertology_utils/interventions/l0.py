@@ -250,7 +250,7 @@ def train_gates(
     batch_size: int | None = None,
     init: float = HardConcreteGates.INIT,
     cache: bool = False,
-    progress: bool = False,
+    progress: bool = True,
 ) -> GateTraining:
     """Train one Hard Concrete gate per head with ``lam``: mean task loss under sampled gates + lam x expected L0.
 
@@ -264,7 +264,8 @@ def train_gates(
     epoch; ``batch_size`` cuts larger ones) and samples a gate per head *per example*. Everything
     random comes from one generator seeded with ``seed``, so a seed gives the same ``log_alpha``.
     ``cache``: reuse the gates stored by an earlier identical training (key: model weights,
-    ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`).
+    ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`). ``progress``:
+    a bar of the steps (none when the gates come from the cache).
     """
     loaded = require_loaded(loaded)
     if steps < 1 or lr <= 0 or lam < 0:
@@ -321,7 +322,9 @@ def _train(
     order = torch.zeros(0, dtype=torch.long)
     start = time.perf_counter()
     with classifier_inference(loaded), _frozen(model):
-        for step in tqdm(range(steps), desc=f"L0 gates, lambda {lam:g}", disable=not progress, leave=False):
+        for step in tqdm(
+            range(steps), desc=f"L0 gates {train.task}, lambda {lam:g}", unit="step", disable=not progress
+        ):
             if step % len(pieces) == 0:
                 order = torch.randperm(len(pieces), generator=generator)
             batch, rows = pieces[int(order[step % len(pieces)])]
@@ -425,13 +428,14 @@ def l0_sweep(
     init: float = HardConcreteGates.INIT,
     metric: str = "score",
     cache: bool = False,
-    progress: bool = False,
+    progress: bool = True,
 ) -> L0Sweep:
     """:func:`train_gates` on ``train`` for each of ``lambdas``; keep masks scored on ``dev`` as binary gates.
 
     The scores come from :func:`~bertology_utils.interventions.pruning.scores_for_gates` (all masks,
     and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
-    logits stored by an earlier identical sweep.
+    logits stored by an earlier identical sweep. ``progress``: a bar of each lambda's steps, then one
+    of the passes scoring the masks.
     """
     loaded = require_loaded(loaded)
     if train.task != dev.task:
@@ -456,7 +460,9 @@ def l0_sweep(
     ]
     masks = np.stack([t.keep_mask() for t in trainings])
     stack = np.concatenate([np.ones((1, *masks.shape[1:])), masks.astype(np.float64)])
-    scores = scores_for_gates(loaded, dev, stack, metric=metric, cache=cache)
+    scores = scores_for_gates(
+        loaded, dev, stack, metric=metric, cache=cache, progress=progress, desc=f"L0 masks {dev.task}: scoring"
+    )
     return L0Sweep(dev.task, metric, lams, trainings, masks, scores[1:], float(scores[0]))
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from bertology_utils.core import architectures
 from bertology_utils.core.batching import Padding, plan_batches
@@ -199,6 +200,8 @@ def predict_with_gates(
     configs_per_pass: int | None = None,
     rows_per_pass: int = 128,
     cache: bool = False,
+    progress: bool = False,
+    desc: str = "gated passes",
 ) -> np.ndarray:
     """Logits for every gate configuration: ``gate_stack`` (configs, layers, heads) -> (configs, n, classes).
 
@@ -208,7 +211,8 @@ def predict_with_gates(
     first layer they gate, and a group's copies are made only at that layer: the layers below
     it run once per pass, not once per configuration (disabling a head of the last layer
     costs about one layer per configuration, not the whole model). ``cache``: read the logits
-    stored by an earlier call with the same model, dev set and gates, or store them.
+    stored by an earlier call with the same model, dev set and gates, or store them. ``progress``:
+    a bar labelled ``desc`` counting the forward passes.
     """
     loaded = require_loaded(loaded)
     gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
@@ -220,14 +224,20 @@ def predict_with_gates(
         loaded,
         dev,
         fields,
-        lambda: _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass),
+        lambda: _predict_with_gates(loaded, dev, gate_stack, configs_per_pass, rows_per_pass, progress, desc),
         cache,
     )
 
 
 @torch.no_grad()
 def _predict_with_gates(
-    loaded: LoadedModel, dev: DevSet, gate_stack: torch.Tensor, configs_per_pass: int | None, rows_per_pass: int
+    loaded: LoadedModel,
+    dev: DevSet,
+    gate_stack: torch.Tensor,
+    configs_per_pass: int | None,
+    rows_per_pass: int,
+    progress: bool = False,
+    desc: str = "gated passes",
 ) -> np.ndarray:
     n_configs = gate_stack.shape[0]
     model = loaded.model
@@ -236,10 +246,15 @@ def _predict_with_gates(
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
     out: np.ndarray | None = None
-    with classifier_inference(loaded):
+
+    def configs_at_once(b: int) -> int:
+        return configs_per_pass or max(1, rows_per_pass // b)
+
+    passes = sum(-(-len(g) // configs_at_once(len(rows))) for rows in dev.rows for g in groups)
+    with classifier_inference(loaded), tqdm(total=passes, desc=desc, unit="pass", disable=not progress) as bar:
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
-            per_pass = configs_per_pass or max(1, rows_per_pass // b)
+            per_pass = configs_at_once(b)
             for group in groups:
                 f = int(first[group[0]])
                 for lo in range(0, len(group), per_pass):
@@ -262,6 +277,7 @@ def _predict_with_gates(
                     if out is None:
                         out = np.zeros((n_configs, len(dev), logits.shape[-1]), dtype=np.float32)
                     out[np.ix_(index, rows)] = logits.reshape(c, b, -1)
+                    bar.update()
     if out is None:
         raise ValueError(f"{dev.task}: the dev set has no examples")
     return out
@@ -290,9 +306,13 @@ def scores_for_gates(
     metric: str = "score",
     configs_per_pass: int | None = None,
     cache: bool = False,
+    progress: bool = False,
+    desc: str = "gated passes",
 ) -> np.ndarray:
     """The GLUE ``metric`` for each gate configuration in ``gate_stack`` (configs, layers, heads)."""
-    logits = predict_with_gates(loaded, dev, gate_stack, configs_per_pass=configs_per_pass, cache=cache)
+    logits = predict_with_gates(
+        loaded, dev, gate_stack, configs_per_pass=configs_per_pass, cache=cache, progress=progress, desc=desc
+    )
     return _scores(dev, logits, metric)
 
 
@@ -360,10 +380,12 @@ def ablation_sweep(
     layers: bool = True,
     configs_per_pass: int | None = None,
     cache: bool = False,
+    progress: bool = True,
 ) -> AblationResult:
     """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas.
 
-    ``cache``: reuse the logits of an earlier identical sweep (:func:`predict_with_gates`).
+    ``cache``: reuse the logits of an earlier identical sweep (:func:`predict_with_gates`). ``progress``:
+    a bar of the forward passes.
     """
     n_layers, n_heads = gate_shape(loaded)
     stack = [torch.ones(n_layers, n_heads)]
@@ -377,7 +399,15 @@ def ablation_sweep(
             g = torch.ones(n_layers, n_heads)
             g[layer] = 0
             stack.append(g)
-    logits = predict_with_gates(loaded, dev, torch.stack(stack), configs_per_pass=configs_per_pass, cache=cache)
+    logits = predict_with_gates(
+        loaded,
+        dev,
+        torch.stack(stack),
+        configs_per_pass=configs_per_pass,
+        cache=cache,
+        progress=progress,
+        desc=f"ablation sweep {dev.task}",
+    )
     deltas = []
     for values in (_scores(dev, logits, metric), _mean_losses(dev, logits)):
         heads = values[1 : 1 + n_layers * n_heads].reshape(n_layers, n_heads) - values[0]
@@ -405,6 +435,7 @@ def head_importance(
     normalise: bool = True,
     per_example: bool = True,
     cache: bool = False,
+    progress: bool = True,
 ) -> np.ndarray:
     """Michel et al.'s head importance ``E_x |dL(x)/dxi_h|`` over the dev set, (layers, heads).
 
@@ -413,7 +444,8 @@ def head_importance(
     paper's definition; otherwise one gate per head per batch (the reference implementation's
     batch-level estimate). ``mask`` (layers, heads; 0 = pruned) is applied while measuring
     (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
-    importance an earlier call measured with the same model, dev set, mask and estimate.
+    importance an earlier call measured with the same model, dev set, mask and estimate. ``progress``:
+    a bar of the dev examples.
     """
     loaded = require_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
@@ -423,18 +455,23 @@ def head_importance(
         loaded,
         dev,
         {"mask": _gates_digest(mask_t.numpy()), "per_example": per_example},
-        lambda: _importance(loaded, dev, mask_t, per_example),
+        lambda: _importance(loaded, dev, mask_t, per_example, progress),
         cache,
     )
     return normalise_per_layer(importance) if normalise else importance
 
 
-def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_example: bool) -> np.ndarray:
+def _importance(
+    loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_example: bool, progress: bool = False
+) -> np.ndarray:
     n_layers, n_heads = mask_t.shape
     regression = task_spec(dev.task).is_regression
     model = loaded.model
     total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
-    with classifier_inference(loaded):
+    with (
+        classifier_inference(loaded),
+        tqdm(total=len(dev), desc=f"importance {dev.task}", unit="example", disable=not progress) as bar,
+    ):
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
             gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
@@ -446,6 +483,7 @@ def _importance(loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_exam
             (grad,) = torch.autograd.grad(loss.sum(), gates)
             grad = grad.abs().double().cpu()
             total += grad.sum(0) if per_example else grad[0]
+            bar.update(b)
     return (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
 
 
@@ -500,13 +538,15 @@ def pruning_curve(
     importance: np.ndarray | None = None,
     configs_per_pass: int | None = None,
     cache: bool = False,
+    progress: bool = True,
 ) -> PruningCurve:
     """Prune the least important heads in ``step`` shares of all heads; the metric after each step.
 
     Importance (normalised per layer) is measured on ``importance_dev`` (default: ``dev``) and,
     with ``recompute``, measured again with the heads pruned so far switched off, as Michel et al.
     ``importance``: the first measurement, when already made (:func:`head_importance` on that dev set).
-    ``cache``: reuse the importances and logits of an earlier identical curve.
+    ``cache``: reuse the importances and logits of an earlier identical curve. ``progress``: a bar of
+    the pruning steps, then one of the forward passes that score them.
     """
     n_layers, n_heads = gate_shape(loaded)
     total = n_layers * n_heads
@@ -515,20 +555,31 @@ def pruning_curve(
     order: list = []
     masks = [mask.copy()]
     imp_dev = importance_dev or dev
-    importance = head_importance(loaded, imp_dev, cache=cache) if importance is None else np.asarray(importance)
-    if importance.shape != (n_layers, n_heads):
-        raise ValueError(f"importance has shape {importance.shape}, the model's heads {(n_layers, n_heads)}")
-    for count in counts[1:]:
-        if recompute and order:
-            importance = head_importance(loaded, imp_dev, mask=mask, cache=cache)
-        candidates = [(importance[l, h], l, h) for l in range(n_layers) for h in range(n_heads) if mask[l, h]]
-        candidates.sort()
-        for _, l, h in candidates[: count - len(order)]:
-            mask[l, h] = 0
-            order.append((l, h))
-        masks.append(mask.copy())
+    with tqdm(total=len(counts) - 1, desc=f"pruning curve {dev.task}", unit="step", disable=not progress) as bar:
+        if importance is None:
+            importance = head_importance(loaded, imp_dev, cache=cache, progress=False)
+        importance = np.asarray(importance)
+        if importance.shape != (n_layers, n_heads):
+            raise ValueError(f"importance has shape {importance.shape}, the model's heads {(n_layers, n_heads)}")
+        for count in counts[1:]:
+            if recompute and order:
+                importance = head_importance(loaded, imp_dev, mask=mask, cache=cache, progress=False)
+            candidates = [(importance[l, h], l, h) for l in range(n_layers) for h in range(n_heads) if mask[l, h]]
+            candidates.sort()
+            for _, l, h in candidates[: count - len(order)]:
+                mask[l, h] = 0
+                order.append((l, h))
+            masks.append(mask.copy())
+            bar.update()
     scores = scores_for_gates(
-        loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass, cache=cache
+        loaded,
+        dev,
+        np.stack(masks),
+        metric=metric,
+        configs_per_pass=configs_per_pass,
+        cache=cache,
+        progress=progress,
+        desc=f"pruning curve {dev.task}: scoring",
     )
     return PruningCurve("importance", np.array(counts) / total, scores, float(scores[0]), order)
 
@@ -542,10 +593,11 @@ def random_pruning_curves(
     metric: str = "score",
     configs_per_pass: int | None = None,
     cache: bool = False,
+    progress: bool = True,
 ) -> list[PruningCurve]:
     """Pruning in a random order (one curve per seed), same steps as :func:`pruning_curve`.
 
-    ``cache``: reuse the logits of earlier identical curves.
+    ``cache``: reuse the logits of earlier identical curves. ``progress``: a bar of each curve's forward passes.
     """
     n_layers, n_heads = gate_shape(loaded)
     total = n_layers * n_heads
@@ -559,7 +611,14 @@ def random_pruning_curves(
             m[perm[:count]] = 0
             masks.append(m.reshape(n_layers, n_heads))
         scores = scores_for_gates(
-            loaded, dev, np.stack(masks), metric=metric, configs_per_pass=configs_per_pass, cache=cache
+            loaded,
+            dev,
+            np.stack(masks),
+            metric=metric,
+            configs_per_pass=configs_per_pass,
+            cache=cache,
+            progress=progress,
+            desc=f"random pruning {dev.task}, seed {seed}",
         )
         curves.append(
             PruningCurve(

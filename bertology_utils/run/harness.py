@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING
 from bertology_utils.core import library_versions, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_remove, atomic_write_text
+from bertology_utils.run.display import RunDisplay, expected_seconds, notebook_sections
 
 if TYPE_CHECKING:
     from bertology_utils.papers.claims import Claim
@@ -282,7 +283,9 @@ def run_notebooks(
     kept; the others still run. Cell indices are 0-based positions in the source notebook;
     the exec count is the ``In [N]`` of the executed copy. ``cell_timeout`` (seconds) fails a
     cell that runs longer. Raises BertologyError before running anything when the request
-    cannot work.
+    cannot work. ``progress`` prints a line as each notebook starts and ends and, meanwhile, its
+    section, elapsed time and the time the latest earlier run of it with the same parameters took
+    (:mod:`bertology_utils.run.display`).
 
     ``jobs`` notebooks run at a time, each kernel with ``cores // jobs`` threads (at least one):
     on a machine whose cores one notebook leaves partly idle (single-threaded stages, small
@@ -325,19 +328,16 @@ def run_notebooks(
     started = _now()
 
     kernels = _Kernels()
+    display = RunDisplay(sys.stderr) if progress else None
 
     def run(path: Path) -> NotebookResult:
-        i = paths.index(path) + 1
-        if progress:
-            print(f"[{i}/{len(paths)}] {path.stem} ...", file=sys.stderr, flush=True)
+        label = f"[{paths.index(path) + 1}/{len(paths)}] {path.stem}"
         params_of = {**per_notebook.get(path.stem, {}), **params}
-        result = _run_one(path, run_dir / path.stem, params_of, kernel_name, cell_timeout, kernels)
-        if progress:
-            print(
-                f"[{i}/{len(paths)}] {path.stem} {result.status} ({result.duration_s:.1f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+        if display is not None:
+            display.started(path.stem, label, expected_seconds(run_dir.parent, path.stem, params_of))
+        result = _run_one(path, run_dir / path.stem, params_of, kernel_name, cell_timeout, kernels, display)
+        if display is not None:
+            display.finished(path.stem, f"{label} {result.status} ({result.duration_s:.1f} s)")
         return result
 
     def write(done: dict[Path, NotebookResult], **interrupted) -> RunReport:
@@ -352,6 +352,7 @@ def run_notebooks(
     # Notebooks run in worker threads even one at a time: the main thread stays free to take Ctrl-C (on the
     # main thread, nbclient would take SIGINT and SIGTERM over to stop that notebook and go on to the next).
     with (
+        display if display is not None else contextlib.nullcontext(),
         _SharedCores(jobs, len(order)) if jobs > 1 else contextlib.nullcontext() as cores,
         ThreadPoolExecutor(jobs) as pool,
     ):
@@ -510,14 +511,35 @@ class _SharedCores:
 
 
 def _run_one(
-    notebook: Path, folder: Path, params: dict, kernel_name: str, cell_timeout: int | None, kernels: _Kernels
+    notebook: Path,
+    folder: Path,
+    params: dict,
+    kernel_name: str,
+    cell_timeout: int | None,
+    kernels: _Kernels,
+    display: RunDisplay | None = None,
 ) -> NotebookResult:
+    import nbformat
     import papermill  # here, not at the top: notebooks import this module and need no papermill
 
     atomic_remove(folder)  # same run name again: this notebook's results start afresh
     folder.mkdir(parents=True)
     executed = folder / f"{notebook.stem}.ipynb"
     error = None
+    hooks = {}
+    if display is not None:
+        try:
+            cells = nbformat.read(notebook, as_version=4).cells
+        except Exception:  # unreadable: no sections to show, and papermill's error is recorded below
+            cells = []
+        sections, tags = notebook_sections(cells), _cell_tags(cells)
+
+        def on_cell_execute(cell, cell_index: int, **_) -> None:
+            index = _source_index(tags, cell_index)
+            if index is not None and index < len(sections):
+                display.section(notebook.stem, sections[index])
+
+        hooks["on_cell_execute"] = on_cell_execute
     started = _now()
     start = time.perf_counter()
     try:
@@ -533,6 +555,7 @@ def _run_one(
             execution_timeout=cell_timeout,
             config=_kernel_config(),
             kernel_manager_class=kernels.manager_class(notebook.stem),
+            **hooks,
         )
     except papermill.PapermillExecutionError as exc:
         error = {
@@ -569,7 +592,15 @@ def _source_cell_index(notebook: Path, executed_index: int) -> int | None:
     """
     import nbformat
 
-    tags = [cell.metadata.get("tags", []) for cell in nbformat.read(notebook, as_version=4).cells]
+    return _source_index(_cell_tags(nbformat.read(notebook, as_version=4).cells), executed_index)
+
+
+def _cell_tags(cells) -> list[list[str]]:
+    return [cell.metadata.get("tags", []) for cell in cells]
+
+
+def _source_index(tags: list[list[str]], executed_index: int) -> int | None:
+    """:func:`_source_cell_index` from the source notebook's cell tags."""
     if any("injected-parameters" in t for t in tags):
         return executed_index
     injected_at = next((i + 1 for i, t in enumerate(tags) if "parameters" in t), 0)

@@ -70,7 +70,7 @@ def fine_tune_task(
     times: StageTimes | None = None,
     skip_failures: bool = False,
     output_dir: str | os.PathLike | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ) -> TunedTask | None:
     """Fine-tune ``model`` on a task parameter (a GLUE name, task folder or Task), or record why not.
 
@@ -78,7 +78,7 @@ def fine_tune_task(
     skipped ``section`` and gives None; so does any other failure to fine-tune when ``skip_failures``
     (e.g. an architecture without a classifier head). ``times`` adds the fine-tuning's seconds under
     ``(task name, "fine-tune")`` (``"fine-tune (<init> init)"`` for another init). Prints the run's
-    one-line description.
+    one-line description. ``progress``: bars of the training steps and the dev predictions.
     """
     try:
         data = task if isinstance(task, Task) else resolve_task(task)

@@ -19,6 +19,7 @@ import safetensors.torch
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
+from tqdm.auto import tqdm
 
 from bertology_utils.analyses.probes.data import ProbeData
 from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
@@ -164,20 +165,27 @@ class TrainedProbe(ProbeBase):
                     f"{X.name}'s have {X.vectors.dim}"
                 )
 
-    def fit(self, X, y=None, dev=None, verbose: bool = False):
+    def fit(self, X, y=None, dev=None, verbose: bool = False, progress: bool = False, desc: str | None = None):
         """Train on ``X`` (a :class:`ProbeData`); ``dev`` (another) picks the epoch to keep.
 
         Without ``dev`` every one of ``max_epochs`` epochs runs and the last is kept. ``history_``
-        lists each epoch's mean training loss, dev UAS and seconds.
+        lists each epoch's mean training loss, dev UAS and seconds. ``progress``: a bar of the epochs
+        labelled ``desc`` (default: the class name), with the last epoch's loss and dev UAS; it stops
+        short of ``max_epochs`` when early stopping ends the fit.
         """
         X = _check_data(X)
         if dev is not None:
             dev = _check_data(dev)
         self._check_params()
-        with torch_threads(self.n_jobs):
-            return self._fit(X, dev, verbose)
+        with (
+            torch_threads(self.n_jobs),
+            tqdm(
+                total=int(self.max_epochs), desc=desc or type(self).__name__, unit="epoch", disable=not progress
+            ) as bar,
+        ):
+            return self._fit(X, dev, verbose, bar)
 
-    def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool):
+    def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool, bar: tqdm):
         started = time.perf_counter()
         if self.uses_attention:
             self.attention_shape_ = self._shape_of(X)
@@ -217,6 +225,8 @@ class TrainedProbe(ProbeBase):
                 row["dev_uas"] = ProbeEvaluation.of("dev", dev, self._run(dev)).uas
             row["seconds"] = time.perf_counter() - tick
             history.append(row)
+            bar.update()
+            bar.set_postfix({k: f"{v:.4f}" for k, v in row.items() if k in ("train_loss", "dev_uas")})
             if verbose:
                 print(
                     f"{type(self).__name__} epoch {epoch + 1}: loss {row['train_loss']:.4f}"

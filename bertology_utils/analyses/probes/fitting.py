@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +24,7 @@ def fit_probes(
     n_jobs: int | None = None,
     cache: bool = False,
     cache_dir=None,
+    progress: bool = True,
 ) -> dict[str, ProbeBase]:
     """Fit several probes side by side: ``{name: (probe, train, dev)}`` -> ``{name: fitted probe}``.
 
@@ -40,6 +42,9 @@ def fit_probes(
     (``from_cache_`` is True) instead of training. Probes whose data have no fingerprint are
     trained every time; a corrupt entry is trained again with a
     :class:`~bertology_utils.core.cache.CacheWarning`.
+
+    ``progress``: a bar of each trained probe's epochs, labelled with its name (none for a probe
+    read from the cache).
     """
     for name, (probe, _, _) in jobs.items():
         if getattr(probe, "n_jobs", None) not in (1, None):
@@ -51,20 +56,23 @@ def fit_probes(
         raise ValueError(f"n_jobs must be at least 1 or None, not {n_jobs}")
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
 
-    def fit(probe, train, dev):
-        entry = _cache_entry(root, probe, train, dev) if cache and isinstance(probe, TrainedProbe) else None
-        if entry is None:
+    def fit(name, probe, train, dev):
+        if not isinstance(probe, TrainedProbe):
             return probe.fit(train, dev=dev)
+        train_it = functools.partial(probe.fit, train, dev=dev, progress=progress, desc=f"probe {name}")
+        entry = _cache_entry(root, probe, train, dev) if cache else None
+        if entry is None:
+            return train_it()
         _, probe.from_cache_ = cached(
             *entry,
-            lambda: probe.fit(train, dev=dev),
+            train_it,
             TrainedProbe.save_fitted,
             lambda folder: probe.load_fitted(folder, train),
         )
         return probe
 
     with torch_threads(1), ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool:
-        futures = {name: pool.submit(fit, probe, train, dev) for name, (probe, train, dev) in jobs.items()}
+        futures = {name: pool.submit(fit, name, probe, train, dev) for name, (probe, train, dev) in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
