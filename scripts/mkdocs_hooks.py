@@ -20,6 +20,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 from bertology_utils.present.findings import claims_tables, load_findings
+from bertology_utils.present.slides import is_progress_output
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bertology_utils"
@@ -40,13 +41,13 @@ def _run_dir() -> Path | None:
 
 
 def _plain_outputs(notebook) -> None:
-    """Drop what a static page cannot show: progress on stderr, widgets, and HTML that needs its scripts."""
+    """Drop what a static page cannot show: progress and warnings, widgets, and HTML that needs its scripts."""
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
         kept = []
         for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            if is_progress_output(output):
                 continue
             data = output.get("data", {})
             data.pop("application/vnd.jupyter.widget-view+json", None)

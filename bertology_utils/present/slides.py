@@ -47,6 +47,7 @@ __all__ = [
     "REMOVE_INPUT_TAGS",
     "REMOVE_OUTPUT_TAGS",
     "has_math",
+    "is_progress_output",
     "network_references",
     "slides_path",
     "notebook_to_slides",
@@ -234,17 +235,18 @@ def prepare_for_slides(nb, *, show_code: bool = False):
         if tags & REMOVE_OUTPUT_TAGS or hidden.get("outputs_hidden"):
             cell.outputs = []
         if not show_code:
-            cell.outputs = [
-                o
-                for o in cell.outputs
-                if not (o.output_type == "stream" and o.get("name") == "stderr") and not _is_progress_bar(o)
-            ]
+            cell.outputs = [o for o in cell.outputs if not is_progress_output(o)]
     _skip_empty_code_cells(nb.cells, show_code)
     return nb
 
 
 #: tqdm's notebook bar as text: "desc: 100%|#####| 8/8 [00:01<00:00, ...]".
 _PROGRESS_TEXT = re.compile(r"\d+%\|.*\|\s*\d+/\d+\s*\[")
+
+
+def is_progress_output(output) -> bool:
+    """What a static page (a deck, the docs) leaves out: stderr (warnings, text bars) and tqdm's bar widgets."""
+    return (output.get("output_type") == "stream" and output.get("name") == "stderr") or _is_progress_bar(output)
 
 
 def _is_progress_bar(output) -> bool:
