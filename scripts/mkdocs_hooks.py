@@ -5,12 +5,15 @@
   ``results/default`` when it exists), after the "paper vs ours" tables of every committed
   findings record (``docs/findings/*.json``).
 - ``api/<layer>.md`` for each layer of the package: one mkdocstrings section per public module.
+- ``assets/javascripts/iframe-worker-shim.js``, the polyfill mkdocs.yml names for search from disk, from
+  node_modules (npm ci); without it the site builds and its search needs a server.
 
 A notebook missing from mkdocs.yml's nav fails the build, as a broken link does.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -19,6 +22,8 @@ import nbformat
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
+from bertology_utils.core.errors import AssetMissingError
+from bertology_utils.present import assets
 from bertology_utils.present.findings import claims_tables, load_findings
 from bertology_utils.present.slides import is_progress_output
 
@@ -27,6 +32,8 @@ PACKAGE = ROOT / "bertology_utils"
 LAYERS = ("core", "data", "attention", "analyses", "interventions", "papers", "run", "present", "cli")
 #: Where the executed run comes from; unset: results/default when there is one.
 RUN_VARIABLE = "BERTOLOGY_DOCS_RUN"
+SEARCH_SHIM = "assets/javascripts/iframe-worker-shim.js"
+log = logging.getLogger("mkdocs.hooks")
 
 
 def _run_dir() -> Path | None:
@@ -125,4 +132,8 @@ def on_files(files: Files, config) -> Files:
             files.append(File.generated(config, f"notebooks/{name}", content=data))
     for layer in LAYERS:
         files.append(File.generated(config, f"api/{layer}.md", content=_api_page(layer)))
+    try:
+        files.append(File.generated(config, SEARCH_SHIM, content=assets.asset_text("search_shim")))
+    except AssetMissingError as exc:
+        log.info(f"search works from a server only: {exc}")
     return files

@@ -30,14 +30,14 @@ from bertology_utils.core import settings
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.data._items import Corpus, Sentence
 from bertology_utils.data._readers import (
-    _GAP_HEADER,
-    _check_tree,
-    _classification_layout,
-    _gap_row,
-    _parse_rows,
-    _require_columns,
+    GAP_HEADER,
+    check_tree,
+    classification_layout,
+    gap_row,
+    parse_rows,
+    require_columns,
 )
-from bertology_utils.data._sources import _no_split
+from bertology_utils.data._sources import no_split
 
 __all__ = ["PREFIX", "OPTIONS", "HfSource", "is_hf", "parse_hf", "hf_corpus", "hf_one_split", "hf_task_splits"]
 
@@ -199,12 +199,12 @@ def _pick_split(loaded, source: HfSource, split: str, any_one: bool):
     if any_one and len(loaded) == 1:
         (name,) = loaded
         return loaded[name], name
-    raise _no_split(source.label, split, loaded)
+    raise no_split(source.label, split, loaded)
 
 
 def _id_column(options: Mapping[str, str], header, where: str) -> str | None:
     if "id" in options:
-        _require_columns(header, [options["id"]], "the id", where)
+        require_columns(header, [options["id"]], "the id", where)
         return options["id"]
     return _first_present(header, "sent_id", "idx", "id")
 
@@ -265,7 +265,7 @@ def _table(rows, layout, where, id_column: str | None) -> tuple[list, list]:
             full[i] = _field(value)
         return layout.row(full, index)
 
-    return _parse_rows(enumerate(map(list, zip(*values))), row, where)
+    return parse_rows(enumerate(map(list, zip(*values))), row, where)
 
 
 def _head(value) -> int | None:
@@ -288,7 +288,7 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
     tokens, head, deprel = (options.get(key, key) for key in ("tokens", "head", "deprel"))
     named = [options[key] for key in ("upos", "text") if key in options]
     wanted = [tokens, head, deprel] if trees else [tokens]
-    _require_columns(header, wanted + named, "the tokens, head and deprel", where)
+    require_columns(header, wanted + named, "the tokens, head and deprel", where)
     upos = options.get("upos") or _first_present(header, "upos")
     text = options.get("text") or _first_present(header, "text")
     present = [head if head in header else None, deprel if deprel in header else None, upos, text, id_column]
@@ -306,7 +306,7 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
             raise ValueError("a sentence without words, or an empty token")
         tree = None
         if given:
-            tree = _check_tree([_head(heads[i]) for i in given], [index] * len(given), where, index)
+            tree = check_tree([_head(heads[i]) for i in given], [index] * len(given), where, index)
         return Sentence(
             str(item_id) if item_id is not None else f"{where}:{index}",
             words,
@@ -316,7 +316,7 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
             text=sentence_text,
         ), None
 
-    return _parse_rows(enumerate(map(list, zip(*columns))), row, where)[0]
+    return parse_rows(enumerate(map(list, zip(*columns))), row, where)[0]
 
 
 def _annotation(values, keep) -> tuple[str, ...] | None:
@@ -342,10 +342,10 @@ def hf_corpus(source: str, kind: str, split: str) -> Corpus:
     id_column = _id_column(options, header, where)
     labels = None
     if kind == "gap":
-        _require_columns(header, _GAP_HEADER, "the GAP", where)
-        values = _columns(rows, _GAP_HEADER)
-        items, _ = _parse_rows(
-            enumerate(map(list, zip(*values))), lambda fields, i: _gap_row([_field(v) for v in fields], i), where
+        require_columns(header, GAP_HEADER, "the GAP", where)
+        values = _columns(rows, GAP_HEADER)
+        items, _ = parse_rows(
+            enumerate(map(list, zip(*values))), lambda fields, i: gap_row([_field(v) for v in fields], i), where
         )
     elif kind == "treebank" or (
         kind == "sentences" and "text" not in options and options.get("tokens", "tokens") in header
@@ -353,7 +353,7 @@ def hf_corpus(source: str, kind: str, split: str) -> Corpus:
         items = _treebank(rows, options, where, id_column, trees=kind == "treebank")
     else:
         label = options.get("label") or _first_present(header, "label")
-        layout = _classification_layout(tuple(header), options.get("text"), label, options.get("text_pair"), where)
+        layout = classification_layout(tuple(header), options.get("text"), label, options.get("text_pair"), where)
         items, found = _table(rows, layout, where, id_column)
         labels = None if label is None else found
     return _corpus(parsed, split, items, labels)
@@ -380,7 +380,7 @@ def hf_task_splits(source: str | Mapping) -> tuple[str, Corpus, Corpus, str, str
     for role, default in (("train", "train"), ("dev", "validation")):
         rows, split = _pick_split(loaded, parsed, parsed.options.get(role, default), any_one=False)
         where, header, options = parsed.at(split), tuple(rows.column_names), parsed.options
-        layout = _classification_layout(
+        layout = classification_layout(
             header, options.get("text"), options.get("label", "label"), options.get("text_pair"), where
         )
         items, labels = _table(rows, layout, where, _id_column(options, header, where))

@@ -24,6 +24,13 @@ __all__ = [
     "read_pairs_tsv",
     "read_classification_tsv",
     "read_gap_tsv",
+    # the checks every reader shares, data/_hf.py's too
+    "GAP_HEADER",
+    "parse_rows",
+    "check_tree",
+    "classification_layout",
+    "require_columns",
+    "gap_row",
 ]
 
 
@@ -109,7 +116,7 @@ def _find_cycle(heads: Sequence[int]) -> list[int] | None:
     return None
 
 
-def _check_tree(heads: list, lines: list[int], path: Path, first_line: int) -> tuple[int, ...]:
+def check_tree(heads: list, lines: list[int], path: Path, first_line: int) -> tuple[int, ...]:
     """Validate one sentence's heads (a single-rooted tree over 1..n); return them as a tuple."""
     n = len(heads)
     for head, line in zip(heads, lines):
@@ -173,7 +180,7 @@ def _sentence(block: list[tuple[int, str]], number: int, path: Path) -> Sentence
     return Sentence(
         id=tokens.metadata.get("sent_id") or f"{path.name}:{number}",
         words=tuple(token["form"] for _, token in words),
-        heads=None if all(h is None for h in heads) else _check_tree(heads, lines, path, first_line),
+        heads=None if all(h is None for h in heads) else check_tree(heads, lines, path, first_line),
         relations=None if all(r == "_" for r in relations) else relations,
         upos=None if all(u == "_" for u in upos) else upos,
         text=tokens.metadata.get("text"),
@@ -244,11 +251,11 @@ def _read_table(
                 raise DataFormatError(f"expected {columns} tab-separated fields, found {len(fields)}", path, number)
             yield number, fields
 
-    items, labels = _parse_rows(rows(), row, path)
+    items, labels = parse_rows(rows(), row, path)
     return items, labels, sha
 
 
-def _parse_rows(
+def parse_rows(
     rows: Iterable[tuple[int, list[str]]], row: Callable[[list[str], int], tuple[object, object]], where
 ) -> tuple[list, list]:
     """(items, labels) of (number, fields) rows, each turned into (item, label) by ``row``.
@@ -403,10 +410,10 @@ def read_classification_tsv(
     path = Path(path)
     read = _read_lines(path)
     header = tuple(read[0][0].split("\t")) if read[0] else ()
-    return _read_layout(path, _classification_layout(header, text, label, text_pair, path, 1), name, read)
+    return _read_layout(path, classification_layout(header, text, label, text_pair, path, 1), name, read)
 
 
-def _classification_layout(
+def classification_layout(
     header: tuple[str, ...], text: str | None, label: str | None, text_pair: str | None, where, line: int | None = None
 ) -> _Layout:
     """The layout of a table of texts with these columns (see :func:`read_classification_tsv`); ``label`` None: unlabelled.
@@ -419,12 +426,12 @@ def _classification_layout(
         else:
             text = "sentence" if "sentence" in header else "text"
     wanted = [text] + ([label] if label is not None else []) + ([text_pair] if text_pair else [])
-    _require_columns(header, wanted, "the text and label", where, line)
+    require_columns(header, wanted, "the text and label", where, line)
     texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
     return _Layout(header, len(header), texts, None if label is None else header.index(label), _label)
 
 
-def _require_columns(header: Sequence[str], wanted: Sequence[str], what: str, where, line: int | None = None) -> None:
+def require_columns(header: Sequence[str], wanted: Sequence[str], what: str, where, line: int | None = None) -> None:
     missing = [column for column in wanted if column not in header]
     if missing:
         raise DataFormatError(
@@ -434,7 +441,7 @@ def _require_columns(header: Sequence[str], wanted: Sequence[str], what: str, wh
         )
 
 
-_GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")
+GAP_HEADER = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")
 
 
 def _offset(value: str, column: str) -> int:
@@ -449,7 +456,7 @@ def _coref(value: str, column: str) -> bool:
     return value == "TRUE"
 
 
-def _gap_row(fields: list[str], index: int):
+def gap_row(fields: list[str], index: int):
     id_, text, pronoun, p_off, a, a_off, a_coref, b, b_off, b_coref, url = fields
     example = GapExample(
         id_,
@@ -478,5 +485,5 @@ def _gap_row(fields: list[str], index: int):
 def read_gap_tsv(path: str | os.PathLike, name: str | None = None) -> Corpus:
     """Read a GAP TSV (header + 11 columns) into :class:`GapExample`, checking every offset."""
     path = Path(path)
-    items, _, sha = _read_table(path, _GAP_HEADER, len(_GAP_HEADER), _gap_row)
+    items, _, sha = _read_table(path, GAP_HEADER, len(GAP_HEADER), gap_row)
     return Corpus(tuple(items), name or f"gap/{path.stem}", path, sha)

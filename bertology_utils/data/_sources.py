@@ -34,6 +34,7 @@ __all__ = [
     "DataVersionWarning",
     "resolve_data_file",
     "available_datasets",
+    "no_split",
     "load_dataset",
     "load_treebank",
     "load_glue",
@@ -197,10 +198,10 @@ def _spec(name: str) -> DatasetSpec:
 def _file(spec: DatasetSpec, split: str) -> DataFile:
     if split in spec.files:
         return spec.files[split]
-    raise _no_split(spec.name, split, spec.files)
+    raise no_split(spec.name, split, spec.files)
 
 
-def _no_split(name: str, split: str, splits: Iterable[str]) -> DataNotFoundError:
+def no_split(name: str, split: str, splits: Iterable[str]) -> DataNotFoundError:
     """The error for a split a data set lacks, registered or not."""
     return DataNotFoundError(f"data set {name!r} has no split {split!r}; splits: {', '.join(splits)}")
 

@@ -72,6 +72,10 @@ ASSETS = {
     ),
     # SVG output: no web fonts to fetch, so LaTeX renders offline from this one file.
     "mathjax": Asset("mathjax", "3.2.2", "es5/tex-svg.js", "https://cdn.jsdelivr.net/npm/mathjax@3.2.2/es5/tex-svg.js"),
+    # The documentation site's search from disk: a browser runs no web worker for a file:// page, this shim does.
+    "search_shim": Asset(
+        "iframe-worker", "1.0.4", "shim/index.js", "https://unpkg.com/iframe-worker@1.0.4/shim/index.js"
+    ),
 }
 
 INSTALL_HINT = (

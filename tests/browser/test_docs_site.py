@@ -37,6 +37,9 @@ def test_the_site_opens_offline_with_the_executed_notebook_and_its_figures(site,
     assert page.locator("article img[src*='00_tour_files/']").count() >= 2
     page.goto((site / "findings.html").as_uri())
     assert page.locator("article table").count() >= 2
+    page.keyboard.press("s")  # search, from disk: the index is a script, the worker a shim
+    page.keyboard.type("rollout")
+    page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length > 0", timeout=30_000)
     page.goto((site / "api" / "attention.html").as_uri())
     assert page.locator("article").get_by_text("extract_attention").count() >= 1
     offline_page.screenshot("docs-findings")

@@ -30,7 +30,7 @@ INVALID_UTF8 = (b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80")
 WHOLE_FILE = re.compile(r"no sentences|no data rows|one class only|labels not in train\.tsv")
 
 
-def _gap_row(id_: str, text: str, pronoun: str, a: str, a_coref: str, b: str, b_coref: str) -> str:
+def gap_row(id_: str, text: str, pronoun: str, a: str, a_coref: str, b: str, b_coref: str) -> str:
     fields = [id_, text, pronoun, text.find(pronoun), a, text.find(a), a_coref, b, text.find(b), b_coref, "http://x"]
     return "\t".join(map(str, fields))
 
@@ -38,8 +38,8 @@ def _gap_row(id_: str, text: str, pronoun: str, a: str, a_coref: str, b: str, b_
 GAP = "\n".join(
     [
         "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL",
-        _gap_row("g-1", "Anna met Bea before she left.", "she", "Anna", "TRUE", "Bea", "FALSE"),
-        _gap_row("g-2", "Carl called Dirk, and his dog barked.", "his", "Carl", "FALSE", "Dirk", "TRUE"),
+        gap_row("g-1", "Anna met Bea before she left.", "she", "Anna", "TRUE", "Bea", "FALSE"),
+        gap_row("g-2", "Carl called Dirk, and his dog barked.", "his", "Carl", "FALSE", "Dirk", "TRUE"),
     ]
 )
 PAIRS = "id\tsentence1\tsentence2\tlabel\n1\tA cat sleeps.\tAn animal rests.\tentailment\n2\tIt rains.\tIt is dry.\tnot_entailment"
