@@ -27,6 +27,8 @@ from bertology_utils.run import harness
 
 __all__ = [
     "FINDINGS_VERSION",
+    "model_of",
+    "notebook_record",
     "record_findings",
     "save_findings",
     "load_findings",
@@ -41,10 +43,26 @@ _CLAIM_FIELDS = ("key", "paper", "claim", "paper_value", "ours", "verdict", "not
 _MODEL_METRIC = re.compile(r"^[A-Za-z0-9_]+\.model$")
 
 
-def _model_of(metrics: Mapping) -> str | None:
+def model_of(metrics: Mapping) -> str | None:
     """The model a notebook recorded as ``<topic>.model`` (every notebook names the one it loaded)."""
     names = {str(v) for k, v in metrics.items() if _MODEL_METRIC.match(k) and v}
     return names.pop() if len(names) == 1 else None
+
+
+def notebook_record(run_dir: Path, entry: Mapping) -> dict:
+    """One notebook of a run as a findings record holds it: name, status, skipped sections, claims.
+
+    ``entry`` is the notebook's :func:`~bertology_utils.run.harness.run_entries` entry.
+    """
+    sub = run_dir / entry["name"]
+    # load_claims checks each entry is a claim; the record keeps the entry's key (prefix.id) too
+    entries = harness.read_json(sub / harness.CLAIMS_FILE)["claims"] if harness.load_claims(sub) else []
+    return {
+        "name": entry["name"],
+        "status": entry.get("status", harness.UNLISTED),
+        "skipped": harness.load_skipped(sub)["sections"],
+        "claims": [{k: e.get(k, "") for k in _CLAIM_FIELDS} for e in entries],
+    }
 
 
 def record_findings(run_dir: str | os.PathLike) -> dict:
@@ -58,21 +76,11 @@ def record_findings(run_dir: str | os.PathLike) -> dict:
     run = harness.read_json(run_path) if run_path.is_file() else {}
     notebooks, models = [], set()
     for entry in harness.run_entries(folder):
-        sub = folder / entry["name"]
-        # load_claims checks each entry is a claim; the record keeps the entry's key (prefix.id) too
-        entries = harness.read_json(sub / harness.CLAIMS_FILE)["claims"] if harness.load_claims(sub) else []
-        metrics_path = sub / harness.METRICS_FILE
-        model = _model_of(harness.read_json(metrics_path)) if metrics_path.is_file() else None
+        metrics_path = folder / entry["name"] / harness.METRICS_FILE
+        model = model_of(harness.read_json(metrics_path)) if metrics_path.is_file() else None
         if model:
             models.add(model)
-        notebooks.append(
-            {
-                "name": entry["name"],
-                "status": entry.get("status", harness.UNLISTED),
-                "skipped": harness.load_skipped(sub)["sections"],
-                "claims": [{k: e.get(k, "") for k in _CLAIM_FIELDS} for e in entries],
-            }
-        )
+        notebooks.append(notebook_record(folder, entry))
     if not any(nb["claims"] for nb in notebooks):
         raise BertologyError(f"run {folder} recorded no claims: run its notebooks first (bertology run)")
     if len(models) > 1:
