@@ -16,7 +16,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bertology_utils.cli import assets, check, extract, findings, info, merge, report, run, setup_model, slides
+from bertology_utils.cli import (
+    assets,
+    atlas,
+    check,
+    extract,
+    findings,
+    info,
+    merge,
+    report,
+    run,
+    setup_model,
+    slides,
+)
 from bertology_utils.cli._command import EXIT_USAGE, Command
 from bertology_utils.core import __version__
 from bertology_utils.core.errors import BertologyError
@@ -24,7 +36,8 @@ from bertology_utils.core.errors import BertologyError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: list[Command] = [
-    module.COMMAND for module in (run, extract, info, merge, check, slides, report, findings, assets, setup_model)
+    module.COMMAND
+    for module in (run, extract, info, merge, check, slides, report, findings, atlas, assets, setup_model)
 ]
 
 DESCRIPTION = "See what the attention heads of BERT-style encoders do: run the notebooks, record results."

@@ -561,6 +561,19 @@ def _shape_of(metrics: dict[str, dict]) -> tuple[int, int] | None:
     return found.pop() if found else None
 
 
+def _shape_of_store(path: Path | None) -> tuple[int, int] | None:
+    """(layers, heads) from a store's metadata: for a run whose notebooks did not record the shape."""
+    if path is None:
+        return None
+    from bertology_utils.attention.store import AttentionStore  # zarr: only when needed
+
+    try:
+        model = AttentionStore.open(path).metadata["model"]
+        return int(model["num_layers"]), int(model["num_heads"])
+    except (OSError, KeyError, TypeError, ValueError, BertologyError):
+        return None
+
+
 def _as_grid(value, shape: tuple[int, ...]) -> np.ndarray | None:
     """``value`` as an array of ``shape`` (None values -> NaN / None), or None when it is not one."""
     if not isinstance(value, list):
@@ -605,7 +618,7 @@ def _read_run(folder: Path, run_id: str) -> _Run:
         for e in entries
         if (folder / e["name"] / harness.METRICS_FILE).is_file()
     }
-    shape = _shape_of(metrics)
+    shape = _shape_of(metrics) or _shape_of_store(_pattern_store(folder))
     models = {name: model_of(values) for name, values in metrics.items()}
     named = sorted({m for m in models.values() if m})
     if shape is None:

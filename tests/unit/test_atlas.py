@@ -1,0 +1,325 @@
+"""The head atlas on synthetic run folders: every cell is the recorded value, absent columns say why,
+the filters' semantics, two runs of different shapes, the cards' pattern images, bad input."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.attention.store import AttentionStore
+from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.cli import main
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.present import atlas as atlas_module
+from bertology_utils.present.atlas import COLUMNS, Filter, build_atlas, parse_filter, read_atlas
+
+
+def write_json(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def grid(rng, layers, heads, kind="float"):
+    if kind == "bool":
+        return (rng.random((layers, heads)) > 0.5).tolist()
+    if kind == "str":
+        return rng.choice(["vertical", "diagonal", "block"], size=(layers, heads)).tolist()
+    return rng.random((layers, heads)).round(6).tolist()
+
+
+def store_items(layers, heads, lengths, seed):
+    rng = np.random.default_rng(seed)
+    items = []
+    for index, n in enumerate(lengths):
+        logits = rng.normal(size=(layers, heads, n, n)) * 2
+        maps = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float16).astype(np.float32)
+        kinds = np.array([LEADING_SPECIAL] + [WORD] * (n - 2) + [SEPARATOR], dtype=np.int8)
+        words = ("[CLS]", *[f"w{i}" for i in range(n - 2)], "[SEP]")
+        items.append(ItemAttention(index, f"s{index}", words, kinds, np.zeros(n, np.int8), maps, n))
+    return items
+
+
+def make_run(root, name="run", layers=2, heads=3, seed=0, model="tiny/model", store=True, corpus="c0"):
+    """A run of notebooks 00, 05, 06 and 07 recording per-head metrics, and 03 that failed."""
+    rng = np.random.default_rng(seed)
+    run = root / name
+    shape = {"num_layers": layers, "num_heads": heads}
+    write_json(
+        run / "06_pruning" / "metrics.json",
+        {
+            "pruning.model": model,
+            **{f"pruning.{k}": v for k, v in shape.items()},
+            "pruning.SST-2.importance": grid(rng, layers, heads),
+            "pruning.SST-2.head_deltas": grid(rng, layers, heads),
+            "pruning.SST-2.layer_deltas": rng.random(layers).tolist(),  # per layer: not a column
+        },
+    )
+    write_json(
+        run / "06_pruning" / "claims.json",
+        {
+            "claims": [
+                {
+                    "key": "pruning.claims.heads_prunable.SST-2",
+                    "id": "heads_prunable.SST-2",
+                    "claim": "Many heads can be pruned",
+                    "paper": "Michel et al. 2019",
+                    "paper_value": "40%",
+                    "ours": "50%",
+                    "verdict": "holds",
+                    "rule": "",
+                    "values": {},
+                    "note": "",
+                }
+            ]
+        },
+    )
+    importance_with_nan = np.array(grid(rng, layers, heads), dtype=object)
+    importance_with_nan[0, 0] = None
+    write_json(
+        run / "07_head_roles" / "metrics.json",
+        {
+            "head_roles.model": model,
+            **{f"head_roles.{k}": v for k, v in shape.items()},
+            "head_roles.confidence": importance_with_nan.tolist(),
+            "head_roles.specialised": grid(rng, layers, heads, "bool"),
+            "head_roles.syntactic_relations": grid(rng, layers, heads, "str"),
+            "head_roles.SST-2.l0_lambdas": [0.1, 1.0],
+            "head_roles.SST-2.l0_masks": [grid(rng, layers, heads, "bool") for _ in range(2)],
+            "head_roles.mystery": grid(rng, layers, heads),  # described by no spec: kept under its key
+        },
+    )
+    nearest = [[[f"{(l + 1) % layers + 1}-{h + 1}"] for h in range(heads)] for l in range(layers)]
+    write_json(
+        run / "05_clustering" / "metrics.json",
+        {
+            "clustering.model": model,
+            "clustering.head.nearest": nearest,
+            "clustering.head.nearest_distance": [[[0.5] for _ in range(heads)] for _ in range(layers)],
+        },
+    )
+    write_json(run / "03_syntax_coref" / "metrics.json", {"syntax.model": model})
+    write_json(
+        run / "03_syntax_coref" / "skipped.json",
+        {"everything": False, "sections": [{"section": "coref", "reason": "GAP data missing"}]},
+    )
+    entries = [{"name": n, "status": "ok"} for n in ("03_syntax_coref", "05_clustering", "06_pruning", "07_head_roles")]
+    if store:
+        items = store_items(layers, heads, (14, 13, 15, 9), seed)
+        metadata = {"model": {"name": model, **shape}, "corpus": {"name": "toy", "sha256": corpus}}
+        s = AttentionStore.open_or_create(run / "00_tour" / "tour.zarr", metadata, len(items))
+        s.writer(0, len(items), keep_tokens=False).append(items)
+        write_json(
+            run / "00_tour" / "metrics.json", {"tour.model": model, **{f"tour.{k}": v for k, v in shape.items()}}
+        )
+        entries.insert(0, {"name": "00_tour", "status": "ok"})
+    write_json(run / "run.json", {"notebooks": entries})
+    return run
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path)
+
+
+def recorded(run, metric):
+    """The value a notebook recorded under ``metric`` (flat key), read straight from its metrics.json."""
+    for path in run.glob("*/metrics.json"):
+        data = json.loads(path.read_text())
+        if metric in data:
+            return data[metric]
+    raise KeyError(metric)
+
+
+def test_every_cell_is_the_recorded_value(run):
+    atlas = build_atlas(run, maps=False)
+    recorded_rows = atlas.dictionary[atlas.dictionary["status"] == "recorded"]
+    assert set(recorded_rows["column"]) == set(atlas.columns)
+    for row in recorded_rows.itertuples():
+        value = np.array(recorded(run, row.metric), dtype=object)
+        if row.column.startswith("l0_kept."):  # one column per lambda of the sweep
+            lam = float(row.column.rsplit("=", 1)[1])
+            value = value[recorded(run, "head_roles.SST-2.l0_lambdas").index(lam)]
+        for cell, expected in zip(atlas.table[row.column], value.ravel()):
+            if expected is None:
+                assert pd.isna(cell)
+            else:
+                assert cell == expected, (row.column, cell, expected)
+    assert atlas.table[["layer", "head"]].values.tolist() == [[l, h] for l in (1, 2) for h in (1, 2, 3)]
+    assert atlas.table["head_name"].tolist() == ["1-1", "1-2", "1-3", "2-1", "2-2", "2-3"]
+
+
+def test_the_dictionary_names_units_papers_and_why_a_column_is_absent(run):
+    atlas = build_atlas(run, maps=False)
+    d = atlas.dictionary.set_index("column")
+    assert d.loc["importance.SST-2", "paper"] == "Michel et al. 2019"
+    assert d.loc["importance.SST-2", "notebook"] == "06_pruning"
+    assert d.loc["specialised", "kind"] == "bool" and d.loc["role.syntactic_relations", "kind"] == "category"
+    assert d.loc["head_roles.mystery", "meaning"] == "recorded by 07_head_roles as head_roles.mystery"
+    assert set(d.loc[["l0_kept.SST-2.lambda=0.1", "l0_kept.SST-2.lambda=1"], "status"]) == {"recorded"}
+    absent = d[d["status"] == "absent"]
+    assert not set(absent.index) & set(atlas.table.columns), "an absent column must not be a column of blanks"
+    assert "GAP data missing" in absent.loc["coref.accuracy", "reason"]
+    assert "did not run" in absent.loc["mixing.<kind>.<weighting>", "reason"]
+    assert "recorded no such metric" in absent.loc["syntax.best_relation", "reason"]
+    assert len(d) == len(set(d.index))
+
+
+def test_filters_follow_the_pages_semantics(run):
+    atlas = build_atlas(run, maps=False)
+    t = atlas.table
+    values = t["importance.SST-2"]
+    top = atlas.query(["importance.SST-2~top~34"])  # 34% of 6 heads: ceil(2.04) = 3
+    assert top.sum() == 3 and (values[top] >= values[~top].max()).all()
+    assert atlas.query([Filter("importance.SST-2", "bottom", 100)]).all()
+    confident = atlas.query(["confidence~ge~0.5"])
+    assert not confident[0], "a missing value never matches"
+    assert confident.tolist() == [bool(v >= 0.5) if pd.notna(v) else False for v in t["confidence"]]
+    both = atlas.query(["importance.SST-2~top~50", "specialised~eq~true"])
+    assert both.tolist() == (atlas.query(["importance.SST-2~top~50"]) & t["specialised"].fillna(False)).tolist()
+    category = t["role.syntactic_relations"].iloc[0]
+    assert (
+        atlas.query([f"role.syntactic_relations~eq~{category}"]).tolist()
+        == (t["role.syntactic_relations"] == category).tolist()
+    )
+    assert atlas.query(["importance.SST-2~ne~-1"]).all()
+    with pytest.raises(BertologyError, match="no column"):
+        atlas.query(["nothing~ge~1"])
+    with pytest.raises(BertologyError, match="operator"):
+        parse_filter("importance.SST-2~about~1")
+    with pytest.raises(BertologyError, match="percentage"):
+        atlas.query(["importance.SST-2~top~0"])
+    with pytest.raises(BertologyError, match="number column"):
+        atlas.query(["specialised~top~10"])
+
+
+def test_top_keeps_ties_at_the_threshold(tmp_path):
+    run = make_run(tmp_path)
+    path = run / "06_pruning" / "metrics.json"
+    data = json.loads(path.read_text())
+    data["pruning.SST-2.importance"] = [[0.1, 0.5, 0.5], [0.5, 0.2, 0.3]]
+    path.write_text(json.dumps(data))
+    atlas = build_atlas(run, maps=False)
+    assert atlas.query(["importance.SST-2~top~10"]).tolist() == [False, True, True, True, False, False]
+
+
+def test_two_runs_of_different_shapes_side_by_side(tmp_path):
+    first = make_run(tmp_path, "small", layers=2, heads=3)
+    second = make_run(tmp_path, "wide", layers=3, heads=4, seed=1, model="tiny/other")
+    atlas = build_atlas(first, second)
+    assert atlas.table.groupby("run").size().to_dict() == {"small": 6, "wide": 12}
+    assert set(atlas.table[atlas.table["run"] == "wide"]["model"]) == {"tiny/other"}
+    top = atlas.query(["importance.SST-2~top~50"])
+    assert atlas.table[top].groupby("run").size().to_dict() == {"small": 3, "wide": 6}, "top p% is per run"
+    # the two stores hold the same sentences: every head of one run has its closest head in the other
+    match = atlas.payload()["match"]
+    assert set(match["r0"]["r1"]) == set(atlas.table[atlas.table["run"] == "small"]["head_name"])
+    assert all(m[0] in set(atlas.table[atlas.table["run"] == "wide"]["head_name"]) for m in match["r0"]["r1"].values())
+    assert math.isfinite(match["r1"]["r0"]["3-4"][1])
+
+
+def test_runs_on_different_sentences_are_not_matched(tmp_path):
+    atlas = build_atlas(make_run(tmp_path, "a"), make_run(tmp_path, "b", corpus="other"))
+    assert atlas.match == {}
+    assert "different sentences" in atlas.match_notes["a -> b"]
+
+
+def test_the_cards_pattern_images_come_from_the_store(run):
+    atlas = build_atlas(run)
+    maps = atlas.payload()["runs"][0]["maps"]
+    size = maps["mean"]["size"]
+    mean = np.frombuffer(__import__("base64").b64decode(maps["mean"]["data"]), np.uint8).reshape(2, 3, size, size)
+    # rows of a resampled map still sum to one (up to the uint8 rounding of each cell)
+    np.testing.assert_allclose(mean.sum(-1) / 255, 1, atol=size / 255)
+    assert maps["mean"]["labels"][0] == "[CLS]" and maps["mean"]["labels"][-1] == "[SEP]"
+    assert "3 sentences" in maps["note"], "only the sentences long enough are averaged"
+    example = maps["examples"][0]
+    n = len(example["words"])
+    assert len(__import__("base64").b64decode(example["data"])) == 2 * 3 * n * n
+
+
+def test_resampling_keeps_rows_and_the_diagonal():
+    n, size = 14, 6
+    eye = np.broadcast_to(np.eye(n), (1, 1, n, n))
+    resampled = atlas_module._resample(eye, size)
+    np.testing.assert_allclose(resampled.sum(-1), 1)
+    assert (np.argmax(resampled[0, 0], -1) == np.arange(size)).all()
+
+
+def test_card_has_the_heads_values_and_nearest_heads(run):
+    atlas = build_atlas(run, maps=False)
+    card = atlas.card("run", 2, 3)
+    row = atlas.table[(atlas.table["layer"] == 2) & (atlas.table["head"] == 3)].iloc[0]
+    assert card["values"]["importance.SST-2"] == row["importance.SST-2"]
+    assert card["nearest"] == [["1-3", 0.5]]
+    assert "confidence" not in atlas.card("run", 1, 1)["values"], "missing values are left out of the card"
+    with pytest.raises(BertologyError, match="no head 9-9"):
+        atlas.card("run", 9, 9)
+
+
+def test_claims_are_attached_to_the_columns_they_read(run):
+    columns = {c["name"]: c for c in build_atlas(run, maps=False).payload()["columns"]}
+    assert [c["verdict"] for c in columns["importance.SST-2"]["claims"]] == ["holds"]
+    assert columns["confidence"]["claims"] == []
+
+
+def test_written_tables_read_back(run, tmp_path):
+    atlas = build_atlas(run, maps=False)
+    paths = atlas.write(tmp_path / "out", page=False)
+    back = read_atlas(paths["table"])
+    pd.testing.assert_frame_equal(back, atlas.table)
+    csv = pd.read_csv(paths["csv"])
+    np.testing.assert_allclose(csv["importance.SST-2"], atlas.table["importance.SST-2"])
+    assert pd.read_csv(paths["dictionary"])["column"].tolist() == atlas.dictionary["column"].tolist()
+    with pytest.raises(BertologyError, match="no atlas table"):
+        read_atlas(tmp_path / "nowhere")
+
+
+def test_bad_runs_get_clear_errors(tmp_path):
+    with pytest.raises(BertologyError, match="no run folder"):
+        build_atlas(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BertologyError, match="no notebook results"):
+        build_atlas(tmp_path / "empty")
+    with pytest.raises(BertologyError, match="at least one run"):
+        build_atlas()
+
+
+def test_a_run_of_two_models_keeps_one(tmp_path):
+    run = make_run(tmp_path)
+    path = run / "06_pruning" / "metrics.json"
+    data = json.loads(path.read_text())
+    data["pruning.model"] = "someone/else"
+    path.write_text(json.dumps(data))
+    atlas = build_atlas(run, maps=False)
+    assert "importance.SST-2" not in atlas.columns
+    assert "06_pruning (someone/else)" in atlas.runs[0].missing["other models"]
+
+
+def test_an_older_run_without_per_head_metrics_says_so(tmp_path):
+    run = make_run(tmp_path, store=False)
+    for path in run.glob("*/metrics.json"):
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v for k, v in data.items() if not isinstance(v, list)}))
+    atlas = build_atlas(run)
+    assert atlas.columns == []
+    assert (atlas.dictionary["status"] == "absent").all()
+    assert "no pattern images" in atlas.payload()["runs"][0]["maps_note"]
+
+
+def test_every_spec_fills_its_templates():
+    for spec in COLUMNS:
+        groups = {name: "x" for name in __import__("re").compile(spec.pattern).groupindex} | {"along": "1"}
+        for text in (spec.name, spec.label, spec.meaning, *spec.claims):
+            text.format(**groups)
+
+
+def test_the_command_writes_the_atlas_and_prints_matching_heads(run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(atlas_module.Atlas, "write", lambda self, out=None: {"table": out})
+    assert main(["atlas", str(run), "--no-maps", "--out", str(tmp_path), "--filter", "importance.SST-2~top~50"]) == 0
+    out = capsys.readouterr().out
+    assert "3 of 6 heads pass importance.SST-2~top~50" in out
+    assert main(["atlas", str(run), "--filter", "nothing~ge~1"]) == 2
+    assert "no column 'nothing'" in capsys.readouterr().err
