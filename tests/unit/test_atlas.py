@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from atlas_checks import assert_cells_are_recorded
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.store import AttentionStore
@@ -124,29 +125,9 @@ def run(tmp_path):
     return make_run(tmp_path)
 
 
-def recorded(run, metric):
-    """The value a notebook recorded under ``metric`` (flat key), read straight from its metrics.json."""
-    for path in run.glob("*/metrics.json"):
-        data = json.loads(path.read_text())
-        if metric in data:
-            return data[metric]
-    raise KeyError(metric)
-
-
 def test_every_cell_is_the_recorded_value(run):
     atlas = build_atlas(run, maps=False)
-    recorded_rows = atlas.dictionary[atlas.dictionary["status"] == "recorded"]
-    assert set(recorded_rows["column"]) == set(atlas.columns)
-    for row in recorded_rows.itertuples():
-        value = np.array(recorded(run, row.metric), dtype=object)
-        if row.column.startswith("l0_kept."):  # one column per lambda of the sweep
-            lam = float(row.column.rsplit("=", 1)[1])
-            value = value[recorded(run, "head_roles.SST-2.l0_lambdas").index(lam)]
-        for cell, expected in zip(atlas.table[row.column], value.ravel()):
-            if expected is None:
-                assert pd.isna(cell)
-            else:
-                assert cell == expected, (row.column, cell, expected)
+    assert assert_cells_are_recorded(atlas, {"run": run}) == 6 * len(atlas.columns)
     assert atlas.table[["layer", "head"]].values.tolist() == [[l, h] for l in (1, 2) for h in (1, 2, 3)]
     assert atlas.table["head_name"].tolist() == ["1-1", "1-2", "1-3", "2-1", "2-2", "2-3"]
 
@@ -210,6 +191,7 @@ def test_two_runs_of_different_shapes_side_by_side(tmp_path):
     second = make_run(tmp_path, "wide", layers=3, heads=4, seed=1, model="tiny/other")
     atlas = build_atlas(first, second)
     assert atlas.table.groupby("run").size().to_dict() == {"small": 6, "wide": 12}
+    assert assert_cells_are_recorded(atlas, {"small": first, "wide": second}) == 18 * len(atlas.columns)
     assert set(atlas.table[atlas.table["run"] == "wide"]["model"]) == {"tiny/other"}
     top = atlas.query(["importance.SST-2~top~50"])
     assert atlas.table[top].groupby("run").size().to_dict() == {"small": 3, "wide": 6}, "top p% is per run"
