@@ -53,6 +53,7 @@ __all__ = [
     "Atlas",
     "build_atlas",
     "read_atlas",
+    "columns_markdown",
 ]
 
 ATLAS_VERSION = 1
@@ -297,7 +298,7 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         r"pruning\.(?P<task>[^.]+)\.importance",
         "importance.{task}",
         "importance ({task})",
-        "Michel et al.'s importance on {task}: the mean |dL/dgate| of the head, normalised per layer",
+        "Michel et al.'s importance on {task}: the mean |dL/dgate| of the head, L2-normalised per layer",
         "normalised score",
         "06_pruning",
         "Michel et al. 2019",
@@ -373,8 +374,9 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         r"head_roles\.(?P<task>[^.]+)\.relevance",
         "relevance.{task}",
         "relevance ({task})",
-        "the head's share of the {task} classifier's decision (integrated gradients over head gates)",
-        "share of the decision",
+        "the head's mean |attribution| to the {task} classifier's logit (integrated gradients over head gates), "
+        "divided by its layer's sum",
+        "share of its layer (0-1)",
         "07_head_roles",
         "Voita et al. 2019",
         "specialised heads are among the most relevant",
@@ -855,11 +857,11 @@ class Atlas:
         for spec in COLUMNS:
             if any(r["metric"] and spec.match(r["metric"]) is not None for r in rows.values()):
                 continue
-            placeholder = re.sub(r"\{(\w+)\}", r"<\1>", spec.name)
+            placeholder = _placeholders(spec.name)
             rows[placeholder] = {
                 "column": placeholder,
-                "label": re.sub(r"\{(\w+)\}", r"<\1>", spec.label),
-                "meaning": re.sub(r"\{(\w+)\}", r"<\1>", spec.meaning),
+                "label": _placeholders(spec.label),
+                "meaning": _placeholders(spec.meaning),
                 "unit": spec.unit,
                 "kind": "",
                 "notebook": spec.notebook,
@@ -1081,6 +1083,21 @@ def build_atlas(*runs: str | os.PathLike, maps: bool = True, compare: bool = Tru
         run.name = name
         found.append(run)
     return Atlas(found, maps=maps, compare=compare)
+
+
+def _placeholders(text: str) -> str:
+    """A template's fields as ``<field>`` (``importance.{task}`` -> ``importance.<task>``)."""
+    return re.sub(r"\{(\w+)\}", r"<\1>", text)
+
+
+def columns_markdown() -> str:
+    """The registry as a Markdown table (the documentation's list of atlas columns)."""
+    lines = ["| column | meaning | unit | notebook | paper |", "|---|---|---|---|---|"]
+    for spec in COLUMNS:
+        meaning = _placeholders(spec.meaning).replace("<", "&lt;").replace(">", "&gt;")  # not HTML tags
+        cells = (f"`{_placeholders(spec.name)}`", meaning, spec.unit, spec.notebook, spec.paper)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def read_atlas(path: str | os.PathLike) -> pd.DataFrame:

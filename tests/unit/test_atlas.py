@@ -305,3 +305,14 @@ def test_the_command_writes_the_atlas_and_prints_matching_heads(run, tmp_path, c
     assert "3 of 6 heads pass importance.SST-2~top~50" in out
     assert main(["atlas", str(run), "--filter", "nothing~ge~1"]) == 2
     assert "no column 'nothing'" in capsys.readouterr().err
+
+
+def test_the_documentations_column_list_is_the_registrys():
+    from bertology_utils.cli.atlas import COLUMNS_BLOCK
+    from bertology_utils.core.settings import PROJECT_ROOT
+    from bertology_utils.present.atlas import columns_markdown
+    from bertology_utils.present.generated import read_block
+
+    assert read_block(PROJECT_ROOT / "docs" / "atlas.md", COLUMNS_BLOCK) == columns_markdown(), (
+        "run `bertology atlas --columns docs/atlas.md`"
+    )
