@@ -7,117 +7,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from atlas_checks import assert_cells_are_recorded
+from atlas_checks import assert_cells_are_recorded, make_run
 
-from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
-from bertology_utils.attention.store import AttentionStore
-from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.present import atlas as atlas_module
 from bertology_utils.present.atlas import COLUMNS, Filter, build_atlas, parse_filter, read_atlas
-
-
-def write_json(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-
-
-def grid(rng, layers, heads, kind="float"):
-    if kind == "bool":
-        return (rng.random((layers, heads)) > 0.5).tolist()
-    if kind == "str":
-        return rng.choice(["vertical", "diagonal", "block"], size=(layers, heads)).tolist()
-    return rng.random((layers, heads)).round(6).tolist()
-
-
-def store_items(layers, heads, lengths, seed):
-    rng = np.random.default_rng(seed)
-    items = []
-    for index, n in enumerate(lengths):
-        logits = rng.normal(size=(layers, heads, n, n)) * 2
-        maps = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float16).astype(np.float32)
-        kinds = np.array([LEADING_SPECIAL] + [WORD] * (n - 2) + [SEPARATOR], dtype=np.int8)
-        words = ("[CLS]", *[f"w{i}" for i in range(n - 2)], "[SEP]")
-        items.append(ItemAttention(index, f"s{index}", words, kinds, np.zeros(n, np.int8), maps, n))
-    return items
-
-
-def make_run(root, name="run", layers=2, heads=3, seed=0, model="tiny/model", store=True, corpus="c0"):
-    """A run of notebooks 00, 05, 06 and 07 recording per-head metrics, and 03 that failed."""
-    rng = np.random.default_rng(seed)
-    run = root / name
-    shape = {"num_layers": layers, "num_heads": heads}
-    write_json(
-        run / "06_pruning" / "metrics.json",
-        {
-            "pruning.model": model,
-            **{f"pruning.{k}": v for k, v in shape.items()},
-            "pruning.SST-2.importance": grid(rng, layers, heads),
-            "pruning.SST-2.head_deltas": grid(rng, layers, heads),
-            "pruning.SST-2.layer_deltas": rng.random(layers).tolist(),  # per layer: not a column
-        },
-    )
-    write_json(
-        run / "06_pruning" / "claims.json",
-        {
-            "claims": [
-                {
-                    "key": "pruning.claims.heads_prunable.SST-2",
-                    "id": "heads_prunable.SST-2",
-                    "claim": "Many heads can be pruned",
-                    "paper": "Michel et al. 2019",
-                    "paper_value": "40%",
-                    "ours": "50%",
-                    "verdict": "holds",
-                    "rule": "",
-                    "values": {},
-                    "note": "",
-                }
-            ]
-        },
-    )
-    importance_with_nan = np.array(grid(rng, layers, heads), dtype=object)
-    importance_with_nan[0, 0] = None
-    write_json(
-        run / "07_head_roles" / "metrics.json",
-        {
-            "head_roles.model": model,
-            **{f"head_roles.{k}": v for k, v in shape.items()},
-            "head_roles.confidence": importance_with_nan.tolist(),
-            "head_roles.specialised": grid(rng, layers, heads, "bool"),
-            "head_roles.syntactic_relations": grid(rng, layers, heads, "str"),
-            "head_roles.SST-2.l0_lambdas": [0.1, 1.0],
-            "head_roles.SST-2.l0_masks": [grid(rng, layers, heads, "bool") for _ in range(2)],
-            "head_roles.mystery": grid(rng, layers, heads),  # described by no spec: kept under its key
-        },
-    )
-    nearest = [[[f"{(l + 1) % layers + 1}-{h + 1}"] for h in range(heads)] for l in range(layers)]
-    write_json(
-        run / "05_clustering" / "metrics.json",
-        {
-            "clustering.model": model,
-            "clustering.head.nearest": nearest,
-            "clustering.head.nearest_distance": [[[0.5] for _ in range(heads)] for _ in range(layers)],
-        },
-    )
-    write_json(run / "03_syntax_coref" / "metrics.json", {"syntax.model": model})
-    write_json(
-        run / "03_syntax_coref" / "skipped.json",
-        {"everything": False, "sections": [{"section": "coref", "reason": "GAP data missing"}]},
-    )
-    entries = [{"name": n, "status": "ok"} for n in ("03_syntax_coref", "05_clustering", "06_pruning", "07_head_roles")]
-    if store:
-        items = store_items(layers, heads, (14, 13, 15, 9), seed)
-        metadata = {"model": {"name": model, **shape}, "corpus": {"name": "toy", "sha256": corpus}}
-        s = AttentionStore.open_or_create(run / "00_tour" / "tour.zarr", metadata, len(items))
-        s.writer(0, len(items), keep_tokens=False).append(items)
-        write_json(
-            run / "00_tour" / "metrics.json", {"tour.model": model, **{f"tour.{k}": v for k, v in shape.items()}}
-        )
-        entries.insert(0, {"name": "00_tour", "status": "ok"})
-    write_json(run / "run.json", {"notebooks": entries})
-    return run
 
 
 @pytest.fixture
