@@ -14,7 +14,8 @@ from older check files.)
 
 The page is plain HTML and CSS, no JavaScript and no network reference: figures are embedded
 as ``data:`` URIs. Sections (with stable ids): ``summary``, ``check`` (only with check.json),
-``failures`` (only when a notebook failed), one ``nb-<stem>`` per notebook (status, "paper vs
+``failures`` (only when a notebook failed), ``atlas`` (a link to the run's head atlas, ``atlas.html``, and
+notebook 09's ``atlas_grid`` figure; or how to build it), one ``nb-<stem>`` per notebook (status, "paper vs
 ours" table, figures) and ``metrics`` (every metric of every notebook).
 
 The "paper vs ours" table of a notebook is its recorded claims, ``<stem>/claims.json`` (see
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
+from bertology_utils.present.atlas import PAGE_FILE
 from bertology_utils.run import harness
 
 __all__ = [
@@ -377,6 +379,26 @@ def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
     return "".join(parts) + "</section>"
 
 
+def _atlas_section(run_dir: Path, entries: list[dict], report: Path) -> str:
+    """A link to the atlas page (relative, from where the report is written) and its grid figure, else how to build it."""
+    parts = ['<section id="atlas"><h2>Head atlas</h2>']
+    page = run_dir / PAGE_FILE
+    if page.is_file():
+        link = Path(os.path.relpath(page, report.parent)).as_posix()
+        parts.append(
+            f'<p><a href="{_esc(link)}">{_esc(PAGE_FILE)}</a>: every per-head result of the run, one row per head '
+            "(filters, a layers x heads grid, a card per head).</p>"
+        )
+    else:
+        parts.append(
+            "<p>This run has no atlas: build it with <code>bertology atlas RUN</code> or run notebook 09_atlas.</p>"
+        )
+    grids = [f for e in entries for f in figure_files(run_dir / e["name"]) if f.stem == "atlas_grid"]
+    if grids:
+        parts.append(f'<figure><img src="{data_uri(grids[-1])}" alt="atlas_grid"></figure>')
+    return "".join(parts) + "</section>"
+
+
 def _metrics_section(metrics: dict[str, dict]) -> str:
     rows = []
     for stem, recorded in metrics.items():
@@ -411,10 +433,11 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     nav = (
         (['<a href="#check">regression check</a>'] if check else [])
         + (['<a href="#failures">failures</a>'] if failed else [])
-        + ['<a href="#summary">summary</a>']
+        + ['<a href="#summary">summary</a>', '<a href="#atlas">head atlas</a>']
         + [f'<a href="#nb-{_esc(e["name"])}">{_esc(e["name"])}</a>' for e in entries]
         + ['<a href="#metrics">metrics</a>']
     )
+    path = Path(out) if out is not None else folder / REPORT_FILE
     generated = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     page = [
         "<!DOCTYPE html>",
@@ -426,10 +449,10 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
         _check_section(check) if check else "",
         _failures_section(folder, failed) if failed else "",
         _summary_section(folder, run, entries, metrics),
+        _atlas_section(folder, entries, path),
         *(_notebook_section(folder, e, e["name"] in metrics) for e in entries),
         _metrics_section(metrics),
         "</body></html>",
     ]
-    path = Path(out) if out is not None else folder / REPORT_FILE
     atomic_write_text(path, "\n".join(page) + "\n")
     return path

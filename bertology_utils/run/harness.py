@@ -44,6 +44,10 @@ Results layout
 The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
 name again replaces the folders of the notebooks it runs.
 
+A notebook that reads the others' results (``09_atlas``) says so in its metadata,
+``{"bertology": {"after_others": true}}``: it starts only once every other notebook of the run has
+finished, however many run at a time.
+
 Interrupted (Ctrl-C; SIGTERM too under ``bertology run``), a run stops the kernels of the notebooks
 running, writes run.json with the notebooks that finished, those it stopped (``interrupted``, failed)
 and those it never started (``not_run``), and raises :class:`RunInterrupted`. Every file and cache
@@ -291,9 +295,10 @@ def run_notebooks(
     on a machine whose cores one notebook leaves partly idle (single-threaded stages, small
     batches) two at a time finish sooner. Once no notebook is left to start, the kernels still
     running take the cores of those that finished (a kernel follows the change once it has
-    imported this package: :mod:`bertology_utils.core.threads`). The notebooks that took longest
-    in the last run of this name start first; cache entries two notebooks share are built once (the other
-    waits, :func:`bertology_utils.core.cache.cache_lock`). The report lists notebooks in the
+    imported this package: :mod:`bertology_utils.core.threads`). The notebooks expected to take longest
+    (:func:`_longest_first`) start first; cache entries two notebooks share are built once (the other
+    waits, :func:`bertology_utils.core.cache.cache_lock`). A notebook whose metadata says ``after_others``
+    starts once every other notebook has finished, whatever ``jobs``. The report lists notebooks in the
     order given, whatever order they ran in. A KeyboardInterrupt (Ctrl-C) stops the kernels running, records
     what finished in run.json and raises :class:`RunInterrupted` (see the module's docstring).
     """
@@ -324,7 +329,14 @@ def run_notebooks(
 
     root = Path(results_root).expanduser() if results_root is not None else results_dir()
     run_dir = root.resolve() / run_name
-    order = _longest_first(paths, run_dir) if jobs > 1 else paths
+
+    def params_of(path: Path) -> dict:
+        return {**per_notebook.get(path.stem, {}), **params}
+
+    later = [path for path in paths if _notebook_metadata(path).get("after_others")]
+    first = [path for path in paths if path not in later]
+    # each phase starts once the one before has finished: the notebooks that read the others' results come last
+    phases = [_longest_first(first, run_dir.parent, params_of) if jobs > 1 else first, later]
     started = _now()
 
     kernels = _Kernels()
@@ -332,10 +344,9 @@ def run_notebooks(
 
     def run(path: Path) -> NotebookResult:
         label = f"[{paths.index(path) + 1}/{len(paths)}] {path.stem}"
-        params_of = {**per_notebook.get(path.stem, {}), **params}
         if display is not None:
-            display.started(path.stem, label, expected_seconds(run_dir.parent, path.stem, params_of))
-        result = _run_one(path, run_dir / path.stem, params_of, kernel_name, cell_timeout, kernels, display)
+            display.started(path.stem, label, expected_seconds(run_dir.parent, path.stem, params_of(path)))
+        result = _run_one(path, run_dir / path.stem, params_of(path), kernel_name, cell_timeout, kernels, display)
         if display is not None:
             display.finished(path.stem, f"{label} {result.status} ({result.duration_s:.1f} s)")
         return result
@@ -353,13 +364,16 @@ def run_notebooks(
     # main thread, nbclient would take SIGINT and SIGTERM over to stop that notebook and go on to the next).
     with (
         display if display is not None else contextlib.nullcontext(),
-        _SharedCores(jobs, len(order)) if jobs > 1 else contextlib.nullcontext() as cores,
+        _SharedCores(jobs, len(paths)) if jobs > 1 else contextlib.nullcontext() as cores,
         ThreadPoolExecutor(jobs) as pool,
     ):
-        futures = {pool.submit(cores.run, run, path) if cores else pool.submit(run, path): path for path in order}
+        futures: dict = {}
         try:
-            for future in as_completed(futures):
-                done[futures[future]] = future.result()
+            for phase in phases:
+                submitted = {pool.submit(cores.run, run, p) if cores else pool.submit(run, p): p for p in phase}
+                futures.update(submitted)
+                for future in as_completed(submitted):
+                    done[futures[future]] = future.result()
         except KeyboardInterrupt as exc:
             for future in futures:
                 future.cancel()
@@ -446,25 +460,31 @@ class _Kernels:
                 os.killpg(provisioner.pgid, signal.SIGKILL)
 
 
-def _longest_first(paths: list[Path], run_dir: Path) -> list[Path]:
-    """``paths``, longest first: by their duration in the last run of this name, else by the
-    ``typical_seconds`` their metadata states (``{"bertology": {"typical_seconds": 600}}``);
+def _longest_first(paths: list[Path], results_root: Path, parameters_of: Callable[[Path], Mapping]) -> list[Path]:
+    """``paths``, longest first: by how long the latest run under ``results_root`` with the same parameters
+    took (:func:`~bertology_utils.run.display.expected_seconds`, the estimate the progress lines show), else
+    by the ``typical_seconds`` their metadata states (``{"bertology": {"typical_seconds": 600}}``);
     notebooks known by neither go first, in the order given."""
-    try:
-        record = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-        last = {nb["name"]: float(nb["duration_s"]) for nb in record["notebooks"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        last = {}
 
     def expected(path: Path) -> float:
-        if path.stem in last:
-            return last[path.stem]
+        seconds = expected_seconds(results_root, path.stem, parameters_of(path))
+        if seconds is not None:
+            return seconds
         try:
-            return float(json.loads(path.read_text(encoding="utf-8"))["metadata"]["bertology"]["typical_seconds"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return float(_notebook_metadata(path)["typical_seconds"])
+        except (KeyError, TypeError, ValueError):
             return math.inf
 
     return sorted(paths, key=lambda path: -expected(path))
+
+
+def _notebook_metadata(path: Path) -> dict:
+    """The ``bertology`` entry of a notebook's metadata (``typical_seconds``, ``after_others``); {} when none."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))["metadata"]["bertology"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 class _SharedCores:

@@ -103,3 +103,55 @@ def test_tour_runs_in_jupyterlab_and_its_views_draw(jupyterlab, offline_page, to
     offline_page.screenshot("jupyterlab-tour")
     assert offline_page.blocked == [], f"the tour tried the network: {offline_page.blocked}"
     assert not [e for e in offline_page.errors if "require" in e], offline_page.errors
+
+
+def test_the_atlas_widget_renders_and_opens_a_heads_card(jupyterlab, offline_page):
+    """A small run's atlas (2 layers x 3 heads): the grid draws, a column recolours it, a click opens the card."""
+    import nbformat
+
+    run = jupyterlab["root"] / "atlas-run"
+    shape = {"layers": 2, "heads": 3, "model": "tiny-model"}
+    grids = {
+        "06_pruning": {"pruning.SST-2.importance": [[0.1, 0.9, 0.2], [0.5, 0.3, 0.7]]},
+        "07_head_roles": {"head_roles.specialised": [[True, False, False], [False, True, True]]},
+    }
+    for stem, values in grids.items():
+        topic = next(iter(values)).split(".")[0]
+        (run / stem).mkdir(parents=True, exist_ok=True)
+        metrics = {**{f"{topic}.{k}": v for k, v in shape.items()}, **values}
+        (run / stem / "metrics.json").write_text(json.dumps(metrics))
+    source = f"from bertology_utils.present.atlas import build_atlas\nbuild_atlas({str(run)!r}).show()"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, jupyterlab["root"] / "atlas.ipynb")
+
+    page = _open_lab(offline_page, jupyterlab, "atlas.ipynb")
+    page.wait_for_function(
+        "() => { const p = window.jupyterapp.shell.currentWidget;"
+        " return p && p.sessionContext && p.sessionContext.isReady; }",
+        timeout=60_000,
+    )
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(ALL_CELLS_RAN, timeout=120_000, polling=500)
+    heads = page.locator(".bertology-atlas .bertology-atlas-head")
+    heads.first.wait_for(timeout=30_000)
+    assert heads.count() == 6
+
+    def colours():
+        return [heads.nth(i).evaluate("b => getComputedStyle(b).backgroundColor") for i in range(6)]
+
+    before = colours()
+    assert len(set(before)) == 6  # importance: six values, six shades
+    page.locator(".bertology-atlas select").first.select_option(index=1)  # specialised: yes / no
+    page.wait_for_function(
+        "(before) => { const b = [...document.querySelectorAll('.bertology-atlas .bertology-atlas-head')];"
+        " return b.map(x => getComputedStyle(x).backgroundColor).join() !== before.join(); }",
+        arg=before,
+        timeout=30_000,
+    )
+    assert len(set(colours())) == 2
+    heads.nth(4).click()  # layer 2, head 2
+    page.locator(".bertology-atlas", has_text="Layer 2, head 2").first.wait_for(timeout=30_000)
+    assert page.locator(".bertology-atlas table").first.is_visible()
+    offline_page.screenshot("jupyterlab-atlas")
+    assert offline_page.blocked == [], f"the atlas tried the network: {offline_page.blocked}"

@@ -617,23 +617,64 @@ def test_the_last_notebook_running_takes_the_cores_of_the_one_that_finished(tmp_
     assert (metrics["t.start"], metrics["t.end"], metrics["t.env"]) == (2, 4, "4")
 
 
-def test_longest_notebooks_of_the_last_run_start_first(tmp_path):
-    paths = [tmp_path / f"{stem}.ipynb" for stem in ("00_a", "01_b", "02_c", "03_new")]
-    assert harness._longest_first(paths, tmp_path / "none") == paths  # no earlier run: the order given
-    (tmp_path / "run").mkdir()
+def _with_metadata(path: Path, **bertology) -> Path:
+    write_notebook(path, "pass")
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["bertology"] = bertology
+    nbformat.write(nb, path)
+    return path
+
+
+def test_longest_notebooks_start_first_by_the_latest_run_with_their_parameters(tmp_path):
+    paths = [_with_metadata(tmp_path / f"{stem}.ipynb") for stem in ("00_a", "01_b", "02_c", "03_new")]
+    params = {"n": 1}
+    assert harness._longest_first(paths, tmp_path / "none", lambda p: params) == paths  # no earlier run
+    (tmp_path / "results" / "run").mkdir(parents=True)
     durations = {"00_a": 5.0, "01_b": 50.0, "02_c": 20.0}
-    record = {"notebooks": [{"name": k, "duration_s": v} for k, v in durations.items()]}
-    (tmp_path / "run" / harness.RUN_FILE).write_text(json.dumps(record))
-    ordered = harness._longest_first(paths, tmp_path / "run")
+    record = {
+        "started": "2024-01-01T00:00:00+00:00",
+        "notebooks": [{"name": k, "duration_s": v, "status": "ok", "parameters": params} for k, v in durations.items()],
+    }
+    (tmp_path / "results" / "run" / harness.RUN_FILE).write_text(json.dumps(record))
+    ordered = harness._longest_first(paths, tmp_path / "results", lambda p: params)
     assert [p.stem for p in ordered] == ["03_new", "01_b", "02_c", "00_a"]  # unknown ones first
-    (tmp_path / "run" / harness.RUN_FILE).write_text("{not json")
-    assert harness._longest_first(paths, tmp_path / "run") == paths
-    # Without a last run, the typical durations the notebooks' metadata states.
-    for stem, seconds in (("00_x", 10), ("01_y", 300), ("02_z", None)):
-        write_notebook(tmp_path / f"{stem}.ipynb", "pass")
-        if seconds is not None:
-            nb = nbformat.read(tmp_path / f"{stem}.ipynb", as_version=4)
-            nb.metadata["bertology"] = {"typical_seconds": seconds}
-            nbformat.write(nb, tmp_path / f"{stem}.ipynb")
-    stated = [tmp_path / f"{stem}.ipynb" for stem in ("00_x", "01_y", "02_z")]
-    assert [p.stem for p in harness._longest_first(stated, tmp_path / "none")] == ["02_z", "01_y", "00_x"]
+    # other parameters: that run says nothing, as in the progress lines (display.expected_seconds)
+    assert harness._longest_first(paths, tmp_path / "results", lambda p: {"n": 2}) == paths
+    (tmp_path / "results" / "run" / harness.RUN_FILE).write_text("{not json")
+    assert harness._longest_first(paths, tmp_path / "results", lambda p: params) == paths
+    # Without an earlier run, the typical durations the notebooks' metadata states.
+    stated = [
+        _with_metadata(tmp_path / "00_x.ipynb", typical_seconds=10),
+        _with_metadata(tmp_path / "01_y.ipynb", typical_seconds=300),
+        _with_metadata(tmp_path / "02_z.ipynb"),
+    ]
+    assert [p.stem for p in harness._longest_first(stated, tmp_path / "none", lambda p: {})] == [
+        "02_z",
+        "01_y",
+        "00_x",
+    ]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_notebook_after_others_starts_once_every_other_has_finished(tmp_path, monkeypatch, jobs):
+    # the kernels are faked: what is tested is when each notebook starts, not what it runs
+    atlas = _with_metadata(tmp_path / "00_atlas.ipynb", after_others=True, typical_seconds=1)
+    others = [_with_metadata(tmp_path / f"0{i}_other.ipynb", typical_seconds=i) for i in (1, 2, 3)]
+    events: list[tuple[str, str]] = []
+
+    def fake_run_one(notebook, folder, params, *args, **kw):
+        events.append(("start", notebook.stem))
+        time.sleep(0.05 * int(notebook.stem[1]))
+        events.append(("end", notebook.stem))
+        return harness.NotebookResult(notebook.stem, str(notebook), "ok", 0.1, None, None, parameters=params)
+
+    monkeypatch.setattr(harness, "_run_one", fake_run_one)
+    monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1})
+    report = harness.run_notebooks(
+        [atlas, *others], run_name="a", results_root=tmp_path / "r", progress=False, jobs=jobs
+    )
+    assert [nb.name for nb in report.notebooks] == ["00_atlas", "01_other", "02_other", "03_other"]  # order given
+    assert events[-2:] == [("start", "00_atlas"), ("end", "00_atlas")]
+    assert {stem for what, stem in events[:-2] if what == "end"} == {p.stem for p in others}
+    if jobs == 2:  # the others still run side by side, longest first
+        assert events[:2] == [("start", "03_other"), ("start", "02_other")]

@@ -315,6 +315,12 @@ def test_refresh_keeps_tolerances_notes_and_comments(tmp_path, references):
     changes = rows(refresh.changes)
     assert changes["00_a", "t.mean"].status == "regressed" and changes["00_a", "t.count"].status == "missing"
     assert changes["01_b", "b.x"].status == "new"
+    # a notebook that skipped everything keeps a reference too: what it recorded skipping
+    skipped = make_run(tmp_path / "skipped", {"03_d": {"d.skipped": ["d"]}})
+    record = json.loads((skipped / "run.json").read_text())
+    record["notebooks"][0]["status"] = "skipped"
+    (skipped / "run.json").write_text(json.dumps(record))
+    assert update_references(skipped, references).written == [references / "03_d.json"]
 
     data = json.loads((references / "00_a.json").read_text())
     assert data["_comment"] == REFERENCE["_comment"] and data["parameters"] == {"n": 5}

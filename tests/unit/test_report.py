@@ -365,3 +365,23 @@ def test_report_and_deck_of_a_real_run(tour_run):
     images = sum("image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", []))
     assert len(soup.select('div.slides img[src^="data:image/png;base64,"]')) == images
     assert network_references(text) == [] and "Reveal.initialize(" in text
+
+
+def test_the_atlas_section_links_the_page_and_shows_the_grid_or_says_how_to_build_it(run_dir, tmp_path):
+    soup = BeautifulSoup(build_report(run_dir).read_text(encoding="utf-8"), "html.parser")
+    section = soup.select_one("section#atlas")
+    assert "bertology atlas RUN" in section.get_text() and "09_atlas" in section.get_text()
+    assert section.find("a") is None and section.find("img") is None
+
+    (run_dir / "atlas.html").write_text("<html></html>")
+    figures = run_dir / "09_atlas" / "figures"
+    figures.mkdir(parents=True)
+    (run_dir / "09_atlas" / "metrics.json").write_text(json.dumps({"atlas.n_heads": 6}))
+    Image.new("RGB", (4, 3)).save(figures / "atlas_grid.png")
+    soup = BeautifulSoup(build_report(run_dir).read_text(encoding="utf-8"), "html.parser")
+    section = soup.select_one("section#atlas")
+    assert section.find("a")["href"] == "atlas.html"  # relative: the run folder can move
+    assert section.find("img")["src"].startswith("data:image/png;base64,")
+    elsewhere = build_report(run_dir, tmp_path / "reports" / "r.html")
+    link = BeautifulSoup(elsewhere.read_text(encoding="utf-8"), "html.parser").select_one("section#atlas a")["href"]
+    assert (elsewhere.parent / link).resolve() == (run_dir / "atlas.html").resolve() and not link.startswith("/")
