@@ -1,5 +1,5 @@
 """present: show results — interactive views, slide decks, one HTML report per run, the
-per-head atlas of a run (``atlas``, and its JupyterLab widget ``atlas_widget``), the pattern-type
+per-head atlas of a run (``atlas``, and its JupyterLab widget ``atlas_view``), the pattern-type
 labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline (``assets``)."""
 
 from bertology_utils.core.lazy import lazy_exports
@@ -21,7 +21,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "slides": ["notebook_to_slides", "run_slides", "slide_figures"],
         "report": ["build_report"],
         "atlas": ["Atlas", "build_atlas", "read_atlas", "ColumnSpec", "COLUMNS", "Filter", "parse_filter"],
-        "atlas_widget": ["atlas_widget", "head_colours"],
+        "atlas_view": ["atlas_widget", "head_colours"],
         "findings": ["record_findings", "save_findings", "load_findings", "summary_table", "claims_tables"],
         "generated": ["read_block", "write_block"],
         "labelling": [

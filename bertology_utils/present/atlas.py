@@ -40,6 +40,7 @@ from bertology_utils.run import harness
 
 __all__ = [
     "ATLAS_VERSION",
+    "TOPIC",
     "TABLE_FILE",
     "CSV_FILE",
     "DICTIONARY_FILE",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 ATLAS_VERSION = 1
+#: The metric topic of the atlas's own notebook (``atlas.n_columns``...): never read back as a source.
+TOPIC = "atlas"
 TABLE_FILE, CSV_FILE, DICTIONARY_FILE, PAGE_FILE = "atlas.parquet", "atlas.csv", "atlas_dictionary.csv", "atlas.html"
 #: The columns that say which head a row is.
 ID_COLUMNS = ("run", "model", "layer", "head", "head_name")
@@ -611,8 +614,16 @@ def _along_label(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _is_atlas_record(folder: Path) -> bool:
+    """Whether a notebook folder holds the atlas's own record (notebook 09's): not a source of columns."""
+    metrics_path, skipped = folder / harness.METRICS_FILE, harness.load_skipped(folder)["sections"]
+    keys = list(harness.read_json(metrics_path)) if metrics_path.is_file() else []
+    topics = {k.split(".")[0] for k in keys} | {s["section"].split(".")[0] for s in skipped}
+    return topics == {TOPIC}
+
+
 def _read_run(folder: Path, run_id: str) -> _Run:
-    entries = harness.run_entries(folder)
+    entries = [e for e in harness.run_entries(folder) if not _is_atlas_record(folder / e["name"])]
     if not entries:
         raise BertologyError(f"run {folder} has no notebook results: run the notebooks first (bertology run)")
     metrics = {
@@ -1021,7 +1032,7 @@ class Atlas:
 
     def show(self):
         """The atlas as a JupyterLab widget: the grid, the column menu and a head's card."""
-        from bertology_utils.present.atlas_widget import atlas_widget
+        from bertology_utils.present.atlas_view import atlas_widget
 
         return atlas_widget(self)
 

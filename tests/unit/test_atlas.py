@@ -211,3 +211,14 @@ def test_the_documentations_column_list_is_the_registrys():
     assert read_block(PROJECT_ROOT / "docs" / "atlas.md", COLUMNS_BLOCK) == columns_markdown(), (
         "run `bertology atlas --columns docs/atlas.md`"
     )
+
+
+def test_the_atlas_notebooks_own_record_is_not_a_source(run):
+    (run / "09_atlas").mkdir()
+    (run / "09_atlas" / "skipped.json").write_text(
+        json.dumps({"everything": True, "sections": [{"section": "atlas", "reason": "ran alone"}]})
+    )
+    entries = json.loads((run / "run.json").read_text())
+    entries["notebooks"].append({"name": "09_atlas", "status": "skipped"})
+    (run / "run.json").write_text(json.dumps(entries))
+    assert "09_atlas" not in build_atlas(run, maps=False).runs[0].missing

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bertology_utils.present.atlas import build_atlas
-from bertology_utils.present.atlas_widget import BOOL_COLOURS, MISSING_COLOUR, _decode, atlas_widget, head_colours
+from bertology_utils.present.atlas_view import BOOL_COLOURS, MISSING_COLOUR, _decode, atlas_widget, head_colours
 
 pytest.importorskip("ipywidgets")
 
