@@ -1,5 +1,6 @@
-"""present: show results — interactive views, slide decks, one HTML report per run, the pattern-type
-labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline (``assets``)."""
+"""present: show results — interactive views, slide decks, one HTML report per run, the offline head atlas page
+(``atlas_page``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they inline so
+that they work offline (``assets``)."""
 
 from bertology_utils.core.lazy import lazy_exports
 
@@ -19,6 +20,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "slides": ["notebook_to_slides", "run_slides", "slide_figures"],
         "report": ["build_report"],
+        "atlas_page": ["render_atlas_page"],
         "findings": ["record_findings", "save_findings", "load_findings", "summary_table", "claims_tables"],
         "generated": ["read_block", "write_block"],
         "labelling": [
