@@ -115,6 +115,8 @@
   // ---- grids ---------------------------------------------------------------------------------
   function buildGrids() {
     const container = $("atlas-runs");
+    if (!runs.length) container.append(el("p", { class: "note", text: "This atlas has no runs to show." }));
+    if (!columns.length) container.append(el("p", { class: "note", text: "This atlas has no columns to colour by." }));
     for (const run of runs) {
       const box = el("section", { class: "run", "data-run": run.id });
       box.append(el("h2", { text: run.name }), el("p", { class: "model", text: run.model }));

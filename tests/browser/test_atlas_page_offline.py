@@ -110,3 +110,28 @@ def test_the_atlas_page_offline(tmp_path, offline_page):
 
     assert offline_page.blocked == [], f"the atlas tried the network: {offline_page.blocked}"
     assert offline_page.errors == []
+
+
+def test_a_partial_atlas_says_what_is_missing(tmp_path, offline_page):
+    payload = synthetic_payload(((2, 3), (3, 2)))
+    rows = payload["rows"]
+    keep = [i for i, run in enumerate(rows["run"]) if run == "r0"]  # the second run has no results
+    for name in ("run", "layer", "head"):
+        rows[name] = [rows[name][i] for i in keep]
+    rows["values"] = {column: [values[i] for i in keep] for column, values in rows["values"].items()}
+    page = offline_page.page
+    path = tmp_path / "partial.html"
+    path.write_text(render_atlas_page(payload), encoding="utf-8")
+    page.goto(path.as_uri() + "#color=syntax.other")
+    page.wait_for_selector(".cell")
+    assert "This run has no per-head results" in page.locator('.run[data-run="r1"]').inner_text()
+    missing = page.locator('.run[data-run="r0"] .cell.missing')
+    assert missing.count() == sum(v is None for v in rows["values"]["syntax.other"]) > 0
+    assert missing.first.inner_text() == "–"
+
+    # Nothing at all still opens, and says so rather than throwing.
+    path.write_text(render_atlas_page({"version": 1, "title": "Empty"}), encoding="utf-8")
+    page.goto(path.as_uri())
+    assert page.locator("h1").inner_text() == "Empty"
+    assert "no runs to show" in page.locator("#atlas-runs").inner_text()
+    assert offline_page.blocked == [] and offline_page.errors == []
