@@ -1,6 +1,7 @@
-"""present: show results — interactive views, slide decks, one HTML report per run, the
-per-head atlas of a run (``atlas``, and its JupyterLab widget ``atlas_view``), the pattern-type
-labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline (``assets``)."""
+"""present: show results — interactive views, slide decks, one HTML report per run, the per-head atlas of a
+run (``atlas``: its table, its offline page ``atlas_page`` and its JupyterLab widget ``atlas_view``), the
+pattern-type labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline
+(``assets``)."""
 
 from bertology_utils.core.lazy import lazy_exports
 
@@ -21,6 +22,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "slides": ["notebook_to_slides", "run_slides", "slide_figures"],
         "report": ["build_report"],
         "atlas": ["Atlas", "build_atlas", "read_atlas", "ColumnSpec", "COLUMNS", "Filter", "parse_filter"],
+        "atlas_page": ["render_atlas_page"],
         "atlas_view": ["atlas_widget", "head_colours"],
         "findings": ["record_findings", "save_findings", "load_findings", "summary_table", "claims_tables"],
         "generated": ["read_block", "write_block"],

@@ -1,5 +1,5 @@
 """A built wheel carries the project's own data: an installed (not editable) package finds the sample, the
-labelled pattern maps and the trained pattern classifiers without the checkout."""
+labelled pattern maps, the trained pattern classifiers and the atlas page's script and style without the checkout."""
 
 import json
 import os
@@ -18,6 +18,7 @@ import bertology_utils
 from bertology_utils.analyses.pattern_models import best_method, classify_map, planted_layout
 from bertology_utils.analyses.pattern_types import LABELS_DIR, load_labelled_maps
 from bertology_utils.data import load_sample, load_sample_pairs, resolve_data_file
+from bertology_utils.present.atlas_page import render_atlas_page
 
 table, maps = load_labelled_maps()
 print(json.dumps({
@@ -26,6 +27,7 @@ print(json.dumps({
     "pairs": [len(load_sample_pairs()), str(resolve_data_file("sample-pairs", "all"))],
     "labels": [len(table), len(maps), str(LABELS_DIR)],
     "classified": [best_method(), classify_map(__import__("numpy").eye(8), *planted_layout(6))],
+    "atlas_page": render_atlas_page({"version": 1}),
 }))
 """
 
@@ -53,5 +55,6 @@ def test_an_installed_wheel_finds_the_sample_and_the_pattern_labels(tmp_path):
     assert Path(found["package"]).is_relative_to(site)
     assert found["sample"][0] == 40 and found["pairs"][0] == 12 and found["labels"][:2] == [455, 455]
     assert found["classified"] == ["features", "diagonal"]  # the shipped classifier, read from the wheel
+    assert "function openCard" in found["atlas_page"] and "#atlas-card" in found["atlas_page"]  # its JS and CSS
     for path in (found["sample"][1], found["pairs"][1], found["labels"][2]):
         assert Path(path).is_relative_to(site / "bertology_utils" / "_data"), path

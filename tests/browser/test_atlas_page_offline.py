@@ -1,0 +1,137 @@
+"""The head atlas page in a real browser from file://, offline: the column menu recolours the grids, a click
+opens a head's card, filters mark exactly the heads the documented semantics pick, and the URL hash
+brings the whole view back."""
+
+import pytest
+from atlas_payloads import reference_query, synthetic_payload
+
+from bertology_utils.present import render_atlas_page
+
+pytestmark = pytest.mark.browser
+
+CELLS = """() => Array.from(document.querySelectorAll('.cell')).map(c => ({
+    run: c.dataset.run, layer: +c.dataset.layer, head: +c.dataset.head, value: c.dataset.value,
+    color: getComputedStyle(c).backgroundColor, match: c.classList.contains('match')}))"""
+
+
+def rgb(hex_colour: str) -> str:
+    r, g, b = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def expected_value(v) -> str:
+    if v is None:
+        return ""
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def test_the_atlas_page_offline(tmp_path, offline_page):
+    payload = synthetic_payload(((2, 3), (3, 2)))
+    rows = payload["rows"]
+    row_of = {(r, la, h): i for i, (r, la, h) in enumerate(zip(rows["run"], rows["layer"], rows["head"], strict=True))}
+    path = tmp_path / "atlas.html"
+    path.write_text(render_atlas_page(payload), encoding="utf-8")
+    page = offline_page.page
+    page.goto(path.as_uri())
+    page.wait_for_selector(".cell")
+
+    # Both runs' grids, their shapes, and the first run's missing sections said out loud.
+    cells = page.evaluate(CELLS)
+    assert {(c["run"], c["layer"], c["head"]) for c in cells} == set(row_of)
+    assert "Not in this run: coref because GAP data missing." in page.locator('.run[data-run="r0"]').inner_text()
+    assert page.locator("#atlas-column optgroup").count() == 3
+
+    # Choosing a column recolours the grids; every cell carries its head's value; the ends of the scale
+    # get the colormap's ends and a missing value no colour of the map.
+    before = {(c["run"], c["layer"], c["head"]): c["color"] for c in cells}
+    page.select_option("#atlas-column", "syntax.other")
+    cells = page.evaluate(CELLS)
+    values = rows["values"]["syntax.other"]
+    present = [v for v in values if v is not None]
+    for c in cells:
+        v = values[row_of[(c["run"], c["layer"], c["head"])]]
+        assert c["value"] == expected_value(v)
+        if v == min(present):
+            assert c["color"] == rgb(payload["colormap"][0])
+        elif v == max(present):
+            assert c["color"] == rgb(payload["colormap"][-1])
+        elif v is None:
+            assert c["color"] not in {rgb(h) for h in payload["colormap"]}
+    assert any(before[(c["run"], c["layer"], c["head"])] != c["color"] for c in cells)
+    assert "accuracy of the head's best dependency relation" in page.locator("#atlas-column-info").inner_text()
+    page.select_option("#atlas-column", "syntax.flag")
+    assert [c["value"] for c in page.evaluate(CELLS)] == [
+        expected_value(rows["values"]["syntax.flag"][row_of[(c["run"], c["layer"], c["head"])]]) for c in cells
+    ]
+
+    # A click opens the head's card with its values, its nearest heads and its match in the other run.
+    page.click('.cell[data-run="r1"][data-layer="3"][data-head="2"]')
+    card = page.locator("#atlas-card")
+    assert card.is_visible() and card.locator("h2").inner_text() == "Layer 3, head 2"
+    assert "shuffled" in card.inner_text()
+    i = row_of[("r1", 3, 2)]
+    score = rows["values"]["importance.score"][i]
+    assert card.locator('tr[data-column="importance.score"] td.ours').inner_text() == f"{score:.3g}"
+    assert card.locator('tr[data-column="syntax.flag"] td.ours').inner_text() == (
+        "yes" if rows["values"]["syntax.flag"][i] else "no"
+    )
+    assert "no attention maps were saved" in card.inner_text()
+    card.locator('.matches .head-link[data-run="r0"]').click()
+    assert card.locator("h2").inner_text() == "Layer 2, head 2"
+    assert card.locator("canvas.map").count() == 3  # mean map and two examples
+    assert "holds" in card.locator(".claims").inner_text()
+
+    # Filters: the top half of each run by score (ties at the threshold in) AND flag true, exactly as the
+    # reference picks them.
+    filters = [("importance.score", "top", "50"), ("syntax.flag", "eq", "true")]
+    for column, op, text in filters:
+        page.select_option("#atlas-filter-column", column)
+        page.select_option("#atlas-filter-op", op)
+        page.fill("#atlas-filter-value", text)
+        page.click("#atlas-filter-add")
+    expected = reference_query(payload, filters)
+    top = reference_query(payload, filters[:1])
+    assert len(top) > len(row_of) / 2 and top > expected != set()  # ties count; the second condition narrows
+    marked = {(c["run"], c["layer"], c["head"]) for c in page.evaluate(CELLS) if c["match"]}
+    assert marked == expected
+    assert page.locator("#atlas-count").inner_text() == f"{len(expected)} of {len(row_of)} heads match"
+    offline_page.screenshot("atlas")
+
+    # The hash holds the view: a reload brings back the column, the filters and the card.
+    url = page.url
+    assert "color=syntax.flag" in url and "filter=importance.score~top~50" in url and "card=r0:2-2" in url
+    page.reload()
+    page.wait_for_selector(".cell")
+    assert page.locator("#atlas-column").input_value() == "syntax.flag"
+    assert page.locator("#atlas-filter-list li").count() == 2
+    assert {(c["run"], c["layer"], c["head"]) for c in page.evaluate(CELLS) if c["match"]} == expected
+    assert page.locator("#atlas-card h2").inner_text() == "Layer 2, head 2"
+    assert page.url == url
+
+    assert offline_page.blocked == [], f"the atlas tried the network: {offline_page.blocked}"
+    assert offline_page.errors == []
+
+
+def test_a_partial_atlas_says_what_is_missing(tmp_path, offline_page):
+    payload = synthetic_payload(((2, 3), (3, 2)))
+    rows = payload["rows"]
+    keep = [i for i, run in enumerate(rows["run"]) if run == "r0"]  # the second run has no results
+    for name in ("run", "layer", "head"):
+        rows[name] = [rows[name][i] for i in keep]
+    rows["values"] = {column: [values[i] for i in keep] for column, values in rows["values"].items()}
+    page = offline_page.page
+    path = tmp_path / "partial.html"
+    path.write_text(render_atlas_page(payload), encoding="utf-8")
+    page.goto(path.as_uri() + "#color=syntax.other")
+    page.wait_for_selector(".cell")
+    assert "This run has no per-head results" in page.locator('.run[data-run="r1"]').inner_text()
+    missing = page.locator('.run[data-run="r0"] .cell.missing')
+    assert missing.count() == sum(v is None for v in rows["values"]["syntax.other"]) > 0
+    assert missing.first.inner_text() == "–"
+
+    # Nothing at all still opens, and says so rather than throwing.
+    path.write_text(render_atlas_page({"version": 1, "title": "Empty"}), encoding="utf-8")
+    page.goto(path.as_uri())
+    assert page.locator("h1").inner_text() == "Empty"
+    assert "no runs to show" in page.locator("#atlas-runs").inner_text()
+    assert offline_page.blocked == [] and offline_page.errors == []
