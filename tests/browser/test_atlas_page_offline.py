@@ -135,3 +135,34 @@ def test_a_partial_atlas_says_what_is_missing(tmp_path, offline_page):
     assert page.locator("h1").inner_text() == "Empty"
     assert "no runs to show" in page.locator("#atlas-runs").inner_text()
     assert offline_page.blocked == [] and offline_page.errors == []
+
+
+def test_the_page_of_a_built_atlas_shows_its_table(tmp_path, offline_page):
+    """From two synthetic runs through build_atlas and Atlas.write: the cells carry the table's values,
+    the filters mark the heads Atlas.query returns, a click opens the head's card."""
+    from atlas_checks import make_run
+
+    from bertology_utils.present.atlas import build_atlas
+
+    atlas = build_atlas(make_run(tmp_path, "a"), make_run(tmp_path, "b", layers=3, heads=4, seed=2))
+    page_path = atlas.write(tmp_path / "out")["page"]
+    ids = {run.name: run.id for run in atlas.runs}
+    filters = ["importance.SST-2~top~50", "specialised~eq~true"]
+    page = offline_page.page
+    page.goto(page_path.as_uri() + "#filter=" + "&filter=".join(filters))
+    page.wait_for_selector(".cell")
+    page.select_option("#atlas-column", "confidence")
+    by_head = {(ids[r], la, h): v for r, la, h, v in atlas.table[["run", "layer", "head", "confidence"]].values}
+    cells = page.evaluate(CELLS)
+    assert len(cells) == len(atlas.table)
+    for c in cells:
+        value = by_head[(c["run"], c["layer"], c["head"])]
+        assert (c["value"] == "") if value != value else float(c["value"]) == value
+    picked = atlas.table[atlas.query(filters)]
+    assert {(c["run"], c["layer"], c["head"]) for c in cells if c["match"]} == {
+        (ids[r], la, h) for r, la, h in zip(picked["run"], picked["layer"], picked["head"])
+    }
+    page.click('.cell[data-run="r1"][data-layer="3"][data-head="4"]')
+    assert page.locator("#atlas-card h2").inner_text() == "Layer 3, head 4"
+    assert page.locator("#atlas-card canvas.map").count() == 3  # the mean map and two example sentences
+    assert offline_page.blocked == [] and offline_page.errors == []

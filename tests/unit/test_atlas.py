@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from atlas_checks import assert_cells_are_recorded, make_run
+from atlas_payloads import reference_query
 
 from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
@@ -222,3 +223,24 @@ def test_the_atlas_notebooks_own_record_is_not_a_source(run):
     entries["notebooks"].append({"name": "09_atlas", "status": "skipped"})
     (run / "run.json").write_text(json.dumps(entries))
     assert "09_atlas" not in build_atlas(run, maps=False).runs[0].missing
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        [("importance.SST-2", "top", "34")],
+        [("importance.SST-2", "bottom", "50"), ("specialised", "eq", "true")],
+        [("confidence", "ge", "0.4"), ("role.syntactic_relations", "ne", "block")],
+        [("disabled_change.SST-2", "lt", "0.5"), ("l0_kept.SST-2.lambda=1", "eq", "false")],
+    ],
+)
+def test_the_python_query_is_the_pages(tmp_path, filters):
+    """Atlas.query and the page's documented semantics (tests/atlas_payloads.reference_query, which the
+    browser test holds the page to) pick the same heads, on two runs of different shapes."""
+    atlas = build_atlas(make_run(tmp_path, "a"), make_run(tmp_path, "b", layers=3, heads=4, seed=2), maps=False)
+    payload = atlas.payload()
+    ids = {run.name: run.id for run in atlas.runs}
+    picked = atlas.table[atlas.query(["~".join(f) for f in filters])]
+    assert {(ids[r], la, h) for r, la, h in zip(picked["run"], picked["layer"], picked["head"])} == reference_query(
+        payload, filters
+    )
