@@ -224,7 +224,10 @@
     state.filters.forEach((f, k) => {
       const spec = columnByName.get(f.column);
       list.append(el("li", { class: "filter", "data-column": f.column, "data-op": f.op, "data-value": f.value }, [
-        el("span", { text: (spec ? spec.label : f.column) + " " + OPS[f.op] + " " + f.value }),
+        el("span", {
+          text: (spec ? spec.label : f.column) + ": " +
+            (f.op === "top" || f.op === "bottom" ? f.op + " " + f.value + "%" : OPS[f.op] + " " + f.value),
+        }),
         el("button", {
           type: "button", class: "remove", title: "Remove this filter", "aria-label": "Remove this filter", text: "×",
           onclick: () => { state.filters.splice(k, 1); update(); },
