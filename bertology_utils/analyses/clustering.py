@@ -70,6 +70,7 @@ __all__ = [
     "Embedding",
     "embed_heads",
     "head_linkage",
+    "nearest_heads",
     "plot_dendrogram",
     "SameLayerTest",
     "same_layer_statistic",
@@ -489,6 +490,20 @@ def embed_heads(
     fitted = np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)[upper]
     stress = math.sqrt(((d[upper] - fitted) ** 2).sum() / max((d[upper] ** 2).sum(), np.finfo(float).tiny))
     return Embedding(coords, stress)
+
+
+def nearest_heads(distances, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Each head's ``k`` nearest other heads, nearest first: ``(index, distance)``, both ``(heads, k)``.
+
+    ``k`` is capped at ``heads - 1`` (a head is never its own neighbour); equal distances keep the
+    lower index first, so the answer does not depend on the sort. ``index`` counts heads as the
+    rows of ``distances`` (:meth:`HeadDistances.labels` names them).
+    """
+    d = _matrix(distances).copy()
+    k = max(0, min(k, len(d) - 1))
+    np.fill_diagonal(d, np.inf)
+    index = np.argsort(d, axis=1, kind="stable")[:, :k]
+    return index, np.take_along_axis(d, index, axis=1)
 
 
 def head_linkage(distances, method: str = "average") -> np.ndarray:

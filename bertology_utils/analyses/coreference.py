@@ -398,6 +398,10 @@ class CorefResult:
         table.attrs["examples"] = {"all": len(self.items), **{g: int((gender == g).sum()) for g in GENDERS}}
         return table
 
+    def head_metrics(self, prefix: str = "coref") -> dict:
+        """Per head: ``{prefix}.head.accuracy``, (layers, heads) fractions, the scale of ``best_accuracy``."""
+        return {f"{prefix}.head.accuracy": self.accuracy}
+
     def metrics(self, prefix: str = "coref") -> dict:
         """The best head, its accuracy (fractions) overall, held out and per gender, the baselines and the counts."""
         rows = self.table()

@@ -223,6 +223,14 @@ class SyntacticRoles:
         """The relations a head (0-based) is syntactic for, in the order requested."""
         return [r for r in self.relations if self.is_syntactic[r][layer, head]]
 
+    def relation_names(self, sep: str = "+") -> np.ndarray:
+        """(layers, heads) strings: the relations each head is syntactic for, joined by ``sep`` ("" for none)."""
+        shape = self.is_syntactic[self.relations[0]].shape if self.relations else (0, 0)
+        names = np.full(shape, "", dtype=object)
+        for r in self.relations:
+            names = np.where(self.is_syntactic[r], np.where(names == "", r, names + sep + r), names)
+        return names
+
     def table(self) -> pd.DataFrame:
         """One row per relation: count, baseline, best head and how many heads beat the baseline by the margin."""
         rows = []

@@ -60,6 +60,7 @@ __all__ = [
     "classify_map",
     "classify_items",
     "type_proportions",
+    "head_types",
     "f1_report",
     "load_labelled_maps",
     "score_labelled",
@@ -162,6 +163,20 @@ def type_proportions(table: pd.DataFrame, by="layer") -> pd.DataFrame:
     """Share of each type (columns in :data:`TYPES` order) per value of ``by`` (rows sum to 1)."""
     counts = pd.crosstab([table[c] for c in ([by] if isinstance(by, str) else by)], table["type"], normalize="index")
     return counts.reindex(columns=list(TYPES), fill_value=0.0)
+
+
+def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per head, from a :func:`~bertology_utils.analyses.pattern_models.classify_items` table (layer, head from 1):
+    its most frequent type, (layers, heads) strings, ties to the first in :data:`TYPES`, "" for a head with no
+    maps; and the share of its maps of each type, type -> (layers, heads), nan for a head with no maps."""
+    counts = np.zeros((*shape, len(TYPES)))
+    code = pd.Categorical(table["type"], categories=list(TYPES)).codes
+    keep = code >= 0
+    np.add.at(counts, (table["layer"].to_numpy()[keep] - 1, table["head"].to_numpy()[keep] - 1, code[keep]), 1)
+    total = counts.sum(-1, keepdims=True)
+    shares = np.divide(counts, total, out=np.full(counts.shape, np.nan), where=total > 0)
+    dominant = np.where(total[..., 0] > 0, np.asarray(TYPES, dtype=object)[counts.argmax(-1)], "")
+    return dominant, {t: shares[..., i] for i, t in enumerate(TYPES)}
 
 
 def f1_report(true, predicted) -> pd.DataFrame:

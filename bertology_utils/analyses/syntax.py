@@ -337,6 +337,29 @@ class SyntaxResult:
             }
         )
 
+    def table1_relations(self) -> list[str]:
+        """The UD relations of the paper's Table 1 scored here, :data:`ALL` first, no repeats."""
+        wanted = dict.fromkeys(STANFORD_TO_UD[r] for r in PAPER_TABLE1)
+        return [relation for relation in wanted if relation is not None and relation in self.relations]
+
+    def head_metrics(self, prefix: str = "syntax") -> dict:
+        """Per head, (layers, heads): ``{prefix}.head.<relation>``, the accuracy in the better direction (what
+        :meth:`best` maximises) for each relation :meth:`metrics` reports; ``{prefix}.head.best_relation``, the
+        relation other than :data:`ALL` each head is most accurate on, and ``{prefix}.head.best_relation_accuracy``."""
+        relations = self.table1_relations()
+        out = {f"{prefix}.head.{r.replace(':', '_')}": self.head_accuracy[self.index(r)] for r in relations}
+        named = [r for r in relations if r != ALL]
+        if named:
+            grids = self.head_accuracy[[self.index(r) for r in named]]  # (relations, layers, heads)
+            # relations present have dependents, so a grid is nan only where every one is; argmax then says 0
+            best = np.nan_to_num(grids, nan=-1.0).argmax(0)
+            accuracy = np.take_along_axis(grids, best[None], 0)[0]
+            out[f"{prefix}.head.best_relation"] = np.where(
+                np.isnan(accuracy), "", np.asarray(named, dtype=object)[best]
+            )
+            out[f"{prefix}.head.best_relation_accuracy"] = accuracy
+        return out
+
     def metrics(self, prefix: str = "syntax") -> dict:
         """What was scored, and the best head of each relation of the paper's Table 1 found here:
         ``{prefix}.<relation>.best_head`` etc. (``:`` in a UD relation becomes ``_``)."""
@@ -347,9 +370,7 @@ class SyntaxResult:
             f"{prefix}.excluded_punct": self.excluded.get("punct", 0),
             f"{prefix}.skipped_sentences": sum(self.skipped.values()),
         }
-        for relation in dict.fromkeys(STANFORD_TO_UD[r] for r in PAPER_TABLE1):  # "all" first, no repeats
-            if relation is None or relation not in self.relations:
-                continue
+        for relation in self.table1_relations():
             best = self.best(relation)
             key = f"{prefix}.{relation.replace(':', '_')}"
             out.update(

@@ -199,6 +199,14 @@ class GradientStats:
         """:meth:`gradient_ratio` for [SEP]."""
         return self.gradient_ratio("sep")
 
+    def head_metrics(self, prefix: str, objective: str) -> dict:
+        """Per head, (layers, heads), under ``{prefix}.head.{objective}.``: ``attention_to_<kind>`` and
+        ``normalised_gradient_<kind>`` for each of :data:`KINDS`, and ``gradient_norm``."""
+        key = f"{prefix}.head.{objective}"
+        out = {f"{key}.attention_to_{kind}": self.attention[kind] for kind in KINDS}
+        out |= {f"{key}.normalised_gradient_{kind}": self.normalised_gradient(kind) for kind in KINDS}
+        return out | {f"{key}.gradient_norm": self.head_gradient_norm}
+
     def metrics(self, prefix: str) -> dict:
         """Per layer, the attention to [SEP] and [CLS] and their gradient ratios; the gradient norm, loss, items."""
         out = {

@@ -12,6 +12,7 @@ from bertology_utils.analyses.clustering import (
     embed_heads,
     head_distances,
     head_linkage,
+    nearest_heads,
     neighbour_attention,
     plot_dendrogram,
     same_layer_statistic,
@@ -240,6 +241,28 @@ def test_embedding_and_dendrogram_recover_planted_structure():
     np.testing.assert_array_equal(embedding.coords, embed_heads(d, seed=3).coords)
     clusters = fcluster(head_linkage(d), 3, criterion="maxclust")
     assert len(set(clusters)) == 3 and all(len(set(clusters[i : i + 6])) == 1 for i in (0, 6, 12))
+
+
+def test_nearest_heads_are_the_closest_others_nearest_first_ties_by_index():
+    # heads on a line at 0, 1, 3, 6, 7: distances are known by hand
+    points = np.array([0.0, 1.0, 3.0, 6.0, 7.0])
+    d = np.abs(points[:, None] - points[None])
+    index, distance = nearest_heads(d, k=2)
+    np.testing.assert_array_equal(index, [[1, 2], [0, 2], [1, 0], [4, 2], [3, 2]])
+    np.testing.assert_array_equal(distance, [[1, 3], [1, 2], [2, 3], [1, 3], [1, 4]])
+    # head 2 (at 3) is 3 from both 0 and 6: the lower index first
+    index, distance = nearest_heads(d, k=4)
+    np.testing.assert_array_equal(index[2], [1, 0, 3, 4])
+    np.testing.assert_array_equal(distance[2], [2, 3, 3, 4])
+    # k is capped at heads - 1, a head is never its own neighbour, labels name the rows
+    index, distance = nearest_heads(d, k=10)
+    assert index.shape == distance.shape == (5, 4) and not (index == np.arange(5)[:, None]).any()
+    result = head_distances(random_items(4, layers=2, heads=2))
+    index, distance = nearest_heads(result, k=5)
+    assert index.shape == (4, 3)
+    np.testing.assert_array_equal(distance, np.sort(result.matrix + np.diag([np.inf] * 4), axis=1)[:, :3])
+    assert np.asarray(result.labels())[index].reshape(2, 2, 3)[1, 0, 0] in {"1-1", "1-2", "2-2"}
+    assert nearest_heads(np.zeros((1, 1)))[0].shape == (1, 0)
 
 
 def test_neighbour_attention_on_known_heads():

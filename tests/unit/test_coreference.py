@@ -186,6 +186,10 @@ def test_scoring_heads_baselines_gender_and_the_paper(tiny_bert):
     beats = coref_beats_nearest(result)
     assert beats.verdict is Verdict.of(beats.values["held_out_accuracy"] > beats.values["nearest_accuracy"])
     assert result.metrics()["coref.best_head"] == str(result.best_head) == table.index[0].split()[-1]
+    per_head = result.head_metrics()["coref.head.accuracy"]  # fractions, as best_accuracy
+    assert per_head.shape == (L, H)
+    np.testing.assert_array_equal(per_head[0], [1.0, 0.0, 0.5])
+    assert per_head[result.best_head] == pytest.approx(result.metrics()["coref.best_accuracy"])
 
 
 def test_attention_of_other_words_is_refused_or_counted(tiny_bert):

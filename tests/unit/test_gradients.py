@@ -137,6 +137,11 @@ def test_statistics_are_consistent(mlm):
     table = stats.layer_table()
     assert len(table) == len(KINDS) * mlm.num_layers
     assert len(stats.head_table()) == len(KINDS) * mlm.num_layers * mlm.num_heads
+    per_head = stats.head_metrics("sep", "mlm")
+    assert len(per_head) == 2 * len(KINDS) + 1 and all(v.shape == shape for v in per_head.values())
+    np.testing.assert_array_equal(per_head["sep.head.mlm.attention_to_sep"], stats.attention["sep"])
+    np.testing.assert_array_equal(per_head["sep.head.mlm.normalised_gradient_cls"], stats.normalised_gradient("cls"))
+    assert np.all(per_head["sep.head.mlm.gradient_norm"] > 0)
 
 
 def test_statistics_do_not_depend_on_batching(mlm):

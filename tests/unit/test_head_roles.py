@@ -359,6 +359,7 @@ def test_head_roles_masks_table_and_summary():
     assert table["head"].tolist() == ["1-1", "1-2", "1-3", "2-1", "2-2", "2-3"]
     assert table["layer"].tolist() == [1, 1, 1, 2, 2, 2] and table["head_index"].tolist() == [1, 2, 3, 1, 2, 3]
     assert table["syntactic"].tolist() == ["nsubj", "", "", "obj", "amod", "nsubj"]
+    assert roles.syntactic.relation_names().tolist() == [["nsubj", "", ""], ["obj", "amod", "nsubj"]]
     assert table.loc[4, "offset"] == 0 and table.loc[4, "share"] == 1.0 and table.loc[4, "positional"]
     assert table.loc[5, "rare"] and table.loc[5, "rare_rate"] == 1.0
     assert roles.summary() == {

@@ -10,6 +10,7 @@ from bertology_utils.analyses.pattern_types import (
     TYPES,
     f1_report,
     fit_thresholds,
+    head_types,
     load_labelled_maps,
     template_scores,
     type_proportions,
@@ -76,6 +77,18 @@ def test_uniform_is_heterogeneous_and_items_table():
     assert len(table) == 4 and set(table["type"]) == {"heterogeneous", "diagonal"}
     props = type_proportions(table, "layer")
     assert list(props.columns) == list(TYPES) and np.allclose(props.sum(axis=1), 1)
+
+
+def test_head_types_count_each_heads_maps_and_break_ties_in_types_order():
+    rows = [(1, 1, "diagonal"), (1, 1, "diagonal"), (1, 1, "block"), (1, 2, "block"), (1, 2, "vertical")]
+    rows += [(2, 1, "heterogeneous")]  # head 2-2 has no maps
+    table = pd.DataFrame(rows, columns=["layer", "head", "type"])
+    dominant, shares = head_types(table, (2, 2))
+    assert dominant.tolist() == [["diagonal", "vertical"], ["heterogeneous", ""]]  # 1-2: a tie, vertical first
+    assert list(shares) == list(TYPES)
+    np.testing.assert_allclose(shares["diagonal"], [[2 / 3, 0], [0, np.nan]])
+    np.testing.assert_allclose(shares["block"], [[1 / 3, 0.5], [0, np.nan]])
+    np.testing.assert_allclose(sum(shares.values())[:, 0], 1.0)
 
 
 def test_f1_report():

@@ -278,3 +278,36 @@ def test_conllu_multiword_tokens_empty_nodes_and_over_long_sentences_through_a_s
     assert dict(zip(result.relations, result.counts))[ALL] == 4 + 5
     assert result.accuracy.shape == (2, len(result.relations), tiny_bert.num_layers, tiny_bert.num_heads)
     assert np.isfinite(result.accuracy).all()
+
+
+def test_head_metrics_give_each_heads_accuracy_and_its_best_relation():
+    corpus = Corpus.from_items([DOG], "toy")
+    n = len(DOG.words)
+    maps = np.zeros((L, H, n + 2, n + 2))
+    maps[...] = pointing(DOG, lambda i: None)  # every word on [SEP]: no head scores anything
+    maps[0, 0] = pointing(DOG, gold_head(DOG))  # right on every relation
+    # right on the subject only; the others point one word to the left of the dependent
+    maps[1, 2] = pointing(DOG, lambda i: gold_head(DOG)(i) if DOG.relations[i] == "nsubj" else i - 1)
+    result = score_syntax(corpus, [item(DOG, maps, 0)])
+    found = result.head_metrics()
+    # DOG's scored relations of Table 1: det, nsubj, amod, obj (UD for dobj)
+    assert set(found) == {f"syntax.head.{r}" for r in (ALL, "det", "nsubj", "amod", "obj")} | {
+        "syntax.head.best_relation",
+        "syntax.head.best_relation_accuracy",
+    }
+    for relation in (ALL, "det", "nsubj", "amod", "obj"):
+        np.testing.assert_array_equal(found[f"syntax.head.{relation}"], result.grid(relation))
+        assert found[f"syntax.head.{relation}"].shape == (L, H)
+    assert found["syntax.head.det"][0, 0] == 1.0 and found["syntax.head.nsubj"][1, 2] == 1.0
+    # 'old' -> 'The' (offset -1) is wrong for amod; 'a' -> 'chased' is wrong for det
+    assert found["syntax.head.amod"][1, 2] == 0.0 and found["syntax.head.det"][1, 2] < 1.0
+    assert found["syntax.head.best_relation"][1, 2] == "nsubj"
+    assert found["syntax.head.best_relation_accuracy"][1, 2] == 1.0
+    # a tie goes to the first relation in Table 1's order
+    assert found["syntax.head.best_relation"][0, 0] == "det"
+    assert found["syntax.head.best_relation_accuracy"][0, 0] == 1.0
+    assert (
+        found[f"syntax.head.{ALL}"][0, 0]
+        == result.best(ALL)["accuracy"]
+        == result.metrics()["syntax.all.best_accuracy"]
+    )
