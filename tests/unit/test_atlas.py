@@ -244,3 +244,19 @@ def test_the_python_query_is_the_pages(tmp_path, filters):
     assert {(ids[r], la, h) for r, la, h in zip(picked["run"], picked["layer"], picked["head"])} == reference_query(
         payload, filters
     )
+
+
+def test_the_documented_atlas_benchmark_is_the_recorded_run():
+    import sys
+    from pathlib import Path
+
+    from bertology_utils.present.generated import read_block
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import bench_atlas
+
+    record = json.loads(bench_atlas.RECORD.read_text())
+    assert read_block(bench_atlas.PAGE, bench_atlas.BLOCK) == bench_atlas.doc_block(record).strip(), (
+        "run python bench/bench_atlas.py --record"
+    )
+    assert all(row["page_mb"] < bench_atlas.TARGET_MB for row in record["rows"])
