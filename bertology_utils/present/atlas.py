@@ -288,17 +288,6 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         ("coref.claims",),
     ),
     ColumnSpec(
-        r"probes\.head\.attn_weight",
-        "probe.attn_weight",
-        "attention probe weight",
-        "the head's weight in the attention-only dependency probe",
-        "weight",
-        "04_probes",
-        _CLARK,
-        None,
-        ("probes.claims",),
-    ),
-    ColumnSpec(
         r"clustering\.head\.(?P<axis>x|y)",
         "mds.{axis}",
         "MDS {axis}",
