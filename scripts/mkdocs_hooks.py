@@ -30,7 +30,7 @@ from bertology_utils.present.slides import is_progress_output
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bertology_utils"
 LAYERS = ("core", "data", "attention", "analyses", "interventions", "papers", "run", "present", "cli")
-#: Where the executed run comes from; unset: results/default when there is one.
+#: Where the executed run comes from; unset: results/default when there is one; set but empty: no run.
 RUN_VARIABLE = "BERTOLOGY_DOCS_RUN"
 SEARCH_SHIM = "assets/javascripts/iframe-worker-shim.js"
 log = logging.getLogger("mkdocs.hooks")
@@ -38,6 +38,8 @@ log = logging.getLogger("mkdocs.hooks")
 
 def _run_dir() -> Path | None:
     chosen = os.environ.get(RUN_VARIABLE)
+    if chosen == "":
+        return None
     if chosen:
         folder = Path(chosen) if Path(chosen).is_dir() else ROOT / "results" / chosen
         if not folder.is_dir():
