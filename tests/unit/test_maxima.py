@@ -76,6 +76,12 @@ NOT_ATTENTION_ROWS = {
     ("analyses/syntax.py", "d, layer, head = np.unravel_index(int(acc.argmax()), acc.shape)"): "best head",
     ("analyses/syntax.py", "o = int(base.argmax())"): "best fixed-offset baseline",
     ("analyses/syntax.py", "pick = int(flat.argmax())"): "held-out head choice",
+    ("analyses/syntax.py", "best = np.nan_to_num(grids, nan=-1.0).argmax(0)"): "each head's best relation by accuracy",
+    ("analyses/clustering.py", 'index = np.argsort(d, axis=1, kind="stable")[:, :k]'): "nearest heads by distance",
+    (
+        "analyses/pattern_types.py",
+        'dominant = np.where(total[..., 0] > 0, np.asarray(TYPES, dtype=object)[counts.argmax(-1)], "")',
+    ): "a head's most frequent pattern type, from counts",
     (
         "interventions/query_key.py",
         "top = logits.topk(2, dim=-1).indices  # (..., queries, 2)",
