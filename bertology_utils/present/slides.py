@@ -400,6 +400,10 @@ def _chalkboard_script() -> str:
 _FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}")
 
 
+#: The family name the inlined Font Awesome faces go by.
+_ICON_FONT = "Bertology Icons"
+
+
 def _fontawesome_style() -> str:
     """Font Awesome (the menu's and the chalkboard's icons) with its two free web fonts inlined."""
     from bertology_utils.present.assets import asset_path, style_tag
@@ -409,11 +413,15 @@ def _fontawesome_style() -> str:
         return style_tag("fontawesome_css")
     fonts = path.parent.parent / "webfonts"
     faces = "".join(
-        f'@font-face{{font-family:"Font Awesome 5 Free";font-style:normal;font-weight:{weight};font-display:block;'
+        f'@font-face{{font-family:"{_ICON_FONT}";font-style:normal;font-weight:{weight};font-display:block;'
         f'src:url({_data_uri(fonts / name, "font/woff2")}) format("woff2")}}'
         for weight, name in ((400, "fa-regular-400.woff2"), (900, "fa-solid-900.woff2"))
     )
-    return f"<style>\n{faces}\n{_FONT_FACE.sub('', path.read_text(encoding='utf-8'))}\n</style>"
+    css = _FONT_FACE.sub("", path.read_text(encoding="utf-8"))
+    # The widget renderer adds Font Awesome's own faces later, pointing at files that are not there: the icons
+    # are drawn with the inlined faces under a name of their own.
+    icons = f'.fa,.fas,.far{{font-family:"{_ICON_FONT}" !important}}'
+    return f"<style>\n{faces}\n{css}\n{icons}\n</style>"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -472,15 +480,20 @@ def format_table_numbers(page: str) -> str:
 def machine_places(executed_ipynb: str | os.PathLike | None = None) -> list[tuple[str, str]]:
     """The folders of this machine a deck must not show, each with what it shows instead, most specific first.
 
-    The run's results folder (``<results>``; with ``executed_ipynb``, the folder above its run too), the cache
-    (``<cache>``), the repository (``<repo>``), the temporary folder (``<tmp>``) and the home folder (``~``).
+    The results folder (``<results>``; with ``executed_ipynb``, the folder above its run too), the cache
+    (``<cache>``), the repository (``<repo>``), the data folders (``$BERTOLOGY_DATA_DIR`` and the project's own,
+    ``<data>``), the temporary folder (``<tmp>``) and the home folder (``~``).
     """
     from bertology_utils.core import settings
     from bertology_utils.run.harness import results_dir
 
     places = [(results_dir(), "<results>"), (settings.cache_dir(), "<cache>"), (settings.PROJECT_ROOT, "<repo>")]
-    if executed_ipynb is not None:
-        places.insert(0, (Path(executed_ipynb).resolve().parents[2], "<results>"))
+    places += [
+        (folder, "<data>") for folder in (settings.data_dir(), settings.project_data_dir()) if folder is not None
+    ]
+    notebook = Path(executed_ipynb).resolve() if executed_ipynb is not None else None
+    if notebook is not None and notebook.parent.name == notebook.stem and len(notebook.parents) > 3:
+        places.insert(0, (notebook.parents[2], "<results>"))  # <results>/<run>/<stem>/<stem>.ipynb
     places += [(Path(tempfile.gettempdir()), "<tmp>"), (Path.home(), "~")]
     found: dict[str, str] = {}
     for folder, label in places:
