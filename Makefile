@@ -108,8 +108,8 @@ bench: setup ## run every bench/*.py
 lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
-slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run); FIGURES=1: every figure as an SVG for slides too
-	$(VENV)/bin/bertology slides $(RUN_NAME) $(if $(FIGURES),--figures)
+slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run); FIGURES=1: every figure as an SVG for slides too; PDF=1: each deck as a PDF
+	$(VENV)/bin/bertology slides $(RUN_NAME) $(if $(FIGURES),--figures) $(if $(PDF),--pdf)
 
 report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after make run)
 	$(VENV)/bin/bertology report $(RUN_NAME)

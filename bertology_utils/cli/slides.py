@@ -15,6 +15,8 @@ that opens offline (reveal.js, its theme, jQuery and require.js are inlined; fig
 embedded). The cells' slideshow metadata makes the slides, as RISE does live in JupyterLab.
 Code is hidden unless --show-code. With --figures, every figure the run saved also goes, as an SVG
 sized for a slide, into one folder: RUN_DIR/figures-for-slides/<stem>-<figure>.svg.
+With --pdf, each deck is also printed to PDF beside it (<stem>.slides.pdf, one page per slide) by
+Chromium through Playwright. In a deck: b chalkboard, c draw on the slide, m menu, s speaker view.
 """
 
 SLIDES_EPILOG = """\
@@ -23,10 +25,12 @@ examples:
   bertology slides default 00 03 --show-code   a run by name; two notebooks, with their code
   bertology slides results/default --out decks
   bertology slides default --figures           the decks, and every figure as SVG for slides
+  bertology slides default 00 --pdf            the tour's deck, and the deck as a PDF
 
 Decks go to RUN_DIR/<stem>/<stem>.slides.html, or DIR/<stem>.slides.html with --out; figures to
 RUN_DIR/figures-for-slides/, or DIR/figures-for-slides/ with --out.
-Exit status: 0, or 2 when the run folder, a notebook or the JavaScript libraries are missing.
+Exit status: 0, or 2 when the run folder, a notebook or the JavaScript libraries are missing
+(or, with --pdf, Playwright or Chromium).
 """
 
 
@@ -47,13 +51,18 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also write every saved figure as an SVG sized for a slide into figures-for-slides/",
     )
+    parser.add_argument(
+        "--pdf", action="store_true", help="also print each deck to PDF beside it (needs Playwright and Chromium)"
+    )
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from bertology_utils.present.slides import run_slides, slide_figures
+    from bertology_utils.present.slides import deck_to_pdf, run_slides, slide_figures
 
     for path in run_slides(args.run_dir, args.notebooks, out_dir=args.out, show_code=args.show_code):
         print(path)
+        if args.pdf:
+            print(deck_to_pdf(path))
     if args.figures:
         for path in slide_figures(args.run_dir, args.notebooks, out_dir=args.out):
             print(path)

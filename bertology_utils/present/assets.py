@@ -35,6 +35,7 @@ __all__ = [
     "have_assets",
     "source_or_cdn",
     "script_tag",
+    "inline_script",
     "style_tag",
     "install",
 ]
@@ -75,6 +76,31 @@ ASSETS = {
     # The documentation site's search from disk: a browser runs no web worker for a file:// page, this shim does.
     "search_shim": Asset(
         "iframe-worker", "1.0.4", "shim/index.js", "https://unpkg.com/iframe-worker@1.0.4/shim/index.js"
+    ),
+    # The decks' presenting tools: speaker notes (``s``), the chalkboard (``b``, ``c``) and the slide menu (``m``).
+    "reveal_notes": Asset(
+        "reveal.js", "4.6.0", "plugin/notes/notes.js", "https://unpkg.com/reveal.js@4.6.0/plugin/notes/notes.js"
+    ),
+    "chalkboard": Asset(
+        "reveal.js-plugins",
+        "4.6.0",
+        "chalkboard/plugin.js",
+        "https://unpkg.com/reveal.js-plugins@4.6.0/chalkboard/plugin.js",
+    ),
+    "chalkboard_css": Asset(
+        "reveal.js-plugins",
+        "4.6.0",
+        "chalkboard/style.css",
+        "https://unpkg.com/reveal.js-plugins@4.6.0/chalkboard/style.css",
+    ),
+    "menu": Asset("reveal.js-menu", "2.1.0", "menu.js", "https://unpkg.com/reveal.js-menu@2.1.0/menu.js"),
+    "menu_css": Asset("reveal.js-menu", "2.1.0", "menu.css", "https://unpkg.com/reveal.js-menu@2.1.0/menu.css"),
+    # The icons of the menu and the chalkboard's buttons (its web fonts are inlined beside it, see slides.py).
+    "fontawesome_css": Asset(
+        "reveal.js-menu",
+        "2.1.0",
+        "font-awesome/css/all.css",
+        "https://unpkg.com/reveal.js-menu@2.1.0/font-awesome/css/all.css",
     ),
 }
 
@@ -144,6 +170,11 @@ def script_tag(name: str) -> str:
     text, url = source_or_cdn(name)
     if text is None:
         return f'<script src="{url}"></script>'
+    return inline_script(text)
+
+
+def inline_script(text: str) -> str:
+    """A ``<script>`` element holding ``text`` (a library's or a patched copy of one)."""
     # "</script" inside a library would end the element early; "<\/script" is the same string to JS.
     return "<script>\n" + text.replace("</script", "<\\/script") + "\n</script>"
 

@@ -27,11 +27,15 @@ beside each PNG from the live figure (vector, text as text); a PNG cannot be tur
 
 from __future__ import annotations
 
+import base64
 import copy
 import html
 import json
+import math
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,6 +57,12 @@ __all__ = [
     "notebook_to_slides",
     "prepare_for_slides",
     "run_slides",
+    "format_table_numbers",
+    "format_number",
+    "machine_places",
+    "scrub_paths",
+    "CHROMIUM",
+    "deck_to_pdf",
     "SLIDE_FIGURES_DIR",
     "slide_figures",
 ]
@@ -100,13 +110,21 @@ _DECK_CSS = """
 .reveal .slides section h2 { font-size: 1.9em; }
 .reveal .slides section h3 { font-size: 1.5em; }
 .jp-OutputPrompt, .jp-InputPrompt { display: none; }
+html.print-pdf .slide-menu-wrapper, html.print-pdf .slide-menu-button, html.print-pdf #chalkboard,
+html.print-pdf #notescanvas, html.print-pdf .pause-overlay { display: none !important; }
+html.print-pdf .reveal .slides .pdf-page:last-of-type { page-break-after: avoid !important; break-after: avoid !important; }
 """
 
 # Reveal is a global (its UMD build runs before require.js is defined). A slide taller than
 # the deck scrolls instead of being cut off (nbconvert's reveal_scroll, without jQuery).
 _FOOTER_JS = """
 <script>
-Reveal.initialize(%(config)s);
+// nbconvert's heading anchors ("¶") would end every title in the slide menu.
+document.querySelectorAll(".reveal a.anchor-link").forEach(function (a) { a.remove(); });
+var bertologyConfig = %(config)s;
+// Speaker view (s), chalkboard (b, c) and slide menu (m), where their scripts are in the page.
+bertologyConfig.plugins = [window.RevealNotes, window.RevealChalkboard, window.RevealMenu].filter(Boolean);
+Reveal.initialize(bertologyConfig);
 function bertologyScrollTallSlides() {
   var limit = Reveal.getConfig().height;
   document.querySelectorAll(".reveal .slides section").forEach(function (section) {
@@ -189,7 +207,9 @@ def notebook_to_slides(
     out = Path(out_html) if out_html is not None else slides_path(source)
     nb = nbformat.read(source, as_version=4)
     _add_skipped_slide(nb, source.parent)
-    html = _export(prepare_for_slides(nb, show_code=show_code), title=source.stem, show_code=show_code)
+    nb = prepare_for_slides(nb, show_code=show_code)
+    _for_people(nb, machine_places(source))
+    html = _export(nb, title=source.stem, show_code=show_code)
     remote = network_references(html)
     if remote:  # from the notebook's own outputs (e.g. a view that loads a CDN library), or assets not installed
         warnings.warn(
@@ -308,10 +328,22 @@ def _export(nb, *, title: str, show_code: bool) -> str:
         "width": REVEAL["width"],
         "height": REVEAL["height"],
         "margin": REVEAL["margin"],
+        # Printing (?print-pdf): one page per slide, a slide taller than the page is cut, not continued.
+        "pdfMaxPagesPerSlide": 1,
+        "pdfSeparateFragments": False,
+        "chalkboard": {"theme": "whiteboard", "boardmarkerWidth": 4},
+        # The menu fetches its stylesheet from ``path``: inlined here, so it is given an empty data: URL.
+        "menu": {"path": _menu_path(), "loadIcons": False, "themes": False, "transitions": False, "numbers": True},
     }
     resources = {
         # reveal.js first: its UMD build would register an anonymous AMD module once require.js exists.
-        "bertology_scripts": "\n".join(script_tag(name) for name in ("reveal", "jquery", "require")),
+        # The plugins too (they are UMD builds), so they are globals: RevealNotes, RevealChalkboard, RevealMenu.
+        "bertology_scripts": "\n".join(
+            [script_tag("reveal"), script_tag("reveal_notes"), _chalkboard_script(), script_tag("menu")]
+            + [script_tag(name) for name in ("jquery", "require")]
+            + [_without_remote_imports(style_tag(name)) for name in ("chalkboard_css", "menu_css")]
+            + [_fontawesome_style()]
+        ),
         "bertology_widgets": script_tag("widgets") if "widgets" in nb.metadata else "",
         "bertology_mathjax": _MATHJAX_CONFIG + "\n" + script_tag("mathjax") if has_math(nb) else "",
         "bertology_css": _DECK_CSS,
@@ -329,6 +361,220 @@ def _export(nb, *, title: str, show_code: bool) -> str:
 def _without_remote_imports(css: str) -> str:
     """Drop ``@import url(https://...);`` (reveal's themes fetch web fonts; the fallback fonts serve)."""
     return re.sub(_REMOTE_IMPORT.pattern + r"""["']?\)?\s*;?""", "", css, flags=re.IGNORECASE)
+
+
+def _menu_path() -> str:
+    """Where reveal.js-menu fetches ``menu.css`` from: nothing to fetch when the stylesheet is inlined."""
+    from bertology_utils.present.assets import ASSETS, asset_path
+
+    if asset_path("menu_css") is not None:
+        return "data:text/css,"  # the menu waits for this (empty) stylesheet to load before it builds
+    return ASSETS["menu_css"].cdn.rsplit("/", 1)[0] + "/"
+
+
+def _data_uri(path: Path, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+#: The chalkboard's pictures (pen cursors, sponge, board backgrounds), which it loads from beside its script.
+#: ``path + 'img/sponge.png'`` and ``'url(' + path + 'img/chalk-red.png), auto'``: the string goes on after the name.
+_CHALKBOARD_IMAGE = re.compile(r"""path\s*\+\s*(["'])(img/[\w.-]+\.png)""")
+
+
+def _chalkboard_script() -> str:
+    """The chalkboard plugin with its pictures inlined as ``data:`` URLs (an inline script has no folder)."""
+    from bertology_utils.present.assets import asset_path, inline_script, script_tag
+
+    path = asset_path("chalkboard")
+    if path is None:
+        return script_tag("chalkboard")  # from the CDN (with a warning), or AssetMissingError offline
+    folder = path.parent
+    text, count = _CHALKBOARD_IMAGE.subn(
+        lambda m: m.group(1) + _data_uri(folder / m.group(2), "image/png"), path.read_text(encoding="utf-8")
+    )
+    if count == 0:  # the plugin changed how it finds its pictures: fail loudly rather than draw without them
+        raise BertologyError(f"{path} no longer loads its pictures as path + 'img/...'")
+    return inline_script(text)
+
+
+_FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}")
+
+
+#: The family name the inlined Font Awesome faces go by.
+_ICON_FONT = "Bertology Icons"
+
+
+def _fontawesome_style() -> str:
+    """Font Awesome (the menu's and the chalkboard's icons) with its two free web fonts inlined."""
+    from bertology_utils.present.assets import asset_path, style_tag
+
+    path = asset_path("fontawesome_css")
+    if path is None:
+        return style_tag("fontawesome_css")
+    fonts = path.parent.parent / "webfonts"
+    faces = "".join(
+        f'@font-face{{font-family:"{_ICON_FONT}";font-style:normal;font-weight:{weight};font-display:block;'
+        f'src:url({_data_uri(fonts / name, "font/woff2")}) format("woff2")}}'
+        for weight, name in ((400, "fa-regular-400.woff2"), (900, "fa-solid-900.woff2"))
+    )
+    css = _FONT_FACE.sub("", path.read_text(encoding="utf-8"))
+    # The widget renderer adds Font Awesome's own faces later, pointing at files that are not there: the icons
+    # are drawn with the inlined faces under a name of their own.
+    icons = f'.fa,.fas,.far{{font-family:"{_ICON_FONT}" !important}}'
+    return f"<style>\n{faces}\n{css}\n{icons}\n</style>"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Outputs made for people: numbers in tables to three significant digits, no paths of this machine.
+
+_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
+#: A p-value column: "p", "p-value", "p_val", "pvalue", "wilcoxon_p", "p (one-sided)"; not "top", "p_head".
+_P_COLUMN = re.compile(r"(?:^|[\s_(-])p(?:[-_ ]?val(?:ue)?s?)?(?:$|[\s)])", re.IGNORECASE)
+#: Below this a p-value reads "< 0.001".
+P_FLOOR = 0.001
+
+
+def format_number(value: float, *, p_value: bool = False) -> str:
+    """``value`` to three significant digits (0.659223 -> 0.659, 0.019808 -> 0.0198, 1234.5 -> 1234).
+
+    With ``p_value`` a value below 0.001 reads ``< 0.001``.
+    """
+    if p_value and 0 <= value < P_FLOOR:
+        return f"< {P_FLOOR:g}"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    text = f"{value:.3g}"
+    return f"{value:.0f}" if "e+" in text else text
+
+
+def format_table_numbers(page: str) -> str:
+    """The HTML ``page`` with every decimal number that fills a table cell shown by :func:`format_number`.
+
+    Integers and text are left as they are; a column whose header names a p-value (``p``, ``p-value``,
+    ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``.
+    """
+    if "<table" not in page:
+        return page
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page, "html.parser")
+    changed = False
+    for table in soup.find_all("table"):
+        head = table.find("thead")
+        header_rows = head.find_all("tr") if head is not None else []
+        headers = [c.get_text(" ", strip=True) for c in header_rows[-1].find_all(["th", "td"])] if header_rows else []
+        body = table.find("tbody") or table
+        for row in body.find_all("tr"):
+            cells = row.find_all(["th", "td"])
+            for i, cell in enumerate(cells):
+                text = cell.get_text().strip()
+                if cell.name != "td" or len(cell.contents) != 1 or not _FLOAT.fullmatch(text):
+                    continue
+                column = len(headers) - len(cells) + i  # aligned from the right: index columns come first
+                is_p = 0 <= column < len(headers) and bool(_P_COLUMN.search(headers[column]))
+                cell.string = format_number(float(text), p_value=is_p)
+                changed = True
+    return str(soup) if changed else page
+
+
+def machine_places(executed_ipynb: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    """The folders of this machine a deck must not show, each with what it shows instead, most specific first.
+
+    The results folder (``<results>``; with ``executed_ipynb``, the folder above its run too), the cache
+    (``<cache>``), the repository (``<repo>``), the data folders (``$BERTOLOGY_DATA_DIR`` and the project's own,
+    ``<data>``), the temporary folder (``<tmp>``) and the home folder (``~``).
+    """
+    from bertology_utils.core import settings
+    from bertology_utils.run.harness import results_dir
+
+    places = [(results_dir(), "<results>"), (settings.cache_dir(), "<cache>"), (settings.PROJECT_ROOT, "<repo>")]
+    places += [
+        (folder, "<data>") for folder in (settings.data_dir(), settings.project_data_dir()) if folder is not None
+    ]
+    notebook = Path(executed_ipynb).resolve() if executed_ipynb is not None else None
+    if notebook is not None and notebook.parent.name == notebook.stem and len(notebook.parents) > 3:
+        places.insert(0, (notebook.parents[2], "<results>"))  # <results>/<run>/<stem>/<stem>.ipynb
+    places += [(Path(tempfile.gettempdir()), "<tmp>"), (Path.home(), "~")]
+    found: dict[str, str] = {}
+    for folder, label in places:
+        for spelling in {str(folder), str(Path(folder).resolve())}:
+            if len(spelling) > 1:  # never "/"
+                found.setdefault(spelling.rstrip("/"), label)
+    return sorted(found.items(), key=lambda item: -len(item[0]))
+
+
+def scrub_paths(text: str, places: Iterable[tuple[str, str]] | None = None) -> str:
+    """``text`` with each absolute path under one of ``places`` (default :func:`machine_places`) shortened.
+
+    ``/home/ann/.cache/bertology/models/x`` reads ``<cache>/models/x``; the most specific folder wins.
+    """
+    places = machine_places() if places is None else list(places)
+    if not places:
+        return text
+    pattern = re.compile("|".join(f"(?:file://)?{re.escape(folder)}(?![\\w.-])" for folder, _ in places))
+    labels = dict(places)
+    return pattern.sub(lambda m: labels[m.group(0).removeprefix("file://")], text)
+
+
+_TEXT_MIME = ("text/plain", "text/html", "text/markdown", "text/latex")
+
+
+def _for_people(nb, places: list[tuple[str, str]]) -> None:
+    """Tables' numbers formatted and this machine's paths shortened, in every output and markdown cell."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = scrub_paths(cell.source, places)
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = scrub_paths(_joined(output["text"]), places)
+            data = output.get("data", {})
+            for mime in _TEXT_MIME:
+                if mime in data:
+                    value = scrub_paths(_joined(data[mime]), places)
+                    data[mime] = format_table_numbers(value) if mime == "text/html" else value
+
+
+def _joined(value) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# PDF
+
+#: The Chromium that prints decks to PDF (Debian's package).
+CHROMIUM = "/usr/bin/chromium"
+
+
+def deck_to_pdf(deck: str | os.PathLike, pdf: str | os.PathLike | None = None, *, timeout_s: float = 120) -> Path:
+    """Print ``deck`` (a deck's HTML) to ``pdf`` (default: beside it, ``.pdf``) with Chromium; returns the path.
+
+    reveal.js lays the deck out for print (``?print-pdf``): one page per slide, each page the deck's size.
+    Raises :class:`BertologyError` saying what to install when Playwright or Chromium is missing.
+    """
+    deck = Path(deck)
+    out = Path(pdf) if pdf is not None else deck.with_name(deck.name.removesuffix(".html") + ".pdf")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise BertologyError("printing decks to PDF needs Playwright: pip install playwright") from None
+    chromium = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    if chromium is None:
+        raise BertologyError(f"printing decks to PDF needs Chromium at {CHROMIUM}: apt-get install chromium")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto(deck.resolve().as_uri() + "?print-pdf", timeout=timeout_s * 1000)
+            page.wait_for_function(
+                "() => window.Reveal !== undefined && Reveal.isReady() && document.querySelector('.pdf-page')",
+                timeout=timeout_s * 1000,
+            )
+            page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_s * 1000)
+            page.pdf(path=str(out), prefer_css_page_size=True, print_background=True)
+        finally:
+            browser.close()
+    return out
 
 
 def run_slides(

@@ -79,3 +79,16 @@ def test_no_warning_when_installed(js_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert assets.style_tag("reveal_css") == "<style>\n.reveal{}\n</style>"
+
+
+def test_pins_match_package_lock():
+    """package-lock.json (what `npm ci` installs) has every asset's package at its pinned version."""
+    lock = settings.PROJECT_ROOT / "package-lock.json"
+    if not lock.is_file():
+        pytest.skip("not a checkout: no package-lock.json")
+    packages = json.loads(lock.read_text())["packages"]
+    for asset in assets.ASSETS.values():
+        assert packages[f"node_modules/{asset.package}"]["version"] == asset.version, asset.package
+    assert (
+        packages[""]["dependencies"] == json.loads((settings.PROJECT_ROOT / "package.json").read_text())["dependencies"]
+    )

@@ -14,11 +14,15 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.present import assets
 from bertology_utils.present.slides import (
     SLIDES_SUFFIX,
+    format_number,
+    format_table_numbers,
     has_math,
+    machine_places,
     network_references,
     notebook_to_slides,
     prepare_for_slides,
     run_slides,
+    scrub_paths,
 )
 
 needs_assets = pytest.mark.skipif(
@@ -347,3 +351,126 @@ def test_a_deck_with_latex_inlines_mathjax(tmp_path):
     assert "window.MathJax = {tex:" in html
     assert assets.asset_text("mathjax")[-300:].replace("</script", "<\\/script") in html
     assert html.index("window.MathJax") < html.index(assets.asset_text("mathjax")[:200])  # config first
+
+
+# --------------------------------------------------------------------------- for people: numbers, paths
+
+
+@pytest.mark.parametrize(
+    ("value", "p_value", "shown"),
+    [
+        (0.659223, False, "0.659"),
+        (0.019808, False, "0.0198"),
+        (12.345, False, "12.3"),
+        (1234.5, False, "1234"),
+        (999.7, False, "1000"),
+        (-0.5, False, "-0.5"),
+        (0.0, False, "0"),
+        (1.2345e-05, False, "1.23e-05"),
+        (0.00042, True, "< 0.001"),
+        (0.0, True, "< 0.001"),
+        (0.0123456, True, "0.0123"),
+    ],
+)
+def test_format_number_to_three_significant_digits(value, p_value, shown):
+    assert format_number(value, p_value=p_value) == shown
+
+
+def test_table_decimals_are_formatted_and_p_value_columns_floored():
+    table = (
+        '<table class="dataframe"><thead><tr><th></th><th>top</th><th>p-value</th><th>wilcoxon_p</th>'
+        "<th>n</th><th>claim</th></tr></thead><tbody>"
+        "<tr><th>0.123456</th><td>0.000123456</td><td>0.0000312</td><td>0.04567</td><td>12</td><td>0.5 of heads</td></tr>"
+        "</tbody></table>"
+    )
+    cells = [td.get_text() for td in BeautifulSoup(format_table_numbers(table), "html.parser").find_all("td")]
+    # "top" is not a p-value column; the index (a <th>), integers and text stay as they are.
+    assert cells == ["0.000123", "< 0.001", "0.0457", "12", "0.5 of heads"]
+    assert "<th>0.123456</th>" in format_table_numbers(table)
+    assert format_table_numbers("<p>0.123456</p>") == "<p>0.123456</p>"
+
+
+def test_scrub_paths_shortens_the_most_specific_folder():
+    places = [("/home/ann/.cache/bertology", "<cache>"), ("/home/ann/work/results", "<results>"), ("/home/ann", "~")]
+    text = (
+        "model at /home/ann/.cache/bertology/models/x, figure /home/ann/work/results/default/00/fig.png, "
+        "notes in /home/ann/notes.txt; file:///home/ann/work/results/r; /home/annie stays"
+    )
+    assert scrub_paths(text, places) == (
+        "model at <cache>/models/x, figure <results>/default/00/fig.png, notes in ~/notes.txt; <results>/r; "
+        "/home/annie stays"
+    )
+
+
+def test_machine_places_name_the_run_results_cache_and_checkout(executed, monkeypatch, tmp_path):
+    from bertology_utils.core import settings
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "the-cache"))
+    places = dict(machine_places(executed))
+    assert places[str((tmp_path / "the-cache").resolve())] == "<cache>"
+    assert places[str(executed.resolve().parents[2])] == "<results>"
+    assert places[str(settings.PROJECT_ROOT.resolve())] == "<repo>"
+    assert "/" not in places
+    folders = [folder for folder, _ in machine_places(executed)]
+    assert folders == sorted(folders, key=len, reverse=True)
+
+
+@needs_assets
+def test_deck_shows_formatted_tables_and_no_machine_paths(executed, monkeypatch, tmp_path):
+    from bertology_utils.core import settings
+
+    monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "the-cache"))
+    nb = nbformat.read(executed, as_version=4)
+    table = TABLE_HTML.replace("<td>0.03</td>", "<td>0.659223</td>")
+    cell = next(c for c in nb.cells if c.source == "print('printed by hidden code')")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"saved {executed.parent}/figures/a.png\n"),
+        nbformat.v4.new_output("stream", name="stdout", text=f"model {tmp_path / 'the-cache'}/models/m\n"),
+        nbformat.v4.new_output("display_data", data={"text/html": table, "text/plain": "table"}),
+    ]
+    nbformat.write(nb, executed)
+    html = notebook_to_slides(executed).read_text(encoding="utf-8")
+    assert "<results>/run/01_talk/figures/a.png" in html.replace("&lt;", "<").replace("&gt;", ">")
+    assert "<cache>/models/m" in html.replace("&lt;", "<").replace("&gt;", ">")
+    assert str(tmp_path) not in html
+    assert "<td>0.659</td>" in html and "0.659223" not in html
+
+
+# --------------------------------------------------------------------------- presenting tools, PDF
+
+
+@pytest.mark.skipif(
+    not assets.have_assets("reveal_notes", "chalkboard", "chalkboard_css", "menu", "menu_css", "fontawesome_css"),
+    reason="the JavaScript libraries are not installed (make setup / npm ci)",
+)
+def test_deck_inlines_notes_chalkboard_and_menu_with_nothing_to_fetch(executed):
+    html = notebook_to_slides(executed).read_text(encoding="utf-8")
+    assert network_references(html) == []
+    for global_name in ("RevealNotes", "RevealChalkboard", "RevealMenu"):
+        assert global_name in html
+    assert "bertologyConfig.plugins = [window.RevealNotes, window.RevealChalkboard, window.RevealMenu]" in html
+    assert "path + 'img/" not in html and html.count("data:image/png;base64,") >= 17  # the board's pictures
+    assert "fa-solid-900" not in html and "font/woff2;base64," in html  # icon fonts inlined, not referenced
+    assert '"path": "data:text/css,"' in html and '"loadIcons": false' in html
+    assert '"pdfMaxPagesPerSlide": 1' in html
+
+
+def test_pdf_without_chromium_says_what_to_install(executed, monkeypatch, tmp_path):
+    pytest.importorskip("playwright")
+    from bertology_utils.present import slides
+
+    monkeypatch.setattr(slides, "CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setattr(slides.shutil, "which", lambda name: None)
+    with pytest.raises(BertologyError, match="needs Chromium.*apt-get install chromium"):
+        slides.deck_to_pdf(executed)
+
+
+def test_rise_settings_are_in_every_notebook():
+    import subprocess
+    import sys
+
+    from bertology_utils.core import settings
+
+    script = settings.PROJECT_ROOT / "scripts" / "rise_settings.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
