@@ -25,9 +25,10 @@ ALL_CELLS_RAN = """() => {
 }"""
 
 
-def _open_lab(offline_page, jupyterlab, path=""):
+def _open_lab(offline_page, jupyterlab, path="", workspace=None):
     page = offline_page.page
-    page.goto(f"{jupyterlab['url']}/lab/tree/{path}?token={jupyterlab['token']}")
+    where = f"workspaces/{workspace}/tree" if workspace else "tree"
+    page.goto(f"{jupyterlab['url']}/lab/{where}/{path}?token={jupyterlab['token']}")
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
     return page
@@ -125,10 +126,13 @@ def test_the_atlas_widget_renders_and_opens_a_heads_card(jupyterlab, offline_pag
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, jupyterlab["root"] / "atlas.ipynb")
 
-    page = _open_lab(offline_page, jupyterlab, "atlas.ipynb")
+    # a workspace of its own: the default one reopens the tour notebook of the test before, which could
+    # then be the current widget that "run all" and ALL_CELLS_RAN act on
+    page = _open_lab(offline_page, jupyterlab, "atlas.ipynb", workspace="atlas")
     page.wait_for_function(
         "() => { const p = window.jupyterapp.shell.currentWidget;"
-        " return p && p.sessionContext && p.sessionContext.isReady; }",
+        " return p && p.context && p.context.path === 'atlas.ipynb' && p.sessionContext"
+        " && p.sessionContext.isReady; }",
         timeout=60_000,
     )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
