@@ -973,6 +973,7 @@ class Atlas:
     def payload(self) -> dict:
         """What the HTML page reads (its schema: :mod:`bertology_utils.present.atlas_page`)."""
         from matplotlib import colormaps
+        from matplotlib.colors import to_hex
 
         names = {run.name for run in self.runs}
         by_name = self.dictionary.set_index("column")
@@ -1020,10 +1021,7 @@ class Atlas:
             },
             "nearest": {run.id: run.nearest for run in self.runs if run.nearest},
             "match": self.match,
-            "colormap": [
-                "#{:02x}{:02x}{:02x}".format(*(int(round(255 * x)) for x in rgba[:3]))
-                for rgba in colormaps["viridis"](np.linspace(0, 1, 256))
-            ],
+            "colormap": [to_hex(rgba) for rgba in colormaps["viridis"](np.linspace(0, 1, 256))],
         }
 
     def write(self, out: str | os.PathLike | None = None, *, page: bool = True) -> dict[str, Path]:

@@ -32,10 +32,6 @@ BOOL_COLOURS = {True: "#e6550d", False: "#9ecae1"}
 _CELL = "2.4em"
 
 
-def _hex(rgba) -> str:
-    return "#{:02x}{:02x}{:02x}".format(*(int(round(255 * x)) for x in rgba[:3]))
-
-
 def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
@@ -44,6 +40,7 @@ def head_colours(values: list, kind: str) -> tuple[list[str], str]:
     """One colour per value (``kind``: number, bool or category, as the atlas's dictionary says) and the
     legend's HTML: numbers in viridis from their min to their max, the others one colour per value."""
     from matplotlib import colormaps
+    from matplotlib.colors import to_hex as _hex
 
     present = [v for v in values if not _missing(v)]
     if not present:
