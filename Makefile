@@ -45,11 +45,11 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides report docs findings clean-results
+.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides lecture report docs findings clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES DOCS_RUN BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES PDF WITH DOCS_RUN BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
 
@@ -110,6 +110,9 @@ lab: setup ## start JupyterLab (LAB_ARGS=... e.g. --allow-root --no-browser)
 
 slides: setup ## offline reveal.js decks of the run results/$(RUN_NAME) (after make run); FIGURES=1: every figure as an SVG for slides too; PDF=1: each deck as a PDF
 	$(VENV)/bin/bertology slides $(RUN_NAME) $(if $(FIGURES),--figures) $(if $(PDF),--pdf)
+
+lecture: setup ## one findings deck for a talk from the run results/$(RUN_NAME) (after make run): results/$(RUN_NAME)/lecture.slides.html; PDF=1: its PDF too; WITH=RUN: another model's run beside it
+	$(VENV)/bin/bertology slides $(RUN_NAME) --lecture $(if $(WITH),--with $(WITH)) $(if $(PDF),--pdf)
 
 report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after make run)
 	$(VENV)/bin/bertology report $(RUN_NAME)

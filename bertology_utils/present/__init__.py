@@ -1,4 +1,5 @@
-"""present: show results — interactive views, slide decks, one HTML report per run, the per-head atlas of a
+"""present: show results — interactive views, slide decks, the findings lecture (``lecture``: one deck of a
+run's claims and figures for a talk), one HTML report per run, the per-head atlas of a
 run (``atlas``: its table, its offline page ``atlas_page`` and its JupyterLab widget ``atlas_view``), the
 pattern-type labelling tool (``labelling``), and the third-party JavaScript they inline so that they work offline
 (``assets``)."""
@@ -19,7 +20,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "MixingView",
             "mixing_view",
         ],
-        "slides": ["notebook_to_slides", "run_slides", "slide_figures"],
+        "slides": ["notebook_to_slides", "run_slides", "slide_figures", "deck_to_pdf"],
+        "lecture": ["build_lecture", "LECTURE", "Topic"],
         "report": ["build_report"],
         "atlas": ["Atlas", "build_atlas", "read_atlas", "ColumnSpec", "COLUMNS", "Filter", "parse_filter"],
         "atlas_page": ["render_atlas_page"],

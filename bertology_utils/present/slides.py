@@ -59,8 +59,13 @@ __all__ = [
     "run_slides",
     "format_table_numbers",
     "format_number",
+    "P_FLOOR",
     "machine_places",
     "scrub_paths",
+    "reveal_config",
+    "reveal_start",
+    "presenting_tools",
+    "reveal_styles",
     "CHROMIUM",
     "deck_to_pdf",
     "SLIDE_FIGURES_DIR",
@@ -70,8 +75,8 @@ __all__ = [
 #: Suffix of a deck beside its notebook: ``<stem>/<stem>.slides.html``.
 SLIDES_SUFFIX = ".slides.html"
 
-#: Width and height of a slide in CSS pixels, before reveal.js scales it to the window.
-SLIDE_SIZE = (1280, 800)
+#: Width and height of a slide in CSS pixels (16:9, a projector's shape), before reveal.js scales it to the window.
+SLIDE_SIZE = (1280, 720)
 #: reveal.js settings.
 REVEAL = {"width": SLIDE_SIZE[0], "height": SLIDE_SIZE[1], "margin": 0.04, "transition": "slide", "theme": "simple"}
 
@@ -97,7 +102,7 @@ _STYLESHEET_LINKS = {
 _DECK_CSS = """
 .reveal .slides section .jp-RenderedImage > img,
 .reveal .slides section .jp-RenderedSVG > svg {
-  display: block; margin: 0.2em auto; width: 100%; height: auto; max-height: 600px; object-fit: contain;
+  display: block; margin: 0.2em auto; width: 100%; height: auto; max-height: 540px; object-fit: contain;
 }
 .reveal .slides section .jp-RenderedMarkdown { font-size: 0.7em; line-height: 1.4; }
 .reveal .slides section .jp-RenderedMarkdown li { line-height: 1.35; }
@@ -319,35 +324,13 @@ def _export(nb, *, title: str, show_code: bool) -> str:
     )
     if "title" not in nb.metadata:
         nb.metadata["title"] = title
-    config = {
-        "controls": True,
-        "progress": True,
-        "history": True,
-        "slideNumber": "c/t",
-        "transition": REVEAL["transition"],
-        "width": REVEAL["width"],
-        "height": REVEAL["height"],
-        "margin": REVEAL["margin"],
-        # Printing (?print-pdf): one page per slide, a slide taller than the page is cut, not continued.
-        "pdfMaxPagesPerSlide": 1,
-        "pdfSeparateFragments": False,
-        "chalkboard": {"theme": "whiteboard", "boardmarkerWidth": 4},
-        # The menu fetches its stylesheet from ``path``: inlined here, so it is given an empty data: URL.
-        "menu": {"path": _menu_path(), "loadIcons": False, "themes": False, "transitions": False, "numbers": True},
-    }
     resources = {
         # reveal.js first: its UMD build would register an anonymous AMD module once require.js exists.
-        # The plugins too (they are UMD builds), so they are globals: RevealNotes, RevealChalkboard, RevealMenu.
-        "bertology_scripts": "\n".join(
-            [script_tag("reveal"), script_tag("reveal_notes"), _chalkboard_script(), script_tag("menu")]
-            + [script_tag(name) for name in ("jquery", "require")]
-            + [_without_remote_imports(style_tag(name)) for name in ("chalkboard_css", "menu_css")]
-            + [_fontawesome_style()]
-        ),
+        "bertology_scripts": presenting_tools() + "\n" + "\n".join(script_tag(name) for name in ("jquery", "require")),
         "bertology_widgets": script_tag("widgets") if "widgets" in nb.metadata else "",
         "bertology_mathjax": _MATHJAX_CONFIG + "\n" + script_tag("mathjax") if has_math(nb) else "",
         "bertology_css": _DECK_CSS,
-        "bertology_footer": _FOOTER_JS % {"config": json.dumps(config)},
+        "bertology_footer": reveal_start(reveal_config()),
     }
     html, _ = exporter.from_notebook_node(nb, resources=resources)
     for asset, link in _STYLESHEET_LINKS.items():
@@ -356,6 +339,52 @@ def _export(nb, *, title: str, show_code: bool) -> str:
         if count != 1:  # nbconvert's reveal template changed: fail loudly rather than ship a broken deck
             raise BertologyError(f"nbconvert's slide template no longer links {asset} as expected")
     return html
+
+
+def reveal_config(size: tuple[int, int] = SLIDE_SIZE) -> dict:
+    """The settings every deck starts reveal.js with: the slide size, print layout, chalkboard and menu."""
+    return {
+        "controls": True,
+        "progress": True,
+        "history": True,
+        "slideNumber": "c/t",
+        "transition": REVEAL["transition"],
+        "width": size[0],
+        "height": size[1],
+        "margin": REVEAL["margin"],
+        # Printing (?print-pdf): one page per slide, a slide taller than the page is cut, not continued.
+        "pdfMaxPagesPerSlide": 1,
+        "pdfSeparateFragments": False,
+        "chalkboard": {"theme": "whiteboard", "boardmarkerWidth": 4},
+        # The menu fetches its stylesheet from ``path``: inlined here, so it is given an empty data: URL.
+        "menu": {"path": _menu_path(), "loadIcons": False, "themes": False, "transitions": False, "numbers": True},
+    }
+
+
+def reveal_start(config: dict) -> str:
+    """The script that starts reveal.js with ``config`` and the presenting tools that are in the page."""
+    return _FOOTER_JS % {"config": json.dumps(config)}
+
+
+def presenting_tools() -> str:
+    """reveal.js with the speaker view (s), chalkboard (b, c) and slide menu (m), inlined as HTML tags.
+
+    The plugins are UMD builds, so they become globals: RevealNotes, RevealChalkboard, RevealMenu.
+    """
+    from bertology_utils.present.assets import script_tag, style_tag
+
+    return "\n".join(
+        [script_tag("reveal"), script_tag("reveal_notes"), _chalkboard_script(), script_tag("menu")]
+        + [_without_remote_imports(style_tag(name)) for name in ("chalkboard_css", "menu_css")]
+        + [_fontawesome_style()]
+    )
+
+
+def reveal_styles() -> str:
+    """reveal.js's stylesheet and the decks' theme as inline ``<style>`` elements (no web fonts)."""
+    from bertology_utils.present.assets import style_tag
+
+    return "\n".join(_without_remote_imports(style_tag(asset)) for asset in _STYLESHEET_LINKS)
 
 
 def _without_remote_imports(css: str) -> str:

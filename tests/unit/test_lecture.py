@@ -1,0 +1,207 @@
+"""The findings lecture: one deck of a run's claims and figures, built from what the run recorded."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from bertology_utils.cli.main import main as cli
+from bertology_utils.core import settings
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.present.lecture import LECTURE, LECTURE_FILE, build_lecture, read_lecture_run, round_for_people
+from bertology_utils.present.slides import network_references
+from tests.lecture_runs import make_lecture_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _slides(path: Path) -> list:
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    return soup.select(".reveal .slides > section")
+
+
+def _by_name(slides, name: str):
+    found = [s for s in slides if s.get("data-slide") == name]
+    assert len(found) == 1, f"{len(found)} slides named {name!r}"
+    return found[0]
+
+
+def _visible_text(section) -> str:
+    notes = section.find("aside", class_="notes")
+    text = section.get_text(" ", strip=True)
+    return text.replace(notes.get_text(" ", strip=True), "") if notes else text
+
+
+def _claims(run: Path) -> list[dict]:
+    return [c for f in sorted(run.glob("*/claims.json")) for c in json.loads(f.read_text())["claims"]]
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory):
+    run = make_lecture_run(tmp_path_factory.mktemp("runs") / "full", extra_claim=True)
+    return run, build_lecture(run)
+
+
+def test_a_slide_per_topic_between_title_question_and_closing(one_run):
+    run, deck = one_run
+    assert deck == run / LECTURE_FILE
+    slides = _slides(deck)
+    names = [s.get("data-slide") for s in slides]
+    assert names[:2] == ["title", "question"]
+    assert names[2 : 2 + len(LECTURE)] == [t.title for t in LECTURE]
+    assert names[2 + len(LECTURE)] == "more claims"
+    assert set(names[3 + len(LECTURE) :]) == {"closing"}
+    assert 20 <= len(slides) <= 30
+    assert network_references(deck.read_text(encoding="utf-8")) == []
+
+
+def test_title_slide_names_model_data_and_date(one_run):
+    _, deck = one_run
+    title = _visible_text(_by_name(_slides(deck), "title"))
+    assert "org/tiny-bert" in title and "tiny-bert do" in title
+    assert "A Treebank v1" in title
+    assert "26 November 2026" in title
+
+
+def test_each_topic_slide_has_its_figure_badges_and_every_claim_in_its_notes(one_run):
+    run, deck = one_run
+    slides = _slides(deck)
+    claims = _claims(run)
+    for topic in LECTURE:
+        section = _by_name(slides, topic.title)
+        img = section.select_one(".picture img")
+        assert img is not None and img["src"].startswith("data:image/png;base64,"), topic.title
+        assert int(img["width"]) > 0 and int(img["height"]) > 0
+        mine = [c for c in claims if any(re.fullmatch(p.replace("*", ".*"), c["id"]) for p in topic.claims)]
+        assert len(mine) == sum(2 if "*" in p else 1 for p in topic.claims)
+        notes = section.find("aside", class_="notes").get_text()
+        for claim in mine:
+            assert claim["claim"] in notes and f"→ {claim['verdict']}" in notes
+        if mine:
+            counted = section.select(".verdicts .badge")
+            assert sum(int(b.get_text().split()[0]) if " of " in b.get_text() else 1 for b in counted) == len(mine)
+            assert section.select(".fit-row"), topic.title
+        else:
+            assert not section.select(".verdicts")
+
+
+def test_the_figure_is_the_first_claims_variant(one_run):
+    _, deck = one_run
+    section = _by_name(_slides(deck), "What fine-tuning changes")
+    # The claims come SST-2 first, MRPC second; sorted by name the MRPC figure would come first.
+    assert section.select_one(".picture img")["alt"] == "attention_change_SST-2"
+
+
+def test_numbers_are_rounded_and_no_path_shows(tmp_path):
+    cache = settings.cache_dir()
+    run = make_lecture_run(tmp_path / "r", long_text=f" read from {cache}/models/x and {tmp_path}/else")
+    page = build_lecture(run).read_text(encoding="utf-8")
+    text = BeautifulSoup(page, "html.parser").select_one(".reveal .slides").get_text(" ")
+    assert "0.3333333" not in text and "0.333" in text
+    assert "0.0000123" not in text and "p < 0.001" in text
+    assert str(cache) not in text and "<cache>/models/x" in text
+    assert str(tmp_path) not in text
+
+
+def test_round_for_people():
+    assert (
+        round_for_people("head 7-6 34.5 vs 26.3 (+1); 20085 dependents")
+        == "head 7-6 34.5 vs 26.3 (+1); 20085 dependents"
+    )
+    assert round_for_people("0.4546676 held out, v2.16, layers 6-10") == "0.455 held out, v2.16, layers 6-10"
+    assert round_for_people("Wilcoxon p = 0.0000123; p=0.0213") == "Wilcoxon p < 0.001; p= 0.0213"
+    assert round_for_people("1.234e-05 and 12345.678") == "1.23e-05 and 12346"
+
+
+def test_closing_lists_every_differing_claim_once(one_run):
+    run, deck = one_run
+    closing = [s for s in _slides(deck) if s.get("data-slide") == "closing"]
+    listed = [b.get_text() for s in closing for b in s.select("ul.differs > li > b")]
+    differs = [c for c in _claims(run) if c["verdict"] == "differs"]
+    assert differs and sorted(listed) == sorted(c["claim"] for c in differs)
+    text = " ".join(_visible_text(s) for s in closing)
+    assert all(f"why {c['id']} comes out so" in text for c in differs)
+    assert "not testable here" in text
+
+
+def test_a_claim_no_topic_names_is_on_the_more_claims_slide(one_run):
+    _, deck = one_run
+    more = _visible_text(_by_name(_slides(deck), "more claims"))
+    assert "A claim no topic of the lecture names" in more and "Someone et al. 2026" in more
+
+
+def test_two_runs_badge_both_models_and_say_what_the_second_lacks(tmp_path):
+    first = make_lecture_run(tmp_path / "first")
+    second = make_lecture_run(
+        tmp_path / "second",
+        "org/other-bert",
+        notebooks={"01_patterns", "03_syntax_coref", "06_pruning"},
+        without_figures={"entropy_by_layer"},
+        skipped={"06_pruning": "no GLUE data for SST-2"},
+        verdict_shift=2,
+    )
+    slides = _slides(build_lecture([first, second], tmp_path / "out"))
+    syntax = _by_name(slides, "Heads that follow syntax")
+    assert [m.get_text() for m in syntax.select(".verdicts .model")] == ["tiny-bert", "other-bert"]
+    clustering = _by_name(slides, "Heads cluster")
+    assert "05_clustering did not run in second" in _visible_text(clustering)
+    assert clustering.select(".verdicts .badge.not-run")
+    pruning = _by_name(slides, "Are sixteen heads better than one?")
+    assert "no GLUE data for SST-2" in _visible_text(pruning)
+    assert "paper" in _visible_text(_by_name(slides, "question"))
+    # The first run has the figure; only the second lacks it.
+    assert _by_name(slides, "Broad or focused?").select_one(".picture img") is not None
+    alone = _slides(build_lecture(second, tmp_path / "alone.html"))
+    broad = _by_name(alone, "Broad or focused?")
+    assert broad.select_one(".picture img") is None
+    assert "entropy_by_layer is not in the run" in _visible_text(broad)
+
+
+def test_a_run_with_no_results_gives_a_deck_that_says_so(tmp_path):
+    run = tmp_path / "empty"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"run_name": "empty", "notebooks": []}))
+    slides = _slides(build_lecture(run))
+    assert 20 <= len(slides) <= 30
+    for topic in LECTURE:
+        section = _by_name(slides, topic.title)
+        assert f"{topic.figure[0]} did not run in empty" in _visible_text(section)
+    assert "no notebook recorded a claim" in _visible_text(_by_name(slides, "closing"))
+    assert "No notebook recorded a claim." in _visible_text(_by_name(slides, "question"))
+
+
+def test_bad_runs_are_refused_clearly(tmp_path):
+    with pytest.raises(BertologyError, match="no run folder"):
+        build_lecture(tmp_path / "nowhere")
+    run = make_lecture_run(tmp_path / "mixed", notebooks={"01_patterns", "03_syntax_coref"})
+    (run / "03_syntax_coref" / "metrics.json").write_text(json.dumps({"syntax.model": "org/another"}))
+    with pytest.raises(BertologyError, match="mixes models"):
+        read_lecture_run(run)
+
+
+def test_cli_writes_the_lecture_and_refuses_mixed_options(tmp_path, capsys):
+    run = make_lecture_run(tmp_path / "r", notebooks={"01_patterns"})
+    assert cli(["slides", str(run), "--lecture", "--out", str(tmp_path / "decks")]) == 0
+    assert (tmp_path / "decks" / LECTURE_FILE).is_file()
+    assert capsys.readouterr().out.strip().endswith(LECTURE_FILE)
+    assert cli(["slides", str(run), "--with", str(run)]) == 2
+    assert cli(["slides", str(run), "00", "--lecture"]) == 2
+    assert "leave out NOTEBOOK" in capsys.readouterr().err
+
+
+def test_the_outline_names_every_claim_of_the_reference_findings():
+    """Each claim the suite records has a topic (or the 'more claims' slide would hold the suite's own claims),
+    and each topic's patterns and figure name something the notebooks make."""
+    from fnmatch import fnmatchcase
+
+    record = json.loads((ROOT / "docs" / "findings" / "all-MiniLM-L6-v2.json").read_text())
+    ids = [c["key"].split(".claims.", 1)[1] for nb in record["notebooks"] for c in nb["claims"]]
+    patterns = [p for topic in LECTURE for p in topic.claims]
+    assert [i for i in ids if not any(fnmatchcase(i, p) for p in patterns)] == []
+    assert [p for p in patterns if not any(fnmatchcase(i, p) for i in ids)] == []
+    for topic in LECTURE:
+        notebook, figure = topic.figure
+        source = (ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8")
+        assert figure.split("*", 1)[0] in source, (notebook, figure)
