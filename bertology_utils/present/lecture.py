@@ -406,6 +406,16 @@ def _why_missing(run: LectureRun, notebook: str, places) -> tuple[str, str]:
     return "not recorded", f"{notebook} recorded no claim of this kind in {run.name} (an older run?)"
 
 
+def _skipped_here(run: LectureRun, notebook: str, places) -> str:
+    """The sections ``notebook`` skipped in ``run`` (a task without data, say), or ''."""
+    nb = run.notebooks.get(notebook)
+    sections = nb["skipped"] if nb else []
+    if not sections:
+        return ""
+    listed = "; ".join(f"{s['section']} ({s['reason']})" for s in sections)
+    return round_for_people(f"Not computed in this run: {listed}", places)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Figures
 
@@ -524,8 +534,12 @@ def _topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
     badges = []
     for run, claims in zip(runs, per_run, strict=True):
         badges.append(_badges(run, [c for _, c in claims], _why_missing(run, topic.figure[0], places)[0]))
+    # Why a run has nothing here, or what its notebook skipped that might have filled more of the slide.
     missing_notes = [
-        _why_missing(run, topic.figure[0], places)[1] for run, claims in zip(runs, per_run, strict=True) if not claims
+        (f"{run.short_model}: " if len(runs) > 1 else "")
+        + (_why_missing(run, topic.figure[0], places)[1] if not claims else _skipped_here(run, topic.figure[0], places))
+        for run, claims in zip(runs, per_run, strict=True)
+        if not claims or _skipped_here(run, topic.figure[0], places)
     ]
     side = (
         f'<div class="summary"><p class="lead">{_esc(topic.lead)}</p>'
@@ -602,6 +616,8 @@ def _topic_notes(topic: Topic, runs, per_run, places) -> str:
             for nb, c in claims
         )
         parts.append(f"<p>{_esc(run.short_model)}:</p><ul>{items}</ul>")
+        if skipped := _skipped_here(run, topic.figure[0], places):
+            parts.append(f"<p>{_esc(skipped)}</p>")
     return "".join(parts)
 
 

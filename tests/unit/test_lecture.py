@@ -205,3 +205,17 @@ def test_the_outline_names_every_claim_of_the_reference_findings():
         notebook, figure = topic.figure
         source = (ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8")
         assert figure.split("*", 1)[0] in source, (notebook, figure)
+
+
+def test_a_section_the_notebook_skipped_is_named_on_its_slides(tmp_path):
+    run = make_lecture_run(tmp_path / "r", notebooks={"06_pruning"})
+    (run / "06_pruning" / "skipped.json").write_text(
+        json.dumps({"everything": False, "sections": [{"section": "RTE", "reason": "no RTE data in /x"}]})
+    )
+    slides = _slides(build_lecture(run))
+    for title in ("What fine-tuning changes", "Importance scores"):
+        section = _by_name(slides, title)
+        assert "Not computed in this run: RTE (no RTE data in /x)" in _visible_text(section)
+        assert "Not computed in this run: RTE" in section.find("aside", class_="notes").get_text()
+        assert section.select(".fit-row")
+    assert "Not computed" not in _visible_text(_by_name(slides, "Heads that follow syntax"))
