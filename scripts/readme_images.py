@@ -4,6 +4,8 @@ Usage, from the repository root: python scripts/readme_images.py RUN [--out docs
 
 - ``atlas.png``: the run's head atlas page (built afresh from the run), coloured by the first
   importance column, its top 10% filtered, and the card of the most important head open.
+- ``lecture-question.png`` and ``lecture-claim.png``: two slides of the run's lecture (built afresh into a
+  temporary folder), the question and the finding "Heads that follow syntax", at the decks' 1280 x 720.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ import argparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _offline_page(playwright, size: tuple[int, int]):
+    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.route("http*://**", lambda route: route.abort())  # the pages are offline; nothing may load
+    return browser, page
 
 
 def atlas_image(run: str, out: Path) -> Path:
@@ -28,14 +37,42 @@ def atlas_image(run: str, out: Path) -> Path:
     view = f"#color={column}&filter={column}~top~10&card={atlas.runs[0].id}:{best['layer']}-{best['head']}"
     path = out / "atlas.png"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.route("http*://**", lambda route: route.abort())  # the page is offline; nothing may load
+        browser, page = _offline_page(playwright, (1280, 800))
         page.goto(page_path.as_uri() + view)
         page.wait_for_selector(".cell")
         page.screenshot(path=str(path))
         browser.close()
     return path
+
+
+#: The lecture's slides the README shows, by their data-slide name, and the file each goes to.
+LECTURE_SLIDES = {"question": "lecture-question.png", "Heads that follow syntax": "lecture-claim.png"}
+
+
+def lecture_images(run: str, out: Path) -> list[Path]:
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from bertology_utils.present.lecture import build_lecture
+    from bertology_utils.present.slides import SLIDE_SIZE
+
+    written = []
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        deck = build_lecture(run, Path(tmp))
+        browser, page = _offline_page(playwright, SLIDE_SIZE)
+        page.goto(deck.as_uri())
+        page.wait_for_function("() => window.Reveal !== undefined && Reveal.isReady()")
+        for name, file in LECTURE_SLIDES.items():
+            index = page.evaluate("name => Reveal.getSlides().findIndex(s => s.dataset.slide === name)", name)
+            if index < 0:
+                raise SystemExit(f"the lecture of {run} has no slide {name!r}")
+            page.evaluate("i => Reveal.slide(i)", index)
+            page.wait_for_timeout(1000)  # the slide transition
+            written.append(out / file)
+            page.screenshot(path=str(written[-1]))
+        browser.close()
+    return written
 
 
 def main() -> None:
@@ -45,6 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(atlas_image(args.run, args.out))
+    for path in lecture_images(args.run, args.out):
+        print(path)
 
 
 if __name__ == "__main__":

@@ -274,8 +274,13 @@ class LectureRun:
         return self.model.rstrip("/").rsplit("/", 1)[-1]
 
     def claims(self) -> list[tuple[str, dict]]:
-        """Every recorded claim as (notebook, claim), in notebook order."""
-        return [(name, claim) for name, nb in self.notebooks.items() for claim in nb["claims"]]
+        """Every recorded claim once, as (notebook, claim), in notebook order. A claim several notebooks check
+        (the tour repeats two of 01's) is the copy of the notebook whose topic shows it."""
+        copies: dict[str, list[tuple[str, dict]]] = {}
+        for name, nb in self.notebooks.items():
+            for claim in nb["claims"]:
+                copies.setdefault(_claim_id(claim["key"]), []).append((name, claim))
+        return [next((c for c in found if c[0] == _home(claim_id)), found[0]) for claim_id, found in copies.items()]
 
 
 def read_lecture_run(run_dir: str | os.PathLike) -> LectureRun:
@@ -358,17 +363,14 @@ def _claim_id(key: str) -> str:
     return key.split(".claims.", 1)[1] if ".claims." in key else key
 
 
+def _home(claim_id: str) -> str | None:
+    """The notebook of the topic that names ``claim_id`` (None: no topic does)."""
+    return next((t.figure[0] for t in LECTURE if any(fnmatchcase(claim_id, p) for p in t.claims)), None)
+
+
 def _topic_claims(topic: Topic, run: LectureRun) -> list[tuple[str, dict]]:
-    """The run's claims the topic names, each id once (the topic's own notebook's copy first)."""
-    home = topic.figure[0]
-    found = [(nb, c) for nb, c in run.claims() if any(fnmatchcase(_claim_id(c["key"]), p) for p in topic.claims)]
-    found.sort(key=lambda item: item[0] != home)  # stable: notebook order within each part
-    seen, unique = set(), []
-    for nb, claim in found:
-        if _claim_id(claim["key"]) not in seen:
-            seen.add(_claim_id(claim["key"]))
-            unique.append((nb, claim))
-    return unique
+    """The run's claims the topic names."""
+    return [(nb, c) for nb, c in run.claims() if any(fnmatchcase(_claim_id(c["key"]), p) for p in topic.claims)]
 
 
 def _counts(claims: Iterable[dict]) -> list[tuple[str, int]]:
@@ -574,7 +576,12 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         text = _esc(_shorten(round_for_people(mine["ours"], places), limit))
         return f'<span class="dot {_css(mine["verdict"])}" title="{_esc(mine["verdict"])}"></span>{text}'
 
-    listed = list(ids.items())[:_MAX_ROWS]
+    # Claims the data here could test first: a teacher shows what was found before what could not be.
+    untested = Verdict.NOT_TESTABLE.value
+    order = sorted(
+        ids.items(), key=lambda item: all(f.get(item[0], {}).get("verdict", untested) == untested for f in by_run)
+    )
+    listed = order[:_MAX_ROWS]
     if layout == "wide":
         header = "<tr><th>claim</th><th>paper</th>" + "".join(f"<th>{_esc(r.short_model)}</th>" for r in runs)
         rows = "".join(
@@ -660,7 +667,7 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
     the claim's note, a few per slide."""
     differs: dict[str, list[tuple[LectureRun, dict]]] = {}
     for run in runs:
-        for claim in {_claim_id(c["key"]): c for _, c in run.claims()}.values():
+        for _, claim in run.claims():
             if claim["verdict"] == Verdict.DIFFERS.value:
                 differs.setdefault(_claim_id(claim["key"]), []).append((run, claim))
     untestable = sum(c["verdict"] == Verdict.NOT_TESTABLE.value for run in runs for _, c in run.claims())

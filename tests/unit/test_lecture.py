@@ -219,3 +219,21 @@ def test_a_section_the_notebook_skipped_is_named_on_its_slides(tmp_path):
         assert "Not computed in this run: RTE" in section.find("aside", class_="notes").get_text()
         assert section.select(".fit-row")
     assert "Not computed" not in _visible_text(_by_name(slides, "Heads that follow syntax"))
+
+
+def test_a_claim_two_notebooks_check_counts_once_from_its_topics_notebook(tmp_path):
+    run = make_lecture_run(tmp_path / "r", notebooks={"01_patterns"})
+    patterns = json.loads((run / "01_patterns" / "claims.json").read_text())["claims"]
+    original = next(c for c in patterns if c["id"] == "sep_middle_layers")
+    tour = run / "00_tour"
+    tour.mkdir()
+    copy = dict(original, key="tour.claims.sep_middle_layers", ours="from the tour", verdict="partly")
+    (tour / "claims.json").write_text(json.dumps({"claims": [copy]}))
+    (tour / "metrics.json").write_text(json.dumps({"tour.model": "org/tiny-bert"}))
+    slides = _slides(build_lecture(run))
+    section = _by_name(slides, "[CLS], [SEP] and punctuation draw attention")
+    notes = section.find("aside", class_="notes").get_text()
+    assert "from the tour" not in notes and notes.count(original["claim"]) == 1
+    counted = _visible_text(_by_name(slides, "question"))
+    total = sum(int(n) for n in re.findall(r"(\d+) (?:holds|partly|differs|not testable)", counted))
+    assert total == len(patterns)
