@@ -731,6 +731,7 @@ function bertologyFit(section) {
     var shown = rows.length;
     var note = function (n) { return n + " more in the speaker notes (s)"; };
     if (more) { more.textContent = note(rows.length); }  // the line the count will take, measured with the rows
+    rows.forEach(function (row) { row.style.display = ""; });  // fitted afresh each time the slide shows
     while (shown > 0 && side.scrollHeight > side.clientHeight + 1) { rows[--shown].style.display = "none"; }
     var hidden = rows.length - shown + Number(more ? more.dataset.unlisted : 0);
     if (more) { more.textContent = hidden ? note(hidden) : ""; }
