@@ -119,3 +119,21 @@ def make_lecture_run(
         json.dumps({"run_name": folder.name, "finished": "2026-11-26T19:29:47+00:00", "notebooks": entries})
     )
     return folder
+
+
+#: What the partial run of :func:`make_partial_run` lacks, for tests to look for on its slides.
+PARTIAL_NOTEBOOKS = {"01_patterns", "03_syntax_coref", "06_pruning"}
+PARTIAL_MISSING_FIGURE = "entropy_by_layer"
+PARTIAL_SKIP = "no GLUE data for SST-2 or MRPC"
+
+
+def make_partial_run(folder: Path, model: str = "org/another-encoder-with-a-long-name") -> Path:
+    """A second model's run with three notebooks, one figure missing and 06 skipped for want of data."""
+    return make_lecture_run(
+        folder,
+        model,
+        notebooks=PARTIAL_NOTEBOOKS,
+        without_figures={PARTIAL_MISSING_FIGURE},
+        skipped={"06_pruning": PARTIAL_SKIP},
+        verdict_shift=1,
+    )

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from deck_checks import pdf_pages
+from lecture_runs import PARTIAL_SKIP, make_lecture_run, make_partial_run
 
 from bertology_utils.core import settings
 from bertology_utils.present.lecture import LECTURE, build_lecture
 from bertology_utils.run.harness import results_dir
-from tests.lecture_runs import make_lecture_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -46,14 +47,7 @@ def decks(tmp_path_factory):
     root = tmp_path_factory.mktemp("lecture-runs")
     long_text = ", measured over many sentences and layers with a tail that a slide cannot hold" * 2
     full = make_lecture_run(root / "full", extra_claim=True, long_text=long_text)
-    partial = make_lecture_run(
-        root / "partial",
-        "org/another-encoder-with-a-long-name",
-        notebooks={"01_patterns", "03_syntax_coref", "06_pruning"},
-        without_figures={"entropy_by_layer"},
-        skipped={"06_pruning": "no GLUE data for SST-2 or MRPC"},
-        verdict_shift=1,
-    )
+    partial = make_partial_run(root / "partial")
     return {
         "runs": (full, partial),
         "one": build_lecture(full, root / "one"),
@@ -141,7 +135,7 @@ def test_two_runs_show_both_models_and_what_the_second_lacks(decks, offline_page
     clustering = slide("Heads cluster").inner_text()
     assert "05_clustering did not run in partial" in clustering
     pruning = slide("Are sixteen heads better than one?").text_content()
-    assert "no GLUE data for SST-2 or MRPC" in pruning
+    assert PARTIAL_SKIP in pruning
 
 
 def test_no_path_of_this_machine_and_a_pdf_page_per_slide(decks, offline_page, tmp_path):
@@ -166,14 +160,7 @@ def test_no_path_of_this_machine_and_a_pdf_page_per_slide(decks, offline_page, t
     assert done.returncode == 0, done.stderr
     pdf = tmp_path / "lecture.slides.pdf"
     assert str(pdf) in done.stdout.splitlines()
-    data = pdf.read_bytes()
-    try:
-        from pypdf import PdfReader
-    except ImportError:
-        pages = len(re.findall(rb"/Type\s*/Page(?!s)", data))
-    else:
-        pages = len(PdfReader(pdf).pages)
-    assert pages == slides
+    assert pdf_pages(pdf) == slides
 
 
 def test_the_lecture_of_a_real_run_of_one_notebook(tour_run, offline_page, tmp_path):

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from lecture_runs import PARTIAL_SKIP, make_lecture_run, make_partial_run
 
 from bertology_utils.cli.main import main as cli
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.present.lecture import LECTURE, LECTURE_FILE, build_lecture, read_lecture_run, round_for_people
 from bertology_utils.present.slides import network_references
-from tests.lecture_runs import make_lecture_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,14 +134,7 @@ def test_a_claim_no_topic_names_is_on_the_more_claims_slide(one_run):
 
 def test_two_runs_badge_both_models_and_say_what_the_second_lacks(tmp_path):
     first = make_lecture_run(tmp_path / "first")
-    second = make_lecture_run(
-        tmp_path / "second",
-        "org/other-bert",
-        notebooks={"01_patterns", "03_syntax_coref", "06_pruning"},
-        without_figures={"entropy_by_layer"},
-        skipped={"06_pruning": "no GLUE data for SST-2"},
-        verdict_shift=2,
-    )
+    second = make_partial_run(tmp_path / "second", "org/other-bert")
     slides = _slides(build_lecture([first, second], tmp_path / "out"))
     syntax = _by_name(slides, "Heads that follow syntax")
     assert [m.get_text() for m in syntax.select(".verdicts .model")] == ["tiny-bert", "other-bert"]
@@ -149,7 +142,7 @@ def test_two_runs_badge_both_models_and_say_what_the_second_lacks(tmp_path):
     assert "05_clustering did not run in second" in _visible_text(clustering)
     assert clustering.select(".verdicts .badge.not-run")
     pruning = _by_name(slides, "Are sixteen heads better than one?")
-    assert "no GLUE data for SST-2" in _visible_text(pruning)
+    assert PARTIAL_SKIP in _visible_text(pruning)
     assert "paper" in _visible_text(_by_name(slides, "question"))
     # The first run has the figure; only the second lacks it.
     assert _by_name(slides, "Broad or focused?").select_one(".picture img") is not None
