@@ -289,13 +289,14 @@ def read_lecture_run(run_dir: str | os.PathLike) -> LectureRun:
     folder = harness.find_run(run_dir)
     run_file = folder / harness.RUN_FILE
     run = harness.read_json(run_file) if run_file.is_file() else {}
-    notebooks, models, data = {}, set(), []
+    notebooks, models, corpora, tasks = {}, set(), [], set()
     for entry in harness.run_entries(folder):
         metrics_file = folder / entry["name"] / harness.METRICS_FILE
         metrics = harness.read_json(metrics_file) if metrics_file.is_file() else {}
         if model := model_of(metrics):
             models.add(model)
-        data += [str(v) for k, v in metrics.items() if k.endswith(".data") and isinstance(v, str)]
+        corpora += _corpora(metrics)
+        tasks |= _tasks(metrics)
         notebooks[entry["name"]] = notebook_record(folder, entry) | {"error": entry.get("error")}
     if len(models) > 1:
         raise BertologyError(f"run {folder} mixes models {sorted(models)}: a lecture shows one model per run")
@@ -304,7 +305,7 @@ def read_lecture_run(run_dir: str | os.PathLike) -> LectureRun:
         name=str(run.get("run_name", folder.name)),
         model=models.pop() if models else "unknown model",
         notebooks=notebooks,
-        data=_datasets(data, [name for name, nb in notebooks.items() if nb["claims"]], folder),
+        data=list(dict.fromkeys(corpora)) + (["GLUE " + ", ".join(sorted(tasks))] if tasks else []),
         finished=run.get("finished"),
     )
 
@@ -312,20 +313,16 @@ def read_lecture_run(run_dir: str | os.PathLike) -> LectureRun:
 _DATA_NAME = re.compile(r"\bof (.+?) — ")
 
 
-def _datasets(described: Iterable[str], notebooks: list[str], folder: Path) -> list[str]:
-    """The corpora the run's notebooks read (their ``<topic>.data`` lines) and the fine-tuning tasks named
-    in their metrics, for the title slide."""
+def _corpora(metrics: dict) -> list[str]:
+    """The corpus a notebook names in its ``<topic>.data`` line, for the title slide."""
+    return [m.group(1) for k, v in metrics.items() if k.endswith(".data") and (m := _DATA_NAME.search(str(v)))]
+
+
+def _tasks(metrics: dict) -> set[str]:
+    """The fine-tuning tasks a notebook's metrics are keyed by."""
     from bertology_utils.interventions.finetuning import TASKS
 
-    names = [m.group(1) for text in described if (m := _DATA_NAME.search(text))]
-    tasks = set()
-    for name in notebooks:
-        metrics_file = folder / name / harness.METRICS_FILE
-        if metrics_file.is_file():
-            tasks |= {part for key in harness.read_json(metrics_file) for part in key.split(".") if part in TASKS}
-    if tasks:
-        names.append("GLUE " + ", ".join(sorted(tasks)))
-    return list(dict.fromkeys(names))
+    return {part for key in metrics for part in key.split(".") if part in TASKS}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -400,8 +397,8 @@ def _why_missing(run: LectureRun, notebook: str, places) -> tuple[str, str]:
     nb = run.notebooks.get(notebook)
     if nb is None:
         return "not run", f"{notebook} did not run in {run.name} (bertology run {run.name} {notebook[:2]})"
-    if nb.get("error") or nb["status"] not in ("ok", harness.UNLISTED):
-        return "failed", f"{notebook} ended with status {nb['status']!r} in {run.name}: see its report"
+    if nb.get("error") or nb["status"] == "failed":
+        return "failed", f"{notebook} failed in {run.name}: its report says where (bertology report {run.name})"
     skipped = [f"{s['section']}: {s['reason']}" for s in nb["skipped"]]
     if skipped:
         return "skipped", round_for_people(f"{notebook} skipped " + "; ".join(skipped), places)

@@ -230,3 +230,17 @@ def test_a_claim_two_notebooks_check_counts_once_from_its_topics_notebook(tmp_pa
     counted = _visible_text(_by_name(slides, "question"))
     total = sum(int(n) for n in re.findall(r"(\d+) (?:holds|partly|differs|not testable)", counted))
     assert total == len(patterns)
+
+
+def test_a_failed_notebook_is_named_on_its_slides(tmp_path):
+    run = make_lecture_run(tmp_path / "r", notebooks={"05_clustering", "01_patterns"})
+    (run / "05_clustering" / "claims.json").write_text(json.dumps({"claims": []}))
+    record = json.loads((run / "run.json").read_text())
+    for entry in record["notebooks"]:
+        if entry["name"] == "05_clustering":
+            entry.update(status="failed", error={"ename": "ValueError", "evalue": "bad"})
+    (run / "run.json").write_text(json.dumps(record))
+    slides = _slides(build_lecture(run))
+    clustering = _by_name(slides, "Heads cluster")
+    assert "05_clustering failed in r" in _visible_text(clustering)
+    assert clustering.select_one(".verdicts .badge.not-run").get_text() == "failed"
