@@ -528,8 +528,14 @@ def _topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
             f"<figcaption>{_esc(caption)}</figcaption></figure>"
         )
     else:
-        reasons = [_why_missing(run, topic.figure[0], places)[1] for run in runs]
-        picture = _missing_box(f"Figure {topic.figure[1]} is not in the run: " + "; ".join(reasons))
+        notebook, name = topic.figure
+        reasons = [
+            f"{notebook} saved no figure {name} in {run.name}"
+            if any(nb == notebook for nb, _ in claims)  # it ran and checked these claims, but drew nothing
+            else _why_missing(run, notebook, places)[1]
+            for run, claims in zip(runs, per_run, strict=True)
+        ]
+        picture = _missing_box(f"Figure {name} is not in the run: " + "; ".join(reasons))
     badges = []
     for run, claims in zip(runs, per_run, strict=True):
         badges.append(_badges(run, [c for _, c in claims], _why_missing(run, topic.figure[0], places)[0]))

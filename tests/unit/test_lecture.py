@@ -244,3 +244,12 @@ def test_a_failed_notebook_is_named_on_its_slides(tmp_path):
     clustering = _by_name(slides, "Heads cluster")
     assert "05_clustering failed in r" in _visible_text(clustering)
     assert clustering.select_one(".verdicts .badge.not-run").get_text() == "failed"
+
+
+def test_a_figure_the_notebook_did_not_save_is_said_so(tmp_path):
+    run = make_lecture_run(tmp_path / "r", notebooks={"03_syntax_coref"}, without_figures={"coreference_head"})
+    section = _by_name(_slides(build_lecture(run)), "A coreference head")
+    assert section.select_one(".picture img") is None
+    missing = section.select_one(".picture .missing").get_text()
+    assert "03_syntax_coref saved no figure coreference_head in r" in missing
+    assert section.select(".fit-row")  # its claims are still there
