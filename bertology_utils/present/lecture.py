@@ -535,7 +535,8 @@ def _topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
             else _why_missing(run, notebook, places)[1]
             for run, claims in zip(runs, per_run, strict=True)
         ]
-        picture = _missing_box(f"Figure {name} is not in the run: " + "; ".join(reasons))
+        # Bounded, so that many skipped sections still fit the slide; the notes have them all.
+        picture = _missing_box(_shorten(f"Figure {name} is not in the run: " + "; ".join(reasons), 360))
     badges = []
     for run, claims in zip(runs, per_run, strict=True):
         badges.append(_badges(run, [c for _, c in claims], _why_missing(run, topic.figure[0], places)[0]))

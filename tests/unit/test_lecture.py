@@ -253,3 +253,14 @@ def test_a_figure_the_notebook_did_not_save_is_said_so(tmp_path):
     missing = section.select_one(".picture .missing").get_text()
     assert "03_syntax_coref saved no figure coreference_head in r" in missing
     assert section.select(".fit-row")  # its claims are still there
+
+
+def test_a_long_skip_reason_is_cut_on_the_slide_and_whole_in_the_notes(tmp_path):
+    reason = "no data for this task; " * 60
+    run = make_lecture_run(
+        tmp_path / "r", notebooks={"06_pruning"}, skipped={"06_pruning": reason}, without_figures={"importance_*"}
+    )
+    section = _by_name(_slides(build_lecture(run)), "Importance scores")
+    assert len(section.select_one(".picture .missing").get_text()) <= 360
+    assert all(len(p.get_text()) <= 240 for p in section.select(".why"))
+    assert reason.strip() in section.find("aside", class_="notes").get_text()
