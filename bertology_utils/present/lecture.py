@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fnmatch import fnmatchcase
+from functools import cached_property
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
@@ -37,7 +38,6 @@ from bertology_utils.papers.claims import Verdict
 from bertology_utils.present.findings import model_of, notebook_record
 from bertology_utils.present.report import data_uri
 from bertology_utils.present.slides import (
-    P_FLOOR,
     SLIDE_SIZE,
     format_number,
     machine_places,
@@ -273,6 +273,7 @@ class LectureRun:
     def short_model(self) -> str:
         return self.model.rstrip("/").rsplit("/", 1)[-1]
 
+    @cached_property
     def claims(self) -> list[tuple[str, dict]]:
         """Every recorded claim once, as (notebook, claim), in notebook order. A claim several notebooks check
         (the tour repeats two of 01's) is the copy of the notebook whose topic shows it."""
@@ -337,8 +338,8 @@ def round_for_people(text: str, places: Sequence[tuple[str, str]] = ()) -> str:
     ``p = 0.00002`` reads ``p < 0.001``. Integers (counts, years, head numbers) are left alone."""
 
     def p_value(m: re.Match) -> str:
-        value = float(m.group(3))
-        return f"{m.group(1)}< {P_FLOOR:g}" if value < P_FLOOR else f"{m.group(1)}{m.group(2)} {format_number(value)}"
+        shown = format_number(float(m.group(3)), p_value=True)  # "< 0.001" below the floor
+        return m.group(1) + (shown if shown.startswith("<") else f"{m.group(2)} {shown}")
 
     text = _P_VALUE.sub(p_value, scrub_paths(str(text), places))
     return _DECIMAL.sub(lambda m: format_number(float(m.group(0))), text)
@@ -367,7 +368,7 @@ def _home(claim_id: str) -> str | None:
 
 def _topic_claims(topic: Topic, run: LectureRun) -> list[tuple[str, dict]]:
     """The run's claims the topic names."""
-    return [(nb, c) for nb, c in run.claims() if any(fnmatchcase(_claim_id(c["key"]), p) for p in topic.claims)]
+    return [(nb, c) for nb, c in run.claims if any(fnmatchcase(_claim_id(c["key"]), p) for p in topic.claims)]
 
 
 def _counts(claims: Iterable[dict]) -> list[tuple[str, int]]:
@@ -399,20 +400,22 @@ def _why_missing(run: LectureRun, notebook: str, places) -> tuple[str, str]:
         return "not run", f"{notebook} did not run in {run.name} (bertology run {run.name} {notebook[:2]})"
     if nb.get("error") or nb["status"] == "failed":
         return "failed", f"{notebook} failed in {run.name}: its report says where (bertology report {run.name})"
-    skipped = [f"{s['section']}: {s['reason']}" for s in nb["skipped"]]
-    if skipped:
-        return "skipped", round_for_people(f"{notebook} skipped " + "; ".join(skipped), places)
+    if nb["skipped"]:
+        return "skipped", round_for_people(f"{notebook} skipped {_sections(nb['skipped'])}", places)
     return "not recorded", f"{notebook} recorded no claim of this kind in {run.name} (an older run?)"
 
 
 def _skipped_here(run: LectureRun, notebook: str, places) -> str:
     """The sections ``notebook`` skipped in ``run`` (a task without data, say), or ''."""
     nb = run.notebooks.get(notebook)
-    sections = nb["skipped"] if nb else []
-    if not sections:
+    if not nb or not nb["skipped"]:
         return ""
-    listed = "; ".join(f"{s['section']} ({s['reason']})" for s in sections)
-    return round_for_people(f"Not computed in this run: {listed}", places)
+    return round_for_people(f"Not computed in this run: {_sections(nb['skipped'])}", places)
+
+
+def _sections(skipped: list[dict]) -> str:
+    """Skipped sections as a notebook recorded them, in one line: ``section (reason); ...``."""
+    return "; ".join(f"{s['section']} ({s['reason']})" for s in skipped)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -451,7 +454,7 @@ def _slide(body: str, notes: str, cls: str = "", attrs: str = "") -> str:
 
 def _title_slide(runs: Sequence[LectureRun], places) -> str:
     models = " vs ".join(run.short_model for run in runs)
-    papers = sorted({c["paper"] for run in runs for _, c in run.claims()})
+    papers = sorted({c["paper"] for run in runs for _, c in run.claims})
     data = list(dict.fromkeys(d for run in runs for d in run.data)) or ["no data recorded"]
     dates = [_date(run.finished) for run in runs]
     rows = [
@@ -482,7 +485,7 @@ def _date(finished: str | None) -> str:
 def _question_slide(runs: Sequence[LectureRun]) -> str:
     papers: dict[str, list[list[dict]]] = {}
     for i, run in enumerate(runs):
-        for _, claim in run.claims():
+        for _, claim in run.claims:
             papers.setdefault(claim["paper"], [[] for _ in runs])[i].append(claim)
     header = "<tr><th>paper</th>" + "".join(f"<th>{_esc(run.short_model)}</th>" for run in runs) + "</tr>"
     rows = "".join(
@@ -537,16 +540,13 @@ def _topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
         ]
         # Bounded, so that many skipped sections still fit the slide; the notes have them all.
         picture = _missing_box(_shorten(f"Figure {name} is not in the run: " + "; ".join(reasons), 360))
-    badges = []
+    badges, missing_notes = [], []
     for run, claims in zip(runs, per_run, strict=True):
-        badges.append(_badges(run, [c for _, c in claims], _why_missing(run, topic.figure[0], places)[0]))
-    # Why a run has nothing here, or what its notebook skipped that might have filled more of the slide.
-    missing_notes = [
-        (f"{run.short_model}: " if len(runs) > 1 else "")
-        + (_why_missing(run, topic.figure[0], places)[1] if not claims else _skipped_here(run, topic.figure[0], places))
-        for run, claims in zip(runs, per_run, strict=True)
-        if not claims or _skipped_here(run, topic.figure[0], places)
-    ]
+        word, why = _why_missing(run, topic.figure[0], places)
+        badges.append(_badges(run, [c for _, c in claims], word))
+        # Why a run has nothing here, or what its notebook skipped that might have filled more of the slide.
+        if note := (_skipped_here(run, topic.figure[0], places) if claims else why):
+            missing_notes.append((f"{run.short_model}: " if len(runs) > 1 else "") + note)
     side = (
         f'<div class="summary"><p class="lead">{_esc(topic.lead)}</p>'
         + ("".join(badges) if topic.claims else "")
@@ -634,11 +634,10 @@ def _topic_notes(topic: Topic, runs, per_run, places) -> str:
 
 def _other_slides(runs: Sequence[LectureRun], places) -> list[str]:
     """Claims no topic names (a notebook's new claim), so that none is left out of the talk."""
-    named = [p for topic in LECTURE for p in topic.claims]
     others: dict[str, list[dict | None]] = {}
     for i, run in enumerate(runs):
-        for _, claim in run.claims():
-            if not any(fnmatchcase(_claim_id(claim["key"]), p) for p in named):
+        for _, claim in run.claims:
+            if _home(_claim_id(claim["key"])) is None:
                 others.setdefault(claim["claim"], [None] * len(runs))[i] = claim
     items = list(others.items())
     slides = []
@@ -671,10 +670,10 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
     the claim's note, a few per slide."""
     differs: dict[str, list[tuple[LectureRun, dict]]] = {}
     for run in runs:
-        for _, claim in run.claims():
+        for _, claim in run.claims:
             if claim["verdict"] == Verdict.DIFFERS.value:
                 differs.setdefault(_claim_id(claim["key"]), []).append((run, claim))
-    untestable = sum(c["verdict"] == Verdict.NOT_TESTABLE.value for run in runs for _, c in run.claims())
+    untestable = sum(c["verdict"] == Verdict.NOT_TESTABLE.value for run in runs for _, c in run.claims)
     tail = (
         f'<p class="more">{untestable} recorded claim(s) were not testable here; the speaker notes of their slides '
         "say why.</p>"
@@ -682,7 +681,7 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
         else ""
     )
     if not differs:
-        recorded = any(run.claims() for run in runs)
+        recorded = any(run.claims for run in runs)
         lead = (
             "No claim differs: each one recorded here holds, partly holds or is not testable."
             if recorded
@@ -787,9 +786,6 @@ _LECTURE_CSS = """
 .reveal ul.differs { font-size: 0.74em; line-height: 1.3; margin-left: 1em; }
 .reveal ul.differs li { margin-bottom: 0.45em; }
 .reveal ul.differs .note { color: #666; font-size: 0.9em; }
-html.print-pdf .slide-menu-wrapper, html.print-pdf .slide-menu-button, html.print-pdf #chalkboard,
-html.print-pdf #notescanvas, html.print-pdf .pause-overlay { display: none !important; }
-html.print-pdf .reveal .slides .pdf-page:last-of-type { page-break-after: avoid !important; break-after: avoid !important; }
 """
 
 

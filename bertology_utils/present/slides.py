@@ -59,7 +59,6 @@ __all__ = [
     "run_slides",
     "format_table_numbers",
     "format_number",
-    "P_FLOOR",
     "machine_places",
     "scrub_paths",
     "reveal_config",
@@ -115,6 +114,10 @@ _DECK_CSS = """
 .reveal .slides section h2 { font-size: 1.9em; }
 .reveal .slides section h3 { font-size: 1.5em; }
 .jp-OutputPrompt, .jp-InputPrompt { display: none; }
+"""
+
+# Printed (?print-pdf), the presenting tools are not drawn and the last page is not followed by a blank one.
+_PRINT_CSS = """
 html.print-pdf .slide-menu-wrapper, html.print-pdf .slide-menu-button, html.print-pdf #chalkboard,
 html.print-pdf #notescanvas, html.print-pdf .pause-overlay { display: none !important; }
 html.print-pdf .reveal .slides .pdf-page:last-of-type { page-break-after: avoid !important; break-after: avoid !important; }
@@ -367,7 +370,8 @@ def reveal_start(config: dict) -> str:
 
 
 def presenting_tools() -> str:
-    """reveal.js with the speaker view (s), chalkboard (b, c) and slide menu (m), inlined as HTML tags.
+    """reveal.js with the speaker view (s), chalkboard (b, c) and slide menu (m), inlined as HTML tags, and the
+    style that leaves them out of a printed deck.
 
     The plugins are UMD builds, so they become globals: RevealNotes, RevealChalkboard, RevealMenu.
     """
@@ -376,7 +380,7 @@ def presenting_tools() -> str:
     return "\n".join(
         [script_tag("reveal"), script_tag("reveal_notes"), _chalkboard_script(), script_tag("menu")]
         + [_without_remote_imports(style_tag(name)) for name in ("chalkboard_css", "menu_css")]
-        + [_fontawesome_style()]
+        + [_fontawesome_style(), f"<style>{_PRINT_CSS}</style>"]
     )
 
 

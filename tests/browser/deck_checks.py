@@ -13,3 +13,13 @@ def pdf_pages(pdf: Path) -> int:
     except ImportError:
         return len(re.findall(rb"/Type\s*/Page(?!s)", data))
     return len(PdfReader(pdf).pages)
+
+
+#: Whether the chalkboard (reveal.js-plugins) is drawn over the deck.
+_BOARD_SHOWN = "() => getComputedStyle(document.getElementById('chalkboard')).visibility === 'visible'"
+
+
+def toggle_chalkboard(page, *, shown: bool) -> None:
+    """Press ``b`` on the deck in ``page`` and wait until the chalkboard is ``shown`` (or hidden)."""
+    page.keyboard.press("b")
+    page.wait_for_function(_BOARD_SHOWN if shown else f"() => !({_BOARD_SHOWN})()", timeout=10_000)

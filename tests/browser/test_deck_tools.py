@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from deck_checks import pdf_pages
+from deck_checks import pdf_pages, toggle_chalkboard
 
 from bertology_utils.core import settings
 
@@ -31,20 +31,14 @@ def test_chalkboard_menu_and_notes_work_offline(tour_run, offline_page):
     board = page.locator("#chalkboard")
     assert not board.is_visible()
     page.locator(".reveal").click(position={"x": 5, "y": 5})
-    page.keyboard.press("b")
-    page.wait_for_function(
-        "() => getComputedStyle(document.getElementById('chalkboard')).visibility === 'visible'", timeout=10_000
-    )
+    toggle_chalkboard(page, shown=True)
     assert board.is_visible()
     # The board's background is the inlined picture, not a file beside the deck.
     assert "data:image/png" in page.evaluate(
         "() => getComputedStyle(document.getElementById('chalkboard')).backgroundImage"
     )
     offline_page.screenshot("deck-chalkboard")
-    page.keyboard.press("b")
-    page.wait_for_function(
-        "() => getComputedStyle(document.getElementById('chalkboard')).visibility !== 'visible'", timeout=10_000
-    )
+    toggle_chalkboard(page, shown=False)
     page.keyboard.press("c")  # the notes canvas over the slide
     page.wait_for_function(
         "() => getComputedStyle(document.getElementById('notescanvas')).pointerEvents !== 'none'", timeout=10_000

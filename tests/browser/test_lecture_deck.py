@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from deck_checks import pdf_pages
+from deck_checks import pdf_pages, toggle_chalkboard
 from lecture_runs import PARTIAL_NOTEBOOKS, make_lecture_run
 
 from bertology_utils.core import settings
@@ -267,15 +267,9 @@ def test_b_opens_the_chalkboard(lectures, offline_page):
     board = page.locator("#chalkboard")
     assert not board.is_visible()
     page.locator(".reveal").click(position={"x": 5, "y": 5})
-    page.keyboard.press("b")
-    page.wait_for_function(
-        "() => getComputedStyle(document.getElementById('chalkboard')).visibility === 'visible'", timeout=10_000
-    )
+    toggle_chalkboard(page, shown=True)
     assert board.is_visible()
-    page.keyboard.press("b")
-    page.wait_for_function(
-        "() => getComputedStyle(document.getElementById('chalkboard')).visibility !== 'visible'", timeout=10_000
-    )
+    toggle_chalkboard(page, shown=False)
     assert offline_page.blocked == [] and offline_page.errors == []
 
 
