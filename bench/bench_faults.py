@@ -73,16 +73,16 @@ def _inject(fault: tuple[str, int] | None) -> None:
         if name == point and seen[name] == n:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    resize, append, update = AsyncArray.resize, zarr.Array.append, zarr.Group.update_attributes
+    resize, append, update = AsyncArray.resize, AsyncArray.append, zarr.Group.update_attributes
     copytree, publish = shutil.copytree, store_module.AttentionStore._publish
 
     async def resized(self, *args, **kwargs):
         await resize(self, *args, **kwargs)
         die_at("shape")  # the array's new shape is written, its chunks not yet
 
-    def appended(self, *args, **kwargs):
-        out = append(self, *args, **kwargs)
-        die_at("array")
+    async def appended(self, *args, **kwargs):
+        out = await append(self, *args, **kwargs)
+        die_at("array")  # one array of the block written, the others (appended concurrently) maybe not
         return out
 
     def updating(self, *args, **kwargs):
@@ -102,7 +102,7 @@ def _inject(fault: tuple[str, int] | None) -> None:
         die_at("publish")
         return publish(self, *args)
 
-    AsyncArray.resize, zarr.Array.append, zarr.Group.update_attributes = resized, appended, updating
+    AsyncArray.resize, AsyncArray.append, zarr.Group.update_attributes = resized, appended, updating
     shutil.copytree, store_module.AttentionStore._publish = copying, publishing
 
 

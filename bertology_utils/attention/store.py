@@ -53,6 +53,7 @@ is being written).
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import dataclasses
 import errno
@@ -60,10 +61,11 @@ import os
 import shutil
 import socket
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,6 +73,10 @@ import numpy as np
 import zarr
 from tqdm.auto import tqdm
 from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.core.group import GroupMetadata
+from zarr.core.sync import sync
+from zarr.errors import ZarrUserWarning
+from zarr.storage import LocalStore, MemoryStore
 
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
 from bertology_utils.core.errors import StoreCorruptError, StoreError, StoreMismatchError
@@ -83,6 +89,7 @@ except ImportError:  # pragma: no cover
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArrayConfigParams
+    from zarr.core.metadata import ArrayV3Metadata
 
 __all__ = [
     "FORMAT",
@@ -116,22 +123,59 @@ _MAP_CODECS = (Crc32cCodec(),)
 _ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": True}  # type: ignore[typeddict-item]
 
 #: name -> (dtype, chunk length, what one item contributes: "item", "word", "map", "token", "token_map")
+#: Strings have short chunks: zarr encodes a partly filled chunk whole, padding included, so appending a block's
+#: words to a long chunk costs many times the words themselves (a small extraction's largest write).
 _ARRAYS: dict[str, tuple[type[str] | str, int, str]] = {
     "item_ids": (str, 4096, "item"),
     "status": ("int8", 4096, "item"),
     "n_words": ("int32", 4096, "item"),
     "n_tokens": ("int32", 4096, "item"),
     "replaced": ("int16", 4096, "item"),
-    "words": (str, 65536, "word"),
+    "words": (str, 4096, "word"),
     "word_kinds": ("int8", 65536, "word"),
     "segments": ("int8", 65536, "word"),
     "attention": ("float16", 1 << 18, "map"),
 }
 _TOKEN_ARRAYS: dict[str, tuple[type[str] | str, int, str]] = {
-    "tokens": (str, 65536, "token"),
+    "tokens": (str, 4096, "token"),
     "token_to_word": ("int32", 65536, "token"),
     "token_attention": ("float16", 1 << 18, "token_map"),
 }
+
+
+@cache
+def _array_metadata(keep_tokens: bool) -> dict[str, ArrayV3Metadata]:
+    """A new shard's arrays (empty) as zarr metadata. zarr resolves an array's codecs only when it creates one,
+    so they are created once, in memory; each new shard then writes all its nodes in one concurrent call
+    (:func:`_write_nodes`) instead of one trip to zarr's event loop per array."""
+    group = zarr.open_group(MemoryStore(), mode="w")
+    specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
+    for array, (dtype, chunk, _) in specs.items():
+        group.create_array(
+            array,
+            shape=(0,),
+            chunks=(chunk,),
+            dtype=dtype,
+            compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16" else _COMPRESSORS,
+            config=_ARRAY_CONFIG,
+        )
+    return {name: array.metadata for name, array in group.arrays()}  # type: ignore[misc]
+
+
+def _write_nodes(path: Path, attributes: dict, nodes: Mapping[str, Any]) -> None:
+    """A new group at ``path`` with ``attributes`` and the child ``nodes`` (zarr metadata), written at once."""
+    for _ in zarr.create_hierarchy(
+        store=LocalStore(str(path)), nodes={"": GroupMetadata(attributes=attributes), **nodes}
+    ):
+        pass
+
+
+def _arrays_of(group: zarr.Group) -> dict[str, zarr.Array]:
+    """A group's arrays, their metadata read concurrently. One whose zarr.json is gone is left out without
+    zarr's warning: the shard's commit record names it, and reading it says it is missing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ZarrUserWarning)
+        return dict(group.arrays())
 
 
 def map_shape(metadata: dict) -> tuple[int, int]:
@@ -167,7 +211,10 @@ def _group(parent: zarr.Group, name: str) -> zarr.Group:
 @dataclass(frozen=True)
 class Shard:
     """One contiguous range ``[start, stop)`` of corpus indices, its arrays, and one commit record of it:
-    ``committed`` items and ``lengths`` (entries per array). Immutable: a commit makes a new snapshot."""
+    ``committed`` items and ``lengths`` (entries per array). Immutable: a commit makes a new snapshot.
+
+    ``arrays`` are the shard's arrays as opened with the snapshot (one read of their metadata, not one per
+    use); their shapes may run ahead of the commit record, never behind it."""
 
     group: zarr.Group
     start: int
@@ -176,6 +223,7 @@ class Shard:
     heads: int
     committed: int = 0
     lengths: Mapping[str, int] = field(default_factory=dict)
+    arrays: Mapping[str, zarr.Array] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -186,9 +234,10 @@ class Shard:
         return self.committed == self.stop - self.start
 
     def array(self, name: str) -> zarr.Array:
-        array = self.group[name]
-        assert isinstance(array, zarr.Array), f"{name} is not an array"
-        return array
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise StoreCorruptError(f"shard {self.name} has no array {name}") from None
 
     def values(self, name: str, start: int, stop: int) -> np.ndarray:
         """Entries ``start:stop`` of the 1-D array ``name``, all of them committed (zarr reads them as a numpy
@@ -215,7 +264,7 @@ class Shard:
         return {kind: np.concatenate([[0], np.cumsum(v)]) for kind, v in sizes.items()}
 
     def has_tokens(self) -> bool:
-        return "token_attention" in self.group
+        return "token_attention" in self.arrays
 
 
 #: zarr's modes of opening a group.
@@ -296,13 +345,8 @@ class AttentionStore:
             raise StoreError(f"{path} exists and is not an attention store; refusing to write into it")
         # Built beside its path and renamed into place whole: a reader never finds a root without shards/.
         with scratch_path(path) as scratch:
-            group = zarr.open_group(str(scratch), mode="w")
-            group.attrs.update(
-                _jsonable(
-                    {"format": FORMAT, "format_version": FORMAT_VERSION, "metadata": metadata, "n_items": n_items}
-                )
-            )
-            group.create_group("shards")
+            attributes = {"format": FORMAT, "format_version": FORMAT_VERSION, "metadata": metadata, "n_items": n_items}
+            _write_nodes(scratch, _jsonable(attributes), {"shards": GroupMetadata()})
             try:
                 os.rename(scratch, path)  # replaces an empty folder; fails on a non-empty one
             except OSError as exc:
@@ -338,6 +382,7 @@ class AttentionStore:
                 self.num_heads,
                 int(attrs.get("committed", 0)),
                 dict(attrs.get("lengths", {})),
+                _arrays_of(group),
             )
             if not 0 <= shard.start <= shard.stop or not 0 <= shard.committed <= shard.stop - shard.start:
                 raise StoreCorruptError(
@@ -398,18 +443,10 @@ class AttentionStore:
                 raise StoreError(f"range [{start}, {stop}) overlaps shard {s.name}")
         name = f"{start:09d}-{stop:09d}"
         with scratch_path(self.path / _STAGING / name) as staging:
-            group = zarr.open_group(str(staging), mode="w")
-            specs = dict(_ARRAYS, **(_TOKEN_ARRAYS if keep_tokens else {}))
-            for array, (dtype, chunk, _) in specs.items():
-                group.create_array(
-                    array,
-                    shape=(0,),
-                    chunks=(chunk,),
-                    dtype=dtype,
-                    compressors="auto" if dtype is str else _MAP_CODECS if dtype == "float16" else _COMPRESSORS,
-                    config=_ARRAY_CONFIG,
-                )
-            group.attrs.update({"start": start, "stop": stop, "committed": 0, "lengths": {n: 0 for n in specs}})
+            arrays = _array_metadata(keep_tokens)
+            _write_nodes(
+                staging, {"start": start, "stop": stop, "committed": 0, "lengths": dict.fromkeys(arrays, 0)}, arrays
+            )
             self._publish(staging, name)
         self.refresh()
         return self._load_shard(_group(_group(self.group, "shards"), name))
@@ -615,12 +652,9 @@ class ShardWriter:
         if [r.index for r in results] != expected or expected[-1] >= self.shard.stop:
             raise StoreError(f"shard {self.shard.name}: results must be items {expected[0]}..{expected[-1]} in order")
         data = _block_arrays(results, self.shard.has_tokens())
-        lengths = dict(self.shard.lengths)
+        lengths = {name: self.shard.lengths[name] + len(values) for name, values in data.items()}
         try:
-            for name, values in data.items():
-                if len(values):
-                    self.shard.array(name).append(values)
-                lengths[name] += len(values)
+            sync(_append_all([(self.shard.array(name), values) for name, values in data.items() if len(values)]))
             committed = self.shard.committed + len(results)
             # The commit point, one write of the shard's zarr.json: only now do readers and resumed writers
             # see the block. (``attrs.update`` would write it once per key, a torn commit between them.)
@@ -634,6 +668,11 @@ class ShardWriter:
                 "free space (or fix the disk) and run the same extraction again to resume."
             ) from exc
         self.shard = dataclasses.replace(self.shard, group=group, committed=committed, lengths=lengths)
+
+
+async def _append_all(appends: Sequence[tuple[zarr.Array, np.ndarray]]) -> None:
+    """Append to several arrays at once (each array's shape, then its chunks): one trip to zarr's event loop."""
+    await asyncio.gather(*(array.async_array.append(values) for array, values in appends))
 
 
 def _block_arrays(results: Sequence[ItemAttention | SkippedItem], keep_tokens: bool) -> dict[str, np.ndarray]:

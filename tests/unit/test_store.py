@@ -181,6 +181,32 @@ def test_committed_length_longer_than_array_is_corrupt(tmp_path):
         AttentionStore.open(path).shards
 
 
+def test_an_array_gone_from_a_shard_is_named(tmp_path):
+    path = tmp_path / "s.zarr"
+    store = write(path, items_for(10))
+    (path / "shards" / store.shards[0].name / "words" / "zarr.json").unlink()
+    with pytest.raises(StoreCorruptError, match="has no array words"):
+        AttentionStore.open(path).shards
+
+
+@pytest.mark.parametrize("tokens", [False, True])
+def test_a_new_shard_has_every_array_empty_with_its_chunks_and_codecs(tmp_path, tokens):
+    """A shard's nodes are written from metadata made once per process: each must still be its own spec."""
+    store = AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 20)
+    shard = store.add_shard(0, 10, keep_tokens=tokens)
+    specs = dict(store_module._ARRAYS, **(store_module._TOKEN_ARRAYS if tokens else {}))
+    assert set(shard.arrays) == set(specs) and shard.has_tokens() == tokens
+    assert shard.committed == 0 and dict(shard.lengths) == dict.fromkeys(specs, 0)
+    for name, (dtype, chunk, _) in specs.items():
+        array = shard.array(name)
+        assert array.shape == (0,) and array.chunks == (chunk,), name
+        assert array.dtype.kind == ("T" if dtype is str else np.dtype(dtype).kind), name
+        codecs = [type(c).__name__ for c in array.metadata.codecs]
+        assert (codecs[-1] == "Crc32cCodec") if dtype == "float16" else ("ZstdCodec" in codecs), (name, codecs)
+    other = store.add_shard(10, 20, keep_tokens=tokens)  # a second shard: its own group, same layout
+    assert other.name != shard.name and set(other.arrays) == set(specs)
+
+
 def test_merge_disjoint_shards(tmp_path):
     results = items_for(10, skip={2})
     write(tmp_path / "a.zarr", results[:6], shard=(0, 6))
