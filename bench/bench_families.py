@@ -41,6 +41,8 @@ from _machine import machine  # noqa: E402
 from bench_extraction import bare_forward, corpus_of, pipeline  # noqa: E402
 from tiny_models import ALL_FAMILIES, build_tiny_model  # noqa: E402
 
+from bertology_utils.present.slides import format_number  # noqa: E402
+
 SIZES = {"tiny": {}, "base": {"num_layers": 12, "num_heads": 12, "head_dim": 64}}
 TARGET = 1.1
 RECORD = ROOT / "bench" / "results" / "families.json"
@@ -87,15 +89,11 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| `{r['family']}` | {r['size']} | {r['shape']} | {seconds(r['bare_s'])} | {seconds(r['tokenize_s'])} "
-        f"| {seconds(r['pipeline_s'])} | {r['floor']:.2f} | {r['ratio']:.2f} |"
+        f"| `{r['family']}` | {r['size']} | {r['shape']} | {format_number(r['bare_s'])} | {format_number(r['tokenize_s'])} "
+        f"| {format_number(r['pipeline_s'])} | {r['floor']:.2f} | {r['ratio']:.2f} |"
         for r in rows
     ]
     return "\n".join(lines)
-
-
-def seconds(value: float) -> str:
-    return f"{value:.3f}" if value < 1 else f"{value:.2f}"
 
 
 def verdict(rows: list[dict]) -> str:
