@@ -76,9 +76,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
-from bertology_utils.core import library_versions, settings, threads
+from bertology_utils.core import library_versions, machine_environment, settings, threads
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_remove, atomic_write_text
+from bertology_utils.papers.metrics import REGISTRY, MetricRegistry
 from bertology_utils.run.display import RunDisplay, expected_seconds, notebook_sections
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ __all__ = [
     "find_run",
     "run_entries",
     "run_versions",
+    "run_environment",
     "load_metrics",
     "read_json",
 ]
@@ -241,6 +243,8 @@ class RunReport:
     #: An interrupted run: the notebooks stopped while they ran (in ``notebooks`` as failed), and those never started.
     interrupted: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
+    #: The machine: CPU and its features, cores, GPU, kernel-picking variables (core.machine_environment)
+    environment: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -338,6 +342,7 @@ def run_notebooks(
     # each phase starts once the one before has finished: the notebooks that read the others' results come last
     phases = [_longest_first(first, run_dir.parent, params_of) if jobs > 1 else first, later]
     started = _now()
+    machine = machine_environment()
 
     kernels = _Kernels()
     display = RunDisplay(sys.stderr) if progress else None
@@ -353,7 +358,9 @@ def run_notebooks(
 
     def write(done: dict[Path, NotebookResult], **interrupted) -> RunReport:
         results = [done[path] for path in paths if path in done]
-        report = RunReport(run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted)
+        report = RunReport(
+            run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted, environment=machine
+        )
         atomic_write_text(
             run_dir / RUN_FILE, json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) + "\n"
         )
@@ -687,17 +694,28 @@ class StageTimes(dict):
         return {f"{task}: {stage}": s for (task, stage), s in self.items()}
 
 
-def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike | None = None, **more) -> dict:
+def record_metrics(
+    metrics: Mapping | None = None,
+    output_dir: str | os.PathLike | None = None,
+    *,
+    declared: MetricRegistry | None = REGISTRY,
+    **more,
+) -> dict:
     """Merge metrics into ``<output_dir>/metrics.json`` and return everything recorded there.
 
     Existing keys are kept unless given again. numpy and torch values, pandas objects and
     paths become plain JSON; NaN and infinities become null. ``output_dir=None`` writes to
-    ``results/interactive/`` (a notebook run by hand).
+    ``results/interactive/`` (a notebook run by hand). Every key must be declared in ``declared``
+    (:data:`bertology_utils.papers.metrics.REGISTRY`: its kind decides how a regression check compares
+    it); an undeclared one raises UndeclaredMetricError before anything is written. ``declared=None``
+    records without that check (a notebook of your own, whose keys no check reads).
     """
     new = {**(metrics or {}), **more}
     bad_keys = [k for k in new if not isinstance(k, str)]
     if bad_keys:
         raise TypeError(f"metric names must be strings, got {bad_keys!r}")
+    if declared is not None:
+        declared.check(new)
     path = _output_folder(output_dir) / METRICS_FILE
     recorded = read_json(path) if path.exists() else {}
     recorded.update(_to_json(new))
@@ -705,7 +723,13 @@ def record_metrics(metrics: Mapping | None = None, output_dir: str | os.PathLike
     return recorded
 
 
-def record_claims(claims: Iterable[Claim], prefix: str, output_dir: str | os.PathLike | None = None) -> list[Claim]:
+def record_claims(
+    claims: Iterable[Claim],
+    prefix: str,
+    output_dir: str | os.PathLike | None = None,
+    *,
+    declared: MetricRegistry | None = REGISTRY,
+) -> list[Claim]:
     """Record checked claims: into ``<output_dir>/claims.json`` and, as metrics, :meth:`Claim.to_metrics`.
 
     ``prefix`` names the metrics (``"tour.claims"`` gives ``tour.claims.<id>.verdict``) and keys each
@@ -720,11 +744,14 @@ def record_claims(claims: Iterable[Claim], prefix: str, output_dir: str | os.Pat
         raise BertologyError(
             f"claims recorded under {prefix!r} share an id: {sorted(k for k in keys if keys.count(k) > 1)}"
         )
+    values = {k: v for c in claims for k, v in c.to_metrics(prefix).items()}
+    if declared is not None:
+        declared.check(values)  # before claims.json is written, so that it never holds a claim metrics.json lacks
     path = _output_folder(output_dir) / CLAIMS_FILE
     recorded = {entry["key"]: entry for entry in (read_json(path).get("claims", []) if path.exists() else [])}
     recorded.update({key: {"key": key, **_to_json(c.to_dict())} for key, c in zip(keys, claims)})
     atomic_write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
-    record_metrics({k: v for c in claims for k, v in c.to_metrics(prefix).items()}, output_dir=output_dir)
+    record_metrics(values, output_dir=output_dir, declared=None)
     return [Claim.from_dict(entry) for entry in recorded.values()]
 
 
@@ -843,6 +870,13 @@ def run_versions(run_dir: str | os.PathLike) -> dict | None:
     if versions is not None and not isinstance(versions, dict):
         raise DataFormatError("'versions' must be an object: library -> version", path)
     return versions
+
+
+def run_environment(run_dir: str | os.PathLike) -> dict | None:
+    """The machine a run ran on (run.json's ``environment``); None for a run that did not record it."""
+    path = find_run(run_dir) / RUN_FILE
+    environment = read_json(path).get("environment") if path.is_file() else None
+    return environment if isinstance(environment, dict) and environment else None
 
 
 def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:

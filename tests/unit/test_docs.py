@@ -47,8 +47,8 @@ def _run(tmp_path, name="r", model="org/tiny-model", notebooks=None):
         ],
     }
     for stem, claims in notebooks.items():
-        harness.record_claims(claims, "topic.claims", output_dir=run / stem)
-        harness.record_metrics({"topic.model": model}, output_dir=run / stem)
+        harness.record_claims(claims, "topic.claims", output_dir=run / stem, declared=None)
+        harness.record_metrics({"topic.model": model}, output_dir=run / stem, declared=None)
     harness.record_skipped("topic.part", "no data for it", output_dir=run / "02_b")
     entries = [{"name": stem, "status": "ok"} for stem in notebooks]
     (run / "run.json").write_text(json.dumps({"run_name": name, "finished": "2026-11-26", "notebooks": entries}))
@@ -101,11 +101,11 @@ def test_bad_runs_and_records_get_one_clear_error(tmp_path):
         record_findings(tmp_path / "missing")
     empty = tmp_path / "empty"
     (empty / "01_a").mkdir(parents=True)
-    harness.record_metrics({"a.model": "m"}, output_dir=empty / "01_a")
+    harness.record_metrics({"a.model": "m"}, output_dir=empty / "01_a", declared=None)
     with pytest.raises(BertologyError, match="recorded no claims"):
         record_findings(empty)
     mixed = _run(tmp_path, "mixed")
-    harness.record_metrics({"topic.model": "org/else"}, output_dir=mixed / "02_b")
+    harness.record_metrics({"topic.model": "org/else"}, output_dir=mixed / "02_b", declared=None)
     with pytest.raises(BertologyError, match="mixes models"):
         record_findings(mixed)
     old = tmp_path / "old.json"

@@ -41,7 +41,7 @@ GOOD_CELLS = (
     "import matplotlib.pyplot as plt\n"
     "from bertology_utils.run.harness import record_metrics, save_figure",
     "record_metrics({'test.n': n, 'test.model': model_name, 'test.mean': np.float32(0.5),\n"
-    "                'test.counts': np.arange(3), 'test.missing': float('nan')}, output_dir=output_dir)\n"
+    "                'test.counts': np.arange(3), 'test.missing': float('nan')}, output_dir=output_dir, declared=None)\n"
     "fig, ax = plt.subplots(figsize=(2, 2))\n"
     "ax.plot([0, 1], [0, 1])\n"
     "save_figure(fig, 'line plot', output_dir=output_dir)",
@@ -134,7 +134,7 @@ def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, caps
         tmp_path / "05_params.ipynb",
         "from bertology_utils.run.harness import record_metrics\n"
         "record_metrics({f'p.{k}': [v, type(v).__name__] for k, v in dict(i=i, f=f, s=s, b=b).items()},\n"
-        "               output_dir=output_dir)",
+        "               output_dir=output_dir, declared=None)",
         parameters="output_dir = None\nmodel_name = None\ni = 0\nf = 0.0\ns = ''\nb = False",
     )
     stale = tmp_path / "res" / "cli" / "05_params" / "stale.txt"
@@ -178,7 +178,7 @@ def test_cli_run_exits_1_when_a_notebook_fails(tmp_path, capsys):
 SKIP_SOME = (
     "from bertology_utils.run.harness import record_metrics, record_skipped",
     "record_skipped('topic.part_b', 'data B not found; to get it: set X', output_dir=output_dir)\n"
-    "record_metrics({'topic.a': 1}, output_dir=output_dir)",
+    "record_metrics({'topic.a': 1}, output_dir=output_dir, declared=None)",
 )
 SKIP_ALL = (
     "from bertology_utils.run.harness import record_skipped",
@@ -309,7 +309,7 @@ RESUMABLE = (
     "from bertology_utils.core.cache import cached_arrays\n"
     "from bertology_utils.run.harness import record_metrics",
     "_, reused = cached_arrays(settings.cache_dir() / 'entry', {'n': n}, lambda: {'a': np.arange(n)})\n"
-    "record_metrics({'b.reused': reused}, output_dir=output_dir)",
+    "record_metrics({'b.reused': reused}, output_dir=output_dir, declared=None)",
     "if not pathlib.Path(marker).exists():\n"
     "    from bertology_utils.core.files import atomic_write_text\n"
     "    atomic_write_text(marker, str(os.getpid()))\n"
@@ -414,7 +414,7 @@ def test_resolve_unknown_notebook_lists_available(notebooks_dir):
 def test_record_metrics_merges_and_converts(tmp_path):
     torch = pytest.importorskip("torch")
     pd = pytest.importorskip("pandas")
-    harness.record_metrics({"a.kept": 1, "a.replaced": 1}, output_dir=tmp_path)
+    harness.record_metrics({"a.kept": 1, "a.replaced": 1}, output_dir=tmp_path, declared=None)
     full = harness.record_metrics(
         {
             "a.replaced": np.int64(2),
@@ -427,6 +427,7 @@ def test_record_metrics_merges_and_converts(tmp_path):
         },
         output_dir=tmp_path,
         extra="text",
+        declared=None,
     )
     expected = {
         "a.kept": 1,
@@ -484,9 +485,11 @@ def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
         Verdict.NOT_TESTABLE,
         "held out > offset",
     )
-    harness.record_claims([first, other], "x.claims", output_dir=tmp_path)
+    harness.record_claims([first, other], "x.claims", output_dir=tmp_path, declared=None)
     again = Claim(**{**first.to_dict(), "verdict": Verdict.DIFFERS, "values": {"p_value": 0.2}})
-    recorded = harness.record_claims([again], "x.claims", output_dir=tmp_path)  # replaces the first, keeps its place
+    recorded = harness.record_claims(
+        [again], "x.claims", output_dir=tmp_path, declared=None
+    )  # replaces the first, keeps its place
     assert [(c.id, c.verdict) for c in recorded] == [
         ("same_layer_close", Verdict.DIFFERS),
         ("table1.det", Verdict.NOT_TESTABLE),
@@ -502,12 +505,12 @@ def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
     assert metrics["x.claims.same_layer_close.ratio"] is None  # NaN, from the first recording
     assert metrics["x.claims.table1.det.verdict"] == "not testable"
     with pytest.raises(BertologyError, match="share an id"):
-        harness.record_claims([first, first], "x.claims", output_dir=tmp_path)
+        harness.record_claims([first, first], "x.claims", output_dir=tmp_path, declared=None)
 
 
 def test_record_metrics_rejects_unknown_types(tmp_path):
     with pytest.raises(TypeError, match="object"):
-        harness.record_metrics({"a.b": object()}, output_dir=tmp_path)
+        harness.record_metrics({"a.b": object()}, output_dir=tmp_path, declared=None)
 
 
 def test_interactive_output_dir(tmp_path, monkeypatch):
@@ -515,7 +518,7 @@ def test_interactive_output_dir(tmp_path, monkeypatch):
 
     monkeypatch.setenv(harness.RESULTS_DIR_ENV, str(tmp_path))
     assert harness.results_dir() == tmp_path
-    harness.record_metrics(x=math.pi)
+    harness.record_metrics(x=math.pi, declared=None)
     paths = harness.save_figure(Figure(figsize=(1, 1)), "../Heads: layer 3/head 2.", formats=("png", "svg"))
     assert json.loads((tmp_path / "interactive" / "metrics.json").read_text()) == {"x": math.pi}
     figures = tmp_path / "interactive" / "figures"
@@ -549,7 +552,7 @@ def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_pat
         "import os, time\nfrom bertology_utils.run.harness import record_metrics",
         "start = time.time(); time.sleep(1.5)\n"
         "record_metrics({'t.start': start, 't.end': time.time(), 't.threads': os.environ.get('OMP_NUM_THREADS')},"
-        " output_dir=output_dir)",
+        " output_dir=output_dir, declared=None)",
     )
     paths = [write_notebook(tmp_path / f"0{i}_sleep.ipynb", *cells) for i in range(2)]
     monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
@@ -608,7 +611,7 @@ def test_the_last_notebook_running_takes_the_cores_of_the_one_that_finished(tmp_
         "start = torch.get_num_threads()\nopen('started', 'w').close()\nuntil = time.time() + 60\n"
         "while torch.get_num_threads() == start and time.time() < until:\n    time.sleep(0.1)\n"
         "record_metrics({'t.start': start, 't.end': torch.get_num_threads(), 't.env': os.environ['OMP_NUM_THREADS']},"
-        " output_dir=output_dir)",
+        " output_dir=output_dir, declared=None)",
     )
     monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     report = harness.run_notebooks([quick, waits], run_name="j", results_root=tmp_path / "r", progress=False, jobs=2)

@@ -123,7 +123,7 @@ def run_dir(tmp_path):
         ],
     )
     (good / "metrics.json").write_text(json.dumps(METRICS))
-    record_claims([CLAIM], "good.claims", output_dir=good)
+    record_claims([CLAIM], "good.claims", output_dir=good, declared=None)
     (good / "figures").mkdir()
     (good / "figures" / "attention.png").write_bytes(png_bytes((255, 0, 0)))
     (good / "figures" / "entropy.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>')
