@@ -135,9 +135,18 @@ clean-results: ## delete the results/ folder
 # tests' SMALL_PARAMETERS and a fresh cache, as the tests run them. Refresh only on purpose (a change
 # that moves a notebook's numbers), then review `git diff tests/references`: tolerances are kept.
 .PHONY: refresh-references
-refresh-references: setup ## rewrite tests/references/small/ from a run with the tests' small parameters
-	rm -rf results/.refresh-references-cache
+refresh-references: setup ## rewrite tests/references/small/ from a run with the tests' small parameters, tolerances measured under perturbations (CPU instruction sets, threads)
+	rm -rf results/.refresh-references-cache results/references-small.perturbed-*
 	$(VENV_PYTHON) -c 'import json, sys; sys.path.insert(0, "tests/notebooks"); \
 		from test_notebooks import SMALL_PARAMETERS; print(json.dumps(SMALL_PARAMETERS))' \
 	| BERTOLOGY_CACHE_DIR=$(CURDIR)/results/.refresh-references-cache $(VENV)/bin/bertology run \
-		--params-file - --run-name references-small --update-reference tests/references/small
+		--params-file - --run-name references-small --update-reference tests/references/small --perturb
+	# the perturbed runs' metrics: tests/unit/test_metric_kinds.py checks that they pass the new references
+	rm -rf tests/references/perturbed
+	for run in results/references-small.perturbed-*/; do \
+		name=$$(basename $$run); name=$${name#references-small.perturbed-}; \
+		mkdir -p tests/references/perturbed/$$name; \
+		for metrics in $$run*/metrics.json; do \
+			cp $$metrics tests/references/perturbed/$$name/$$(basename $$(dirname $$metrics)).json; \
+		done; \
+	done

@@ -12,7 +12,7 @@ from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command, interrup
 from bertology_utils.cli.check import check_and_print
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.run import harness
+from bertology_utils.run import harness, perturb
 
 __all__ = ["COMMAND", "parse_parameter_value", "absolute_paths"]
 
@@ -146,6 +146,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REFERENCE_DIR",
         help="write the metrics to REFERENCE_DIR/<notebook>.json, keeping stated tolerances",
     )
+    parser.add_argument(
+        "--perturb",
+        action="store_true",
+        help="with --update-reference: run the notebooks again under each perturbation this machine offers "
+        "(lower CPU instruction sets, one thread) and set every tolerance from how far each metric moved",
+    )
 
 
 def _read_params_file(path: Path, notebooks: list[Path]) -> dict[str, dict]:
@@ -172,11 +178,14 @@ def _read_params_file(path: Path, notebooks: list[Path]) -> dict[str, dict]:
     return data
 
 
-def _update_reference(run_dir: Path, reference_dir: Path) -> None:
+def _update_reference(run_dir: Path, reference_dir: Path, perturbed: dict[str, Path] | None = None) -> None:
     from bertology_utils.run import regression
 
-    refresh = regression.update_references(run_dir, reference_dir)
+    refresh = regression.update_references(run_dir, reference_dir, perturbed)
     print(refresh.changes.report(heading="the old references in"))
+    if refresh.unsettled:
+        print("moved under a perturbation though their kind says they cannot (look into each):")
+        print("\n".join(f"  {line}" for line in refresh.unsettled))
     for stem in refresh.not_written:
         print(f"not updated: {stem} failed; its reference is left as it was")
     print(
@@ -240,6 +249,8 @@ def _run(args: argparse.Namespace) -> int:
     references = regression.read_references(args.check) if args.check else None
     if args.update_reference:
         regression.read_references(args.update_reference, allow_empty=True)
+    if args.perturb and not args.update_reference:
+        raise BertologyError("--perturb measures tolerances for --update-reference; give that too")
     report = harness.run_notebooks(
         notebooks,
         run_name=args.run_name,
@@ -262,8 +273,33 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         status = max(status, check_and_print(report.run_dir, args.check, references))
     if args.update_reference:
-        _update_reference(report.run_dir, args.update_reference)
+        perturbed = _perturbed_runs(args, notebooks, parameters, per_notebook, report) if args.perturb else None
+        if perturbed is not None and len(perturbed) < len(perturb.standard_perturbations()):
+            print("not updated: a perturbed run failed (see above); the references are left as they were")
+            return EXIT_FAILED
+        _update_reference(report.run_dir, args.update_reference, perturbed)
     return status
+
+
+def _perturbed_runs(args, notebooks, parameters, per_notebook, report) -> dict[str, Path]:
+    """The same notebooks again under each perturbation this machine offers; the runs that did not fail."""
+    runs = {}
+    for perturbation in perturb.standard_perturbations():
+        print(f"perturbed run: {perturbation.name}: {perturbation.why}")
+        perturbed = perturb.run_perturbed(
+            perturbation,
+            notebooks,
+            run_name=report.run_name,
+            results_root=args.results_dir,
+            parameters=parameters,
+            notebook_parameters=per_notebook,
+            kernel_name=args.kernel,
+            cell_timeout=args.cell_timeout,
+        )
+        print(perturbed.summary())
+        if perturbed.ok:
+            runs[perturbation.name] = perturbed.run_dir
+    return runs
 
 
 COMMAND = Command(

@@ -32,5 +32,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "check_run",
             "update_references",
         ],
+        "perturb": ["Perturbation", "standard_perturbations", "run_perturbed"],
     },
 )

@@ -52,12 +52,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
+from bertology_utils.papers.metrics import FLOORS, REGISTRY, Kind
 from bertology_utils.run import harness
 
 __all__ = [
@@ -88,20 +89,23 @@ CHECK_FILE = "check.json"
 OK, REGRESSED, MISSING, NEW = "ok", "regressed", "missing", "new"
 FAILING = (REGRESSED, MISSING)
 
-_FILE_KEYS = {"parameters", "versions", "default", "metrics"}  # besides comments ("_...")
-_METRIC_KEYS = {"value", "abs", "rel", "ignore", "note"}
-_TOLERANCE_KEYS = ("abs", "rel", "ignore", "note")  # what a refresh keeps
+_FILE_KEYS = {"parameters", "versions", "environment", "perturbations", "status", "default", "metrics"}  # and "_..."
+_METRIC_KEYS = {"value", "abs", "rel", "ignore", "note", "changes", "kind", "measured"}
+_TOLERANCE_KEYS = ("abs", "rel", "ignore", "note", "changes")  # what a refresh without perturbations keeps
 _TIMING_WORD = "seconds"  # a refresh does not compare new timings
 _SHOWN_CHARS = 60  # a value's width in the text report
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far a number may move: ``max(abs, rel * |reference|)``; ``ignore``: not compared (the reason)."""
+    """How far a number may move: ``max(abs, rel * |reference|)``; ``changes``: how many elements of a list or
+    object (a grid of heads) may lie outside that, for a value decided by maxima, where a near-tie flips one
+    decision; ``ignore``: not compared (the reason)."""
 
     abs: float = 0.0
     rel: float = 0.0
     ignore: str | None = None
+    changes: int = 0
 
     def allows(self, reference: float, value: float) -> bool:
         return abs(value - reference) <= max(self.abs, self.rel * abs(reference))
@@ -110,12 +114,28 @@ class Tolerance:
         if self.ignore is not None:
             return f"not compared ({self.ignore})"
         parts = ([f"abs {self.abs:g}"] if self.abs else []) + ([f"rel {self.rel:g}"] if self.rel else [])
-        return " or ".join(parts) or "exact"
+        text = " or ".join(parts) or "exact"
+        return text + (f", {self.changes} element{'s' * (self.changes != 1)} may differ" if self.changes else "")
+
+    def widened(self, other: Tolerance) -> Tolerance:
+        """The looser of the two on each count; not compared when either is not."""
+        return Tolerance(
+            max(self.abs, other.abs),
+            max(self.rel, other.rel),
+            self.ignore if self.ignore is not None else other.ignore,
+            max(self.changes, other.changes),
+        )
 
 
-#: The tolerance a refresh gives a new metric holding floats when its file states no ``default``:
-#: float32 forward passes summed in another order (thread count, CPU) move results by ~1e-6 relative.
+#: The tolerance a refresh gives a new metric holding floats when its file states no ``default`` and no
+#: declaration gives it a kind: float32 forward passes summed in another order (thread count, CPU) move
+#: results by ~1e-6 relative.
 DEFAULT_TOLERANCE = Tolerance(abs=1e-6, rel=1e-4)
+#: A refresh under perturbations sets a number's tolerance to this many times the largest move it measured
+#: (never below its kind's floor): the CPUs, GPUs and seeds it did not try may move it further.
+SAFETY_FACTOR = 10.0
+#: ... and allows this many times the number of decisions (elements of a grid) it saw flip.
+CHANGES_FACTOR = 2
 
 
 @dataclass
@@ -129,6 +149,7 @@ class Reference:
     parameters: dict | None
     raw: dict  # the file as read (a refresh keeps its comments and notes)
     versions: dict | None = None  # what the run that made it was made with; None: unknown
+    status: str = "ok"  # the notebook's status in the run that made it ("skipped": it computed nothing)
 
 
 def read_reference(path: str | os.PathLike) -> Reference:
@@ -164,6 +185,8 @@ def read_reference(path: str | os.PathLike) -> Reference:
         raise DataFormatError("'versions' must be an object, name -> version string (or null), or null", path)
     if "default" in raw:
         _tolerance(raw["default"], "'default'", path, allowed={"abs", "rel"})
+    if "status" in raw and raw["status"] not in ("ok", "skipped"):
+        raise DataFormatError("'status' must be 'ok' or 'skipped'", path)
     values, tolerances = {}, {}
     for name, entry in metrics.items():
         if not isinstance(entry, dict) or "value" not in entry:
@@ -172,7 +195,7 @@ def read_reference(path: str | os.PathLike) -> Reference:
             raise DataFormatError(f"metric {name!r}: NaN and infinities cannot be compared; record them as null", path)
         values[name] = entry["value"]
         tolerances[name] = _tolerance(entry, f"metric {name!r}", path, allowed=_METRIC_KEYS)
-    return Reference(path.stem, path, values, tolerances, parameters, raw, versions)
+    return Reference(path.stem, path, values, tolerances, parameters, raw, versions, raw.get("status", "ok"))
 
 
 def _tolerance(entry, where: str, path: Path, allowed: set[str]) -> Tolerance:
@@ -188,7 +211,12 @@ def _tolerance(entry, where: str, path: Path, allowed: set[str]) -> Tolerance:
     for key in ("ignore", "note"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
             raise DataFormatError(f"{where}: {key!r} must be a non-empty string (the reason)", path)
-    return Tolerance(float(entry.get("abs", 0.0)), float(entry.get("rel", 0.0)), entry.get("ignore"))
+    changes = entry.get("changes", 0)
+    if not isinstance(changes, int) or isinstance(changes, bool) or changes < 0:
+        raise DataFormatError(f"{where}: 'changes' must be a whole number >= 0, got {_shorten(changes)}", path)
+    if "kind" in entry and entry["kind"] not in {k.value for k in Kind}:
+        raise DataFormatError(f"{where}: 'kind' must be one of {[k.value for k in Kind]}", path)
+    return Tolerance(float(entry.get("abs", 0.0)), float(entry.get("rel", 0.0)), entry.get("ignore"), changes)
 
 
 def read_references(folder: str | os.PathLike, allow_empty: bool = False) -> dict[str, Reference]:
@@ -220,16 +248,23 @@ class Difference:
     tolerance: str
     status: str
     detail: str = ""
+    kind: str | None = None  #: the metric's declared kind (:class:`~bertology_utils.papers.metrics.Kind`)
 
     def to_dict(self) -> dict:
         return {
             "notebook": self.notebook,
             "metric": self.metric,
+            "kind": self.kind,
             "reference": self.reference,
             "value": self.value,
             "tolerance": self.tolerance,
             "status": self.status,
+            **({"detail": self.detail} if self.detail else {}),
         }
+
+    @property
+    def is_verdict(self) -> bool:
+        return self.kind == Kind.VERDICT.value
 
 
 @dataclass
@@ -301,7 +336,13 @@ class CheckResult:
         counts = ", ".join(f"{self.count(s)} {s}" for s in (REGRESSED, MISSING, NEW, OK))
         lines = self.versions.warning()
         lines.append(f"{heading} {self.reference_dir}: {'ok' if self.ok else 'FAILED'} ({counts})")
-        rows = [d for d in self.differences if d.status != OK]
+        verdicts = [d for d in self.differences if d.is_verdict]
+        changed = [d for d in verdicts if d.status != OK]
+        lines.append(
+            f"verdicts: {len(verdicts) - len(changed)} of {len(verdicts)} as in the reference"
+            + "".join(f"\n  {d.status:9}  {d.notebook}  {d.metric}: {d.reference} -> {d.value}" for d in changed)
+        )
+        rows = [d for d in self.differences if d.status != OK and not d.is_verdict]
         nb_width = max((len(d.notebook) for d in rows), default=0)
         for d in rows:
             if d.status == REGRESSED:
@@ -312,7 +353,8 @@ class CheckResult:
                 what = f"reference {_shorten(d.reference)}, not recorded by this run"
             else:
                 what = f"value {_shorten(d.value)}, not in the reference"
-            lines.append(f"  {d.status:9}  {d.notebook:{nb_width}}  {d.metric}: {what}")
+            kind = f" [{d.kind}]" if d.kind else ""
+            lines.append(f"  {d.status:9}  {d.notebook:{nb_width}}  {d.metric}{kind}: {what}")
         lines += [f"  note: {note}" for note in self.notes]
         if self.versions.unknown:
             lines.append(
@@ -323,23 +365,69 @@ class CheckResult:
 
 
 def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -> list[Difference]:
-    """One notebook's metrics against its reference: every reference metric, then the new ones."""
+    """One notebook's metrics against its reference: every reference metric, then the new ones.
+
+    Each metric is compared under its stated tolerance widened to its declared kind's floor
+    (:func:`kind_tolerance`). A verdict that changed is a regression unless either side is inconclusive.
+    """
     rows = []
     known = reference.metrics if reference is not None else {}
     tolerances = reference.tolerances if reference is not None else {}
     for name, expected in known.items():
-        tolerance = tolerances[name]
+        kind, floor = kind_tolerance(name, expected, {**known, **metrics})
+        kind = kind or _stored_kind(reference, name)
+        tolerance = tolerances[name].widened(floor)
         text = tolerance.describe()
         if name not in metrics:
-            rows.append(Difference(notebook, name, expected, None, text, MISSING))
+            rows.append(Difference(notebook, name, expected, None, text, MISSING, kind=kind))
             continue
         value = metrics[name]
+        if kind == Kind.VERDICT.value and INCONCLUSIVE in (expected, value) and expected != value:
+            rows.append(Difference(notebook, name, expected, value, text, OK, f"{INCONCLUSIVE} on one side", kind))
+            continue
         found = [] if tolerance.ignore is not None else list(_mismatches(expected, value, tolerance))
-        rows.append(
-            Difference(notebook, name, expected, value, text, REGRESSED if found else OK, _describe_mismatches(found))
-        )
-    rows += [Difference(notebook, name, None, value, "", NEW) for name, value in metrics.items() if name not in known]
+        structural = [m for m in found if m[3]]
+        within = not structural and len(found) <= tolerance.changes
+        detail = _describe_mismatches(found) + (f" (within {tolerance.changes} allowed)" if found and within else "")
+        rows.append(Difference(notebook, name, expected, value, text, OK if within else REGRESSED, detail, kind))
+    rows += [
+        Difference(notebook, name, None, value, "", NEW, kind=_declared_kind(name))
+        for name, value in metrics.items()
+        if name not in known
+    ]
     return rows
+
+
+#: The verdict of a claim whose interval straddles its rule's threshold: no change to or from it is a regression.
+INCONCLUSIVE = "inconclusive"
+
+
+def kind_tolerance(name: str, reference_value, metrics: dict) -> tuple[str | None, Tolerance]:
+    """The declared kind of metric ``name`` and the least tolerance it gives ``reference_value``.
+
+    The kind's floor (:data:`~bertology_utils.papers.metrics.FLOORS`); its ``changes`` only for a list
+    or an object; one item's worth (``1 / count``, or 100 / count in percent) for a value its
+    declaration says was decided item by item, the count read from ``metrics``. An undeclared name:
+    (None, exact), so a reference's stated tolerance alone applies.
+    """
+    metric = REGISTRY.find(name)
+    if metric is None:
+        return None, Tolerance()
+    floor = FLOORS[metric.kind]
+    count = REGISTRY.items_count(name, metrics)
+    step = ((100.0 if metric.unit.startswith("percent") else 1.0) / count) if count else 0.0
+    changes = floor.changes if isinstance(reference_value, (list, dict)) else 0
+    return metric.kind.value, Tolerance(max(floor.abs, step), floor.rel, floor.ignore, changes)
+
+
+def _declared_kind(name: str) -> str | None:
+    metric = REGISTRY.find(name)
+    return metric.kind.value if metric is not None else None
+
+
+def _stored_kind(reference: Reference | None, name: str) -> str | None:
+    entry = reference.raw.get("metrics", {}).get(name, {}) if reference is not None else {}
+    return entry.get("kind")
 
 
 def compare_versions(references: list[Reference], versions: dict | None) -> VersionCheck:
@@ -358,13 +446,16 @@ def compare_versions(references: list[Reference], versions: dict | None) -> Vers
     return check
 
 
-def _mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Iterator[tuple[str, float | None, str]]:
-    """(where, size, how) for each part of ``value`` outside ``tolerance`` of ``expected``; size orders numbers."""
+def _mismatches(
+    expected, value, tolerance: Tolerance, where: str = ""
+) -> Iterator[tuple[str, float | None, str, bool]]:
+    """(where, size, how, structural) for each part of ``value`` outside ``tolerance`` of ``expected``; size
+    orders numbers; structural: lengths, keys or types differ (never one of the allowed ``changes``)."""
     if _is_number(expected) and _is_number(value):
         if not tolerance.allows(expected, value):
             change = value - expected
             relative = f" ({100 * change / expected:+.3g}%)" if expected else ""
-            yield where, abs(change), f"off by {change:+.6g}{relative}"
+            yield where, abs(change), f"off by {change:+.6g}{relative}", False
     elif isinstance(expected, dict) and isinstance(value, dict):
         missing, new = [k for k in expected if k not in value], [k for k in value if k not in expected]
         if missing or new:
@@ -377,27 +468,28 @@ def _mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Itera
                     for label, keys in (("missing", missing), ("new", new))
                     if keys
                 ),
+                True,
             )
         for key in expected:
             if key in value:
                 yield from _mismatches(expected[key], value[key], tolerance, f"{where}[{key!r}]")
     elif isinstance(expected, list) and isinstance(value, list):
         if len(expected) != len(value):
-            yield where, None, f"length {len(value)}, reference {len(expected)}"
+            yield where, None, f"length {len(value)}, reference {len(expected)}", True
         else:
             for i, (a, b) in enumerate(zip(expected, value)):
                 yield from _mismatches(a, b, tolerance, f"{where}[{i}]")
     elif type(expected) is not type(value) and not (_is_number(expected) and _is_number(value)):
-        yield where, None, f"{_kind(value)}, reference {_kind(expected)}"
+        yield where, None, f"{_kind(value)}, reference {_kind(expected)}", True
     elif expected != value:
-        yield where, None, "differs" if where else "not equal"
+        yield where, None, "differs" if where else "not equal", False
 
 
-def _describe_mismatches(found: list[tuple[str, float | None, str]]) -> str:
+def _describe_mismatches(found: list[tuple[str, float | None, str, bool]]) -> str:
     """The largest numeric mismatch (else the first), where it is, and how many more there are."""
     if not found:
         return ""
-    where, _, how = max(found, key=lambda m: -1.0 if m[1] is None else m[1])
+    where, _, how, _ = max(found, key=lambda m: -1.0 if m[1] is None else m[1])
     text = f"at {where}: {how}" if where else how
     return text + (f"; {len(found) - 1} more off" if len(found) > 1 else "")
 
@@ -439,7 +531,7 @@ def check_run(
     references = read_references(reference_dir) if references is None else references
     ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
-    differences, notes, compared = [], [], []
+    differences, notes, compared, not_compared = [], [], [], []
     for nb in ran:
         stem = nb["name"]
         reference = references.get(stem)
@@ -449,13 +541,19 @@ def check_run(
             notes.append(f"{stem} has no reference in {reference_dir}: its metrics are new")
         elif nb.get("status") == "failed":
             notes.append(f"{stem} failed: the reference metrics it did not record are missing")
+        elif nb.get("status") == "skipped" and reference.status != "skipped":
+            # it computed nothing here (09_atlas run without the notebooks it reads, or no data): what it would
+            # have recorded is not missing; the run's status says it skipped
+            not_compared.append(stem)
+            notes.append(f"{stem} skipped everything in this run; its reference (made where it ran) is not compared")
+            continue
         elif reference.parameters is not None and "parameters" in nb and nb["parameters"] != reference.parameters:
             notes.append(
                 f"{stem} ran with parameters {json.dumps(nb['parameters'], sort_keys=True)}; "
                 f"its reference was made with {json.dumps(reference.parameters, sort_keys=True)}"
             )
         differences += compare_metrics(stem, reference, metrics.get(stem, {}))
-    skipped = [stem for stem in references if stem not in {nb["name"] for nb in ran}]
+    skipped = [stem for stem in references if stem not in {nb["name"] for nb in ran}] + not_compared
     versions = compare_versions(compared, harness.run_versions(folder))
     return CheckResult(Path(reference_dir), differences, skipped, notes, versions)
 
@@ -477,16 +575,28 @@ class Refresh:
     written: list[Path]
     not_written: list[str]  # notebooks that failed: their references stay as they were
     changes: CheckResult  # the run against the references as they were before
+    #: what moved under the perturbations though its kind says it cannot (an exact count, a verdict), or whose
+    #: shape changed: "notebook metric: how (perturbation)"; each is a finding to look into, not a tolerance
+    unsettled: list[str] = field(default_factory=list)
 
 
-def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLike) -> Refresh:
+def update_references(
+    run_dir: str | os.PathLike,
+    reference_dir: str | os.PathLike,
+    perturbed: Mapping[str, str | os.PathLike] | None = None,
+) -> Refresh:
     """Rewrite ``<reference_dir>/<stem>.json`` for each notebook of the run that ran.
 
-    Values, parameters and versions (run.json's) come from the run. A metric already in the reference keeps its
-    tolerance and note; a new one gets the file's ``default`` (else DEFAULT_TOLERANCE) when it
-    holds floats, is not compared when its name says it is a time in seconds, and is exact
-    otherwise. Metrics the run no longer records are dropped. Failed notebooks are left alone.
-    Every existing reference file is read first, so a malformed one stops the refresh.
+    Values, parameters, versions and the machine (run.json's) come from the run. Each metric records its
+    declared kind. ``perturbed`` maps a perturbation's name to a run of the same notebooks and parameters
+    under it (another CPU instruction set, another thread count: :mod:`bertology_utils.run.perturb`); with
+    it, every compared metric's tolerance is set from what it measured: :data:`SAFETY_FACTOR` times the
+    largest move of a number, :data:`CHANGES_FACTOR` times the elements that flipped, never below the kind's
+    floor (:func:`kind_tolerance`); stated notes are kept. Without it, a metric already in the reference keeps
+    its tolerance and note, and a new one gets its kind's floor (undeclared: the file's ``default``, else
+    DEFAULT_TOLERANCE, when it holds floats, not compared when its name says it is a time in seconds, else
+    exact). Metrics the run no longer records are dropped. Failed notebooks are left alone. Every existing
+    reference file is read first, so a malformed one stops the refresh.
     """
     folder = harness.find_run(run_dir)
     reference_dir = Path(reference_dir)
@@ -494,39 +604,134 @@ def update_references(run_dir: str | os.PathLike, reference_dir: str | os.PathLi
     ran = harness.run_entries(folder)
     metrics = harness.load_metrics(folder)
     versions = harness.run_versions(folder)
-    written, not_written, changes, replaced = [], [], [], []
+    others = {name: harness.find_run(path) for name, path in (perturbed or {}).items()}
+    other_metrics = {name: harness.load_metrics(path) for name, path in others.items()}
+    other_status = {
+        name: {nb["name"]: nb.get("status") for nb in harness.run_entries(path)} for name, path in others.items()
+    }
+    context = {
+        "environment": harness.run_environment(folder),
+        "perturbations": [{"name": name, "environment": harness.run_environment(path)} for name, path in others.items()]
+        or None,
+    }
+    written, not_written, changes, replaced, unsettled = [], [], [], [], []
     for nb in ran:
         stem = nb["name"]
-        if nb.get("status") == "failed":  # a skipped notebook's reference is what it skipped (09_atlas run alone)
+        if nb.get("status") == "failed":
             not_written.append(stem)
             continue
         changes += compare_metrics(stem, old.get(stem), metrics.get(stem, {}))
         replaced += [old[stem]] if stem in old else []
+        measured = {
+            name: found.get(stem, {})
+            for name, found in other_metrics.items()
+            if other_status[name].get(stem) == nb.get("status")
+        }
+        reference = _reference_object(
+            old.get(stem), metrics.get(stem, {}), nb.get("parameters"), versions, measured, context, nb.get("status")
+        )
+        unsettled += [f"{stem} {line}" for line in reference.pop("_unsettled")]
         path = reference_dir / f"{stem}.json"
-        reference = _reference_object(old.get(stem), metrics.get(stem, {}), nb.get("parameters"), versions)
         atomic_write_text(path, _dumps(reference))
         written.append(path)
     changed = CheckResult(reference_dir, changes, versions=compare_versions(replaced, versions))
-    return Refresh(written, not_written, changed)
+    return Refresh(written, not_written, changed, unsettled)
 
 
-def _reference_object(old: Reference | None, metrics: dict, parameters: dict | None, versions: dict | None) -> dict:
+def _reference_object(
+    old: Reference | None,
+    metrics: dict,
+    parameters: dict | None,
+    versions: dict | None,
+    measured: Mapping[str, dict] | None = None,
+    context: Mapping[str, object] | None = None,
+    status: str | None = None,
+) -> dict:
     raw = old.raw if old is not None else {}
     default = raw.get("default", {"abs": DEFAULT_TOLERANCE.abs, "rel": DEFAULT_TOLERANCE.rel})
-    entries = {}
+    entries, unsettled = {}, []
     for name, value in metrics.items():
-        if old is not None and name in old.metrics:
-            kept = {k: v for k, v in raw["metrics"][name].items() if k in _TOLERANCE_KEYS}
+        kind, floor = kind_tolerance(name, value, metrics)
+        stated = raw["metrics"][name] if old is not None and name in old.metrics else None
+        if kind is not None and measured:
+            tolerance, seen, problems = _measured_tolerance(name, value, kind, floor, measured)
+            unsettled += problems
+            kept = {**_tolerance_entry(tolerance), **({"measured": seen} if seen else {})}
+            kept.update({"note": stated["note"]} if stated and "note" in stated else {})
+        elif stated is not None:
+            kept = {k: v for k, v in stated.items() if k in _TOLERANCE_KEYS}
+        elif kind is not None:
+            kept = _tolerance_entry(floor)
         elif _TIMING_WORD in name.rsplit(".", 1)[-1]:
             kept = {"ignore": "timing: depends on the machine and its load"}
         elif _holds_float(value):
             kept = dict(default)
         else:
             kept = {}
-        entries[name] = {"value": value, **kept}
+        entries[name] = {"value": value, **({"kind": kind} if kind is not None else {}), **kept}
     comments = {k: v for k, v in raw.items() if k.startswith("_")}
     made_with = {"versions": versions} if versions is not None else {}
-    return {**comments, "parameters": parameters, **made_with, "default": default, "metrics": entries}
+    made_on = {key: value for key, value in (context or {}).items() if value}
+    return {
+        **comments,
+        "parameters": parameters,
+        **made_with,
+        **made_on,
+        **({"status": status} if status == "skipped" else {}),
+        "default": default,
+        "metrics": entries,
+        "_unsettled": unsettled,
+    }
+
+
+def _tolerance_entry(tolerance: Tolerance) -> dict:
+    """A tolerance as a reference file writes it: only what is not zero."""
+    if tolerance.ignore is not None:
+        return {"ignore": tolerance.ignore}
+    entry = {"abs": tolerance.abs, "rel": tolerance.rel, "changes": tolerance.changes}
+    return {key: value for key, value in entry.items() if value}
+
+
+def _measured_tolerance(
+    name: str, value, kind: str, floor: Tolerance, runs: Mapping[str, dict]
+) -> tuple[Tolerance, dict, list[str]]:
+    """A metric's tolerance from how far it moved in the perturbed ``runs`` (name -> metrics), what was
+    measured (largest move, flipped elements, the perturbations that moved it), and what moved that its kind
+    says cannot."""
+    if floor.ignore is not None:
+        return floor, {}, []
+    largest, flips, moved, problems = 0.0, 0, [], []
+    for perturbation, metrics in runs.items():
+        if name not in metrics:
+            problems.append(f"{name}: not recorded under {perturbation}")
+            continue
+        found = list(_mismatches(value, metrics[name], Tolerance()))
+        if not found:
+            continue
+        moved.append(perturbation)
+        if any(structural for *_, structural in found):
+            problems.append(f"{name}: its shape changed under {perturbation}")
+            continue
+        # a leaf outside the kind's floor is a decision that flipped (a maximum), or a label; within, float noise
+        outside = {where for where, *_ in _mismatches(value, metrics[name], floor)}
+        decided = kind == Kind.MAXIMUM.value
+        numbers = [size for where, size, *_ in found if size is not None and not (decided and where in outside)]
+        largest = max([largest, *numbers])
+        flips = max(flips, sum(1 for where, size, *_ in found if where in outside and (decided or size is None)))
+        if kind in (Kind.EXACT.value, Kind.VERDICT.value):
+            problems.append(
+                f"{name}: a{'' if kind == Kind.EXACT.value else ' verdict'} {kind} value moved under {perturbation}"
+            )
+    tolerance = Tolerance(
+        max(floor.abs, SAFETY_FACTOR * largest) if kind not in (Kind.EXACT.value, Kind.VERDICT.value) else 0.0,
+        floor.rel,
+        None,
+        max(floor.changes, CHANGES_FACTOR * flips)
+        if kind in (Kind.MAXIMUM.value, Kind.TRAINED.value)
+        else floor.changes,
+    )
+    seen = {"abs": largest, "changes": flips, "under": moved} if moved else {}
+    return tolerance, seen, problems
 
 
 def _dumps(reference: dict) -> str:

@@ -189,14 +189,17 @@ def test_cli_check_shifted_metric_exits_1_with_a_readable_diff(tmp_path, referen
     assert {
         "notebook": "00_a",
         "metric": "t.mean",
+        "kind": None,  # an undeclared metric: its reference's tolerance alone applies
         "reference": 0.5,
         "value": 0.6,
         "tolerance": "abs 0.01",
         "status": "regressed",
+        "detail": "off by +0.1 (+20%)",
     } in check["differences"]
     assert {
         "notebook": "00_a",
         "metric": "t.count",
+        "kind": None,
         "reference": 12,
         "value": 12,
         "tolerance": "exact",
@@ -357,7 +360,7 @@ def test_refresh_uses_the_files_default_for_new_floats(tmp_path, references):
 
 METRIC_CELL = (
     "from bertology_utils.run.harness import record_metrics\n"
-    "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir)"
+    "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir, declared=None)"
 )
 
 

@@ -1,0 +1,105 @@
+"""Runs under perturbations that keep the science the same: what a reference's tolerances are measured on.
+
+Another CPU computes the same forward passes with other kernels: oneDNN picks them by the instruction
+set, so lowering ``ONEDNN_MAX_CPU_ISA`` gives, on this machine, the float results of an older CPU
+(an AVX2 machine's on an AVX-512 one, an SSE4.1 machine's on an AVX2 one). Another thread count
+sums in another order. A refresh (``bertology run --update-reference DIR --perturb``) runs the same
+notebooks under each of :func:`standard_perturbations`, every run with a cache of its own (a shared
+cache would hand back the first run's numbers), and :func:`~bertology_utils.run.regression.update_references`
+sets each metric's tolerance from how far it moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertology_utils.core import machine_environment, settings, threads
+from bertology_utils.run import harness
+
+__all__ = ["Perturbation", "ISA_LEVELS", "standard_perturbations", "run_perturbed", "perturbed_run_name"]
+
+#: oneDNN's instruction-set levels a run can be lowered to (``ONEDNN_MAX_CPU_ISA``), highest first, each with
+#: the CPU flag that says the machine has more than it.
+ISA_LEVELS: tuple[tuple[str, str], ...] = (("AVX512_CORE", "avx512_vnni"), ("AVX2", "avx512f"), ("SSE41", "avx2"))
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A change of machine that must not change the science: its name (part of a run name), the
+    environment variables it sets for the kernels, and why it is a fair test."""
+
+    name: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+    why: str = ""
+
+
+def standard_perturbations(environment: Mapping | None = None) -> list[Perturbation]:
+    """The perturbations this machine offers: each oneDNN level below its CPU's own, and one thread
+    instead of several when it has more than one core. ``environment``: :func:`machine_environment`'s."""
+    environment = machine_environment() if environment is None else environment
+    flags = set(environment.get("cpu_flags") or [])
+    found = [
+        Perturbation(
+            f"isa-{level.lower()}",
+            {"ONEDNN_MAX_CPU_ISA": level},
+            f"the float kernels of a CPU with at most {level} (this one has {flag})",
+        )
+        for level, flag in ISA_LEVELS
+        if flag in flags
+    ]
+    if (environment.get("cores") or 1) > 1:
+        found.append(
+            Perturbation(
+                "threads-1",
+                dict.fromkeys(threads.THREAD_VARIABLES, "1"),
+                "one thread: every sum over cores in another order",
+            )
+        )
+    return found
+
+
+def perturbed_run_name(run_name: str, perturbation: Perturbation) -> str:
+    """The run name of ``run_name`` repeated under ``perturbation``."""
+    return f"{run_name}.perturbed-{perturbation.name}"
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment (which kernels inherit when they start), then restored."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_perturbed(
+    perturbation: Perturbation,
+    notebooks: Iterable[str | os.PathLike],
+    *,
+    run_name: str,
+    results_root: str | os.PathLike | None = None,
+    **run_options,
+) -> harness.RunReport:
+    """Run ``notebooks`` under ``perturbation`` into ``perturbed_run_name(run_name, perturbation)``, one at a
+    time, with a fresh cache that is removed afterwards; ``run_options`` go to ``run_notebooks``."""
+    with (
+        tempfile.TemporaryDirectory(prefix="bertology-perturbed-cache-") as cache,
+        _environment({**perturbation.environment, settings.CACHE_DIR_ENV: str(Path(cache))}),
+    ):
+        return harness.run_notebooks(
+            notebooks,
+            run_name=perturbed_run_name(run_name, perturbation),
+            results_root=results_root,
+            **{**run_options, "jobs": 1},
+        )
