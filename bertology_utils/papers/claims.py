@@ -4,7 +4,9 @@ Each function of :mod:`~bertology_utils.papers.clark`, :mod:`~bertology_utils.pa
 :mod:`~bertology_utils.papers.michel` takes analysis results and returns a :class:`Claim` whose
 verdict a written ``rule`` computed from the numbers in ``values``. Notebooks show
 :func:`claims_table` and record the claims with :func:`bertology_utils.run.harness.record_claims`
-(``claims.json`` and one metric per claim and value), which the report reads back.
+(``claims.json`` and one metric per claim and value), which the report reads back. A claim computed
+on a fine-tuned classifier goes through :func:`on_classifier`: not testable when the classifier does
+not beat its baseline (:func:`below_floor`, the one rule for models that learned nothing).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -24,6 +26,7 @@ __all__ = [
     "depth_scaled_layers",
     "layer_mean",
     "below_floor",
+    "on_classifier",
     "greater",
     "tagged",
     "head_grid",
@@ -164,16 +167,43 @@ def layer_mean(values, first: int, last: int, paper_layers: int = 12) -> tuple[f
     return mean, f"{a}-{b}" if a != b else str(a)
 
 
-def below_floor(score: float, floor: float | None) -> str:
-    """Why a classifier's ``score`` cannot test a claim about it: it does not beat ``floor``; else "".
+def below_floor(score: float | None, floor: float | None, baseline: str = "the majority class") -> str:
+    """The one rule for a claim computed on a fine-tuned classifier: why it is not testable, else "".
 
-    A classifier at or below always predicting the majority class (every dev label the same, or
-    nothing learned under its budget) has no heads that matter to its decisions. No floor (None,
-    NaN: a regression task) is no reason.
+    A classifier whose dev ``score`` does not beat its baseline's score ``floor`` (``baseline``: always
+    predicting the majority class, or its own random-init control) learned nothing under its budget
+    (or the dev set has one class): no head matters to its decisions, and its heads, gradients and
+    attention say nothing about a paper's model. A NaN score beats nothing (a regression model
+    predicting a constant has no correlation). No score (None) is no reason; nor is no floor (None,
+    NaN: a regression task has no majority class) under a number. Applied to one claim by
+    :func:`on_classifier`, and per task by the claims that pool tasks.
     """
-    if floor is None or not math.isfinite(floor) or score > floor:
+    if score is None:
         return ""
-    return f"the classifier does not beat the majority class ({score:.3f} vs {floor:.3f})"
+    score = float(score)
+    known = float(floor) if floor is not None and math.isfinite(floor) else None
+    if not math.isnan(score) and (known is None or score > known):
+        return ""
+    against = f" vs {known:.3f}" if known is not None else ""
+    return f"the classifier does not beat its baseline, {baseline} ({score:.3f}{against})"
+
+
+def on_classifier(
+    claim: Claim, score: float | None, floor: float | None, baseline: str = "the majority class"
+) -> Claim:
+    """``claim``, computed on a fine-tuned classifier (its attention, gradients, heads), through :func:`below_floor`.
+
+    NOT_TESTABLE, the reason (with the classifier's dev ``score`` and ``floor``) added to ``ours``, when
+    the classifier does not beat ``baseline``; otherwise the same verdict and values. Either way the rule
+    says so. ``score`` None: not a classifier's claim (e.g. a pre-trained model's objective), returned as is.
+    """
+    if score is None:
+        return claim
+    why = below_floor(score, floor, baseline)
+    rule = f"{claim.rule}; not testable: the classifier does not beat its baseline ({baseline})"
+    if not why:
+        return replace(claim, rule=rule)
+    return replace(claim, verdict=Verdict.NOT_TESTABLE, ours=f"{claim.ours}; {why}", rule=rule)
 
 
 def greater(a, b) -> tuple[float, float, float, float]:

@@ -4,6 +4,8 @@ Kobayashi et al. 2020 (norm-weighted attention), Abnar & Zuidema 2020 (rollout a
 Mohebbi et al. 2023 (value zeroing); paper values are from ../shared/reference/papers.md. The
 numbers come from :mod:`bertology_utils.interventions.mixing`: per-layer shares of attention on
 special tokens, and the per-item Spearman correlations of :func:`~bertology_utils.interventions.mixing.faithfulness`.
+The faithfulness claims are judged on a fine-tuned classifier: the notebook passes them through
+:func:`~bertology_utils.papers.claims.on_classifier` with its dev score and its baseline's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Kovaleva et al. (2019), *Revealing the Dark Secrets of BERT*: each claim, checked against our numbers.
 
 One function per claim, each returning a :class:`~bertology_utils.papers.claims.Claim`; paper values
-are from ../shared/reference/papers.md.
+are from ../shared/reference/papers.md. A claim about one fine-tuned classifier goes through
+:func:`~bertology_utils.papers.claims.on_classifier` in the notebook; those pooling several tasks'
+classifiers leave out, by :func:`~bertology_utils.papers.claims.below_floor`, each task whose
+classifier does not beat its baseline.
 """
 
 from __future__ import annotations
@@ -99,22 +102,18 @@ def last_layers_change_most(cosine, task: str = "") -> Claim:
     )
 
 
-def single_heads_dispensable(
-    ablation: AblationResult, tolerance: float = 0.0, task: str = "", majority: float | None = None
-) -> Claim:
+def single_heads_dispensable(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
     """ "Disabling a single head often does not hurt, and sometimes improves the score" (Fig. 6).
 
     Holds when at least half the heads do not hurt and some improve; partly when only one of
-    the two; not testable when no single-head removal changes the metric at all (too few examples)
-    or the classifier does not beat ``majority`` (the majority-class score, see :func:`below_floor`).
+    the two; not testable when no single-head removal changes the metric at all (too few examples).
     """
     d = np.asarray(ablation.head_deltas, dtype=np.float64)
     not_hurting, improve = float((d >= -tolerance).mean()), float((d > tolerance).mean())
     lower_loss = float((np.asarray(ablation.head_loss_deltas) < 0).mean())
-    floor = below_floor(ablation.base, majority)
     verdict = (
         Verdict.NOT_TESTABLE
-        if not np.any(d) or floor
+        if not np.any(d)
         else Verdict.HOLDS
         if not_hurting >= 0.5 and improve > 0
         else Verdict.PARTLY
@@ -127,31 +126,28 @@ def single_heads_dispensable(
         PAPER,
         "often no drop; some heads improve the score",
         f"{not_hurting:.0%} of heads do not hurt, {improve:.0%} improve (base {ablation.base:.3f}); "
-        f"{lower_loss:.0%} lower the dev loss" + (f"; {floor}" if floor else ""),
+        f"{lower_loss:.0%} lower the dev loss",
         verdict,
         "holds: >= 50% of heads do not lower the metric and > 0 raise it; partly: one of the two; "
-        "not testable: no head changes the metric, or the classifier does not beat the majority class",
+        "not testable: no head changes the metric",
         {"share_not_hurting": not_hurting, "share_improve": improve},
         note=f"task: {task}" if task else "",
     )
 
 
-def layer_ablation_improves(
-    ablation: AblationResult, tolerance: float = 0.0, task: str = "", majority: float | None = None
-) -> Claim:
+def layer_ablation_improves(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
     """ "Disabling a whole layer sometimes improves the score" (RTE: layer 1, about +3 points).
 
-    Not testable when no layer changes the metric, or the classifier does not beat ``majority``.
+    Not testable when no layer changes the metric.
     """
     d = np.asarray(ablation.layer_deltas, dtype=np.float64)
-    floor = below_floor(ablation.base, majority)
-    testable = bool(np.isfinite(d).any() and np.any(np.nan_to_num(d))) and not floor
+    testable = bool(np.isfinite(d).any() and np.any(np.nan_to_num(d)))
     best = int(np.nanargmax(d)) if np.isfinite(d).any() else None
     ours = (
         f"best: layer {best + 1}, {d[best]:+.3f}; worst {np.nanmin(d):+.3f}"
         if best is not None
         else "no layer was disabled"
-    ) + (f"; {floor}" if floor else "")
+    )
     return Claim(
         tagged("layer_ablation_improves", task),
         "Disabling a whole layer sometimes improves the score",
@@ -159,8 +155,7 @@ def layer_ablation_improves(
         "RTE: layer 1, about +3 points",
         ours,
         Verdict.of(best is not None and d[best] > tolerance, testable),
-        f"the best layer's metric change > {tolerance:g}; not testable when no layer changes the metric "
-        "or the classifier does not beat the majority class",
+        f"the best layer's metric change > {tolerance:g}; not testable when no layer changes the metric",
         {
             "best_layer": best + 1 if best is not None else None,
             "best_layer_delta": float(d[best]) if best is not None else math.nan,
@@ -176,18 +171,19 @@ def pretrained_beats_random_init(
 
     ``scores``: task -> (dev score fine-tuned from the pre-trained weights, from random init), same
     recipe and budget; ``majority``: task -> the dev score of always predicting the majority class.
-    A task where the pre-trained run does not beat the majority class learned nothing under its
-    budget: it says nothing about pre-training and counts as neither a win nor a loss. Holds when
-    pre-trained wins on every task, partly on some, not testable when no task learned. A nan
-    score (a regression model predicting a constant has no correlation) counts as below any number.
+    A task where the pre-trained run does not beat the majority class (:func:`below_floor`) learned
+    nothing under its budget: it says nothing about pre-training and counts as neither a win nor a
+    loss. Holds when pre-trained wins on every task, partly on some, not testable when no task
+    learned. A nan score (a regression model predicting a constant has no correlation) counts as
+    below any number.
     """
     if not scores:
         raise ValueError("no task scores to compare")
     majority = majority or {}
     outcome, parts = {}, []
     for task, (pre, rand) in scores.items():
-        pre_, rand_, floor = (np.nan_to_num(x, nan=-np.inf) for x in (pre, rand, majority.get(task, np.nan)))
-        outcome[task] = "no signal" if pre_ <= floor else "win" if pre_ > rand_ else "loss"
+        pre_, rand_ = (np.nan_to_num(x, nan=-np.inf) for x in (pre, rand))
+        outcome[task] = "no signal" if below_floor(pre, majority.get(task)) else "win" if pre_ > rand_ else "loss"
         base = f", majority class {majority[task]:.3f}" if task in majority and not np.isnan(majority[task]) else ""
         note = " (pre-trained not above the majority class: learned nothing)" if outcome[task] == "no signal" else ""
         parts.append(f"{task}: {pre:.3f} vs {rand:.3f}{base}{note}")
@@ -249,6 +245,14 @@ def _span(layers: tuple[int, int]) -> str:
     return f"{layers[0]}-{layers[1]}" if layers[0] != layers[1] else str(layers[0])
 
 
+def _not_counted(tasks, scores: Mapping[str, float] | None, majority: Mapping[str, float] | None) -> dict:
+    """Task -> why its classifier is left out of a claim pooling tasks: it does not beat its baseline
+    (:func:`~bertology_utils.papers.claims.below_floor`); a task without a score or floor is counted."""
+    scores, majority = scores or {}, majority or {}
+    reasons = {task: below_floor(scores.get(task), majority.get(task)) for task in tasks}
+    return {task: why for task, why in reasons.items() if why}
+
+
 def _pretrained_for(pretrained, task: str):
     """The pre-trained model's per-layer shares for ``task``'s inputs: one frame for all, or a task's own."""
     if pretrained is None:
@@ -259,7 +263,11 @@ def _pretrained_for(pretrained, task: str):
 
 
 def cls_early_sep_late(
-    shares: Mapping[str, pd.DataFrame], pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None
+    shares: Mapping[str, pd.DataFrame],
+    pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None,
+    *,
+    scores: Mapping[str, float] | None = None,
+    majority: Mapping[str, float] | None = None,
 ) -> Claim:
     """ "Early layers attend to [CLS], later ones to [SEP]" (Fig. 5), for every fine-tuned task.
 
@@ -270,7 +278,9 @@ def cls_early_sep_late(
     the first third's. Holds when every task does; partly when some task does, or one of the two
     halves holds somewhere; differs otherwise; not testable with no task or fewer than 3 layers.
     ``pretrained`` (the pre-trained model on the same inputs: one frame, or task -> frame) is
-    recorded next to each task's numbers and does not enter the verdict.
+    recorded next to each task's numbers and does not enter the verdict. ``scores`` and ``majority``:
+    task -> the classifier's dev score and its majority-class score; a task whose classifier does not
+    beat it (:func:`~bertology_utils.papers.claims.below_floor`) is recorded but not counted.
     """
     if not shares:
         return Claim(
@@ -285,8 +295,9 @@ def cls_early_sep_late(
             {"tasks": 0},
         )
     frames = {task: _layer_frame(frame, task) for task, frame in shares.items()}
+    left_out = _not_counted(frames, scores, majority)
     depth = min(len(f) for f in frames.values())
-    values: dict = {"tasks": len(frames), "layers": depth}
+    values: dict = {"tasks": len(frames) - len(left_out), "layers": depth}
     judged: list[float] = []  # the numbers the verdict reads
     if depth < 3:
         outcome: dict = {}
@@ -299,9 +310,9 @@ def cls_early_sep_late(
             key = _key(task)
             cls_first, cls_last = _third_means(frame, "cls", first, last)
             sep_first, sep_last = _third_means(frame, "sep", first, last)
-            cls_ok, sep_ok = cls_first > cls_last, sep_last > sep_first
-            judged += [cls_first, cls_last, sep_first, sep_last]
-            outcome[task] = (cls_ok, sep_ok)
+            if task not in left_out:
+                judged += [cls_first, cls_last, sep_first, sep_last]
+                outcome[task] = (cls_first > cls_last, sep_last > sep_first)
             values.update(
                 {
                     f"{key}.cls_first": cls_first,
@@ -331,7 +342,7 @@ def cls_early_sep_late(
                         f" (pre-trained [CLS] {pre_cls[0]:.2f} -> {pre_cls[1]:.2f}, "
                         f"[SEP] {pre_sep[0]:.2f} -> {pre_sep[1]:.2f})"
                     )
-            parts.append(text)
+            parts.append(text + (f" (not counted: {left_out[task]})" if task in left_out else ""))
     both = sum(c and s for c, s in outcome.values())
     some_half = any(c or s for c, s in outcome.values())
     values.update({"tasks_both": both, "tasks_cls_early": sum(c for c, _ in outcome.values())})
@@ -339,7 +350,7 @@ def cls_early_sep_late(
     finite = all(math.isfinite(v) for v in judged)
     verdict = (
         Verdict.NOT_TESTABLE
-        if depth < 3 or not finite
+        if depth < 3 or not finite or not outcome
         else Verdict.HOLDS
         if both == len(outcome)
         else Verdict.PARTLY
@@ -355,7 +366,8 @@ def cls_early_sep_late(
         (f"{thirds}: " if thirds else "") + "; ".join(parts),
         verdict,
         "per task: mean [CLS] share of the first third of the layers > the last third's, and mean [SEP] share of "
-        "the last third > the first third's. holds: every task; partly: some task, or one of the two somewhere",
+        "the last third > the first third's. holds: every task; partly: some task, or one of the two somewhere; "
+        "a task whose classifier does not beat its baseline (the majority class) is not counted",
         values,
         note="shares of the fine-tuned models; the pre-trained model's on the same inputs are recorded beside them"
         if pretrained is not None
@@ -364,28 +376,37 @@ def cls_early_sep_late(
 
 
 def sst2_largest_sep(
-    shares: Mapping[str, pd.DataFrame], pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None
+    shares: Mapping[str, pd.DataFrame],
+    pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None = None,
+    *,
+    scores: Mapping[str, float] | None = None,
+    majority: Mapping[str, float] | None = None,
 ) -> Claim:
     """ "SST-2, whose inputs have one [SEP], shows the largest [SEP] share" (Fig. 5).
 
     ``shares`` as for :func:`cls_early_sep_late`; the mean over layers of each task's [SEP]
     share. Holds when SST-2's (the task named "SST-2", "sst2"...) is the largest; not testable
     when SST-2 is absent or there are fewer than 2 tasks. ``pretrained`` is recorded, not judged.
+    ``scores`` and ``majority`` as for :func:`cls_early_sep_late`: a task whose classifier does not
+    beat its baseline is recorded but not ranked.
     """
     means = {task: float(_layer_frame(frame, task, ("sep",))["sep"].mean()) for task, frame in shares.items()}
-    sst2 = next((task for task in means if _key(task) == "sst2"), None)
+    left_out = _not_counted(means, scores, majority)
     values: dict = {f"sep_mean.{_key(task)}": v for task, v in means.items()}
     for task in means:
         base = _pretrained_for(pretrained, task)
         if base is not None:
             values[f"pretrained_sep_mean.{_key(task)}"] = float(_layer_frame(base, task, ("sep",))["sep"].mean())
-    testable = sst2 is not None and len(means) >= 2 and all(math.isfinite(v) for v in means.values())
-    ranked = sorted(means, key=lambda task: -means[task])
+    counted = {task: v for task, v in means.items() if task not in left_out}
+    sst2 = next((task for task in counted if _key(task) == "sst2"), None)
+    testable = sst2 is not None and len(counted) >= 2 and all(math.isfinite(v) for v in counted.values())
+    ranked = sorted(counted, key=lambda task: -counted[task])
     if sst2 is not None:
         values["sst2_rank"] = ranked.index(sst2) + 1
-    values["tasks"] = len(means)
+    values["tasks"] = len(counted)
     ours = ", ".join(f"{task} {means[task]:.3f}" for task in ranked) or "no task"
-    why = "" if testable else ("; SST-2 is not among the tasks" if sst2 is None else "; fewer than 2 tasks")
+    ours += "".join(f"; {task} {means[task]:.3f} not ranked: {why}" for task, why in left_out.items())
+    why = "" if testable else "; SST-2 is not among the tasks ranked" if sst2 is None else "; fewer than 2 tasks ranked"
     return Claim(
         "sst2_largest_sep",
         "SST-2 (one [SEP] per input) shows the largest [SEP] share",
@@ -394,7 +415,8 @@ def sst2_largest_sep(
         "mean [SEP] share over layers: " + ours + why,
         Verdict.of(sst2 is not None and ranked[0] == sst2, testable),
         "SST-2's mean over layers of the [SEP] share is the largest of the tasks; not testable without SST-2 "
-        "or with fewer than 2 tasks",
+        "or with fewer than 2 tasks; a task whose classifier does not beat its baseline (the majority class) "
+        "is not ranked",
         values,
         note="shares of the fine-tuned models"
         + ("; pre-trained values recorded beside them" if pretrained is not None else ""),

@@ -4,7 +4,10 @@ One function per claim, each returning a :class:`~bertology_utils.papers.claims.
 are from ../shared/reference/papers.md. The functions take plain ``(layers, heads)`` arrays (head
 roles from :mod:`bertology_utils.analyses.head_roles`, relevance from
 :mod:`bertology_utils.interventions.head_relevance`, keep masks from :mod:`bertology_utils.interventions.l0`),
-so that they test the claims of any model shape, and of numbers computed elsewhere.
+so that they test the claims of any model shape, and of numbers computed elsewhere. A claim computed
+on a fine-tuned classifier (relevance, L0 gates) goes through
+:func:`~bertology_utils.papers.claims.on_classifier` in the notebook, with the classifier's dev score
+and its baseline's.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor, greater, head_grid, tagged
+from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid, tagged
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,15 +47,14 @@ PAPER = "Voita et al. 2019"
 MAX_IG_GAP = 0.05
 
 
-def _why_untestable(score, majority: float | None, gap: float | None) -> str:
-    """Why a relevance claim cannot be tested: the classifier at the majority floor, or unconverged attributions."""
-    reasons = [below_floor(float(score), majority)] if score is not None else []
-    if gap is not None and not gap <= MAX_IG_GAP:
-        reasons.append(
-            f"integrated gradients not converged (completeness gap up to {gap:.2g} of the output change, "
-            f"tolerance {MAX_IG_GAP}): raise the number of nodes or set a tolerance (adaptive panels)"
-        )
-    return "; ".join(r for r in reasons if r)
+def _not_converged(gap: float | None) -> str:
+    """Why a relevance claim cannot be tested: its attributions did not converge; else ""."""
+    if gap is None or gap <= MAX_IG_GAP:
+        return ""
+    return (
+        f"integrated gradients not converged (completeness gap up to {gap:.2g} of the output change, "
+        f"tolerance {MAX_IG_GAP}): raise the number of nodes or set a tolerance (adaptive panels)"
+    )
 
 
 def rank_agreement(a, b) -> tuple[float, float, int]:
@@ -75,29 +77,26 @@ def relevance_tracks_confidence(
     *,
     alpha: float = 0.05,
     task: str = "",
-    majority: float | None = None,
-    score=None,
     gap: float | None = None,
 ) -> Claim:
     """ "The most relevant heads are also the most confident".
 
     ``relevance`` and ``confidence``: (layers, heads). Spearman's rho over heads; holds when rho > 0
-    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, when the
-    classifier (dev ``score``) does not beat ``majority`` (no head matters to its decisions), or when
-    the relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
+    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, or when the
+    relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
     """
     rho, p, n = rank_agreement(relevance, confidence)
-    floor = _why_untestable(score, majority, gap)
-    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not floor)
+    unconverged = _not_converged(gap)
+    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not unconverged)
     return Claim(
         tagged("relevance_tracks_confidence", task),
         "The most relevant heads are also the most confident",
         PAPER,
         "most relevant heads have the highest confidence (their Fig. 1-2)",
-        f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads" + (f"; {floor}" if floor else ""),
+        f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads" + (f"; {unconverged}" if unconverged else ""),
         verdict,
-        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, the classifier "
-        f"does not beat the majority class, or a completeness gap above {MAX_IG_GAP}",
+        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, or a completeness gap "
+        f"above {MAX_IG_GAP}",
         {"spearman": rho, "p_value": p, "heads": n},
         note=f"task: {task}" if task else "",
     )
@@ -136,35 +135,33 @@ def specialised_heads_relevant(
     *,
     alpha: float = 0.05,
     task: str = "",
-    majority: float | None = None,
-    score=None,
     gap: float | None = None,
 ) -> Claim:
     """ "The roles are found in the most important heads": specialised heads are more relevant than the rest.
 
     One-sided Mann-Whitney U of ``relevance`` (layers, heads) of the ``specialised`` heads (bool grid)
     against the others: holds when p < ``alpha``, partly when only their median is higher. Not testable
-    with fewer than 2 heads on either side, a classifier at the majority-class floor, or a completeness
-    ``gap`` above :data:`MAX_IG_GAP` (as :func:`relevance_tracks_confidence`).
+    with fewer than 2 heads on either side, or a completeness ``gap`` above :data:`MAX_IG_GAP` (as
+    :func:`relevance_tracks_confidence`).
     """
     values = head_grid(relevance, "relevance", dtype=np.float64)
     special = np.asarray(specialised, dtype=bool)
     if special.shape != values.shape:
         raise ValueError(f"specialised has shape {special.shape}, relevance {values.shape}")
     ours_, rest = values[special & np.isfinite(values)], values[~special & np.isfinite(values)]
-    floor = _why_untestable(score, majority, gap)
+    unconverged = _not_converged(gap)
     _, p, med_s, med_r = greater(ours_, rest)
-    verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not floor)
+    verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not unconverged)
     return Claim(
         tagged("specialised_heads_relevant", task),
         "Specialised heads (positional, syntactic, rare-word) are among the most relevant",
         PAPER,
         "each role is found in the most important heads",
         f"median relevance {med_s:.3f} for {len(ours_)} specialised heads vs {med_r:.3f} for {len(rest)} others "
-        f"(one-sided Mann-Whitney p = {p:.2g})" + (f"; {floor}" if floor else ""),
+        f"(one-sided Mann-Whitney p = {p:.2g})" + (f"; {unconverged}" if unconverged else ""),
         verdict,
-        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, the classifier "
-        f"does not beat the majority class, or a completeness gap above {MAX_IG_GAP}",
+        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, or a completeness "
+        f"gap above {MAX_IG_GAP}",
         {"median_specialised": med_s, "median_other": med_r, "p_value": p, "specialised": len(ours_)},
         note=f"task: {task}" if task else "",
     )
@@ -178,30 +175,27 @@ def l0_prunes_most_heads(
     *,
     keep: float = 0.9,
     task: str = "",
-    majority: float | None = None,
 ) -> Claim:
     """ "Most heads can be pruned with L0 gates for a small drop (38 of 48 encoder heads, -0.15 BLEU)".
 
     ``kept`` and ``scores``: heads kept and dev score at each lambda; ``base``: every head on. The
     prunable share is the largest share pruned at a lambda whose score stays at or above ``keep`` of
     ``base`` (notebook 06's criterion). Holds at >= 50% of the heads, partly above 0; not testable
-    when no lambda pruned any head, or the classifier does not beat ``majority``.
+    when no lambda pruned any head.
     """
     kept_a, scores_a = np.asarray(kept, dtype=np.int64), np.asarray(scores, dtype=np.float64)
     pruned = 1 - kept_a / total
     good = scores_a >= keep * base
     share = float(pruned[good].max()) if good.any() else 0.0
-    floor = below_floor(base, majority)
-    verdict = Verdict.graded(share >= 0.5, share > 0, bool((pruned > 0).any()) and not floor)
+    verdict = Verdict.graded(share >= 0.5, share > 0, bool((pruned > 0).any()))
     return Claim(
         tagged("l0_prunes_most_heads", task),
         f"Most heads can be pruned with L0 gates keeping {keep:.0%} of the score",
         PAPER,
         "38 of 48 encoder heads (79%) pruned for -0.15 BLEU (En-Ru)",
-        f"{share:.0%} of {total} heads pruned at >= {keep:.0%} of {base:.3f}" + (f"; {floor}" if floor else ""),
+        f"{share:.0%} of {total} heads pruned at >= {keep:.0%} of {base:.3f}",
         verdict,
-        "holds: >= 50% pruned; partly: > 0%; not testable: no lambda pruned a head, or the classifier does "
-        "not beat the majority class",
+        "holds: >= 50% pruned; partly: > 0%; not testable: no lambda pruned a head",
         {"prunable": share, "base": float(base)},
         note=f"task: {task}" if task else "",
     )

@@ -4,8 +4,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bertology_utils.papers import clark, kovaleva, michel
-from bertology_utils.papers.claims import Claim, Verdict, claims_table, depth_scaled_layers, layer_mean
+from bertology_utils.papers import clark, context_mixing, kovaleva, michel, voita
+from bertology_utils.papers.claims import (
+    Claim,
+    Verdict,
+    below_floor,
+    claims_table,
+    depth_scaled_layers,
+    layer_mean,
+    on_classifier,
+)
 
 
 def grid(per_layer, heads=2):
@@ -234,30 +242,102 @@ def test_kovaleva_pattern_claims():
     assert "cnn macro F1 0.90" in kovaleva.pattern_types_recognisable(0.9, "cnn").ours
 
 
-def test_a_classifier_at_the_majority_class_cannot_test_head_claims():
-    from bertology_utils.interventions.pruning import AblationResult, PruningCurve
-    from bertology_utils.papers import kovaleva, michel
-    from bertology_utils.papers.claims import below_floor
+def test_the_one_rule_for_a_classifier_that_learned_nothing():
+    stuck = "the classifier does not beat its baseline, the majority class (0.441 vs 0.527)"
+    assert below_floor(0.441, 0.527) == stuck
+    assert below_floor(0.527, 0.527) == stuck.replace("0.441", "0.527")  # at the floor is not above it
+    assert below_floor(0.6, 0.5, "its random-init control") == ""
+    assert below_floor(0.4, 0.5, "its random-init control").endswith("its random-init control (0.400 vs 0.500)")
+    assert below_floor(0.9, 0.5) == "" and below_floor(0.2, None) == "" and below_floor(0.2, math.nan) == ""
+    assert below_floor(None, 0.5) == ""  # no score: not a classifier's claim
+    assert below_floor(math.nan, None) == "the classifier does not beat its baseline, the majority class (nan)"
+    assert below_floor(math.nan, 0.5).endswith("(nan vs 0.500)")  # a constant regressor has no correlation
 
-    assert below_floor(0.8, 1.0) == "the classifier does not beat the majority class (0.800 vs 1.000)"
-    assert below_floor(0.9, 0.5) == "" and below_floor(0.2, None) == "" and below_floor(0.2, float("nan")) == ""
-    deltas = np.array([[0.1, -0.2], [0.0, 0.05]])
-    ablation = AblationResult("t", "accuracy", 0.8, deltas, np.array([0.1, -0.1]), 0.5, deltas, np.zeros(2))
-    curve = PruningCurve("importance", np.array([0, 0.5, 1]), np.array([0.8, 0.8, 0.5]), 0.8)
-    learned = [
-        kovaleva.single_heads_dispensable(ablation, majority=0.5),
-        kovaleva.layer_ablation_improves(ablation, majority=0.5),
-        michel.heads_prunable(curve, majority=0.5),
-    ]
-    assert [c.verdict for c in learned] == [Verdict.HOLDS, Verdict.HOLDS, Verdict.HOLDS]
-    one_class_dev = [
-        kovaleva.single_heads_dispensable(ablation, majority=1.0),
-        kovaleva.layer_ablation_improves(ablation, majority=1.0),
-        michel.heads_prunable(curve, majority=1.0),
-    ]
-    for claim in one_class_dev:
-        assert claim.verdict is Verdict.NOT_TESTABLE
-        assert claim.ours.endswith("the classifier does not beat the majority class (0.800 vs 1.000)")
+
+def _gradient_stats():
+    return SimpleNamespace(
+        attention={"sep": grid([0.1, 0.6, 0.7, 0.2]), "cls": grid([0.1, 0.6, 0.7, 0.2])},
+        gradient_ratio=lambda kind: np.array([1.2, 0.4, 0.5, 1.1]),
+        gradient_norm=np.array([4.0, 3.0, 2.0, 1.0]),
+    )
+
+
+def _faithfulness(rhos: dict):
+    import pandas as pd
+
+    rows = [(m, "blank_out", 6, k, float(r)) for m, values in rhos.items() for k, r in enumerate(values)]
+    return pd.DataFrame(rows, columns=["method", "reference", "layer", "item", "spearman"])
+
+
+_RHO = np.random.default_rng(0).uniform(-0.2, 0.4, size=30)
+_RELEVANCE = np.arange(12, dtype=float).reshape(3, 4)
+_ROW = {
+    "target": "sep",
+    "mode": "zero",
+    "ratio": 0.66,
+    "hidden_change (target)": 0.03,
+    "hidden_change (control)": 0.05,
+    "mean mass moved": 0.04,
+}
+#: every claim a notebook computes on one fine-tuned classifier (02's SST-2 objective, 06, 07, 08), holding here
+CLASSIFIER_CLAIMS = {
+    "02 sep_gradient_small": lambda: clark.special_gradient_small(_gradient_stats(), "sep", "sst2"),
+    "02 cls_gradient_small": lambda: clark.special_gradient_small(_gradient_stats(), "cls", "sst2"),
+    "02 gradients_shrink": lambda: clark.gradients_shrink(_gradient_stats(), "sst2"),
+    "02 attention_removal": lambda: clark.attention_removal(_ROW, "sst2"),
+    "06 last_layers_change_most": lambda: kovaleva.last_layers_change_most(grid([0.99, 0.98, 0.97, 0.90]), "RTE"),
+    "06 single_heads_dispensable": lambda: kovaleva.single_heads_dispensable(
+        ablation([[0.0, 0.01], [-0.02, 0.0]], [0, 0]), task="RTE"
+    ),
+    "06 layer_ablation_improves": lambda: kovaleva.layer_ablation_improves(
+        ablation(np.zeros((2, 2)), [0.03, -0.01]), task="RTE"
+    ),
+    "06 heads_prunable": lambda: michel.heads_prunable(curve(0.4), [curve(0.2)], task="RTE"),
+    "06 importance_matches_ablation": lambda: michel.importance_matches_ablation((0.5, 0.01), task="RTE"),
+    "07 relevance_tracks_confidence": lambda: voita.relevance_tracks_confidence(_RELEVANCE, _RELEVANCE + 1),
+    "07 specialised_heads_relevant": lambda: voita.specialised_heads_relevant(_RELEVANCE, _RELEVANCE >= 8),
+    "07 l0_prunes_most_heads": lambda: voita.l0_prunes_most_heads([24, 12, 6], [0.9, 0.89, 0.85], 0.9, 24),
+    "07 specialised_heads_survive": lambda: voita.specialised_heads_survive(
+        voita.SurvivalTest(np.array([0.6]), 0.3, 6.0, 0.01, 1, 2.0)
+    ),
+    "08 rollout_and_flow_beat_raw": lambda: context_mixing.rollout_and_flow_beat_raw(
+        _faithfulness({"attention": _RHO, "rollout": _RHO + 0.2, "flow": _RHO + 0.21}), "blank_out", 6, task="SST-2"
+    ),
+    "08 value_zeroing_agrees_best": lambda: context_mixing.value_zeroing_agrees_best(
+        _faithfulness(
+            {
+                m: _RHO + 0.3 * (m == "value_zeroing_rollout")
+                for m in ("value_zeroing_rollout", "attention", "rollout", "norm_layer")
+            }
+        ),
+        "blank_out",
+        6,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIER_CLAIMS))
+def test_a_claim_on_a_classifier_that_does_not_beat_its_baseline_is_not_testable(name):
+    claim = CLASSIFIER_CLAIMS[name]()
+    assert claim.verdict is Verdict.HOLDS
+    learned = on_classifier(claim, 0.8, 0.509)
+    assert (learned.id, learned.verdict, learned.ours, learned.values) == (
+        claim.id,
+        claim.verdict,
+        claim.ours,
+        claim.values,
+    )
+    assert "does not beat its baseline" in learned.rule
+    for score, floor, reason in [
+        (0.441, 0.527, "(0.441 vs 0.527)"),  # RTE at the project's budget
+        (0.527, 0.527, "(0.527 vs 0.527)"),  # the majority class itself
+        (math.nan, 0.5, "(nan vs 0.500)"),
+    ]:
+        stuck = on_classifier(claim, score, floor)
+        assert stuck.verdict is Verdict.NOT_TESTABLE and (stuck.id, stuck.values) == (claim.id, claim.values)
+        assert stuck.ours == f"{claim.ours}; the classifier does not beat its baseline, the majority class {reason}"
+    assert on_classifier(claim, 0.2, math.nan).verdict is Verdict.HOLDS  # no majority class: a regression task
+    assert on_classifier(claim, None, None) == claim  # not a classifier's claim (02's masked-LM objective)
 
 
 def test_graded_verdicts_and_the_one_sided_group_test():

@@ -193,6 +193,38 @@ def test_sst2_largest_sep_records_the_pretrained_model():
     assert claim.values["sep_mean.sst2"] == pytest.approx(0.6)
 
 
+#: RTE's classifier at the project's budget: below always predicting the majority class
+SCORES, MAJORITY = {"SST-2": 0.811, "MRPC": 0.75, "RTE": 0.441}, {"SST-2": 0.509, "MRPC": 0.684, "RTE": 0.527}
+STUCK = "the classifier does not beat its baseline, the majority class (0.441 vs 0.527)"
+
+
+def test_fig5_claims_do_not_count_a_task_whose_classifier_learned_nothing():
+    shares = {"SST-2": RISING, "RTE": REVERSED}
+    assert kovaleva.cls_early_sep_late(shares).verdict is Verdict.PARTLY  # RTE counted: no scores given
+    claim = kovaleva.cls_early_sep_late(shares, scores=SCORES, majority=MAJORITY)
+    assert claim.verdict is Verdict.HOLDS and claim.values["tasks"] == 1 and claim.values["tasks_both"] == 1
+    assert claim.values["rte.cls_first"] == pytest.approx(0.1)  # still recorded
+    assert f"(not counted: {STUCK})" in claim.ours and "does not beat its baseline" in claim.rule
+    learned = kovaleva.cls_early_sep_late(shares, scores={**SCORES, "RTE": 0.6}, majority=MAJORITY)
+    assert learned.verdict is Verdict.PARTLY and learned.values == kovaleva.cls_early_sep_late(shares).values
+    nothing = kovaleva.cls_early_sep_late({"RTE": RISING}, scores=SCORES, majority=MAJORITY)
+    assert nothing.verdict is Verdict.NOT_TESTABLE and STUCK in nothing.ours and nothing.values["tasks"] == 0
+
+    def sep(mean):
+        return frame([0.1] * 4, [mean] * 4)
+
+    shares = {"SST-2": sep(0.5), "MRPC": sep(0.3), "RTE": sep(0.6)}
+    assert kovaleva.sst2_largest_sep(shares).verdict is Verdict.DIFFERS  # RTE ranked first
+    claim = kovaleva.sst2_largest_sep(shares, scores=SCORES, majority=MAJORITY)
+    assert claim.verdict is Verdict.HOLDS and claim.values["sst2_rank"] == 1 and claim.values["tasks"] == 2
+    assert claim.values["sep_mean.rte"] == pytest.approx(0.6) and f"RTE 0.600 not ranked: {STUCK}" in claim.ours
+    learned = kovaleva.sst2_largest_sep(shares, scores={**SCORES, "RTE": 0.6}, majority=MAJORITY)
+    assert learned.verdict is Verdict.DIFFERS and learned.values == kovaleva.sst2_largest_sep(shares).values
+    no_sst2 = kovaleva.sst2_largest_sep(shares, scores={**SCORES, "SST-2": 0.5}, majority=MAJORITY)
+    assert no_sst2.verdict is Verdict.NOT_TESTABLE and "SST-2 is not among the tasks ranked" in no_sst2.ours
+    assert "sst2_rank" not in no_sst2.values
+
+
 def test_plot_special_token_shares_draws_each_task_fine_tuned_and_pretrained():
     import matplotlib
 

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from bertology_utils.papers import voita
-from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.claims import Verdict, on_classifier
 
 
 def test_rank_agreement_is_spearman_over_finite_heads():
@@ -27,8 +27,10 @@ def test_relevance_tracks_confidence_verdicts():
     assert voita.relevance_tracks_confidence(relevance, relevance + 1).verdict is Verdict.HOLDS
     assert voita.relevance_tracks_confidence(relevance, -relevance).verdict is Verdict.DIFFERS
     assert voita.relevance_tracks_confidence(relevance, np.zeros((4, 6))).verdict is Verdict.NOT_TESTABLE
-    floor = voita.relevance_tracks_confidence(relevance, relevance, majority=0.5, score=0.5)
+    floor = on_classifier(voita.relevance_tracks_confidence(relevance, relevance), 0.5, 0.5)
     assert floor.verdict is Verdict.NOT_TESTABLE and "majority" in floor.ours
+    both = on_classifier(voita.relevance_tracks_confidence(relevance, relevance + 1, gap=1.17), 0.5, 0.5)
+    assert "not converged" in both.ours and both.ours.endswith("the majority class (0.500 vs 0.500)")
     converged = voita.relevance_tracks_confidence(relevance, relevance + 1, gap=voita.MAX_IG_GAP)
     assert converged.verdict is Verdict.HOLDS
     for gap in (1.17, math.nan):  # unconverged (MPNet-base at 8 nodes: 1.17), or not a number
@@ -79,7 +81,8 @@ def test_l0_prunes_most_heads():
     assert partly.values["prunable"] == pytest.approx(4 / 24) and partly.verdict is Verdict.PARTLY
     assert voita.l0_prunes_most_heads([24, 24], [0.9, 0.9], 0.9, 24).verdict is Verdict.NOT_TESTABLE
     assert voita.l0_prunes_most_heads([24, 12], [0.9, 0.1], 0.9, 24).verdict is Verdict.DIFFERS
-    assert voita.l0_prunes_most_heads([24, 6], [0.5, 0.5], 0.5, 24, majority=0.5).verdict is Verdict.NOT_TESTABLE
+    stuck = on_classifier(voita.l0_prunes_most_heads([24, 6], [0.5, 0.5], 0.5, 24), 0.5, 0.5)
+    assert stuck.verdict is Verdict.NOT_TESTABLE
 
 
 def test_survival_with_one_lambda_is_the_hypergeometric_tail():

@@ -282,7 +282,12 @@ METRICS = (
         "lambdas whose gates kept some but not all heads",
     ),
     # claims' numbers: Kovaleva et al.'s Fig. 5 (task parts in lower-case letters and digits: "sst2")
-    Metric(_SHARES + ".tasks", Kind.EXACT, "count", "tasks whose per-layer shares were compared"),
+    Metric(
+        _SHARES + ".tasks",
+        Kind.TRAINED,
+        "count",
+        "tasks whose per-layer shares were compared: those whose classifier beats the majority class",
+    ),
     Metric(_SHARES + ".layers", Kind.EXACT, "count", "layers cut in thirds (the fewest of the tasks' models)"),
     Metric(
         _SHARES + ".{task}.{share}",
@@ -334,7 +339,12 @@ METRICS = (
         "rank (from 1)",
         "SST-2's rank among the tasks by the classifiers' mean [SEP] share (1: largest)",
     ),
-    Metric(_CLAIMS + ".sst2_largest_sep.tasks", Kind.EXACT, "count", "tasks whose mean [SEP] shares were compared"),
+    Metric(
+        _CLAIMS + ".sst2_largest_sep.tasks",
+        Kind.TRAINED,
+        "count",
+        "tasks whose mean [SEP] shares were compared: those whose classifier beats the majority class",
+    ),
     # claims' numbers: Vig's query-key dimensions
     Metric(
         _QK + ".{group}_heads",
