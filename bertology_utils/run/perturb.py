@@ -25,7 +25,12 @@ __all__ = ["Perturbation", "ISA_LEVELS", "standard_perturbations", "run_perturbe
 
 #: oneDNN's instruction-set levels a run can be lowered to (``ONEDNN_MAX_CPU_ISA``), highest first, each with
 #: the CPU flag that says the machine has more than it.
-ISA_LEVELS: tuple[tuple[str, str], ...] = (("AVX512_CORE", "avx512_vnni"), ("AVX2", "avx512f"), ("SSE41", "avx2"))
+ISA_LEVELS: tuple[tuple[str, str], ...] = (
+    ("AVX512_CORE", "avx512_vnni"),
+    ("AVX2", "avx512f"),
+    ("AVX", "avx2"),
+    ("SSE41", "avx"),
+)
 
 
 @dataclass(frozen=True)

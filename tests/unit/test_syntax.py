@@ -214,8 +214,9 @@ def test_tables_and_the_paper_side_by_side():
     assert claims["table1.prep"].verdict is Verdict.NOT_TESTABLE and claims["table1.prep"].ours == "no UD twin"
     assert claims["table1.mark"].ours == "mark: not in the data"
     assert claims["table1.amod"].verdict is Verdict.NOT_TESTABLE  # one dependent, one half: too few to hold out
-    held_out, baseline = claims["table1.dobj"].values.values()
+    held_out, baseline, dependents = claims["table1.dobj"].values.values()
     assert claims["table1.dobj"].verdict is Verdict.of(held_out > baseline, not np.isnan(held_out))
+    assert dependents == 2 and claims["table1.prep"].values["dependents"] == 0
     metrics = result.metrics("syntax")
     assert metrics["syntax.obj.best_head"] == result.best("obj")["best_head"] and "syntax.nmod_poss.count" in metrics
     assert STANFORD_TO_UD["poss"] == "nmod:poss" and STANFORD_TO_UD["prt"] == "compound:prt"

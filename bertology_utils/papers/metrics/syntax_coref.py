@@ -76,6 +76,13 @@ METRICS = (
         Kind.MAXIMUM,
         "accuracy",
         "held-out accuracy of the best head for the UD twin of the paper's relation",
+        items="syntax.claims.table1.{relation}.dependents",
+    ),
+    Metric(
+        "syntax.claims.table1.{relation}.dependents",
+        Kind.EXACT,
+        "count",
+        "dependents of the UD twin of the paper's relation (0: not testable here)",
     ),
     Metric(
         "syntax.claims.table1.{relation}.baseline_accuracy",
