@@ -15,8 +15,10 @@ the cards (from a store the run already wrote, ``00_tour``'s by default):
 - :meth:`Atlas.write`, ``atlas.parquet``, ``atlas.csv``, ``atlas_dictionary.csv`` and the
   offline page ``atlas.html`` beside the run.
 
-Column descriptions live in :data:`COLUMNS`, one :class:`ColumnSpec` per recorded key pattern; a
-``(layers, heads)`` metric no spec describes still becomes a column, named after its key.
+Column descriptions live in :data:`~bertology_utils.present.atlas_columns.COLUMNS`, one
+:class:`~bertology_utils.present.atlas_columns.ColumnSpec` per metric declaration it reads
+(:mod:`bertology_utils.papers.metrics`); a ``(layers, heads)`` metric no spec describes still
+becomes a column, named after its key.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology_utils.analyses.patterns import STATISTICS, VIG_PATTERNS
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
+from bertology_utils.present.atlas_columns import COLUMNS, ColumnSpec
 from bertology_utils.present.findings import model_of, notebook_record
 from bertology_utils.run import harness
 
@@ -71,447 +73,8 @@ _EXAMPLES = 2
 _MAP_ITEMS = 64  # sentences averaged at most for a head's mean pattern: bounded, whatever the store holds
 
 
-@dataclass(frozen=True)
-class ColumnSpec:
-    """How a recorded metric key becomes an atlas column.
-
-    ``pattern`` is a regular expression matched against the whole metric key; its named groups
-    fill the ``{}`` fields of ``name``, ``label``, ``meaning`` and the claim keys in ``claims``
-    (claims recorded under those keys, or under keys starting with them and a dot, read the
-    column). ``along`` names a sibling metric (a template like ``name``) whose values label the
-    leading axis of a ``(n, layers, heads)`` metric: one column per value, filled in as ``{along}``.
-    """
-
-    pattern: str
-    name: str
-    label: str
-    meaning: str
-    unit: str
-    notebook: str
-    paper: str
-    paper_value: str | None = None
-    claims: tuple[str, ...] = ()
-    along: str | None = None
-
-    def match(self, key: str) -> dict[str, str] | None:
-        found = re.fullmatch(self.pattern, key)
-        return found.groupdict() if found else None
-
-
-_TARGETS = {
-    "cls": "[CLS]",
-    "sep": "[SEP]",
-    "punct": "punctuation",
-    "period": '"."',
-    "comma": '","',
-    "self": "itself",
-    "previous": "the previous token",
-    "next": "the next token",
-    "other": "ordinary tokens",
-    "sep_to_sep": "[SEP] from [SEP]",
-}
-_CLARK = "Clark et al. 2019"
-_SURFACE_CLAIMS = {
-    "self": ("patterns.claims.current_token",),
-    "previous": ("patterns.claims.previous_token_heads",),
-    "next": ("patterns.claims.next_token_heads",),
-    "sep": ("patterns.claims.sep_middle_layers", "tour.claims.sep_middle_layers", "sep.claims.sep_middle_layers"),
-    "cls": ("patterns.claims.cls_early_layers", "tour.claims.cls_early_layers"),
-    "period": ("patterns.claims.punctuation_last_layers",),
-    "comma": ("patterns.claims.punctuation_last_layers",),
-    "sep_to_sep": ("patterns.claims.sep_to_sep",),
-}
-_SURFACE_PAPER = {
-    "self": "most heads put little attention on the current token",
-    "previous": "some heads put > 50% on the previous token, in early layers",
-    "next": "some heads put > 50% on the next token, in early layers",
-    "sep": "> 50% in layers 6-10 (BERT-base)",
-    "cls": "high in early layers",
-    "period": "high in the last layers",
-    "comma": "high in the last layers",
-    "sep_to_sep": "[SEP] attends to [SEP]",
-}
-
-
-def _surface_specs() -> list[ColumnSpec]:
-    specs = [
-        ColumnSpec(
-            rf"patterns\.head\.{stat}",
-            f"to_{stat}",
-            f"attention to {_TARGETS[stat]}",
-            f"{STATISTICS[stat]}; mean over the rows of the treebank pairs, token level",
-            "share of attention (0-1)",
-            "01_patterns",
-            _CLARK,
-            _SURFACE_PAPER.get(stat),
-            _SURFACE_CLAIMS.get(stat, ()),
-        )
-        for stat in _TARGETS
-        if stat in STATISTICS
-    ]
-    specs += [
-        ColumnSpec(
-            r"patterns\.head\.entropy",
-            "entropy",
-            "entropy",
-            f"{STATISTICS['entropy']}; mean over the treebank pairs' rows, token level",
-            "nats",
-            "01_patterns",
-            _CLARK,
-            "early layers attend broadly (near bag-of-words)",
-            ("patterns.claims.early_layers_broad", "tour.claims.early_layers_broad"),
-        ),
-        ColumnSpec(
-            r"patterns\.head\.cls_entropy",
-            "cls_entropy",
-            "[CLS] entropy",
-            f"{STATISTICS['cls_entropy']}; mean over the treebank pairs, token level",
-            "nats",
-            "01_patterns",
-            _CLARK,
-            "last layer: about 3.89 nats (BERT-base)",
-            ("patterns.claims.cls_entropy_last_layer",),
-        ),
-    ]
-    return specs
-
-
-COLUMNS: tuple[ColumnSpec, ...] = (
-    *_surface_specs(),
-    *(
-        ColumnSpec(
-            rf"patterns\.head\.vig\.{pattern}",
-            f"vig.{pattern}",
-            f"Vig: {pattern.replace('_', ' ')}",
-            f"{meaning}; pooled over every data set of notebook 01",
-            "nats ratio (0-1)" if pattern == "bag_of_words" else "share of attention (0-1)",
-            "01_patterns",
-            "Vig 2019",
-        )
-        for pattern, meaning in VIG_PATTERNS.items()
-    ),
-    ColumnSpec(
-        r"patterns\.head\.type",
-        "pattern_type",
-        "pattern type",
-        "Kovaleva et al.'s pattern type the head's maps take most often (every data set pooled)",
-        "type",
-        "01_patterns",
-        "Kovaleva et al. 2019",
-        "heterogeneous maps are 32% (MRPC) to 61% (QQP) of all maps",
-        ("patterns.claims.heterogeneous_share", "patterns.claims.pattern_types_recognisable"),
-    ),
-    ColumnSpec(
-        r"patterns\.head\.type_share\.(?P<type>.+)",
-        "type_share.{type}",
-        "share of {type} maps",
-        "the fraction of the head's classified maps of Kovaleva et al.'s type {type}",
-        "share of maps (0-1)",
-        "01_patterns",
-        "Kovaleva et al. 2019",
-    ),
-    ColumnSpec(
-        r"sep\.head\.(?P<objective>[^.]+)\.normalised_gradient_(?P<kind>[^.]+)",
-        "gradient.{kind}.{objective}",
-        "gradient on {kind} ({objective})",
-        "the mean |d loss / d attention weight| of the head's weights on {kind} under the {objective} objective, "
-        "over the mean |gradient| of all the model's weights (1: average)",
-        "ratio",
-        "02_sep_noop",
-        _CLARK,
-        "small where attention to [SEP] is large: attending to [SEP] is a no-op",
-        ("sep.claims.sep_gradient_small.{objective}", "sep.claims.cls_gradient_small.{objective}"),
-    ),
-    ColumnSpec(
-        r"sep\.head\.(?P<objective>[^.]+)\.attention_to_(?P<kind>[^.]+)",
-        "attention_to.{kind}.{objective}",
-        "attention to {kind} ({objective} inputs)",
-        "the head's mean share of attention on {kind} over the inputs of the {objective} objective",
-        "share of attention (0-1)",
-        "02_sep_noop",
-        _CLARK,
-    ),
-    ColumnSpec(
-        r"sep\.head\.(?P<objective>[^.]+)\.gradient_norm",
-        "gradient_norm.{objective}",
-        "attention gradient norm ({objective})",
-        "the mean Frobenius norm of d loss / d attention over the head's map, {objective} objective",
-        "gradient norm",
-        "02_sep_noop",
-        _CLARK,
-        "gradients shrink with depth",
-        ("sep.claims.gradients_shrink.{objective}",),
-    ),
-    ColumnSpec(
-        r"syntax\.head\.best_relation",
-        "syntax.best_relation",
-        "best dependency relation",
-        "the dependency relation (of the paper's Table 1) whose head word this head finds most often",
-        "relation",
-        "03_syntax_coref",
-        _CLARK,
-        "some heads find a relation's head word far better than a fixed offset",
-        ("syntax.claims.table1",),
-    ),
-    ColumnSpec(
-        r"syntax\.head\.best_relation_accuracy",
-        "syntax.best_relation_accuracy",
-        "best relation: accuracy",
-        "how often the head's most-attended word is the gold head (or dependent) of its best relation",
-        "accuracy (0-1)",
-        "03_syntax_coref",
-        _CLARK,
-        None,
-        ("syntax.claims.table1",),
-    ),
-    ColumnSpec(
-        r"syntax\.head\.(?P<relation>[^.]+)",
-        "syntax.{relation}",
-        "syntax: {relation}",
-        "how often the head's most-attended word is the gold head of a {relation} dependent (or the "
-        "dependent, the better direction)",
-        "accuracy (0-1)",
-        "03_syntax_coref",
-        _CLARK,
-        "Table 1: the best head per relation",
-        ("syntax.claims.table1",),
-    ),
-    ColumnSpec(
-        r"coref\.head\.accuracy",
-        "coref.accuracy",
-        "coreference accuracy",
-        "how often a pronoun's most-attended candidate is its antecedent (GAP)",
-        "accuracy (0-1)",
-        "03_syntax_coref",
-        _CLARK,
-        "the best head: 65% antecedent selection",
-        ("coref.claims",),
-    ),
-    ColumnSpec(
-        r"clustering\.head\.(?P<axis>x|y)",
-        "mds.{axis}",
-        "MDS {axis}",
-        "the head's {axis} coordinate in the 2-D multidimensional scaling of the heads' Jensen-Shannon distances",
-        "coordinate",
-        "05_clustering",
-        _CLARK,
-        None,
-        ("clustering.claims",),
-    ),
-    ColumnSpec(
-        r"clustering\.head\.dominant",
-        "behaviour",
-        "dominant behaviour",
-        "where the head puts the largest share of its attention (notebook 05's behaviour groups)",
-        "behaviour",
-        "05_clustering",
-        _CLARK,
-        "heads cluster by behaviour",
-        ("clustering.claims.behaviour_clusters",),
-    ),
-    ColumnSpec(
-        r"pruning\.(?P<task>[^.]+)\.importance",
-        "importance.{task}",
-        "importance ({task})",
-        "Michel et al.'s importance on {task}: the mean |dL/dgate| of the head, L2-normalised per layer",
-        "normalised score",
-        "06_pruning",
-        "Michel et al. 2019",
-        "a few heads carry most of the importance; many can be pruned",
-        ("pruning.claims.heads_prunable.{task}", "pruning.claims.importance_matches_ablation.{task}"),
-    ),
-    ColumnSpec(
-        r"pruning\.(?P<task>[^.]+)\.importance_raw",
-        "importance_raw.{task}",
-        "importance, raw ({task})",
-        "Michel et al.'s importance on {task} before normalising per layer",
-        "|dL/dgate|",
-        "06_pruning",
-        "Michel et al. 2019",
-        None,
-        ("pruning.claims.importance_matches_ablation.{task}",),
-    ),
-    ColumnSpec(
-        r"pruning\.(?P<task>[^.]+)\.head_deltas",
-        "disabled_change.{task}",
-        "disabled: score change ({task})",
-        "the {task} dev score with this head alone disabled minus the full model's (negative: worse)",
-        "score difference",
-        "06_pruning",
-        "Kovaleva et al. 2019",
-        "disabling one head often does not hurt, sometimes improves",
-        ("pruning.claims.single_heads_dispensable.{task}",),
-    ),
-    ColumnSpec(
-        r"pruning\.(?P<task>[^.]+)\.head_loss_deltas",
-        "disabled_loss_change.{task}",
-        "disabled: loss change ({task})",
-        "the mean {task} dev loss with this head alone disabled minus the full model's (positive: worse)",
-        "loss difference",
-        "06_pruning",
-        "Michel et al. 2019",
-        None,
-        ("pruning.claims.importance_matches_ablation.{task}",),
-    ),
-    ColumnSpec(
-        r"pruning\.(?P<task>[^.]+)\.attention_cosine",
-        "finetune_cosine.{task}",
-        "fine-tuning: map cosine ({task})",
-        "cosine similarity of the head's attention before and after fine-tuning on {task} (1: unchanged)",
-        "cosine (0-1)",
-        "06_pruning",
-        "Kovaleva et al. 2019",
-        "the last two layers change most",
-        ("pruning.claims.last_layers_change_most.{task}",),
-    ),
-    ColumnSpec(
-        r"head_roles\.confidence",
-        "confidence",
-        "confidence",
-        "Voita et al.'s confidence on the treebank: the mean over words of the row's largest weight",
-        "weight (0-1)",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "the most relevant heads are the most confident",
-    ),
-    ColumnSpec(
-        r"head_roles\.(?P<task>[^.]+)\.confidence",
-        "confidence.{task}",
-        "confidence ({task})",
-        "Voita et al.'s confidence on {task}'s dev examples",
-        "weight (0-1)",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "the most relevant heads are the most confident",
-        ("head_roles.claims.relevance_tracks_confidence.{task}",),
-    ),
-    ColumnSpec(
-        r"head_roles\.(?P<task>[^.]+)\.relevance",
-        "relevance.{task}",
-        "relevance ({task})",
-        "the head's mean |attribution| to the {task} classifier's logit (integrated gradients over head gates), "
-        "divided by its layer's sum",
-        "share of its layer (0-1)",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "specialised heads are among the most relevant",
-        (
-            "head_roles.claims.relevance_tracks_confidence.{task}",
-            "head_roles.claims.specialised_heads_relevant.{task}",
-        ),
-    ),
-    ColumnSpec(
-        r"head_roles\.specialised",
-        "specialised",
-        "specialised",
-        "the head has a positional, syntactic or rare-word role (Voita et al.'s tests, on the treebank)",
-        "yes/no",
-        "07_head_roles",
-        "Voita et al. 2019",
-        None,
-        ("head_roles.claims.roles_found",),
-    ),
-    ColumnSpec(
-        r"head_roles\.(?P<task>[^.]+)\.specialised",
-        "specialised.{task}",
-        "specialised ({task})",
-        "the head has a positional, syntactic or rare-word role on {task}'s examples",
-        "yes/no",
-        "07_head_roles",
-        "Voita et al. 2019",
-        None,
-        (
-            "head_roles.claims.specialised_heads_relevant.{task}",
-            "head_roles.claims.specialised_heads_survive.{task}",
-        ),
-    ),
-    ColumnSpec(
-        r"head_roles\.roles\.(?P<role>[^.]+)",
-        "role.{role}",
-        "role: {role}",
-        "the head passes Voita et al.'s {role} test",
-        "yes/no",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "positional, syntactic and rare-word heads exist",
-        ("head_roles.claims.roles_found",),
-    ),
-    ColumnSpec(
-        r"head_roles\.syntactic_relations",
-        "role.syntactic_relations",
-        "syntactic for",
-        "the relations the head is syntactic for (Voita et al.'s test), joined by +",
-        "relations",
-        "07_head_roles",
-        "Voita et al. 2019",
-    ),
-    ColumnSpec(
-        r"head_roles\.positional_offset",
-        "positional_offset",
-        "positional offset",
-        "the relative position the head's maximum most often points at (-1: previous word)",
-        "words",
-        "07_head_roles",
-        "Voita et al. 2019",
-    ),
-    ColumnSpec(
-        r"head_roles\.positional_share",
-        "positional_share",
-        "positional share",
-        "how often the head's maximum points at its modal offset",
-        "share of rows (0-1)",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "positional heads: > 90%",
-    ),
-    ColumnSpec(
-        r"head_roles\.rare_rate",
-        "rare_rate",
-        "rare-word rate",
-        "how often the head's maximum is on the sentence's least frequent word",
-        "share of rows (0-1)",
-        "07_head_roles",
-        "Voita et al. 2019",
-    ),
-    ColumnSpec(
-        r"head_roles\.qk_dimensions_mean",
-        "qk_dimensions",
-        "query-key dimensions",
-        "the mean fraction of the head's query-key dimensions that decide its largest weights",
-        "fraction of head size",
-        "07_head_roles",
-        "Vig 2019",
-        "heads on [SEP] or spread attention need few dimensions",
-        ("head_roles.claims.qk_dimensions_by_pattern",),
-    ),
-    ColumnSpec(
-        r"head_roles\.(?P<task>[^.]+)\.l0_masks",
-        "l0_kept.{task}.lambda={along}",
-        "L0: kept on {task} at lambda {along}",
-        "the head's L0 gate stays open after training on {task} with penalty lambda = {along}",
-        "yes/no",
-        "07_head_roles",
-        "Voita et al. 2019",
-        "most heads can be pruned; specialised heads are the last pruned",
-        ("head_roles.claims.l0_prunes_most_heads.{task}", "head_roles.claims.specialised_heads_survive.{task}"),
-        along=r"head_roles.{task}.l0_lambdas",
-    ),
-    ColumnSpec(
-        r"mixing\.head\.(?P<kind>[^.]+)\.(?P<weighting>raw|norm)",
-        "mixing.{kind}.{weighting}",
-        "{kind} share, {weighting}",
-        "the head's share of attention on {kind}, weighted by attention alone (raw) or by |alpha f(x)| (norm)",
-        "share (0-1)",
-        "08_context_mixing",
-        "Kobayashi et al. 2020",
-        "norm weighting gives special tokens far less than raw weights",
-        ("mixing.claims.norm_discounts_special_tokens",),
-    ),
-)
-
 _NEAREST = "clustering.head.nearest"
 _NEAREST_DISTANCE = "clustering.head.nearest_distance"
-_SHAPE_KEYS = (re.compile(r"^[A-Za-z0-9_]+\.(?:num_)?layers$"), re.compile(r"^[A-Za-z0-9_]+\.(?:num_)?heads$"))
 
 
 @dataclass(frozen=True)
@@ -565,12 +128,18 @@ def _flatten(metrics: Mapping, prefix: str = "") -> Iterable[tuple[str, object]]
             yield name, value
 
 
+def _is_shape_key(key: str, axis: str) -> bool:
+    """``patterns.layers``, ``pruning.num_layers``: a notebook's record of the model's shape."""
+    topic, _, name = key.partition(".")
+    return bool(topic) and name in (axis, f"num_{axis}")
+
+
 def _shape_of(metrics: dict[str, dict]) -> tuple[int, int] | None:
     """(layers, heads) as the notebooks recorded them; None when none did; an error when they disagree."""
     found = set()
     for values in metrics.values():
-        layers = [v for k, v in values.items() if _SHAPE_KEYS[0].match(k) and isinstance(v, int)]
-        heads = [v for k, v in values.items() if _SHAPE_KEYS[1].match(k) and isinstance(v, int)]
+        layers = [v for k, v in values.items() if _is_shape_key(k, "layers") and isinstance(v, int)]
+        heads = [v for k, v in values.items() if _is_shape_key(k, "heads") and isinstance(v, int)]
         if layers and heads:
             found.add((layers[0], heads[0]))
     if len(found) > 1:
@@ -688,6 +257,8 @@ def _read_run(folder: Path, run_id: str) -> _Run:
 
 
 def _add_column(run: _Run, notebook: str, key: str, value, flat: Mapping) -> None:
+    if not isinstance(value, list):  # no grid: not worth looking its declaration up
+        return
     shape = (run.layers, run.heads)
     for spec in COLUMNS:
         groups = spec.match(key)
@@ -847,11 +418,12 @@ class Atlas:
                 frame[name] = _typed(grid)
             frames.append(pd.DataFrame(frame))
         table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(ID_COLUMNS))
-        rank: dict[ColumnSpec | None, int] = {spec: i for i, spec in enumerate(COLUMNS)}  # undescribed: last
+        # registry order, a column's specs (a declaration and its twins, _also) together; undescribed: last
+        rank = {spec.name: i for i, spec in reversed(list(enumerate(COLUMNS)))}
         specs = {name: src[0] for run in self.runs for name, src in run.sources.items()}
         values = sorted(
             (c for c in table.columns if c not in ID_COLUMNS),
-            key=lambda c: (rank.get(specs[c], len(rank)), c),
+            key=lambda c: (rank[spec.name] if (spec := specs[c]) else len(COLUMNS), c),
         )
         return table[list(ID_COLUMNS) + values]
 
@@ -867,7 +439,7 @@ class Atlas:
                 rows[name] = {
                     "column": name,
                     "label": _format(spec.label, fill) if spec else key,
-                    "meaning": _format(spec.meaning, fill) if spec else f"recorded by {notebook} as {key}",
+                    "meaning": _format(spec.description, fill) if spec else f"recorded by {notebook} as {key}",
                     "unit": spec.unit if spec else "as recorded",
                     "kind": _kind(run.columns[name]),
                     "notebook": notebook,
@@ -877,14 +449,15 @@ class Atlas:
                     "status": "recorded",
                     "reason": "",
                 }
-        for spec in COLUMNS:
-            if any(r["metric"] and spec.match(r["metric"]) is not None for r in rows.values()):
+        read = {source[0].name for run in self.runs for source in run.sources.values() if source[0]}
+        for spec in _first_specs():
+            if spec.name in read:
                 continue
             placeholder = _placeholders(spec.name)
             rows[placeholder] = {
                 "column": placeholder,
                 "label": _placeholders(spec.label),
-                "meaning": _placeholders(spec.meaning),
+                "meaning": _placeholders(spec.description),
                 "unit": spec.unit,
                 "kind": "",
                 "notebook": spec.notebook,
@@ -899,7 +472,7 @@ class Atlas:
     def _why_absent(self, spec: ColumnSpec) -> str:
         reasons = []
         for run in self.runs:
-            topic = spec.pattern.split("\\.", 1)[0]
+            topic = spec.metric.split(".", 1)[0]
             skipped = [f"{s}: {r}" for s, r in run.missing.items() if s == spec.notebook or s.split(".")[0] == topic]
             if skipped:
                 reasons.append(f"{run.name}: " + "; ".join(skipped))
@@ -1111,11 +684,16 @@ def _placeholders(text: str) -> str:
     return re.sub(r"\{(\w+)\}", r"<\1>", text)
 
 
+def _first_specs() -> list[ColumnSpec]:
+    """One spec per column name: a column's twins (``clustering.head.x`` and ``.y``) go under the first."""
+    return list({spec.name: spec for spec in reversed(COLUMNS)}.values())[::-1]
+
+
 def columns_markdown() -> str:
     """The registry as a Markdown table (the documentation's list of atlas columns)."""
     lines = ["| column | meaning | unit | notebook | paper |", "|---|---|---|---|---|"]
-    for spec in COLUMNS:
-        meaning = _placeholders(spec.meaning).replace("<", "&lt;").replace(">", "&gt;")  # not HTML tags
+    for spec in _first_specs():
+        meaning = _placeholders(spec.description).replace("<", "&lt;").replace(">", "&gt;")  # not tags
         cells = (f"`{_placeholders(spec.name)}`", meaning, spec.unit, spec.notebook, spec.paper)
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

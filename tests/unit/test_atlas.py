@@ -189,9 +189,125 @@ def test_an_older_run_without_per_head_metrics_says_so(tmp_path):
 
 def test_every_spec_fills_its_templates():
     for spec in COLUMNS:
-        groups = {name: "x" for name in __import__("re").compile(spec.pattern).groupindex} | {"along": "1"}
-        for text in (spec.name, spec.label, spec.meaning, *spec.claims):
+        groups = {name: "x" for name in spec.fields} | {"along": "1"}
+        for text in (spec.name, spec.label, spec.description, *spec.claims):
             text.format(**groups)
+        assert spec.unit and spec.description
+
+
+#: The column each key of tests/references/small/*.json fed when the specs were regular expressions
+#: over the keys (``head_roles.summary`` is a dict: its flattened parts are matched, never a grid)
+READ_BEFORE = {
+    "clustering.head.dominant": "behaviour",
+    "clustering.head.x": "mds.x",
+    "clustering.head.y": "mds.y",
+    "coref.head.accuracy": "coref.accuracy",
+    "head_roles.SST-2.confidence": "confidence.SST-2",
+    "head_roles.SST-2.l0_masks": "l0_kept.SST-2.lambda=<along>",
+    "head_roles.SST-2.relevance": "relevance.SST-2",
+    "head_roles.SST-2.specialised": "specialised.SST-2",
+    "head_roles.confidence": "confidence",
+    "head_roles.positional_offset": "positional_offset",
+    "head_roles.positional_share": "positional_share",
+    "head_roles.qk_dimensions_mean": "qk_dimensions",
+    "head_roles.rare_rate": "rare_rate",
+    "head_roles.roles.positional": "role.positional",
+    "head_roles.roles.rare": "role.rare",
+    "head_roles.roles.syntactic": "role.syntactic",
+    "head_roles.specialised": "specialised",
+    "head_roles.summary.specialised": "specialised.summary",
+    "head_roles.syntactic_relations": "role.syntactic_relations",
+    "mixing.head.cls.norm": "mixing.cls.norm",
+    "mixing.head.cls.raw": "mixing.cls.raw",
+    "mixing.head.punct.norm": "mixing.punct.norm",
+    "mixing.head.punct.raw": "mixing.punct.raw",
+    "mixing.head.sep.norm": "mixing.sep.norm",
+    "mixing.head.sep.raw": "mixing.sep.raw",
+    "patterns.head.cls": "to_cls",
+    "patterns.head.cls_entropy": "cls_entropy",
+    "patterns.head.comma": "to_comma",
+    "patterns.head.entropy": "entropy",
+    "patterns.head.next": "to_next",
+    "patterns.head.other": "to_other",
+    "patterns.head.period": "to_period",
+    "patterns.head.previous": "to_previous",
+    "patterns.head.punct": "to_punct",
+    "patterns.head.self": "to_self",
+    "patterns.head.sep": "to_sep",
+    "patterns.head.sep_to_sep": "to_sep_to_sep",
+    "patterns.head.type": "pattern_type",
+    "patterns.head.type_share.block": "type_share.block",
+    "patterns.head.type_share.diagonal": "type_share.diagonal",
+    "patterns.head.type_share.heterogeneous": "type_share.heterogeneous",
+    "patterns.head.type_share.vertical": "type_share.vertical",
+    "patterns.head.type_share.vertical+diagonal": "type_share.vertical+diagonal",
+    "patterns.head.vig.bag_of_words": "vig.bag_of_words",
+    "patterns.head.vig.delimiter": "vig.delimiter",
+    "patterns.head.vig.identical_word": "vig.identical_word",
+    "patterns.head.vig.identical_word_across": "vig.identical_word_across",
+    "patterns.head.vig.next_word": "vig.next_word",
+    "patterns.head.vig.previous_word": "vig.previous_word",
+    "patterns.head.vig.same_word_pieces": "vig.same_word_pieces",
+    "pruning.SST-2.attention_cosine": "finetune_cosine.SST-2",
+    "pruning.SST-2.head_deltas": "disabled_change.SST-2",
+    "pruning.SST-2.head_loss_deltas": "disabled_loss_change.SST-2",
+    "pruning.SST-2.importance": "importance.SST-2",
+    "pruning.SST-2.importance_raw": "importance_raw.SST-2",
+    "sep.head.masked_embedding.attention_to_cls": "attention_to.cls.masked_embedding",
+    "sep.head.masked_embedding.attention_to_other": "attention_to.other.masked_embedding",
+    "sep.head.masked_embedding.attention_to_punct": "attention_to.punct.masked_embedding",
+    "sep.head.masked_embedding.attention_to_sep": "attention_to.sep.masked_embedding",
+    "sep.head.masked_embedding.gradient_norm": "gradient_norm.masked_embedding",
+    "sep.head.masked_embedding.normalised_gradient_cls": "gradient.cls.masked_embedding",
+    "sep.head.masked_embedding.normalised_gradient_other": "gradient.other.masked_embedding",
+    "sep.head.masked_embedding.normalised_gradient_punct": "gradient.punct.masked_embedding",
+    "sep.head.masked_embedding.normalised_gradient_sep": "gradient.sep.masked_embedding",
+    "sep.head.sst2.attention_to_cls": "attention_to.cls.sst2",
+    "sep.head.sst2.attention_to_other": "attention_to.other.sst2",
+    "sep.head.sst2.attention_to_punct": "attention_to.punct.sst2",
+    "sep.head.sst2.attention_to_sep": "attention_to.sep.sst2",
+    "sep.head.sst2.gradient_norm": "gradient_norm.sst2",
+    "sep.head.sst2.normalised_gradient_cls": "gradient.cls.sst2",
+    "sep.head.sst2.normalised_gradient_other": "gradient.other.sst2",
+    "sep.head.sst2.normalised_gradient_punct": "gradient.punct.sst2",
+    "sep.head.sst2.normalised_gradient_sep": "gradient.sep.sst2",
+    "syntax.head.advmod": "syntax.advmod",
+    "syntax.head.all": "syntax.all",
+    "syntax.head.amod": "syntax.amod",
+    "syntax.head.aux": "syntax.aux",
+    "syntax.head.aux_pass": "syntax.aux_pass",
+    "syntax.head.best_relation": "syntax.best_relation",
+    "syntax.head.best_relation_accuracy": "syntax.best_relation_accuracy",
+    "syntax.head.ccomp": "syntax.ccomp",
+    "syntax.head.compound": "syntax.compound",
+    "syntax.head.compound_prt": "syntax.compound_prt",
+    "syntax.head.det": "syntax.det",
+    "syntax.head.mark": "syntax.mark",
+    "syntax.head.nmod_poss": "syntax.nmod_poss",
+    "syntax.head.nsubj": "syntax.nsubj",
+    "syntax.head.obj": "syntax.obj",
+}
+
+
+def test_columns_read_declared_metrics_and_the_keys_they_read_before():
+    from bertology_utils.core.settings import PROJECT_ROOT
+    from bertology_utils.papers.metrics import REGISTRY
+
+    declared = {m.key for m in REGISTRY.metrics}
+    assert [s.metric for s in COLUMNS if s.metric not in declared] == [], "a ColumnSpec.metric must be declared"
+    keys = set()  # flattened as the atlas reads a metrics.json
+    for path in sorted((PROJECT_ROOT / "tests" / "references" / "small").glob("*.json")):
+        metrics = {key: entry["value"] for key, entry in json.loads(path.read_text())["metrics"].items()}
+        keys |= {key for key, _ in atlas_module._flatten(metrics)}
+    read = {}
+    for key in keys:
+        specs = [(spec, fill) for spec in COLUMNS if (fill := spec.match(key)) is not None]
+        assert len(specs) <= 1, (key, [spec.name for spec, _ in specs])
+        if specs:
+            spec, fill = specs[0]
+            assert fill.keys() >= spec.fields - {"along"}, (key, spec.name)
+            read[key] = spec.name.format(**fill, along="<along>")
+    assert read == READ_BEFORE, "a reference's per-head key feeds another column, or none, or newly one"
 
 
 def test_the_command_writes_the_atlas_and_prints_matching_heads(run, tmp_path, capsys, monkeypatch):

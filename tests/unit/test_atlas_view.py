@@ -61,7 +61,8 @@ def test_the_buttons_colours_follow_the_column(widget):
     assert widget.buttons[1, 1].style.button_color == colour(0.0)  # the smallest
     assert widget.buttons[2, 1].style.button_color == colour(0.5)
     assert widget.buttons[1, 3].style.button_color == MISSING_COLOUR
-    assert "0.1" in widget.legend.value and "0.9" in widget.legend.value and "normalised score" in widget.legend.value
+    unit = widget.atlas.dictionary.set_index("column").loc["importance.SST-2", "unit"]  # the declaration's
+    assert "0.1" in widget.legend.value and "0.9" in widget.legend.value and unit in widget.legend.value
     widget.column.value = "specialised"
     assert [widget.buttons[1, h].style.button_color for h in (1, 2)] == [BOOL_COLOURS[True], BOOL_COLOURS[False]]
     assert widget.buttons[2, 3].style.button_color == MISSING_COLOUR
@@ -75,7 +76,8 @@ def test_clicking_a_head_opens_its_card(widget):
     widget.buttons[2, 3].click()
     card = widget.card.value
     assert "Layer 2, head 3" in card
-    assert "0.7" in card and "normalised score" in card and "heterogeneous" in card
+    unit = widget.atlas.dictionary.set_index("column").loc["importance.SST-2", "unit"]
+    assert "0.7" in card and unit in card and "heterogeneous" in card
     assert "a few heads carry most of the importance" in card  # the paper's value
     assert "no attention store" in card  # why there are no pattern images
 
