@@ -596,7 +596,8 @@ def update_references(
     under it (another CPU instruction set, another thread count: :mod:`bertology_utils.run.perturb`); with
     it, every compared metric's tolerance is set from what it measured: :data:`SAFETY_FACTOR` times the
     largest move of a number, :data:`CHANGES_FACTOR` times the elements that flipped, never below the kind's
-    floor (:func:`kind_tolerance`); stated notes are kept. Without it, a metric already in the reference keeps
+    floor (:func:`kind_tolerance`), nor below a stated tolerance that gives its reason (a ``note``: what was
+    measured on machines the refresh cannot try). Without it, a metric already in the reference keeps
     its tolerance and note, and a new one gets its kind's floor (undeclared: the file's ``default``, else
     DEFAULT_TOLERANCE, when it holds floats, not compared when its name says it is a time in seconds, else
     exact). Metrics the run no longer records are dropped. Failed notebooks are left alone. Every existing
@@ -659,6 +660,9 @@ def _reference_object(
         stated = raw["metrics"][name] if old is not None and name in old.metrics else None
         if kind is not None and measured:
             tolerance, seen, problems = _measured_tolerance(name, value, kind, floor, measured)
+            if old is not None and stated is not None and "note" in stated:
+                # a tolerance with its reason was measured where this refresh cannot go (another machine): kept
+                tolerance = tolerance.widened(old.tolerances[name])
             unsettled += problems
             kept = {**_tolerance_entry(tolerance), **({"measured": seen} if seen else {})}
             kept.update({"note": stated["note"]} if stated and "note" in stated else {})
