@@ -360,3 +360,29 @@ def test_run_update_reference_perturb_measures_in_runs_of_their_own(tmp_path, ca
     assert metrics["tour.n_sentences"] == {"value": 4, "kind": "exact"}
     assert metrics["tour.data"]["ignore"].startswith("text")
     assert main([*argv[:-1], "--perturb"]) == 2  # without --update-reference there is nothing to measure for
+
+
+def test_a_refresh_under_perturbations_keeps_a_tolerance_stated_with_its_reason(tmp_path):
+    note = "moves by 1e-3 between two machines this refresh cannot try"
+    refs = tmp_path / "refs"
+    write_json(
+        refs / "00_tour.json",
+        {
+            "metrics": {
+                "tour.mean_attention_to_cls": {"value": 0.5, "abs": 5e-3, "note": note},
+                "tour.mean_attention_to_sep": {"value": 0.1, "abs": 5e-3},  # no reason given: measured afresh
+            }
+        },
+    )
+    values = {"tour.mean_attention_to_cls": 0.5, "tour.mean_attention_to_sep": 0.1}
+    run = make_run(tmp_path / "run", {"00_tour": values})
+    update_references(run, refs, {"threads-1": make_run(tmp_path / "threads", {"00_tour": values})})
+    metrics = json.loads((refs / "00_tour.json").read_text())["metrics"]
+    assert metrics["tour.mean_attention_to_cls"] == {
+        "value": 0.5,
+        "kind": "float",
+        "abs": 5e-3,
+        "rel": 1e-4,
+        "note": note,
+    }
+    assert metrics["tour.mean_attention_to_sep"] == {"value": 0.1, "kind": "float", "abs": 1e-6, "rel": 1e-4}
