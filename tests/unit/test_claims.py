@@ -126,14 +126,7 @@ def test_gradient_claims():
     assert clark.gradients_shrink(stats, "mlm").verdict is Verdict.HOLDS
     stats.gradient_norm = np.ones(4)
     assert clark.gradients_shrink(stats).verdict is Verdict.NOT_TESTABLE  # a constant has no rank correlation
-    row = {
-        "target": "sep",
-        "mode": "zero",
-        "ratio": 0.66,
-        "hidden_change (target)": 0.03,
-        "hidden_change (control)": 0.05,
-        "mean mass moved": 0.04,
-    }
+    row = dict(_ROW)
     removal = clark.attention_removal(row, "sst2")
     assert removal.id == "ablation.sst2.sep.zero" and removal.verdict is Verdict.HOLDS
     assert clark.attention_removal({**row, "ratio": 1.0}).verdict is Verdict.DIFFERS
