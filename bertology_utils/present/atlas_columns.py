@@ -12,19 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from bertology_utils.analyses.patterns import STATISTICS, VIG_PATTERNS
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.papers.metrics import REGISTRY, Metric
 
 __all__ = ["ColumnSpec", "COLUMNS"]
-
-
-@lru_cache(maxsize=4096)
-def _declared(key: str) -> Metric | None:
-    """A recorded key's declaration (the most specific match); cached, since every column asks."""
-    return REGISTRY.find(key)
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class ColumnSpec:
     @cached_property
     def declaration(self) -> Metric:
         """The declaration the column reads; a BertologyError when ``metric`` is no declared template."""
-        found = next((m for m in REGISTRY.metrics if m.key == self.metric), None)
+        found = REGISTRY.template(self.metric)
         if found is None:
             raise BertologyError(
                 f"atlas column {self.name!r} reads {self.metric!r}, which no Metric in papers/metrics/ declares"
@@ -81,7 +75,7 @@ class ColumnSpec:
 
     def match(self, key: str) -> dict[str, str] | None:
         """The values of the column's fields when ``key`` feeds it, else None."""
-        declared = _declared(key)
+        declared = REGISTRY.find(key)
         if declared is not self.declaration:
             return None
         found = declared.match(key) or {}

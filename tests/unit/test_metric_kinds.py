@@ -88,6 +88,9 @@ def test_a_declaration_states_a_unit_and_meaning_and_known_placeholders():
         registry.declare([Metric("a.{x}.acc", Kind.FLOAT, "share", "again")])
     assert registry.find("a.amod.acc").items_key("a.amod.acc") == "a.amod.count"
     assert registry.find("a.b.c.acc") is None  # {x} is one dotted part
+    registry.declare([Metric("a.amod.acc", Kind.FLOAT, "share", "a more specific one, declared later")])
+    assert registry.find("a.amod.acc").kind is Kind.FLOAT  # what was found before is looked up again
+    assert registry.template("a.{x}.acc").kind is Kind.MAXIMUM and registry.template("a.b") is None
     with pytest.raises(UndeclaredMetricError, match="not declared"):
         registry["a.b"]
 

@@ -124,6 +124,8 @@ class MetricRegistry:
     """Every declared metric, searched by key."""
 
     metrics: list[Metric] = field(default_factory=list)
+    #: key -> its declaration, as found: a check or the atlas asks for the same keys again and again
+    _found: dict[str, Metric | None] = field(default_factory=dict, repr=False, compare=False)
 
     def declare(self, metrics: Iterable[Metric]) -> None:
         """Add declarations; the same template twice is an error."""
@@ -133,6 +135,11 @@ class MetricRegistry:
                 raise ValueError(f"metric {metric.key!r} declared twice")
             known.add(metric.key)
             self.metrics.append(metric)
+        self._found.clear()  # a new declaration may be the more specific match of a key seen before
+
+    def template(self, key: str) -> Metric | None:
+        """The declaration whose template is exactly ``key`` (``syntax.head.{relation}``), or None."""
+        return next((m for m in self.metrics if m.key == key), None)
 
     def matches(self, key: str) -> list[Metric]:
         """Every declaration matching ``key``, the most specific first."""
@@ -141,8 +148,10 @@ class MetricRegistry:
 
     def find(self, key: str) -> Metric | None:
         """The declaration of ``key`` (the most specific match), or None."""
-        found = self.matches(key)
-        return found[0] if found else None
+        if key not in self._found:
+            found = self.matches(key)
+            self._found[key] = found[0] if found else None
+        return self._found[key]
 
     def __getitem__(self, key: str) -> Metric:
         metric = self.find(key)
