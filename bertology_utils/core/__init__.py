@@ -53,6 +53,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "save_image",
         ],
         "maxima": ["STORAGE_DTYPE", "resolution", "tie_credit"],
+        "determinism": ["derived_seed", "HostDropout", "host_dropout", "deterministic_algorithms"],
         "cluster": ["connect", "local_cluster", "parse_cluster"],
     },
 )

@@ -27,6 +27,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceCl
 from transformers.utils import logging as hf_logging
 
 from bertology_utils.core import architectures, model_parts, settings
+from bertology_utils.core.determinism import CUBLAS_WORKSPACE
 from bertology_utils.core.errors import (
     ModelNotAvailableError,
     UnregisteredArchitectureWarning,
@@ -360,6 +361,8 @@ def load_model(
         )
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if torch.device(device).type == "cuda":  # before cuBLAS starts: its products deterministic when asked for
+        os.environ.setdefault(*CUBLAS_WORKSPACE)
     loaded = LoadedModel(
         model=model.to(device).eval(),
         tokenizer=tokenizer,

@@ -589,10 +589,9 @@ def first_token_readout(model) -> Iterator[bool]:
         width[0] = 0
 
     def full_mask(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-        # torch's CPU and CUDA dropout: mask = empty_like(x).bernoulli_(1 - p) / (1 - p); p of 0 or 1 draws nothing
+        # the mask drawn for every position, as the whole block would draw it, whichever generator dropout uses
         if dropout.training and 0 < dropout.p < 1 and width[0] > 1 and x.dim() == 3 and x.shape[1] == 1:
-            noise = x.new_empty(x.shape[0], width[0], x.shape[2]).bernoulli_(1 - dropout.p).div_(1 - dropout.p)
-            return x * noise[:, :1]
+            return nn.functional.dropout(x.expand(x.shape[0], width[0], x.shape[2]), dropout.p)[:, :1]
         return type(dropout).forward(dropout, x)
 
     dropouts = [m for m in stack[-1].modules() if type(m) is nn.Dropout and "forward" not in vars(m)]

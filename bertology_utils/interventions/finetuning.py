@@ -47,6 +47,7 @@ from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
+from bertology_utils.core.determinism import derived_seed, deterministic_algorithms, host_dropout
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.files import atomic_path, atomic_remove, atomic_write_text
 from bertology_utils.core.models import LoadedModel, autocast, check_precision, load_model, random_init
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 #: Bump when the training loop changes in a way that changes results: old cache entries stop matching.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 _META_FILE = "bertology.json"
 
 
@@ -482,8 +483,9 @@ def _train(
     seed: int,
     progress: bool,
     desc: str,
-) -> list[float]:
-    """BERT's recipe on ``encodings``; returns the mean loss of each tenth of the steps."""
+) -> tuple[list[float], list[str]]:
+    """BERT's recipe on ``encodings``; returns the mean loss of each tenth of the steps, and the operations that had
+    no deterministic implementation on the model's device."""
     model = loaded.model
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
@@ -510,11 +512,12 @@ def _train(
     model.train()
     try:
         with (
-            torch.random.fork_rng(devices=[]),
+            # dropout masks from a CPU generator: one seed trains the same model on CPU and GPU
+            host_dropout(torch.Generator().manual_seed(derived_seed(seed, "dropout"))),
+            deterministic_algorithms() as nondeterministic,
             first_token_readout(model),  # the same masks and gradients, without the last block's other tokens
             tqdm(total=total, desc=desc, unit="step", disable=not progress) as bar,
         ):
-            torch.manual_seed(seed)  # dropout masks
             lengths = [len(e["input_ids"]) for e in encodings]
             for _ in range(budget.epochs):
                 if budget.group_by_length:
@@ -538,7 +541,8 @@ def _train(
     finally:
         model.eval()
         optimizer.zero_grad(set_to_none=True)
-    return [float(np.mean(chunk)) for chunk in np.array_split(np.asarray(losses), min(10, len(losses))) if len(chunk)]
+    curve = np.array_split(np.asarray(losses), min(10, len(losses)))
+    return [float(np.mean(chunk)) for chunk in curve if len(chunk)], nondeterministic
 
 
 def _write_record(folder: Path, record: dict) -> None:
@@ -684,7 +688,7 @@ def _cached_or_trained(
         raise BertologyError(f"{spec.name}: the training corpus has no labels")
     targets = label_ids(spec.name, [train.labels[i] for i in rows])
     start = time.perf_counter()
-    curve = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")
+    curve, nondeterministic = _train(initial, encodings, targets, budget, seed, progress, desc=f"fine-tune {spec.name}")
     seconds = time.perf_counter() - start
     loaded = LoadedModel(
         model=initial.model.eval(),
@@ -704,6 +708,9 @@ def _cached_or_trained(
         "weights_sha256": loaded.weights_sha256,
         "train_seconds": seconds,
         "loss_curve": curve,
+        "device": str(initial.device),
+        # empty: every operation ran deterministically (torch.use_deterministic_algorithms)
+        "nondeterministic_ops": nondeterministic,
         "evaluations": {dev_eval.sha256: metrics},
         "dev": dev_eval.description,
         "versions": {

@@ -11,6 +11,7 @@ from torch import nn
 
 from bertology_utils.core import architectures, models
 from bertology_utils.core.architectures import qkv, self_attention_modules
+from bertology_utils.core.determinism import host_dropout
 from bertology_utils.core.errors import ModelNotAvailableError, UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
 from bertology_utils.interventions.editing import (
@@ -301,6 +302,26 @@ def test_first_token_readout_in_training_draws_the_full_passs_dropout_masks(tiny
     torch.testing.assert_close(fast[1], full[1], atol=1e-6, rtol=1e-5)  # ... and gradients
     assert torch.equal(fast[2], full[2])  # as many random numbers drawn
     assert all("forward" not in vars(m) for m in model.modules())  # the dropouts are themselves again
+
+
+def test_first_token_readout_under_host_dropout_draws_the_full_passs_masks(tiny_model_dirs):
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs["bert"], head="sequence-classification", num_labels=3, device="cpu")
+    model, inputs, labels = loaded.model, _inputs(loaded), torch.tensor([0, 2])
+    model.train()
+
+    def loss(seed, readout, global_seed=0):
+        torch.manual_seed(global_seed)
+        generator = torch.Generator().manual_seed(seed)
+        with host_dropout(generator), first_token_readout(model) if readout else contextlib.nullcontext():
+            value = model(**inputs, labels=labels).loss.detach()
+        return value, torch.rand(4, generator=generator)  # where the generator stands after the pass
+
+    full, fast = loss(5, False), loss(5, True)
+    torch.testing.assert_close(fast[0], full[0], atol=1e-6, rtol=1e-6)
+    assert torch.equal(fast[1], full[1])
+    assert torch.equal(loss(5, True, global_seed=9)[0], fast[0])  # torch's own generators play no part
+    assert not torch.allclose(loss(6, True)[0], fast[0])
 
 
 def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatch):
