@@ -2,7 +2,10 @@
 
 Each function of :mod:`~bertology_utils.papers.clark`, :mod:`~bertology_utils.papers.kovaleva` and
 :mod:`~bertology_utils.papers.michel` takes analysis results and returns a :class:`Claim` whose
-verdict a written ``rule`` computed from the numbers in ``values``. Notebooks show
+verdict a written ``rule`` computed from the numbers in ``values``. A claim that aggregates over items carries an
+:class:`Interval` (:func:`bootstrap_interval`), and its verdict is :meth:`Verdict.by_interval`'s: inconclusive
+when the interval straddles the rule's threshold. A claim downstream of training is made once per seed and the
+claims joined by :func:`over_seeds` ("holds in k of n seeds"). Notebooks show
 :func:`claims_table` and record the claims with :func:`bertology_utils.run.harness.record_claims`
 (``claims.json`` and one metric per claim and value), which the report reads back. A claim computed
 on a fine-tuned classifier goes through :func:`on_classifier`: not testable when the classifier does
@@ -21,7 +24,13 @@ import numpy as np
 
 __all__ = [
     "Verdict",
+    "Interval",
+    "Seeds",
     "Claim",
+    "bootstrap_interval",
+    "spearman_rho",
+    "over_seeds",
+    "uncertainty",
     "claims_table",
     "depth_scaled_layers",
     "layer_mean",
@@ -36,11 +45,13 @@ _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
 
 
 class Verdict(str, Enum):
-    """How a claim fares on our numbers. NOT_TESTABLE: the data here cannot show it (missing, degenerate)."""
+    """How a claim fares on our numbers. NOT_TESTABLE: the data here cannot show it (missing, degenerate).
+    INCONCLUSIVE: the numbers' interval straddles the rule's threshold, or seeds disagree."""
 
     HOLDS = "holds"
     PARTLY = "partly"
     DIFFERS = "differs"
+    INCONCLUSIVE = "inconclusive"
     NOT_TESTABLE = "not testable"
 
     def __str__(self) -> str:
@@ -60,6 +71,56 @@ class Verdict(str, Enum):
             return cls.NOT_TESTABLE
         return cls.HOLDS if holds else cls.PARTLY if partly else cls.DIFFERS
 
+    @classmethod
+    def by_interval(cls, interval: Interval, threshold: float = 0.0) -> Verdict:
+        """HOLDS when all of ``interval`` lies above ``threshold``, DIFFERS when all of it lies at or below,
+        INCONCLUSIVE when it straddles; NOT_TESTABLE when it is not finite."""
+        if not interval.finite:
+            return cls.NOT_TESTABLE
+        if interval.low > threshold:
+            return cls.HOLDS
+        return cls.DIFFERS if interval.high <= threshold else cls.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval of a claim's statistic: ``level`` and how it was had (``method``, e.g. "bootstrap
+    over 72 heads")."""
+
+    low: float
+    high: float
+    level: float = 0.95
+    method: str = "bootstrap"
+
+    def __post_init__(self):  # JSON has no NaN: a bound that was not finite comes back from claims.json as null
+        for end in ("low", "high"):
+            object.__setattr__(self, end, math.nan if getattr(self, end) is None else float(getattr(self, end)))
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def describe(self, short: bool = False) -> str:
+        """ "95% CI [0.12, 0.4] (bootstrap over 72 heads)"; ``short`` leaves out the method."""
+        how = "" if short else f" ({self.method})"
+        if not self.finite:
+            return f"no {self.level:.0%} interval{how}"
+        return f"{self.level:.0%} CI [{self.low:.3g}, {self.high:.3g}]{how}"
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """How many of the seeds a claim was made on gave HOLDS."""
+
+    holding: int
+    n: int
+
+    def __str__(self) -> str:
+        return "one seed" if self.n == 1 else f"holds in {self.holding} of {self.n} seeds"
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -74,17 +135,29 @@ class Claim:
     rule: str  #: how ``values`` decided the verdict
     values: Mapping[str, float | int | str | None] = field(default_factory=dict)  #: the numbers the rule read
     note: str = ""
+    interval: Interval | None = None  #: of the statistic the rule read, where it aggregates over items
+    seeds: Seeds | None = None  #: for a claim downstream of training: the seeds it was made on
 
     def __post_init__(self):
         if not _ID.fullmatch(self.id):
             raise ValueError(f"claim id {self.id!r}: use letters, digits and _ . : + - only")
         object.__setattr__(self, "verdict", Verdict(self.verdict))
         object.__setattr__(self, "values", {str(k): _plain(v) for k, v in self.values.items()})
+        if isinstance(self.interval, Mapping):
+            object.__setattr__(self, "interval", Interval(**self.interval))
+        if isinstance(self.seeds, Mapping):
+            object.__setattr__(self, "seeds", Seeds(**self.seeds))
 
     def to_metrics(self, prefix: str) -> dict:
-        """``{prefix}.{id}.verdict`` and ``{prefix}.{id}.{name}`` for each of ``values``."""
+        """``{prefix}.{id}.verdict`` and ``{prefix}.{id}.{name}`` for each of ``values``; ``ci_low`` and ``ci_high``
+        with an interval, ``seeds`` and ``seeds_holding`` with seeds."""
         key = f"{prefix}.{self.id}" if prefix else self.id
-        return {f"{key}.verdict": self.verdict.value, **{f"{key}.{name}": v for name, v in self.values.items()}}
+        metrics = {f"{key}.verdict": self.verdict.value, **{f"{key}.{name}": v for name, v in self.values.items()}}
+        if self.interval is not None:
+            metrics.update({f"{key}.ci_low": self.interval.low, f"{key}.ci_high": self.interval.high})
+        if self.seeds is not None:
+            metrics.update({f"{key}.seeds": self.seeds.n, f"{key}.seeds_holding": self.seeds.holding})
+        return metrics
 
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict.value}
@@ -92,6 +165,23 @@ class Claim:
     @classmethod
     def from_dict(cls, data: Mapping) -> Claim:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @property
+    def uncertainty(self) -> str:
+        """The interval and the seed count as text for tables ("" when the claim has neither)."""
+        return uncertainty(self.interval, self.seeds)
+
+
+def uncertainty(interval: Interval | Mapping | None, seeds: Seeds | Mapping | None, *, short: bool = False) -> str:
+    """A claim's interval and seed count as text, "95% CI [0.12, 0.4] (bootstrap over 72 heads); holds in 2 of
+    3 seeds"; "" with neither (claims recorded before them). Either may be as recorded in ``claims.json``;
+    ``short`` leaves out how the interval was had, for slides."""
+    if isinstance(interval, Mapping):
+        interval = Interval(**interval)
+    if isinstance(seeds, Mapping):
+        seeds = Seeds(**seeds)
+    parts = [interval.describe(short)] if interval is not None else []
+    return "; ".join(parts + ([str(seeds)] if seeds is not None else []))
 
 
 def tagged(claim_id: str, task: str) -> str:
@@ -132,12 +222,13 @@ def claims_table(claims: Iterable[Claim], model=None):
             "paper value": c.paper_value,
             ours: c.ours,
             "verdict": c.verdict.value,
+            "interval, seeds": c.uncertainty,
             "rule": c.rule,
             "note": c.note,
         }
         for c in claims
     ]
-    columns = ["id", "paper", "claim", "paper value", ours, "verdict", "rule", "note"]
+    columns = ["id", "paper", "claim", "paper value", ours, "verdict", "interval, seeds", "rule", "note"]
     return pd.DataFrame(rows, columns=columns).set_index("id")
 
 
@@ -195,15 +286,18 @@ def on_classifier(
 
     NOT_TESTABLE, the reason (with the classifier's dev ``score`` and ``floor``) added to ``ours``, when
     the classifier does not beat ``baseline``; otherwise the same verdict and values. Either way the rule
-    says so. ``score`` None: not a classifier's claim (e.g. a pre-trained model's objective), returned as is.
+    says so, and the claim counts the one seed it was made on (:class:`Seeds`, unless it counts some already,
+    from :func:`over_seeds`): a single-seed verdict shows as one. ``score`` None: not a classifier's claim
+    (e.g. a pre-trained model's objective), returned as is.
     """
     if score is None:
         return claim
     why = below_floor(score, floor, baseline)
     rule = f"{claim.rule}; not testable: the classifier does not beat its baseline ({baseline})"
-    if not why:
-        return replace(claim, rule=rule)
-    return replace(claim, verdict=Verdict.NOT_TESTABLE, ours=f"{claim.ours}; {why}", rule=rule)
+    if why:
+        claim = replace(claim, verdict=Verdict.NOT_TESTABLE, ours=f"{claim.ours}; {why}")
+    seeds = claim.seeds or Seeds(int(claim.verdict is Verdict.HOLDS), 1)
+    return replace(claim, rule=rule, seeds=seeds)
 
 
 def greater(a, b) -> tuple[float, float, float, float]:
@@ -221,3 +315,108 @@ def greater(a, b) -> tuple[float, float, float, float]:
         u, p = float(result.statistic), float(result.pvalue)
     median = [float(np.median(x)) if len(x) else math.nan for x in (a, b)]
     return u, p, median[0], median[1]
+
+
+# --------------------------------------------------------------------------- uncertainty
+
+
+def spearman_rho(x, y, axis: int = -1) -> np.ndarray:
+    """Spearman's rho of ``x`` and ``y`` along ``axis`` (ties share their mean rank), for many resamples at once;
+    NaN where either side is constant."""
+    from scipy.stats import rankdata
+
+    rx, ry = (rankdata(np.asarray(v, dtype=np.float64), axis=axis) for v in (x, y))
+    rx = rx - rx.mean(axis=axis, keepdims=True)
+    ry = ry - ry.mean(axis=axis, keepdims=True)
+    denominator = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rx * ry).sum(axis=axis) / denominator
+
+
+def bootstrap_interval(
+    statistic,
+    *samples,
+    over: str,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    undefined: float | None = None,
+) -> Interval:
+    """A percentile bootstrap interval of ``statistic(*samples, axis=-1)`` (vectorised, as
+    :func:`spearman_rho`), resampling the items of ``samples`` together (paired); ``over`` names them for the
+    method ("72 heads"). NaN bounds with fewer than 3 items or when the statistic is not finite on the data.
+
+    ``undefined``: the value of a resample on which the statistic is not finite (a rank correlation of a
+    resample whose one side came out constant: 0, no relation); None leaves it NaN, and the interval with it.
+    """
+    from scipy.stats import bootstrap
+
+    def resampled(*arrays, axis=-1):
+        values = statistic(*arrays, axis=axis)
+        return values if undefined is None else np.where(np.isfinite(values), values, undefined)
+
+    arrays = [np.asarray(sample, dtype=np.float64).ravel() for sample in samples]
+    if len({len(a) for a in arrays}) != 1:
+        raise ValueError(f"the samples must have one length each, not {[len(a) for a in arrays]}")
+    keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+    arrays = [a[keep] for a in arrays]
+    method = f"bootstrap over {len(arrays[0])} {over}"
+    if len(arrays[0]) < 3 or not np.isfinite(statistic(*arrays, axis=-1)):
+        return Interval(math.nan, math.nan, level, method)
+    result = bootstrap(
+        arrays,
+        resampled,
+        paired=True,
+        vectorized=True,
+        n_resamples=n_resamples,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return Interval(low, high, level, method)
+
+
+def over_seeds(claims: Iterable[Claim]) -> Claim:
+    """One claim from the same claim made once per seed (in seed order).
+
+    The verdict is the seeds' common verdict; INCONCLUSIVE when the testable seeds disagree (NOT_TESTABLE seeds
+    are left out, unless all are). Numeric values are averaged over the seeds that gave them (``{name}_sd``
+    beside each, with two or more); an interval is the envelope of the seeds' intervals. The first seed's text
+    stands for "ours", with the mean and the seed count after it.
+    """
+    claims = list(claims)
+    if not claims:
+        raise ValueError("over_seeds needs at least one claim")
+    if len({c.id for c in claims}) != 1:
+        raise ValueError(f"over_seeds joins one claim's seeds, not {sorted({c.id for c in claims})}")
+    first = claims[0]
+    testable = [c for c in claims if c.verdict != Verdict.NOT_TESTABLE]
+    verdicts = {c.verdict for c in testable}
+    if not testable:
+        verdict = Verdict.NOT_TESTABLE
+    else:
+        verdict = verdicts.pop() if len(verdicts) == 1 else Verdict.INCONCLUSIVE
+    seeds = Seeds(sum(c.verdict == Verdict.HOLDS for c in claims), len(claims))
+    values: dict = {}
+    for name, value in first.values.items():
+        given = [c.values.get(name) for c in claims]
+        numbers = [float(v) for v in given if isinstance(v, (int, float)) and math.isfinite(v)]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and numbers:
+            values[name] = float(np.mean(numbers))
+            if len(claims) > 1:
+                values[f"{name}_sd"] = float(np.std(numbers, ddof=1)) if len(numbers) > 1 else math.nan
+        else:
+            values[name] = value
+    intervals = [c.interval for c in claims if c.interval is not None]
+    interval = first.interval
+    if len(claims) > 1 and intervals:
+        interval = Interval(
+            min(i.low for i in intervals),
+            max(i.high for i in intervals),
+            intervals[0].level,
+            f"envelope of {len(intervals)} seeds' {intervals[0].method}",
+        )
+    ours = first.ours if len(claims) == 1 else f"first seed: {first.ours}; {seeds}"
+    rule = first.rule if len(claims) == 1 else f"{first.rule}; over seeds: their common verdict, else inconclusive"
+    return replace(first, verdict=verdict, ours=ours, rule=rule, values=values, interval=interval, seeds=seeds)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Verdict
+from bertology_utils.papers.claims import Claim, Interval, Verdict, bootstrap_interval
 
 __all__ = [
     "KOBAYASHI",
@@ -94,39 +94,43 @@ def paired_rho(table: pd.DataFrame, reference: str, layer: int, methods: Sequenc
     return wide.reindex(columns=list(methods)).dropna()
 
 
-def _better(a: pd.Series, b: pd.Series, alpha: float) -> tuple[bool, bool, float]:
-    """(a beats b: mean difference > 0 with Wilcoxon p < alpha; a is not worse: not significantly below; p)."""
-    diff = (a - b).to_numpy()
-    if not np.any(diff):
-        return False, True, 1.0
-    p = float(stats.wilcoxon(diff).pvalue)
-    return bool(diff.mean() > 0 and p < alpha), bool(diff.mean() >= 0 or p >= alpha), p
+def _wilcoxon_p(diff: np.ndarray) -> float:
+    """The two-sided paired Wilcoxon p-value of per-item differences (1.0 when every difference is 0)."""
+    return float(stats.wilcoxon(diff).pvalue) if np.any(diff) else 1.0
+
+
+def _mean_gain(a: pd.Series, b: pd.Series, level: float, seed: int) -> Interval:
+    """Percentile bootstrap interval over items of the mean per-item rho difference ``a`` - ``b``."""
+    return bootstrap_interval(np.mean, (a - b).to_numpy(), over="items", level=level, seed=seed)
 
 
 def rollout_and_flow_beat_raw(
-    table: pd.DataFrame, reference: str, layer: int, *, alpha: float = 0.05, task: str = ""
+    table: pd.DataFrame, reference: str, layer: int, *, alpha: float = 0.05, task: str = "", seed: int = 0
 ) -> Claim:
     """Abnar & Zuidema's ordering raw < rollout <= flow, in agreement with ``reference`` at ``layer``.
 
     ``table``: :func:`~bertology_utils.interventions.mixing.faithfulness` rows (methods ``attention``,
-    ``rollout``, ``flow``). Paired by item: holds when rollout beats raw (mean rho difference > 0,
-    Wilcoxon p < ``alpha``) and flow is not significantly below rollout; partly when one of the two
-    holds; differs otherwise. Not testable with fewer than ``MIN_ITEMS`` items having all three.
+    ``rollout``, ``flow``). Paired by item, each with a percentile bootstrap interval over items (``seed``) at level
+    1 - ``alpha`` of a mean per-item rho difference: the claim's interval is that of rollout - raw. Holds when it
+    lies above 0 and the interval of flow - rollout reaches 0 (flow not clearly below rollout); differs when the
+    rollout - raw interval lies at or below 0, or flow - rollout's lies below 0 (either half of the ordering
+    clearly fails); inconclusive otherwise. Not testable with fewer than ``MIN_ITEMS`` items having all three. The paired Wilcoxon
+    p-values are recorded beside, not read.
     """
     wide = paired_rho(table, reference, layer, ("attention", "rollout", "flow"))
     n = len(wide)
+    level = 1 - alpha
     means = {m: float(wide[m].mean()) if n else math.nan for m in ("attention", "rollout", "flow")}
     if n >= MIN_ITEMS:
-        rollout_wins, _, p_rollout = _better(wide["rollout"], wide["attention"], alpha)
-        _, flow_keeps, p_flow = _better(wide["flow"], wide["rollout"], alpha)
-        verdict = (
-            Verdict.HOLDS
-            if rollout_wins and flow_keeps
-            else Verdict.PARTLY
-            if rollout_wins or flow_keeps
-            else Verdict.DIFFERS
-        )
+        rollout_gain = _mean_gain(wide["rollout"], wide["attention"], level, seed)
+        flow_gain = _mean_gain(wide["flow"], wide["rollout"], level, seed)
+        p_rollout = _wilcoxon_p((wide["rollout"] - wide["attention"]).to_numpy())
+        p_flow = _wilcoxon_p((wide["flow"] - wide["rollout"]).to_numpy())
+        verdict = Verdict.by_interval(rollout_gain)
+        if verdict is not Verdict.NOT_TESTABLE and flow_gain.high < 0:
+            verdict = Verdict.DIFFERS
     else:
+        rollout_gain = flow_gain = Interval(math.nan, math.nan, level, f"bootstrap over {n} items")
         p_rollout = p_flow = math.nan
         verdict = Verdict.NOT_TESTABLE
     suffix = f".{task}" if task else ""
@@ -136,19 +140,25 @@ def rollout_and_flow_beat_raw(
         ABNAR,
         ABNAR_TABLE.get(reference, "raw < rollout <= flow"),
         f"raw {means['attention']:.2f}, rollout {means['rollout']:.2f}, flow {means['flow']:.2f} "
-        f"(mean Spearman, layer {layer}, {n} items)",
+        f"(mean Spearman, layer {layer}, {n} items); rollout - raw {rollout_gain}; flow - rollout "
+        f"[{flow_gain.low:.3g}, {flow_gain.high:.3g}]",
         verdict,
-        f"holds: rollout > raw (paired Wilcoxon p < {alpha}) and flow not significantly below rollout; "
-        f"partly: one of the two; not testable: < {MIN_ITEMS} items",
+        f"holds: the {level:.0%} bootstrap interval over items of the mean rho difference rollout - raw lies above 0, "
+        "and that of flow - rollout reaches 0; differs: rollout - raw's lies at or below 0, or flow - rollout's below 0; "
+        "inconclusive: "
+        f"otherwise; not testable: < {MIN_ITEMS} items",
         {
             "raw": means["attention"],
             "rollout": means["rollout"],
             "flow": means["flow"],
             "p_rollout_vs_raw": p_rollout,
             "p_flow_vs_rollout": p_flow,
+            "flow_vs_rollout_low": flow_gain.low,
+            "flow_vs_rollout_high": flow_gain.high,
             "n_items": n,
         },
         note=f"task: {task}" if task else "",
+        interval=rollout_gain,
     )
 
 
@@ -161,35 +171,49 @@ def value_zeroing_agrees_best(
     rivals: Sequence[str] = ("attention", "rollout", "norm_layer"),
     alpha: float = 0.05,
     task: str = "",
+    seed: int = 0,
 ) -> Claim:
     """Mohebbi et al.: value zeroing agrees with ``reference`` better than raw, rollout and norm-based maps.
 
-    Paired by item at ``layer``: holds when ``method`` beats every rival (mean rho difference > 0,
-    Wilcoxon p < ``alpha``), partly when it beats some, differs when none. Not testable with fewer
-    than ``MIN_ITEMS`` items having every method.
+    Paired by item at ``layer``. The statistic is the margin over the closest rival: the minimum over ``rivals``
+    of the mean per-item rho difference ``method`` - rival, with a percentile bootstrap interval over items
+    (``seed``; the rivals resampled together, item by item) at level 1 - ``alpha``. Holds when the interval lies
+    above 0 (``method`` beats every rival), differs when it lies at or below 0 (some rival is at least as good),
+    inconclusive when it straddles 0. ``beaten`` counts the rivals whose own interval of the mean difference lies
+    above 0. Not testable with fewer than ``MIN_ITEMS`` items having every method.
     """
     wide = paired_rho(table, reference, layer, (method, *rivals))
     n = len(wide)
+    level = 1 - alpha
     means = {m: float(wide[m].mean()) if n else math.nan for m in (method, *rivals)}
-    beaten = [r for r in rivals if n >= MIN_ITEMS and _better(wide[method], wide[r], alpha)[0]]
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if n < MIN_ITEMS
-        else Verdict.HOLDS
-        if len(beaten) == len(rivals)
-        else Verdict.PARTLY
-        if beaten
-        else Verdict.DIFFERS
-    )
+
+    def margin(*differences, axis: int = -1) -> np.ndarray:  # the smallest mean difference over the rivals
+        return np.min([np.mean(d, axis=axis) for d in differences], axis=0)
+
+    if n >= MIN_ITEMS and rivals:
+        differences = [(wide[method] - wide[r]).to_numpy() for r in rivals]
+        interval = bootstrap_interval(margin, *differences, over="items", level=level, seed=seed)
+        beaten = [
+            r for r in rivals if Verdict.by_interval(_mean_gain(wide[method], wide[r], level, seed)) is Verdict.HOLDS
+        ]
+        verdict = Verdict.by_interval(interval)
+    else:
+        interval = Interval(math.nan, math.nan, level, f"bootstrap over {n} items")
+        beaten = []
+        verdict = Verdict.NOT_TESTABLE
     suffix = f".{task}" if task else ""
     return Claim(
         f"value_zeroing_best.{reference}.layer{layer}{suffix}",
         f"Value zeroing agrees with {reference.replace('_', ' ')} better than raw, rollout and norm-based maps",
         MOHEBBI,
         "higher correlation than the other maps",
-        ", ".join(f"{m} {v:.2f}" for m, v in means.items()) + f" (mean Spearman, layer {layer}, {n} items)",
+        ", ".join(f"{m} {v:.2f}" for m, v in means.items())
+        + f" (mean Spearman, layer {layer}, {n} items); margin over the closest rival {interval}",
         verdict,
-        f"holds: beats every rival (paired Wilcoxon p < {alpha}); partly: some; not testable: < {MIN_ITEMS} items",
+        f"holds: the {level:.0%} bootstrap interval over items of the smallest mean rho difference {method} - rival "
+        f"(over {', '.join(rivals)}) lies above 0; differs: at or below 0; inconclusive: it straddles 0; "
+        f"not testable: < {MIN_ITEMS} items",
         {**{f"rho.{m}": v for m, v in means.items()}, "beaten": len(beaten), "n_items": n},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, tagged
+from bertology_utils.papers.claims import Claim, Verdict, bootstrap_interval, spearman_rho, tagged
 
 if TYPE_CHECKING:
     from bertology_utils.interventions.pruning import PruningCurve
@@ -65,24 +65,34 @@ def heads_prunable(
     )
 
 
-def importance_matches_ablation(agreement: tuple[float, float], *, alpha: float = 0.05, task: str = "") -> Claim:
+def importance_matches_ablation(importance, harm, *, alpha: float = 0.05, task: str = "", seed: int = 0) -> Claim:
     """Importance, a first-order estimate of the loss change, ranks heads like removing each one alone does.
 
-    ``agreement``: (Spearman rho, p) of the raw importance with the dev-loss increase when each head
-    alone is disabled. Holds when rho > 0 with p < ``alpha``, partly when rho > 0 only.
+    ``importance`` and ``harm``: per head (any shape), the raw importance and the dev-loss increase when the head
+    alone is disabled (``AblationResult.harm("loss")``). The statistic is Spearman's rho, with a percentile
+    bootstrap interval over heads at level 1 - ``alpha`` (a resample with a constant side counts rho 0): holds when the interval lies above 0, differs when it lies
+    at or below 0, inconclusive when it straddles 0; not testable when either side is constant.
     """
-    rho, p = (float(x) for x in agreement)
-    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho))
+    from scipy.stats import spearmanr
+
+    importance, harm = np.ravel(np.asarray(importance, dtype=np.float64)), np.ravel(np.asarray(harm, dtype=np.float64))
+    interval = bootstrap_interval(
+        spearman_rho, importance, harm, over="heads", level=1 - alpha, seed=seed, undefined=0.0
+    )
+    rho = float(spearman_rho(importance, harm))
+    p = float(spearmanr(importance, harm).pvalue) if math.isfinite(rho) else math.nan
     return Claim(
         tagged("importance_matches_ablation", task),
         "Importance (a first-order estimate of the loss change) ranks heads like removing each one alone",
         PAPER,
         "importance defined as that estimate",
         f"Spearman rho {rho:.2f} (p = {p:.2g}) with the dev-loss increase",
-        verdict,
-        f"holds: rho > 0 with p < {alpha}; partly: rho > 0",
+        Verdict.by_interval(interval),
+        f"holds: the {1 - alpha:.0%} bootstrap interval of rho over heads lies above 0; differs: at or below 0; "
+        "inconclusive: it straddles 0",
         {"spearman": rho, "p_value": p},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 

@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid, tagged
+from bertology_utils.papers.claims import (
+    Claim,
+    Interval,
+    Verdict,
+    bootstrap_interval,
+    greater,
+    head_grid,
+    spearman_rho,
+    tagged,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,27 +87,42 @@ def relevance_tracks_confidence(
     alpha: float = 0.05,
     task: str = "",
     gap: float | None = None,
+    seed: int = 0,
 ) -> Claim:
     """ "The most relevant heads are also the most confident".
 
-    ``relevance`` and ``confidence``: (layers, heads). Spearman's rho over heads; holds when rho > 0
-    with p < ``alpha``, partly when rho > 0 only. Not testable when a side is constant, or when the
-    relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
+    ``relevance`` and ``confidence``: (layers, heads). The statistic is Spearman's rho over heads, with a
+    percentile bootstrap interval over heads (paired, ``seed``; a resample with a constant side counts rho 0) at
+    level 1 - ``alpha``: holds when the interval lies above 0, differs when it lies at or below 0, inconclusive
+    when it straddles 0. Not testable (checked first) when a side is constant or fewer than 3 heads are finite,
+    or when the relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
     """
+
     rho, p, n = rank_agreement(relevance, confidence)
     unconverged = _not_converged(gap)
-    verdict = Verdict.graded(rho > 0 and p < alpha, rho > 0, math.isfinite(rho) and not unconverged)
+    level = 1 - alpha
+    if math.isfinite(rho):
+        x = head_grid(relevance, "relevance", dtype=np.float64)
+        y = head_grid(confidence, "confidence", x.shape, dtype=np.float64)
+        interval = bootstrap_interval(spearman_rho, x, y, over="heads", level=level, seed=seed, undefined=0.0)
+    else:
+        interval = Interval(math.nan, math.nan, level, f"bootstrap over {n} heads")
+    testable = math.isfinite(rho) and not unconverged
+    verdict = Verdict.by_interval(interval) if testable else Verdict.NOT_TESTABLE
     return Claim(
         tagged("relevance_tracks_confidence", task),
         "The most relevant heads are also the most confident",
         PAPER,
         "most relevant heads have the highest confidence (their Fig. 1-2)",
-        f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads" + (f"; {unconverged}" if unconverged else ""),
+        f"Spearman rho {rho:.2f} (p = {p:.2g}) over {n} heads, {interval}"
+        + (f"; {unconverged}" if unconverged else ""),
         verdict,
-        f"holds: rho > 0 with p < {alpha}; partly: rho > 0; not testable: a constant side, or a completeness gap "
+        f"holds: the {level:.0%} bootstrap interval of Spearman rho over heads lies above 0; differs: at or below 0; "
+        f"inconclusive: it straddles 0; not testable: a constant side, fewer than 3 heads, or a completeness gap "
         f"above {MAX_IG_GAP}",
         {"spearman": rho, "p_value": p, "heads": n},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 
@@ -136,12 +160,17 @@ def specialised_heads_relevant(
     alpha: float = 0.05,
     task: str = "",
     gap: float | None = None,
+    seed: int = 0,
+    n_resamples: int = 2000,
 ) -> Claim:
     """ "The roles are found in the most important heads": specialised heads are more relevant than the rest.
 
-    One-sided Mann-Whitney U of ``relevance`` (layers, heads) of the ``specialised`` heads (bool grid)
-    against the others: holds when p < ``alpha``, partly when only their median is higher. Not testable
-    with fewer than 2 heads on either side, or a completeness ``gap`` above :data:`MAX_IG_GAP` (as
+    The statistic is the median ``relevance`` (layers, heads) of the ``specialised`` heads (bool grid) minus the
+    median of the others (the medians, as the one-sided Mann-Whitney test recorded beside it), with a percentile
+    interval at level 1 - ``alpha`` from a stratified bootstrap: each group resampled with replacement on its own
+    (``n_resamples`` times, ``seed``), as the two groups are not paired. Holds when the interval lies above 0,
+    differs when it lies at or below 0, inconclusive when it straddles 0. Not testable (checked first) with fewer
+    than 2 heads on either side, or a completeness ``gap`` above :data:`MAX_IG_GAP` (as
     :func:`relevance_tracks_confidence`).
     """
     values = head_grid(relevance, "relevance", dtype=np.float64)
@@ -151,19 +180,32 @@ def specialised_heads_relevant(
     ours_, rest = values[special & np.isfinite(values)], values[~special & np.isfinite(values)]
     unconverged = _not_converged(gap)
     _, p, med_s, med_r = greater(ours_, rest)
-    verdict = Verdict.graded(p < alpha, med_s > med_r, math.isfinite(p) and not unconverged)
+    level = 1 - alpha
+    method = f"bootstrap within {len(ours_)} specialised and {len(rest)} other heads"
+    if math.isfinite(p):  # at least 2 heads on each side
+        rng = np.random.default_rng(seed)
+        draws = [group[rng.integers(0, len(group), size=(n_resamples, len(group)))] for group in (ours_, rest)]
+        differences = np.median(draws[0], axis=1) - np.median(draws[1], axis=1)
+        low, high = np.quantile(differences, [alpha / 2, 1 - alpha / 2])
+        interval = Interval(float(low), float(high), level, method)
+    else:
+        interval = Interval(math.nan, math.nan, level, method)
+    testable = math.isfinite(p) and not unconverged
+    verdict = Verdict.by_interval(interval) if testable else Verdict.NOT_TESTABLE
     return Claim(
         tagged("specialised_heads_relevant", task),
         "Specialised heads (positional, syntactic, rare-word) are among the most relevant",
         PAPER,
         "each role is found in the most important heads",
-        f"median relevance {med_s:.3f} for {len(ours_)} specialised heads vs {med_r:.3f} for {len(rest)} others "
-        f"(one-sided Mann-Whitney p = {p:.2g})" + (f"; {unconverged}" if unconverged else ""),
+        f"median relevance {med_s:.3f} for {len(ours_)} specialised heads vs {med_r:.3f} for {len(rest)} others, "
+        f"difference {interval} (one-sided Mann-Whitney p = {p:.2g})" + (f"; {unconverged}" if unconverged else ""),
         verdict,
-        f"holds: p < {alpha}; partly: higher median only; not testable: < 2 heads on a side, or a completeness "
-        f"gap above {MAX_IG_GAP}",
+        f"holds: the {level:.0%} stratified bootstrap interval of the median relevance of specialised heads minus "
+        "that of the others lies above 0; differs: at or below 0; inconclusive: it straddles 0; not testable: < 2 "
+        f"heads on a side, or a completeness gap above {MAX_IG_GAP}",
         {"median_specialised": med_s, "median_other": med_r, "p_value": p, "specialised": len(ours_)},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 
@@ -211,6 +253,7 @@ class SurvivalTest:
     p_value: float  #: one-sided permutation p-value (NaN when not testable)
     lambdas: int  #: lambdas that kept some but not all heads (the informative ones)
     null_mean: float  #: the statistic's mean under random labels
+    null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  #: the statistic per relabelling
 
 
 def specialised_survival(masks, specialised, *, n_permutations: int = 10_000, seed: int = 0) -> SurvivalTest:
@@ -232,23 +275,30 @@ def specialised_survival(masks, specialised, *, n_permutations: int = 10_000, se
     overall = float(special.mean()) if special.size else math.nan
     informative = flat[(counts > 0) & (counts < flat.shape[1])]
     if not len(informative) or not 0 < special.sum() < special.size:
-        return SurvivalTest(shares, overall, math.nan, math.nan, len(informative), math.nan)
+        return SurvivalTest(shares, overall, math.nan, math.nan, len(informative), math.nan, np.zeros(0))
     observed = float((informative & special).sum())
     rng = np.random.default_rng(seed)
     labels = rng.permuted(np.tile(special, (n_permutations, 1)), axis=1).astype(np.float64)
     null = labels @ informative.sum(0).astype(np.float64)  # specialised kept over all lambdas, per relabelling
     p = float((1 + np.sum(null >= observed - 1e-9)) / (1 + n_permutations))
-    return SurvivalTest(shares, overall, observed, p, len(informative), float(null.mean()))
+    return SurvivalTest(shares, overall, observed, p, len(informative), float(null.mean()), null)
 
 
 def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: str = "") -> Claim:
     """ "Specialised heads are the last to be pruned".
 
-    Holds when specialised heads are kept more often than random heads (:func:`specialised_survival`,
-    p < ``alpha``); partly when more often but not significantly; differs otherwise. Not testable when
-    no lambda pruned some but not all heads, or no (or every) head is specialised.
+    The statistic is the excess of specialised heads kept over random heads (:func:`specialised_survival`), with
+    the interval the permutation null gives it: observed minus the null's central 1 - ``alpha`` range. Holds when
+    the interval lies above 0 (more kept than at random, beyond chance), differs when it lies at or below 0,
+    inconclusive when it straddles 0. Not testable when no lambda pruned some but not all heads, or no (or every)
+    head is specialised.
     """
-    verdict = Verdict.graded(test.p_value < alpha, test.statistic > test.null_mean, math.isfinite(test.p_value))
+    if test.null.size and math.isfinite(test.statistic):
+        low, high = np.quantile(test.null, [1 - alpha / 2, alpha / 2])
+        method = f"permutation, {test.null.size} relabellings of the specialised heads"
+        interval = Interval(test.statistic - float(low), test.statistic - float(high), 1 - alpha, method)
+    else:
+        interval = Interval(math.nan, math.nan, 1 - alpha, "permutation")
     finite = test.shares[np.isfinite(test.shares)]
     shares = ", ".join(f"{s:.0%}" for s in finite) or "none"
     return Claim(
@@ -258,9 +308,10 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
         "the heads left at high lambda are the specialised ones",
         f"specialised share among survivors per lambda: {shares} vs {test.overall:.0%} of all heads; "
         f"{test.statistic:g} kept vs {test.null_mean:.1f} expected at random (permutation p = {test.p_value:.2g})",
-        verdict,
-        f"holds: permutation p < {alpha}; partly: more kept than at random; not testable: no lambda pruned "
-        "some but not all heads, or no head (or every head) is specialised",
+        Verdict.by_interval(interval),
+        f"holds: specialised heads kept minus those expected at random, with its {1 - alpha:.0%} permutation "
+        "interval, lies above 0; differs: at or below 0; inconclusive: it straddles 0; not testable: no lambda "
+        "pruned some but not all heads, or no head (or every head) is specialised",
         {
             "overall_share": test.overall,
             "kept_specialised": test.statistic,
@@ -269,6 +320,7 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
             "informative_lambdas": test.lambdas,
         },
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 

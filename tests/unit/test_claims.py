@@ -1,18 +1,25 @@
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from bertology_utils.papers import clark, context_mixing, kovaleva, michel, voita
 from bertology_utils.papers.claims import (
     Claim,
+    Interval,
+    Seeds,
     Verdict,
     below_floor,
+    bootstrap_interval,
     claims_table,
     depth_scaled_layers,
     layer_mean,
     on_classifier,
+    over_seeds,
+    spearman_rho,
 )
 
 
@@ -47,7 +54,16 @@ def test_claim_metrics_dict_and_table():
     assert Claim.from_dict(claim.to_dict()) == claim
     table = claims_table([claim, clark.cls_early_layers(grid([0.5, 0.1]))])
     assert list(table.index) == ["sep_middle_layers", "cls_early_layers"]
-    assert list(table.columns) == ["paper", "claim", "paper value", "ours", "verdict", "rule", "note"]
+    assert list(table.columns) == [
+        "paper",
+        "claim",
+        "paper value",
+        "ours",
+        "verdict",
+        "interval, seeds",
+        "rule",
+        "note",
+    ]
     assert table.loc["cls_early_layers", "verdict"] == "holds"
     with pytest.raises(ValueError):
         Claim("a b", "t", "p", "v", "o", Verdict.HOLDS, "r")
@@ -64,7 +80,7 @@ def test_the_table_names_the_model_and_architecture_our_numbers_come_from(family
     from bertology_utils.core.models import load_model
 
     table = claims_table([clark.cls_early_layers(grid([0.5, 0.1]))], load_model(family_model_dirs[family]))
-    assert list(table.columns) == ["paper", "claim", "paper value", ours, "verdict", "rule", "note"]
+    assert list(table.columns) == ["paper", "claim", "paper value", ours, "verdict", "interval, seeds", "rule", "note"]
 
 
 def test_depth_scaled_layers_and_layer_mean():
@@ -210,6 +226,17 @@ def test_random_init_claim():
         claim({})
 
 
+def _heads(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-head importance and independent noise."""
+    rng = np.random.default_rng(7)
+    return rng.gamma(2.0, size=n), rng.normal(size=n)
+
+
+def _agreeing(n: int) -> tuple[np.ndarray, np.ndarray]:
+    importance, noise = _heads(n)
+    return importance, importance + 0.3 * noise
+
+
 def curve(prunable):
     return SimpleNamespace(prunable=lambda keep: prunable, base=0.9)
 
@@ -220,10 +247,14 @@ def test_michel_claims():
     assert michel.heads_prunable(curve(0.1)).verdict is Verdict.PARTLY
     assert michel.heads_prunable(curve(0.0)).verdict is Verdict.DIFFERS
     assert michel.heads_prunable(curve(1.0)).verdict is Verdict.NOT_TESTABLE  # the metric never dropped
-    assert michel.importance_matches_ablation((0.5, 0.01)).verdict is Verdict.HOLDS
-    assert michel.importance_matches_ablation((0.2, 0.05)).verdict is Verdict.PARTLY  # p must be below alpha
-    assert michel.importance_matches_ablation((-0.2, 0.01)).verdict is Verdict.DIFFERS
-    assert michel.importance_matches_ablation((math.nan, math.nan)).verdict is Verdict.NOT_TESTABLE
+    importance, noise = _heads(48)
+    holds = michel.importance_matches_ablation(importance, importance + 0.3 * noise, task="SST-2")
+    assert holds.verdict is Verdict.HOLDS and holds.interval.low > 0 and "48 heads" in holds.interval.method
+    assert holds.values["spearman"] == pytest.approx(stats.spearmanr(importance, importance + 0.3 * noise)[0])
+    assert michel.importance_matches_ablation(importance, -importance + 0.3 * noise).verdict is Verdict.DIFFERS
+    weak = michel.importance_matches_ablation(importance[:12], noise[:12])  # 12 unrelated heads
+    assert weak.verdict is Verdict.INCONCLUSIVE and weak.interval.low < 0 < weak.interval.high
+    assert michel.importance_matches_ablation(importance, np.ones(48)).verdict is Verdict.NOT_TESTABLE
 
 
 def test_kovaleva_pattern_claims():
@@ -286,12 +317,12 @@ CLASSIFIER_CLAIMS = {
         ablation(np.zeros((2, 2)), [0.03, -0.01]), task="RTE"
     ),
     "06 heads_prunable": lambda: michel.heads_prunable(curve(0.4), [curve(0.2)], task="RTE"),
-    "06 importance_matches_ablation": lambda: michel.importance_matches_ablation((0.5, 0.01), task="RTE"),
+    "06 importance_matches_ablation": lambda: michel.importance_matches_ablation(*_agreeing(48), task="RTE"),
     "07 relevance_tracks_confidence": lambda: voita.relevance_tracks_confidence(_RELEVANCE, _RELEVANCE + 1),
     "07 specialised_heads_relevant": lambda: voita.specialised_heads_relevant(_RELEVANCE, _RELEVANCE >= 8),
     "07 l0_prunes_most_heads": lambda: voita.l0_prunes_most_heads([24, 12, 6], [0.9, 0.89, 0.85], 0.9, 24),
     "07 specialised_heads_survive": lambda: voita.specialised_heads_survive(
-        voita.SurvivalTest(np.array([0.6]), 0.3, 6.0, 0.01, 1, 2.0)
+        voita.SurvivalTest(np.array([0.6]), 0.3, 6.0, 0.01, 1, 2.0, np.repeat([1.0, 2.0, 3.0], [30, 40, 30]))
     ),
     "08 rollout_and_flow_beat_raw": lambda: context_mixing.rollout_and_flow_beat_raw(
         _faithfulness({"attention": _RHO, "rollout": _RHO + 0.2, "flow": _RHO + 0.21}), "blank_out", 6, task="SST-2"
@@ -329,6 +360,10 @@ def test_a_claim_on_a_classifier_that_does_not_beat_its_baseline_is_not_testable
         stuck = on_classifier(claim, score, floor)
         assert stuck.verdict is Verdict.NOT_TESTABLE and (stuck.id, stuck.values) == (claim.id, claim.values)
         assert stuck.ours == f"{claim.ours}; the classifier does not beat its baseline, the majority class {reason}"
+        assert stuck.seeds == Seeds(0, 1)
+    assert learned.seeds == Seeds(1, 1) and "one seed" in learned.uncertainty  # a single-seed verdict says so
+    joined = over_seeds([learned, learned])
+    assert on_classifier(joined, 0.8, 0.509).seeds == Seeds(2, 2)  # seeds counted already are kept
     assert on_classifier(claim, 0.2, math.nan).verdict is Verdict.HOLDS  # no majority class: a regression task
     assert on_classifier(claim, None, None) == claim  # not a classifier's claim (02's masked-LM objective)
 
@@ -358,3 +393,84 @@ def test_tagged_ids_and_head_grids():
     for bad, shape in (([1.0, 2.0], None), ([[1.0, 2.0]], (2, 1))):
         with pytest.raises(ValueError, match="x must be a"):
             head_grid(bad, "x", shape)
+
+
+def test_verdict_by_interval_and_the_interval_in_metrics_and_records():
+    assert Verdict.by_interval(Interval(0.1, 0.4)) is Verdict.HOLDS
+    assert Verdict.by_interval(Interval(-0.4, 0.0)) is Verdict.DIFFERS  # at the threshold: not above it
+    assert Verdict.by_interval(Interval(-0.1, 0.4)) is Verdict.INCONCLUSIVE
+    assert Verdict.by_interval(Interval(0.6, 0.9), threshold=0.5) is Verdict.HOLDS
+    assert Verdict.by_interval(Interval(math.nan, 0.4)) is Verdict.NOT_TESTABLE
+    claim = michel.importance_matches_ablation(*_agreeing(30), task="MRPC")
+    key = "pruning.claims.importance_matches_ablation.MRPC"
+    metrics = claim.to_metrics("pruning.claims")
+    assert (metrics[f"{key}.ci_low"], metrics[f"{key}.ci_high"]) == (claim.interval.low, claim.interval.high)
+    assert Claim.from_dict(claim.to_dict()) == claim
+    assert claim.uncertainty.startswith("95% CI [") and claim.uncertainty.endswith("(bootstrap over 30 heads)")
+    assert claims_table([claim]).loc[claim.id, "interval, seeds"] == claim.uncertainty
+
+
+def test_bootstrap_interval_is_seeded_paired_and_refuses_ragged_samples():
+    x, noise = _heads(40)
+    first = bootstrap_interval(spearman_rho, x, x + noise, over="heads", seed=3)
+    assert first == bootstrap_interval(spearman_rho, x, x + noise, over="heads", seed=3)
+    assert first != bootstrap_interval(spearman_rho, x, x + noise, over="heads", seed=4)
+    assert first.low < spearman_rho(x, x + noise) < first.high
+    narrow = bootstrap_interval(spearman_rho, x, x + noise, over="heads", level=0.5)
+    assert first.low < narrow.low < narrow.high < first.high
+    # paired: y is a function of x item by item, so every resample keeps rho at 1
+    assert bootstrap_interval(spearman_rho, x, 2 * x, over="heads") == Interval(
+        1.0, 1.0, 0.95, "bootstrap over 40 heads"
+    )
+    nan_first = np.r_[np.nan, x[1:]]  # an item missing on one side is dropped from both
+    assert bootstrap_interval(spearman_rho, nan_first, x, over="heads").method == "bootstrap over 39 heads"
+    assert not bootstrap_interval(spearman_rho, x[:2], x[:2], over="heads").finite
+    assert not bootstrap_interval(spearman_rho, x, np.ones(40), over="heads").finite
+    with pytest.raises(ValueError, match="one length"):
+        bootstrap_interval(spearman_rho, x, x[:-1], over="heads")
+    # 4 heads, one side nearly constant: some resamples have no rank correlation at all
+    small = ([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 2.0])
+    assert not bootstrap_interval(spearman_rho, *small, over="heads").finite
+    counted = bootstrap_interval(spearman_rho, *small, over="heads", undefined=0.0)
+    assert counted.finite and counted.low <= 0 < counted.high
+    rows = np.stack([x, -x])
+    np.testing.assert_allclose(spearman_rho(rows, np.stack([x, x])), [1.0, -1.0])
+
+
+def _seeded(verdict, rho, low, high, seed_text="s"):
+    return Claim(
+        "importance_matches_ablation.SST-2",
+        "c",
+        "Michel et al. 2019",
+        "p",
+        f"rho {rho} ({seed_text})",
+        verdict,
+        "rule",
+        {"spearman": rho, "kind": "raw"},
+        interval=Interval(low, high),
+    )
+
+
+def test_over_seeds_keeps_a_common_verdict_and_is_inconclusive_otherwise():
+    same = over_seeds([_seeded("holds", 0.5, 0.2, 0.7), _seeded("holds", 0.3, 0.1, 0.6)])
+    assert same.verdict is Verdict.HOLDS and same.seeds == Seeds(2, 2) and str(same.seeds) == "holds in 2 of 2 seeds"
+    assert same.values["spearman"] == pytest.approx(0.4) and same.values["spearman_sd"] == pytest.approx(0.1414, 1e-3)
+    assert same.values["kind"] == "raw" and (same.interval.low, same.interval.high) == (0.1, 0.7)
+    assert "envelope of 2 seeds" in same.interval.method and same.ours.endswith("holds in 2 of 2 seeds")
+    split = over_seeds([_seeded("holds", 0.5, 0.2, 0.7), _seeded("inconclusive", 0.1, -0.1, 0.3)])
+    assert split.verdict is Verdict.INCONCLUSIVE and split.seeds == Seeds(1, 2)
+    untestable = _seeded("not testable", math.nan, math.nan, math.nan)
+    one_left = over_seeds([untestable, _seeded("differs", -0.4, -0.6, -0.1)])
+    assert one_left.verdict is Verdict.DIFFERS and one_left.values["spearman"] == pytest.approx(-0.4)
+    assert over_seeds([untestable, untestable]).verdict is Verdict.NOT_TESTABLE
+    single = over_seeds([_seeded("holds", 0.5, 0.2, 0.7)])
+    assert single.seeds == Seeds(1, 1) and str(single.seeds) == "one seed" and "spearman_sd" not in single.values
+    assert (
+        single.ours == "rho 0.5 (s)"
+        and single.to_metrics("pruning.claims")["pruning.claims.importance_matches_ablation.SST-2.seeds"] == 1
+    )
+    assert Claim.from_dict(same.to_dict()) == same
+    with pytest.raises(ValueError, match="one claim"):
+        over_seeds([_seeded("holds", 0.5, 0.2, 0.7), replace(_seeded("holds", 0.5, 0.2, 0.7), id="other")])
+    with pytest.raises(ValueError, match="at least one"):
+        over_seeds([])

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from bertology_utils.papers import context_mixing
 from bertology_utils.papers.claims import Verdict
@@ -31,32 +32,77 @@ def test_rollout_and_flow_ordering_is_paired_by_item():
     raw = rng.uniform(-0.2, 0.4, size=30)
     rollout = raw + rng.uniform(0.1, 0.3, size=30)
     holds = context_mixing.rollout_and_flow_beat_raw(
-        table({"attention": raw, "rollout": rollout, "flow": rollout + 0.01}), "blank_out", 6
+        table({"attention": raw, "rollout": rollout, "flow": rollout + 0.01}), "blank_out", 6, alpha=0.1
     )
     assert holds.verdict == Verdict.HOLDS and holds.values["n_items"] == 30
+    # the claim's interval is rollout - raw's, over items, around the mean difference
+    gain = float(np.mean(rollout - raw))
+    assert 0 < holds.interval.low < gain < holds.interval.high and holds.interval.level == pytest.approx(0.9)
+    assert holds.interval.method == "bootstrap over 30 items" and "90% bootstrap interval" in holds.rule
+    assert holds.values["flow_vs_rollout_low"] == pytest.approx(0.01)  # a constant difference: a point interval
+    assert holds.values["flow_vs_rollout_high"] == pytest.approx(0.01)
     flow_worse = context_mixing.rollout_and_flow_beat_raw(
         table({"attention": raw, "rollout": rollout, "flow": rollout - 0.3}), "blank_out", 6
     )
-    assert flow_worse.verdict == Verdict.PARTLY
+    assert flow_worse.verdict == Verdict.DIFFERS and flow_worse.values["flow_vs_rollout_high"] < 0  # half fails
+    # flow as good as rollout, up to item noise: not clearly below, so the claim holds
+    flow_noisy = rollout + rng.normal(0, 0.1, size=30)
+    assert (
+        context_mixing.rollout_and_flow_beat_raw(
+            table({"attention": raw, "rollout": rollout, "flow": flow_noisy}), "blank_out", 6
+        ).verdict
+        == Verdict.HOLDS
+    )
     reversed_ = context_mixing.rollout_and_flow_beat_raw(
         table({"attention": rollout, "rollout": raw, "flow": raw - 0.3}), "blank_out", 6
     )
-    assert reversed_.verdict == Verdict.DIFFERS
+    assert reversed_.verdict == Verdict.DIFFERS and reversed_.interval.high <= 0
+    # a small gain drowned in item noise on a dozen items: the interval straddles 0
+    noisy = raw[:12] + 0.02 + rng.normal(0, 0.3, size=12)
+    weak = context_mixing.rollout_and_flow_beat_raw(
+        table({"attention": raw[:12], "rollout": noisy, "flow": noisy}), "blank_out", 6
+    )
+    assert weak.verdict == Verdict.INCONCLUSIVE and weak.interval.low <= 0 < weak.interval.high
     few = context_mixing.rollout_and_flow_beat_raw(
         table({"attention": raw[:5], "rollout": rollout[:5], "flow": rollout[:5]}), "blank_out", 6
     )
-    assert few.verdict == Verdict.NOT_TESTABLE
+    assert few.verdict == Verdict.NOT_TESTABLE and not few.interval.finite
     other_layer = context_mixing.rollout_and_flow_beat_raw(
         table({"attention": raw, "rollout": rollout, "flow": rollout}), "blank_out", 3
     )
     assert other_layer.verdict == Verdict.NOT_TESTABLE  # no rows at that layer
+    seeded = table({"attention": raw[:12], "rollout": noisy, "flow": noisy})
+    first = context_mixing.rollout_and_flow_beat_raw(seeded, "blank_out", 6, seed=5)
+    assert first == context_mixing.rollout_and_flow_beat_raw(seeded, "blank_out", 6, seed=5)
+    assert first.interval != context_mixing.rollout_and_flow_beat_raw(seeded, "blank_out", 6, seed=6).interval
 
 
 def test_value_zeroing_against_its_rivals():
     rng = np.random.default_rng(1)
     base = rng.uniform(0, 0.3, size=20)
     rhos = {"value_zeroing_rollout": base + 0.3, "attention": base, "rollout": base + 0.05, "norm_layer": base + 0.4}
+    # norm-based maps clearly better: the margin over the closest rival lies below 0
     claim = context_mixing.value_zeroing_agrees_best(table(rhos), "blank_out", 6)
-    assert claim.verdict == Verdict.PARTLY and claim.values["beaten"] == 2
+    assert claim.verdict == Verdict.DIFFERS and claim.values["beaten"] == 2
+    assert claim.interval.high <= 0 and claim.interval.low == pytest.approx(-0.1)
     rhos["norm_layer"] = base
-    assert context_mixing.value_zeroing_agrees_best(table(rhos), "blank_out", 6).verdict == Verdict.HOLDS
+    best = context_mixing.value_zeroing_agrees_best(table(rhos), "blank_out", 6)
+    assert best.verdict == Verdict.HOLDS and best.values["beaten"] == 3
+    assert best.interval.low == pytest.approx(0.25)  # the closest rival, rollout, 0.05 behind
+    assert "smallest mean rho difference" in best.rule and best.interval.method == "bootstrap over 20 items"
+
+
+def test_value_zeroing_with_noisy_items_is_inconclusive_and_few_items_not_testable():
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0, 0.3, size=40)
+    rhos = {
+        "value_zeroing_rollout": base + 0.2 + rng.normal(0, 0.1, size=40),
+        "attention": base + rng.normal(0, 0.1, size=40),
+        "rollout": base + 0.2 + rng.normal(0, 0.3, size=40),  # as good on average, noisier per item
+        "norm_layer": base + rng.normal(0, 0.1, size=40),
+    }
+    claim = context_mixing.value_zeroing_agrees_best(table(rhos), "blank_out", 6, alpha=0.1)
+    assert claim.verdict == Verdict.INCONCLUSIVE and claim.interval.low <= 0 < claim.interval.high
+    assert claim.values["beaten"] == 2 and claim.interval.level == pytest.approx(0.9)
+    few = context_mixing.value_zeroing_agrees_best(table({m: v[:5] for m, v in rhos.items()}), "blank_out", 6)
+    assert few.verdict == Verdict.NOT_TESTABLE and few.values["beaten"] == 0 and not few.interval.finite

@@ -77,7 +77,7 @@ def test_deterministic_algorithms_names_what_had_none_and_restores_the_setting()
     with pytest.warns(UserWarning, match="unrelated"), deterministic_algorithms() as missing:
         assert torch.are_deterministic_algorithms_enabled()
         for _ in range(2):  # torch's own words, as its warn_only mode says them
-            warnings.warn("scatter_add_cuda_kernel does not have a deterministic implementation, but ...")
-        warnings.warn("unrelated")  # passed on, not swallowed
+            warnings.warn("scatter_add_cuda_kernel does not have a deterministic implementation, but ...", stacklevel=1)
+        warnings.warn("unrelated", stacklevel=1)  # passed on, not swallowed
     assert missing == ["scatter_add_cuda_kernel"]
     assert torch.are_deterministic_algorithms_enabled() == before

@@ -36,8 +36,35 @@ def test_relevance_tracks_confidence_verdicts():
     for gap in (1.17, math.nan):  # unconverged (MPNet-base at 8 nodes: 1.17), or not a number
         unconverged = voita.relevance_tracks_confidence(relevance, relevance + 1, gap=gap)
         assert unconverged.verdict is Verdict.NOT_TESTABLE and "not converged" in unconverged.ours
-    partly = voita.relevance_tracks_confidence([[1.0, 2.0], [3.0, 4.0]], [[2.0, 1.0], [4.0, 3.0]])
-    assert partly.values["spearman"] == pytest.approx(0.6) and partly.verdict is Verdict.PARTLY
+    # four heads ranked 2 1 4 3: rho 0.6 (once "partly"), but four heads cannot place it above 0
+    few = voita.relevance_tracks_confidence([[1.0, 2.0], [3.0, 4.0]], [[2.0, 1.0], [4.0, 3.0]])
+    assert few.values["spearman"] == pytest.approx(0.6) and few.verdict is Verdict.INCONCLUSIVE
+    assert few.interval.low <= 0 < few.interval.high
+
+
+def test_relevance_tracks_confidence_decides_by_its_bootstrap_interval_over_heads():
+    rng = np.random.default_rng(7)
+    relevance = rng.dirichlet(np.ones(12), size=6)  # 6 layers x 12 heads, each layer summing to 1 as relevance does
+    noise = rng.normal(0, 0.03, size=relevance.shape)
+    strong = voita.relevance_tracks_confidence(relevance, 0.3 + relevance + noise, alpha=0.1, task="SST-2")
+    assert strong.verdict is Verdict.HOLDS and 0 < strong.interval.low < strong.values["spearman"]
+    assert strong.interval.level == pytest.approx(0.9) and strong.interval.method == "bootstrap over 72 heads"
+    assert "90% bootstrap interval" in strong.rule and str(strong.interval) in strong.ours
+    assert strong.to_metrics("head_roles.claims")["head_roles.claims.relevance_tracks_confidence.SST-2.ci_low"] == (
+        strong.interval.low
+    )
+    reversed_ = voita.relevance_tracks_confidence(relevance, 0.3 - relevance + noise)
+    assert reversed_.verdict is Verdict.DIFFERS and reversed_.interval.high <= 0
+    small = rng.random((3, 4))  # 12 heads, a weak relation drowned in noise
+    weak = voita.relevance_tracks_confidence(small, small + rng.normal(0, 0.5, size=small.shape))
+    assert weak.verdict is Verdict.INCONCLUSIVE and weak.interval.low <= 0 < weak.interval.high
+    noisy = small + rng.normal(0, 0.5, size=small.shape)
+    seeded = voita.relevance_tracks_confidence(small, noisy, seed=3)
+    assert seeded == voita.relevance_tracks_confidence(small, noisy, seed=3)  # the same seed, the same interval
+    assert seeded.interval != voita.relevance_tracks_confidence(small, noisy, seed=4).interval
+    nan_heads = np.full((2, 2), np.nan)
+    none = voita.relevance_tracks_confidence(nan_heads, nan_heads)
+    assert none.verdict is Verdict.NOT_TESTABLE and none.values["heads"] == 0 and not none.interval.finite
 
 
 def test_roles_found():
@@ -63,15 +90,40 @@ def test_specialised_heads_relevant():
     relevance = np.arange(12, dtype=float).reshape(3, 4)
     top = relevance >= 8
     bottom = relevance < 4
-    assert voita.specialised_heads_relevant(relevance, top).verdict is Verdict.HOLDS
-    assert voita.specialised_heads_relevant(relevance, bottom).verdict is Verdict.DIFFERS
+    holds = voita.specialised_heads_relevant(relevance, top)
+    assert holds.verdict is Verdict.HOLDS and holds.interval.low > 0
+    assert holds.interval.method == "bootstrap within 4 specialised and 8 other heads"
+    differs = voita.specialised_heads_relevant(relevance, bottom)
+    assert differs.verdict is Verdict.DIFFERS and differs.interval.high <= 0
     unconverged = voita.specialised_heads_relevant(relevance, top, gap=0.2)
     assert unconverged.verdict is Verdict.NOT_TESTABLE and "not converged" in unconverged.ours
     single = np.zeros((3, 4), dtype=bool)
     single[0, 0] = True
-    assert voita.specialised_heads_relevant(relevance, single).verdict is Verdict.NOT_TESTABLE
+    lone = voita.specialised_heads_relevant(relevance, single)
+    assert lone.verdict is Verdict.NOT_TESTABLE and not lone.interval.finite
     with pytest.raises(ValueError):
         voita.specialised_heads_relevant(relevance, top[:2])
+
+
+def test_specialised_heads_relevant_decides_by_a_stratified_bootstrap_of_the_median_difference():
+    rng = np.random.default_rng(3)
+    relevance = rng.dirichlet(np.ones(12), size=6)  # 72 heads
+    specialised = np.zeros((6, 12), dtype=bool)
+    specialised.flat[rng.choice(72, size=10, replace=False)] = True
+    lifted = np.where(specialised, relevance + 0.1, relevance)
+    holds = voita.specialised_heads_relevant(lifted, specialised, alpha=0.1, seed=4)
+    difference = holds.values["median_specialised"] - holds.values["median_other"]
+    assert holds.verdict is Verdict.HOLDS and 0 < holds.interval.low <= difference <= holds.interval.high
+    assert holds.interval.level == pytest.approx(0.9)
+    assert holds.interval.method == "bootstrap within 10 specialised and 62 other heads"
+    assert "90% stratified bootstrap interval" in holds.rule and "median" in holds.rule
+    lowered = np.where(specialised, relevance * 0.1, relevance)
+    assert voita.specialised_heads_relevant(lowered, specialised).verdict is Verdict.DIFFERS
+    # the roles drawn at random: the same distribution on both sides, the interval straddles 0
+    same = voita.specialised_heads_relevant(relevance, specialised)
+    assert same.verdict is Verdict.INCONCLUSIVE and same.interval.low <= 0 < same.interval.high
+    assert same == voita.specialised_heads_relevant(relevance, specialised)  # seeded: the same every run
+    assert same.interval != voita.specialised_heads_relevant(relevance, specialised, seed=1).interval
 
 
 def test_l0_prunes_most_heads():
@@ -106,7 +158,24 @@ def test_survival_ignores_lambdas_that_keep_all_or_none_and_is_seeded():
     assert first.lambdas == 1 and first.statistic == 2 and first.p_value == again.p_value
     assert math.isnan(first.shares[2]) and first.shares[0] == pytest.approx(2 / 6)
     claim = voita.specialised_heads_survive(first)
-    assert claim.verdict in (Verdict.HOLDS, Verdict.PARTLY) and claim.values["kept_specialised"] == 2
+    assert claim.values["kept_specialised"] == 2
+    # kept minus expected at random, against the null's central 95%: at most 2 of 2 can be kept, so never beyond it
+    assert claim.interval.low == pytest.approx(2 - np.quantile(first.null, 0.975))
+    assert claim.interval.high == pytest.approx(2 - np.quantile(first.null, 0.025))
+    assert claim.verdict is Verdict.INCONCLUSIVE and claim.interval.low <= 0 < claim.interval.high
+
+
+def test_survival_decides_by_its_permutation_interval():
+    special = np.zeros((4, 6), dtype=bool)
+    special[:2] = True  # 12 of 24 heads
+    kept = np.zeros((3, 4, 6), dtype=bool)
+    kept[0, :2] = True  # the specialised heads kept, and in the next lambdas some of them
+    kept[1, 0] = True
+    kept[2, 0, :3] = True
+    holds = voita.specialised_heads_survive(voita.specialised_survival(kept, special, n_permutations=2000))
+    assert holds.verdict is Verdict.HOLDS and holds.interval.low > 0
+    differs = voita.specialised_heads_survive(voita.specialised_survival(kept, ~special, n_permutations=2000))
+    assert differs.verdict is Verdict.DIFFERS and differs.interval.high <= 0
 
 
 @pytest.mark.parametrize(

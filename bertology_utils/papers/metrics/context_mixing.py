@@ -109,6 +109,18 @@ METRICS = (
         "p-value",
         "paired Wilcoxon p-value of flow against rollout",
     ),
+    Metric(
+        _ROLLOUT + ".flow_vs_rollout_low",
+        Kind.TRAINED,
+        "Spearman rho difference",
+        "lower end of the bootstrap interval over examples of the mean rho difference flow - rollout",
+    ),
+    Metric(
+        _ROLLOUT + ".flow_vs_rollout_high",
+        Kind.TRAINED,
+        "Spearman rho difference",
+        "upper end of that interval: above 0, flow is not clearly below rollout",
+    ),
     Metric(_ROLLOUT + ".n_items", Kind.EXACT, "count", "examples having all three maps, paired in the tests"),
     Metric(
         _VZ + ".rho.{method}",
@@ -120,7 +132,7 @@ METRICS = (
         _VZ + ".beaten",
         Kind.TRAINED,
         "count",
-        "rival maps value zeroing beats (paired Wilcoxon test)",
+        "rival maps value zeroing beats (bootstrap interval over examples of the mean rho difference above 0)",
     ),
     Metric(_VZ + ".n_items", Kind.EXACT, "count", "examples having every compared map, paired in the tests"),
 )
