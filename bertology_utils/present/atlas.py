@@ -37,7 +37,7 @@ import pandas as pd
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas_columns import COLUMNS, ColumnSpec
-from bertology_utils.present.findings import model_of, notebook_record
+from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
 from bertology_utils.run import harness
 
 __all__ = [
@@ -552,7 +552,11 @@ class Atlas:
         by_name = self.dictionary.set_index("column")
         claims_of = {
             c: [
-                {**{k: claim.get(k, "") for k in ("key", "claim", "verdict", "paper_value", "ours")}, "run": run.id}
+                {
+                    **{k: claim.get(k, "") for k in ("key", "claim", "verdict", "paper_value", "ours")},
+                    "uncertainty": claim_uncertainty(claim),
+                    "run": run.id,
+                }
                 for run in self.runs
                 for claim in run.claims
                 if c in run.sources and _reads(run.sources[c], claim["key"])

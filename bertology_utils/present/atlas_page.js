@@ -439,6 +439,8 @@
           el("div", { class: "claim-values" }, [
             el("span", { text: "paper: " + (claim.paper_value || "–") }),
             el("span", { text: "ours: " + (claim.ours || "–") }),
+            // the interval and seed count, where the claim has them (older payloads have no such field)
+            claim.uncertainty ? el("span", { class: "uncertainty", title: "interval, seeds", text: claim.uncertainty }) : null,
           ]),
         ]));
       }

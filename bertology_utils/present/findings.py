@@ -7,7 +7,8 @@ as JSON, small enough to commit (the project keeps its reference run's in ``docs
 Tables are made from records, never typed: :func:`summary_table` gives one short line per claim
 with the verdicts of each record (a claim checked on several tasks, relations or objectives is
 one line with its verdicts counted); :func:`claims_tables` gives every claim with its numbers,
-notebook by notebook. ``bertology findings`` prints either, and ``--update`` rewrites the
+notebook by notebook, and, where the record has them, its interval and seed count (:func:`claim_uncertainty`, the
+text every view of claims shows for them). ``bertology findings`` prints either, and ``--update`` rewrites the
 generated blocks of a Markdown page (:mod:`bertology_utils.present.generated`).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
-from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.claims import Claim, Verdict, uncertainty
 from bertology_utils.run import harness
 
 __all__ = [
@@ -34,12 +35,24 @@ __all__ = [
     "load_findings",
     "summary_table",
     "claims_tables",
+    "claim_uncertainty",
 ]
 
 #: Bumped when the record's layout changes; :func:`load_findings` refuses other versions.
 FINDINGS_VERSION = 1
-#: The fields of a recorded claim a findings record keeps (the rule and values stay in the run).
-_CLAIM_FIELDS = ("key", "paper", "claim", "paper_value", "ours", "verdict", "note")
+#: The fields of a recorded claim a findings record keeps (the rule and values stay in the run), with the value
+#: a field takes where the claim lacks it (``interval`` and ``seeds``: None, as claims recorded before them).
+_CLAIM_FIELDS: dict[str, str | None] = {
+    "key": "",
+    "paper": "",
+    "claim": "",
+    "paper_value": "",
+    "ours": "",
+    "verdict": "",
+    "note": "",
+    "interval": None,
+    "seeds": None,
+}
 _MODEL_METRIC = re.compile(r"^[A-Za-z0-9_]+\.model$")
 
 
@@ -61,7 +74,7 @@ def notebook_record(run_dir: Path, entry: Mapping) -> dict:
         "name": entry["name"],
         "status": entry.get("status", harness.UNLISTED),
         "skipped": harness.load_skipped(sub)["sections"],
-        "claims": [{k: e.get(k, "") for k in _CLAIM_FIELDS} for e in entries],
+        "claims": [{k: e.get(k, missing) for k, missing in _CLAIM_FIELDS.items()} for e in entries],
     }
 
 
@@ -126,6 +139,13 @@ def load_findings(source: str | os.PathLike | Mapping) -> dict:
     return record
 
 
+def claim_uncertainty(claim: Claim | Mapping, *, short: bool = False) -> str:
+    """A claim's interval and seed count as text (:func:`~bertology_utils.papers.claims.uncertainty`); ``claim``: a
+    :class:`Claim` or a recorded claim (``claims.json``, a findings record)."""
+    record = claim.to_dict() if isinstance(claim, Claim) else claim
+    return uncertainty(record.get("interval"), record.get("seeds"), short=short)
+
+
 def _cell(text) -> str:
     """Text for one Markdown table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
@@ -151,13 +171,17 @@ _ORDER = [v.value for v in Verdict]
 
 
 def _verdicts(found: list[str]) -> str:
-    """One cell of verdicts: ``holds``; ``holds (3 of 3)``; ``9 holds, 3 differs, 3 not testable``; ``—``."""
+    """One cell of verdicts: ``holds``; ``holds (3 of 3)``; ``9 holds, 3 differs, 2 inconclusive``; ``—``.
+
+    Counted in :class:`Verdict`'s order (holds, partly, differs, inconclusive, not testable); a verdict it does not
+    know comes last rather than vanishing."""
     if not found:
         return "—"
     counts = Counter(found)
     if len(counts) == 1:
         return found[0] if len(found) == 1 else f"{found[0]} ({len(found)} of {len(found)})"
-    return ", ".join(f"{counts[v]} {v}" for v in _ORDER if counts[v])
+    known = [v for v in _ORDER if counts[v]] + [v for v in counts if v not in _ORDER]
+    return ", ".join(f"{counts[v]} {v}" for v in known)
 
 
 def summary_table(records: Sequence[Mapping]) -> str:
@@ -178,18 +202,24 @@ def summary_table(records: Sequence[Mapping]) -> str:
 
 
 def claims_tables(record: Mapping, notebooks: Iterable[str] | None = None, heading: str = "###") -> str:
-    """Every claim of one record with the paper's value and ours, a table per notebook (``heading`` its level)."""
+    """Every claim of one record with the paper's value and ours, a table per notebook (``heading`` its level).
+
+    Where a claim of the record has an interval or a seed count, every table has an "interval, seeds" column
+    (:func:`claim_uncertainty`); a record with neither (one made before them) gets the tables it always had."""
     wanted = None if notebooks is None else set(notebooks)
+    uncertain = any(claim_uncertainty(c) for nb in record["notebooks"] for c in nb["claims"])
+    header = ["claim", "paper", "paper's value", "ours", "verdict"] + (["interval, seeds"] if uncertain else [])
     parts = []
     for nb in record["notebooks"]:
         if wanted is not None and nb["name"] not in wanted:
             continue
         rows = [
             [_cell(c["claim"]), _cell(c["paper"]), _cell(c["paper_value"]), _cell(c["ours"]), c["verdict"]]
+            + ([_cell(claim_uncertainty(c))] if uncertain else [])
             for c in nb["claims"]
         ]
         skipped = "".join(f"\n- skipped {_cell(s['section'])}: {_cell(s['reason'])}" for s in nb["skipped"])
-        body = _markdown(["claim", "paper", "paper's value", "ours", "verdict"], rows) if rows else "No claims."
+        body = _markdown(header, rows) if rows else "No claims."
         parts.append(f"{heading} {nb['name']}\n\n{body}\n{skipped}".rstrip())
     return "\n\n".join(parts)
 

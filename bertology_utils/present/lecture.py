@@ -35,7 +35,7 @@ from pathlib import Path
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.papers.claims import Verdict
-from bertology_utils.present.findings import model_of, notebook_record
+from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
 from bertology_utils.present.report import data_uri
 from bertology_utils.present.slides import (
     SLIDE_SIZE,
@@ -256,6 +256,8 @@ _WIDE = 1.9
 #: Claims per "what differs" slide.
 _PER_CLOSING_SLIDE = 6
 _CLAIM_CHARS = 90
+#: Characters of a claim's interval and seed count on a slide (the interval without its method is about 40).
+_UNCERTAINTY_CHARS = 50
 
 
 @dataclass
@@ -389,6 +391,24 @@ def _badges(run: LectureRun, claims: list[dict], missing: str) -> str:
     return f'<div class="verdicts"><span class="model">{_esc(run.short_model)}</span>{pills}</div>'
 
 
+def _uncertainty(claim: dict, places, *, short: bool = True) -> str:
+    """A claim's interval and seed count for people ("" when it has neither); ``short``: without the interval's
+    method, for a slide (the speaker notes have it whole)."""
+    return round_for_people(claim_uncertainty(claim, short=short), places)
+
+
+def _uncertainty_span(claim: dict, places) -> str:
+    """The claim's interval and seeds as a small line after its value on a slide; "" when it has neither."""
+    text = _uncertainty(claim, places)
+    return f'<br><span class="ci">{_esc(_shorten(text, _UNCERTAINTY_CHARS))}</span>' if text else ""
+
+
+def _uncertainty_note(claim: dict, places) -> str:
+    """The claim's interval and seeds whole, in brackets after its value in the speaker notes."""
+    text = _uncertainty(claim, places, short=False)
+    return f" ({text})" if text else ""
+
+
 def _css(verdict: str) -> str:
     return "v-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
 
@@ -502,7 +522,8 @@ def _question_slide(runs: Sequence[LectureRun]) -> str:
     )
     notes = (
         "Each paper's claims were checked by the notebooks with the rule written beside each claim; a verdict is "
-        "holds, partly, differs, or not testable (the data here cannot show it)."
+        "holds, partly, differs, inconclusive (its interval straddles the rule's threshold, or its seeds disagree), "
+        "or not testable (the data here cannot show it)."
     )
     return _slide(body, notes, "question-slide", ' data-slide="question"')
 
@@ -577,7 +598,7 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         mine = found.get(claim_id)
         if mine is None:
             return "—"
-        text = _esc(_shorten(round_for_people(mine["ours"], places), limit))
+        text = _esc(_shorten(round_for_people(mine["ours"], places), limit)) + _uncertainty_span(mine, places)
         return f'<span class="dot {_css(mine["verdict"])}" title="{_esc(mine["verdict"])}"></span>{text}'
 
     # Claims the data here could test first: a teacher shows what was found before what could not be.
@@ -621,7 +642,8 @@ def _topic_notes(topic: Topic, runs, per_run, places) -> str:
             continue
         items = "".join(
             f"<li>{_esc(c['claim'])} — paper: {_esc(round_for_people(c['paper_value'], places))}; "
-            f"ours: {_esc(round_for_people(c['ours'], places))} → <b>{_esc(c['verdict'])}</b>"
+            f"ours: {_esc(round_for_people(c['ours'], places))}{_esc(_uncertainty_note(c, places))}"
+            f" → <b>{_esc(c['verdict'])}</b>"
             + (f". {_esc(round_for_people(c['note'], places))}" if c.get("note") else "")
             + f" ({_esc(nb)})</li>"
             for nb, c in claims
@@ -655,7 +677,8 @@ def _other_slides(runs: Sequence[LectureRun], places) -> list[str]:
         )
         notes = "".join(
             f"<li>{_esc(c['claim'])} — paper: {_esc(round_for_people(c['paper_value'], places))}; "
-            f"ours: {_esc(round_for_people(c['ours'], places))} → {_esc(c['verdict'])}</li>"
+            f"ours: {_esc(round_for_people(c['ours'], places))}{_esc(_uncertainty_note(c, places))}"
+            f" → {_esc(c['verdict'])}</li>"
             for _, found in chunk
             for c in found
             if c
@@ -674,16 +697,17 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
             if claim["verdict"] == Verdict.DIFFERS.value:
                 differs.setdefault(_claim_id(claim["key"]), []).append((run, claim))
     untestable = sum(c["verdict"] == Verdict.NOT_TESTABLE.value for run in runs for _, c in run.claims)
-    tail = (
-        f'<p class="more">{untestable} recorded claim(s) were not testable here; the speaker notes of their slides '
-        "say why.</p>"
-        if untestable
-        else ""
+    inconclusive = sum(c["verdict"] == Verdict.INCONCLUSIVE.value for run in runs for _, c in run.claims)
+    counted = "; ".join(
+        f"{n} recorded claim(s) were {what}"
+        for n, what in ((untestable, "not testable here"), (inconclusive, "inconclusive"))
+        if n
     )
+    tail = f'<p class="more">{counted}; the speaker notes of their slides say why.</p>' if counted else ""
     if not differs:
         recorded = any(run.claims for run in runs)
         lead = (
-            "No claim differs: each one recorded here holds, partly holds or is not testable."
+            "No claim differs: each one recorded here holds, partly holds, is inconclusive or is not testable."
             if recorded
             else "Nothing to compare yet: no notebook recorded a claim. Run them first: "
             + " ; ".join(f"bertology run {run.name}" for run in runs)
@@ -701,6 +725,7 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
             ours = " · ".join(
                 (f"{run.short_model}: " if len(runs) > 1 else "ours: ")
                 + _shorten(round_for_people(c["ours"], places), 60)
+                + (f" ({_shorten(short, _UNCERTAINTY_CHARS)})" if (short := _uncertainty(c, places)) else "")
                 for run, c in found
             )
             note = round_for_people(claim.get("note") or "", places)
@@ -712,7 +737,8 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
             )
         heading = "What differs, and why" + (f" ({page} of {len(pages)})" if len(pages) > 1 else "")
         notes = "".join(
-            f"<li>{_esc(run.short_model)}: {_esc(c['claim'])}: {_esc(round_for_people(c.get('note') or 'no note', places))}</li>"
+            f"<li>{_esc(run.short_model)}: {_esc(c['claim'])}{_esc(_uncertainty_note(c, places))}: "
+            f"{_esc(round_for_people(c.get('note') or 'no note', places))}</li>"
             for found in chunk
             for run, c in found
         )
@@ -780,7 +806,9 @@ _LECTURE_CSS = """
 .reveal .v-holds { background: #1a7f37; }
 .reveal .v-partly { background: #b58100; }
 .reveal .v-differs { background: #c62828; }
+.reveal .v-inconclusive { background: #6f42c1; }
 .reveal .v-not-testable, .reveal .not-run { background: #6e7781; }
+.reveal .pvo .ci { font-size: 0.85em; color: #666; }
 .reveal .missing { border: 2px dashed #aaa; color: #555; padding: 1em; font-size: 0.8em; }
 .reveal .more, .reveal .why { font-size: 0.65em; color: #666; margin: 0.3em 0; }
 .reveal ul.differs { font-size: 0.74em; line-height: 1.3; margin-left: 1em; }

@@ -36,6 +36,7 @@ from pathlib import Path
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas import PAGE_FILE
+from bertology_utils.present.findings import claim_uncertainty
 from bertology_utils.run import harness
 
 __all__ = [
@@ -78,7 +79,10 @@ def _read_json_or_empty(path: Path) -> dict:
 
 
 def claims_html(notebook_dir: Path) -> str:
-    """The notebook's recorded claims as an HTML table, one row per claim; empty when it recorded none."""
+    """The notebook's recorded claims as an HTML table, one row per claim; empty when it recorded none.
+
+    The "interval, seeds" cell is the claim's interval and seed count (:func:`claim_uncertainty`), empty when
+    it has neither."""
     claims = harness.load_claims(notebook_dir)
     if not claims:
         return ""
@@ -89,12 +93,14 @@ def claims_html(notebook_dir: Path) -> str:
             _esc(c.paper_value),
             _esc(c.ours),
             _status(c.verdict.value),
+            _esc(claim_uncertainty(c)),
             _esc(c.rule),
             _esc(c.note),
         ]
         for c in claims
     ]
-    return _table(["paper", "claim", "paper value", "ours", "verdict", "rule", "note"], rows, "claims")
+    header = ["paper", "claim", "paper value", "ours", "verdict", "interval, seeds", "rule", "note"]
+    return _table(header, rows, "claims")
 
 
 def failed_cell(executed: Path) -> tuple[str, str] | None:
@@ -172,6 +178,7 @@ td.value { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: br
 .status-missing, .status-new, .status-not-in-run-json, .status-skipped { background: #fff1cc; color: #6d5200; }
 .status-holds { background: #dff3e3; color: #17612a; } .status-partly { background: #fff1cc; color: #6d5200; }
 .status-differs { background: #fbe0e0; color: #8c1d1d; } .status-not-testable { background: #eee; color: #555; }
+.status-inconclusive { background: #e6e6fa; color: #3f3a8c; }
 .alert { border-left: 6px solid #c62828; background: #fff5f5; padding: 0.6rem 1rem; margin: 1rem 0; }
 .alert.ok { border-left-color: #2e7d32; background: #f3fbf4; }
 .alert.warn { border-left-color: #b28704; background: #fffbea; }

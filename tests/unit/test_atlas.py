@@ -143,6 +143,26 @@ def test_claims_are_attached_to_the_columns_they_read(run):
     assert columns["confidence"]["claims"] == []
 
 
+def test_a_claims_interval_and_seeds_go_with_it_into_the_payload(run):
+    path = run / "06_pruning" / "claims.json"
+    (claim,) = json.loads(path.read_text())["claims"]
+    columns = {c["name"]: c for c in build_atlas(run, maps=False).payload()["columns"]}
+    assert columns["importance.SST-2"]["claims"][0]["uncertainty"] == "", "recorded before intervals: no text"
+    interval = {"low": 0.12, "high": 0.4, "level": 0.95, "method": "bootstrap over 72 heads"}
+    claim.update(verdict="inconclusive", interval=interval, seeds={"holding": 2, "n": 3})
+    path.write_text(json.dumps({"claims": [claim]}))
+    (shown,) = {c["name"]: c for c in build_atlas(run, maps=False).payload()["columns"]}["importance.SST-2"]["claims"]
+    assert shown["verdict"] == "inconclusive"
+    assert shown["uncertainty"] == "95% CI [0.12, 0.4] (bootstrap over 72 heads); holds in 2 of 3 seeds"
+
+
+def test_the_page_colours_every_verdict_but_not_testable_its_own_way():
+    from bertology_utils.papers.claims import Verdict
+
+    style = (atlas_module.Path(atlas_module.__file__).parent / "atlas_page.css").read_text()
+    assert all(f".verdict-{v.value.replace(' ', '-')} {{" in style for v in Verdict if v is not Verdict.NOT_TESTABLE)
+
+
 def test_written_tables_read_back(run, tmp_path):
     atlas = build_atlas(run, maps=False)
     paths = atlas.write(tmp_path / "out", page=False)

@@ -14,9 +14,10 @@ import pytest
 
 from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError, DataFormatError
-from bertology_utils.papers.claims import Claim
+from bertology_utils.papers.claims import Claim, Interval, Seeds
 from bertology_utils.present.findings import (
     FINDINGS_VERSION,
+    claim_uncertainty,
     claims_tables,
     load_findings,
     record_findings,
@@ -31,8 +32,8 @@ RECORDS = sorted((ROOT / "docs" / "findings").glob("*.json"))
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 
 
-def _claim(id_, text, verdict, paper="Clark et al. 2019"):
-    return Claim(id_, text, paper, "paper's", f"ours {id_}", verdict, "rule", {"x": 1.0})
+def _claim(id_, text, verdict, paper="Clark et al. 2019", **uncertainty):
+    return Claim(id_, text, paper, "paper's", f"ours {id_}", verdict, "rule", {"x": 1.0}, **uncertainty)
 
 
 def _run(tmp_path, name="r", model="org/tiny-model", notebooks=None):
@@ -94,6 +95,76 @@ def test_the_full_tables_give_numbers_and_skips_per_notebook(tmp_path):
     assert "| det: the best head wins | Clark et al. 2019 | paper's | ours table1.det | holds |" in full
     assert "- skipped topic.part: no data for it" in full
     assert claims_tables(record_findings(_run(tmp_path, "s")), notebooks=["02_b"], heading="##").startswith("## 02_b")
+
+
+def test_a_claims_interval_and_seeds_are_kept_and_shown_in_the_full_tables(tmp_path):
+    interval = Interval(0.12, 0.4, method="bootstrap over 72 heads")
+    run = _run(
+        tmp_path,
+        notebooks={
+            "01_a": [
+                _claim("rho", "Importance tracks ablation", "inconclusive", interval=interval, seeds=Seeds(2, 3)),
+                _claim("one", "One seed only", "holds", seeds=Seeds(1, 1)),
+                _claim("plain", "Neither", "holds"),
+            ]
+        },
+    )
+    record = record_findings(run)
+    rho, one, plain = record["notebooks"][0]["claims"]
+    assert rho["interval"] == {"low": 0.12, "high": 0.4, "level": 0.95, "method": "bootstrap over 72 heads"}
+    assert rho["seeds"] == {"holding": 2, "n": 3} and plain["interval"] is None and plain["seeds"] is None
+    assert load_findings(save_findings(record, tmp_path / "f.json")) == record
+    full = claims_tables(record)
+    assert "| claim | paper | paper's value | ours | verdict | interval, seeds |" in full
+    assert (
+        "| Importance tracks ablation | Clark et al. 2019 | paper's | ours rho | inconclusive "
+        "| 95% CI [0.12, 0.4] (bootstrap over 72 heads); holds in 2 of 3 seeds |"
+    ) in full
+    assert "| One seed only | Clark et al. 2019 | paper's | ours one | holds | one seed |" in full
+    assert "| Neither | Clark et al. 2019 | paper's | ours plain | holds |  |" in full and "None" not in full
+
+
+def test_a_record_without_intervals_keeps_its_tables(tmp_path):
+    record = record_findings(_run(tmp_path))
+    # as a record written before claims had intervals: no such keys at all
+    for nb in record["notebooks"]:
+        for claim in nb["claims"]:
+            del claim["interval"], claim["seeds"]
+    full = claims_tables(record)
+    assert "interval" not in full and "None" not in full
+    assert full == claims_tables(record_findings(_run(tmp_path, "again")))
+    assert [claim_uncertainty(c) for nb in record["notebooks"] for c in nb["claims"]] == [""] * 5
+
+
+def test_the_uncertainty_text_of_claims_and_records():
+    interval = Interval(0.123456, 0.4, method="bootstrap over 72 heads")
+    claim = _claim("rho", "x", "holds", interval=interval, seeds=Seeds(3, 3))
+    assert (
+        claim_uncertainty(claim)
+        == claim.uncertainty
+        == ("95% CI [0.123, 0.4] (bootstrap over 72 heads); holds in 3 of 3 seeds")
+    )
+    assert claim_uncertainty(claim, short=True) == "95% CI [0.123, 0.4]; holds in 3 of 3 seeds"
+    assert claim_uncertainty(claim.to_dict()) == claim.uncertainty
+    # JSON has no NaN: a bound that was not finite comes back as null
+    recorded = {"interval": {"low": None, "high": None, "level": 0.9, "method": "bootstrap over 0 heads"}}
+    assert claim_uncertainty(recorded) == "no 90% interval (bootstrap over 0 heads)"
+    assert claim_uncertainty(recorded, short=True) == "no 90% interval"
+    assert claim_uncertainty({"interval": None, "seeds": None}) == claim_uncertainty({}) == ""
+    assert claim_uncertainty(_claim("plain", "x", "holds")) == ""
+
+
+def test_the_summary_counts_inconclusive_as_a_verdict_of_its_own(tmp_path):
+    claims = [
+        _claim(f"table1.{rel}", f"{rel}: the best head wins", verdict)
+        for rel, verdict in (("a", "not testable"), ("b", "inconclusive"), ("c", "holds"), ("d", "inconclusive"))
+    ]
+    table = summary_table([record_findings(_run(tmp_path, notebooks={"01_a": claims}))])
+    assert (
+        table.splitlines()[2] == "| The best head wins | Clark et al. 2019 | 1 holds, 2 inconclusive, 1 not testable |"
+    )
+    alone = [_claim("table1.a", "a: the best head wins", "inconclusive")]
+    assert "| inconclusive |" in summary_table([record_findings(_run(tmp_path, "alone", notebooks={"01_a": alone}))])
 
 
 def test_bad_runs_and_records_get_one_clear_error(tmp_path):

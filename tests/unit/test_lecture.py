@@ -264,3 +264,41 @@ def test_a_long_skip_reason_is_cut_on_the_slide_and_whole_in_the_notes(tmp_path)
     assert len(section.select_one(".picture .missing").get_text()) <= 360
     assert all(len(p.get_text()) <= 240 for p in section.select(".why"))
     assert reason.strip() in section.find("aside", class_="notes").get_text()
+
+
+def test_a_claims_interval_and_seeds_show_short_on_the_slide_and_whole_in_the_notes(tmp_path):
+    run = make_lecture_run(tmp_path / "r", notebooks={"01_patterns"})
+    path = run / "01_patterns" / "claims.json"
+    claims = json.loads(path.read_text())["claims"]
+    interval = {"low": 0.12, "high": 0.4, "level": 0.95, "method": "bootstrap over 72 heads"}
+    for claim in claims:
+        if claim["id"] == "current_token":
+            claim.update(verdict="inconclusive", interval=interval, seeds={"holding": 2, "n": 3})
+        elif claim["id"] == "next_token_heads":
+            claim.update(verdict="differs", interval=dict(interval, low=-0.3, high=-0.1), seeds=None)
+        elif claim["id"] == "previous_token_heads":
+            claim.update(verdict="holds")  # recorded before intervals: no such keys
+    path.write_text(json.dumps({"claims": claims}))
+    slides = _slides(build_lecture(run))
+    section = _by_name(slides, "Where do heads look?")
+    shown = [ci.get_text() for ci in section.select(".pvo .ci")]
+    assert sorted(shown) == ["95% CI [-0.3, -0.1]", "95% CI [0.12, 0.4]; holds in 2 of 3 seeds"]
+    visible = _visible_text(section)
+    assert "bootstrap over 72 heads" not in visible and "None" not in visible
+    assert section.select_one(".verdicts .badge.v-inconclusive").get_text() == "1 of 3 inconclusive"
+    notes = section.find("aside", class_="notes").get_text()
+    assert "(95% CI [0.12, 0.4] (bootstrap over 72 heads); holds in 2 of 3 seeds) → inconclusive" in notes
+    assert "None" not in notes
+    closing = _by_name(slides, "closing")
+    entry = next(li for li in closing.select("ul.differs > li") if "next_token_heads" in li.get_text())
+    assert "(95% CI [-0.3, -0.1])" in entry.get_text()
+    assert "1 recorded claim(s) were inconclusive" in _visible_text(closing)
+    counted = _visible_text(_by_name(slides, "question"))
+    assert "1 inconclusive" in counted
+
+
+def test_every_verdict_has_a_colour_of_its_own():
+    from bertology_utils.papers.claims import Verdict
+    from bertology_utils.present.lecture import _LECTURE_CSS
+
+    assert all(f".v-{v.value.replace(' ', '-')}" in _LECTURE_CSS for v in Verdict)

@@ -13,7 +13,7 @@ from PIL import Image
 
 from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError, DataFormatError
-from bertology_utils.papers.claims import Claim, Verdict
+from bertology_utils.papers.claims import Claim, Interval, Seeds, Verdict
 from bertology_utils.present import assets
 from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value
 from bertology_utils.present.slides import network_references, run_slides, slide_figures
@@ -300,6 +300,49 @@ def test_claims_come_from_claims_json(run_dir):
     (good / "claims.json").write_text(json.dumps({"claims": [{"key": "x", "id": "a b"}]}))
     with pytest.raises(DataFormatError, match="claims.json"):
         claims_html(good)
+
+
+def test_the_claims_table_shows_each_claims_interval_and_seeds(tmp_path):
+    uncertain = Claim(
+        "heads_prunable",
+        "Many heads can be pruned",
+        "Michel et al. 2019",
+        "40%",
+        "25%",
+        Verdict.INCONCLUSIVE,
+        "interval of the share above 0.3",
+        interval=Interval(0.12, 0.4, method="bootstrap over 72 heads"),
+        seeds=Seeds(2, 3),
+    )
+    untestable = Claim(  # an interval that was not finite is recorded with null bounds (JSON has no NaN)
+        "no_data",
+        "Something",
+        "Michel et al. 2019",
+        "1",
+        "n/a",
+        Verdict.NOT_TESTABLE,
+        "r",
+        interval=Interval(float("nan"), float("nan"), method="bootstrap over 0 heads"),
+    )
+    record_claims([CLAIM, uncertain, untestable], "good.claims", output_dir=tmp_path, declared=None)
+    table = BeautifulSoup(claims_html(tmp_path), "html.parser")
+    header = [th.get_text() for th in table.select("thead th")]
+    assert header[4:7] == ["verdict", "interval, seeds", "rule"]
+    cells = [[td.get_text() for td in tr.select("td")] for tr in table.select("tbody tr")]
+    column = header.index("interval, seeds")
+    assert [row[column] for row in cells] == [
+        "",  # CLAIM has neither: an empty cell, not "None"
+        "95% CI [0.12, 0.4] (bootstrap over 72 heads); holds in 2 of 3 seeds",
+        "no 95% interval (bootstrap over 0 heads)",
+    ]
+    assert "None" not in claims_html(tmp_path)
+    assert table.select_one(".status-inconclusive").get_text() == "inconclusive"
+
+
+def test_every_verdict_has_a_colour_of_its_own():
+    from bertology_utils.present.report import _CSS
+
+    assert all(f".status-{v.value.replace(' ', '-')} {{" in _CSS for v in Verdict)
 
 
 def test_folders_without_run_json_and_bad_input(tmp_path, run_dir, monkeypatch, capsys):
