@@ -2,6 +2,7 @@
 compares verdicts first and gives each number the tolerance its kind allows; a refresh under perturbations
 measures tolerances; a run planted with real faults fails while runs on other CPUs' kernels pass."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -26,6 +27,7 @@ SMALL = ROOT / "tests" / "references" / "small"
 #: Metrics of the small runs repeated under perturbations that keep the science the same (other CPUs'
 #: kernels, one thread), each with a cache of its own: written by `make refresh-references`.
 PERTURBED = ROOT / "tests" / "references" / "perturbed"
+DEVICES = ROOT / "tests" / "references" / "devices"
 
 
 def small_references() -> dict[str, dict]:
@@ -269,6 +271,27 @@ def test_runs_under_perturbations_pass_the_small_references(tmp_path):
         metrics = {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))}
         result = check_run(run_from(tmp_path / name, metrics), SMALL)
         assert result.ok, f"{name}:\n{result.report()}"
+
+
+def references_sha256() -> str:
+    """The small references' values (not their tolerances), as a device run records them."""
+    values = reference_values()
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("device", sorted(p.name for p in DEVICES.iterdir() if p.is_dir()))
+def test_a_run_on_another_device_passes_the_references_it_was_checked_against(device, tmp_path):
+    folder = DEVICES / device
+    record = json.loads((folder / "device.json").read_text())
+    if record["references_sha256"] != references_sha256():
+        pytest.skip(
+            f"{device}: the references were refreshed since this run on {record['device']}; run the small check "
+            "there again (docs/regression.md) and keep its metrics here"
+        )
+    metrics = {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("0*.json"))}
+    assert set(metrics) == set(small_references()), "a device run holds every notebook's metrics"
+    result = check_run(run_from(tmp_path / device, metrics), SMALL)
+    assert record["check_ok"] and result.ok, f"{device}:\n{result.report()}"
 
 
 def swap_heads(values: dict, a=(0, 0), b=(1, 3)) -> dict:
