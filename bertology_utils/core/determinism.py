@@ -85,17 +85,22 @@ def deterministic_algorithms() -> Iterator[list[str]]:
         os.environ.setdefault(*CUBLAS_WORKSPACE)
     missing: list[str] = []
     torch.use_deterministic_algorithms(True, warn_only=True)
+    caught: list[warnings.WarningMessage] = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as recorded:
             warnings.simplefilter("always")
-            yield missing
-            for warning in caught:
-                text = str(warning.message)
-                if "deterministic" in text:
-                    name = text.split(" does not have a deterministic implementation")[0].strip()
-                    if name not in missing:
-                        missing.append(name)
-                else:  # not ours to swallow
-                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            try:
+                yield missing
+            finally:
+                caught = list(recorded)
     finally:
         torch.use_deterministic_algorithms(was, warn_only=was_warn_only)
+    # outside the recording block: a warning passed on must not land in the list being read
+    for warning in caught:
+        text = str(warning.message)
+        if "does not have a deterministic implementation" in text:
+            name = text.split(" does not have a deterministic implementation")[0].strip()
+            if name not in missing:
+                missing.append(name)
+        else:  # not ours to swallow
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
