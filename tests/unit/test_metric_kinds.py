@@ -329,7 +329,7 @@ FAULTS = {
     "a relation's arcs shifted by one": ("03_syntax_coref", shift_relation),
     "the classifier's labels flipped in 02": ("02_sep_noop", flip_labels),
     "the classifier's labels flipped in 06": ("06_pruning", flip_labels),
-    "the classifier's labels flipped in 07": ("07_head_roles", flip_labels),
+    # not 07: its small SST-2 classifier scores 0.5, which flipped labels leave as it is
     "a verdict flipped in 03": ("03_syntax_coref", flip_verdict),
     "one notebook's metrics dropped": ("05_clustering", lambda values: {}),
 }
