@@ -13,8 +13,8 @@ __all__ = ["COMMAND"]
 FINDINGS_DESCRIPTION = """\
 Print what one or more runs found: one line per claim of the papers with each run's verdicts
 (holds / partly / differs / inconclusive / not testable), or with --full every claim with the paper's
-value and ours (and its interval and seed count, where the claims have them), notebook by notebook. A SOURCE is a run folder, a run name under results/, or a findings
-record (.json) written by --record. --update rewrites the generated blocks of Markdown pages
+value and ours (and its interval and seed count, where the claims have them), notebook by notebook. A
+SOURCE is a run folder, a run name under results/, or a findings record (.json) written by --record. --update rewrites the generated blocks of Markdown pages
 (`findings` the summary, `findings-full` the full tables of the first SOURCE).
 """
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
@@ -336,15 +336,20 @@ def spearman_rho(x, y, axis: int = -1) -> np.ndarray:
 def bootstrap_interval(
     statistic,
     *samples,
-    over: str,
+    over: str | Sequence[str],
+    paired: bool = True,
     level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
     undefined: float | None = None,
 ) -> Interval:
-    """A percentile bootstrap interval of ``statistic(*samples, axis=-1)`` (vectorised, as
-    :func:`spearman_rho`), resampling the items of ``samples`` together (paired); ``over`` names them for the
-    method ("72 heads"). NaN bounds with fewer than 3 items or when the statistic is not finite on the data.
+    """A percentile bootstrap interval of ``statistic(*samples, axis=-1)`` (vectorised, as :func:`spearman_rho`).
+
+    ``paired``: the items of ``samples`` resampled together (one length; an item missing on one side dropped from
+    all), and ``over`` names them ("72 heads"); NaN bounds with fewer than 3 items. Not ``paired``: each sample
+    resampled on its own (a stratified bootstrap of groups that are not matched item by item, e.g. a difference of
+    medians), and ``over`` names each ("specialised", "other heads"); NaN bounds with a sample of fewer than 2.
+    Either way NaN bounds when the statistic is not finite on the data, and seeded.
 
     ``undefined``: the value of a resample on which the statistic is not finite (a rank correlation of a
     resample whose one side came out constant: 0, no relation); None leaves it NaN, and the interval with it.
@@ -356,13 +361,26 @@ def bootstrap_interval(
         return values if undefined is None else np.where(np.isfinite(values), values, undefined)
 
     arrays = [np.asarray(sample, dtype=np.float64).ravel() for sample in samples]
-    if len({len(a) for a in arrays}) != 1:
-        raise ValueError(f"the samples must have one length each, not {[len(a) for a in arrays]}")
-    keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
-    arrays = [a[keep] for a in arrays]
-    method = f"bootstrap over {len(arrays[0])} {over}"
-    if len(arrays[0]) < 3 or not np.isfinite(statistic(*arrays, axis=-1)):
+    if paired:
+        if len({len(a) for a in arrays}) != 1:
+            raise ValueError(f"the samples must have one length each, not {[len(a) for a in arrays]}")
+        keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+        arrays = [a[keep] for a in arrays]
+        method, enough = f"bootstrap over {len(arrays[0])} {over}", len(arrays[0]) >= 3
+    else:
+        names = [over] if isinstance(over, str) else list(over)
+        if len(names) != len(arrays):
+            raise ValueError(f"name each of the {len(arrays)} samples in over, not {names}")
+        arrays = [a[np.isfinite(a)] for a in arrays]
+        method = "bootstrap within " + " and ".join(f"{len(a)} {name}" for a, name in zip(arrays, names))
+        enough = all(len(a) >= 2 for a in arrays)
+    if not enough or not np.isfinite(statistic(*arrays, axis=-1)):
         return Interval(math.nan, math.nan, level, method)
+    rng = np.random.default_rng(seed)
+    if not paired:  # each sample drawn in turn from the one seeded generator
+        draws = [a[rng.integers(0, len(a), size=(n_resamples, len(a)))] for a in arrays]
+        low, high = np.quantile(resampled(*draws, axis=-1), [(1 - level) / 2, (1 + level) / 2])
+        return Interval(float(low), float(high), level, method)
     result = bootstrap(
         arrays,
         resampled,
@@ -371,7 +389,7 @@ def bootstrap_interval(
         n_resamples=n_resamples,
         confidence_level=level,
         method="percentile",
-        rng=np.random.default_rng(seed),
+        rng=rng,
     )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return Interval(low, high, level, method)

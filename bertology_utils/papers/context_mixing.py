@@ -114,8 +114,8 @@ def rollout_and_flow_beat_raw(
     1 - ``alpha`` of a mean per-item rho difference: the claim's interval is that of rollout - raw. Holds when it
     lies above 0 and the interval of flow - rollout reaches 0 (flow not clearly below rollout); differs when the
     rollout - raw interval lies at or below 0, or flow - rollout's lies below 0 (either half of the ordering
-    clearly fails); inconclusive otherwise. Not testable with fewer than ``MIN_ITEMS`` items having all three. The paired Wilcoxon
-    p-values are recorded beside, not read.
+    clearly fails); inconclusive otherwise. Not testable with fewer than ``MIN_ITEMS`` items having all three.
+    The paired Wilcoxon p-values are recorded beside, not read.
     """
     wide = paired_rho(table, reference, layer, ("attention", "rollout", "flow"))
     n = len(wide)
@@ -143,10 +143,9 @@ def rollout_and_flow_beat_raw(
         f"(mean Spearman, layer {layer}, {n} items); rollout - raw {rollout_gain}; flow - rollout "
         f"[{flow_gain.low:.3g}, {flow_gain.high:.3g}]",
         verdict,
-        f"holds: the {level:.0%} bootstrap interval over items of the mean rho difference rollout - raw lies above 0, "
-        "and that of flow - rollout reaches 0; differs: rollout - raw's lies at or below 0, or flow - rollout's below 0; "
-        "inconclusive: "
-        f"otherwise; not testable: < {MIN_ITEMS} items",
+        f"holds: the {level:.0%} bootstrap interval over items of the mean rho difference rollout - raw lies above "
+        "0, and that of flow - rollout reaches 0; differs: rollout - raw's lies at or below 0, or flow - rollout's "
+        f"below 0; inconclusive: otherwise; not testable: < {MIN_ITEMS} items",
         {
             "raw": means["attention"],
             "rollout": means["rollout"],

@@ -70,8 +70,9 @@ def importance_matches_ablation(importance, harm, *, alpha: float = 0.05, task: 
 
     ``importance`` and ``harm``: per head (any shape), the raw importance and the dev-loss increase when the head
     alone is disabled (``AblationResult.harm("loss")``). The statistic is Spearman's rho, with a percentile
-    bootstrap interval over heads at level 1 - ``alpha`` (a resample with a constant side counts rho 0): holds when the interval lies above 0, differs when it lies
-    at or below 0, inconclusive when it straddles 0; not testable when either side is constant.
+    bootstrap interval over heads at level 1 - ``alpha`` (a resample with a constant side counts rho 0): holds
+    when the interval lies above 0, differs when it lies at or below 0, inconclusive when it straddles 0; not
+    testable when either side is constant.
     """
     from scipy.stats import spearmanr
 

@@ -97,16 +97,12 @@ def relevance_tracks_confidence(
     when it straddles 0. Not testable (checked first) when a side is constant or fewer than 3 heads are finite,
     or when the relevance's largest relative completeness ``gap`` exceeds :data:`MAX_IG_GAP`.
     """
-
     rho, p, n = rank_agreement(relevance, confidence)
     unconverged = _not_converged(gap)
     level = 1 - alpha
-    if math.isfinite(rho):
-        x = head_grid(relevance, "relevance", dtype=np.float64)
-        y = head_grid(confidence, "confidence", x.shape, dtype=np.float64)
-        interval = bootstrap_interval(spearman_rho, x, y, over="heads", level=level, seed=seed, undefined=0.0)
-    else:
-        interval = Interval(math.nan, math.nan, level, f"bootstrap over {n} heads")
+    x = head_grid(relevance, "relevance", dtype=np.float64)
+    y = head_grid(confidence, "confidence", x.shape, dtype=np.float64)
+    interval = bootstrap_interval(spearman_rho, x, y, over="heads", level=level, seed=seed, undefined=0.0)
     testable = math.isfinite(rho) and not unconverged
     verdict = Verdict.by_interval(interval) if testable else Verdict.NOT_TESTABLE
     return Claim(
@@ -181,15 +177,20 @@ def specialised_heads_relevant(
     unconverged = _not_converged(gap)
     _, p, med_s, med_r = greater(ours_, rest)
     level = 1 - alpha
-    method = f"bootstrap within {len(ours_)} specialised and {len(rest)} other heads"
-    if math.isfinite(p):  # at least 2 heads on each side
-        rng = np.random.default_rng(seed)
-        draws = [group[rng.integers(0, len(group), size=(n_resamples, len(group)))] for group in (ours_, rest)]
-        differences = np.median(draws[0], axis=1) - np.median(draws[1], axis=1)
-        low, high = np.quantile(differences, [alpha / 2, 1 - alpha / 2])
-        interval = Interval(float(low), float(high), level, method)
-    else:
-        interval = Interval(math.nan, math.nan, level, method)
+
+    def median_gap(specialised_, other, axis: int = -1) -> np.ndarray:
+        return np.median(specialised_, axis=axis) - np.median(other, axis=axis)
+
+    interval = bootstrap_interval(
+        median_gap,
+        ours_,
+        rest,
+        over=("specialised", "other heads"),
+        paired=False,
+        level=level,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     testable = math.isfinite(p) and not unconverged
     verdict = Verdict.by_interval(interval) if testable else Verdict.NOT_TESTABLE
     return Claim(

@@ -142,8 +142,9 @@ def load_findings(source: str | os.PathLike | Mapping) -> dict:
 def claim_uncertainty(claim: Claim | Mapping, *, short: bool = False) -> str:
     """A claim's interval and seed count as text (:func:`~bertology_utils.papers.claims.uncertainty`); ``claim``: a
     :class:`Claim` or a recorded claim (``claims.json``, a findings record)."""
-    record = claim.to_dict() if isinstance(claim, Claim) else claim
-    return uncertainty(record.get("interval"), record.get("seeds"), short=short)
+    if isinstance(claim, Claim):
+        return uncertainty(claim.interval, claim.seeds, short=short)
+    return uncertainty(claim.get("interval"), claim.get("seeds"), short=short)
 
 
 def _cell(text) -> str:

@@ -433,6 +433,19 @@ def test_bootstrap_interval_is_seeded_paired_and_refuses_ragged_samples():
     assert not bootstrap_interval(spearman_rho, *small, over="heads").finite
     counted = bootstrap_interval(spearman_rho, *small, over="heads", undefined=0.0)
     assert counted.finite and counted.low <= 0 < counted.high
+    # not paired: each group resampled on its own, of its own length
+    gap = bootstrap_interval(
+        lambda a, b, axis=-1: np.median(a, axis=axis) - np.median(b, axis=axis),
+        x[:10] + 5,
+        x[10:],
+        over=("high", "low heads"),
+        paired=False,
+    )
+    assert gap.method == "bootstrap within 10 high and 30 low heads" and 0 < gap.low < gap.high
+    one = bootstrap_interval(np.subtract, x[:1], x[1:], over=("a", "b"), paired=False)
+    assert not one.finite and one.method == "bootstrap within 1 a and 39 b"
+    with pytest.raises(ValueError, match="name each"):
+        bootstrap_interval(np.subtract, x, x, over="heads", paired=False)
     rows = np.stack([x, -x])
     np.testing.assert_allclose(spearman_rho(rows, np.stack([x, x])), [1.0, -1.0])
 
