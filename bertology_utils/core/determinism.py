@@ -1,6 +1,7 @@
 """Training that draws the same random numbers on every device, and says where torch could not promise the same
 result.
 
+* :func:`training_seeds`: the seeds of a notebook's repeated trainings, from its ``seed`` and ``seeds``.
 * :func:`derived_seed`: one seed per purpose (data order, dropout, ...) from a run's base seed, so two streams
   seeded alike are not the same stream.
 * :func:`host_dropout`: every ``torch.nn.functional.dropout`` inside the block (``nn.Dropout`` modules and the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import numbers
 import os
 import warnings
 from collections.abc import Iterator
@@ -24,11 +26,31 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["derived_seed", "HostDropout", "host_dropout", "deterministic_algorithms", "CUBLAS_WORKSPACE"]
+__all__ = [
+    "training_seeds",
+    "derived_seed",
+    "HostDropout",
+    "host_dropout",
+    "deterministic_algorithms",
+    "CUBLAS_WORKSPACE",
+]
 
 #: What cuBLAS needs set before its first call for its matrix products to be deterministic (torch's notes on
 #: reproducibility); :func:`~bertology_utils.core.models.load_model` sets it when it puts a model on a GPU.
 CUBLAS_WORKSPACE = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def training_seeds(seed: int, seeds: int) -> list[int]:
+    """The seeds of ``seeds`` trainings from the base ``seed``: ``seed``, ``seed + 1``, ...
+
+    The first is the base seed itself, so one seed trains (and reuses from the cache) what a single-seed run
+    did; two runs see disjoint seeds when their base seeds are at least ``seeds`` apart.
+    """
+    if isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral) or seeds < 1:
+        raise ValueError(f"seeds is how many trainings to run, a whole number of at least 1, not {seeds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed is a whole number of at least 0, not {seed!r}")
+    return list(range(int(seed), int(seed) + int(seeds)))
 
 
 def derived_seed(seed: int, purpose: str) -> int:

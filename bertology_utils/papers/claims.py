@@ -5,7 +5,7 @@ Each function of :mod:`~bertology_utils.papers.clark`, :mod:`~bertology_utils.pa
 verdict a written ``rule`` computed from the numbers in ``values``. A claim that aggregates over items carries an
 :class:`Interval` (:func:`bootstrap_interval`), and its verdict is :meth:`Verdict.by_interval`'s: inconclusive
 when the interval straddles the rule's threshold. A claim downstream of training is made once per seed and the
-claims joined by :func:`over_seeds` ("holds in k of n seeds"). Notebooks show
+claims joined by :func:`over_seeds` ("holds in k of n seeds"; :func:`claims_over_seeds` for a notebook's lists). Notebooks show
 :func:`claims_table` and record the claims with :func:`bertology_utils.run.harness.record_claims`
 (``claims.json`` and one metric per claim and value), which the report reads back. A claim computed
 on a fine-tuned classifier goes through :func:`on_classifier`: not testable when the classifier does
@@ -30,6 +30,7 @@ __all__ = [
     "bootstrap_interval",
     "spearman_rho",
     "over_seeds",
+    "claims_over_seeds",
     "uncertainty",
     "claims_table",
     "depth_scaled_layers",
@@ -117,9 +118,11 @@ class Seeds:
 
     holding: int
     n: int
+    not_testable: int = 0  #: seeds whose model learned nothing (:func:`below_floor`), left out of the verdict
 
     def __str__(self) -> str:
-        return "one seed" if self.n == 1 else f"holds in {self.holding} of {self.n} seeds"
+        text = "one seed" if self.n == 1 else f"holds in {self.holding} of {self.n} seeds"
+        return text + (f" ({self.not_testable} not testable)" if self.not_testable and self.n > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -398,10 +401,11 @@ def bootstrap_interval(
 def over_seeds(claims: Iterable[Claim]) -> Claim:
     """One claim from the same claim made once per seed (in seed order).
 
-    The verdict is the seeds' common verdict; INCONCLUSIVE when the testable seeds disagree (NOT_TESTABLE seeds
-    are left out, unless all are). Numeric values are averaged over the seeds that gave them (``{name}_sd``
-    beside each, with two or more); an interval is the envelope of the seeds' intervals. The first seed's text
-    stands for "ours", with the mean and the seed count after it.
+    The verdict is the seeds' common verdict; INCONCLUSIVE when the testable seeds disagree. NOT_TESTABLE seeds
+    (a model that learned nothing) are left out of the verdict, the values and the interval, unless all are, and
+    counted in :class:`Seeds`. Numeric values are averaged over the seeds that gave them (``{name}_sd`` beside
+    each, with two or more); an interval is the envelope of the seeds' intervals. The first seed's text stands
+    for "ours", with the seed count after it.
     """
     claims = list(claims)
     if not claims:
@@ -415,10 +419,11 @@ def over_seeds(claims: Iterable[Claim]) -> Claim:
         verdict = Verdict.NOT_TESTABLE
     else:
         verdict = verdicts.pop() if len(verdicts) == 1 else Verdict.INCONCLUSIVE
-    seeds = Seeds(sum(c.verdict == Verdict.HOLDS for c in claims), len(claims))
+    seeds = Seeds(sum(c.verdict == Verdict.HOLDS for c in claims), len(claims), len(claims) - len(testable))
+    read = testable or claims  # the seeds whose numbers count
     values: dict = {}
     for name, value in first.values.items():
-        given = [c.values.get(name) for c in claims]
+        given = [c.values.get(name) for c in read]
         numbers = [float(v) for v in given if isinstance(v, (int, float)) and math.isfinite(v)]
         if isinstance(value, (int, float)) and not isinstance(value, bool) and numbers:
             values[name] = float(np.mean(numbers))
@@ -426,7 +431,7 @@ def over_seeds(claims: Iterable[Claim]) -> Claim:
                 values[f"{name}_sd"] = float(np.std(numbers, ddof=1)) if len(numbers) > 1 else math.nan
         else:
             values[name] = value
-    intervals = [c.interval for c in claims if c.interval is not None]
+    intervals = [c.interval for c in read if c.interval is not None]
     interval = first.interval
     if len(claims) > 1 and intervals:
         interval = Interval(
@@ -438,3 +443,18 @@ def over_seeds(claims: Iterable[Claim]) -> Claim:
     ours = first.ours if len(claims) == 1 else f"first seed: {first.ours}; {seeds}"
     rule = first.rule if len(claims) == 1 else f"{first.rule}; over seeds: their common verdict, else inconclusive"
     return replace(first, verdict=verdict, ours=ours, rule=rule, values=values, interval=interval, seeds=seeds)
+
+
+def claims_over_seeds(per_seed: Iterable[Iterable[Claim]]) -> list[Claim]:
+    """A notebook's claims made once per seed (one list per seed, the first seed's first), joined claim by claim
+    with :func:`over_seeds`, in the order they first appear.
+
+    A claim some seed did not make is joined over the seeds that made it, and its seed count says how many those
+    were. A claim made once is kept as it is: one seed gives what a notebook without seeds gave, and a claim on no
+    trained model (a pre-trained model's objective) gets no seed count.
+    """
+    by_id: dict[str, list[Claim]] = {}
+    for claims in per_seed:
+        for claim in claims:
+            by_id.setdefault(claim.id, []).append(claim)
+    return [over_seeds(made) if len(made) > 1 else made[0] for made in by_id.values()]

@@ -22,6 +22,8 @@ from bertology_utils.core.heads import Head
 from bertology_utils.papers.claims import Claim, Verdict, depth_scaled_layers, layer_mean
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from bertology_utils.analyses.clustering import SameLayerTest
     from bertology_utils.analyses.coreference import CorefResult
     from bertology_utils.analyses.probes import ProbeEvaluation
@@ -41,6 +43,7 @@ __all__ = [
     "special_gradient_small",
     "gradients_shrink",
     "attention_removal",
+    "objective_claims",
     "head_beats_offset",
     "table1_claims",
     "coref_beats_nearest",
@@ -274,6 +277,18 @@ def gradients_shrink(stats: GradientStats, objective: str = "") -> Claim:
         {"spearman_with_depth": rho},
         note=f"objective: {objective}" if objective else "",
     )
+
+
+def objective_claims(stats: GradientStats, ablation: pd.DataFrame, objective: str = "") -> list[Claim]:
+    """Every claim on one objective: small gradients for attention to [SEP] (and [CLS], the control), gradients
+    shrinking with depth, and :func:`attention_removal` for each row of its ``ablation`` summary
+    (:func:`~bertology_utils.interventions.gradients.ablation_summary`)."""
+    return [
+        special_gradient_small(stats, "sep", objective),
+        special_gradient_small(stats, "cls", objective),
+        gradients_shrink(stats, objective),
+        *(attention_removal(row, objective) for _, row in ablation.iterrows()),
+    ]
 
 
 def attention_removal(row: Mapping, objective: str = "") -> Claim:

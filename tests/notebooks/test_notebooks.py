@@ -24,6 +24,7 @@ SMALL_PARAMETERS = {
     "00_tour": {"n_sentences": 4},
     "01_patterns": {"n_sentences": 8, "n_pairs": 4, "n_glue": 4},
     "02_sep_noop": {
+        "seeds": 1,
         "n_sentences": 8,
         "n_sst2": 8,
         "sst2_train_examples": 32,
@@ -36,6 +37,7 @@ SMALL_PARAMETERS = {
     "04_probes": {"n_train": 60, "n_dev": 20, "n_test": 20, "max_epochs": 2},
     "05_clustering": {"n_sentences": 12, "n_permutations": 200},
     "06_pruning": {
+        "seeds": 1,
         "tasks": ["SST-2"],
         "train_examples": 32,
         "epochs": 1,
@@ -47,6 +49,7 @@ SMALL_PARAMETERS = {
         "batch_size": 8,
     },
     "07_head_roles": {
+        "seeds": 1,
         "n_sentences": 40,
         "tasks": ["SST-2"],
         "share_tasks": ["SST-2", "RTE"],
@@ -65,6 +68,7 @@ SMALL_PARAMETERS = {
         "batch_size": 8,
     },
     "08_context_mixing": {
+        "seeds": 1,
         "n_sentences": 8,
         "n_examples": 12,
         "train_examples": 32,
@@ -117,6 +121,30 @@ def _run(notebook, results_root, parameters=None):
         progress=False,
     )
     return report.notebooks[0]
+
+
+#: The notebooks whose claims on fine-tuned classifiers are made once per seed (their parameter ``seeds``).
+SEEDED = ["02_sep_noop", "06_pruning", "07_head_roles", "08_context_mixing"]
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("stem", SEEDED)
+def test_claims_on_classifiers_are_made_on_every_seed(stem, tmp_path, isolated_cache):
+    result = _run(DEFAULT_NOTEBOOKS_DIR / f"{stem}.ipynb", tmp_path, {"seeds": 2})
+    assert result.status == "ok", result.describe_error()
+    folder = tmp_path / "test" / stem
+    claims = json.loads((folder / "claims.json").read_text())["claims"]
+    seeded = [c for c in claims if c["seeds"] is not None]
+    assert seeded and all(c["seeds"]["n"] == 2 for c in seeded), [(c["id"], c["seeds"]) for c in claims]
+    # The first seed's classifier is the one the figures and metrics show: all but the claims' numbers as with one.
+    reference = regression.read_reference(REFERENCE_DIR / f"{stem}.json")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    rows = regression.compare_metrics(stem, reference, metrics)
+    moved = [r for r in rows if ".claims." not in r.metric and r.status != regression.OK]
+    assert not moved, "\n".join(f"{r.metric}: {r.status} {r.detail}" for r in moved)
+    counted = [r for r in rows if r.metric.endswith(".seeds") and ".claims." in r.metric]
+    assert counted and all(r.value == 2 for r in counted)
 
 
 @pytest.fixture

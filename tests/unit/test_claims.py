@@ -14,6 +14,7 @@ from bertology_utils.papers.claims import (
     Verdict,
     below_floor,
     bootstrap_interval,
+    claims_over_seeds,
     claims_table,
     depth_scaled_layers,
     layer_mean,
@@ -473,8 +474,13 @@ def test_over_seeds_keeps_a_common_verdict_and_is_inconclusive_otherwise():
     split = over_seeds([_seeded("holds", 0.5, 0.2, 0.7), _seeded("inconclusive", 0.1, -0.1, 0.3)])
     assert split.verdict is Verdict.INCONCLUSIVE and split.seeds == Seeds(1, 2)
     untestable = _seeded("not testable", math.nan, math.nan, math.nan)
+    # a seed whose classifier learned nothing has its numbers kept out of the mean and the interval, and is counted
+    untestable = replace(untestable, values={"spearman": 0.9, "kind": "raw"}, interval=Interval(0.8, 0.95))
     one_left = over_seeds([untestable, _seeded("differs", -0.4, -0.6, -0.1)])
     assert one_left.verdict is Verdict.DIFFERS and one_left.values["spearman"] == pytest.approx(-0.4)
+    assert (one_left.interval.low, one_left.interval.high) == (-0.6, -0.1)
+    assert one_left.seeds == Seeds(0, 2, 1) and str(one_left.seeds) == "holds in 0 of 2 seeds (1 not testable)"
+    assert Claim.from_dict(one_left.to_dict()).seeds == Seeds(0, 2, 1)
     assert over_seeds([untestable, untestable]).verdict is Verdict.NOT_TESTABLE
     single = over_seeds([_seeded("holds", 0.5, 0.2, 0.7)])
     assert single.seeds == Seeds(1, 1) and str(single.seeds) == "one seed" and "spearman_sd" not in single.values
@@ -487,3 +493,14 @@ def test_over_seeds_keeps_a_common_verdict_and_is_inconclusive_otherwise():
         over_seeds([_seeded("holds", 0.5, 0.2, 0.7), replace(_seeded("holds", 0.5, 0.2, 0.7), id="other")])
     with pytest.raises(ValueError, match="at least one"):
         over_seeds([])
+
+
+def test_claims_over_seeds_joins_each_claim_over_the_seeds_that_made_it():
+    other = replace(_seeded("differs", -0.2, -0.5, -0.1), id="other")
+    joined = claims_over_seeds(
+        [[_seeded("holds", 0.5, 0.2, 0.7), other], [_seeded("inconclusive", 0.1, -0.1, 0.3)], []]
+    )
+    assert [c.id for c in joined] == ["importance_matches_ablation.SST-2", "other"]
+    assert joined[0].verdict is Verdict.INCONCLUSIVE and joined[0].seeds == Seeds(1, 2)
+    assert joined[1] == other  # made once: as it was, with no seed count where it had none
+    assert claims_over_seeds([]) == []

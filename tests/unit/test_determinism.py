@@ -2,6 +2,7 @@
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -11,6 +12,7 @@ from bertology_utils.core.determinism import (
     derived_seed,
     deterministic_algorithms,
     host_dropout,
+    training_seeds,
 )
 
 
@@ -22,6 +24,14 @@ def test_derived_seeds_differ_by_purpose_and_repeat():
     assert derived_seed(0, "dropout") == derived_seed(0, "dropout")
     assert len({derived_seed(0, "dropout"), derived_seed(0, "order"), derived_seed(1, "dropout")}) == 3
     assert 0 <= derived_seed(2**40, "dropout") < 2**63
+
+
+def test_training_seeds_start_at_the_base_seed():
+    assert training_seeds(0, 1) == [0] and training_seeds(3, 3) == [3, 4, 5]
+    assert training_seeds(np.int64(2), np.int64(2)) == [2, 3]
+    for seed, seeds in ((0, 0), (0, 1.5), (0, True), (-1, 2), ("0", 2)):
+        with pytest.raises(ValueError, match="whole number"):
+            training_seeds(seed, seeds)
 
 
 def test_host_dropout_is_torchs_rule_with_the_generators_numbers():
