@@ -256,6 +256,16 @@ class SurvivalTest:
     null_mean: float  #: the statistic's mean under random labels
     null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  #: the statistic per relabelling
 
+    def __str__(self) -> str:  # for people: the notebook prints it
+        if not math.isfinite(self.statistic):
+            return f"not testable: {self.lambdas} lambdas kept some but not all heads, or no head (or every head) is specialised"
+        shares = ", ".join(f"{s:.0%}" for s in self.shares[np.isfinite(self.shares)])
+        return (
+            f"{self.statistic:g} specialised heads kept over {self.lambdas} lambdas vs {self.null_mean:.1f} expected at "
+            f"random (permutation p = {self.p_value:.2g}); their share among the kept heads per lambda: {shares}, "
+            f"of all heads {self.overall:.0%}"
+        )
+
 
 def specialised_survival(masks, specialised, *, n_permutations: int = 10_000, seed: int = 0) -> SurvivalTest:
     """Specialised heads among the survivors of each lambda, against the same count of heads drawn at random.

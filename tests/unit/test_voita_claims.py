@@ -148,6 +148,12 @@ def test_survival_with_one_lambda_is_the_hypergeometric_tail():
     assert test.overall == pytest.approx(4 / 12) and test.shares[0] == pytest.approx(3 / 5)
     assert test.p_value == pytest.approx(exact, abs=0.01)
     assert test.null_mean == pytest.approx(5 * 4 / 12, abs=0.05)
+    assert str(test) == (
+        f"3 specialised heads kept over 1 lambdas vs {test.null_mean:.1f} expected at random "
+        f"(permutation p = {test.p_value:.2g}); their share among the kept heads per lambda: 60%, of all heads 33%"
+    )
+    none = voita.specialised_survival(np.ones((1, 3, 4), bool), special)
+    assert str(none).startswith("not testable: 0 lambdas") and "nan" not in str(none)
 
 
 def test_survival_ignores_lambdas_that_keep_all_or_none_and_is_seeded():
