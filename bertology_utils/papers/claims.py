@@ -28,6 +28,7 @@ __all__ = [
     "Seeds",
     "Claim",
     "bootstrap_interval",
+    "permutation_interval",
     "spearman_rho",
     "over_seeds",
     "claims_over_seeds",
@@ -396,6 +397,17 @@ def bootstrap_interval(
     )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return Interval(low, high, level, method)
+
+
+def permutation_interval(observed: float, null, *, level: float = 0.95, method: str = "permutation") -> Interval:
+    """The interval of an excess over chance: ``observed`` minus the central ``level`` range of its permutation
+    ``null`` (the statistic under each relabelling). It lies above 0 when ``observed`` is above the range, below 0
+    when under it; NaN bounds with no null or a statistic that is not finite."""
+    null = np.asarray(null, dtype=np.float64).ravel()
+    if not null.size or not math.isfinite(observed):
+        return Interval(math.nan, math.nan, level, method)
+    low, high = np.quantile(null, [(1 + level) / 2, (1 - level) / 2])
+    return Interval(observed - float(low), observed - float(high), level, method)
 
 
 def over_seeds(claims: Iterable[Claim]) -> Claim:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid
+from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid, permutation_interval
 
 __all__ = ["PAPER", "SEP_BROAD", "NEXT_WORD", "pattern_groups", "qk_dimensions_by_pattern", "plot_query_key_dimensions"]
 
@@ -80,14 +80,19 @@ def qk_dimensions_by_pattern(
     broad_ratio: float = 0.9,
     share: float = 0.5,
     alpha: float = 0.05,
+    n_permutations: int = 10_000,
+    seed: int = 0,
     note: str = "",
 ) -> Claim:
-    """ "[SEP]/broad heads need few query·key dimensions, next-word heads many": a one-sided Mann-Whitney U test.
+    """ "[SEP]/broad heads need few query·key dimensions, next-word heads many".
 
     ``dims``: (layers, heads) dimensions needed per head, e.g. ``QueryKeyDimensions.median`` (a
-    fraction of the head size); NaN heads are left out. Groups as :func:`pattern_groups`. Holds
-    when next-word heads need more dimensions with one-sided p < ``alpha``; partly when only their
-    median is higher; differs otherwise; not testable when either group has fewer than 2 heads.
+    fraction of the head size); NaN heads are left out. Groups as :func:`pattern_groups`. The statistic is the
+    difference of the groups' medians (next-word minus [SEP]/broad) over what relabelling the heads gives, with the
+    interval of ``n_permutations`` seeded relabellings (:func:`~bertology_utils.papers.claims.permutation_interval`,
+    level 1 - ``alpha``). Holds when it lies above 0 (next-word heads need more, beyond chance), differs when it
+    lies at or below 0, inconclusive when it straddles 0: two heads a group never decide it. Not testable when
+    either group has fewer than 2 heads. A one-sided Mann-Whitney U test is reported beside it.
     """
     values = head_grid(dims, "dims").astype(np.float64)
     sep_broad, next_word = _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broad_ratio, share)
@@ -98,11 +103,19 @@ def qk_dimensions_by_pattern(
     n_sep, n_next = len(sep_dims), len(next_dims)
     testable = n_sep >= 2 and n_next >= 2
     u, p, median_next, median_sep = greater(next_dims, sep_dims)
-    verdict = Verdict.graded(p < alpha, median_next > median_sep, testable)
+    method = f"permutation, {n_permutations} relabellings of the two groups' heads"
+    if testable:
+        pooled = np.concatenate([next_dims, sep_dims])
+        relabelled = np.random.default_rng(seed).permuted(np.tile(pooled, (n_permutations, 1)), axis=1)
+        null = np.median(relabelled[:, :n_next], axis=1) - np.median(relabelled[:, n_next:], axis=1)
+        interval = permutation_interval(median_next - median_sep, null, level=1 - alpha, method=method)
+    else:
+        interval = permutation_interval(math.nan, [], level=1 - alpha, method=method)
+    verdict = Verdict.by_interval(interval) if testable else Verdict.NOT_TESTABLE
     heads = f"{n_sep} [SEP]/broad heads, {n_next} next-word heads"
     ours = (
         f"median {median_sep:.2f} ({n_sep} [SEP]/broad heads) vs {median_next:.2f} ({n_next} next-word heads); "
-        f"one-sided Mann-Whitney U = {u:.1f}, p = {p:.2g}"
+        f"over chance {interval}; one-sided Mann-Whitney U = {u:.1f}, p = {p:.2g}"
         if testable
         else f"{heads}: each group needs at least 2"
     )
@@ -123,8 +136,9 @@ def qk_dimensions_by_pattern(
         ours,
         verdict,
         f"groups: [SEP]/broad = {sep_rule} share >= {share:g} {broad_rule}; next-word = next-token share >= "
-        f"{share:g} (heads in both left out). holds: next-word heads need more dimensions, one-sided Mann-Whitney "
-        f"U p < {alpha:g}; partly: only their median is higher; not testable: a group has < 2 heads",
+        f"{share:g} (heads in both left out). holds: the difference of medians next-word - [SEP]/broad, less its "
+        f"permutation null's central {1 - alpha:.0%} range, lies above 0; differs: at or below 0; inconclusive: it "
+        "straddles 0; not testable: a group has < 2 heads",
         {
             "sep_broad_heads": n_sep,
             "next_word_heads": n_next,
@@ -134,6 +148,7 @@ def qk_dimensions_by_pattern(
             "u_statistic": u,
             "p_value": p,
         },
+        interval=interval,
         note=(
             "dimensions: per head, the fewest dimensions of q*k whose largest contributions reach a share of the "
             "margin between the best and second-best key (content logits only: the attention mask and MPNet's "

@@ -22,11 +22,11 @@ from scipy import stats
 
 from bertology_utils.papers.claims import (
     Claim,
-    Interval,
     Verdict,
     bootstrap_interval,
     greater,
     head_grid,
+    permutation_interval,
     spearman_rho,
     tagged,
 )
@@ -304,12 +304,8 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
     inconclusive when it straddles 0. Not testable when no lambda pruned some but not all heads, or no (or every)
     head is specialised.
     """
-    if test.null.size and math.isfinite(test.statistic):
-        low, high = np.quantile(test.null, [1 - alpha / 2, alpha / 2])
-        method = f"permutation, {test.null.size} relabellings of the specialised heads"
-        interval = Interval(test.statistic - float(low), test.statistic - float(high), 1 - alpha, method)
-    else:
-        interval = Interval(math.nan, math.nan, 1 - alpha, "permutation")
+    method = f"permutation, {test.null.size} relabellings of the specialised heads" if test.null.size else "permutation"
+    interval = permutation_interval(test.statistic, test.null, level=1 - alpha, method=method)
     finite = test.shares[np.isfinite(test.shares)]
     shares = ", ".join(f"{s:.0%}" for s in finite) or "none"
     return Claim(

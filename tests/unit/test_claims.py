@@ -20,6 +20,7 @@ from bertology_utils.papers.claims import (
     layer_mean,
     on_classifier,
     over_seeds,
+    permutation_interval,
     spearman_rho,
 )
 
@@ -504,3 +505,11 @@ def test_claims_over_seeds_joins_each_claim_over_the_seeds_that_made_it():
     assert joined[0].verdict is Verdict.INCONCLUSIVE and joined[0].seeds == Seeds(1, 2)
     assert joined[1] == other  # made once: as it was, with no seed count where it had none
     assert claims_over_seeds([]) == []
+
+
+def test_a_permutation_interval_is_the_excess_over_the_nulls_central_range():
+    null = np.arange(101, dtype=float)  # 0..100: the central 90% is [5, 95]
+    interval = permutation_interval(120.0, null, level=0.9, method="m")
+    assert (interval.low, interval.high, interval.level, interval.method) == (25.0, 115.0, 0.9, "m")
+    assert Verdict.by_interval(permutation_interval(50.0, null)) is Verdict.INCONCLUSIVE
+    assert not permutation_interval(math.nan, null).finite and not permutation_interval(1.0, []).finite
