@@ -119,11 +119,14 @@ report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after ma
 
 # The committed findings records the README's and the docs' findings tables are generated from.
 FINDINGS := $(sort $(wildcard docs/findings/*.json))
+# Runs of the default model that differ only in their base seed (docs/regression.md's seeds table).
+SEED_FINDINGS := $(sort $(wildcard docs/findings/seeds/*.json))
 # The run whose executed notebooks the docs' notebook pages show (a run name or folder; none: the notebooks unexecuted).
 DOCS_RUN ?= $(RUN_NAME)
 
-findings: setup ## regenerate the findings tables of README.md and docs/findings.md from docs/findings/*.json
+findings: setup ## regenerate the findings tables of README.md, docs/findings.md and docs/regression.md from docs/findings/
 	$(VENV)/bin/bertology findings $(FINDINGS) --update README.md --update docs/findings.md
+	$(if $(SEED_FINDINGS),$(VENV)/bin/bertology findings $(SEED_FINDINGS) --update docs/regression.md)
 
 docs: setup ## build the documentation site into site/ offline, strict (DOCS_RUN=... the executed run it shows)
 	NO_MKDOCS_2_WARNING=1 BERTOLOGY_DOCS_RUN=$(if $(wildcard results/$(DOCS_RUN) $(DOCS_RUN)),$(DOCS_RUN)) $(VENV)/bin/mkdocs build --strict

@@ -13,9 +13,11 @@ __all__ = ["COMMAND"]
 FINDINGS_DESCRIPTION = """\
 Print what one or more runs found: one line per claim of the papers with each run's verdicts
 (holds / partly / differs / inconclusive / not testable), or with --full every claim with the paper's
-value and ours (and its interval and seed count, where the claims have them), notebook by notebook. A
-SOURCE is a run folder, a run name under results/, or a findings record (.json) written by --record. --update rewrites the generated blocks of Markdown pages
-(`findings` the summary, `findings-full` the full tables of the first SOURCE).
+value and ours (and its interval and seed count, where the claims have them), notebook by notebook, or
+with --seeds the claims of runs that differ only in their base seed (`-p seed N`), each run's verdict,
+interval and seed count, and whether they agree. A SOURCE is a run folder, a run name under
+results/, or a findings record (.json) written by --record. --update rewrites the generated blocks of Markdown
+pages (`findings` the summary, `findings-full` the full tables of the first SOURCE, `seeds` the seeds table).
 """
 
 FINDINGS_EPILOG = """\
@@ -24,6 +26,7 @@ examples:
   bertology findings default mpnet --full             every claim with its numbers
   bertology findings default --record docs/findings/minilm.json
   bertology findings docs/findings/*.json --update README.md --update docs/findings.md
+  bertology findings seed0 seed3 --seeds              do two base seeds give the same verdicts?
 
 Exit status: 0, or 2 when a run or record is missing, holds no claims, or a page has no block to update.
 """
@@ -32,6 +35,11 @@ Exit status: 0, or 2 when a run or record is missing, holds no claims, or a page
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help="run folders, run names or findings records")
     parser.add_argument("--full", action="store_true", help="every claim with its numbers (of the first SOURCE)")
+    parser.add_argument(
+        "--seeds",
+        action="store_true",
+        help="runs of one model with other base seeds side by side: each claim's verdicts, the same or flipped",
+    )
     parser.add_argument("--record", type=Path, metavar="FILE", help="write the findings record of the one SOURCE")
     parser.add_argument(
         "--update", type=Path, action="append", default=[], metavar="PAGE", help="rewrite PAGE's generated blocks"
@@ -39,7 +47,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from bertology_utils.present.findings import claims_tables, load_findings, save_findings, summary_table
+    from bertology_utils.present.findings import (
+        claims_tables,
+        load_findings,
+        save_findings,
+        seeds_table,
+        summary_table,
+    )
     from bertology_utils.present.generated import has_block, write_block
 
     records = [load_findings(source) for source in args.sources]
@@ -48,15 +62,19 @@ def _handle(args: argparse.Namespace) -> int:
             raise BertologyError("--record takes one SOURCE")
         print(save_findings(records[0], args.record))
         return EXIT_OK
-    blocks = {"findings": summary_table(records), "findings-full": claims_tables(records[0])}
+    blocks = {  # made only where asked: a seeds table needs records of one model
+        "findings": lambda: summary_table(records),
+        "findings-full": lambda: claims_tables(records[0]),
+        "seeds": lambda: seeds_table(records),
+    }
     for page in args.update:
         found = [name for name in blocks if has_block(page, name)]
         if not found:
             raise BertologyError(f"{page} has no generated block named {' or '.join(blocks)}")
         for name in found:
-            print(f"{page}: {name} {'rewritten' if write_block(page, name, blocks[name]) else 'unchanged'}")
+            print(f"{page}: {name} {'rewritten' if write_block(page, name, blocks[name]()) else 'unchanged'}")
     if not args.update:
-        print(blocks["findings-full" if args.full else "findings"])
+        print(blocks["seeds" if args.seeds else "findings-full" if args.full else "findings"]())
     return EXIT_OK
 
 

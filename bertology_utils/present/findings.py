@@ -8,7 +8,8 @@ Tables are made from records, never typed: :func:`summary_table` gives one short
 with the verdicts of each record (a claim checked on several tasks, relations or objectives is
 one line with its verdicts counted); :func:`claims_tables` gives every claim with its numbers,
 notebook by notebook, and, where the record has them, its interval and seed count (:func:`claim_uncertainty`, the
-text every view of claims shows for them). ``bertology findings`` prints either, and ``--update`` rewrites the
+text every view of claims shows for them); :func:`seeds_table` sets runs of one model with different base seeds side
+by side, claim by claim. ``bertology findings`` prints either, and ``--update`` rewrites the
 generated blocks of a Markdown page (:mod:`bertology_utils.present.generated`).
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "load_findings",
     "summary_table",
     "claims_tables",
+    "seeds_table",
     "claim_uncertainty",
 ]
 
@@ -223,6 +225,57 @@ def claims_tables(record: Mapping, notebooks: Iterable[str] | None = None, headi
         body = _markdown(header, rows) if rows else "No claims."
         parts.append(f"{heading} {nb['name']}\n\n{body}\n{skipped}".rstrip())
     return "\n\n".join(parts)
+
+
+#: How the records of :func:`seeds_table` compare on one claim.
+SAME, ONE_INCONCLUSIVE, FLIPPED = "same", "inconclusive on one side", "flipped"
+_OUTCOMES = (SAME, ONE_INCONCLUSIVE, FLIPPED)
+
+
+def _run_label(record: Mapping) -> str:
+    """A record's column in :func:`seeds_table`: its base seed where the run set one, else its run name."""
+    seed = record.get("parameters", {}).get("seed")
+    return f"seed {seed}" if seed is not None else str(record.get("run", "run"))
+
+
+def seeds_table(records: Sequence[Mapping]) -> str:
+    """Runs of one model that differ in their base seed, claim by claim: each record's verdict with its interval
+    and seed count ("one seed", "holds in k of n seeds"), and whether the verdicts are the same, one side
+    inconclusive (no regression, as ``bertology check`` reads it), or flipped. A line above counts them, and those
+    on trained models (with a seed count) apart. Only the claims every record made are compared."""
+    if len(records) < 2:
+        raise BertologyError("a seeds table compares at least two findings records (runs with other base seeds)")
+    models = sorted({str(r["model"]) for r in records})
+    if len(models) != 1:
+        raise BertologyError(f"a seeds table compares runs of one model, not {models}")
+    found = [{(nb["name"], c["key"]): c for nb in record["notebooks"] for c in nb["claims"]} for record in records]
+    keys = [key for key in found[0] if all(key in claims for claims in found[1:])]
+    if not keys:
+        raise BertologyError("the records share no claim: run the same notebooks with each base seed")
+    rows: list[list[str]] = []
+    outcomes: Counter[tuple[str, bool]] = Counter()
+    for key in keys:
+        claims = [claims[key] for claims in found]
+        verdicts = {c["verdict"] for c in claims}
+        outcome = (
+            SAME if len(verdicts) == 1 else ONE_INCONCLUSIVE if Verdict.INCONCLUSIVE.value in verdicts else FLIPPED
+        )
+        outcomes[outcome, any(c.get("seeds") for c in claims)] += 1
+        cells = [c["verdict"] + (f" ({text})" if (text := claim_uncertainty(c, short=True)) else "") for c in claims]
+        rows.append([key[0], _cell(key[1]), *map(_cell, cells), outcome])
+
+    def counted(trained: bool | None) -> str:
+        totals = {
+            o: sum(n for (kind, t), n in outcomes.items() if kind == o and trained in (None, t)) for o in _OUTCOMES
+        }
+        return ", ".join(f"{n} {o}" for o, n in totals.items() if n)
+
+    trained = sum(n for (_, t), n in outcomes.items() if t)
+    line = f"{len(keys)} claims: {counted(None)}" + (
+        f"; of them {trained} on trained models: {counted(True)}" if trained else ""
+    )
+    header = ["notebook", "claim", *(_run_label(r) for r in records), "verdicts"]
+    return f"{line}.\n\n" + _markdown(header, rows)
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:

@@ -22,6 +22,7 @@ from bertology_utils.present.findings import (
     load_findings,
     record_findings,
     save_findings,
+    seeds_table,
     summary_table,
 )
 from bertology_utils.present.generated import has_block, read_block, write_block
@@ -112,7 +113,11 @@ def test_a_claims_interval_and_seeds_are_kept_and_shown_in_the_full_tables(tmp_p
     record = record_findings(run)
     rho, one, plain = record["notebooks"][0]["claims"]
     assert rho["interval"] == {"low": 0.12, "high": 0.4, "level": 0.95, "method": "bootstrap over 72 heads"}
-    assert rho["seeds"] == {"holding": 2, "n": 3} and plain["interval"] is None and plain["seeds"] is None
+    assert (
+        rho["seeds"] == {"holding": 2, "n": 3, "not_testable": 0}
+        and plain["interval"] is None
+        and plain["seeds"] is None
+    )
     assert load_findings(save_findings(record, tmp_path / "f.json")) == record
     full = claims_tables(record)
     assert "| claim | paper | paper's value | ours | verdict | interval, seeds |" in full
@@ -187,6 +192,41 @@ def test_bad_runs_and_records_get_one_clear_error(tmp_path):
         load_findings(tmp_path / "none.json")
 
 
+def test_the_seeds_table_sets_base_seeds_side_by_side(tmp_path, capsys):
+    def run(name, seed, verdicts):
+        made = [
+            _claim(id_, f"claim {id_}", v, interval=Interval(-0.1, 0.3), seeds=Seeds(int(v == "holds"), 3))
+            for id_, v in verdicts.items()
+        ]
+        folder = _run(tmp_path, name, notebooks={"06_a": [*made, _claim("pretrained", "Not trained", "differs")]})
+        info = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**info, "parameters": {"seed": seed}}))
+        return record_findings(folder)
+
+    first = run("s0", 0, {"a": "holds", "b": "differs", "c": "inconclusive", "d": "holds"})
+    second = run("s3", 3, {"a": "holds", "b": "holds", "c": "differs"})
+    lines = seeds_table([first, second]).splitlines()
+    assert lines[0] == (
+        "4 claims: 2 same, 1 inconclusive on one side, 1 flipped; "
+        "of them 3 on trained models: 1 same, 1 inconclusive on one side, 1 flipped."
+    )
+    assert lines[2] == "| notebook | claim | seed 0 | seed 3 | verdicts |"
+    assert lines[4] == (
+        "| 06_a | topic.claims.a | holds (95% CI [-0.1, 0.3]; holds in 1 of 3 seeds) "
+        "| holds (95% CI [-0.1, 0.3]; holds in 1 of 3 seeds) | same |"
+    )
+    assert lines[5].endswith("| flipped |") and lines[6].endswith("| inconclusive on one side |")
+    assert lines[7] == "| 06_a | topic.claims.pretrained | differs | differs | same |"
+    assert len(lines) == 8  # d is in one record only
+    with pytest.raises(BertologyError, match="at least two"):
+        seeds_table([first])
+    with pytest.raises(BertologyError, match="one model"):
+        seeds_table([first, {**second, "model": "org/other"}])
+    capsys.readouterr()
+    assert main(["findings", str(tmp_path / "s0"), str(tmp_path / "s3"), "--seeds"]) == 0
+    assert capsys.readouterr().out.startswith("4 claims: 2 same")
+
+
 def test_the_command_records_prints_and_updates_pages(tmp_path, capsys):
     run = _run(tmp_path)
     assert main(["findings", str(run), "--record", str(tmp_path / "rec.json")]) == 0
@@ -224,6 +264,9 @@ def test_the_committed_findings_tables_are_generated_from_the_committed_records(
     for page in (ROOT / "README.md", ROOT / "docs" / "findings.md"):
         assert read_block(page, "findings") == summary, f"{page.name}: run make findings"
     assert read_block(ROOT / "docs" / "findings.md", "findings-full") == claims_tables(records[0])
+    seeded = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "seeds").glob("*.json"))]
+    assert len(seeded) >= 2, "docs/findings/seeds/ holds a record per base seed (docs/regression.md)"
+    assert read_block(ROOT / "docs" / "regression.md", "seeds") == seeds_table(seeded), "run make findings"
 
 
 def test_the_readme_is_a_front_page():
