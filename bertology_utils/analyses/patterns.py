@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from bertology_utils.attention.alignment import SEPARATOR as _SEP_KIND
 from bertology_utils.attention.alignment import WORD as _WORD_KIND
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.typing import HeadMatrix
+from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import is_punctuation
 
 __all__ = [
@@ -105,9 +106,36 @@ class SurfaceStats:
     uniform_cls_entropy: float  #: the same over [CLS] rows only
     n_items: int
     n_pairs: int = 0  #: items with two segments
+    #: name -> (items, layers, heads) sums of each item's rows, and "rows:" + name -> (items,) row counts
+    #: ("log_n", "log_n_cls": each item's summed log row length): what :meth:`bootstrap` resamples
+    per_item: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, name: str) -> HeadMatrix:
         return self.values[name]
+
+    def bootstrap(self, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Draws:
+        """Bootstrap draws of every statistic over the items (sentences, or pairs), resampled as a whole with their
+        rows: each draw is the statistics of ``n_items`` items drawn with replacement, weighting rows as
+        :func:`surface_statistics` does; ``uniform_entropy`` and ``uniform_cls_entropy`` are drawn with them.
+        Seeded, so a claim's interval is the same on every run. ValueError without the per-item sums."""
+        if not self.per_item:
+            raise ValueError("these statistics keep no per-item sums to resample: compute them with surface_statistics")
+        weights = bootstrap_weights(self.n_items, n_resamples, seed)
+
+        def ratio(numerator: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            total = weights @ rows.astype(np.float64)
+            drawn = weights @ numerator.reshape(self.n_items, -1).astype(np.float64)
+            drawn = drawn.reshape((n_resamples,) + numerator.shape[1:])
+            total = total.reshape((n_resamples,) + (1,) * (numerator.ndim - 1))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(total > 0, drawn / np.where(total > 0, total, 1.0), np.nan)
+
+        items = self.per_item
+        values = {name: ratio(items[name], items["rows:" + name]) for name in STATISTICS}
+        values["uniform_entropy"] = ratio(items["log_n"], items["rows:entropy"])
+        values["uniform_cls_entropy"] = ratio(items["log_n_cls"], items["rows:cls_entropy"])
+        what = "sentence pairs" if self.n_pairs == self.n_items else "sentences" if not self.n_pairs else "items"
+        return Draws(values, f"{self.n_items} {what}", level)
 
     def table(self) -> pd.DataFrame:
         """:func:`head_table` of every statistic."""
@@ -204,6 +232,7 @@ class _SurfaceSums:
         self.log_n = self.log_n_cls = 0.0
         self.n_items = self.n_pairs = 0
         self.shape: tuple[int, ...] | None = None
+        self.per_item: dict[str, list] = {}  # what SurfaceStats.bootstrap resamples; float32 halves the memory
 
     def _check_shape(self, shape: tuple[int, ...], what: str) -> None:
         if self.shape is None:
@@ -215,10 +244,25 @@ class _SurfaceSums:
     def add(self, item: ItemAttention) -> None:
         att, kinds, texts, segments = _view(item, self.level)
         self._check_shape(att.shape[:2], f"item {item.item_id}")
-        sums, rows = self.sums, self.rows
-        n = att.shape[-1]
+        sums, rows, log_n, log_n_cls = self._item(att, kinds, texts)
         self.n_items += 1
         self.n_pairs += int(len(np.unique(segments)) > 1)
+        for name in STATISTICS:
+            self.sums[name] += sums[name]
+            self.rows[name] += rows[name]
+            self.per_item.setdefault(name, []).append(sums[name].astype(np.float32))
+            self.per_item.setdefault("rows:" + name, []).append(rows[name])
+        self.log_n += log_n
+        self.log_n_cls += log_n_cls
+        self.per_item.setdefault("log_n", []).append(log_n)
+        self.per_item.setdefault("log_n_cls", []).append(log_n_cls)
+
+    def _item(self, att: np.ndarray, kinds, texts) -> tuple[dict, dict, float, float]:
+        """One item's sums over its rows and its row counts per statistic, and its summed log row lengths."""
+        zero = np.zeros(att.shape[:2])
+        sums = dict.fromkeys(STATISTICS, zero)
+        rows = dict.fromkeys(STATISTICS, 0)
+        n = att.shape[-1]
         idx = np.arange(n)
         cls, sep = kinds == _CLS_KIND, kinds == _SEP_KIND
         word = kinds == _WORD_KIND
@@ -228,26 +272,20 @@ class _SurfaceSums:
         cols = np.stack([cls, sep, word, period, comma, punct], axis=1).astype(np.float64)  # (n, 6)
         shares = att @ cols  # (L, H, n, 6)
         for k, name in enumerate(("cls", "sep", "other", "period", "comma", "punct")):
-            sums[name] += shares[..., k].sum(-1)
-            rows[name] += n
+            sums[name], rows[name] = shares[..., k].sum(-1), n
         if n > 1:
-            sums["previous"] += att[..., idx[1:], idx[:-1]].sum(-1)
-            sums["next"] += att[..., idx[:-1], idx[1:]].sum(-1)
-            rows["previous"] += n - 1
-            rows["next"] += n - 1
-        sums["self"] += att[..., idx, idx].sum(-1)
-        rows["self"] += n
+            sums["previous"], rows["previous"] = att[..., idx[1:], idx[:-1]].sum(-1), n - 1
+            sums["next"], rows["next"] = att[..., idx[:-1], idx[1:]].sum(-1), n - 1
+        sums["self"], rows["self"] = att[..., idx, idx].sum(-1), n
         if sep.any():
-            sums["sep_to_sep"] += shares[..., sep, 1].sum(-1)
-            rows["sep_to_sep"] += int(sep.sum())
+            sums["sep_to_sep"], rows["sep_to_sep"] = shares[..., sep, 1].sum(-1), int(sep.sum())
         h = -(att * np.log(np.maximum(att, self.eps))).sum(-1)  # (L, H, n)
-        sums["entropy"] += h.sum(-1)
-        rows["entropy"] += n
-        self.log_n += n * np.log(n)
+        sums["entropy"], rows["entropy"] = h.sum(-1), n
+        log_n_cls = 0.0
         if cls.any():
-            sums["cls_entropy"] += h[..., cls].sum(-1)
-            rows["cls_entropy"] += int(cls.sum())
-            self.log_n_cls += int(cls.sum()) * np.log(n)
+            sums["cls_entropy"], rows["cls_entropy"] = h[..., cls].sum(-1), int(cls.sum())
+            log_n_cls = int(cls.sum()) * float(np.log(n))
+        return sums, rows, n * float(np.log(n)), log_n_cls
 
     def merge(self, other: _SurfaceSums) -> None:
         """Add the sums of another range (an empty one changes nothing)."""
@@ -261,6 +299,8 @@ class _SurfaceSums:
         self.log_n_cls += other.log_n_cls
         self.n_items += other.n_items
         self.n_pairs += other.n_pairs
+        for name, values in other.per_item.items():
+            self.per_item.setdefault(name, []).extend(values)
 
     def result(self) -> SurfaceStats:
         if self.shape is None:
@@ -275,6 +315,7 @@ class _SurfaceSums:
             float(self.log_n_cls / rows["cls_entropy"]) if rows["cls_entropy"] else float("nan"),
             self.n_items,
             self.n_pairs,
+            {name: np.asarray(values) for name, values in self.per_item.items()},
         )
 
 

@@ -208,7 +208,9 @@ class SyntaxResult:
 
     Arrays are indexed ``[fold, direction, relation, layer, head]`` (folds: sentences with even /
     odd corpus index, for the held-out check) and ``relations[0]`` is :data:`ALL`. Use the
-    properties and tables rather than the fold arrays.
+    properties and tables rather than the fold arrays. The ``sentence_*`` arrays (from
+    :func:`score_syntax`; None in a result built by hand) hold what a bootstrap over sentences needs:
+    per scored sentence, counts of the held-out head and the offsets only, not of every head.
     """
 
     relations: tuple[str, ...]
@@ -220,6 +222,10 @@ class SyntaxResult:
     excluded: dict  #: dependents left out by kind ("root", "punct") in scored sentences
     skipped: dict  #: sentences left out, by reason
     description: str = ""
+    sentence_index: np.ndarray | None = None  #: (sentences,) corpus index of each scored sentence
+    sentence_counts: np.ndarray | None = None  #: (sentences, relations) scored dependents
+    sentence_held_out: np.ndarray | None = None  #: (sentences, relations) hits of the head chosen on the other fold
+    sentence_offset_correct: np.ndarray | None = None  #: (sentences, relations, offsets) hits of each fixed offset
 
     # -- arrays -------------------------------------------------------------------------------
 
@@ -303,17 +309,26 @@ class SyntaxResult:
         Picking the best of 2 x layers x heads candidates on the same words inflates the best
         accuracy, most for rare relations; this is the estimate free of that selection.
         """
-        hits, total = 0.0, 0
-        counts = self.fold_counts[:, r]
-        for chosen_on in range(_FOLDS):
-            scored_on = 1 - chosen_on
-            if counts[chosen_on] == 0 or counts[scored_on] == 0:
-                continue
-            flat = self.fold_correct[chosen_on, :, r].reshape(-1)
-            pick = int(flat.argmax())
-            hits += float(self.fold_correct[scored_on, :, r].reshape(-1)[pick])
-            total += int(counts[scored_on])
-        return hits / total if total else math.nan
+        picks = _held_out_picks(self.fold_correct, self.fold_counts)[:, r]
+        if (picks < 0).any():
+            return math.nan
+        flat = self.fold_correct[:, :, r].reshape(_FOLDS, -1)
+        hits = sum(float(flat[1 - chosen_on, pick]) for chosen_on, pick in enumerate(picks))
+        return hits / int(self.fold_counts[:, r].sum())
+
+    def held_out_margins(self, relation: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per scored sentence with a ``relation`` dependent: the held-out head's hits minus the best offset's
+        (the offset of :meth:`best`), and its dependents, for a bootstrap over sentences. Their sums' ratio is
+        :meth:`best`'s held-out accuracy minus its baseline accuracy. Hits are NaN where the held-out accuracy
+        is; both arrays are empty without per-sentence counts (a result built by hand)."""
+        r = self.index(relation)
+        if self.sentence_counts is None or self.sentence_held_out is None or self.sentence_offset_correct is None:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        counts = self.sentence_counts[:, r]
+        present = counts > 0
+        offset = int(np.nan_to_num(self.baseline_accuracy[r], nan=-1.0).argmax())
+        gain = self.sentence_held_out[present, r] - self.sentence_offset_correct[present, r, offset]
+        return gain.astype(np.float64), counts[present].astype(np.int64)
 
     def best_heads(self, min_count: int = 0) -> pd.DataFrame:
         """One row per relation (``all`` first, then by count): best head vs best offset baseline."""
@@ -392,6 +407,14 @@ class SyntaxResult:
             index=pd.Index(self.relations, name="relation"),
             columns=pd.Index(self.offsets, name="offset"),
         )
+
+
+def _held_out_picks(fold_correct: np.ndarray, fold_counts: np.ndarray) -> np.ndarray:
+    """(folds, relations): the flat (direction, layer, head) index of the best head on each fold, -1 for a relation
+    whose held-out check cannot be made (a fold without its dependents)."""
+    flat = fold_correct.transpose(0, 2, 1, 3, 4).reshape(_FOLDS, fold_correct.shape[2], -1)
+    picks = flat.argmax(-1)  # the first maximum in (direction, layer, head) order
+    return np.where((fold_counts > 0).all(0), picks, -1)
 
 
 def _ratio(numerator, denominator) -> np.ndarray:
@@ -524,7 +547,8 @@ def _score_range(store_path: str, lo: int, hi: int, corpus: Corpus, gold: _Gold,
 def _reduce(
     gold: _Gold, hits: list, scored: np.ndarray, shape, offsets, description: str, skipped: dict
 ) -> SyntaxResult:
-    """Sum the per-dependent credit of all sentences into (fold, direction, relation, layer, head) hits."""
+    """Sum the per-dependent credit of all sentences into (fold, direction, relation, layer, head) hits, and per
+    sentence the held-out head's and each offset's hits (those of every head per sentence would be too many)."""
     L, H = shape
     lengths = gold.starts[scored + 1] - gold.starts[scored]
     index = np.concatenate([np.arange(gold.starts[i], gold.starts[i + 1]) for i in scored])
@@ -552,10 +576,40 @@ def _reduce(
     )
     offset_correct[:, 0] = offset_correct[:, 1:].sum(1)
 
+    # Per sentence (rows in ``scored`` order) and relation; column 0 (ALL) sums the others.
+    S = len(scored)
+    cell = np.repeat(np.arange(S), lengths) * R + rank[relation] + 1
+    sentence_counts = np.bincount(cell, minlength=S * R).reshape(S, R)
+    sentence_counts[:, 0] = sentence_counts[:, 1:].sum(1)
+    sentence_offsets = np.stack([np.bincount(cell[diff == o], minlength=S * R).reshape(S, R) for o in offsets], axis=-1)
+    sentence_offsets[:, 0] = sentence_offsets[:, 1:].sum(1)
+    # Each dependent's credit under the head chosen on the other fold, for its relation and for ALL.
+    picks = _held_out_picks(correct, counts)
+    other = 1 - fold
+    dependents = np.arange(len(index))
+    held_out = np.zeros((S, R))
+    for column, r in ((cell, rank[relation] + 1), (cell - rank[relation] - 1, np.zeros_like(relation))):
+        pick = picks[other, r]
+        credit = np.where(pick >= 0, flat[np.maximum(pick, 0), dependents], 0.0)
+        held_out += np.bincount(column, weights=credit, minlength=S * R).reshape(S, R)
+    held_out[:, (picks < 0).any(0)] = np.nan  # as _held_out: no check without dependents in both folds
+
     excluded = {name: int(values[scored].sum()) for name, values in gold.excluded.items()}
     relations = (ALL, *gold.labels[present][order].tolist())
     return SyntaxResult(
-        relations, counts, correct, offset_correct, offsets, len(scored), excluded, skipped, description
+        relations,
+        counts,
+        correct,
+        offset_correct,
+        offsets,
+        len(scored),
+        excluded,
+        skipped,
+        description,
+        scored.astype(np.int64),
+        sentence_counts.astype(np.int32),
+        held_out,
+        sentence_offsets.astype(np.int32),
     )
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "predict",
     "evaluate",
     "glue_metrics",
+    "glue_metric_draws",
     "majority_baseline",
     "fine_tune",
     "FineTuned",
@@ -337,6 +338,102 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarr
         metrics["accuracy"] = values["accuracy"]
     metrics["score"] = float(np.mean([values[name] for name in spec.metrics]))
     return metrics
+
+
+def glue_metric_draws(task: str, metric: str, predictions, labels, weights) -> np.ndarray:
+    """A GLUE ``metric`` of several predictors on bootstrap resamples of the dev examples, all at once.
+
+    ``predictions``: (predictors, n) class ids (or scores for a regression task), one row per predictor (e.g. a gate
+    configuration); ``labels``: the n examples' label ids (:func:`label_ids`); ``weights``: (resamples, n), how often
+    each example is drawn in each resample (:func:`~bertology_utils.core.uncertainty.bootstrap_weights`). Returns
+    (predictors, resamples): ``metric`` (``score`` or one of the task's metrics, as :func:`glue_metrics` names them) of
+    each predictor on each resample; with weights all 1, what :func:`glue_metrics` gives. Accuracy, F1 (class 1) and
+    Matthews correlation come from confusion counts that are weighted sums over the examples (one matrix product
+    each; exact, so two predictors that agree on every example get the same value); Pearson's r from weighted
+    moments, Spearman's rho from the resample's mid-ranks (ties share their mean rank). A resample whose predictions
+    or labels are constant gets NaN correlations, F1 and Matthews with a zero denominator 0, as scikit-learn's.
+    """
+    spec = task_spec(task)
+    names = spec.metrics if metric == "score" else (metric,)
+    known = ("pearson", "spearman") if spec.is_regression else ("accuracy", "f1", "matthews")
+    if set(names) - set(known):
+        raise ValueError(f"{spec.name}: no resampled {metric!r}; the task's metrics are {', '.join(known)}")
+    pred = np.atleast_2d(np.asarray(predictions))
+    y = np.asarray(labels).ravel()
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    if pred.shape[1] != len(y) or w.shape[1] != len(y):
+        raise ValueError(f"predictions {pred.shape}, labels {y.shape} and weights {w.shape} must share n examples")
+    total = w.sum(1)  # (resamples,)
+    if spec.is_regression:
+        values = [_correlation_draws(pred.astype(np.float64), y.astype(np.float64), w, name) for name in names]
+        return np.mean(values, axis=0)
+
+    def counts(hit: np.ndarray) -> np.ndarray:  # (predictors, n) booleans -> (predictors, resamples) weighted counts
+        return hit.astype(np.float64) @ w.T
+
+    values = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for name in names:
+            if name == "accuracy":
+                values.append(counts(pred == y) / total)
+            elif name == "f1":
+                tp, fp, fn = (
+                    counts((pred == 1) & (y == 1)),
+                    counts((pred == 1) & (y != 1)),
+                    counts((pred != 1) & (y == 1)),
+                )
+                values.append(np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), 0.0))
+            else:  # Matthews correlation, multi-class as scikit-learn's
+                classes = np.union1d(np.unique(pred), np.unique(y))
+                correct = counts(pred == y)
+                true = np.stack([w @ (y == k).astype(np.float64) for k in classes])  # (classes, resamples)
+                said = np.stack([counts(pred == k) for k in classes])  # (classes, predictors, resamples)
+                cov_tp = correct * total - np.einsum("kpr,kr->pr", said, true)
+                cov_pp = total**2 - (said**2).sum(0)
+                cov_tt = total**2 - (true**2).sum(0)
+                denominator = cov_pp * cov_tt
+                values.append(np.where(denominator != 0, cov_tp / np.sqrt(np.abs(denominator)), 0.0))
+    return np.mean(values, axis=0)
+
+
+def _correlation_draws(pred: np.ndarray, y: np.ndarray, w: np.ndarray, name: str) -> np.ndarray:
+    """Pearson's r or Spearman's rho of each row of ``pred`` with ``y`` on each weighted resample of ``w``:
+    (predictors, resamples); NaN where a side of a resample is constant."""
+    total = w.sum(1)  # (resamples,)
+    if name == "pearson":  # weighted moments about the whole sample's means: one matrix product each
+        x, y = pred - pred.mean(1, keepdims=True), y - y.mean()
+        sx, sy = x @ w.T, w @ y
+        sxx, syy, sxy = (x * x) @ w.T, w @ (y * y), (x * y) @ w.T
+        vxx, vyy, vxy = sxx - sx**2 / total, syy - sy**2 / total, sxy - sx * sy / total
+        constant = (vxx <= 1e-12 * sxx) | (vyy <= 1e-12 * syy)  # a constant side leaves only rounding
+    else:  # Pearson's r of the mid-ranks, whose weighted mean is (total + 1) / 2; exact sums of quarter-integers
+        order_y, w_y, ranks_y = _sorted_midranks(y, w)
+        square = total * ((total + 1) / 2) ** 2
+        vyy = (w_y * ranks_y * ranks_y).sum(1) - square
+        ry = np.empty_like(w)
+        ry[:, order_y] = ranks_y
+        vxx, vxy = np.empty((2, len(pred), len(w)))
+        for i, p in enumerate(pred):
+            order, w_x, ranks = _sorted_midranks(p, w)
+            vxx[i] = (w_x * ranks * ranks).sum(1) - square
+            vxy[i] = (w_x * ranks * ry[:, order]).sum(1) - square
+        constant = (vxx <= 0) | (vyy <= 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, np.nan, vxy / np.sqrt(np.abs(vxx * vyy)))
+
+
+def _sorted_midranks(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order that sorts ``values``, and in that order the weights ``w`` (resamples, n) and each example's rank in
+    each resample (its copies and its ties at their mean rank)."""
+    order = np.argsort(values, kind="stable")
+    ordered, weights = values[order], w[:, order]
+    through = np.cumsum(weights, axis=1)  # the weight at or below each position
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]
+    if starts.all():  # no ties: ranks below + 1 .. through, their mean
+        return order, weights, through - (weights - 1) / 2
+    top = through[:, np.r_[np.nonzero(starts)[0][1:], len(values)] - 1]  # (resamples, tie groups)
+    bottom = np.concatenate([np.zeros((len(w), 1)), top[:, :-1]], axis=1)
+    return order, weights, ((bottom + top + 1) / 2)[:, np.cumsum(starts) - 1]
 
 
 def majority_baseline(task: str, labels: Sequence) -> float:

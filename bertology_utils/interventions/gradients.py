@@ -32,6 +32,9 @@ Statistics, per layer and head, over every real token of every item (attending r
 * ``gradient_norm``: per layer, the Frobenius norm of d loss / d attention over all heads of
   the layer, averaged over items (Clark's "gradients shrink with depth").
 
+Each item's own sums are kept too (``GradientStats.per_item``), so that :meth:`GradientStats.bootstrap` can
+resample the items: the claims' intervals (:mod:`bertology_utils.papers.clark`) are over them.
+
 Token kinds, batches and objectives: :mod:`bertology_utils.interventions.objectives`.
 
 Ablations (:func:`ablation_curves`)
@@ -47,8 +50,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -59,6 +63,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core.architectures import check_architecture, self_attention_modules, shares_layers
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
+from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import (
     REMOVAL_MODES,
@@ -113,10 +118,14 @@ __all__ = [
     "batch_attention_gradients",
     "ablation_curves",
     "ablation_summary",
+    "ITEM_MEASURES",
     "plot_attention_and_gradients",
     "plot_gradient_norms",
     "plot_ablation_curves",
 ]
+
+#: The measures :func:`ablation_curves` keeps each item's value of (``<measure>_items``), for intervals over items.
+ITEM_MEASURES = ("hidden_change", "output_change", "loss_change")
 
 _KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
 _KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
@@ -142,10 +151,43 @@ class GradientStats:
     overall_gradient: float  #: mean |d loss / d alpha| over all attention weights (the normalisation)
     gradient_norm: np.ndarray  #: (layers,) mean over items of the layer's Frobenius norm
     head_gradient_norm: np.ndarray  #: (layers, heads) the same per head
+    #: Each item's sums, what :meth:`bootstrap` resamples: ``"gradient"`` (items, layers, kinds) |d loss / d alpha|
+    #: summed over the layer's heads and the weights to each kind; ``"weights"`` (items, kinds) how many weights
+    #: to each kind one head has; ``"norm"`` (items, layers) the layer's Frobenius norm; ``"pair"`` (items,) whether
+    #: the item holds two segments (two [SEP]s).
+    per_item: dict = field(default_factory=dict, repr=False)
 
     @property
     def num_layers(self) -> int:
         return self.gradient_norm.shape[0]
+
+    def bootstrap(self, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Draws:
+        """Bootstrap draws over the items (sentences, or sentence pairs), each resampled whole with its weights: per
+        draw, :meth:`gradient_ratio` of each kind (``"gradient_ratio:<kind>"``, (layers,)) and ``gradient_norm``
+        ((layers,)) of ``n_items`` items drawn with replacement, the ratio's sums and weight counts drawn together.
+        Seeded; every draw NaN with fewer than 3 items. ValueError without the per-item sums."""
+        if not self.per_item:
+            raise ValueError(
+                "these statistics keep no per-item sums to resample: compute them with attention_gradients"
+            )
+        gradient = np.asarray(self.per_item["gradient"], dtype=np.float64)
+        n, layers, kinds = gradient.shape
+        weights = bootstrap_weights(n, n_resamples, seed) if n else np.zeros((n_resamples, 0))
+        drawn = (weights @ gradient.reshape(n, layers * kinds)).reshape(n_resamples, layers, kinds)
+        counts = weights @ np.asarray(self.per_item["weights"], dtype=np.float64)  # (draws, kinds)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_weight = drawn / np.where(counts > 0, counts, np.nan)[:, None, :]  # (draws, layers, kinds)
+            other = per_weight[..., KINDS.index("other")]
+            values = {
+                f"gradient_ratio:{kind}": per_weight[..., i] / np.where(other > 0, other, np.nan)
+                for i, kind in enumerate(KINDS)
+            }
+        values["gradient_norm"] = weights @ np.asarray(self.per_item["norm"], dtype=np.float64) / max(n, 1)
+        if n < 3:  # too few items to resample: no draws
+            values = {name: np.full_like(drawn_values, np.nan) for name, drawn_values in values.items()}
+        pairs = np.asarray(self.per_item.get("pair", np.zeros(n, dtype=bool)), dtype=bool)
+        what = "sentence pairs" if n and pairs.all() else "sentences" if not pairs.any() else "items"
+        return Draws(values, f"{n} {what}", level)
 
     def normalised_gradient(self, kind: str) -> np.ndarray:
         """``gradient[kind]`` divided by the mean |gradient| over all attention weights of the model."""
@@ -231,6 +273,7 @@ class _Totals:
         self.items = 0
         self.loss = 0.0
         self.tokens = 0
+        self.per_item: dict[str, list] = {"gradient": [], "weights": [], "norm": [], "pair": []}
 
     def add(self, probs: torch.Tensor, grads: torch.Tensor, batch: TokenBatch, losses: torch.Tensor) -> None:
         # probs, grads: (B, L, H, Q, K) float
@@ -239,13 +282,23 @@ class _Totals:
         pair = real[:, None, None, :, None] * real[:, None, None, None, :]  # real query x real key
         grads = grads * pair
         share = torch.einsum("blhqk,bkc,bq->lhc", probs, onehot, real)
-        grad = torch.einsum("blhqk,bkc,bq->lhc", grads.abs(), onehot, real)
+        item_grad = torch.einsum("blhqk,bkc,bq->blhc", grads.abs(), onehot, real)  # each item's own sums
+        grad = item_grad.sum(0)
         logit_grads = probs * (grads - (probs * grads).sum(-1, keepdim=True))
         logit = torch.einsum("blhqk,bkc,bq->lhc", logit_grads.abs(), onehot, real)
         head_norm = grads.pow(2).sum((-1, -2)).sqrt()  # (B, L, H)
         norm = grads.pow(2).sum((-1, -2, -3)).sqrt()  # (B, L)
-        weights = torch.einsum("bq,bkc->c", real, onehot)
+        item_weights = torch.einsum("bq,bkc->bc", real, onehot)
+        weights = item_weights.sum(0)
         values = [v.double().cpu().numpy() for v in (share, grad, logit, norm.sum(0), head_norm.sum(0))]
+        pair = ((batch.kinds == SEP) & batch.real.bool()).sum(-1) >= 2
+        for name, per_item in (
+            ("gradient", item_grad.sum(2)),
+            ("weights", item_weights),
+            ("norm", norm),
+            ("pair", pair),
+        ):
+            self.per_item[name].append(per_item.detach().cpu().numpy())
         if self.share is None:
             self.share, self.grad, self.logit, self.norm, self.head_norm = values
         else:
@@ -344,6 +397,10 @@ def attention_gradients(
         overall_gradient=overall,
         gradient_norm=totals.norm / totals.items,
         head_gradient_norm=totals.head_norm / totals.items,
+        per_item={
+            name: np.concatenate(chunks).astype(bool if name == "pair" else np.float64)
+            for name, chunks in totals.per_item.items()
+        },
     )
 
 
@@ -397,7 +454,9 @@ def ablation_curves(
     * ``negative_share``: for the control, the share of (row, head) pairs where the random
       token had less attention than the mass taken off it (its weight went negative);
 
-    plus ``*_se`` standard errors over items. ``DataFrame.attrs`` holds the objective's name,
+    plus ``*_se`` standard errors over items, and for each of :data:`ITEM_MEASURES` the items' own values
+    (``<measure>_items``: an array per row, the items in the same order in every row), which
+    :func:`ablation_summary` resamples for its intervals. ``DataFrame.attrs`` holds the objective's name,
     the output-change measure, and ``null_change``: the largest hidden-state change caused by
     an ablation of nothing (0 when the machinery is exact).
 
@@ -422,6 +481,7 @@ def ablation_curves(
         raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")
     fields = {"targets": list(targets), "modes": list(modes), "layers": layers, "seed": seed}
     fields |= {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
+    fields["per_item"] = list(ITEM_MEASURES)  # curves stored before the items' own values were kept: not these
     key = objective.cache_key()
     compute = functools.partial(_ablations, objective, batches, targets, modes, layers, seed, progress)
     arrays = cached_results(
@@ -429,6 +489,8 @@ def ablation_curves(
     )
     columns = [str(c) for c in arrays["columns"]]
     frame = pd.DataFrame({c: arrays[f"column {c}"] for c in columns})
+    for name in ITEM_MEASURES:  # (rows, items) arrays: one array per row
+        frame[f"{name}_items"] = list(np.asarray(arrays[f"items {name}"], dtype=np.float64))
     frame.attrs.update(
         objective=objective.name,
         output_change=objective.output_change_name,
@@ -500,29 +562,68 @@ def _ablations(objective, batches, targets, modes, layers, seed: int, progress: 
             samples = np.concatenate(chunks)
             row[name] = float(samples.mean())
             row[f"{name}_se"] = float(samples.std(ddof=1) / np.sqrt(len(samples))) if len(samples) > 1 else np.nan
+            if name in ITEM_MEASURES:
+                row[f"{name}_items"] = samples
         row["items"] = int(sum(len(c) for c in entry["mass"]))
         rows_out.append(row)
     frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)
+    per_item = {f"items {name}": np.stack(frame.pop(f"{name}_items").to_list()) for name in ITEM_MEASURES}
     arrays = {f"column {c}": frame[c].to_numpy() for c in frame.columns}
     arrays = {name: a.astype(str) if a.dtype == object else a for name, a in arrays.items()}  # npz: no pickle
-    return {"columns": np.asarray(frame.columns, dtype=str), "null_change": np.asarray(null_change), **arrays}
+    columns = np.asarray(frame.columns, dtype=str)
+    return {"columns": columns, "null_change": np.asarray(null_change), **arrays, **per_item}
 
 
-def ablation_summary(curves: pd.DataFrame, measure: str = "hidden_change") -> pd.DataFrame:
+def ablation_summary(
+    curves: pd.DataFrame, measure: str = "hidden_change", *, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """Per target and mode: ``measure`` averaged over layers for the target and the control, and their ratio.
 
     Also the mean mass moved, and the share of control rows where the random token's weight
-    went negative (see :func:`ablation_curves`).
+    went negative (see :func:`ablation_curves`). With the items' own values (``<measure>_items``), the ratio's
+    percentile bootstrap interval over the items (``ratio_low``, ``ratio_high`` at ``ratio_level``; ``items``
+    resampled): each item's change averaged over the layers, target and control resampled together, the ratio
+    that of their sums (``n_resamples`` draws, ``seed``). NaN bounds without per-item values, with fewer than 3
+    items, or when the ratio is not finite.
     """
     table = curves.pivot_table(index=["target", "mode"], columns="intervention", values=measure, aggfunc="mean")
     by = curves.groupby(["target", "mode"])
     table = table.rename(columns={"target": f"{measure} (target)", "control": f"{measure} (control)"})
     table["ratio"] = table[f"{measure} (target)"] / table[f"{measure} (control)"]
+    bounds = [_ratio_interval(curves, target, mode, measure, level, n_resamples, seed) for target, mode in table.index]
+    table["ratio_low"] = [low for low, _, _ in bounds]
+    table["ratio_high"] = [high for _, high, _ in bounds]
+    table["ratio_level"] = level
+    table["items"] = [n for _, _, n in bounds]
     table["mean mass moved"] = curves[curves.intervention == "target"].groupby(["target", "mode"])["mass"].mean()
     if "negative_share" in curves:
         table["control rows with negative weight"] = by["negative_share"].mean()
     table.columns.name = None
     return table.reset_index()
+
+
+def _ratio_interval(
+    curves: pd.DataFrame, target: str, mode: str, measure: str, level: float, n_resamples: int, seed: int
+) -> tuple[float, float, int]:
+    """:func:`ablation_summary`'s interval of one target and mode: (low, high, items); NaN bounds when it has none."""
+    column = f"{measure}_items"
+    if column not in curves:
+        return math.nan, math.nan, 0
+    part = curves[(curves.target == target) & (curves["mode"] == mode)]
+    per_layer = {kind: part.loc[part.intervention == kind, column].to_list() for kind in ("target", "control")}
+    arrays = per_layer["target"] + per_layer["control"]
+    if not per_layer["target"] or not per_layer["control"] or len({len(a) for a in arrays}) != 1:
+        return math.nan, math.nan, 0
+    changes = {kind: np.mean(np.stack(arrays).astype(np.float64), axis=0) for kind, arrays in per_layer.items()}
+    n = len(changes["target"])
+    if n < 3 or not (np.isfinite(changes["target"]).all() and np.isfinite(changes["control"]).all()):
+        return math.nan, math.nan, n
+    weights = bootstrap_weights(n, n_resamples, seed)
+    control = weights @ changes["control"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = (weights @ changes["target"]) / np.where(control != 0, control, np.nan)
+    interval = Draws({"ratio": ratio}, f"{n} items", level).interval(ratio)
+    return interval.low, interval.high, n
 
 
 # --------------------------------------------------------------------------- figures

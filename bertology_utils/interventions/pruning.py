@@ -7,7 +7,8 @@ sequence classifier (the layer and head counts come from the model):
 * :func:`ablation_sweep` — disable each head alone and each layer alone on a dev set; the change
   of the GLUE metric and of the mean dev loss (the classifier's training loss: continuous, so it
   ranks heads even where the metric of a small dev set ties) as ``(layers, heads)`` and
-  ``(layers,)`` arrays. Heads are disabled with gates
+  ``(layers,)`` arrays, with every configuration's per-example predictions, so that
+  :meth:`AblationResult.draws` can resample the dev examples. Heads are disabled with gates
   (:func:`bertology_utils.interventions.editing.gate_heads`'s mechanism); several gate configurations
   share one forward pass (the dev batch is repeated, one gate row per copy), and both numbers
   come from the same logits;
@@ -47,11 +48,12 @@ from tqdm.auto import tqdm
 
 from bertology_utils.core import architectures
 from bertology_utils.core.batching import Padding, plan_batches
-from bertology_utils.core.errors import ModelNotAvailableError
+from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.finetuning import encode, glue_metrics, label_ids, task_spec
+from bertology_utils.interventions.finetuning import encode, glue_metric_draws, glue_metrics, label_ids, task_spec
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.results_cache import RESULTS_VERSION, cached_result
 
@@ -298,6 +300,14 @@ def _mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
     return losses.reshape(configs, n).double().mean(1).numpy()
 
 
+def _predictions(task: str, logits: np.ndarray) -> np.ndarray:
+    """What each configuration's logits (configs, n, classes) predict for each example, (configs, n): class ids in
+    the smallest integer type, or float32 scores for a regression task (what :func:`glue_metrics` reads)."""
+    if task_spec(task).is_regression:
+        return logits[..., 0].astype(np.float32)
+    return logits.argmax(-1).astype(np.min_scalar_type(max(logits.shape[-1] - 1, 0)))
+
+
 def scores_for_gates(
     loaded: LoadedModel,
     dev: DevSet,
@@ -336,6 +346,12 @@ class AblationResult:
     head_loss_deltas: np.ndarray
     #: (layers,): mean dev loss with that layer's heads disabled minus ``base_loss``.
     layer_loss_deltas: np.ndarray
+    #: (configurations, n): each configuration's prediction for each dev example (corpus order): with every head on
+    #: (row 0), each head alone disabled in (layer, head) order, then each layer (when swept). Class ids in the
+    #: smallest integer type, or float32 scores for a regression task. None: not kept; no :meth:`draws` then.
+    predictions: np.ndarray | None = field(default=None, repr=False)
+    #: (n,): the dev examples' label ids (class ids, or scores), in corpus order; None with no ``predictions``.
+    labels: np.ndarray | None = field(default=None, repr=False)
 
     def harm(self, by: str = "loss") -> np.ndarray:
         """(layers, heads): how much disabling each head alone hurts: loss increase, or metric drop."""
@@ -344,6 +360,33 @@ class AblationResult:
         if by == "metric":
             return -self.head_deltas
         raise ValueError(f"by must be 'loss' or 'metric', not {by!r}")
+
+    def draws(self, n_resamples: int = 2000, seed: int = 0) -> Draws | None:
+        """Bootstrap draws of ``head_deltas`` and ``layer_deltas`` over the dev examples: the metric of every
+        configuration recomputed on each resample of the examples (:func:`glue_metric_draws`, all resamples at
+        once), minus the base's on the same resample; a configuration that predicts as the base on every example
+        changes nothing on any resample. ``values["head_deltas"]`` is (resamples, layers, heads),
+        ``values["layer_deltas"]`` (resamples, layers), NaN where the layers were not swept. None without
+        :attr:`predictions`; every draw NaN (so NaN intervals) with fewer than 3 examples or predictions that do not
+        fit the deltas, the task or the metric."""
+        if self.predictions is None or self.labels is None:
+            return None
+        predictions, labels = np.asarray(self.predictions), np.asarray(self.labels).ravel()
+        layers, heads = np.shape(self.head_deltas)
+        n, configs = len(labels), 1 + layers * heads
+        deltas = np.full((n_resamples, layers * heads + layers), np.nan)  # the heads', then the layers'
+        fits = (
+            predictions.ndim == 2 and predictions.shape[1] == n and predictions.shape[0] in (configs, configs + layers)
+        )
+        if fits and n >= 3:
+            with contextlib.suppress(BertologyError, ValueError):  # a task or a metric not known here
+                weights = bootstrap_weights(n, n_resamples, seed)
+                scores = glue_metric_draws(self.task, self.metric, predictions, labels, weights)
+                changed = scores[1:] - scores[0]
+                changed[(predictions[1:] == predictions[0]).all(1)] = 0.0
+                deltas[:, : len(changed)] = changed.T
+        head_deltas = deltas[:, : layers * heads].reshape(n_resamples, layers, heads)
+        return Draws({"head_deltas": head_deltas, "layer_deltas": deltas[:, layers * heads :]}, f"{n} dev examples")
 
     def summary(self, tolerance: float = 0.0) -> dict:
         d = self.head_deltas
@@ -382,7 +425,8 @@ def ablation_sweep(
     cache: bool = False,
     progress: bool = True,
 ) -> AblationResult:
-    """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas.
+    """Disable each head alone (and, with ``layers``, each layer's heads together); metric and loss deltas, and
+    each configuration's predictions for every dev example (for :meth:`AblationResult.draws`).
 
     ``cache``: reuse the logits of an earlier identical sweep (:func:`predict_with_gates`). ``progress``:
     a bar of the forward passes.
@@ -408,13 +452,16 @@ def ablation_sweep(
         progress=progress,
         desc=f"ablation sweep {dev.task}",
     )
+    predictions = _predictions(dev.task, logits)
     deltas = []
     for values in (_scores(dev, logits, metric), _mean_losses(dev, logits)):
         heads = values[1 : 1 + n_layers * n_heads].reshape(n_layers, n_heads) - values[0]
         layer_d = values[1 + n_layers * n_heads :] - values[0] if layers else np.full(n_layers, np.nan)
         deltas.append((float(values[0]), heads, layer_d))
     (base, heads, layer_d), (base_loss, head_loss, layer_loss) = deltas
-    return AblationResult(dev.task, metric, base, heads, layer_d, base_loss, head_loss, layer_loss)
+    return AblationResult(
+        dev.task, metric, base, heads, layer_d, base_loss, head_loss, layer_loss, predictions, np.array(dev.labels)
+    )
 
 
 # --------------------------------------------------------------------------- Michel's importance
@@ -500,9 +547,40 @@ class PruningCurve:
     base: float
     #: Heads in the order they were pruned, as (layer, head) pairs.
     order: list = field(default_factory=list)
+    #: The task and the metric of :attr:`scores` (for :meth:`draws`).
+    task: str = ""
+    metric: str = "score"
+    #: (steps, n): each step's prediction for each dev example (corpus order), as
+    #: :attr:`AblationResult.predictions`; None: not kept, no :meth:`draws` then.
+    predictions: np.ndarray | None = field(default=None, repr=False)
+    #: (n,): the dev examples' label ids, in corpus order; None with no ``predictions``.
+    labels: np.ndarray | None = field(default=None, repr=False)
 
     def prunable(self, keep: float = 0.9) -> float:
         return prunable_share(self.fractions, self.scores, self.base, keep)
+
+    def draws(self, keep: float = 0.9, n_resamples: int = 2000, seed: int = 0) -> Draws | None:
+        """Bootstrap draws over the dev examples: ``values["scores"]`` (resamples, steps), the metric of every step
+        recomputed on each resample (:func:`glue_metric_draws`), and ``values["prunable"]`` (resamples,), the
+        :meth:`prunable` share on each (against that resample's own unpruned score). Curves on one dev set drawn
+        with one ``seed`` see the same resamples. None without :attr:`predictions`; NaN draws with fewer than 3
+        examples, or predictions that do not fit the steps, the task or the metric."""
+        if self.predictions is None or self.labels is None:
+            return None
+        predictions, labels = np.asarray(self.predictions), np.asarray(self.labels).ravel()
+        fractions, n = np.asarray(self.fractions, dtype=np.float64), len(labels)
+        scores = np.full((n_resamples, len(fractions)), np.nan)
+        if predictions.shape == (len(fractions), n) and n >= 3:
+            with contextlib.suppress(BertologyError, ValueError):  # a task or a metric not known here
+                weights = bootstrap_weights(n, n_resamples, seed)
+                scores = glue_metric_draws(self.task, self.metric, predictions, labels, weights).T
+        if not len(fractions):  # no steps: nothing to draw
+            return Draws({"scores": scores, "prunable": np.full(n_resamples, np.nan)}, f"{n} dev examples")
+        below = scores < keep * scores[:, :1]
+        first = below.argmax(1)
+        shares = np.where(below.any(1), np.where(first > 0, fractions[first - 1], 0.0), fractions[-1])
+        shares = np.where(np.isfinite(scores).all(1), shares, np.nan)
+        return Draws({"scores": scores, "prunable": shares}, f"{n} dev examples")
 
     def masks_keeping(self, kept, shape: tuple[int, int]) -> np.ndarray:
         """(len(kept), layers, heads) gates keeping ``kept[i]`` heads: the first ones of :attr:`order` pruned.
@@ -571,17 +649,27 @@ def pruning_curve(
                 order.append((l, h))
             masks.append(mask.copy())
             bar.update()
-    scores = scores_for_gates(
+    logits = predict_with_gates(
         loaded,
         dev,
         np.stack(masks),
-        metric=metric,
         configs_per_pass=configs_per_pass,
         cache=cache,
         progress=progress,
         desc=f"pruning curve {dev.task}: scoring",
     )
-    return PruningCurve("importance", np.array(counts) / total, scores, float(scores[0]), order)
+    scores = _scores(dev, logits, metric)
+    return PruningCurve(
+        "importance",
+        np.array(counts) / total,
+        scores,
+        float(scores[0]),
+        order,
+        dev.task,
+        metric,
+        _predictions(dev.task, logits),
+        np.array(dev.labels),
+    )
 
 
 def random_pruning_curves(
@@ -610,16 +698,16 @@ def random_pruning_curves(
             m = np.ones(total)
             m[perm[:count]] = 0
             masks.append(m.reshape(n_layers, n_heads))
-        scores = scores_for_gates(
+        logits = predict_with_gates(
             loaded,
             dev,
             np.stack(masks),
-            metric=metric,
             configs_per_pass=configs_per_pass,
             cache=cache,
             progress=progress,
             desc=f"random pruning {dev.task}, seed {seed}",
         )
+        scores = _scores(dev, logits, metric)
         curves.append(
             PruningCurve(
                 f"random (seed {seed})",
@@ -627,6 +715,10 @@ def random_pruning_curves(
                 scores,
                 float(scores[0]),
                 [divmod(int(i), n_heads) for i in perm],
+                dev.task,
+                metric,
+                _predictions(dev.task, logits),
+                np.array(dev.labels),
             )
         )
     return curves

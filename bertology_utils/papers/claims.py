@@ -16,18 +16,30 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
 import numpy as np
 
+from bertology_utils.core.uncertainty import (
+    Draws,
+    Interval,
+    bootstrap_interval,
+    bootstrap_weights,
+    permutation_interval,
+    spearman_rho,
+)
+
 __all__ = [
     "Verdict",
+    "BY_INTERVAL",
     "Interval",
     "Seeds",
     "Claim",
     "bootstrap_interval",
+    "bootstrap_weights",
+    "Draws",
     "permutation_interval",
     "spearman_rho",
     "over_seeds",
@@ -42,6 +54,9 @@ __all__ = [
     "tagged",
     "head_grid",
 ]
+
+#: How a rule that states a threshold reads when its statistic's interval decides (:meth:`Verdict.of`).
+BY_INTERVAL = "; by its bootstrap interval, inconclusive where it straddles"
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]*")
 
@@ -60,10 +75,22 @@ class Verdict(str, Enum):
         return self.value
 
     @classmethod
-    def of(cls, holds: bool, testable: bool = True) -> Verdict:
-        """HOLDS or DIFFERS by ``holds``; NOT_TESTABLE when not ``testable`` (checked first)."""
+    def of(
+        cls,
+        holds: bool,
+        testable: bool = True,
+        interval: Interval | None = None,
+        threshold: float = 0.0,
+        *,
+        below: bool = False,
+    ) -> Verdict:
+        """HOLDS or DIFFERS by ``holds``; NOT_TESTABLE when not ``testable`` (checked first). With an ``interval`` of
+        the rule's statistic, :meth:`by_interval` decides instead (against ``threshold``, ``below`` for a rule that
+        holds under it), so an interval that straddles the threshold reads INCONCLUSIVE."""
         if not testable:
             return cls.NOT_TESTABLE
+        if interval is not None:
+            return cls.by_interval(interval, threshold, below=below)
         return cls.HOLDS if holds else cls.DIFFERS
 
     @classmethod
@@ -74,43 +101,32 @@ class Verdict(str, Enum):
         return cls.HOLDS if holds else cls.PARTLY if partly else cls.DIFFERS
 
     @classmethod
-    def by_interval(cls, interval: Interval, threshold: float = 0.0) -> Verdict:
+    def stepwise(cls, full: Verdict, part: Verdict) -> Verdict:
+        """A graded rule decided by two intervals: ``full``, the interval's verdict on the rule's "holds" threshold,
+        and ``part``, on its "partly" one (asked only when ``full`` differs): HOLDS, INCONCLUSIVE or NOT_TESTABLE as
+        ``full`` says, else PARTLY where ``part`` holds, and ``part``'s verdict otherwise."""
+        if full is not cls.DIFFERS:
+            return full
+        return cls.PARTLY if part is cls.HOLDS else part
+
+    @classmethod
+    def by_interval(cls, interval: Interval, threshold: float = 0.0, *, below: bool = False) -> Verdict:
         """HOLDS when all of ``interval`` lies above ``threshold``, DIFFERS when all of it lies at or below,
-        INCONCLUSIVE when it straddles; NOT_TESTABLE when it is not finite."""
+        INCONCLUSIVE when it straddles; NOT_TESTABLE when it is not finite. ``below``: the rule holds under the
+        threshold (HOLDS when all of it lies below, DIFFERS when all of it lies at or above)."""
         if not interval.finite:
             return cls.NOT_TESTABLE
+        if below:
+            return (
+                cls.HOLDS
+                if interval.high < threshold
+                else cls.DIFFERS
+                if interval.low >= threshold
+                else cls.INCONCLUSIVE
+            )
         if interval.low > threshold:
             return cls.HOLDS
         return cls.DIFFERS if interval.high <= threshold else cls.INCONCLUSIVE
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A confidence interval of a claim's statistic: ``level`` and how it was had (``method``, e.g. "bootstrap
-    over 72 heads")."""
-
-    low: float
-    high: float
-    level: float = 0.95
-    method: str = "bootstrap"
-
-    def __post_init__(self):  # JSON has no NaN: a bound that was not finite comes back from claims.json as null
-        for end in ("low", "high"):
-            object.__setattr__(self, end, math.nan if getattr(self, end) is None else float(getattr(self, end)))
-
-    @property
-    def finite(self) -> bool:
-        return math.isfinite(self.low) and math.isfinite(self.high)
-
-    def describe(self, short: bool = False) -> str:
-        """ "95% CI [0.12, 0.4] (bootstrap over 72 heads)"; ``short`` leaves out the method."""
-        how = "" if short else f" ({self.method})"
-        if not self.finite:
-            return f"no {self.level:.0%} interval{how}"
-        return f"{self.level:.0%} CI [{self.low:.3g}, {self.high:.3g}]{how}"
-
-    def __str__(self) -> str:
-        return self.describe()
 
 
 @dataclass(frozen=True)
@@ -252,14 +268,20 @@ def depth_scaled_layers(first: int, last: int, model_layers: int, paper_layers: 
     return a, min(b, model_layers)
 
 
-def layer_mean(values, first: int, last: int, paper_layers: int = 12) -> tuple[float, str]:
+def layer_mean(values, first: int, last: int, paper_layers: int = 12, *, draws: bool = False) -> tuple:
     """Mean of a ``(layers, heads)`` (or ``(layers,)``) array over the paper's layers ``first..last`` scaled to
-    its depth, and those layers written ``"a-b"`` (from 1). NaN entries are left out; all NaN gives NaN."""
+    its depth, and those layers written ``"a-b"`` (from 1). NaN entries are left out; all NaN gives NaN.
+
+    ``draws``: ``values`` has a leading axis of bootstrap draws (:class:`Draws`), and the mean is one per draw."""
     values = np.asarray(values, dtype=np.float64)
-    a, b = depth_scaled_layers(first, last, values.shape[0], paper_layers)
-    part = values[a - 1 : b]
-    mean = float(np.nanmean(part)) if np.isfinite(part).any() else float("nan")
-    return mean, f"{a}-{b}" if a != b else str(a)
+    lead = int(draws)
+    a, b = depth_scaled_layers(first, last, values.shape[lead], paper_layers)
+    part = values[:, a - 1 : b] if draws else values[a - 1 : b]
+    flat = part.reshape(len(part), -1) if draws else part.reshape(1, -1)
+    finite = np.isfinite(flat)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(finite, flat, 0.0).sum(-1) / finite.sum(-1)
+    return (means if draws else float(means[0])), f"{a}-{b}" if a != b else str(a)
 
 
 def below_floor(score: float | None, floor: float | None, baseline: str = "the majority class") -> str:
@@ -321,93 +343,7 @@ def greater(a, b) -> tuple[float, float, float, float]:
     return u, p, median[0], median[1]
 
 
-# --------------------------------------------------------------------------- uncertainty
-
-
-def spearman_rho(x, y, axis: int = -1) -> np.ndarray:
-    """Spearman's rho of ``x`` and ``y`` along ``axis`` (ties share their mean rank), for many resamples at once;
-    NaN where either side is constant."""
-    from scipy.stats import rankdata
-
-    rx, ry = (rankdata(np.asarray(v, dtype=np.float64), axis=axis) for v in (x, y))
-    rx = rx - rx.mean(axis=axis, keepdims=True)
-    ry = ry - ry.mean(axis=axis, keepdims=True)
-    denominator = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (rx * ry).sum(axis=axis) / denominator
-
-
-def bootstrap_interval(
-    statistic,
-    *samples,
-    over: str | Sequence[str],
-    paired: bool = True,
-    level: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    undefined: float | None = None,
-) -> Interval:
-    """A percentile bootstrap interval of ``statistic(*samples, axis=-1)`` (vectorised, as :func:`spearman_rho`).
-
-    ``paired``: the items of ``samples`` resampled together (one length; an item missing on one side dropped from
-    all), and ``over`` names them ("72 heads"); NaN bounds with fewer than 3 items. Not ``paired``: each sample
-    resampled on its own (a stratified bootstrap of groups that are not matched item by item, e.g. a difference of
-    medians), and ``over`` names each ("specialised", "other heads"); NaN bounds with a sample of fewer than 2.
-    Either way NaN bounds when the statistic is not finite on the data, and seeded.
-
-    ``undefined``: the value of a resample on which the statistic is not finite (a rank correlation of a
-    resample whose one side came out constant: 0, no relation); None leaves it NaN, and the interval with it.
-    """
-    from scipy.stats import bootstrap
-
-    def resampled(*arrays, axis=-1):
-        values = statistic(*arrays, axis=axis)
-        return values if undefined is None else np.where(np.isfinite(values), values, undefined)
-
-    arrays = [np.asarray(sample, dtype=np.float64).ravel() for sample in samples]
-    if paired:
-        if len({len(a) for a in arrays}) != 1:
-            raise ValueError(f"the samples must have one length each, not {[len(a) for a in arrays]}")
-        keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
-        arrays = [a[keep] for a in arrays]
-        method, enough = f"bootstrap over {len(arrays[0])} {over}", len(arrays[0]) >= 3
-    else:
-        names = [over] if isinstance(over, str) else list(over)
-        if len(names) != len(arrays):
-            raise ValueError(f"name each of the {len(arrays)} samples in over, not {names}")
-        arrays = [a[np.isfinite(a)] for a in arrays]
-        method = "bootstrap within " + " and ".join(f"{len(a)} {name}" for a, name in zip(arrays, names))
-        enough = all(len(a) >= 2 for a in arrays)
-    if not enough or not np.isfinite(statistic(*arrays, axis=-1)):
-        return Interval(math.nan, math.nan, level, method)
-    rng = np.random.default_rng(seed)
-    if not paired:  # each sample drawn in turn from the one seeded generator
-        draws = [a[rng.integers(0, len(a), size=(n_resamples, len(a)))] for a in arrays]
-        low, high = np.quantile(resampled(*draws, axis=-1), [(1 - level) / 2, (1 + level) / 2])
-        return Interval(float(low), float(high), level, method)
-    result = bootstrap(
-        arrays,
-        resampled,
-        paired=True,
-        vectorized=True,
-        n_resamples=n_resamples,
-        confidence_level=level,
-        method="percentile",
-        rng=rng,
-    )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    return Interval(low, high, level, method)
-
-
-def permutation_interval(observed: float, null, *, level: float = 0.95, method: str = "permutation") -> Interval:
-    """The interval of an excess over chance: ``observed`` minus the central ``level`` range of its permutation
-    ``null`` (the statistic under each relabelling). It lies above 0 when ``observed`` is above the range, below 0
-    when under it; NaN bounds with no null or a statistic that is not finite."""
-    null = np.asarray(null, dtype=np.float64).ravel()
-    if not null.size or not math.isfinite(observed):
-        return Interval(math.nan, math.nan, level, method)
-    low, high = np.quantile(null, [(1 + level) / 2, (1 - level) / 2])
-    return Interval(observed - float(low), observed - float(high), level, method)
+# --------------------------------------------------------------------------- seeds
 
 
 def over_seeds(claims: Iterable[Claim]) -> Claim:

@@ -13,13 +13,25 @@ and its baseline's.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bertology_utils.core.heads import Head
-from bertology_utils.papers.claims import Claim, Verdict, depth_scaled_layers, layer_mean
+from bertology_utils.papers.claims import (
+    BY_INTERVAL,
+    Claim,
+    Draws,
+    Interval,
+    Verdict,
+    bootstrap_interval,
+    depth_scaled_layers,
+    layer_mean,
+    permutation_interval,
+    spearman_rho,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,42 +78,81 @@ def _finite(*values) -> bool:
 # --------------------------------------------------------------------------- surface patterns (Section 3)
 
 
-def current_token(self_share) -> Claim:
-    """ "Most heads put little attention on the current token": the median head's share on its own position."""
+def _interval(draws: Draws | None, statistic) -> Interval | None:
+    """The interval of a claim's statistic over ``draws`` (None without them); ``statistic`` maps the draws to one
+    value per draw, computed as the claim computes it from the results."""
+    return None if draws is None else draws.interval(statistic(draws))
+
+
+def _median_self_share(values: np.ndarray, axis=None) -> np.ndarray:
+    with warnings.catch_warnings():  # a grid with no finite head gives NaN, as it should
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(values, axis=axis)
+
+
+def current_token(self_share, *, draws: Draws | None = None) -> Claim:
+    """ "Most heads put little attention on the current token": the median head's share on its own position.
+
+    ``draws`` (every function here takes them: :meth:`~bertology_utils.analyses.patterns.SurfaceStats.bootstrap`
+    of the statistics the arguments come from): the claim gets the bootstrap interval of its statistic over the
+    items, and the interval decides (inconclusive where it straddles the threshold)."""
     values = np.asarray(self_share, dtype=np.float64)
-    median = float(np.nanmedian(values)) if np.isfinite(values).any() else math.nan
+    median = float(_median_self_share(values))
+    interval = _interval(draws, lambda d: _median_self_share(d["self"], axis=(1, 2)))
     return Claim(
         "current_token",
         "Most heads put little attention on the current token",
         PAPER,
         "most heads",
         f"median self share {median:.2f}",
-        Verdict.of(median < 0.1, _finite(median)),
-        "median over heads of the share on the current position < 0.10",
+        Verdict.of(median < 0.1, _finite(median), interval, 0.1, below=True),
+        "median over heads of the share on the current position < 0.10" + BY_INTERVAL * (interval is not None),
         {"median_self_share": median},
+        interval=interval,
     )
 
 
-def neighbour_heads(share, position: str) -> Claim:
-    """ "Some early heads put > 50% on the previous (about 4 heads) / next (about 5) token": all such heads early."""
+def _neighbour_margin(values: np.ndarray, early: int) -> np.ndarray:
+    """min(strongest early head - 0.5, 0.5 - strongest later head), over the trailing (layers, heads) axes: above 0
+    exactly when some head of layers 1..``early`` puts more than 0.5 on the neighbour and no later head does."""
+    lead = values.shape[:-2]
+    first = values[..., :early, :].reshape(lead + (-1,))
+    later = values[..., early:, :].reshape(lead + (-1,))
+    top = np.nanmax(np.where(np.isfinite(first), first, -np.inf), axis=-1)
+    rest = np.nanmax(np.where(np.isfinite(later), later, -np.inf), axis=-1, initial=-np.inf)
+    return np.minimum(top - 0.5, 0.5 - rest)
+
+
+def neighbour_heads(share, position: str, *, draws: Draws | None = None) -> Claim:
+    """ "Some early heads put > 50% on the previous (about 4 heads) / next (about 5) token": all such heads early.
+
+    With ``draws``, the interval is of the margin by which the claim holds: the strongest early head's share over
+    0.5, or the strongest later head's under it, whichever is smaller."""
     paper_n = {"previous": 4, "next": 5}[position]
     values = np.asarray(share, dtype=np.float64)
     strong = [Head(int(l), int(h)) for l, h in np.argwhere(values > 0.5)]
     early = depth_scaled_layers(1, 6, values.shape[0])[1]
     listed = ", ".join(map(str, strong)) or "none"
+    interval = _interval(draws, lambda d: _neighbour_margin(d[position], early))
+    rule = f">= 1 head above 0.5, all in layers 1-{early} (the first half of the depth)"
+    if interval is not None:
+        rule += "; by the interval of min(strongest early head - 0.5, 0.5 - strongest later head) > 0"
     return Claim(
         f"{position}_token_heads",
         f"Some heads put > 50% on the {position} token, in early layers",
         PAPER,
         f"about {paper_n} of 144 heads",
         f"{len(strong)} of {values.size} heads ({listed})",
-        Verdict.of(bool(strong) and all(h.layer + 1 <= early for h in strong), bool(np.isfinite(values).any())),
-        f">= 1 head above 0.5, all in layers 1-{early} (the first half of the depth)",
+        Verdict.of(
+            bool(strong) and all(h.layer + 1 <= early for h in strong), bool(np.isfinite(values).any()), interval
+        ),
+        rule,
         {"heads": len(strong), "last_early_layer": early},
+        interval=interval,
     )
 
 
-def sep_middle_layers(sep_share, testable: bool = True) -> Claim:
+def sep_middle_layers(sep_share, testable: bool = True, *, draws: Draws | None = None) -> Claim:
     """ "More than half of the attention in layers 6-10 goes to [SEP]" (Clark's Figure 2, Section 3.2).
 
     The one definition every notebook uses: the mean [SEP] share over the heads of the layers that
@@ -112,84 +163,115 @@ def sep_middle_layers(sep_share, testable: bool = True) -> Claim:
     had separators at all (a corpus without [SEP] cannot show it).
     """
     mean, layers = layer_mean(sep_share, 6, 10)
+    interval = _interval(draws, lambda d: layer_mean(d["sep"], 6, 10, draws=True)[0])
     return Claim(
         "sep_middle_layers",
         "More than half of the attention in layers 6-10 goes to [SEP]",
         PAPER,
         "> 0.5 in layers 6-10",
         f"{mean:.2f} in layers {layers}",
-        Verdict.of(mean > 0.5, testable and _finite(mean)),
-        "mean [SEP] share over the heads of the depth-scaled layers 6-10 > 0.5",
+        Verdict.of(mean > 0.5, testable and _finite(mean), interval, 0.5),
+        "mean [SEP] share over the heads of the depth-scaled layers 6-10 > 0.5" + BY_INTERVAL * (interval is not None),
         {"sep_share": mean},
+        interval=interval,
     )
 
 
-def cls_early_layers(cls_share) -> Claim:
+def cls_early_layers(cls_share, *, draws: Draws | None = None) -> Claim:
     """ "[CLS] draws attention in early layers": the depth-scaled layers 1-4 against 5-12."""
     early, lay_e = layer_mean(cls_share, 1, 4)
     late, lay_l = layer_mean(cls_share, 5, 12)
+    interval = _interval(
+        draws, lambda d: layer_mean(d["cls"], 1, 4, draws=True)[0] - layer_mean(d["cls"], 5, 12, draws=True)[0]
+    )
     return Claim(
         "cls_early_layers",
         "[CLS] draws attention in early layers",
         PAPER,
         "early > later",
         f"{early:.2f} (layers {lay_e}) vs {late:.2f} (layers {lay_l})",
-        Verdict.of(early > late, _finite(early, late)),
-        "mean [CLS] share, depth-scaled layers 1-4 > layers 5-12",
+        Verdict.of(early > late, _finite(early, late), interval),
+        "mean [CLS] share, depth-scaled layers 1-4 > layers 5-12" + BY_INTERVAL * (interval is not None),
         {"early": early, "later": late},
+        interval=interval,
     )
 
 
-def punctuation_last_layers(period_share, comma_share, testable: bool = True) -> Claim:
+def _last_minus_rest(punct: np.ndarray, draws: bool = False):
+    return layer_mean(punct, 11, 12, draws=draws)[0] - layer_mean(punct, 1, 10, draws=draws)[0]
+
+
+def punctuation_last_layers(period_share, comma_share, testable: bool = True, *, draws: Draws | None = None) -> Claim:
     """'"." and "," draw attention in the last layers': their summed share, layers 11-12 (scaled) vs 1-10."""
     punct = np.asarray(period_share, dtype=np.float64) + np.asarray(comma_share, dtype=np.float64)
     last, lay = layer_mean(punct, 11, 12)
     rest, _ = layer_mean(punct, 1, 10)
+    interval = _interval(draws, lambda d: _last_minus_rest(d["period"] + d["comma"], draws=True))
     return Claim(
         "punctuation_last_layers",
         '"." and "," draw attention in the last layers',
         PAPER,
         "last > earlier",
         f"{last:.3f} (layers {lay}) vs {rest:.3f}",
-        Verdict.of(last > rest, testable and _finite(last, rest)),
-        'mean "." + "," share, depth-scaled layers 11-12 > layers 1-10',
+        Verdict.of(last > rest, testable and _finite(last, rest), interval),
+        'mean "." + "," share, depth-scaled layers 11-12 > layers 1-10' + BY_INTERVAL * (interval is not None),
         {"last": last, "earlier": rest},
+        interval=interval,
     )
 
 
-def sep_attends_to_sep(sep_to_sep, testable: bool = True) -> Claim:
+def sep_attends_to_sep(sep_to_sep, testable: bool = True, *, draws: Draws | None = None) -> Claim:
     """ "From [SEP], heads attend to [SEP] (> 90%)": separator rows, depth-scaled layers 6-10."""
     mean, lay = layer_mean(sep_to_sep, 6, 10)
+    interval = _interval(draws, lambda d: layer_mean(d["sep_to_sep"], 6, 10, draws=True)[0])
     return Claim(
         "sep_to_sep",
         "From [SEP], heads attend to [SEP]",
         PAPER,
         "> 0.9",
         f"{mean:.2f} in layers {lay}",
-        Verdict.of(mean > 0.9, testable and _finite(mean)),
-        "mean [SEP]->[SEP] share over the depth-scaled layers 6-10 > 0.9",
+        Verdict.of(mean > 0.9, testable and _finite(mean), interval, 0.9),
+        "mean [SEP]->[SEP] share over the depth-scaled layers 6-10 > 0.9" + BY_INTERVAL * (interval is not None),
         {"sep_to_sep": mean},
+        interval=interval,
     )
 
 
-def early_layers_broad(entropy, uniform_entropy: float) -> Claim:
+def _last_layer_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over the heads of the last layer (the trailing (layers, heads) axes); NaN heads left out."""
+    last = values[..., -1, :]
+    finite = np.isfinite(last)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(finite, last, 0.0).sum(-1) / finite.sum(-1)
+
+
+def early_layers_broad(entropy, uniform_entropy: float, *, draws: Draws | None = None) -> Claim:
     """ "Early layers attend broadly (high entropy, about a bag of words)".
 
     Holds when the first 2/12 of the depth reach 0.8 of the uniform entropy (near a bag of words);
-    partly when they only attend more broadly than the last layer.
+    partly when they only attend more broadly than the last layer. With ``draws``, the interval of the ratio to
+    uniform decides holds (above 0.8) or not (below); below, the interval of early minus last entropy decides
+    partly or differs; an interval straddling its threshold reads inconclusive, and the claim carries the
+    interval that decided.
     """
     values = np.asarray(entropy, dtype=np.float64)
     early, lay = layer_mean(values, 1, 2)
-    last = float(np.nanmean(values[-1])) if np.isfinite(values[-1]).any() else math.nan
+    last = float(_last_layer_mean(values)) if np.isfinite(values[-1]).any() else math.nan
     ratio = early / uniform_entropy if _finite(early, uniform_entropy) and uniform_entropy > 0 else math.nan
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not _finite(ratio, last)
-        else Verdict.HOLDS
-        if ratio >= 0.8
-        else Verdict.PARTLY
-        if early > last
-        else Verdict.DIFFERS
+    testable = _finite(ratio, last)
+    interval = None
+    if draws is None or not testable:
+        verdict = Verdict.graded(ratio >= 0.8, early > last, testable)
+    else:
+        drawn_early = layer_mean(draws["entropy"], 1, 2, draws=True)[0]
+        interval = draws.interval(drawn_early / draws["uniform_entropy"])
+        verdict = Verdict.by_interval(interval, 0.8)
+        if verdict is Verdict.DIFFERS:  # not near a bag of words: is it broader than the last layer?
+            interval = draws.interval(drawn_early - _last_layer_mean(draws["entropy"]))
+            verdict = Verdict.stepwise(verdict, Verdict.by_interval(interval))
+    rule = (
+        "holds: mean entropy / uniform >= 0.8 in the depth-scaled layers 1-2; partly: below that but above "
+        "the last layer's"
     )
     return Claim(
         "early_layers_broad",
@@ -198,51 +280,106 @@ def early_layers_broad(entropy, uniform_entropy: float) -> Claim:
         "high entropy",
         f"{ratio:.2f} of uniform (layers {lay}); {early:.2f} vs {last:.2f} nats in the last layer",
         verdict,
-        "holds: mean entropy / uniform >= 0.8 in the depth-scaled layers 1-2; partly: below that but above "
-        "the last layer's",
+        rule + ("; each step by its interval, inconclusive where it straddles" if interval is not None else ""),
         {"early_entropy": early, "last_entropy": last, "early_ratio_to_uniform": ratio},
+        interval=interval,
     )
 
 
-def cls_entropy_last_layer(cls_entropy, uniform_cls_entropy: float) -> Claim:
+def cls_entropy_last_layer(cls_entropy, uniform_cls_entropy: float, *, draws: Draws | None = None) -> Claim:
     """ "In the last layer the [CLS] token's attention has entropy about 3.89 nats", relative to uniform.
 
-    Clark's inputs were about 128 tokens, so log 128 is taken as their uniform reference (an assumption).
+    Clark's inputs were about 128 tokens, so log 128 is taken as their uniform reference (an assumption). With
+    ``draws``, the interval of our ratio holds when it lies inside the 0.10 band around the paper's, differs when
+    it lies wholly outside.
     """
     values = np.asarray(cls_entropy, dtype=np.float64)
-    last = float(np.nanmean(values[-1])) if np.isfinite(values[-1]).any() else math.nan
+    last = float(_last_layer_mean(values)) if np.isfinite(values[-1]).any() else math.nan
     paper_ratio = 3.89 / np.log(128)
     ours = last / uniform_cls_entropy if _finite(last, uniform_cls_entropy) and uniform_cls_entropy > 0 else math.nan
+    interval = _interval(draws, lambda d: _last_layer_mean(d["cls_entropy"]) / d["uniform_cls_entropy"])
+    verdict = Verdict.of(abs(ours - paper_ratio) <= 0.1, _finite(ours))
+    if interval is not None and verdict is not Verdict.NOT_TESTABLE:  # inside the band: above its floor, below its top
+        sides = {
+            Verdict.by_interval(interval, paper_ratio - 0.1),
+            Verdict.by_interval(interval, paper_ratio + 0.1, below=True),
+        }
+        verdict = (
+            Verdict.DIFFERS
+            if Verdict.DIFFERS in sides
+            else Verdict.HOLDS
+            if sides == {Verdict.HOLDS}
+            else Verdict.INCONCLUSIVE
+        )
     return Claim(
         "cls_entropy_last_layer",
         "Last layer: [CLS] attention entropy about 3.89 nats",
         PAPER,
         f"3.89 nats ({paper_ratio:.2f} of log 128)",
         f"{last:.2f} nats ({ours:.2f} of uniform)",
-        Verdict.of(abs(ours - paper_ratio) <= 0.1, _finite(ours)),
-        "entropy / uniform within 0.10 of the paper's 3.89 / log 128",
+        verdict,
+        "entropy / uniform within 0.10 of the paper's 3.89 / log 128" + BY_INTERVAL * (interval is not None),
         {"entropy": last, "ratio_to_uniform": ours},
         note="log 128 as Clark's uniform reference is an assumption",
+        interval=interval,
     )
 
 
 # --------------------------------------------------------------------------- [SEP] as a no-op (Section 3.3)
 
 
-def special_gradient_small(stats: GradientStats, kind: str = "sep", objective: str = "") -> Claim:
+def _finite_mean(values: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Mean over ``columns`` of the last axis, NaN entries left out; NaN where none is finite (or no columns)."""
+    part = values[..., columns]
+    finite = np.isfinite(part)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(finite, part, 0.0).sum(-1) / np.where(finite.any(-1), finite.sum(-1), np.nan)
+
+
+def _gradient_margin(ratio: np.ndarray, high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """min(1, the other layers' ratio) - the top layers' ratio, over the last (layers) axis: above 0 exactly when
+    the top layers' ratio is below 1 and below the other layers' (below 1 alone when there are no other layers)."""
+    return np.fmin(1.0, _finite_mean(ratio, low)) - _finite_mean(ratio, high)
+
+
+def _gradient_draws(stats: GradientStats, level: float, n_resamples: int, seed: int) -> Draws | None:
+    """:meth:`GradientStats.bootstrap`, None for statistics that keep no per-item sums (no interval then)."""
+    return stats.bootstrap(n_resamples, seed, level) if getattr(stats, "per_item", None) else None
+
+
+def _interval_of(draws: Draws | None, statistic, level: float) -> Interval:
+    """:func:`_interval`, with NaN bounds (so not testable) where the statistics keep nothing to resample."""
+    return _interval(draws, statistic) or Interval(math.nan, math.nan, level, "bootstrap: no per-item sums to resample")
+
+
+def special_gradient_small(
+    stats: GradientStats,
+    kind: str = "sep",
+    objective: str = "",
+    *,
+    draws: Draws | None = None,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Claim:
     """ "From layer 5 on, gradients for attention to [SEP] are small" (Figure 3), for [SEP] or, as a control, [CLS].
 
     The layers with the most attention to the token (the top half) must have a gradient per
-    weight for it below ordinary tokens' (ratio < 1) and below its own ratio in the other layers.
+    weight for it below ordinary tokens' (ratio < 1) and below its own ratio in the other layers: the statistic is
+    the margin min(1, other layers' ratio) - top layers' ratio, above 0 exactly then. Its interval is a percentile
+    bootstrap over the items the statistics were measured on (``draws``, else :meth:`GradientStats.bootstrap`
+    with ``level``, ``n_resamples`` and ``seed``): each draw resamples the items with their gradient sums and
+    weight counts together, the layers split as on all items. Holds when the interval lies above 0, differs at or
+    below 0, inconclusive when it straddles 0; not testable without a finite ratio or an interval.
     """
     token = _TOKENS.get(kind, kind)
     share = np.nanmean(stats.attention[kind], axis=1)
-    ratio = stats.gradient_ratio(kind)
+    ratio = np.asarray(stats.gradient_ratio(kind), dtype=np.float64)
     order = np.argsort(-share, kind="stable")
     high, low = order[: max(1, len(order) // 2)], order[max(1, len(order) // 2) :]
-    high_ratio = float(np.nanmean(ratio[high])) if np.isfinite(ratio[high]).any() else math.nan
-    low_ratio = float(np.nanmean(ratio[low])) if np.isfinite(ratio[low]).any() else math.nan
-    holds = high_ratio < 1 and (math.isnan(low_ratio) or high_ratio < low_ratio)
+    high_ratio, low_ratio = float(_finite_mean(ratio, high)), float(_finite_mean(ratio, low))
+    draws = draws if draws is not None else _gradient_draws(stats, level, n_resamples, seed)
+    interval = _interval_of(draws, lambda d: _gradient_margin(d[f"gradient_ratio:{kind}"], high, low), level)
     suffix = f".{objective}" if objective else ""
     return Claim(
         f"{kind}_gradient_small{suffix}",
@@ -252,19 +389,48 @@ def special_gradient_small(stats: GradientStats, kind: str = "sep", objective: s
         "from layer 5 on, [SEP] gradients small" if kind == "sep" else "not claimed (a control)",
         f"{token}/other gradient per weight: {high_ratio:.2f} in the {len(high)} layers with most {token} "
         f"attention (mean share {share[high].mean():.2f}), {low_ratio:.2f} in the rest",
-        Verdict.of(holds, _finite(high_ratio)),
-        "top half of layers by attention share: gradient ratio to ordinary tokens < 1 and < the other layers' ratio",
+        Verdict.by_interval(interval) if _finite(high_ratio) else Verdict.NOT_TESTABLE,
+        "top half of layers by attention share: gradient ratio to ordinary tokens < 1 and < the other layers' "
+        f"ratio; holds: the {interval.level:.0%} bootstrap interval over items of min(1, other layers' ratio) - "
+        "top layers' ratio lies above 0; differs: at or below 0; inconclusive: it straddles 0",
         {"high_ratio": high_ratio, "low_ratio": low_ratio},
         note=f"objective: {objective}" if objective else "",
+        interval=interval,
     )
 
 
-def gradients_shrink(stats: GradientStats, objective: str = "") -> Claim:
-    """ "Gradients shrink with depth": Spearman's rho of the per-layer gradient norm with the layer index < 0."""
+def _depth_rho(norm: np.ndarray) -> np.ndarray:
+    """Spearman's rho of the last axis (layers) with depth; 0 where the norms are finite but constant (a resample
+    without a trend), NaN where they are not finite."""
+    depth = np.broadcast_to(np.arange(norm.shape[-1], dtype=np.float64), norm.shape)
+    rho = spearman_rho(depth, norm, axis=-1)
+    return np.where(np.isfinite(norm).all(-1) & ~np.isfinite(rho), 0.0, rho)
+
+
+def gradients_shrink(
+    stats: GradientStats,
+    objective: str = "",
+    *,
+    draws: Draws | None = None,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Claim:
+    """ "Gradients shrink with depth": Spearman's rho of the per-layer gradient norm (mean over items) with the
+    layer index < 0.
+
+    The interval is a percentile bootstrap over the items (``draws``, else :meth:`GradientStats.bootstrap` with
+    ``level``, ``n_resamples`` and ``seed``): each draw resamples the items, averages their per-layer norms and
+    recomputes rho (a draw whose norms came out constant counts rho 0). Holds when the interval of rho lies below
+    0, differs at or above 0, inconclusive when it straddles 0; not testable when rho is not defined (one layer,
+    constant norms) or there is no interval.
+    """
     from scipy.stats import spearmanr
 
     norm = np.asarray(stats.gradient_norm, dtype=np.float64)
     rho = float(spearmanr(np.arange(len(norm)), norm)[0]) if len(norm) > 1 else math.nan
+    draws = draws if draws is not None else _gradient_draws(stats, level, n_resamples, seed)
+    interval = _interval_of(draws, lambda d: _depth_rho(d["gradient_norm"]), level)
     suffix = f".{objective}" if objective else ""
     return Claim(
         f"gradients_shrink{suffix}",
@@ -272,31 +438,63 @@ def gradients_shrink(stats: GradientStats, objective: str = "") -> Claim:
         PAPER,
         "smaller in deeper layers",
         f"norm layer 1: {norm[0]:.3g}, layer {len(norm)}: {norm[-1]:.3g} (Spearman with depth {rho:.2f})",
-        Verdict.of(rho < 0, _finite(rho)),
-        "Spearman rho of the layer's gradient norm with depth < 0",
+        Verdict.by_interval(interval, below=True) if _finite(rho) else Verdict.NOT_TESTABLE,
+        f"Spearman rho of the layer's gradient norm with depth < 0; holds: its {interval.level:.0%} bootstrap "
+        "interval over items lies below 0; differs: at or above 0; inconclusive: it straddles 0",
         {"spearman_with_depth": rho},
         note=f"objective: {objective}" if objective else "",
+        interval=interval,
     )
 
 
-def objective_claims(stats: GradientStats, ablation: pd.DataFrame, objective: str = "") -> list[Claim]:
+def objective_claims(
+    stats: GradientStats,
+    ablation: pd.DataFrame,
+    objective: str = "",
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> list[Claim]:
     """Every claim on one objective: small gradients for attention to [SEP] (and [CLS], the control), gradients
     shrinking with depth, and :func:`attention_removal` for each row of its ``ablation`` summary
-    (:func:`~bertology_utils.interventions.gradients.ablation_summary`)."""
+    (:func:`~bertology_utils.interventions.gradients.ablation_summary`). The gradient claims' intervals come from
+    one bootstrap of the items (:meth:`GradientStats.bootstrap` with ``level``, ``n_resamples`` and ``seed``)."""
+    draws = _gradient_draws(stats, level, n_resamples, seed)
     return [
-        special_gradient_small(stats, "sep", objective),
-        special_gradient_small(stats, "cls", objective),
-        gradients_shrink(stats, objective),
+        special_gradient_small(stats, "sep", objective, draws=draws, level=level),
+        special_gradient_small(stats, "cls", objective, draws=draws, level=level),
+        gradients_shrink(stats, objective, draws=draws, level=level),
         *(attention_removal(row, objective) for _, row in ablation.iterrows()),
     ]
+
+
+def _row_number(row: Mapping, name: str, default: float = math.nan) -> float:
+    """``row[name]`` as a float; ``default`` when it is missing or not a number."""
+    value = row.get(name, default)
+    try:
+        return float(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
 
 
 def attention_removal(row: Mapping, objective: str = "") -> Claim:
     """Beyond the paper, what a no-op predicts: moving the attention on a token away changes the output less
     than moving the same mass off a random ordinary token. ``row``: one row of
-    :func:`~bertology_utils.interventions.gradients.ablation_summary` (target, mode, changes, ratio, mass)."""
+    :func:`~bertology_utils.interventions.gradients.ablation_summary` (target, mode, changes, ratio, mass, and the
+    ratio's bootstrap interval over the items: ``ratio_low``, ``ratio_high``, ``ratio_level``, ``items``).
+
+    The statistic is the ratio (target's change over the matched control's), with the summary's interval over
+    the items (each item's change averaged over layers, target and control resampled together). Holds when it
+    lies below 1, differs at or above 1, inconclusive when it straddles 1; not testable without a finite ratio or
+    a summary interval.
+    """
     target, mode, ratio = row["target"], row["mode"], float(row["ratio"])
     token = _TOKENS.get(target, target)
+    level, items = _row_number(row, "ratio_level", 0.95), _row_number(row, "items", 0.0)
+    low, high = _row_number(row, "ratio_low"), _row_number(row, "ratio_high")
+    over = f"{int(items)} items" if math.isfinite(items) and items > 0 else "items"
+    interval = Interval(low, high, level, f"bootstrap over {over}")
     suffix = f".{objective}" if objective else ""
     return Claim(
         f"ablation{suffix}.{target}.{mode}",
@@ -306,22 +504,35 @@ def attention_removal(row: Mapping, objective: str = "") -> Claim:
         "not tested; what a no-op predicts" if target == "sep" else "not tested",
         f"hidden-state change {row['hidden_change (target)']:.3g} vs {row['hidden_change (control)']:.3g} "
         f"(ratio {ratio:.2f}; mean mass moved {row['mean mass moved']:.2f})",
-        Verdict.of(ratio < 1, _finite(ratio)),
-        "hidden-state change, target / matched control < 1",
+        Verdict.by_interval(interval, 1.0, below=True) if _finite(ratio) else Verdict.NOT_TESTABLE,
+        f"hidden-state change, target / matched control < 1; holds: its {level:.0%} bootstrap interval over items "
+        "lies below 1; differs: at or above 1; inconclusive: it straddles 1",
         {"ratio": ratio},
         note="beyond the paper" + (f"; objective: {objective}" if objective else ""),
+        interval=interval,
     )
 
 
 # --------------------------------------------------------------------------- syntax (Table 1)
 
 
-def head_beats_offset(result: SyntaxResult, relation: str) -> Claim:
+def _pooled(hits, dependents, axis: int = -1) -> np.ndarray:
+    """Accuracy difference pooled over the resampled sentences: summed per-sentence hit differences over summed
+    dependents (a sentence weighs by its dependents, as in the accuracy itself)."""
+    return np.sum(hits, axis=axis) / np.sum(dependents, axis=axis)
+
+
+def head_beats_offset(result: SyntaxResult, relation: str, *, seed: int = 0) -> Claim:
     """A row of Table 1: the best single head beats the best fixed offset for ``relation`` (Stanford label).
 
     Ours is the *held-out* accuracy (the head chosen on the other half of the sentences), so the
     choice of the best of many heads does not decide it; the paper's row compares its best head
-    with its baseline. Not testable without a UD twin, without dependents, or with too few to hold out.
+    with its baseline. The statistic, held-out accuracy minus the best offset's, gets a 95% percentile
+    bootstrap interval over the sentences with a dependent of the relation (``seed``; a sentence's
+    dependents are resampled together, since they are not independent). Our head beats the offset when the
+    interval lies above 0, does not when it lies at or below 0; the claim holds when that agrees with the
+    paper's row, differs when not, and is inconclusive when the interval straddles 0. Not testable without
+    a UD twin, without dependents, with too few to hold out, or with fewer than 3 such sentences.
     """
     from bertology_utils.analyses.syntax import PAPER_NOTES, PAPER_TABLE1, STANFORD_TO_UD
 
@@ -329,6 +540,7 @@ def head_beats_offset(result: SyntaxResult, relation: str) -> Claim:
     ud = STANFORD_TO_UD[relation]
     paper_beats = accuracy > baseline
     values = {"held_out_accuracy": math.nan, "baseline_accuracy": math.nan, "dependents": 0}
+    interval: Interval | None = None  # none where nothing was measured
     if ud is None:
         ours, testable = "no UD twin", False
     elif ud not in result.relations:
@@ -341,6 +553,7 @@ def head_beats_offset(result: SyntaxResult, relation: str) -> Claim:
             "dependents": int(best["count"]),  # one of them decided otherwise moves the accuracy by 1 / dependents
         }
         testable = _finite(best["held_out_accuracy"])
+        interval = bootstrap_interval(_pooled, *result.held_out_margins(ud), over="sentences", seed=seed)
         ours = (
             f"{ud}: head {best['best_head']} {100 * best['accuracy']:.1f}, held out "
             f"{100 * best['held_out_accuracy']:.1f}, vs {100 * best['baseline_accuracy']:.1f} "
@@ -348,25 +561,34 @@ def head_beats_offset(result: SyntaxResult, relation: str) -> Claim:
         )
         if not testable:
             ours += ", too few to hold out"
-    ours_beats = testable and values["held_out_accuracy"] > values["baseline_accuracy"]
+        elif not interval.finite:
+            ours += ", too few sentences for an interval"
+    beats = Verdict.by_interval(interval) if testable and interval is not None else Verdict.NOT_TESTABLE
+    if beats in (Verdict.HOLDS, Verdict.DIFFERS):  # the interval decided whether ours beats: agree with the paper?
+        verdict = Verdict.of((beats is Verdict.HOLDS) == paper_beats)
+    else:
+        verdict = beats
     return Claim(
         f"table1.{relation}",
         f"{relation}: the best head beats the best fixed offset",
         PAPER,
         f"head {head} {accuracy} vs {baseline} ({offset:+d})",
         ours,
-        Verdict.of(ours_beats == paper_beats, testable),
-        "held-out accuracy of our best head > best offset's, as in the paper's row",
+        verdict,
+        "ours beats: the 95% bootstrap interval over sentences of our best head's held-out accuracy - the best "
+        "offset's lies above 0 (does not: at or below 0); holds: that agrees with the paper's row; differs: it "
+        "does not; inconclusive: the interval straddles 0",
         values,
         note=PAPER_NOTES.get(relation, ""),
+        interval=interval,
     )
 
 
-def table1_claims(result: SyntaxResult) -> list[Claim]:
-    """:func:`head_beats_offset` for every row of the paper's Table 1."""
+def table1_claims(result: SyntaxResult, *, seed: int = 0) -> list[Claim]:
+    """:func:`head_beats_offset` for every row of the paper's Table 1 (intervals over sentences, ``seed``)."""
     from bertology_utils.analyses.syntax import PAPER_TABLE1
 
-    return [head_beats_offset(result, relation) for relation in PAPER_TABLE1]
+    return [head_beats_offset(result, relation, seed=seed) for relation in PAPER_TABLE1]
 
 
 # --------------------------------------------------------------------------- coreference (Table 2)
@@ -377,39 +599,60 @@ def _coref_numbers(result: CorefResult) -> tuple[float, dict]:
     return float(ours["best head, held out"]), {name: float(ours[name]) for name in ("nearest name", "salience rule")}
 
 
-def coref_beats_nearest(result: CorefResult) -> Claim:
-    """ "The best head beats the nearest-mention baseline" (Table 2: 65 vs 27), on GAP, held out."""
+def _coref_interval(result: CorefResult, baseline: str, head_better: bool, seed: int) -> Interval:
+    """95% bootstrap interval over GAP examples of the held-out head's accuracy minus ``baseline``'s (the reverse
+    when not ``head_better``), in points; paired: an example's two answers are resampled together."""
+    gain = 100 * (result.held_out() - np.asarray(result.baselines[baseline], dtype=np.float64))
+    return bootstrap_interval(np.mean, gain if head_better else -gain, over="GAP examples", seed=seed)
+
+
+def coref_beats_nearest(result: CorefResult, *, seed: int = 0) -> Claim:
+    """ "The best head beats the nearest-mention baseline" (Table 2: 65 vs 27), on GAP, held out.
+
+    Decided by the 95% bootstrap interval over GAP examples (``seed``) of the held-out accuracy minus nearest
+    name's: holds above 0, differs at or below 0, inconclusive when it straddles 0; not testable with fewer
+    than 3 examples."""
     from bertology_utils.analyses.coreference import PAPER_TABLE2
 
     held_out, ours = _coref_numbers(result)
+    interval = _coref_interval(result, "nearest name", True, seed)
     return Claim(
         "coref_beats_nearest",
         "The best coreference head beats the nearest-candidate baseline",
         PAPER,
         f"{PAPER_TABLE2['best head (5-4)']:.0f} vs {PAPER_TABLE2['nearest mention']:.0f}",
         f"held out {held_out:.1f} vs nearest name {ours['nearest name']:.1f}",
-        Verdict.of(held_out > ours["nearest name"], _finite(held_out, ours["nearest name"])),
-        "held-out accuracy of the best head > nearest name's",
+        Verdict.by_interval(interval),
+        "holds: the 95% bootstrap interval over GAP examples of the best head's held-out accuracy - nearest "
+        "name's lies above 0; differs: at or below 0; inconclusive: it straddles 0",
         {"held_out_accuracy": held_out, "nearest_accuracy": ours["nearest name"]},
         note="Clark: every earlier CoNLL-2012 mention; GAP: two names, chance 50",
+        interval=interval,
     )
 
 
-def coref_below_rule_based(result: CorefResult) -> Claim:
-    """ "The best head falls short of the rule-based system" (Table 2: 65 vs 69); ours: a salience rule."""
+def coref_below_rule_based(result: CorefResult, *, seed: int = 0) -> Claim:
+    """ "The best head falls short of the rule-based system" (Table 2: 65 vs 69); ours: a salience rule.
+
+    Decided by the 95% bootstrap interval over GAP examples (``seed``) of the salience rule's accuracy minus
+    the held-out head's: holds above 0, differs at or below 0, inconclusive when it straddles 0; not testable
+    with fewer than 3 examples."""
     from bertology_utils.analyses.coreference import PAPER_TABLE2
 
     held_out, ours = _coref_numbers(result)
+    interval = _coref_interval(result, "salience rule", False, seed)
     return Claim(
         "coref_below_rule_based",
         "The best coreference head falls short of a rule-based system",
         PAPER,
         f"{PAPER_TABLE2['best head (5-4)']:.0f} vs {PAPER_TABLE2['rule-based system']:.0f}",
         f"held out {held_out:.1f} vs salience rule {ours['salience rule']:.1f}",
-        Verdict.of(held_out < ours["salience rule"], _finite(held_out, ours["salience rule"])),
-        "held-out accuracy of the best head < salience rule's",
+        Verdict.by_interval(interval),
+        "holds: the 95% bootstrap interval over GAP examples of the salience rule's accuracy - the best head's "
+        "held-out accuracy lies above 0; differs: at or below 0; inconclusive: it straddles 0",
         {"held_out_accuracy": held_out, "rule_accuracy": ours["salience rule"]},
         note="Clark: Lee et al.'s sieves; ours: a three-line rule",
+        interval=interval,
     )
 
 
@@ -437,16 +680,45 @@ PROBE_CLAIMS = {
 }
 
 
+def _uas_difference(right_a, scored_a, right_b, scored_b, axis: int = -1) -> np.ndarray:
+    """UAS points of row a minus row b over the resampled sentences (each row's words pooled)."""
+    return 100 * (
+        np.sum(right_a, axis=axis) / np.sum(scored_a, axis=axis)
+        - np.sum(right_b, axis=axis) / np.sum(scored_b, axis=axis)
+    )
+
+
+def _uas_interval(better: ProbeEvaluation, worse: ProbeEvaluation, seed: int) -> Interval:
+    """95% bootstrap interval over test sentences of the UAS difference ``better`` - ``worse``, paired: a sentence's
+    words (not independent) are resampled together, in both rows. Sentences that both rows scored words of."""
+    (index_a, right_a, scored_a), (index_b, right_b, scored_b) = better.by_sentence(), worse.by_sentence()
+    _, a, b = np.intersect1d(index_a, index_b, return_indices=True)
+    keep = (scored_a[a] > 0) & (scored_b[b] > 0)
+    a, b = a[keep], b[keep]
+    return bootstrap_interval(
+        _uas_difference, right_a[a], scored_a[a], right_b[b], scored_b[b], over="test sentences", seed=seed
+    )
+
+
 def probe_margin(
-    claim_id: str, test: Mapping[str, ProbeEvaluation], dev: Mapping[str, ProbeEvaluation] | None = None
+    claim_id: str,
+    test: Mapping[str, ProbeEvaluation],
+    dev: Mapping[str, ProbeEvaluation] | None = None,
+    *,
+    seed: int = 0,
 ) -> Claim:
-    """One :data:`PROBE_CLAIMS` entry: the better row's test UAS beats the worse row's (margins in UAS points)."""
+    """One :data:`PROBE_CLAIMS` entry: the better row's test UAS beats the worse row's (margins in UAS points).
+
+    Decided by the 95% bootstrap interval over test sentences (``seed``) of the test UAS difference: holds above
+    0, differs at or below 0, inconclusive when it straddles 0; not testable without both rows or with fewer
+    than 3 sentences. The dev margin is recorded beside, not read."""
     from bertology_utils.analyses.probes import PAPER_TABLE3
 
     text, better, worse = PROBE_CLAIMS[claim_id]
     paper = PAPER_TABLE3[better] - PAPER_TABLE3[worse]
     missing = [row for row in (better, worse) if row not in test]
     margin = math.nan if missing else 100 * (test[better].uas - test[worse].uas)
+    interval = None if missing else _uas_interval(test[better], test[worse], seed)
     dev_margin = (
         100 * (dev[better].uas - dev[worse].uas) if dev is not None and better in dev and worse in dev else math.nan
     )
@@ -458,23 +730,33 @@ def probe_margin(
         f"not testable: no {' or '.join(missing)} row"
         if missing
         else f"{margin:+.1f} on test ({dev_margin:+.1f} on dev)",
-        Verdict.of(margin > 0, _finite(margin)),
-        f"test UAS of {better} - {worse} > 0",
+        Verdict.NOT_TESTABLE if interval is None else Verdict.by_interval(interval),
+        f"holds: the 95% bootstrap interval over test sentences of the test UAS of {better} - {worse} lies above 0; "
+        "differs: at or below 0; inconclusive: it straddles 0",
         {"test_margin": margin, "dev_margin": dev_margin},
         note="" if paper > 0 else "the paper's numbers do not support it either",
+        interval=interval,
     )
 
 
-def table3_claims(test: Mapping[str, ProbeEvaluation], dev: Mapping[str, ProbeEvaluation] | None = None) -> list[Claim]:
-    """:func:`probe_margin` for every :data:`PROBE_CLAIMS` entry."""
-    return [probe_margin(claim_id, test, dev) for claim_id in PROBE_CLAIMS]
+def table3_claims(
+    test: Mapping[str, ProbeEvaluation], dev: Mapping[str, ProbeEvaluation] | None = None, *, seed: int = 0
+) -> list[Claim]:
+    """:func:`probe_margin` for every :data:`PROBE_CLAIMS` entry (intervals over test sentences, ``seed``)."""
+    return [probe_margin(claim_id, test, dev, seed=seed) for claim_id in PROBE_CLAIMS]
 
 
 # --------------------------------------------------------------------------- clustering (Section 6)
 
 
-def _closer(test: SameLayerTest, alpha: float) -> Verdict:
-    return Verdict.of(test.p_value < alpha and test.ratio < 1, test.testable and _finite(test.p_value, test.ratio))
+def _closeness(test: SameLayerTest, alpha: float) -> tuple[Verdict, Interval]:
+    """The verdict and the permutation interval at level 1 - ``alpha`` of ``test``'s statistic (other-group mean
+    distance - same-group mean) over its null: holds above 0, differs at or below, inconclusive straddling."""
+    null = np.asarray(getattr(test, "null", ()), dtype=np.float64).ravel()
+    method = f"permutation, {null.size} relabellings of the heads" if null.size else "permutation"
+    observed = test.other_mean - test.same_mean if test.testable else math.nan
+    interval = permutation_interval(observed, null, level=1 - alpha, method=method)
+    return (Verdict.by_interval(interval) if test.testable else Verdict.NOT_TESTABLE), interval
 
 
 def _distances_observed(test: SameLayerTest) -> str:
@@ -483,30 +765,51 @@ def _distances_observed(test: SameLayerTest) -> str:
     return f"same {test.same_mean:.1f} vs other {test.other_mean:.1f}, p = {test.p_value:.2g}"
 
 
+def _closeness_rule(group: str, alpha: float) -> str:
+    return (
+        f"holds: the other-{group} mean distance minus the same-{group} mean, less its permutation null's central "
+        f"{1 - alpha:.0%} range, lies above 0; differs: at or below 0; inconclusive: it straddles 0; not testable: "
+        "no group of two heads, or one group only"
+    )
+
+
 def same_layer_close(test: SameLayerTest, alpha: float = 0.05) -> Claim:
-    """ "Heads in the same layer tend to be close" (Figure 6), as a one-sided permutation test."""
+    """ "Heads in the same layer tend to be close" (Figure 6), against the permutation null of ``test``
+    (:func:`~bertology_utils.analyses.clustering.same_layer_statistic`).
+
+    The statistic is the other-layer mean distance minus the same-layer mean; its interval is that minus the
+    central 1 - ``alpha`` range of the statistic under the test's label permutations
+    (:func:`~bertology_utils.papers.claims.permutation_interval`). Holds when the interval lies above 0 (same-layer
+    heads closer than chance), differs at or below 0, inconclusive when it straddles 0. The one-sided permutation
+    p-value is kept as a value.
+    """
+    verdict, interval = _closeness(test, alpha)
     return Claim(
         "same_layer_close",
         "Heads in the same layer tend to be close",
         PAPER,
         "seen in the MDS plot (Figure 6), no test",
         _distances_observed(test),
-        _closer(test, alpha),
-        f"permutation p < {alpha} and same-layer mean < other-layer mean",
+        verdict,
+        _closeness_rule("layer", alpha),
         {"ratio": test.ratio, "p_value": test.p_value},
+        interval=interval,
     )
 
 
 def heads_cluster_by_behaviour(test: SameLayerTest, alpha: float = 0.05) -> Claim:
-    """ "Heads cluster by behaviour": the same test with each head's dominant behaviour as its group."""
+    """ "Heads cluster by behaviour": the same test and interval as :func:`same_layer_close`, with each head's
+    dominant behaviour as its group."""
+    verdict, interval = _closeness(test, alpha)
     return Claim(
         "behaviour_clusters",
         "Heads cluster by behaviour",
         PAPER,
         "clusters of [SEP], broad, next/previous-token heads",
         _distances_observed(test),
-        _closer(test, alpha),
-        f"permutation p < {alpha} and same-behaviour mean < other mean",
+        verdict,
+        _closeness_rule("behaviour", alpha),
         {"ratio": test.ratio, "p_value": test.p_value},
         note="partly by construction: the behaviour groups come from the same attention",
+        interval=interval,
     )

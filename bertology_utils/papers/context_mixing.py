@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Interval, Verdict, bootstrap_interval
+from bertology_utils.papers.claims import Claim, Draws, Interval, Verdict, bootstrap_interval
 
 __all__ = [
     "KOBAYASHI",
@@ -42,8 +43,25 @@ ABNAR_TABLE = {
 MIN_ITEMS = 10
 
 
+def _kind_totals(shares: Mapping[str, Any], kinds: Sequence[str], draws: bool = False) -> np.ndarray:
+    """The per-layer shares of ``kinds`` summed: (layers,), or (draws, layers) from :class:`Draws` (heads averaged)."""
+    if draws:
+        return np.sum([np.nanmean(np.asarray(shares[k], dtype=float), axis=-1) for k in kinds], axis=0)
+    return np.sum([np.asarray(shares[k], dtype=float) for k in kinds], axis=0)
+
+
+def _relative_drop(raw_total: np.ndarray, norm_total: np.ndarray) -> np.ndarray:
+    raw_mean = raw_total.mean(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(raw_mean > 0, 1 - norm_total.mean(-1) / np.where(raw_mean > 0, raw_mean, 1.0), np.nan)
+
+
 def norm_discounts_special_tokens(
-    raw: Mapping[str, Sequence[float]], norm: Mapping[str, Sequence[float]], *, drop: float = 0.2
+    raw: Mapping[str, Sequence[float]],
+    norm: Mapping[str, Sequence[float]],
+    *,
+    drop: float = 0.2,
+    draws: tuple[Draws, Draws] | None = None,
 ) -> Claim:
     """ "Weighted by the norm of the transformed value vectors, [CLS], [SEP] and punctuation get little attention".
 
@@ -52,23 +70,34 @@ def norm_discounts_special_tokens(
     compared. Holds when the norm-weighted share is lower in at least 3/4 of the layers and at least
     ``drop`` lower relative to raw on average; partly when lower on average; differs otherwise. Not
     testable when raw weights put (almost) nothing there (under 0.01 in every layer).
+
+    ``draws``: the raw and the norm-weighted surface statistics' :class:`~bertology_utils.core.uncertainty.Draws`
+    over the same sentences with the same seed (``SurfaceStats.bootstrap``), so that each draw resamples both alike.
+    The relative drop's interval then decides holds against ``drop`` and, below it, partly against 0; an interval
+    straddling its threshold reads inconclusive.
     """
     kinds = [k for k in raw if k in norm]
-    raw_total = np.sum([np.asarray(raw[k], dtype=float) for k in kinds], axis=0)
-    norm_total = np.sum([np.asarray(norm[k], dtype=float) for k in kinds], axis=0)
+    raw_total, norm_total = _kind_totals(raw, kinds), _kind_totals(norm, kinds)
     lower = float(np.mean(norm_total < raw_total))
-    relative = float(1 - norm_total.mean() / raw_total.mean()) if raw_total.mean() > 0 else math.nan
+    relative = float(_relative_drop(raw_total, norm_total)) if kinds else math.nan
     testable = bool(kinds) and bool(np.any(raw_total >= 0.01))
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not testable
-        else Verdict.HOLDS
-        if lower >= 0.75 and relative >= drop
-        else Verdict.PARTLY
-        if relative > 0
-        else Verdict.DIFFERS
-    )
+    interval = None
+    if not testable:
+        verdict = Verdict.NOT_TESTABLE
+    elif draws is None:
+        verdict = Verdict.graded(lower >= 0.75 and relative >= drop, relative > 0)
+    else:
+        raw_draws, norm_draws = draws
+        if raw_draws.over != norm_draws.over:
+            raise ValueError(f"the draws must resample the same items, not {raw_draws.over} and {norm_draws.over}")
+        drawn = _relative_drop(
+            _kind_totals(raw_draws.values, kinds, True), _kind_totals(norm_draws.values, kinds, True)
+        )
+        interval = raw_draws.interval(drawn)
+        full = Verdict.by_interval(interval, drop) if lower >= 0.75 else Verdict.DIFFERS
+        verdict = Verdict.stepwise(full, Verdict.by_interval(interval))
     names = " + ".join(kinds)
+    rule = f"holds: lower in >= 75% of layers and >= {drop:.0%} lower on average; partly: lower on average"
     return Claim(
         "norm_discounts_special_tokens",
         f"Norm weighting gives {names} far less attention than raw weights do",
@@ -77,13 +106,14 @@ def norm_discounts_special_tokens(
         f"{names}: {raw_total.mean():.2f} raw vs {norm_total.mean():.2f} norm-weighted (layer mean); "
         f"lower in {lower:.0%} of layers",
         verdict,
-        f"holds: lower in >= 75% of layers and >= {drop:.0%} lower on average; partly: lower on average",
+        rule + ("; the drop by its bootstrap interval, inconclusive where it straddles" if interval else ""),
         {
             "raw_share": float(raw_total.mean()),
             "norm_share": float(norm_total.mean()),
             "relative_drop": relative,
             "layers_lower": lower,
         },
+        interval=interval,
     )
 
 

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.papers.claims import Claim, Verdict, below_floor, depth_scaled_layers, tagged
+from bertology_utils.papers.claims import (
+    BY_INTERVAL,
+    Claim,
+    Draws,
+    Interval,
+    Verdict,
+    below_floor,
+    bootstrap_interval,
+    depth_scaled_layers,
+    tagged,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,32 +54,40 @@ __all__ = [
 PAPER = "Kovaleva et al. 2019"
 
 
-def heterogeneous_share(mrpc_share: float) -> Claim:
-    """ "Heterogeneous maps are at most 32% (MRPC) to 61% (QQP)": our classifier's share on MRPC; not testable without it."""
+def heterogeneous_share(mrpc_share: float, *, per_pair=None, seed: int = 0) -> Claim:
+    """ "Heterogeneous maps are at most 32% (MRPC) to 61% (QQP)": our classifier's share on MRPC; not testable without it.
+
+    ``per_pair``: each MRPC pair's share of heterogeneous maps (its heads' maps, e.g.
+    ``type_proportions(kinds, ["dataset", "item"]).loc["MRPC", "heterogeneous"]``); its bootstrap interval over the
+    pairs decides, inconclusive where it straddles 0.32."""
+    interval = None if per_pair is None else bootstrap_interval(np.mean, per_pair, over="MRPC pairs", seed=seed)
     return Claim(
         "heterogeneous_share",
         "Heterogeneous maps are at most 32% (MRPC) to 61% (QQP) of all maps",
         PAPER,
         "<= 0.32 on MRPC",
         f"{mrpc_share:.2f} on MRPC",
-        Verdict.of(mrpc_share <= 0.32, math.isfinite(mrpc_share)),
-        "our classifier's heterogeneous share on MRPC <= 0.32",
+        Verdict.of(mrpc_share <= 0.32, math.isfinite(mrpc_share), interval, 0.32, below=True),
+        "our classifier's heterogeneous share on MRPC <= 0.32" + BY_INTERVAL * (interval is not None),
         {"mrpc_share": mrpc_share},
+        interval=interval,
     )
 
 
-def pattern_types_recognisable(macro_f1: float, method: str = "template") -> Claim:
+def pattern_types_recognisable(macro_f1: float, method: str = "template", *, interval: Interval | None = None) -> Claim:
     """ "Pattern types can be recognised automatically" (a CNN, F1 about 0.86): our ``method``'s macro F1
-    on the project's labelled maps (cross-validated for a trained classifier)."""
+    on the project's labelled maps (cross-validated for a trained classifier). ``interval``: the macro F1's
+    bootstrap interval over the labelled maps (``CrossValidation.interval``), which then decides."""
     return Claim(
         "pattern_types_recognisable",
         "The five pattern types can be recognised automatically",
         PAPER,
         "CNN macro F1 about 0.86",
         f"{method} macro F1 {macro_f1:.2f}",
-        Verdict.of(macro_f1 >= 0.81, math.isfinite(macro_f1)),
-        "macro F1 on our labelled maps >= 0.86 - 0.05",
+        Verdict.of(macro_f1 >= 0.81, math.isfinite(macro_f1), interval, 0.81),
+        "macro F1 on our labelled maps >= 0.86 - 0.05" + BY_INTERVAL * (interval is not None),
         {"macro_f1": macro_f1, "method": method},
+        interval=interval,
     )
 
 
@@ -102,65 +122,133 @@ def last_layers_change_most(cosine, task: str = "") -> Claim:
     )
 
 
-def single_heads_dispensable(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
+def single_heads_dispensable(
+    ablation: AblationResult, tolerance: float = 0.0, task: str = "", *, n_resamples: int = 2000, seed: int = 0
+) -> Claim:
     """ "Disabling a single head often does not hurt, and sometimes improves the score" (Fig. 6).
 
     Holds when at least half the heads do not hurt and some improve; partly when only one of
     the two; not testable when no single-head removal changes the metric at all (too few examples).
+
+    With the ablation's per-example predictions
+    (:meth:`~bertology_utils.interventions.pruning.AblationResult.draws`), each half is decided by an interval over
+    ``n_resamples`` bootstrap resamples of the dev examples (``seed``): "do not hurt", by the share of heads whose
+    metric change is >= -``tolerance``, recomputed on every resample, against 50% (the claim's interval);
+    "improve", by the metric change of the head that improves most on the whole dev set, against ``tolerance``.
+    Holds when both intervals lie above their thresholds; partly when one does and the other lies at or below;
+    differs when both lie at or below; inconclusive when one straddles and the other does not settle the verdict.
+    Without them (a result made by hand), the point shares decide. Not testable (by NaN intervals) also with fewer
+    than 3 dev examples.
     """
     d = np.asarray(ablation.head_deltas, dtype=np.float64)
     not_hurting, improve = float((d >= -tolerance).mean()), float((d > tolerance).mean())
     lower_loss = float((np.asarray(ablation.head_loss_deltas) < 0).mean())
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if not np.any(d)
-        else Verdict.HOLDS
-        if not_hurting >= 0.5 and improve > 0
-        else Verdict.PARTLY
-        if not_hurting >= 0.5 or improve > 0
-        else Verdict.DIFFERS
+    ours = (
+        f"{not_hurting:.0%} of heads do not hurt, {improve:.0%} improve (base {ablation.base:.3f}); "
+        f"{lower_loss:.0%} lower the dev loss"
     )
+    resampled = getattr(ablation, "draws", None)
+    draws = resampled(n_resamples, seed) if callable(resampled) and np.isfinite(d).any() else None
+    interval = None
+    if draws is None:
+        verdict = (
+            Verdict.NOT_TESTABLE
+            if not np.any(d)
+            else Verdict.HOLDS
+            if not_hurting >= 0.5 and improve > 0
+            else Verdict.PARTLY
+            if not_hurting >= 0.5 or improve > 0
+            else Verdict.DIFFERS
+        )
+        rule = "holds: >= 50% of heads do not lower the metric and > 0 raise it; partly: one of the two"
+    else:
+        heads = draws["head_deltas"]  # (resamples, layers, heads)
+        flat = heads.reshape(len(heads), -1)
+        shares = np.where(np.isfinite(flat).all(1), (flat >= -tolerance).mean(1), np.nan)
+        interval = draws.interval(shares)
+        best = int(np.nanargmax(d))
+        best_interval = draws.interval(flat[:, best])
+        halves = (Verdict.by_interval(interval, 0.5), Verdict.by_interval(best_interval, tolerance))
+        both = (
+            Verdict.NOT_TESTABLE
+            if Verdict.NOT_TESTABLE in halves
+            else Verdict.HOLDS
+            if halves == (Verdict.HOLDS, Verdict.HOLDS)
+            else Verdict.DIFFERS
+            if Verdict.DIFFERS in halves
+            else Verdict.INCONCLUSIVE
+        )
+        either = (
+            Verdict.HOLDS
+            if Verdict.HOLDS in halves
+            else Verdict.DIFFERS
+            if halves == (Verdict.DIFFERS, Verdict.DIFFERS)
+            else Verdict.INCONCLUSIVE
+        )
+        verdict = Verdict.NOT_TESTABLE if not np.any(d) else Verdict.stepwise(both, either)
+        layer, head = np.unravel_index(best, d.shape)
+        ours += f"; most improving head L{layer + 1}H{head + 1} {d.flat[best]:+.3f}, {best_interval.describe(True)}"
+        rule = (
+            "holds: the share of heads not lowering the metric lies above 50% and the most improving head's change "
+            f"(chosen on the whole dev set) above {tolerance:g}, each by its bootstrap interval over resampled dev "
+            "examples (the claim's interval: the share's); partly: one of the two, the other at or below; "
+            "inconclusive where an interval that decides straddles"
+        )
     return Claim(
         tagged("single_heads_dispensable", task),
         "Disabling one head often does not hurt, sometimes improves",
         PAPER,
         "often no drop; some heads improve the score",
-        f"{not_hurting:.0%} of heads do not hurt, {improve:.0%} improve (base {ablation.base:.3f}); "
-        f"{lower_loss:.0%} lower the dev loss",
+        ours,
         verdict,
-        "holds: >= 50% of heads do not lower the metric and > 0 raise it; partly: one of the two; "
-        "not testable: no head changes the metric",
+        rule + "; not testable: no head changes the metric",
         {"share_not_hurting": not_hurting, "share_improve": improve},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 
-def layer_ablation_improves(ablation: AblationResult, tolerance: float = 0.0, task: str = "") -> Claim:
+def layer_ablation_improves(
+    ablation: AblationResult, tolerance: float = 0.0, task: str = "", *, n_resamples: int = 2000, seed: int = 0
+) -> Claim:
     """ "Disabling a whole layer sometimes improves the score" (RTE: layer 1, about +3 points).
 
-    Not testable when no layer changes the metric.
+    The best layer is the one whose removal changes the dev metric most favourably on the whole dev set. With the
+    ablation's per-example predictions (:meth:`~bertology_utils.interventions.pruning.AblationResult.draws`), that
+    layer's metric change is recomputed on ``n_resamples`` bootstrap resamples of the dev examples (``seed``), and its
+    interval decides: holds when it lies above ``tolerance``, differs when at or below, inconclusive when it
+    straddles (the layer is chosen once, on the whole dev set, so the interval does not widen for the choice).
+    Without them (a result made by hand), the point change decides. Not testable when no layer changes the metric,
+    and (by a NaN interval) with fewer than 3 dev examples.
     """
     d = np.asarray(ablation.layer_deltas, dtype=np.float64)
     testable = bool(np.isfinite(d).any() and np.any(np.nan_to_num(d)))
     best = int(np.nanargmax(d)) if np.isfinite(d).any() else None
+    resampled = getattr(ablation, "draws", None)
+    draws = resampled(n_resamples, seed) if callable(resampled) else None
+    interval = None if draws is None or best is None else draws.interval(draws["layer_deltas"][:, best])
     ours = (
         f"best: layer {best + 1}, {d[best]:+.3f}; worst {np.nanmin(d):+.3f}"
         if best is not None
         else "no layer was disabled"
     )
+    rule = f"the best layer's metric change > {tolerance:g}"
+    if interval is not None:
+        rule += " (the layer chosen on the whole dev set; its change's interval over resampled dev examples)"
     return Claim(
         tagged("layer_ablation_improves", task),
         "Disabling a whole layer sometimes improves the score",
         PAPER,
         "RTE: layer 1, about +3 points",
         ours,
-        Verdict.of(best is not None and d[best] > tolerance, testable),
-        f"the best layer's metric change > {tolerance:g}; not testable when no layer changes the metric",
+        Verdict.of(best is not None and d[best] > tolerance, testable, interval, tolerance),
+        rule + BY_INTERVAL * (interval is not None) + "; not testable when no layer changes the metric",
         {
             "best_layer": best + 1 if best is not None else None,
             "best_layer_delta": float(d[best]) if best is not None else math.nan,
         },
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 
@@ -241,6 +329,14 @@ def _third_means(frame: pd.DataFrame, column: str, first: tuple[int, int], last:
     return float(np.mean(values[first[0] - 1 : first[1]])), float(np.mean(values[last[0] - 1 : last[1]]))
 
 
+def _drawn_third_means(draws: Draws, column: str, first: tuple[int, int], last: tuple[int, int]):
+    """:func:`_third_means` of each draw: the heads' mean per layer (as ``per_layer()``), then the thirds'."""
+    with warnings.catch_warnings():  # a layer without any finite head is NaN, as in the frame
+        warnings.simplefilter("ignore", RuntimeWarning)
+        layers = np.nanmean(np.asarray(draws[column], dtype=np.float64), axis=-1)
+    return layers[:, first[0] - 1 : first[1]].mean(-1), layers[:, last[0] - 1 : last[1]].mean(-1)
+
+
 def _span(layers: tuple[int, int]) -> str:
     return f"{layers[0]}-{layers[1]}" if layers[0] != layers[1] else str(layers[0])
 
@@ -268,6 +364,7 @@ def cls_early_sep_late(
     *,
     scores: Mapping[str, float] | None = None,
     majority: Mapping[str, float] | None = None,
+    draws: Mapping[str, Draws] | None = None,
 ) -> Claim:
     """ "Early layers attend to [CLS], later ones to [SEP]" (Fig. 5), for every fine-tuned task.
 
@@ -281,6 +378,12 @@ def cls_early_sep_late(
     recorded next to each task's numbers and does not enter the verdict. ``scores`` and ``majority``:
     task -> the classifier's dev score and its majority-class score; a task whose classifier does not
     beat it (:func:`~bertology_utils.papers.claims.below_floor`) is recorded but not counted.
+
+    ``draws``: task -> the fine-tuned model's :meth:`~bertology_utils.analyses.patterns.SurfaceStats.bootstrap` over
+    that task's examples. The claim's margins (each counted task's [CLS] first - last third and [SEP] last - first
+    third) are then taken in every draw: the interval of the smallest margin decides holds (above 0: every task
+    shows both), and where it lies under 0, the interval of the largest decides partly or differs; an interval
+    straddling 0 reads inconclusive.
     """
     if not shares:
         return Claim(
@@ -348,15 +451,26 @@ def cls_early_sep_late(
     values.update({"tasks_both": both, "tasks_cls_early": sum(c for c, _ in outcome.values())})
     values["tasks_sep_late"] = sum(s for _, s in outcome.values())
     finite = all(math.isfinite(v) for v in judged)
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if depth < 3 or not finite or not outcome
-        else Verdict.HOLDS
-        if both == len(outcome)
-        else Verdict.PARTLY
-        if both > 0 or some_half
-        else Verdict.DIFFERS
-    )
+    testable = depth >= 3 and finite and bool(outcome)
+    verdict = Verdict.graded(both == len(outcome), both > 0 or some_half, testable)
+    interval = None
+    if testable and draws is not None and all(task in draws for task in outcome):
+        margins = []
+        for task in outcome:
+            cls_first, cls_last = _drawn_third_means(draws[task], "cls", first, last)
+            sep_first, sep_last = _drawn_third_means(draws[task], "sep", first, last)
+            margins += [cls_first - cls_last, sep_last - sep_first]
+        drawn = np.stack(margins, axis=-1)
+        over = next(iter(draws.values()))
+        interval = over.interval(drawn.min(-1))
+        if Verdict.by_interval(interval) is Verdict.DIFFERS:  # some task lacks one: does any show either?
+            interval = over.interval(drawn.max(-1))
+            verdict = Verdict.stepwise(Verdict.DIFFERS, Verdict.by_interval(interval))
+        else:
+            verdict = Verdict.by_interval(interval)
+        interval = replace(
+            interval, method=f"bootstrap over each task's examples ({', '.join(d.over for d in draws.values())})"
+        )
     thirds = f"layers {_span(first)} vs {_span(last)} of {depth}" if depth >= 3 else ""
     return Claim(
         "cls_early_sep_late",
@@ -367,11 +481,17 @@ def cls_early_sep_late(
         verdict,
         "per task: mean [CLS] share of the first third of the layers > the last third's, and mean [SEP] share of "
         "the last third > the first third's. holds: every task; partly: some task, or one of the two somewhere; "
-        "a task whose classifier does not beat its baseline (the majority class) is not counted",
+        "a task whose classifier does not beat its baseline (the majority class) is not counted"
+        + (
+            "; by the intervals of the smallest and the largest margin, inconclusive where one straddles 0"
+            if interval
+            else ""
+        ),
         values,
         note="shares of the fine-tuned models; the pre-trained model's on the same inputs are recorded beside them"
         if pretrained is not None
         else "shares of the fine-tuned models",
+        interval=interval,
     )
 
 
@@ -381,6 +501,7 @@ def sst2_largest_sep(
     *,
     scores: Mapping[str, float] | None = None,
     majority: Mapping[str, float] | None = None,
+    draws: Mapping[str, Draws] | None = None,
 ) -> Claim:
     """ "SST-2, whose inputs have one [SEP], shows the largest [SEP] share" (Fig. 5).
 
@@ -388,7 +509,8 @@ def sst2_largest_sep(
     share. Holds when SST-2's (the task named "SST-2", "sst2"...) is the largest; not testable
     when SST-2 is absent or there are fewer than 2 tasks. ``pretrained`` is recorded, not judged.
     ``scores`` and ``majority`` as for :func:`cls_early_sep_late`: a task whose classifier does not
-    beat its baseline is recorded but not ranked.
+    beat its baseline is recorded but not ranked. ``draws`` as for :func:`cls_early_sep_late`: the interval of
+    SST-2's share minus the largest other task's, in every draw, decides (inconclusive where it straddles 0).
     """
     means = {task: float(_layer_frame(frame, task, ("sep",))["sep"].mean()) for task, frame in shares.items()}
     left_out = _not_counted(means, scores, majority)
@@ -407,19 +529,34 @@ def sst2_largest_sep(
     ours = ", ".join(f"{task} {means[task]:.3f}" for task in ranked) or "no task"
     ours += "".join(f"; {task} {means[task]:.3f} not ranked: {why}" for task, why in left_out.items())
     why = "" if testable else "; SST-2 is not among the tasks ranked" if sst2 is None else "; fewer than 2 tasks ranked"
+    interval = None
+    if testable and sst2 is not None and draws is not None and all(task in draws for task in counted):
+
+        def drawn(task: str) -> np.ndarray:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.nanmean(np.nanmean(np.asarray(draws[task]["sep"], dtype=np.float64), axis=-1), axis=-1)
+
+        others = np.max([drawn(task) for task in counted if task != sst2], axis=0)
+        interval = draws[sst2].interval(drawn(sst2) - others)
+        interval = replace(
+            interval, method=f"bootstrap over each task's examples ({', '.join(d.over for d in draws.values())})"
+        )
     return Claim(
         "sst2_largest_sep",
         "SST-2 (one [SEP] per input) shows the largest [SEP] share",
         PAPER,
         "SST-2 largest (Fig. 5)",
         "mean [SEP] share over layers: " + ours + why,
-        Verdict.of(sst2 is not None and ranked[0] == sst2, testable),
+        Verdict.of(sst2 is not None and ranked[0] == sst2, testable, interval),
         "SST-2's mean over layers of the [SEP] share is the largest of the tasks; not testable without SST-2 "
         "or with fewer than 2 tasks; a task whose classifier does not beat its baseline (the majority class) "
-        "is not ranked",
+        "is not ranked"
+        + ("; by the interval of SST-2's share minus the largest other's" + BY_INTERVAL if interval else ""),
         values,
         note="shares of the fine-tuned models"
         + ("; pre-trained values recorded beside them" if pretrained is not None else ""),
+        interval=interval,
     )
 
 

@@ -30,6 +30,8 @@ def heads_prunable(
     *,
     keep: float = 0.9,
     task: str = "",
+    n_resamples: int = 2000,
+    seed: int = 0,
 ) -> Claim:
     """ "Many heads (about 40% on MNLI) can be pruned by importance without a noticeable drop".
 
@@ -37,31 +39,71 @@ def heads_prunable(
     and importance order does at least as well as random order on average; partly when only some
     heads go. Not testable when the metric never drops, even with every head pruned: such a curve
     says nothing about heads.
+
+    With the curves' per-example predictions (:meth:`~bertology_utils.interventions.pruning.PruningCurve.draws`),
+    the prunable shares are recomputed on ``n_resamples`` bootstrap resamples of the dev examples (``seed``; every
+    curve on the same resamples), and intervals decide: the importance order's share (the claim's interval) against
+    20% and its excess over the random orders' mean share against 0, each holding when all of its interval lies at or
+    above the threshold (the rule's ">="), differing when all of it lies below; partly when the share's interval lies
+    above 0 and a part of "holds" differs; inconclusive where an interval that decides straddles.
     """
     share = curve.prunable(keep)
     rand = [c.prunable(keep) for c in random_curves]
     rand_mean = float(np.mean(rand)) if rand else math.nan
-    verdict = (
-        Verdict.NOT_TESTABLE
-        if share >= 1.0
-        else Verdict.HOLDS
-        if share >= 0.2 and (not rand or share >= rand_mean)
-        else Verdict.PARTLY
-        if share > 0
-        else Verdict.DIFFERS
-    )
     rand_text = f"; random order {rand_mean:.0%} on average" if rand else ""
+    ours = f"{share:.0%} pruned by importance{rand_text}"
+    made = [getattr(c, "draws", None) for c in (curve, *random_curves)]
+    drawn = [d(keep, n_resamples, seed) if callable(d) else None for d in made]
+    ready = [d for d in drawn if d is not None]
+    interval = None
+    if len(ready) != len(drawn):  # a curve made by hand: the point shares decide
+        verdict = (
+            Verdict.NOT_TESTABLE
+            if share >= 1.0
+            else Verdict.HOLDS
+            if share >= 0.2 and (not rand or share >= rand_mean)
+            else Verdict.PARTLY
+            if share > 0
+            else Verdict.DIFFERS
+        )
+        rule = "holds: >= 20% prunable by importance and >= random order's mean; partly: > 0%"
+    else:
+        shares = [d["prunable"] for d in ready]
+        interval = ready[0].interval(shares[0])
+        at_least = -1e-9  # shares come in steps: ">= x" is "above just under x"
+        halves = [Verdict.by_interval(interval, 0.2 + at_least)]
+        if rand:
+            excess = ready[0].interval(shares[0] - np.mean(shares[1:], axis=0))
+            halves.append(Verdict.by_interval(excess, at_least))
+            ours += f"; importance minus random {excess.describe(True)}"
+        both = (
+            Verdict.NOT_TESTABLE
+            if Verdict.NOT_TESTABLE in halves
+            else Verdict.HOLDS
+            if all(h is Verdict.HOLDS for h in halves)
+            else Verdict.DIFFERS
+            if Verdict.DIFFERS in halves
+            else Verdict.INCONCLUSIVE
+        )
+        some = Verdict.by_interval(interval, 0.0)
+        verdict = Verdict.NOT_TESTABLE if share >= 1.0 else Verdict.stepwise(both, some)
+        rule = (
+            "holds: >= 20% prunable by importance and >= random order's mean, each by its bootstrap interval over "
+            "resampled dev examples (the claim's interval: the share's; the excess over random order's mean share); "
+            "partly: the share's interval above 0% and a part of holds at or below; inconclusive where an interval "
+            "that decides straddles"
+        )
     return Claim(
         tagged("heads_prunable", task),
         f"Many heads can be pruned keeping {keep:.0%} of the metric, importance beats random",
         PAPER,
         "about 40% (MNLI)",
-        f"{share:.0%} pruned by importance{rand_text}",
+        ours,
         verdict,
-        "holds: >= 20% prunable by importance and >= random order's mean; partly: > 0%; "
-        "not testable: the metric never drops",
+        rule + "; not testable: the metric never drops",
         {"prunable": share, "prunable_random_mean": rand_mean},
         note=f"task: {task}" if task else "",
+        interval=interval,
     )
 
 

@@ -9,6 +9,7 @@ from scipy import stats
 from bertology_utils.papers import clark, context_mixing, kovaleva, michel, voita
 from bertology_utils.papers.claims import (
     Claim,
+    Draws,
     Interval,
     Seeds,
     Verdict,
@@ -132,47 +133,152 @@ def test_cls_entropy_within_a_tenth_of_the_papers_ratio():
     assert clark.cls_entropy_last_layer(grid([0, 3.0]), math.nan).verdict is Verdict.NOT_TESTABLE
 
 
+def gradient_stats(ratio, norm, *, items=40, spread=0.1, seed=0, share=(0.1, 0.6, 0.7, 0.2), heads=2):
+    """:class:`GradientStats` of ``items`` items whose gradient per weight to [SEP] (and [CLS]) over ordinary tokens'
+    is ``ratio`` per layer and whose gradient norm is ``norm`` per layer, each item's values off by up to
+    ``spread`` (relative, uniform); ``share`` the attention to [SEP] and [CLS] per layer."""
+    from bertology_utils.interventions.gradients import KINDS, GradientStats
+
+    rng = np.random.default_rng(seed)
+    ratio, norm = np.asarray(ratio, dtype=float), np.asarray(norm, dtype=float)
+    jitter = 1 + spread * rng.uniform(-1, 1, size=(items, len(ratio)))
+    weights = np.tile([2.0, 2.0, 4.0, 20.0], (items, 1))  # weights per kind of one head, per item
+    per_weight = np.stack([ratio * jitter, ratio * jitter, np.ones_like(jitter), np.ones_like(jitter)], axis=-1)
+    summed = per_weight * weights[:, None, :] * heads  # (items, layers, kinds), over the heads
+    item_norm = norm * (1 + spread * rng.uniform(-1, 1, size=(items, len(norm))))
+    gradient = summed.sum(0) / weights.sum(0) / heads  # (layers, kinds), per weight and head
+    attention = {k: grid(share if k in ("sep", "cls") else np.zeros(len(ratio)), heads) for k in KINDS}
+    return GradientStats(
+        "m",
+        "o",
+        items,
+        0,
+        10 * items,
+        1.0,
+        attention,
+        {k: np.repeat(gradient[:, i, None], heads, axis=1) for i, k in enumerate(KINDS)},
+        {k: np.zeros((len(ratio), heads)) for k in KINDS},
+        {k: int(weights[:, i].sum()) for i, k in enumerate(KINDS)},
+        1.0,
+        item_norm.mean(0),
+        np.repeat(item_norm.mean(0)[:, None], heads, axis=1),
+        {"gradient": summed, "weights": weights, "norm": item_norm, "pair": np.zeros(items, dtype=bool)},
+    )
+
+
 def test_gradient_claims():
-    stats = SimpleNamespace(
+    stats = gradient_stats([1.2, 0.4, 0.5, 1.1], [4.0, 3.0, 2.0, 1.0])
+    small = clark.special_gradient_small(stats, "sep", "mlm")
+    assert small.id == "sep_gradient_small.mlm" and small.verdict is Verdict.HOLDS
+    high, low = small.values["high_ratio"], small.values["low_ratio"]
+    assert high == pytest.approx(0.45, abs=0.02) and low == pytest.approx(1.15, abs=0.05)
+    assert small.interval.low < min(1, low) - high < small.interval.high  # the margin's interval
+    assert small.interval.method == "bootstrap over 40 sentences" and small.interval.level == 0.95
+    shrink = clark.gradients_shrink(stats, "mlm")
+    assert shrink.verdict is Verdict.HOLDS and shrink.values["spearman_with_depth"] == -1.0
+    assert shrink.interval.low <= -1.0 <= shrink.interval.high  # the interval is of rho, which lies below 0
+    assert clark.gradients_shrink(gradient_stats([1] * 4, [1.0, 2, 3, 4])).verdict is Verdict.DIFFERS
+    constant = gradient_stats([1] * 4, np.ones(4), spread=0.0)
+    assert clark.gradients_shrink(constant).verdict is Verdict.NOT_TESTABLE  # a constant has no rank correlation
+    # Above 1 in the layers with most attention: differs; one draw of the items for every claim on the objective.
+    assert clark.special_gradient_small(gradient_stats([0.8, 1.3, 1.4, 0.9], np.ones(4))).verdict is Verdict.DIFFERS
+    draws = stats.bootstrap(n_resamples=500, seed=3)
+    assert clark.special_gradient_small(stats, draws=draws).interval == draws.interval(
+        1 - draws["gradient_ratio:sep"][:, [1, 2]].mean(-1)
+    )
+    claims = clark.objective_claims(stats, clark_ablation_summary([0.3] * 8, [1.0] * 8), "mlm")
+    assert [c.verdict for c in claims] == [Verdict.HOLDS] * 4
+    assert [c.interval.method for c in claims[:3]] == ["bootstrap over 40 sentences"] * 3
+
+
+def test_gradient_claims_are_inconclusive_on_a_near_tie_over_few_items():
+    tie = gradient_stats([1.2, 0.97, 0.98, 1.1], [1.0, 1.02, 0.99, 0.98], items=5, spread=0.4, seed=1)
+    small = clark.special_gradient_small(tie)
+    assert small.verdict is Verdict.INCONCLUSIVE and small.interval.low < 0 < small.interval.high
+    assert 0 < min(1, small.values["low_ratio"]) - small.values["high_ratio"]  # the point alone would say holds
+    shrink = clark.gradients_shrink(tie)
+    assert shrink.verdict is Verdict.INCONCLUSIVE and shrink.interval.low < 0 < shrink.interval.high
+    assert shrink.values["spearman_with_depth"] < 0
+
+
+def test_gradient_claims_without_an_interval_are_not_testable():
+    few = gradient_stats([1.2, 0.4, 0.5, 1.1], [4.0, 3.0, 2.0, 1.0], items=2)  # too few items to resample
+    for claim in (clark.special_gradient_small(few), clark.gradients_shrink(few)):
+        assert claim.verdict is Verdict.NOT_TESTABLE and not claim.interval.finite
+    bare = SimpleNamespace(  # statistics without per-item sums
         attention={"sep": grid([0.1, 0.6, 0.7, 0.2])},
         gradient_ratio=lambda kind: np.array([1.2, 0.4, 0.5, 1.1]),
         gradient_norm=np.array([4.0, 3.0, 2.0, 1.0]),
     )
-    small = clark.special_gradient_small(stats, "sep", "mlm")
-    assert small.id == "sep_gradient_small.mlm" and small.verdict is Verdict.HOLDS
-    assert small.values == {"high_ratio": pytest.approx(0.45), "low_ratio": pytest.approx(1.15)}
-    assert clark.gradients_shrink(stats, "mlm").verdict is Verdict.HOLDS
-    stats.gradient_norm = np.ones(4)
-    assert clark.gradients_shrink(stats).verdict is Verdict.NOT_TESTABLE  # a constant has no rank correlation
-    row = dict(_ROW)
-    removal = clark.attention_removal(row, "sst2")
-    assert removal.id == "ablation.sst2.sep.zero" and removal.verdict is Verdict.HOLDS
-    assert clark.attention_removal({**row, "ratio": 1.0}).verdict is Verdict.DIFFERS
+    assert clark.special_gradient_small(bare).verdict is Verdict.NOT_TESTABLE
+    assert clark.gradients_shrink(bare).verdict is Verdict.NOT_TESTABLE
+    nan = gradient_stats([np.nan] * 4, [np.nan] * 4)
+    assert clark.special_gradient_small(nan).verdict is Verdict.NOT_TESTABLE
+    assert clark.gradients_shrink(nan).verdict is Verdict.NOT_TESTABLE
+    single = gradient_stats([0.5], [1.0], share=(0.6,))  # one layer: no other layers, no trend
+    assert clark.special_gradient_small(single).verdict is Verdict.HOLDS
+    assert clark.gradients_shrink(single).verdict is Verdict.NOT_TESTABLE
 
 
-def test_probe_claims():
-    test = {
-        name: SimpleNamespace(uas=uas)
-        for name, uas in {
-            "Right-branching": 0.30,
-            "Attn": 0.25,
-            "Attn + words": 0.45,
-            "Distances + words": 0.45,
-        }.items()
-    }
-    claims = {c.id: c for c in clark.table3_claims(test)}
-    assert claims["table3.attn_beats_right_branching"].verdict is Verdict.DIFFERS
-    assert claims["table3.attn_words_beats_distances"].verdict is Verdict.DIFFERS  # a tie is no win
-    assert claims["table3.words_help_attn"].values["test_margin"] == pytest.approx(20.0)
-    assert claims["table3.trained_beats_random_init"].verdict is Verdict.NOT_TESTABLE  # no random-init row
-    assert claims["table3.trained_beats_random_init"].ours == "not testable: no Random-init Attn + words row"
+def clark_ablation_summary(target, control, layers=3, seed=0):
+    """:func:`ablation_summary` of curves whose items change by ``target`` (moving [SEP]'s attention away, mode
+    zero) and ``control`` (the matched control), in every one of ``layers`` layers, each layer off by a little."""
+    import pandas as pd
+
+    from bertology_utils.interventions.gradients import ablation_summary
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for layer in range(1, layers + 1):
+        for kind, changes in (("target", target), ("control", control)):
+            values = np.asarray(changes, dtype=float) * (1 + 0.01 * rng.uniform(-1, 1, len(changes)))
+            row = {"layer": layer, "target": "sep", "intervention": kind, "mode": "zero", "mass": 0.3}
+            row |= {"hidden_change": values.mean(), "hidden_change_items": values, "negative_share": 0.0}
+            rows.append(row)
+    return ablation_summary(pd.DataFrame(rows))
+
+
+@pytest.mark.parametrize(
+    ("target", "control", "verdict"),
+    [
+        ([0.3, 0.5, 0.4, 0.6, 0.2, 0.4, 0.5, 0.3], [1.0, 1.1, 0.9, 1.2, 0.8, 1.0, 1.1, 0.9], Verdict.HOLDS),
+        ([1.3, 1.5, 1.4, 1.6, 1.2, 1.4, 1.5, 1.3], [1.0, 1.1, 0.9, 1.2, 0.8, 1.0, 1.1, 0.9], Verdict.DIFFERS),
+        ([0.5, 1.4, 0.9, 1.1], [1.0, 1.0, 1.2, 0.9], Verdict.INCONCLUSIVE),  # a near-tie on four items
+        ([0.3, 0.5], [1.0, 1.1], Verdict.NOT_TESTABLE),  # too few items for an interval
+    ],
+)
+def test_attention_removal_decides_by_the_interval_over_items(target, control, verdict):
+    summary = clark_ablation_summary(target, control)
+    row = summary.iloc[0]
+    removal = clark.attention_removal(row, "mlm")
+    assert removal.id == "ablation.mlm.sep.zero" and removal.verdict is verdict
+    assert removal.values["ratio"] == pytest.approx(np.sum(target) / np.sum(control), rel=0.01)
+    if verdict is not Verdict.NOT_TESTABLE:
+        assert removal.interval.low < removal.values["ratio"] < removal.interval.high  # the ratio's own interval
+        assert (removal.interval.low, removal.interval.high) == (row.ratio_low, row.ratio_high)
+        assert removal.interval.method == f"bootstrap over {len(target)} items"
+
+
+def test_attention_removal_without_an_interval_is_not_testable():
+    assert clark.attention_removal(_ROW, "sst2").verdict is Verdict.HOLDS
+    bare = {k: v for k, v in _ROW.items() if not k.startswith("ratio_")}  # a summary row without the interval
+    assert clark.attention_removal(bare).verdict is Verdict.NOT_TESTABLE
+    assert clark.attention_removal({**_ROW, "ratio": math.nan}).verdict is Verdict.NOT_TESTABLE
+    assert clark.attention_removal({**_ROW, "ratio_low": 0.9, "ratio_high": 1.1}).verdict is Verdict.INCONCLUSIVE
+    assert clark.attention_removal({**_ROW, "ratio_low": 1.0, "ratio_high": 1.2}).verdict is Verdict.DIFFERS
 
 
 def test_same_layer_claims():
-    close = SimpleNamespace(same_mean=40.0, other_mean=50.0, ratio=0.8, p_value=0.049, testable=True)
-    assert clark.same_layer_close(close).verdict is Verdict.HOLDS
-    assert clark.same_layer_close(SimpleNamespace(**{**vars(close), "p_value": 0.05})).verdict is Verdict.DIFFERS
-    assert clark.heads_cluster_by_behaviour(SimpleNamespace(**{**vars(close), "ratio": 1.1})).verdict is Verdict.DIFFERS
+    from bertology_utils.analyses.clustering import SameLayerTest
+
+    null = np.random.default_rng(0).normal(0.0, 2.0, size=1000)  # other - same under relabelling
+    close = SameLayerTest(40.0, 50.0, 0.001, 1000, null)
+    claim = clark.same_layer_close(close)
+    assert claim.verdict is Verdict.HOLDS and claim.values == {"ratio": 0.8, "p_value": 0.001}
+    assert claim.interval == permutation_interval(10.0, null, method="permutation, 1000 relabellings of the heads")
+    assert clark.same_layer_close(replace(close, null=null * 8)).verdict is Verdict.INCONCLUSIVE  # a wide null
+    assert clark.heads_cluster_by_behaviour(SameLayerTest(50.0, 40.0, 1.0, 1000, null)).verdict is Verdict.DIFFERS
+    assert clark.same_layer_close(replace(close, null=np.empty(0))).verdict is Verdict.NOT_TESTABLE
 
 
 def ablation(head_deltas, layer_deltas, loss=None):
@@ -281,11 +387,7 @@ def test_the_one_rule_for_a_classifier_that_learned_nothing():
 
 
 def _gradient_stats():
-    return SimpleNamespace(
-        attention={"sep": grid([0.1, 0.6, 0.7, 0.2]), "cls": grid([0.1, 0.6, 0.7, 0.2])},
-        gradient_ratio=lambda kind: np.array([1.2, 0.4, 0.5, 1.1]),
-        gradient_norm=np.array([4.0, 3.0, 2.0, 1.0]),
-    )
+    return gradient_stats([1.2, 0.4, 0.5, 1.1], [4.0, 3.0, 2.0, 1.0])
 
 
 def _faithfulness(rhos: dict):
@@ -304,6 +406,10 @@ _ROW = {
     "hidden_change (target)": 0.03,
     "hidden_change (control)": 0.05,
     "mean mass moved": 0.04,
+    "ratio_low": 0.5,
+    "ratio_high": 0.8,
+    "ratio_level": 0.95,
+    "items": 64,
 }
 #: every claim a notebook computes on one fine-tuned classifier (02's SST-2 objective, 06, 07, 08), holding here
 CLASSIFIER_CLAIMS = {
@@ -403,6 +509,18 @@ def test_verdict_by_interval_and_the_interval_in_metrics_and_records():
     assert Verdict.by_interval(Interval(-0.1, 0.4)) is Verdict.INCONCLUSIVE
     assert Verdict.by_interval(Interval(0.6, 0.9), threshold=0.5) is Verdict.HOLDS
     assert Verdict.by_interval(Interval(math.nan, 0.4)) is Verdict.NOT_TESTABLE
+    assert Verdict.by_interval(Interval(0.02, 0.08), 0.1, below=True) is Verdict.HOLDS
+    assert Verdict.by_interval(Interval(0.1, 0.3), 0.1, below=True) is Verdict.DIFFERS  # at the threshold: not under
+    assert Verdict.by_interval(Interval(0.05, 0.3), 0.1, below=True) is Verdict.INCONCLUSIVE
+    # Verdict.of: the interval decides where there is one, whatever the point estimate says
+    assert Verdict.of(True, True, Interval(0.4, 0.6), 0.5) is Verdict.INCONCLUSIVE
+    assert Verdict.of(True, False, Interval(0.6, 0.7), 0.5) is Verdict.NOT_TESTABLE
+    # a graded rule by two intervals: "partly" is asked only where "holds" differs
+    assert Verdict.stepwise(Verdict.HOLDS, Verdict.DIFFERS) is Verdict.HOLDS
+    assert Verdict.stepwise(Verdict.INCONCLUSIVE, Verdict.HOLDS) is Verdict.INCONCLUSIVE
+    assert Verdict.stepwise(Verdict.DIFFERS, Verdict.HOLDS) is Verdict.PARTLY
+    assert Verdict.stepwise(Verdict.DIFFERS, Verdict.INCONCLUSIVE) is Verdict.INCONCLUSIVE
+    assert Verdict.stepwise(Verdict.DIFFERS, Verdict.DIFFERS) is Verdict.DIFFERS
     claim = michel.importance_matches_ablation(*_agreeing(30), task="MRPC")
     key = "pruning.claims.importance_matches_ablation.MRPC"
     metrics = claim.to_metrics("pruning.claims")
@@ -513,3 +631,95 @@ def test_a_permutation_interval_is_the_excess_over_the_nulls_central_range():
     assert (interval.low, interval.high, interval.level, interval.method) == (25.0, 115.0, 0.9, "m")
     assert Verdict.by_interval(permutation_interval(50.0, null)) is Verdict.INCONCLUSIVE
     assert not permutation_interval(math.nan, null).finite and not permutation_interval(1.0, []).finite
+
+
+def draws_of(per_layer_draws, heads=2, name="sep", over="40 sentences", **more) -> Draws:
+    """Draws whose every head of a layer has that layer's value, one row of ``per_layer_draws`` per draw."""
+    values = np.repeat(np.asarray(per_layer_draws, dtype=float)[:, :, None], heads, axis=2)
+    return Draws({name: values, **more}, over)
+
+
+def test_draws_give_a_percentile_interval_and_none_when_too_many_draws_are_undefined():
+    draws = Draws({}, "40 sentences")
+    interval = draws.interval(np.linspace(0, 1, 101))
+    assert (interval.low, interval.high) == (pytest.approx(0.025), pytest.approx(0.975))
+    assert interval.method == "bootstrap over 40 sentences"
+    assert draws.interval(np.r_[np.linspace(0, 1, 99), np.nan]).finite  # one resample without rows: left out
+    assert not draws.interval(np.r_[np.zeros(90), np.full(10, np.nan)]).finite
+    assert layer_mean(np.stack([grid([0, 0, 0.3, 0.6, 0.9, 0]), grid([0.0] * 6)]), 6, 10, draws=True)[0] == (
+        pytest.approx([0.6, 0.0])
+    )
+
+
+@pytest.mark.parametrize(
+    "spread, verdict", [(0.05, Verdict.HOLDS), (0.2, Verdict.INCONCLUSIVE), (-0.05, Verdict.DIFFERS)]
+)
+def test_surface_claims_decide_by_the_interval_of_their_draws(spread, verdict):
+    """The [SEP] claim with a point estimate of 0.55: draws over [0.5 + spread, 0.6 + spread] hold, draws reaching
+    under 0.5 straddle its threshold, draws wholly under it differ."""
+    share = grid([0.0, 0.0, 0.55, 0.55, 0.55, 0.95])
+    if spread < 0:
+        share = grid([0.0, 0.0, 0.45, 0.45, 0.45, 0.95])
+    middle = np.linspace(0.5 + spread, 0.6 + spread, 200) if spread >= 0 else np.linspace(0.4, 0.5 + spread, 200)
+    if spread == 0.2:
+        middle = np.linspace(0.35, 0.75, 200)
+    per_layer = np.stack([np.zeros(200), np.zeros(200), middle, middle, middle, np.full(200, 0.95)], axis=1)
+    claim = clark.sep_middle_layers(share, draws=draws_of(per_layer))
+    assert claim.verdict is verdict and claim.interval.low <= claim.values["sep_share"] + 0.2
+    assert claim.interval.method == "bootstrap over 40 sentences" and "straddles" in claim.rule
+    without = clark.sep_middle_layers(share)
+    assert without.interval is None and without.verdict is Verdict.of(claim.values["sep_share"] > 0.5)
+
+
+def test_the_other_surface_claims_read_their_own_statistics_off_the_draws():
+    flat = np.ones((100, 6))
+    # [CLS] clearly higher early: holds; the median self share straddles 0.1: inconclusive
+    cls = clark.cls_early_layers(
+        grid([0.5] * 3 + [0.1] * 3), draws=draws_of(flat * np.array([0.5] * 3 + [0.1] * 3), name="cls")
+    )
+    assert cls.verdict is Verdict.HOLDS and cls.interval.low == pytest.approx(0.5 - (0.5 + 3 * 0.1) / 4)
+    selfish = draws_of(np.linspace(0.05, 0.15, 100)[:, None] * flat, name="self")
+    assert clark.current_token(grid([0.09] * 6), draws=selfish).verdict is Verdict.INCONCLUSIVE
+    # a previous-token head in layer 1 at 0.6-0.7 in every draw, no later head above 0.2: holds
+    previous = np.zeros((100, 6, 2))
+    previous[:, 0, 1] = np.linspace(0.6, 0.7, 100)
+    previous[:, 4, 0] = 0.2
+    heads = clark.neighbour_heads(previous[0], "previous", draws=Draws({"previous": previous}, "9 sentences"))
+    assert heads.verdict is Verdict.HOLDS and heads.interval.low == pytest.approx(0.1, abs=0.01)
+    previous[:, 4, 0] = np.linspace(0.4, 0.6, 100)  # a later head near 0.5 in some draws
+    assert clark.neighbour_heads(previous[0], "previous", draws=Draws({"previous": previous}, "9")).verdict is (
+        Verdict.INCONCLUSIVE
+    )
+    # entropy: near-uniform early layers hold; a ratio that straddles 0.8 is inconclusive
+    entropy = flat * [2.0, 2.0, 1.8, 1.5, 1.2, 1.0]
+    near = draws_of(entropy, name="entropy", uniform_entropy=np.full(100, 2.4))
+    assert clark.early_layers_broad(grid(entropy[0]), 2.4, draws=near).verdict is Verdict.HOLDS
+    wide = draws_of(entropy, name="entropy", uniform_entropy=np.linspace(2.2, 2.8, 100))
+    assert clark.early_layers_broad(grid(entropy[0]), 2.5, draws=wide).verdict is Verdict.INCONCLUSIVE
+    low = draws_of(entropy, name="entropy", uniform_entropy=np.full(100, 4.0))  # 0.5 of uniform, above the last
+    partly = clark.early_layers_broad(grid(entropy[0]), 4.0, draws=low)
+    assert partly.verdict is Verdict.PARTLY and partly.interval.low == pytest.approx(1.0)
+    # [CLS] entropy: inside the paper's band in every draw holds; drifting out of it is inconclusive
+    paper = 3.89 / np.log(128)
+    inside = draws_of(flat * paper * 4, name="cls_entropy", uniform_cls_entropy=np.full(100, 4.0))
+    assert clark.cls_entropy_last_layer(grid([0] * 5 + [paper * 4]), 4.0, draws=inside).verdict is Verdict.HOLDS
+    drift = draws_of(
+        np.linspace(paper, paper + 0.2, 100)[:, None] * 4 * flat,
+        name="cls_entropy",
+        uniform_cls_entropy=np.full(100, 4.0),
+    )
+    assert clark.cls_entropy_last_layer(grid([0] * 5 + [paper * 4]), 4.0, draws=drift).verdict is (Verdict.INCONCLUSIVE)
+
+
+def test_kovaleva_pattern_claims_decide_by_their_intervals():
+    pairs = np.r_[np.full(10, 0.2), np.full(10, 0.4)]  # a share of 0.3 whose interval straddles 0.32
+    share = kovaleva.heterogeneous_share(0.3, per_pair=pairs)
+    assert share.verdict is Verdict.INCONCLUSIVE and share.interval.method == "bootstrap over 20 MRPC pairs"
+    constant = kovaleva.heterogeneous_share(0.2, per_pair=np.full(40, 0.2))
+    assert constant.verdict is Verdict.HOLDS and (constant.interval.low, constant.interval.high) == (0.2, 0.2)
+    assert kovaleva.heterogeneous_share(math.nan, per_pair=[]).verdict is Verdict.NOT_TESTABLE
+    assert kovaleva.heterogeneous_share(0.21, per_pair=np.r_[np.full(50, 0.2), np.full(50, 0.22)]).verdict is (
+        Verdict.HOLDS
+    )
+    f1 = kovaleva.pattern_types_recognisable(0.83, "features", interval=Interval(0.78, 0.88))
+    assert f1.verdict is Verdict.INCONCLUSIVE and f1.interval == Interval(0.78, 0.88)

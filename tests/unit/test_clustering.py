@@ -206,6 +206,21 @@ def test_permutation_test_finds_planted_layers_and_not_absent_ones():
     assert tiny_chunks.same_mean == found.same_mean and len(tiny_chunks.null) == 2000
 
 
+@pytest.mark.parametrize(("structure", "verdict"), [(0.5, "holds"), (-0.5, "differs"), (0.02, "inconclusive")])
+def test_the_claims_decide_by_the_permutation_interval(structure, verdict):
+    """Planted closeness gives an interval above 0, planted distance one below, a faint one straddles 0."""
+    from bertology_utils.papers import clark
+
+    test = same_layer_statistic(*planted(4, 3, seed=2, structure=structure), n_permutations=2000, seed=1)
+    for claim in (clark.same_layer_close(test), clark.heads_cluster_by_behaviour(test)):
+        assert claim.verdict.value == verdict and claim.interval.level == 0.95
+        assert claim.values["p_value"] == test.p_value and claim.values["ratio"] == test.ratio
+        # observed minus the null's central 95%: it holds the observed excess over the null's median
+        assert claim.interval.low < test.statistic - np.median(test.null) < claim.interval.high
+        assert claim.interval.method == "permutation, 2000 relabellings of the heads"
+    assert clark.same_layer_close(test, alpha=0.5).interval.level == 0.5
+
+
 @pytest.mark.parametrize(
     ("labels", "why"), [(["a"] * 6, "all 6 heads are in one group"), (list("abcdef"), "no group has two heads")]
 )
@@ -218,7 +233,7 @@ def test_a_degenerate_grouping_is_not_testable_and_says_why(labels, why):
     assert not test.testable and test.not_testable == why
     assert math.isnan(test.p_value) and math.isnan(test.ratio) and test.n_permutations == 0
     for claim in (clark.same_layer_close(test), clark.heads_cluster_by_behaviour(test)):
-        assert claim.verdict is Verdict.NOT_TESTABLE
+        assert claim.verdict is Verdict.NOT_TESTABLE and not claim.interval.finite
         assert why in claim.ours
     assert same_layer_statistic(d, ["a"] * 3 + ["b"] * 3, n_permutations=10).testable
 

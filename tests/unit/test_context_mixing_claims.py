@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from bertology_utils.papers import context_mixing
-from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.claims import Draws, Verdict
 
 
 def table(rhos: dict, reference="blank_out", layer=6):
@@ -25,6 +25,35 @@ def test_norm_weighting_discounting_special_tokens():
     assert context_mixing.norm_discounts_special_tokens(raw, higher).verdict == Verdict.DIFFERS
     none = {k: [0.0, 0.001, 0.0] for k in raw}
     assert context_mixing.norm_discounts_special_tokens(none, none).verdict == Verdict.NOT_TESTABLE
+
+
+def test_norm_weighting_decides_by_the_interval_of_the_drop_over_sentences():
+    """Draws of (draws, layers, heads) shares: a drop of 0.2-0.3 in every draw holds; a drop drawn from 0.1 to 0.3
+    straddles the 20% line (inconclusive); from -0.05 to 0.15 it is neither partly nor differs (inconclusive)."""
+    raw = {"cls": [0.5, 0.5, 0.5]}
+
+    def draws(per_draw):
+        return Draws(
+            {"cls": np.broadcast_to(np.asarray(per_draw)[:, None, None], (len(per_draw), 3, 2))}, "50 sentences"
+        )
+
+    def claim(low, high):
+        mean = (low + high) / 2
+        return context_mixing.norm_discounts_special_tokens(
+            raw,
+            {"cls": [0.5 * (1 - mean)] * 3},
+            draws=(draws(np.full(100, 0.5)), draws(0.5 * (1 - np.linspace(low, high, 100)))),
+        )
+
+    holds = claim(0.21, 0.3)
+    assert holds.verdict is Verdict.HOLDS and 0.21 <= holds.interval.low < holds.interval.high <= 0.3
+    assert holds.interval.method == "bootstrap over 50 sentences"
+    assert claim(0.1, 0.3).verdict is Verdict.INCONCLUSIVE
+    assert claim(0.05, 0.15).verdict is Verdict.PARTLY
+    assert claim(-0.05, 0.15).verdict is Verdict.INCONCLUSIVE
+    assert claim(-0.2, -0.1).verdict is Verdict.DIFFERS
+    with pytest.raises(ValueError, match="same items"):
+        context_mixing.norm_discounts_special_tokens(raw, raw, draws=(draws(np.ones(3)), Draws({}, "3 sentences")))
 
 
 def test_rollout_and_flow_ordering_is_paired_by_item():

@@ -1,11 +1,14 @@
 """GAP examples as words (offsets, cut words, windows) and pronoun-attention scoring on synthetic maps."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from bertology_utils.analyses.coreference import (
     BASELINES,
     PAPER_TABLE2,
+    CorefResult,
     gap_words,
     paper_comparison,
     prepare_gap,
@@ -18,7 +21,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.data import Corpus, GapExample
 from bertology_utils.papers.claims import Verdict
-from bertology_utils.papers.clark import coref_beats_nearest
+from bertology_utils.papers.clark import coref_beats_nearest, coref_below_rule_based
 
 L, H = 2, 3
 
@@ -184,7 +187,9 @@ def test_scoring_heads_baselines_gender_and_the_paper(tiny_bert):
     assert paper.loc["best attention head", "paper (%)"] == PAPER_TABLE2["best head (5-4)"]
     assert paper.loc["best attention head", "ours (%)"] == 100.0
     beats = coref_beats_nearest(result)
-    assert beats.verdict is Verdict.of(beats.values["held_out_accuracy"] > beats.values["nearest_accuracy"])
+    gain = beats.values["held_out_accuracy"] - beats.values["nearest_accuracy"]
+    assert beats.interval.method == "bootstrap over 3 GAP examples"
+    assert beats.interval.low <= gain <= beats.interval.high and beats.verdict is Verdict.by_interval(beats.interval)
     assert result.metrics()["coref.best_head"] == str(result.best_head) == table.index[0].split()[-1]
     per_head = result.head_metrics()["coref.head.accuracy"]  # fractions, as best_accuracy
     assert per_head.shape == (L, H)
@@ -201,3 +206,31 @@ def test_attention_of_other_words_is_refused_or_counted(tiny_bert):
     result = score_coreference(prepared, items, on_mismatch="skip")
     assert result.counts["skipped: words differ"] == 1 and result.counts["scored"] == 2
     assert list(result.indices) == [0, 2]
+
+
+def coref_result(head, nearest, rule) -> CorefResult:
+    """Examples on which head 1-1 gives ``head``'s answers (1 right, 0 wrong), every other head half of them."""
+    n = len(head)
+    correct = np.zeros((n, L, H), dtype=np.float32)
+    correct[:, 0, 0] = head
+    correct[::2, 1:, :] = 1.0
+    baselines = {"nearest name": np.asarray(nearest, float), "first name": np.full(n, 0.5)}
+    baselines["salience rule"] = np.asarray(rule, float)
+    items = tuple(SimpleNamespace(gender=("masculine", "feminine")[i % 2]) for i in range(n))
+    return CorefResult(items, np.arange(n), correct, baselines, {})
+
+
+def test_coreference_claims_are_decided_by_an_interval_over_examples():
+    clear = coref_result([1] * 40, [1, 0] * 20, [1, 0] * 20)  # the head right on all 40, the baselines on 20
+    beats, below = coref_beats_nearest(clear), coref_below_rule_based(clear)
+    assert beats.values == {"held_out_accuracy": 100.0, "nearest_accuracy": 50.0}
+    assert beats.interval.method == "bootstrap over 40 GAP examples"
+    assert 0 < beats.interval.low < 50 < beats.interval.high and beats.verdict is Verdict.HOLDS
+    assert below.interval.low < -50 < below.interval.high < 0 and below.verdict is Verdict.DIFFERS  # rule - head
+    assert "inconclusive" in beats.rule and "inconclusive" in below.rule
+    # one example of six more right than nearest name: the interval reaches 0
+    close = coref_beats_nearest(coref_result([1] * 6, [1] * 5 + [0], [1] * 6))
+    assert close.interval.low <= 0 < 100 / 6 <= close.interval.high and close.verdict is Verdict.INCONCLUSIVE
+    assert coref_below_rule_based(coref_result([1] * 6, [1] * 6, [1] * 6)).verdict is Verdict.DIFFERS  # a tie
+    two = coref_beats_nearest(coref_result([1, 1], [0, 0], [0, 0]))
+    assert two.verdict is Verdict.NOT_TESTABLE and not two.interval.finite  # too few examples to resample

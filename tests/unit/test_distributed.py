@@ -135,6 +135,8 @@ def test_statistics_on_the_cluster_equal_the_local_ones(client, treebank, plain,
     a, b = score_syntax(treebank, plain), score_syntax(treebank, plain, cluster=client)
     assert a.relations == b.relations and a.n_sentences == b.n_sentences and a.skipped == b.skipped
     assert np.array_equal(a.counts, b.counts) and np.array_equal(a.correct, b.correct)  # same credit, same order: exact
+    for name in ("sentence_index", "sentence_counts", "sentence_held_out", "sentence_offset_correct"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))  # per sentence too, in corpus order
 
     # Two models' heads in one matrix, on a subset of items, summed over ranges of the cluster.
     other = extract_attention(

@@ -144,6 +144,30 @@ def test_statistics_are_consistent(mlm):
     assert np.all(per_head["sep.head.mlm.gradient_norm"] > 0)
 
 
+def test_per_item_sums_add_up_to_the_statistics_and_resample(mlm):
+    stats = attention_gradients(SENTENCES, MaskedLMObjective(mlm), batch_size=4, progress=False)
+    items, layers = stats.per_item, mlm.num_layers
+    assert items["gradient"].shape == (len(SENTENCES), layers, len(KINDS))
+    assert items["weights"].shape == (len(SENTENCES), len(KINDS)) and items["norm"].shape == (len(SENTENCES), layers)
+    assert not items["pair"].any()  # single sentences: one [SEP] each
+    np.testing.assert_allclose(items["norm"].mean(0), stats.gradient_norm, rtol=1e-6)
+    assert items["weights"].sum(0).tolist() == [stats.weights_per_kind[k] for k in KINDS]
+    sums = items["gradient"].sum(0) / items["weights"].sum(0)  # per weight, summed over heads
+    for i, kind in enumerate(KINDS):
+        np.testing.assert_allclose(sums[:, i] / sums[:, KINDS.index("other")], stats.gradient_ratio(kind), rtol=1e-5)
+    draws = stats.bootstrap(n_resamples=50, seed=1)
+    assert draws.over == f"{len(SENTENCES)} sentences" and draws["gradient_norm"].shape == (50, layers)
+    assert draws["gradient_ratio:sep"].shape == (50, layers) and np.isfinite(draws["gradient_ratio:sep"]).all()
+    np.testing.assert_array_equal(draws["gradient_norm"], stats.bootstrap(n_resamples=50, seed=1)["gradient_norm"])
+    # Every draw's norm lies between the smallest and the largest item's: it is a mean of items.
+    assert (draws["gradient_norm"] >= items["norm"].min(0) - 1e-12).all()
+    assert (draws["gradient_norm"] <= items["norm"].max(0) + 1e-12).all()
+    few = attention_gradients(SENTENCES[:2], MaskedLMObjective(mlm), progress=False).bootstrap(n_resamples=10)
+    assert np.isnan(few["gradient_norm"]).all()  # two items: no interval
+    with pytest.raises(ValueError, match="per-item sums"):
+        gradients.GradientStats(**{**vars(stats), "per_item": {}}).bootstrap()
+
+
 def test_statistics_do_not_depend_on_batching(mlm):
     one = attention_gradients(SENTENCES, MaskedLMObjective(mlm, seed=1), batch_size=1, progress=False)
     many = attention_gradients(SENTENCES, MaskedLMObjective(mlm, seed=1), batch_size=6, progress=False)
@@ -215,6 +239,8 @@ def test_classifier_objective(tiny_model_dirs):
 
 
 def test_ablation_curves(mlm):
+    import pandas as pd
+
     objective = MaskedLMObjective(mlm)
     curves = ablation_curves(SENTENCES, objective, targets=("sep", "punct"), batch_size=4, progress=False)
     assert curves.attrs["null_change"] == 0.0
@@ -225,6 +251,17 @@ def test_ablation_curves(mlm):
     assert curves.loc[curves.intervention == "control", "negative_share"].between(0, 1).all()
     summary = ablation_summary(curves)
     assert len(summary) == 4 and np.isfinite(summary.ratio).all()
+    # Each item's change, kept per row: their mean is the row's, and the ratio's interval is over them.
+    for name in gradients.ITEM_MEASURES:
+        np.testing.assert_allclose([a.mean() for a in curves[f"{name}_items"]], curves[name], rtol=1e-12)
+    assert (summary["items"] == len(SENTENCES)).all() and (summary.ratio_level == 0.95).all()
+    assert (summary.ratio_low <= summary.ratio).all() and (summary.ratio <= summary.ratio_high).all()
+    assert (summary.ratio_low < summary.ratio_high).all()
+    again = ablation_summary(curves)
+    pd.testing.assert_frame_equal(summary, again)  # seeded
+    bare = ablation_summary(curves.drop(columns="hidden_change_items"))  # no items' values: no interval
+    assert bare.ratio_low.isna().all() and bare.ratio_high.isna().all()
+    np.testing.assert_array_equal(bare.ratio, summary.ratio)
 
 
 def test_ablation_curves_are_stored_and_read_back(mlm, tiny_model_dirs, tmp_path, monkeypatch):

@@ -75,7 +75,13 @@ NOT_ATTENTION_ROWS = {
     ("analyses/head_roles.py", "o = int(base.argmax())"): "best fixed-offset baseline",
     ("analyses/syntax.py", "d, layer, head = np.unravel_index(int(acc.argmax()), acc.shape)"): "best head",
     ("analyses/syntax.py", "o = int(base.argmax())"): "best fixed-offset baseline",
-    ("analyses/syntax.py", "pick = int(flat.argmax())"): "held-out head choice",
+    ("analyses/syntax.py", "picks = flat.argmax(-1)  # the first maximum in (direction, layer, head) order"): (
+        "held-out head choice"
+    ),
+    (
+        "analyses/syntax.py",
+        "offset = int(np.nan_to_num(self.baseline_accuracy[r], nan=-1.0).argmax())",
+    ): "best fixed-offset baseline",
     ("analyses/syntax.py", "best = np.nan_to_num(grids, nan=-1.0).argmax(0)"): "each head's best relation by accuracy",
     ("analyses/clustering.py", 'index = np.argsort(d, axis=1, kind="stable")[:, :k]'): "nearest heads by distance",
     (
@@ -97,11 +103,18 @@ NOT_ATTENTION_ROWS = {
         "majority = int(np.bincount(ids, minlength=spec.num_labels).argmax())",
     ): "majority label",
     ("interventions/l0.py", 'order = np.argsort(fractions, kind="stable")'): "heads by gate fraction",
+    ("interventions/finetuning.py", 'order = np.argsort(values, kind="stable")'): "ranks for a Spearman correlation",
+    ("interventions/pruning.py", "first = below.argmax(1)"): "first pruning step under the kept share",
+    (
+        "interventions/pruning.py",
+        "return logits.argmax(-1).astype(np.min_scalar_type(max(logits.shape[-1] - 1, 0)))",
+    ): "a model's predicted class",
     (
         "interventions/pruning.py",
         "first = torch.where(touched.any(-1), touched.float().argmax(-1), torch.tensor(gate_stack.shape[1]))",
     ): "first pruning step that touches a head",
     ("papers/kovaleva.py", "lowest = set(np.argsort(by_layer)[:2].tolist())"): "layers by similarity",
+    ("papers/kovaleva.py", "best = int(np.nanargmax(d))"): "the head that improves most",
     ("papers/kovaleva.py", "best = int(np.nanargmax(d)) if np.isfinite(d).any() else None"): "layer differences",
     ("papers/clark.py", 'order = np.argsort(-share, kind="stable")'): "layers by attention share",
     ("core/batching.py", 'order = np.argsort(sizes, kind="stable")'): "items by size",

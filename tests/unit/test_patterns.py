@@ -211,3 +211,33 @@ def test_vig_patterns_on_known_maps():
     assert np.allclose(vig.values["identical_word"], 1.0) and np.allclose(vig.values["identical_word_across"], 1.0)
     assert vig.top("identical_word", 3).shape == (3, 3)
     assert np.allclose(vig.values["delimiter"], 3 / 6)
+
+
+def test_bootstrap_draws_resample_whole_items_with_their_rows():
+    """Every draw is the statistics of items drawn with replacement: an item of 30 rows on [SEP] and one of 3 rows
+    on [CLS] give [SEP] shares of 0, 30/33 or 1 only; the draws centre on the row-weighted mean; seeded."""
+    on_sep = item(28, one_hot_maps(30, 29), 0)
+    on_cls = item(1, one_hot_maps(3, 0), 1)
+    stats = surface_statistics([on_sep, on_cls])
+    assert stats["sep"][0, 0] == pytest.approx(30 / 33)
+    draws = stats.bootstrap(n_resamples=400, seed=1)
+    assert draws["sep"].shape == (400, L, H) and draws.over == "2 sentences"
+    assert set(np.round(np.unique(draws["sep"]), 6)) <= {0.0, round(30 / 33, 6), 1.0}
+    assert np.isclose(draws["sep"] + draws["cls"] + draws["other"], 1.0).all()
+    np.testing.assert_array_equal(draws["sep"], stats.bootstrap(n_resamples=400, seed=1)["sep"])
+    # many alike items: the draws' mean is the statistic, their spread shrinks like 1/sqrt(items)
+    rng = np.random.default_rng(0)
+    items = [item(5, rng.dirichlet(np.ones(7), size=(L, H, 7)), i) for i in range(60)]
+    many = surface_statistics(items)
+    spread = many.bootstrap(n_resamples=1000)
+    np.testing.assert_allclose(spread["sep"].mean(0), many["sep"], atol=0.01)
+    per_item_sep = np.array([surface_statistics([x])["sep"] for x in items])
+    np.testing.assert_allclose(spread["sep"].std(0), per_item_sep.std(0) / np.sqrt(60), rtol=0.2)
+    np.testing.assert_allclose(spread["uniform_entropy"], np.log(7))
+
+
+def test_bootstrap_needs_the_per_item_sums():
+    stats = surface_statistics([item(3)])
+    stats.per_item.clear()
+    with pytest.raises(ValueError, match="per-item"):
+        stats.bootstrap()

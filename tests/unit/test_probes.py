@@ -1,5 +1,7 @@
 """Probing classifiers on synthetic attention whose answers are known, and on a tiny model's store."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -30,6 +32,8 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.papers import clark
+from bertology_utils.papers.claims import Verdict
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
 POINTING = (1, 2)  # layer 2, head 3 (0-based) points at the gold head
@@ -426,6 +430,50 @@ def test_table3_puts_ours_beside_the_paper():
     assert list(table.index) == list(TABLE3_ROWS)
     assert table.loc["Attn", "test"] == pytest.approx(55.0)
     assert table.loc["Attn", "test - paper"] == pytest.approx(55.0 - 61.0)
+
+
+def sentence_evaluation(name: str, right, words: int = 10) -> ProbeEvaluation:
+    """Sentence i has ``words`` scored words, ``right[i]`` of them predicted right, and an unscored full stop."""
+    n = words + 1
+    sentence = np.repeat(np.arange(len(right)), n)
+    position = np.tile(np.arange(n), len(right))
+    hit = np.concatenate([np.arange(n) < r for r in right])  # the full stop is right when a sentence is all right
+    scored = position < words
+    gold = np.ones(len(sentence), dtype=np.int64)
+    relation = np.where(scored, "dep", "punct").astype(object)
+    return ProbeEvaluation(name, sentence, position, gold, np.where(hit, 1, 2), relation, scored)
+
+
+def test_by_sentence_counts_scored_words_and_right_ones():
+    index, right, scored = sentence_evaluation("Attn", [3, 10, 0]).by_sentence()
+    assert (index.tolist(), right.tolist(), scored.tolist()) == ([0, 1, 2], [3, 10, 0], [10, 10, 10])
+
+
+def test_table3_claims_are_decided_by_an_interval_over_test_sentences():
+    rows = {"Right-branching": 5, "Distances + words": 5, "Attn": 3, "Attn + words": 8}
+    test = {name: sentence_evaluation(name, [right] * 30) for name, right in rows.items()}
+    dev = {name: sentence_evaluation(name, [right - 1] * 5) for name, right in rows.items()}
+    claims = {c.id: c for c in clark.table3_claims(test, dev)}
+    better = claims["table3.attn_words_beats_distances"]
+    assert better.values == {"test_margin": pytest.approx(30.0), "dev_margin": pytest.approx(30.0)}
+    assert better.interval.method == "bootstrap over 30 test sentences"
+    assert better.interval.low == pytest.approx(30.0) == better.interval.high  # every sentence gains 3 of 10
+    assert better.verdict is Verdict.HOLDS and "inconclusive" in better.rule
+    assert claims["table3.attn_beats_right_branching"].verdict is Verdict.DIFFERS  # -20 points on every sentence
+    assert claims["table3.trained_beats_random_init"].verdict is Verdict.NOT_TESTABLE  # no random-init row
+    assert claims["table3.trained_beats_random_init"].ours == "not testable: no Random-init Attn + words row"
+    assert claims["table3.trained_beats_random_init"].interval is None
+    # varied sentences: the interval is around the margin, above 0
+    rng = np.random.default_rng(0)
+    varied = {"Attn + words": rng.integers(4, 11, 40), "Attn": rng.integers(0, 7, 40)}
+    gain = clark.probe_margin("words_help_attn", {k: sentence_evaluation(k, v) for k, v in varied.items()})
+    assert 0 < gain.interval.low < gain.values["test_margin"] < gain.interval.high and gain.verdict is Verdict.HOLDS
+    # one more word right of 60, or a tie, or two sentences
+    for right, verdict in (([5] * 5 + [6], Verdict.INCONCLUSIVE), ([5] * 6, Verdict.DIFFERS), ([6, 6], None)):
+        rows = {"Attn + words": sentence_evaluation("", right), "Attn": sentence_evaluation("", [5] * len(right))}
+        claim = clark.probe_margin("words_help_attn", rows)
+        assert claim.verdict is (verdict or Verdict.NOT_TESTABLE) and claim.interval.finite is (verdict is not None)
+    assert claim.values["test_margin"] == pytest.approx(10.0) and math.isnan(claim.values["dev_margin"])
 
 
 def test_pictures_draw():

@@ -9,6 +9,7 @@ import torch
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.interventions.finetuning import glue_metric_draws
 from bertology_utils.interventions.pruning import (
     ablation_sweep,
     attention_change,
@@ -246,7 +247,15 @@ def test_pruning_curves(tiny_model_dirs, data):
         pruning_curve(loaded, dev, importance=np.ones((layers + 1, heads)))
     randoms = random_pruning_curves(loaded, dev, seeds=(0, 1), step=0.25)
     assert len(randoms) == 2 and all(r.scores[0] == pytest.approx(curve.base) for r in randoms)
-    assert michel.heads_prunable(curve, randoms).values["prunable"] == curve.prunable()
+    claim = michel.heads_prunable(curve, randoms)
+    assert claim.values["prunable"] == curve.prunable()
+    # each curve keeps its steps' predictions: they give its scores, and the claim's interval resamples them
+    for c in (curve, *randoms):
+        assert c.predictions.shape == (len(c.fractions), len(dev)) and c.task == "SST-2"
+        ones = glue_metric_draws("SST-2", c.metric, c.predictions, c.labels, np.ones((1, len(dev))))[:, 0]
+        np.testing.assert_allclose(ones, c.scores)
+    assert claim.interval is not None and f"{len(dev)} dev examples" in claim.interval.method
+    assert claim.verdict is Verdict.NOT_TESTABLE or claim.interval.low <= curve.prunable() <= claim.interval.high
     # the curve's own steps, rebuilt from its order, give its scores; other counts prune a prefix of the order
     total = layers * heads
     steps = np.rint((1 - curve.fractions) * total).astype(int)
@@ -266,9 +275,21 @@ def test_layer_claim(tiny_model_dirs, data):
     best = int(np.argmax(result.layer_deltas))
     assert f"layer {best + 1}" in layer_claim.ours
     assert layer_claim.verdict is (
-        Verdict.NOT_TESTABLE if not result.layer_deltas.any() else Verdict.of(result.layer_deltas.max() > 0)
+        Verdict.NOT_TESTABLE if not result.layer_deltas.any() else Verdict.by_interval(layer_claim.interval)
     )
-    better = dataclasses.replace(result, layer_deltas=np.r_[-0.1, 0.03, np.zeros(len(result.layer_deltas) - 2)])
+    # the sweep keeps every configuration's predictions: they give its deltas, and the intervals resample them
+    layers, heads = gate_shape(loaded)
+    assert result.predictions.shape == (1 + layers * heads + layers, len(result.labels))
+    assert result.predictions.dtype == np.uint8 and result.predictions.nbytes == result.predictions.size
+    scores = glue_metric_draws("SST-2", "score", result.predictions, result.labels, np.ones((1, len(result.labels))))
+    np.testing.assert_allclose(scores[1 : 1 + layers * heads, 0] - scores[0, 0], result.head_deltas.ravel())
+    np.testing.assert_allclose(scores[1 + layers * heads :, 0] - scores[0, 0], result.layer_deltas)
+    assert layer_claim.interval.low <= layer_claim.values["best_layer_delta"] <= layer_claim.interval.high
+    assert f"{len(result.labels)} dev examples" in layer_claim.interval.method
+    # deltas made by hand, without the predictions: the point change decides
+    better = dataclasses.replace(
+        result, layer_deltas=np.r_[-0.1, 0.03, np.zeros(len(result.layer_deltas) - 2)], predictions=None
+    )
     assert kovaleva.layer_ablation_improves(better).verdict is Verdict.HOLDS
     metrics = result.metrics("pruning.SST-2")
     assert metrics["pruning.SST-2.base_score"] == result.base and "pruning.SST-2.head_loss_deltas" in metrics

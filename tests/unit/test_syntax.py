@@ -21,7 +21,7 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import all_heads
 from bertology_utils.data import Corpus, Sentence, read_conllu
 from bertology_utils.papers.claims import Verdict
-from bertology_utils.papers.clark import table1_claims
+from bertology_utils.papers.clark import head_beats_offset, table1_claims
 
 L, H = 2, 3  # not 12 x 12: nothing may assume BERT-base's shape
 
@@ -215,8 +215,11 @@ def test_tables_and_the_paper_side_by_side():
     assert claims["table1.mark"].ours == "mark: not in the data"
     assert claims["table1.amod"].verdict is Verdict.NOT_TESTABLE  # one dependent, one half: too few to hold out
     held_out, baseline, dependents = claims["table1.dobj"].values.values()
-    assert claims["table1.dobj"].verdict is Verdict.of(held_out > baseline, not np.isnan(held_out))
-    assert dependents == 2 and claims["table1.prep"].values["dependents"] == 0
+    assert np.isfinite(held_out) and dependents == 2 and claims["table1.prep"].values["dependents"] == 0
+    # held out, but two sentences are too few for an interval over sentences
+    assert claims["table1.dobj"].verdict is Verdict.NOT_TESTABLE and not claims["table1.dobj"].interval.finite
+    assert claims["table1.dobj"].ours.endswith("too few sentences for an interval")
+    assert claims["table1.prep"].interval is None
     metrics = result.metrics("syntax")
     assert metrics["syntax.obj.best_head"] == result.best("obj")["best_head"] and "syntax.nmod_poss.count" in metrics
     assert STANFORD_TO_UD["poss"] == "nmod:poss" and STANFORD_TO_UD["prt"] == "compound:prt"
@@ -312,3 +315,63 @@ def test_head_metrics_give_each_heads_accuracy_and_its_best_relation():
         == result.best(ALL)["accuracy"]
         == result.metrics()["syntax.all.best_accuracy"]
     )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_sentence_counts_add_up_to_the_held_out_margin(seed):
+    rng = np.random.default_rng(seed)
+    corpus = Corpus.from_items([random_tree(rng, int(rng.integers(2, 15)), i) for i in range(40)], "random")
+    items = [item(s, noise(s, i), i) for i, s in enumerate(corpus) if i != 7]  # one sentence not scored
+    result = score_syntax(corpus, items)
+    assert 7 not in result.sentence_index and len(result.sentence_index) == result.n_sentences == 39
+    np.testing.assert_array_equal(result.sentence_counts.sum(0), result.counts)
+    np.testing.assert_array_equal(result.sentence_offset_correct.sum(0), result.fold_offset_correct.sum(0))
+    for relation in result.relations:
+        best, (gain, dependents) = result.best(relation), result.held_out_margins(relation)
+        assert dependents.min() > 0 and dependents.sum() == best["count"]
+        margin = best["held_out_accuracy"] - best["baseline_accuracy"]
+        assert gain.sum() / dependents.sum() == pytest.approx(margin, abs=1e-6)
+
+
+DET_AT = {  # sentences whose determiner's head is 1, 2 or 3 words to its right
+    1: (("The", "dog", "barks", "."), (2, 3, 0, 3), ("det", "nsubj", "root", "punct")),
+    2: (("The", "big", "dog", "barks", "."), (3, 3, 4, 0, 4), ("det", "amod", "nsubj", "root", "punct")),
+    3: (
+        ("The", "very", "big", "dog", "barks", "."),
+        (4, 3, 4, 5, 0, 5),
+        ("det", "advmod", "amod", "nsubj", "root", "punct"),
+    ),
+}
+
+
+def det_result(offsets, head):
+    """Sentences with their determiner's head at each of ``offsets``; head 1-1 points each word at ``head(s)``'s
+    pick, every other head at nothing."""
+    sentences = [Sentence(f"s{i}", *DET_AT[o]) for i, o in enumerate(offsets)]
+    corpus = Corpus.from_items(sentences, "det")
+    items = []
+    for i, s in enumerate(sentences):
+        n = len(s.words)
+        maps = np.zeros((L, H, n + 2, n + 2))
+        maps[...] = pointing(s, lambda w: None)
+        maps[0, 0] = pointing(s, head(s))
+        items.append(item(s, maps, i))
+    return score_syntax(corpus, items)
+
+
+def test_table1_rows_are_decided_by_an_interval_over_sentences():
+    # A head right on every determiner; the best offset (+1) right on 12 of 30 sentences.
+    beats = head_beats_offset(det_result([1] * 12 + [2] * 10 + [3] * 8, gold_head), "det")
+    assert beats.values["held_out_accuracy"] == 1.0 and beats.values["baseline_accuracy"] == pytest.approx(0.4)
+    assert beats.interval.method == "bootstrap over 30 sentences"
+    assert 0 < beats.interval.low < 0.6 < beats.interval.high <= 1.0  # the margin, 0.6, inside, all above 0
+    assert beats.verdict is Verdict.HOLDS  # the paper's det head beats its offset too
+    # A head that is the +1 offset itself: no better than the baseline on any sentence, unlike the paper's.
+    offset = head_beats_offset(det_result([1] * 12 + [2] * 10 + [3] * 8, lambda s: lambda w: w + 1), "det")
+    assert (offset.interval.low, offset.interval.high) == (0.0, 0.0)
+    assert offset.verdict is Verdict.DIFFERS
+    # Right on one more determiner than the offset, over six sentences: the interval reaches 0.
+    close = head_beats_offset(det_result([1] * 5 + [2], gold_head), "det")
+    margin = close.values["held_out_accuracy"] - close.values["baseline_accuracy"]
+    assert margin == pytest.approx(1 / 6) and close.interval.low <= 0 < margin <= close.interval.high
+    assert close.verdict is Verdict.INCONCLUSIVE and "inconclusive" in close.rule

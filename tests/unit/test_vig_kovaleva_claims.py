@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bertology_utils.papers import kovaleva, vig
-from bertology_utils.papers.claims import Claim, Verdict, claims_table
+from bertology_utils.papers.claims import Claim, Draws, Verdict, claims_table
 
 # --------------------------------------------------------------------------- Vig
 
@@ -188,6 +188,34 @@ def test_sst2_largest_sep(sep_means, verdict):
         assert claim.values["sst2_rank"] == sorted(sep_means.values(), reverse=True).index(sep_means["SST-2"]) + 1
     else:
         assert "SST-2 is not among the tasks" in claim.ours
+
+
+def draws_around(shares: pd.DataFrame, spread: float, n: int = 200, heads: int = 2) -> Draws:
+    """Draws of a task's statistics: every layer's share moved by the same amount, from -spread to +spread."""
+    shift = np.linspace(-spread, spread, n)[:, None, None]
+    return Draws(
+        {k: shares[k].to_numpy()[None, :, None] + shift + np.zeros((1, 1, heads)) for k in ("cls", "sep")},
+        f"{n} examples",
+    )
+
+
+def test_figure5_claims_decide_by_the_intervals_of_their_draws():
+    """With draws, the margins' intervals decide: shares that move together keep every margin (holds); [SEP] shares
+    of SST-2 and MRPC 0.02 apart, each drawn 0.1 either way, cannot rank them (inconclusive)."""
+    rising = {"SST-2": RISING, "MRPC": RISING}
+    steady = kovaleva.cls_early_sep_late(rising, draws={t: draws_around(f, 0.05) for t, f in rising.items()})
+    assert steady.verdict is Verdict.HOLDS and steady.interval.low == pytest.approx(0.35, abs=0.01)
+    assert "each task's examples (200 examples, 200 examples)" in steady.interval.method
+    # margins differ per draw: SST-2's [CLS] rises late in some draws
+    wobbly = {"SST-2": draws_around(RISING, 0.05), "MRPC": draws_around(RISING, 0.05)}
+    wobbly["SST-2"].values["cls"][:100, -2:] += 0.5
+    assert kovaleva.cls_early_sep_late(rising, draws=wobbly).verdict is Verdict.INCONCLUSIVE
+    close = {"SST-2": frame([0.1] * 4, [0.31] * 4), "MRPC": frame([0.1] * 4, [0.29] * 4)}
+    assert kovaleva.sst2_largest_sep(close).verdict is Verdict.HOLDS  # by the point estimates
+    near = {"SST-2": draws_around(close["SST-2"], 0.1), "MRPC": draws_around(close["MRPC"], 0.1)}
+    near["MRPC"] = Draws({k: v[::-1] for k, v in near["MRPC"].values.items()}, "200 examples")  # not in step
+    claim = kovaleva.sst2_largest_sep(close, draws=near)
+    assert claim.verdict is Verdict.INCONCLUSIVE and claim.interval.low < 0.02 < claim.interval.high
 
 
 def test_sst2_largest_sep_records_the_pretrained_model():

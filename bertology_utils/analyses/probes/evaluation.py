@@ -53,6 +53,14 @@ class ProbeEvaluation:
     def uas_with_punctuation(self) -> float:
         return float(self.correct.mean()) if len(self.correct) else math.nan
 
+    def by_sentence(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per evaluated sentence (corpus index, ascending): the index, its scored words predicted right and its
+        scored words (punctuation left out), for a bootstrap over sentences."""
+        index, row = np.unique(self.sentence, return_inverse=True)
+        scored = np.bincount(row, weights=self.scored, minlength=len(index)).astype(np.int64)
+        right = np.bincount(row, weights=self.correct & self.scored, minlength=len(index)).astype(np.int64)
+        return index, right, scored
+
     def by_relation(self, min_count: int = 0) -> pd.DataFrame:
         """UAS per gold relation (punctuation left out), most frequent first."""
         keep = self.scored
