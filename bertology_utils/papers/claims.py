@@ -101,6 +101,25 @@ class Verdict(str, Enum):
         return cls.HOLDS if holds else cls.PARTLY if partly else cls.DIFFERS
 
     @classmethod
+    def all_of(cls, verdicts: Iterable[Verdict]) -> Verdict:
+        """Whether every part of a rule holds, each part decided on its own (e.g. by its interval): NOT_TESTABLE if
+        a part is, HOLDS if all hold, DIFFERS if one differs, else INCONCLUSIVE."""
+        parts = set(verdicts)
+        if cls.NOT_TESTABLE in parts:
+            return cls.NOT_TESTABLE
+        if parts <= {cls.HOLDS}:
+            return cls.HOLDS
+        return cls.DIFFERS if cls.DIFFERS in parts else cls.INCONCLUSIVE
+
+    @classmethod
+    def any_of(cls, verdicts: Iterable[Verdict]) -> Verdict:
+        """Whether some part of a rule holds: HOLDS if one holds, DIFFERS if all differ, else INCONCLUSIVE."""
+        parts = set(verdicts)
+        if cls.HOLDS in parts:
+            return cls.HOLDS
+        return cls.DIFFERS if parts == {cls.DIFFERS} else cls.INCONCLUSIVE
+
+    @classmethod
     def stepwise(cls, full: Verdict, part: Verdict) -> Verdict:
         """A graded rule decided by two intervals: ``full``, the interval's verdict on the rule's "holds" threshold,
         and ``part``, on its "partly" one (asked only when ``full`` differs): HOLDS, INCONCLUSIVE or NOT_TESTABLE as

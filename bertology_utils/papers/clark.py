@@ -300,16 +300,11 @@ def cls_entropy_last_layer(cls_entropy, uniform_cls_entropy: float, *, draws: Dr
     interval = _interval(draws, lambda d: _last_layer_mean(d["cls_entropy"]) / d["uniform_cls_entropy"])
     verdict = Verdict.of(abs(ours - paper_ratio) <= 0.1, _finite(ours))
     if interval is not None and verdict is not Verdict.NOT_TESTABLE:  # inside the band: above its floor, below its top
-        sides = {
-            Verdict.by_interval(interval, paper_ratio - 0.1),
-            Verdict.by_interval(interval, paper_ratio + 0.1, below=True),
-        }
-        verdict = (
-            Verdict.DIFFERS
-            if Verdict.DIFFERS in sides
-            else Verdict.HOLDS
-            if sides == {Verdict.HOLDS}
-            else Verdict.INCONCLUSIVE
+        verdict = Verdict.all_of(
+            [
+                Verdict.by_interval(interval, paper_ratio - 0.1),
+                Verdict.by_interval(interval, paper_ratio + 0.1, below=True),
+            ]
         )
     return Claim(
         "cls_entropy_last_layer",

@@ -169,23 +169,9 @@ def single_heads_dispensable(
         best = int(np.nanargmax(d))
         best_interval = draws.interval(flat[:, best])
         halves = (Verdict.by_interval(interval, 0.5), Verdict.by_interval(best_interval, tolerance))
-        both = (
-            Verdict.NOT_TESTABLE
-            if Verdict.NOT_TESTABLE in halves
-            else Verdict.HOLDS
-            if halves == (Verdict.HOLDS, Verdict.HOLDS)
-            else Verdict.DIFFERS
-            if Verdict.DIFFERS in halves
-            else Verdict.INCONCLUSIVE
+        verdict = (
+            Verdict.NOT_TESTABLE if not np.any(d) else Verdict.stepwise(Verdict.all_of(halves), Verdict.any_of(halves))
         )
-        either = (
-            Verdict.HOLDS
-            if Verdict.HOLDS in halves
-            else Verdict.DIFFERS
-            if halves == (Verdict.DIFFERS, Verdict.DIFFERS)
-            else Verdict.INCONCLUSIVE
-        )
-        verdict = Verdict.NOT_TESTABLE if not np.any(d) else Verdict.stepwise(both, either)
         layer, head = np.unravel_index(best, d.shape)
         ours += f"; most improving head L{layer + 1}H{head + 1} {d.flat[best]:+.3f}, {best_interval.describe(True)}"
         rule = (

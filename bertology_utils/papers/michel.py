@@ -76,17 +76,8 @@ def heads_prunable(
             excess = ready[0].interval(shares[0] - np.mean(shares[1:], axis=0))
             halves.append(Verdict.by_interval(excess, at_least))
             ours += f"; importance minus random {excess.describe(True)}"
-        both = (
-            Verdict.NOT_TESTABLE
-            if Verdict.NOT_TESTABLE in halves
-            else Verdict.HOLDS
-            if all(h is Verdict.HOLDS for h in halves)
-            else Verdict.DIFFERS
-            if Verdict.DIFFERS in halves
-            else Verdict.INCONCLUSIVE
-        )
         some = Verdict.by_interval(interval, 0.0)
-        verdict = Verdict.NOT_TESTABLE if share >= 1.0 else Verdict.stepwise(both, some)
+        verdict = Verdict.NOT_TESTABLE if share >= 1.0 else Verdict.stepwise(Verdict.all_of(halves), some)
         rule = (
             "holds: >= 20% prunable by importance and >= random order's mean, each by its bootstrap interval over "
             "resampled dev examples (the claim's interval: the share's; the excess over random order's mean share); "

@@ -521,6 +521,10 @@ def test_verdict_by_interval_and_the_interval_in_metrics_and_records():
     assert Verdict.stepwise(Verdict.DIFFERS, Verdict.HOLDS) is Verdict.PARTLY
     assert Verdict.stepwise(Verdict.DIFFERS, Verdict.INCONCLUSIVE) is Verdict.INCONCLUSIVE
     assert Verdict.stepwise(Verdict.DIFFERS, Verdict.DIFFERS) is Verdict.DIFFERS
+    # the parts of a rule, each decided on its own
+    H, D, I, N = Verdict.HOLDS, Verdict.DIFFERS, Verdict.INCONCLUSIVE, Verdict.NOT_TESTABLE
+    assert [Verdict.all_of(p) for p in ([H, H], [H, I], [I, D], [D, N])] == [H, I, D, N]
+    assert [Verdict.any_of(p) for p in ([D, H], [D, I], [D, D], [I, I])] == [H, I, D, I]
     claim = michel.importance_matches_ablation(*_agreeing(30), task="MRPC")
     key = "pruning.claims.importance_matches_ablation.MRPC"
     metrics = claim.to_metrics("pruning.claims")
