@@ -576,10 +576,7 @@ class PruningCurve:
                 scores = glue_metric_draws(self.task, self.metric, predictions, labels, weights).T
         if not len(fractions):  # no steps: nothing to draw
             return Draws({"scores": scores, "prunable": np.full(n_resamples, np.nan)}, f"{n} dev examples")
-        below = scores < keep * scores[:, :1]
-        first = below.argmax(1)
-        shares = np.where(below.any(1), np.where(first > 0, fractions[first - 1], 0.0), fractions[-1])
-        shares = np.where(np.isfinite(scores).all(1), shares, np.nan)
+        shares = np.where(np.isfinite(scores).all(1), prunable_share(fractions, scores, scores[:, 0], keep), np.nan)
         return Draws({"scores": scores, "prunable": shares}, f"{n} dev examples")
 
     def masks_keeping(self, kept, shape: tuple[int, int]) -> np.ndarray:
@@ -724,13 +721,16 @@ def random_pruning_curves(
     return curves
 
 
-def prunable_share(fractions, scores, base: float, keep: float = 0.9) -> float:
-    """The largest share pruned before the metric first drops below ``keep`` x ``base``."""
-    fractions, scores = np.asarray(fractions), np.asarray(scores)
-    below = np.nonzero(scores < keep * base)[0]
-    if len(below) == 0:
-        return float(fractions[-1])
-    return float(fractions[below[0] - 1]) if below[0] > 0 else 0.0
+def prunable_share(fractions, scores, base, keep: float = 0.9):
+    """The largest share pruned before the metric first drops below ``keep`` x ``base``.
+
+    ``scores`` (steps,) with a float ``base`` gives a float; ``scores`` with leading axes (e.g. bootstrap draws,
+    ``(draws, steps)``) and ``base`` one per row give one share per row."""
+    fractions, scores = np.asarray(fractions, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+    below = scores < keep * np.asarray(base, dtype=np.float64)[..., None]
+    first = below.argmax(-1)  # the first step under the line
+    shares = np.where(below.any(-1), np.where(first > 0, fractions[first - 1], 0.0), fractions[-1])
+    return float(shares) if shares.ndim == 0 else shares
 
 
 def importance_ablation_agreement(

@@ -104,7 +104,9 @@ NOT_ATTENTION_ROWS = {
     ): "majority label",
     ("interventions/l0.py", 'order = np.argsort(fractions, kind="stable")'): "heads by gate fraction",
     ("interventions/finetuning.py", 'order = np.argsort(values, kind="stable")'): "ranks for a Spearman correlation",
-    ("interventions/pruning.py", "first = below.argmax(1)"): "first pruning step under the kept share",
+    ("interventions/pruning.py", "first = below.argmax(-1)  # the first step under the line"): (
+        "first pruning step under the kept share"
+    ),
     (
         "interventions/pruning.py",
         "return logits.argmax(-1).astype(np.min_scalar_type(max(logits.shape[-1] - 1, 0)))",
