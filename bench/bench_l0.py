@@ -9,9 +9,12 @@ gradients for the weights (a fine-tuning step without the optimiser). The ratios
 gates costs against each. Peak resident memory of each phase is read with ``bench/_memory.py``.
 The same lambda is then trained in bf16 precision (:attr:`~bertology_utils.core.models.LoadedModel.precision`):
 its time against fp32's, and how far its keep mask and the pruned dev score agree with fp32's.
+Last, a sweep over ``--lambdas`` (notebook 07's) trained together, as :func:`~bertology_utils.interventions.l0.l0_sweep`
+does (each step's batch repeated once per lambda), against the same lambdas trained one after another: the
+ratio of times, the largest gap in ``log_alpha`` and how many heads each decides differently.
 Skipped, with the reason, when the SST-2 data or the default model are missing.
 
-    python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2]
+    python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2] [--lambdas 0.01 0.03 0.1] [--only-sweep]
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=0.03, help="the L0 penalty's weight")
     parser.add_argument("--steps", type=int, default=None, help="default: l0.DEFAULT_STEPS")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lambdas", type=float, nargs="+", default=[0.01, 0.03, 0.1], help="the sweep's penalties")
+    parser.add_argument("--only-sweep", action="store_true", help="time only the sweep, together vs one by one")
     args = parser.parse_args()
 
     import numpy as np
@@ -37,9 +42,15 @@ def main() -> None:
 
     from bertology_utils.core.errors import DataNotFoundError, ModelNotAvailableError
     from bertology_utils.data import load_glue
-    from bertology_utils.interventions.finetuning import default_budget, fine_tune
-    from bertology_utils.interventions.l0 import DEFAULT_LR, DEFAULT_STEPS, _pieces, train_gates, training_set
-    from bertology_utils.interventions.pruning import dev_set, scores_for_gates
+    from bertology_utils.interventions.finetuning import fine_tune
+    from bertology_utils.interventions.l0 import (
+        DEFAULT_LR,
+        DEFAULT_STEPS,
+        HardConcreteGates,
+        _trainings,
+        train_gates,
+        training_set,
+    )
 
     torch.set_num_threads(args.threads)
     steps = args.steps or DEFAULT_STEPS
@@ -50,7 +61,7 @@ def main() -> None:
     except (DataNotFoundError, ModelNotAvailableError) as missing:
         print(f"skipped: {missing}")
         return
-    loaded, model = run.loaded, run.loaded.model
+    loaded = run.loaded
     print(run.describe())
     print(
         f"{loaded.num_layers} layers x {loaded.num_heads} heads; {len(train)} training examples in "
@@ -58,6 +69,36 @@ def main() -> None:
         f"{torch.get_num_threads()} thread(s)"
     )
 
+    if not args.only_sweep:
+        one_lambda(args, loaded, train, dev_corpus, steps)
+    settings = {"steps": steps, "lr": DEFAULT_LR, "seed": 0, "batch_size": None, "init": HardConcreteGates.INIT}
+    reset_peak()
+    apart = [train_gates(loaded, train, lam, steps=steps, progress=False) for lam in args.lambdas]
+    apart_peak = peak_mb()
+    reset_peak()
+    together = _trainings(loaded, train, args.lambdas, cache=False, progress=False, **settings)
+    together_peak = peak_mb()
+    seconds_apart = sum(t.seconds for t in apart)
+    gap = max(float(np.abs(a.log_alpha - b.log_alpha).max()) for a, b in zip(apart, together))
+    differ = [int((a.keep_mask() != b.keep_mask()).sum()) for a, b in zip(apart, together)]
+    print(
+        f"sweep of lambdas {', '.join(f'{lam:g}' for lam in args.lambdas)} ({steps} steps each): together "
+        f"{together[0].seconds:.1f} s vs one after another {seconds_apart:.1f} s, x{seconds_apart / together[0].seconds:.2f} "
+        f"(peak RSS {together_peak:.0f} vs {apart_peak:.0f} MB); largest log_alpha gap {gap:.2g}, heads decided "
+        f"differently per lambda {differ}, kept {[t.kept for t in together]} vs {[t.kept for t in apart]}"
+    )
+
+
+def one_lambda(args, loaded, train, dev_corpus, steps: int) -> None:
+    """One lambda against plain passes on the same batches, then in bf16."""
+    import numpy as np
+    import torch
+
+    from bertology_utils.interventions.finetuning import default_budget
+    from bertology_utils.interventions.l0 import _pieces, train_gates
+    from bertology_utils.interventions.pruning import dev_set, scores_for_gates
+
+    model = loaded.model
     reset_peak()
     gates = train_gates(loaded, train, args.lam, steps=steps)
     gate_peak = peak_mb()

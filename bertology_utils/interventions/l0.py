@@ -120,11 +120,19 @@ class HardConcreteGates(nn.Module):
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` independent draws of every gate, (n, layers, heads); differentiable in ``log_alpha``."""
+        return self.from_noise(self.noise(n, generator))
+
+    def noise(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The uniform draws behind :meth:`sample`, (n, layers, heads), kept inside (0, 1)."""
         la = self.log_alpha
         device = la.device if generator is None else generator.device  # the generator's own device draws
         u = torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device).to(la.device)
-        u = u.clamp(self._EPS, 1 - self._EPS)
-        s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + la) / self.BETA)
+        return u.clamp(self._EPS, 1 - self._EPS)
+
+    def from_noise(self, u: torch.Tensor) -> torch.Tensor:
+        """The gates that uniform draws ``u`` (from :meth:`noise`) give: gates of several ``log_alpha`` can share
+        one draw, as trainings with one seed would draw it."""
+        s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + self.log_alpha) / self.BETA)
         low, high = self.LIMITS
         return (s * (high - low) + low).clamp(0.0, 1.0)
 
@@ -173,6 +181,7 @@ class GateTraining:
     #: Per step: the mean task loss of the batch under its sampled gates, and the expected L0.
     task_loss: np.ndarray = field(repr=False)
     expected_l0_history: np.ndarray = field(repr=False)
+    #: Wall-clock seconds of the training: lambdas trained together (:func:`l0_sweep`) share theirs.
     seconds: float
     from_cache: bool = False
 
@@ -265,44 +274,91 @@ def train_gates(
     random comes from one generator seeded with ``seed``, so a seed gives the same ``log_alpha``.
     ``cache``: reuse the gates stored by an earlier identical training (key: model weights,
     ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`). ``progress``:
-    a bar of the steps (none when the gates come from the cache).
+    a bar of the steps (none when the gates come from the cache). :func:`l0_sweep` trains several
+    lambdas at once, each as this would alone.
     """
+    return _trainings(
+        loaded,
+        train,
+        [lam],
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        batch_size=batch_size,
+        init=init,
+        cache=cache,
+        progress=progress,
+    )[0]
+
+
+class _NotStored(Exception):
+    """Raised instead of training, to learn whether the cache holds a lambda's gates."""
+
+
+def _not_stored() -> np.ndarray:
+    raise _NotStored
+
+
+def _trainings(
+    loaded: LoadedModel,
+    train: DevSet,
+    lams: Sequence[float],
+    *,
+    steps: int,
+    lr: float,
+    seed: int,
+    batch_size: int | None,
+    init: float,
+    cache: bool,
+    progress: bool,
+) -> list[GateTraining]:
+    """:func:`train_gates` for each of ``lams``: read from the cache where stored, the others trained together."""
     loaded = require_loaded(loaded)
-    if steps < 1 or lr <= 0 or lam < 0:
+    if steps < 1 or lr <= 0 or min(lams) < 0:
         raise ValueError("steps must be at least 1, lr positive and lam non-negative")
     shape = gate_shape(loaded)
     n_gates = shape[0] * shape[1]
-    fields = {
-        "l0_lambda": float(lam),
-        "steps": steps,
-        "lr": lr,
-        "seed": seed,
-        "batch_size": batch_size,
-        "init": init,
-        "l0_version": L0_VERSION,
-    }
-    trained: list[GateTraining] = []
 
-    def compute() -> np.ndarray:
-        run = _train(loaded, train, lam, shape, steps, lr, seed, batch_size, init, progress)
-        trained.append(run)
-        # one array for the results cache: log_alpha, the two histories, the seconds
-        return np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
+    def stored(lam: float, compute) -> np.ndarray:
+        fields = {
+            "l0_lambda": float(lam),
+            "steps": steps,
+            "lr": lr,
+            "seed": seed,
+            "batch_size": batch_size,
+            "init": init,
+            "l0_version": L0_VERSION,
+        }
+        return cached_result("l0-gates", loaded, train, fields, compute, cache)
 
-    packed = cached_result("l0-gates", loaded, train, fields, compute, cache)
-    if trained:
-        return trained[0]
-    gates = HardConcreteGates(shape, init)
-    with torch.no_grad():
-        gates.log_alpha.copy_(torch.as_tensor(packed[:n_gates], dtype=torch.float32).reshape(shape))
-    histories = packed[n_gates:-1].reshape(2, steps)
-    return GateTraining(float(lam), gates, steps, lr, seed, histories[0], histories[1], float(packed[-1]), True)
+    found: dict[int, GateTraining] = {}
+    for i, lam in enumerate(lams if cache else []):
+        try:
+            packed = stored(lam, _not_stored)
+        except _NotStored:
+            continue
+        gates = HardConcreteGates(shape, init)
+        with torch.no_grad():
+            gates.log_alpha.copy_(torch.as_tensor(packed[:n_gates], dtype=torch.float32).reshape(shape))
+        histories = packed[n_gates:-1].reshape(2, steps)
+        found[i] = GateTraining(float(lam), gates, steps, lr, seed, histories[0], histories[1], float(packed[-1]), True)
+    missing = [i for i in range(len(lams)) if i not in found]
+    if missing:
+        runs = _train(
+            loaded, train, [float(lams[i]) for i in missing], shape, steps, lr, seed, batch_size, init, progress
+        )
+        for i, run in zip(missing, runs):
+            # one array for the results cache: log_alpha, the two histories, the seconds
+            packed = np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
+            stored(run.lam, lambda packed=packed: packed)
+            found[i] = run
+    return [found[i] for i in range(len(lams))]
 
 
 def _train(
     loaded: LoadedModel,
     train: DevSet,
-    lam: float,
+    lams: list[float],
     shape: tuple[int, int],
     steps: int,
     lr: float,
@@ -310,35 +366,46 @@ def _train(
     batch_size: int | None,
     init: float,
     progress: bool,
-) -> GateTraining:
+) -> list[GateTraining]:
+    """One training per lambda, all in the same passes: each step's batch is repeated once per lambda, every
+    lambda's gates drawn from the same uniform draws and stepped by one Adam, so each set of gates moves as it
+    would trained alone with ``seed`` (to float rounding), in one forward and backward per step."""
     model = loaded.model
     regression = task_spec(train.task).is_regression
-    gates = HardConcreteGates(shape, init)
-    optimizer = torch.optim.Adam(gates.parameters(), lr=lr)
+    sets = [HardConcreteGates(shape, init).to(loaded.device) for _ in lams]
+    optimizer = torch.optim.Adam([g.log_alpha for g in sets], lr=lr)  # elementwise: no set sees another
     generator = torch.Generator().manual_seed(seed)
     pieces = _pieces(train, batch_size)
-    targets = torch.as_tensor(train.labels)
-    task_losses, l0s = np.zeros(steps), np.zeros(steps)
+    targets = torch.as_tensor(train.labels).to(loaded.device)
+    penalties = torch.as_tensor(lams, dtype=torch.float32, device=loaded.device)
+    # the histories stay on the model's device until the end: no copy to the host inside the loop
+    task_losses, l0s = (torch.zeros((len(lams), steps), device=loaded.device) for _ in range(2))
     order = torch.zeros(0, dtype=torch.long)
+    shown = ("lambda " if len(lams) == 1 else "lambdas ") + ", ".join(f"{lam:g}" for lam in lams)
     start = time.perf_counter()
     with classifier_inference(loaded), _frozen(model):
-        for step in tqdm(
-            range(steps), desc=f"L0 gates {train.task}, lambda {lam:g}", unit="step", disable=not progress
-        ):
+        for step in tqdm(range(steps), desc=f"L0 gates {train.task}, {shown}", unit="step", disable=not progress):
             if step % len(pieces) == 0:
                 order = torch.randperm(len(pieces), generator=generator)
             batch, rows = pieces[int(order[step % len(pieces)])]
-            z = gates.sample(len(rows), generator)
+            u = sets[0].noise(len(rows), generator)
+            z = torch.cat([g.from_noise(u) for g in sets])
+            repeated = {k: v.repeat(len(sets), *([1] * (v.dim() - 1))) for k, v in batch.items()}
             with edit_attention(model, gate_edit(z)):
-                logits = model(**batch).logits
-            task = example_losses(logits, targets[rows].to(logits.device), regression).mean()
-            l0 = gates.expected_l0()
+                logits = model(**repeated).logits
+            wanted = targets[torch.as_tensor(rows, device=targets.device)].repeat(len(sets))
+            task = example_losses(logits, wanted, regression).reshape(len(sets), len(rows)).mean(1)
+            l0 = torch.stack([g.expected_l0() for g in sets])
             optimizer.zero_grad(set_to_none=True)
-            (task + lam * l0).backward()
+            (task + penalties * l0).sum().backward()
             optimizer.step()
-            task_losses[step], l0s[step] = float(task.detach()), float(l0.detach())
+            task_losses[:, step], l0s[:, step] = task.detach(), l0.detach()
+    histories = torch.stack([task_losses, l0s]).cpu().numpy().astype(np.float64)
     seconds = time.perf_counter() - start
-    return GateTraining(float(lam), gates, steps, lr, seed, task_losses, l0s, seconds)
+    return [
+        GateTraining(lam, gates, steps, lr, seed, histories[0, i], histories[1, i], seconds)
+        for i, (lam, gates) in enumerate(zip(lams, sets))
+    ]
 
 
 # --------------------------------------------------------------------------- a sweep over lambda
@@ -443,21 +510,18 @@ def l0_sweep(
     lams = np.asarray(lambdas, dtype=np.float64).ravel()
     if len(lams) == 0:
         raise ValueError("give at least one lambda")
-    trainings = [
-        train_gates(
-            loaded,
-            train,
-            float(lam),
-            steps=steps,
-            lr=lr,
-            seed=seed,
-            batch_size=batch_size,
-            init=init,
-            cache=cache,
-            progress=progress,
-        )
-        for lam in lams
-    ]
+    trainings = _trainings(
+        loaded,
+        train,
+        [float(lam) for lam in lams],
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        batch_size=batch_size,
+        init=init,
+        cache=cache,
+        progress=progress,
+    )
     masks = np.stack([t.keep_mask() for t in trainings])
     stack = np.concatenate([np.ones((1, *masks.shape[1:])), masks.astype(np.float64)])
     scores = scores_for_gates(

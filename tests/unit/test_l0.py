@@ -246,7 +246,7 @@ def test_cached_sweep_equals_a_fresh_one(tiny_model_dirs, monkeypatch, tmp_path)
     fresh = l0_sweep(loaded, train, dev, lambdas, steps=20)
     calls = []
     original = l0._train
-    monkeypatch.setattr(l0, "_train", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(l0, "_train", lambda *a, **k: calls.extend(a[2]) or original(*a, **k))  # lambdas trained
     stored = l0_sweep(loaded, train, dev, lambdas, steps=20, cache=True)
     assert len(calls) == len(lambdas)
     reused = l0_sweep(loaded, train, dev, lambdas, steps=20, cache=True)
@@ -263,6 +263,10 @@ def test_cached_sweep_equals_a_fresh_one(tiny_model_dirs, monkeypatch, tmp_path)
     l0_sweep(loaded, train, dev, [0.05], steps=20, seed=1, cache=True)
     l0_sweep(loaded, train, dev, [0.05], steps=21, cache=True)
     assert len(calls) == len(lambdas) + 2
+    # a sweep trains only the lambdas the cache lacks
+    more = l0_sweep(loaded, train, dev, [0.0, 0.5, 0.05], steps=20, cache=True)
+    assert calls[len(lambdas) + 2 :] == [0.5] and [t.from_cache for t in more.trainings] == [True, False, True]
+    np.testing.assert_array_equal(more.trainings[2].log_alpha, fresh.trainings[1].log_alpha)
 
 
 def test_orders_at_l0_counts_and_the_l0_plot(tiny_model_dirs):
@@ -299,3 +303,20 @@ def test_orders_at_l0_counts_and_the_l0_plot(tiny_model_dirs):
     assert labels[0].startswith("by importance (prunable") and labels[-1] == "L0 gates (one point per λ)"
     np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), curve.scores)
     plt.close("all")
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_a_sweep_trains_each_lambda_as_it_would_alone(tiny_model_dirs, family):
+    loaded = classifier(tiny_model_dirs[family])
+    train, dev = self_labelled(loaded), self_labelled(loaded, n=10)
+    lambdas = [0.0, 5.0, 30.0]
+    sweep = l0_sweep(loaded, train, dev, lambdas, steps=STEPS, seed=2, batch_size=4)
+    assert len({t.seconds for t in sweep.trainings}) == 1  # one training for all three
+    for lam, together in zip(lambdas, sweep.trainings):
+        alone = train_gates(loaded, train, lam, steps=STEPS, seed=2, batch_size=4)
+        assert together.lam == lam and not together.from_cache
+        np.testing.assert_allclose(together.log_alpha, alone.log_alpha, rtol=0, atol=2e-3)
+        # a batch three times as tall is summed in another order; self_labelled's rescaled logits magnify that
+        np.testing.assert_allclose(together.task_loss, alone.task_loss, rtol=2e-3, atol=1e-5)
+        np.testing.assert_allclose(together.expected_l0_history, alone.expected_l0_history, rtol=1e-5)
+        np.testing.assert_array_equal(together.keep_mask(), alone.keep_mask())

@@ -105,8 +105,7 @@ EXPECTED = {
     "head relevance": [("head relevance SST-2", "example", N_DEV)],
     "gate x gradient": [("gate x gradient SST-2", "example", N_DEV)],
     "L0 gates": [
-        ("L0 gates SST-2, lambda 0.1", "step", 7),
-        ("L0 gates SST-2, lambda 1", "step", 7),
+        ("L0 gates SST-2, lambdas 0.1, 1", "step", 7),
         ("L0 masks SST-2: scoring", "pass", None),
     ],
     "word references": [("word references", "example", N_DEV)],
