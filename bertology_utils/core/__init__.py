@@ -35,6 +35,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "random_init",
             "random_init_keeping_embeddings",
             "PRECISIONS",
+            "PRECISION_CHOICES",
+            "resolve_precision",
             "autocast",
         ],
         "architectures": [

@@ -46,6 +46,7 @@ __all__ = [
     "evaluating",
     "PRECISIONS",
     "check_precision",
+    "resolve_precision",
     "autocast",
 ]
 
@@ -59,6 +60,8 @@ _SANE_MAX_LENGTH = 1_000_000
 _PROBE_TEXT = "hello world"
 #: The float formats :attr:`LoadedModel.precision` may name.
 PRECISIONS = ("fp32", "bf16")
+#: What a caller may ask for: a format, or "auto", the fastest one the device computes natively (:func:`resolve_precision`).
+PRECISION_CHOICES = (*PRECISIONS, "auto")
 # A Hub id is "name" or "owner/name"; anything else that does not exist on disk is a mistyped path.
 _HUB_ID = re.compile(r"[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?")
 
@@ -312,7 +315,8 @@ def load_model(
     ``head`` picks the model class: "base", "masked-lm" or "sequence-classification"; ``model_kwargs``
     (e.g. ``num_labels``) go to ``from_pretrained``. ``dtype`` defaults to float32 whatever the
     checkpoint stores, so analyses compare like with like; None keeps the checkpoint's dtype.
-    ``precision`` ("fp32" or "bf16") is what classifier passes compute in (:attr:`LoadedModel.precision`).
+    ``precision`` ("fp32", "bf16" or "auto": :func:`resolve_precision` on the model's device) is what
+    classifier passes compute in (:attr:`LoadedModel.precision`).
     ``device`` defaults to cuda when available, else cpu. ``progress`` shows transformers'
     "Loading weights" bar, which is noise in notebooks for the small models used here. A checkpoint that needs
     its own code loads only with ``trust_remote_code=True`` (never implied). Raises ModelNotAvailableError with a
@@ -369,8 +373,8 @@ def load_model(
         name=name,
         source=source,
         random_weights=tuple(sorted(info.get("missing_keys", ()))),
-        precision=precision,
     )
+    loaded.precision = resolve_precision(precision, loaded.device)
     _probe(loaded)
     return loaded
 
@@ -465,14 +469,27 @@ def describe_model(loaded: LoadedModel) -> dict[str, Any]:
         "dtype": str(next(loaded.model.parameters()).dtype).removeprefix("torch."),
         "device": str(loaded.device),
         "precision": loaded.precision,
+        "auto_precision": resolve_precision("auto", loaded.device),  # what precision="auto" picks on this device
     }
 
 
 def check_precision(precision: str) -> str:
-    """``precision`` when it is one of :data:`PRECISIONS`; a ValueError naming them otherwise."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    """``precision`` when it is one of :data:`PRECISION_CHOICES`; a ValueError naming them otherwise."""
+    if precision not in PRECISION_CHOICES:
+        raise ValueError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, not {precision!r}")
     return precision
+
+
+def resolve_precision(precision: str, device: str | torch.device) -> str:
+    """The float format ``precision`` stands for on ``device``: "auto" is "bf16" where the device has bfloat16
+    kernels (CUDA with bf16, a CPU with AMX or AVX-512 BF16 through oneDNN), else "fp32"; the others are themselves.
+
+    Only the passes :attr:`LoadedModel.precision` covers follow it: what must stay float32 (attention maps and
+    their statistics, probes, attributions, reductions) stays float32 whatever is picked.
+    """
+    if check_precision(precision) != "auto":
+        return precision
+    return "bf16" if _native_bf16(torch.device(device)) else "fp32"
 
 
 def _native_bf16(device: torch.device) -> bool:
@@ -490,10 +507,10 @@ def autocast(loaded: LoadedModel, precision: str | None = None) -> Iterator[None
 
     bf16 on a device without bfloat16 kernels works but is slower than fp32; a warning says so.
     """
-    if check_precision(loaded.precision if precision is None else precision) == "fp32":
+    device = loaded.device
+    if resolve_precision(loaded.precision if precision is None else precision, device) == "fp32":
         yield
         return
-    device = loaded.device
     if not _native_bf16(device):
         warnings.warn(
             f"precision 'bf16' on {device}, which has no bfloat16 kernels: expect it slower than fp32", stacklevel=3

@@ -50,7 +50,14 @@ from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key
 from bertology_utils.core.determinism import derived_seed, deterministic_algorithms, host_dropout
 from bertology_utils.core.errors import BertologyError, DataNotFoundError, ModelNotAvailableError
 from bertology_utils.core.files import atomic_path, atomic_remove, atomic_write_text
-from bertology_utils.core.models import LoadedModel, autocast, check_precision, load_model, random_init
+from bertology_utils.core.models import (
+    LoadedModel,
+    autocast,
+    check_precision,
+    load_model,
+    random_init,
+    resolve_precision,
+)
 from bertology_utils.data import Corpus, Task, glue_task_name, load_glue
 from bertology_utils.interventions.editing import classifier_inference, first_token_readout
 
@@ -688,13 +695,14 @@ def fine_tune(
     and a new one is stored; a corrupt entry is rebuilt with a :class:`FineTuneCacheWarning`.
     The dev metrics of a reused entry are recomputed only when ``dev`` is not the one recorded.
     A LoadedModel is re-read from its ``source`` (in-memory changes to its weights are not seen).
-    ``precision`` ("fp32" or "bf16"; None: a LoadedModel's own, else "fp32") is what the training
+    ``precision`` ("fp32", "bf16" or "auto", see :func:`~bertology_utils.core.models.resolve_precision`; None: a
+    LoadedModel's own, else "fp32") is what the training
     steps compute in and what the returned classifier's passes keep
     (:attr:`~bertology_utils.core.models.LoadedModel.precision`); bf16 checkpoints are cached apart.
     """
     if precision is None:
         precision = model.precision if isinstance(model, LoadedModel) else "fp32"
-    check_precision(precision)
+    check_precision(precision)  # before loading anything: a typo fails fast
     spec = task_spec(task)
     budget = budget or default_budget(spec)
     own = task if isinstance(task, Task) else None
@@ -703,7 +711,7 @@ def fine_tune(
     if train.labels is None or dev.labels is None:
         raise BertologyError(f"{spec.name}: training and dev corpora need labels")
     initial = _initial_model(model, spec, seed, init)
-    initial.precision = precision
+    initial.precision = resolve_precision(precision, initial.device)
     base_name = initial.name
     key_fields = _cache_key(initial, spec, train, budget, seed, init)
     key = key_digest(key_fields)

@@ -255,3 +255,21 @@ def test_bf16_precision_trains_learns_and_is_cached_apart(trained, tiny_model_di
     assert 0 < np.abs(logits - exact).max() < 0.05 * np.abs(exact).max()  # bfloat16 rounding, no more
     with pytest.raises(ValueError, match="precision must be one of"):
         fine_tune("SST-2", tiny_model_dirs["bert"], precision="fp16", **kwargs)
+
+
+def test_auto_precision_is_bf16_only_where_the_device_has_bfloat16_kernels(trained, tiny_model_dirs, toy, monkeypatch):
+    from bertology_utils.core import models
+
+    run, cache = trained
+    train, dev = toy
+    kwargs = dict(budget=TOY_BUDGET, seed=0, train=train, dev=dev, cache_dir=cache, progress=False)
+    for native, picked in ((False, "fp32"), (True, "bf16")):
+        monkeypatch.setattr(models, "_native_bf16", lambda device, native=native: native)
+        assert models.resolve_precision("auto", "cpu") == picked
+        assert load_model(tiny_model_dirs["bert"], precision="auto").precision == picked
+        tuned = fine_tune("SST-2", tiny_model_dirs["bert"], precision="auto", **kwargs)
+        # a concrete format is what is kept and keyed: auto on a CPU without bfloat16 is the fp32 checkpoint
+        assert tuned.loaded.precision == picked and (tuned.path == run.path) == (picked == "fp32")
+        assert tuned.from_cache or picked == "bf16"
+    for precision in ("fp32", "bf16"):
+        assert models.resolve_precision(precision, "cpu") == precision

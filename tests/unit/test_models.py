@@ -13,7 +13,14 @@ from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import ModelNotAvailableError
-from bertology_utils.core.models import LoadedModel, check_attentions, default_model_path, describe_model, load_model
+from bertology_utils.core.models import (
+    LoadedModel,
+    check_attentions,
+    default_model_path,
+    describe_model,
+    load_model,
+    resolve_precision,
+)
 
 
 @pytest.fixture
@@ -131,6 +138,7 @@ def test_describe_model(tiny_model_dirs):
     assert (info["layers"], info["heads"], info["max_tokens"]) == (*TINY_SHAPES["distilbert"], MAX_POSITIONS)
     assert info["parameters"] == sum(p.numel() for p in loaded.model.parameters())
     assert info["device"] == "cpu" and info["source"] == str(tiny_model_dirs["distilbert"])
+    assert info["precision"] == "fp32" and info["auto_precision"] == resolve_precision("auto", "cpu")
 
 
 @pytest.mark.parametrize("key", ["attn_implementation", "_attn_implementation"])
