@@ -150,7 +150,8 @@ class Corpus(Sequence):
         if not self.sha256:
             object.__setattr__(self, "sha256", _canonical_sha256(self.items, self.labels))
         if not self.description:
-            origin = f"read from {self.path}" if self.path is not None else "built in memory"
+            # the file's name, not its folder: descriptions are recorded and shown, the sha256 says which file it was
+            origin = f"read from {self.path.name}" if self.path is not None else "built in memory"
             object.__setattr__(
                 self, "description", f"{self.name}: {_summary(self.items)}, {origin} (sha256 {self.sha256[:12]})"
             )

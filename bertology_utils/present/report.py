@@ -220,6 +220,21 @@ def _describe_error(error: dict | None) -> str:
     return f"{where}: {error.get('ename')}" + (f": {evalue[0]}" if evalue else "")
 
 
+def _machine(environment: dict) -> str:
+    """run.json's ``environment`` in a line: the CPU, its cores and the features that pick kernels, and the GPU."""
+    if not environment:
+        return "<span class='muted'>not recorded</span>"
+    cpu = environment.get("cpu") or "CPU not recorded"
+    cores = environment.get("cores")
+    flags = environment.get("cpu_flags") or []
+    gpu = environment.get("gpu")
+    parts = [f"{cpu}, {cores} cores" if cores else cpu]
+    if flags:
+        parts.append("with " + " ".join(flags))
+    parts.append(f"GPU: {gpu}" if gpu else "no GPU: the notebooks ran on the CPU")
+    return _esc("; ".join(parts))
+
+
 def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dict[str, dict]) -> str:
     models = {str(v) for m in metrics.values() for k, v in m.items() if k.split(".")[-1] in ("model", "model_name")}
     if run.get("parameters", {}).get("model_name"):
@@ -227,7 +242,8 @@ def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dic
     data = [(stem, v) for stem, m in metrics.items() for k, v in m.items() if k.split(".")[-1] == "data"]
     statuses = Counter(e.get("status", "?") for e in entries)
     facts = [
-        ("run", f"{_esc(run.get('run_name', run_dir.name))} <span class='muted'>({_esc(run_dir)})</span>"),
+        ("run", _esc(run.get("run_name", run_dir.name))),  # not its folder: a machine's path means nothing to a reader
+        ("machine", _machine(run.get("environment") or {})),
         (
             "ran",
             f"{_esc(run.get('started', '?'))} to {_esc(run.get('finished', '?'))}"

@@ -578,6 +578,8 @@ def test_read_text_lines_keeps_line_numbers(tmp_path):
     assert [s.id for s in corpus] == ["notes:1", "notes:4"]
     assert corpus[1].words == ("It", "slept", ",", "didn't", "it", "?")
     assert corpus.sha256 == file_sha256(path) and corpus.description.startswith("notes: 2 sentences")
+    assert f"read from {path.name} (sha256 {corpus.sha256[:12]})" in corpus.description
+    assert str(path.parent) not in corpus.description
     (tmp_path / "blank.txt").write_text("\n \n")
     with pytest.raises(DataFormatError, match="blank.txt"):
         read_text_lines(tmp_path / "blank.txt")

@@ -164,6 +164,7 @@ def run_dir(tmp_path):
                 "parameters": {"n_sentences": 4},
                 "notebooks": notebooks,
                 "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": "5.23.0"},
+                "environment": {"cpu": "Example CPU 9000", "cpu_flags": ["avx2", "fma"], "cores": 2, "gpu": None},
             }
         )
     )
@@ -217,6 +218,8 @@ def test_report_holds_every_metric_figure_table_and_failure(run_dir):
     assert "ZeroDivisionError: division by zero" in failures and "ratio = 1 / 0" in failures
     assert "\x1b" not in page
     assert "torch 2.13.0+cpu" in page and "transformers 5.23.0" in page
+    assert "Example CPU 9000, 2 cores; with avx2 fma; no GPU: the notebooks ran on the CPU" in page
+    assert str(run_dir) not in page  # the run's folder on this machine is no one else's
     assert "{&quot;n_sentences&quot;: 4}" in page and "{&quot;layer&quot;: 3}" in page  # run-wide, per notebook
 
     assert "<script" not in page.lower()
