@@ -25,7 +25,7 @@ from mkdocs.structure.files import File, Files
 from bertology_utils.core.errors import AssetMissingError
 from bertology_utils.present import assets
 from bertology_utils.present.findings import claims_tables, load_findings
-from bertology_utils.present.slides import is_progress_output
+from bertology_utils.present.slides import for_people, is_progress_output, machine_places
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bertology_utils"
@@ -76,6 +76,7 @@ def _notebook_page(source: Path, run: Path | None, records: list[dict]) -> tuple
     ran = executed is not None and executed.is_file()
     notebook = nbformat.read(executed if ran else source, as_version=4)
     _plain_outputs(notebook)
+    for_people(notebook, machine_places(executed if ran else None))  # no machine's paths, tables' numbers rounded
     body, resources = MarkdownExporter().from_notebook_node(notebook, resources={"output_files_dir": f"{stem}_files"})
     title_match = re.search(r"^# (.+)$", body, flags=re.M)
     title = title_match.group(1) if title_match else stem

@@ -61,6 +61,8 @@ __all__ = [
     "format_number",
     "machine_places",
     "scrub_paths",
+    "for_people",
+    "MISSING",
     "reveal_config",
     "reveal_start",
     "presenting_tools",
@@ -216,7 +218,7 @@ def notebook_to_slides(
     nb = nbformat.read(source, as_version=4)
     _add_skipped_slide(nb, source.parent)
     nb = prepare_for_slides(nb, show_code=show_code)
-    _for_people(nb, machine_places(source))
+    for_people(nb, machine_places(source))
     html = _export(nb, title=source.stem, show_code=show_code)
     remote = network_references(html)
     if remote:  # from the notebook's own outputs (e.g. a view that loads a CDN library), or assets not installed
@@ -460,6 +462,9 @@ def _fontawesome_style() -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Outputs made for people: numbers in tables to three significant digits, no paths of this machine.
 
+#: What a table shows for a value that is missing or was not computed.
+MISSING = "—"
+_MISSING_CELLS = frozenset({"NaN", "nan", "<NA>", "None", "NaT"})
 _FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 #: A p-value column: "p", "p-value", "p_val", "pvalue", "wilcoxon_p", "p (one-sided)"; not "top", "p_head".
 _P_COLUMN = re.compile(r"(?:^|[\s_(-])p(?:[-_ ]?val(?:ue)?s?)?(?:$|[\s)])", re.IGNORECASE)
@@ -470,8 +475,10 @@ P_FLOOR = 0.001
 def format_number(value: float, *, p_value: bool = False) -> str:
     """``value`` to three significant digits (0.659223 -> 0.659, 0.019808 -> 0.0198, 1234.5 -> 1234).
 
-    With ``p_value`` a value below 0.001 reads ``< 0.001``.
+    With ``p_value`` a value below 0.001 reads ``< 0.001``; a missing value (NaN) reads ``—``.
     """
+    if math.isnan(value):
+        return MISSING
     if p_value and 0 <= value < P_FLOOR:
         return f"< {P_FLOOR:g}"
     if value == 0 or not math.isfinite(value):
@@ -484,7 +491,8 @@ def format_table_numbers(page: str) -> str:
     """The HTML ``page`` with every decimal number that fills a table cell shown by :func:`format_number`.
 
     Integers and text are left as they are; a column whose header names a p-value (``p``, ``p-value``,
-    ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``.
+    ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``; a cell pandas left missing (``NaN``,
+    ``<NA>``, ``None``, ``NaT``) shows ``—``.
     """
     if "<table" not in page:
         return page
@@ -501,6 +509,10 @@ def format_table_numbers(page: str) -> str:
             cells = row.find_all(["th", "td"])
             for i, cell in enumerate(cells):
                 text = cell.get_text().strip()
+                if cell.name == "td" and text in _MISSING_CELLS:
+                    cell.string = MISSING
+                    changed = True
+                    continue
                 if cell.name != "td" or len(cell.contents) != 1 or not _FLOAT.fullmatch(text):
                     continue
                 column = len(headers) - len(cells) + i  # aligned from the right: index columns come first
@@ -552,11 +564,13 @@ def scrub_paths(text: str, places: Iterable[tuple[str, str]] | None = None) -> s
 _TEXT_MIME = ("text/plain", "text/html", "text/markdown", "text/latex")
 
 
-def _for_people(nb, places: list[tuple[str, str]]) -> None:
-    """Tables' numbers formatted and this machine's paths shortened, in every output and markdown cell."""
+def for_people(nb, places: list[tuple[str, str]] | None = None) -> None:
+    """Tables' numbers formatted (:func:`format_table_numbers`) and this machine's paths shortened
+    (:func:`scrub_paths`, default places :func:`machine_places`) in every cell: its source (papermill's injected
+    ``output_dir``) and its outputs. Decks and the docs' notebook pages show notebooks through it."""
+    places = machine_places() if places is None else places
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            cell.source = scrub_paths(cell.source, places)
+        cell.source = scrub_paths(cell.source, places)
         for output in cell.get("outputs", []):
             if "text" in output:
                 output["text"] = scrub_paths(_joined(output["text"]), places)

@@ -13,7 +13,9 @@ from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.present import assets
 from bertology_utils.present.slides import (
+    MISSING,
     SLIDES_SUFFIX,
+    for_people,
     format_number,
     format_table_numbers,
     has_math,
@@ -388,6 +390,27 @@ def test_table_decimals_are_formatted_and_p_value_columns_floored():
     assert cells == ["0.000123", "< 0.001", "0.0457", "12", "0.5 of heads"]
     assert "<th>0.123456</th>" in format_table_numbers(table)
     assert format_table_numbers("<p>0.123456</p>") == "<p>0.123456</p>"
+
+
+def test_missing_values_read_as_a_dash():
+    table = (
+        "<table><thead><tr><th></th><th>a</th><th>b</th><th>c</th><th>d</th></tr></thead><tbody>"
+        "<tr><th>x</th><td>NaN</td><td>&lt;NA&gt;</td><td>None</td><td>0.5</td></tr></tbody></table>"
+    )
+    cells = [td.get_text() for td in BeautifulSoup(format_table_numbers(table), "html.parser").find_all("td")]
+    assert cells == [MISSING, MISSING, MISSING, "0.5"]
+    assert format_number(float("nan")) == MISSING and format_number(float("inf")) == "inf"
+
+
+def test_for_people_scrubs_sources_and_outputs():
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell('output_dir = "/home/ann/work/results/default/07"')
+    code.outputs = [nbformat.v4.new_output("stream", text="wrote /home/ann/work/results/default/07/x.png\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("see /home/ann/notes.txt"), code]
+    for_people(nb, [("/home/ann/work/results", "<results>"), ("/home/ann", "~")])
+    assert nb.cells[0].source == "see ~/notes.txt"
+    assert code.source == 'output_dir = "<results>/default/07"'
+    assert code.outputs[0]["text"] == "wrote <results>/default/07/x.png\n"
 
 
 def test_scrub_paths_shortens_the_most_specific_folder():
