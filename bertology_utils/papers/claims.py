@@ -46,6 +46,7 @@ __all__ = [
     "claims_over_seeds",
     "uncertainty",
     "claims_table",
+    "CLAIMS_DETAIL_COLUMNS",
     "depth_scaled_layers",
     "layer_mean",
     "below_floor",
@@ -240,6 +241,11 @@ def head_grid(values, name: str, shape: tuple | None = None, dtype=None) -> np.n
 def _plain(value):
     """numpy scalars as Python numbers, so that values compare, print and serialise plainly."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+#: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the
+#: notebook, the report and the speaker's copy keep them).
+CLAIMS_DETAIL_COLUMNS = ("rule", "note")
 
 
 def claims_table(claims: Iterable[Claim], model=None):

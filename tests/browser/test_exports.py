@@ -55,6 +55,70 @@ def test_latex_in_a_deck_renders_offline(tmp_path, offline_page):
     assert offline_page.errors == []
 
 
+#: Per slide, visited as a presenter would: whether it scrolls (down, or a table across) and the zoom it was given.
+SLIDE_FIT = """() => { const s = Reveal.getCurrentSlide(); let across = 0;
+    s.querySelectorAll('.jp-OutputArea-output').forEach(a => { across = Math.max(across, a.scrollWidth - a.clientWidth); });
+    return {scrolls: s.style.overflowY === 'auto' || across > 2, zoom: parseFloat(s.style.zoom) || 1}; }"""
+
+
+def test_long_prose_and_tall_wide_and_claims_tables_fit_their_slides(tmp_path, offline_page):
+    from bertology_utils.papers.claims import Claim, Verdict, claims_table
+
+    def table(rows: int, columns: int, text: str) -> str:
+        head = "".join(f"<th>{text}_{j}</th>" for j in range(columns))
+        body = "".join(
+            f"<tr><th>{i}</th>" + "".join(f"<td>{0.123456 * (i + j):.6f}</td>" for j in range(columns)) + "</tr>"
+            for i in range(rows)
+        )
+        return f'<table class="dataframe"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+    claims = [
+        Claim(
+            f"claim_{i}.SST-2",
+            "Heads " + "attend to the next token " * 3,
+            "Clark et al. 2019",
+            "about half",
+            "0.41, 95% CI [0.38, 0.45] over 200 sentences " * 2,
+            Verdict.HOLDS,
+            "rule " * 30,
+            note="note " * 20,
+        )
+        for i in range(9)
+    ]
+
+    def output(page: str):
+        return nbformat.v4.new_output("display_data", data={"text/html": page, "text/plain": "table"})
+
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            "# A long story\n\n" + "\n\n".join("A paragraph of prose. " * 25 for _ in range(6))
+        ),
+        nbformat.v4.new_code_cell("tall", outputs=[output(table(60, 4, "accuracy"))]),
+        nbformat.v4.new_code_cell("wide", outputs=[output(table(2, 16, "share_heads_improve"))]),
+        nbformat.v4.new_code_cell("claims", outputs=[output(claims_table(claims).to_html())]),
+    ]
+    for cell in cells:
+        cell.metadata["slideshow"] = {"slide_type": "slide"}
+    path = tmp_path / "fit.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    page = offline_page.page
+    page.goto(notebook_to_slides(path).as_uri())
+    page.wait_for_function("() => window.Reveal !== undefined && Reveal.isReady()", timeout=30_000)
+    total = page.evaluate("() => Reveal.getTotalSlides()")
+    assert total >= 8  # the prose, the tall table and the claims each took several slides
+    fits = []
+    for k in range(total):
+        page.evaluate(f"() => {{ const i = Reveal.getIndices(Reveal.getSlides()[{k}]); Reveal.slide(i.h, i.v); }}")
+        page.wait_for_timeout(50)
+        fits.append(page.evaluate(SLIDE_FIT))
+    assert not any(f["scrolls"] for f in fits), fits
+    assert min(f["zoom"] for f in fits) >= 0.75, fits  # shrunk, if at all, no further than reads from the back
+    text = page.locator(".reveal .slides").inner_text()
+    assert "rule rule" not in text and "claim_0" not in text and "SST-2" in text
+    offline_page.screenshot("slides-fit")
+    assert offline_page.errors == []
+
+
 def test_report_opens_offline_with_its_figures(tour_run, offline_page):
     page = offline_page.page
     page.goto(tour_run["report"].as_uri())

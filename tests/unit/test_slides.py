@@ -497,3 +497,107 @@ def test_rise_settings_are_in_every_notebook():
     script = settings.PROJECT_ROOT / "scripts" / "rise_settings.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------- fitting a slide
+
+
+def _html_output(page: str):
+    return nbformat.v4.new_output("display_data", data={"text/html": page, "text/plain": "table"})
+
+
+def _table(rows: int, columns: int = 3, text: str = "x") -> str:
+    head = "".join(f"<th>c{j}</th>" for j in range(columns))
+    body = "".join(
+        f"<tr><th>{i}</th>" + "".join(f"<td>{text}{i}</td>" for _ in range(columns)) + "</tr>" for i in range(rows)
+    )
+    return f'<table class="dataframe"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _slides(cells) -> list[str]:
+    """The slide types of what a deck shows."""
+    return [c.metadata.get("slideshow", {}).get("slide_type", "-") for c in cells]
+
+
+def test_a_long_markdown_cell_continues_on_the_next_slide():
+    paragraphs = [f"Paragraph {i}: " + "word " * 60 for i in range(8)]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            "## Why heads\n\n" + "\n\n".join(paragraphs) + "\n\n### Next part",
+            metadata={"slideshow": {"slide_type": "slide"}},
+        )
+    ]
+    nb.cells[0].source += "\n\nIts text."
+    cells = prepare_for_slides(nb).cells
+    assert len(cells) > 2 and _slides(cells) == ["slide"] * len(cells)
+    assert cells[0].source.startswith("## Why heads") and cells[1].source.startswith("### Why heads (continued)")
+    joined = "\n\n".join(cells[i].source for i in range(len(cells)))
+    assert all(p in joined for p in paragraphs)  # nothing lost
+    assert not cells[-2].source.rstrip().endswith("### Next part")  # a heading goes with what it heads
+    short = nbformat.v4.new_notebook()
+    short.cells = [nbformat.v4.new_markdown_cell("## Short\n\nOne paragraph.")]
+    assert len(prepare_for_slides(short).cells) == 1
+
+
+def test_a_tall_table_is_split_by_rows_onto_slides_of_their_own():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("table", metadata={"slideshow": {"slide_type": "slide"}})
+    cell.outputs = [_html_output(_table(50)), nbformat.v4.new_output("stream", text="a note\n")]
+    nb.cells = [cell]
+    cells = prepare_for_slides(nb).cells
+    tables = [BeautifulSoup(c.outputs[0]["data"]["text/html"], "html.parser") for c in cells]
+    assert len(cells) >= 2 and _slides(cells) == ["slide"] * len(cells)
+    shown = [int(th.get_text()) for t in tables for th in t.select("tbody th")]
+    assert shown == list(range(50))  # every row once, in order
+    assert all(t.find("thead") is not None for t in tables)
+    assert tables[0].find("caption").get_text() == f"rows 1–{len(tables[0].select('tbody tr'))} of 50"
+    assert cells[-1].outputs[-1]["text"] == "a note\n"  # the note stays with the table's last part
+    # a table one or two rows taller than a slide is not cut into a slide of one row
+    nb.cells[0].outputs = [_html_output(_table(22))]
+    assert len(prepare_for_slides(nb).cells) == 1
+
+
+def test_a_wide_table_with_few_rows_is_turned():
+    wide = _html_output(_table(2, columns=15, text="share_heads_improve"))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("t", outputs=[wide])]
+    page = prepare_for_slides(nb).cells[0].outputs[0]["data"]["text/html"]
+    rows = BeautifulSoup(page, "html.parser").find_all("tr")
+    assert len(rows) == 16 and [c.get_text() for c in rows[1].find_all(["th", "td"])] == [
+        "c0",
+        "share_heads_improve0",
+        "share_heads_improve1",
+    ]
+    narrow = _html_output(_table(2, columns=3))
+    nb.cells = [nbformat.v4.new_code_cell("t", outputs=[narrow])]
+    assert prepare_for_slides(nb).cells[0].outputs[0]["data"]["text/html"] == narrow["data"]["text/html"]
+
+
+def test_a_claims_table_on_a_slide_keeps_the_verdict_and_drops_the_rule():
+    from bertology_utils.papers.claims import Claim, Verdict, claims_table
+
+    def claim(name: str) -> Claim:
+        return Claim(
+            id=name,
+            paper="Clark et al. 2019",
+            claim="a claim",
+            paper_value="0.5",
+            ours="0.4",
+            verdict=Verdict.HOLDS,
+            rule="a long rule " * 10,
+            note="a note",
+        )
+
+    nb = nbformat.v4.new_notebook()
+    for names, case in ((["prunable.SST-2", "prunable.RTE"], ["SST-2", "RTE"]), (["one", "two"], None)):
+        page = claims_table([claim(n) for n in names]).to_html()
+        nb.cells = [nbformat.v4.new_code_cell("t", outputs=[_html_output(page)])]
+        table = BeautifulSoup(prepare_for_slides(nb).cells[0].outputs[0]["data"]["text/html"], "html.parser")
+        header = [c.get_text() for c in table.find("tr").find_all(["th", "td"])]
+        assert "rule" not in header and "note" not in header and "verdict" in header and "id" not in table.get_text()
+        firsts = [row.find(["th", "td"]).get_text() for row in table.find("tbody").find_all("tr")]
+        if case:
+            assert header[0] == "case" and firsts == case
+        else:
+            assert header[0] == "paper" and firsts == ["Clark et al. 2019"] * 2
