@@ -37,6 +37,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas import PAGE_FILE
 from bertology_utils.present.findings import claim_uncertainty
+from bertology_utils.present.slides import MISSING, format_number, machine_places, scrub_paths
 from bertology_utils.run import harness
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "data_uri",
     "flatten_metrics",
     "format_value",
+    "value_for_people",
     "build_report",
 ]
 
@@ -161,6 +163,37 @@ def format_value(value) -> str:
     return str(value)
 
 
+def _grid_shape(value) -> tuple[int, ...]:
+    """The shape of nested lists as far as it is rectangular: (3, 6, 12) for L0 masks of a 6 x 12 model."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, list) for v in value):
+        return (len(value),) if isinstance(value, list) else ()
+    inner = {_grid_shape(v) for v in value}
+    return (len(value), *inner.pop()) if len(inner) == 1 else (len(value),)
+
+
+def value_for_people(value, *, items: int = 6) -> str:
+    """A metric value as the report's list of metrics shows it: numbers to three significant digits
+    (:func:`~bertology_utils.present.slides.format_number`), a missing one as a dash, yes or no, a list as its
+    first ``items`` values and its length, a grid (a list of lists) as its shape. :func:`format_value` keeps
+    the digits a regression needs."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return format_number(value)
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            shape = _grid_shape(value)
+            return " × ".join(map(str, shape)) + " values" if len(shape) > 1 else f"{len(value)} lists"
+        shown = ", ".join(value_for_people(v, items=items) for v in value[:items])
+        return f"[{shown}, … {len(value)} values]" if len(value) > items else f"[{shown}]"
+    if isinstance(value, dict):
+        shown = ", ".join(f"{k}: {value_for_people(v, items=items)}" for k, v in list(value.items())[:items])
+        return "{" + shown + (f", … {len(value)} entries}}" if len(value) > items else "}")
+    return str(value)
+
+
 # --------------------------------------------------------------------------- the page
 
 _CSS = """
@@ -241,6 +274,7 @@ def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dic
         models.add(str(run["parameters"]["model_name"]))
     data = [(stem, v) for stem, m in metrics.items() for k, v in m.items() if k.split(".")[-1] == "data"]
     statuses = Counter(e.get("status", "?") for e in entries)
+    places = machine_places()
     facts = [
         ("run", _esc(run.get("run_name", run_dir.name))),  # not its folder: a machine's path means nothing to a reader
         ("machine", _machine(run.get("environment") or {})),
@@ -254,7 +288,9 @@ def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dic
         ("model", "<br>".join(_esc(m) for m in sorted(models)) or "<span class='muted'>not recorded</span>"),
         (
             "data",
-            "<br>".join(f"{_esc(stem)}: {_esc(v)}" for stem, v in data) or "<span class='muted'>not recorded</span>",
+            # a run recorded before descriptions named files only may still hold this machine's folders
+            "<br>".join(f"{_esc(stem)}: {_esc(scrub_paths(str(v), places))}" for stem, v in data)
+            or "<span class='muted'>not recorded</span>",
         ),
         (
             "parameters",
@@ -423,19 +459,35 @@ def _atlas_section(run_dir: Path, entries: list[dict], report: Path) -> str:
 
 
 def _metrics_section(metrics: dict[str, dict]) -> str:
-    rows = []
+    """Each notebook's metrics, folded (a run records about a thousand), each with its unit and meaning from its
+    declaration (:data:`~bertology_utils.papers.metrics.REGISTRY`)."""
+    from bertology_utils.papers.metrics import REGISTRY
+
+    places = machine_places()
+    parts = []
     for stem, recorded in metrics.items():
-        for i, (name, value) in enumerate(flatten_metrics(recorded).items()):
-            anchor = f' id="metrics-{_esc(stem)}"' if i == 0 else ""
+        rows = []
+        for name, value in flatten_metrics(recorded).items():
+            declared = REGISTRY.find(name)
             rows.append(
                 [
-                    f"<span{anchor}>{_esc(stem)}</span>",
                     _esc(name),
-                    f'<span class="value">{_esc(format_value(value))}</span>',
+                    f'<span class="value">{_esc(scrub_paths(value_for_people(value), places))}</span>',
+                    _esc(declared.unit) if declared else "",
+                    f"<span class='muted'>{_esc(declared.meaning)}</span>" if declared else "",
                 ]
             )
-    body = _table(["notebook", "metric", "value"], rows, "metrics") if rows else "<p>No metrics recorded.</p>"
-    return f'<section id="metrics"><h2>All metrics</h2>{body}</section>'
+        parts.append(
+            f'<details id="metrics-{_esc(stem)}"><summary>{_esc(stem)}: {len(rows)} metric'
+            f"{'s' if len(rows) != 1 else ''}</summary>{_table(['metric', 'value', 'unit', 'meaning'], rows, 'metrics')}"
+            "</details>"
+        )
+    body = "".join(parts) or "<p>No metrics recorded.</p>"
+    lead = (
+        "<p class='muted'>Every number the notebooks recorded, to three significant digits (metrics.json in each "
+        "notebook's folder has them whole). Open a notebook to see its list.</p>"
+    )
+    return f'<section id="metrics"><h2>All metrics</h2>{lead if parts else ""}{body}</section>'
 
 
 def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:

@@ -15,7 +15,7 @@ from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.papers.claims import Claim, Interval, Seeds, Verdict
 from bertology_utils.present import assets
-from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value
+from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value, value_for_people
 from bertology_utils.present.slides import network_references, prepare_for_slides, run_slides, slide_figures
 from bertology_utils.run.harness import record_claims, run_notebooks
 
@@ -183,6 +183,22 @@ def test_format_and_flatten():
     ]
 
 
+def test_values_for_people():
+    assert [value_for_people(v) for v in (0.123456789, 7, True, None, "s", [0.5, 1e-7])] == [
+        "0.123",
+        "7",
+        "yes",
+        "—",
+        "s",
+        "[0.5, 1e-07]",
+    ]
+    assert value_for_people(list(range(10))) == "[0, 1, 2, 3, 4, 5, … 10 values]"
+    assert value_for_people([[0.1] * 12] * 6) == "6 × 12 values"
+    assert value_for_people([[[True] * 12] * 6] * 3) == "3 × 6 × 12 values"
+    assert value_for_people([[1, 2], [3]]) == "2 lists"
+    assert value_for_people({"SST-2": 0.81234, "RTE": None}) == "{SST-2: 0.812, RTE: —}"
+
+
 def test_report_holds_every_metric_figure_table_and_failure(run_dir):
     out = build_report(run_dir)
     assert out == run_dir / "report.html"
@@ -193,14 +209,17 @@ def test_report_holds_every_metric_figure_table_and_failure(run_dir):
     for shown in (
         "tiny-bert",
         "4 sentences of the sample",
-        "0.123457",
+        '<td><span class="value">0.123</span>',  # to three significant digits (the regression table: 0.123457)
         '<td><span class="value">7</span>',
         "[0.5, 0.25]",
         "x&lt;y",
-        ">true<",
-        ">null<",
+        '<span class="value">yes</span>',
+        '<span class="value">—</span>',
     ):
         assert shown in page, shown
+    recorded = flatten_metrics(json.loads((run_dir / "01_good" / "metrics.json").read_text()))
+    assert f'<details id="metrics-01_good"><summary>01_good: {len(recorded)} metrics</summary>' in page  # folded
+    assert ">null<" not in page and ">true<" not in page
 
     figures = run_dir / "01_good" / "figures"
     assert f'src="data:image/png;base64,{base64.b64encode((figures / "attention.png").read_bytes()).decode()}"' in page
@@ -388,7 +407,7 @@ def test_report_and_deck_of_a_real_run(tour_run):
     page = build_report(tour_run).read_text(encoding="utf-8")
     metrics = json.loads((tour_run / "00_tour" / "metrics.json").read_text())
     for name, value in flatten_metrics(metrics).items():
-        assert html.escape(name) in page and html.escape(format_value(value)) in page, name
+        assert html.escape(name) in page and html.escape(value_for_people(value)) in page, name
     figures = sorted((tour_run / "00_tour" / "figures").glob("*.png"))
     assert figures and page.count('src="data:image/png;base64,') == len(figures)
     # every figure, the views' images included, also as an SVG for slides
