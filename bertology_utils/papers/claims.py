@@ -47,6 +47,7 @@ __all__ = [
     "uncertainty",
     "claims_table",
     "CLAIMS_DETAIL_COLUMNS",
+    "claim_case",
     "depth_scaled_layers",
     "layer_mean",
     "below_floor",
@@ -241,6 +242,12 @@ def head_grid(values, name: str, shape: tuple | None = None, dtype=None) -> np.n
 def _plain(value):
     """numpy scalars as Python numbers, so that values compare, print and serialise plainly."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def claim_case(claim_id: str) -> str:
+    """What tells one case of a claim from another made by the same rule: the part of its id after the claim's
+    name (``heads_prunable.SST-2`` -> ``SST-2``, ``table1.auxpass`` -> ``auxpass``); "" for a claim made once."""
+    return claim_id.partition(".")[2]
 
 
 #: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the

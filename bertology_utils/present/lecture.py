@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
-from bertology_utils.papers.claims import Verdict
+from bertology_utils.papers.claims import Verdict, claim_case
 from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
 from bertology_utils.present.report import data_uri
 from bertology_utils.present.slides import (
@@ -355,6 +355,33 @@ def _shorten(text: str, limit: int = _CLAIM_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
+_LAST_BRACKETS = re.compile(r"\s*\([^()]*\)(?=[^()]*$)")
+
+
+def _shorten_value(text: str, limit: int) -> str:
+    """A value's text within ``limit`` without cutting a number: its bracketed asides go first (the last first),
+    then whole clauses from the end; only a first clause still too long is cut at a word."""
+    while len(text) > limit and _LAST_BRACKETS.search(text):
+        text = _LAST_BRACKETS.sub("", text, count=1).rstrip()
+    while len(text) > limit:
+        depth, cuts = 0, []
+        for i, char in enumerate(text):
+            depth += char in "[(" and 1 or char in "])" and -1 or 0
+            if depth == 0 and char in ",;" and text[i + 1 : i + 2] == " ":
+                cuts.append(i)  # a clause ends here, not a number inside an interval
+        if not cuts:
+            break
+        text = text[: cuts[-1]] + " …"
+    return _shorten(text, limit)
+
+
+def _titled(claim: dict) -> str:
+    """A claim's text after its case (task or relation), so a claim made on two tasks reads as two, and a
+    shortened text keeps the case."""
+    case = claim_case(_claim_id(claim["key"]))
+    return f"{case}: {claim['claim']}" if case else claim["claim"]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Claims of a topic
 
@@ -598,7 +625,7 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         mine = found.get(claim_id)
         if mine is None:
             return "—"
-        text = _esc(_shorten(round_for_people(mine["ours"], places), limit)) + _uncertainty_span(mine, places)
+        text = _esc(_shorten_value(round_for_people(mine["ours"], places), limit)) + _uncertainty_span(mine, places)
         return f'<span class="dot {_css(mine["verdict"])}" title="{_esc(mine["verdict"])}"></span>{text}'
 
     # Claims the data here could test first: a teacher shows what was found before what could not be.
@@ -610,8 +637,8 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
     if layout == "wide":
         header = "<tr><th>claim</th><th>paper</th>" + "".join(f"<th>{_esc(r.short_model)}</th>" for r in runs)
         rows = "".join(
-            f'<tr class="fit-row"><td>{_esc(_shorten(claim["claim"], 70))}</td>'
-            f"<td>{_esc(_shorten(round_for_people(claim['paper_value'], places), 45))}</td>"
+            f'<tr class="fit-row"><td>{_esc(_shorten(_titled(claim), 70))}</td>'
+            f"<td>{_esc(_shorten_value(round_for_people(claim['paper_value'], places), 45))}</td>"
             + "".join(f"<td>{ours(found, claim_id, 60)}</td>" for found in by_run)
             + "</tr>"
             for claim_id, claim in listed
@@ -619,8 +646,8 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         table = f'<table class="pvo">{header}</tr>{rows}</table>'
     else:
         entries = "".join(
-            f'<li class="fit-row"><span class="claim">{_esc(_shorten(claim["claim"], 75))}</span><br>'
-            f"paper: {_esc(_shorten(round_for_people(claim['paper_value'], places), 50))}"
+            f'<li class="fit-row"><span class="claim">{_esc(_shorten(_titled(claim), 75))}</span><br>'
+            f"paper: {_esc(_shorten_value(round_for_people(claim['paper_value'], places), 50))}"
             + "".join(
                 f"<br>{_esc(run.short_model) + ': ' if len(runs) > 1 else 'ours: '}{ours(found, claim_id, 70)}"
                 for run, found in zip(runs, by_run, strict=True)

@@ -344,7 +344,7 @@ def _without_claim_details(output):
     the columns that explain its verdicts (:data:`~bertology_utils.papers.claims.CLAIMS_DETAIL_COLUMNS`), its
     index of claim ids (names for code, and a third of a slide's width) cut to what tells one case of a claim
     from another (``heads_prunable.SST-2`` -> ``SST-2``), or left out where no claim has cases."""
-    from bertology_utils.papers.claims import CLAIMS_DETAIL_COLUMNS
+    from bertology_utils.papers.claims import CLAIMS_DETAIL_COLUMNS, claim_case
 
     page = _joined(output.get("data", {}).get("text/html", ""))
     if "<table" not in page or not all(f">{name}<" in page for name in ("claim", "verdict", *CLAIMS_DETAIL_COLUMNS)):
@@ -363,7 +363,7 @@ def _without_claim_details(output):
                 row.decompose()  # pandas' row naming the index ("id")
         rows = [row for row in rows if row.parent is not None]
         firsts = [row.find(["th", "td"]) for row in rows]
-        cases = [cell.get_text(strip=True).partition(".")[2] for cell in firsts[1:]]
+        cases = [claim_case(cell.get_text(strip=True)) for cell in firsts[1:]]
         drop = {i for i, name in enumerate(header) if name in CLAIMS_DETAIL_COLUMNS} | (set() if any(cases) else {0})
         if any(cases):
             firsts[0].string = "case"

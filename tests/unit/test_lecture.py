@@ -302,3 +302,26 @@ def test_every_verdict_has_a_colour_of_its_own():
     from bertology_utils.present.lecture import _LECTURE_CSS
 
     assert all(f".v-{v.value.replace(' ', '-')}" in _LECTURE_CSS for v in Verdict)
+
+
+def test_a_value_is_shortened_by_its_asides_and_clauses_never_inside_a_number():
+    from bertology_utils.present.lecture import _shorten_value
+
+    text = (
+        "median relevance 0.074 for 8 specialised heads vs 0.060 for 64 others, difference 95% CI "
+        "[-0.0132, 0.0221] (bootstrap within 8 specialised and 64 other heads) (one-sided Mann-Whitney p = 0.45)"
+    )
+    assert _shorten_value(text, 200) == text
+    assert _shorten_value(text, 120) == text.split(" (bootstrap")[0]  # the asides go first
+    assert _shorten_value(text, 75) == "median relevance 0.074 for 8 specialised heads vs 0.060 for 64 others …"
+    assert (
+        _shorten_value("83% of 72 heads pruned at >= 90% of 0.812", 45) == "83% of 72 heads pruned at >= 90% of 0.812"
+    )
+
+
+def test_a_claim_made_on_two_tasks_reads_as_two():
+    from bertology_utils.present.lecture import _titled
+
+    claim = {"key": "pruning.claims.heads_prunable.SST-2", "claim": "Most heads can be pruned"}
+    assert _titled(claim) == "SST-2: Most heads can be pruned"
+    assert _titled({**claim, "key": "vig.claims.positional"}) == "Most heads can be pruned"
