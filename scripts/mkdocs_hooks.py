@@ -80,6 +80,12 @@ def _notebook_page(source: Path, run: Path | None, records: list[dict]) -> tuple
     body, resources = MarkdownExporter().from_notebook_node(notebook, resources={"output_files_dir": f"{stem}_files"})
     title_match = re.search(r"^# (.+)$", body, flags=re.M)
     title = title_match.group(1) if title_match else stem
+    # every notebook's page titled alike in the nav, by its number ("04 · Probing classifiers"): 09's own title
+    # would otherwise repeat the atlas page's
+    number = re.match(r"\d+", stem)
+    if number:
+        own = re.sub(rf"^{number.group(0)}\s*[—–:·-]\s*", "", title)
+        title = f"{number.group(0)} · {own}"
     if title_match:  # the page's title comes first, above the findings
         body = body[: title_match.start()] + body[title_match.end() :]
     parts = [f"# {title}", f"`notebooks/{source.name}`"]

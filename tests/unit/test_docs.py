@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -302,6 +303,12 @@ def test_the_site_builds_strict_and_offline_without_a_run(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     tour = (tmp_path / "site" / "notebooks" / "00_tour.html").read_text(encoding="utf-8")
     assert "Not executed here" in tour
+    # every notebook's page is titled by its number, and 09's no longer repeats the atlas page's title
+    titles = [
+        re.search(r"<h1[^>]*>(.*?)<", (tmp_path / "site" / "notebooks" / f"{n.stem}.html").read_text("utf-8"))[1]
+        for n in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    ]
+    assert all(t.startswith(f"{i:02d} · ") and not re.match(r"\d+ · \d+", t) for i, t in enumerate(titles)), titles
     api = (tmp_path / "site" / "api" / "attention.html").read_text(encoding="utf-8")
     assert "bertology_utils.attention.extraction" in api and "extract_attention" in api
 
