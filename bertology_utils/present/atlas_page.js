@@ -369,6 +369,29 @@
     });
   }
 
+  // The columns on which a head is among the few highest of its run (the top 5%, at least the first, counting
+  // the heads tied with it), highest first: a line that says what the head does before its hundred values do.
+  // Only the high side: a head's lowest accuracy on some relation is not something it does.
+  const STANDS_OUT = 0.05, STANDS_OUT_MAX = 3, STANDS_OUT_MIN_HEADS = 8;
+  function standsOut(run, i) {
+    if (i === undefined) return "No values for this head.";
+    const members = [];
+    for (let k = 0; k < nRows; k++) if (rows.run[k] === run.id) members.push(k);
+    const found = [];
+    for (const spec of columns) {
+      const v = value(spec.name, i);
+      if (spec.kind !== "number" || typeof v !== "number") continue;
+      const others = members.map((k) => value(spec.name, k)).filter((x) => typeof x === "number");
+      if (others.length < STANDS_OUT_MIN_HEADS) continue;
+      const rank = others.filter((x) => x >= v).length; // ties count against it: a value many heads share is no mark
+      if (rank > Math.max(1, Math.floor(STANDS_OUT * others.length))) continue;
+      found.push({ rank: rank / others.length, text: (spec.label || spec.name) + " " + format(v) + " (" + (rank > 1 ? "top " + rank : "highest") + " of " + others.length + ")" });
+    }
+    if (!found.length) return "Nothing singles this head out: on no column is it among the highest 5% of its run's heads.";
+    found.sort((a, b) => a.rank - b.rank);
+    return "Stands out for " + found.slice(0, STANDS_OUT_MAX).map((f) => f.text).join("; ") + ".";
+  }
+
   function renderCard() {
     const card = $("atlas-card");
     for (const cell of document.querySelectorAll(".cell.selected")) cell.classList.remove("selected");
@@ -388,24 +411,28 @@
       el("button", { type: "button", class: "close", "aria-label": "Close the card", text: "×", onclick: () => { state.card = null; update(); } }),
       el("h2", { text: "Layer " + c.layer + ", head " + c.head }),
       el("p", { class: "model", text: run.name + " · " + run.model }),
+      el("p", { class: "stands-out" }, [standsOut(run, i)]),
       mapsSection(run, c.layer, c.head)
     );
 
+    // What the papers found is with the claims below, each beside the claim it belongs to.
     const table = el("table", { class: "values" }, [
-      el("thead", {}, [el("tr", {}, [el("th", { text: "column" }), el("th", { text: "ours" }), el("th", { text: "paper" }), el("th", { text: "unit" })])]),
+      el("thead", {}, [el("tr", {}, [el("th", { text: "column" }), el("th", { text: "value" }), el("th", { text: "unit" })])]),
     ]);
     const body = el("tbody");
+    let shown = 0;
     for (const spec of columns) {
       const v = i === undefined ? null : value(spec.name, i);
+      if (v !== null) shown++;
       body.append(el("tr", { "data-column": spec.name, class: spec.name === state.color ? "current" : "" }, [
         el("th", { text: spec.label || spec.name, title: spec.meaning || "" }),
         el("td", { class: "ours", text: format(v) }),
-        el("td", { class: "paper", text: spec.paper_value || "" }),
         el("td", { class: "unit", text: spec.unit || "" }),
       ]));
     }
     table.append(body);
-    card.append(el("h3", { text: "Values" }), table);
+    const values = el("details", { class: "values" }, [el("summary", { text: "All " + shown + " values of this head" }), table]);
+    card.append(values);
 
     const near = ((data.nearest || {})[run.id] || {})[key] || [];
     if (near.length) {

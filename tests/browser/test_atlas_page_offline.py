@@ -70,6 +70,11 @@ def test_the_atlas_page_offline(tmp_path, offline_page):
     assert card.is_visible() and card.locator("h2").inner_text() == "Layer 3, head 2"
     assert "shuffled" in card.inner_text()
     i = row_of[("r1", 3, 2)]
+    assert "Nothing singles this head out" in card.locator(".stands-out").inner_text()  # 6 heads: too few to rank
+    assert card.locator("details.values table").is_hidden()  # the values are one click away
+    card.locator("details.values summary").click()
+    assert card.locator("details.values table").is_visible()
+    assert card.locator("table.values th").all_inner_texts()[:3] == ["column", "value", "unit"]  # no paper column
     score = rows["values"]["importance.score"][i]
     assert card.locator('tr[data-column="importance.score"] td.ours').inner_text() == f"{score:.3g}"
     assert card.locator('tr[data-column="syntax.flag"] td.ours').inner_text() == (
@@ -166,3 +171,51 @@ def test_the_page_of_a_built_atlas_shows_its_table(tmp_path, offline_page):
     assert page.locator("#atlas-card h2").inner_text() == "Layer 3, head 4"
     assert page.locator("#atlas-card canvas.map").count() == 3  # the mean map and two example sentences
     assert offline_page.blocked == [] and offline_page.errors == []
+
+
+def stands_out(payload: dict, run: str, layer: int, head: int) -> str:
+    """The card's line, by its documented rule: the numeric columns on which the head is among the highest 5% of
+    its run's heads (at least the first; heads tied with it count), highest first, three at most."""
+    rows = payload["rows"]
+    members = [k for k, r in enumerate(rows["run"]) if r == run]
+    i = next(k for k in members if (rows["layer"][k], rows["head"][k]) == (layer, head))
+    found = []
+    for spec in payload["columns"]:
+        v = rows["values"][spec["name"]][i]
+        others = [rows["values"][spec["name"]][k] for k in members]
+        others = [x for x in others if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        if spec["kind"] != "number" or v is None or len(others) < 8:
+            continue
+        rank = sum(x >= v for x in others)
+        if rank <= max(1, int(0.05 * len(others))):
+            shown = f"{v:.3g}" if v != int(v) else str(int(v))
+            found.append(
+                (
+                    rank / len(others),
+                    f"{spec['label']} {shown} ({f'top {rank}' if rank > 1 else 'highest'} of {len(others)})",
+                )
+            )
+    found.sort(key=lambda f: f[0])
+    return "Stands out for " + "; ".join(text for _, text in found[:3]) + "." if found else ""
+
+
+def test_the_card_says_what_singles_a_head_out(tmp_path, offline_page):
+    payload = synthetic_payload(((5, 8),), seed=3)
+    rows = payload["rows"]
+    path = tmp_path / "atlas.html"
+    path.write_text(render_atlas_page(payload), encoding="utf-8")
+    page = offline_page.page
+    page.goto(path.as_uri())
+    page.wait_for_selector(".cell")
+    scores = rows["values"]["importance.score"]
+    # a head alone at the top of the scores stands out for them (the rounded scores tie often: pick an untied top)
+    top = max(range(len(scores)), key=lambda k: (scores.count(scores[k]) == 1, scores[k]))
+    heads = [(rows["layer"][top], rows["head"][top]), (1, 1), (5, 8)]
+    for layer, head in heads:
+        page.click(f'.cell[data-run="r0"][data-layer="{layer}"][data-head="{head}"]')
+        line = page.locator("#atlas-card .stands-out").inner_text()
+        expected = stands_out(payload, "r0", layer, head)
+        assert line == expected if expected else line.startswith("Nothing singles"), (line, expected)
+    page.click(f'.cell[data-run="r0"][data-layer="{heads[0][0]}"][data-head="{heads[0][1]}"]')
+    assert "importance (score)" in page.locator("#atlas-card .stands-out").inner_text()
+    assert offline_page.errors == []
