@@ -596,7 +596,9 @@ def _topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
         if note := (_skipped_here(run, topic.figure[0], places) if claims else why):
             missing_notes.append((f"{run.short_model}: " if len(runs) > 1 else "") + note)
     side = (
-        f'<div class="summary"><p class="lead">{_esc(topic.lead)}</p>'
+        # the paper's finding, said to be the paper's: beside a "differs" badge it must not read as fact
+        f'<div class="summary"><p class="lead"><span class="found">{_esc(topic.paper)} found:</span> '
+        f"{_esc(topic.lead)}</p>"
         + ("".join(badges) if topic.claims else "")
         + "".join(f'<p class="why">{_esc(_shorten(text, 220))}</p>' for text in missing_notes if topic.claims)
         + f"</div>{_paper_vs_ours(runs, per_run, layout, places)}"
@@ -816,6 +818,7 @@ _LECTURE_CSS = """
 .reveal ul.pvo li { margin-bottom: 0.45em; }
 .reveal ul.pvo .claim { font-weight: bold; }
 .reveal .lead { font-size: 0.92em; line-height: 1.3; margin: 0 0 0.4em 0; }
+.reveal .lead .found { color: #666; font-style: italic; }
 .reveal .topic { display: flex; gap: 24px; height: 570px; }
 .reveal .topic.side .picture { flex: 0 0 60%; min-width: 0; }
 .reveal .topic.side .side { flex: 1 1 0; min-width: 0; overflow: hidden; }

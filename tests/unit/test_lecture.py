@@ -74,6 +74,8 @@ def test_each_topic_slide_has_its_figure_badges_and_every_claim_in_its_notes(one
         img = section.select_one(".picture img")
         assert img is not None and img["src"].startswith("data:image/png;base64,"), topic.title
         assert int(img["width"]) > 0 and int(img["height"]) > 0
+        # the paper's finding is said to be the paper's, whatever our badge says
+        assert section.select_one(".lead").get_text(" ", strip=True) == f"{topic.paper} found: {topic.lead}"
         mine = [c for c in claims if any(re.fullmatch(p.replace("*", ".*"), c["id"]) for p in topic.claims)]
         assert len(mine) == sum(2 if "*" in p else 1 for p in topic.claims)
         notes = section.find("aside", class_="notes").get_text()
