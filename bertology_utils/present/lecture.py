@@ -753,15 +753,18 @@ def _closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
             claim = found[0][1]
             ours = " · ".join(
                 (f"{run.short_model}: " if len(runs) > 1 else "ours: ")
-                + _shorten(round_for_people(c["ours"], places), 60)
+                + _shorten_value(round_for_people(c["ours"], places), 60)
                 + (f" ({_shorten(short, _UNCERTAINTY_CHARS)})" if (short := _uncertainty(c, places)) else "")
                 for run, c in found
             )
-            note = round_for_people(claim.get("note") or "", places)
+            # why: the rule that read our numbers as "differs" (the note, when there is one, after it)
+            why = "; ".join(
+                round_for_people(text, places) for text in (claim.get("rule") or "", claim.get("note") or "") if text
+            )
             entries.append(
-                f"<li><b>{_esc(_shorten(claim['claim']))}</b><br>"
-                f"paper: {_esc(_shorten(round_for_people(claim['paper_value'], places), 50))} · {_esc(ours)}"
-                + (f'<br><span class="note">{_esc(_shorten(note, 110))}</span>' if note else "")
+                f"<li><b>{_esc(_shorten(_titled(claim)))}</b><br>"
+                f"paper: {_esc(_shorten_value(round_for_people(claim['paper_value'], places), 50))} · {_esc(ours)}"
+                + (f'<br><span class="note">why: {_esc(_shorten(why, 110))}</span>' if why else "")
                 + "</li>"
             )
         heading = "What differs, and why" + (f" ({page} of {len(pages)})" if len(pages) > 1 else "")
