@@ -291,8 +291,9 @@ def prepare_for_slides(nb, *, show_code: bool = False):
 #: of text, and characters in a line of a 1280 px slide.
 _SLIDE_LINES, _LINE_CHARS = 13, 80
 #: The height, in pixels, that outputs may fill on one slide of 720, and what each kind takes: a table's row per
-#: line of its tallest cell (18 px type: about 130 characters across the slide, shared by the columns), a
-#: figure (at most 540 px, see _DECK_CSS), a line of printed text.
+#: line of its tallest cell (18 px type: about 90 characters across the slide shared by the columns, as measured
+#: in Chromium on the default run's decks: the widest columns take more than their share), a figure (at most
+#: 540 px, see _DECK_CSS), a line of printed text.
 _OUTPUT_PX, _ROW_PX, _EXTRA_LINE_PX, _TABLE_CHARS, _FIGURE_PX, _TEXT_LINE_PX = 620, 29, 22, 90, 540, 27
 #: A table of at most this many rows (header rows included) wider than a slide is shown turned when that is narrower; the
 #: width a character and a cell's padding take at the tables' 18 px, and the width of a slide less its margins.
@@ -486,7 +487,7 @@ def _break_full_slides(cells) -> None:
         if kind in ("skip", "notes"):
             continue
         if cell.cell_type == "markdown":
-            px = _MARKDOWN_LINE_PX * sum(_block_lines(b) for b in re.split(r"\n\s*\n", cell.source) if b.strip())
+            px = _MARKDOWN_LINE_PX * sum(_block_lines(b) for b in _markdown_blocks(cell.source))
         else:
             px = sum(_output_px(o) for o in cell.get("outputs", []))
         if kind in ("slide", "subslide"):
@@ -544,15 +545,12 @@ def _block_lines(block: str) -> float:
     return lines + 0.5  # the gap after a block
 
 
-def _split_long_markdown(cell) -> list:
-    """A markdown cell too long for one slide as several cells, cut between its blocks (paragraphs, lists,
-    code), each opening a slide; a part after the first repeats the cell's heading, marked "(continued)"."""
-    if cell.cell_type != "markdown" or _slide_type(cell) in ("skip", "notes"):
-        return [cell]
+def _markdown_blocks(source: str) -> list[str]:
+    """A markdown text's blocks (paragraphs, lists, fenced code), as blank lines outside code separate them."""
     blocks: list[str] = []
     current: list[str] = []
     fenced = False
-    for line in cell.source.splitlines():
+    for line in source.splitlines():
         if line.lstrip().startswith("```"):
             fenced = not fenced
         if not line.strip() and not fenced:
@@ -563,6 +561,15 @@ def _split_long_markdown(cell) -> list:
             current.append(line)
     if current:
         blocks.append("\n".join(current))
+    return blocks
+
+
+def _split_long_markdown(cell) -> list:
+    """A markdown cell too long for one slide as several cells, cut between its blocks (paragraphs, lists,
+    code), each opening a slide; a part after the first repeats the cell's heading, marked "(continued)"."""
+    if cell.cell_type != "markdown" or _slide_type(cell) in ("skip", "notes"):
+        return [cell]
+    blocks = _markdown_blocks(cell.source)
     if sum(_block_lines(b) for b in blocks) <= _SLIDE_LINES or len(blocks) < 2:
         return [cell]
     heading = re.match(r"#{1,6} .+", blocks[0])
