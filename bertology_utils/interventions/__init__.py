@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "ablate_matched_random",
         ],
         "objectives": [
+            "objective_label",
             "Objective",
             "MaskedLMObjective",
             "MaskedEmbeddingObjective",

@@ -43,6 +43,9 @@ from bertology_utils.data import Corpus, is_punctuation
 
 __all__ = [
     "KINDS",
+    "KIND_LABELS",
+    "OBJECTIVE_LABELS",
+    "objective_label",
     "SEP",
     "CLS",
     "PUNCT",
@@ -63,6 +66,10 @@ __all__ = [
 
 #: Token kinds, in the order of their codes.
 KINDS = ("sep", "cls", "punct", "other")
+#: How a reader names each kind of token (the names metrics and columns carry).
+KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
+#: How a reader names each objective key that is not a classifier's (see :func:`objective_label`).
+OBJECTIVE_LABELS = {"mlm": "masked LM", "masked_embedding": "masked-word embedding"}
 SEP, CLS, PUNCT, OTHER = range(4)
 #: Inputs longer than this are skipped by default (Clark et al. used segments of at most 128 tokens).
 DEFAULT_MAX_TOKENS = 128
@@ -360,6 +367,17 @@ class ClassifierObjective(Objective):
 def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     weights = mask.to(hidden.dtype)[..., None]
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
+
+
+def objective_label(key: str) -> str:
+    """An objective's key as a reader names it: ``sst2`` (a classifier's key: its task, lower case, no dash) reads
+    "SST-2 classifier", ``masked_embedding`` "masked-word embedding"; an unknown key is itself."""
+    from bertology_utils.data import GLUE_TASKS
+
+    if key in OBJECTIVE_LABELS:
+        return OBJECTIVE_LABELS[key]
+    task = next((t for t in GLUE_TASKS if t.lower().replace("-", "") == key), None)
+    return f"{task} classifier" if task else key
 
 
 class MaskedEmbeddingObjective(Objective):

@@ -396,3 +396,23 @@ def test_the_documented_atlas_benchmark_is_the_recorded_run():
         "run python bench/bench_atlas.py --record"
     )
     assert all(row["page_mb"] < bench_atlas.TARGET_MB for row in record["rows"])
+
+
+def test_column_labels_name_objectives_and_token_kinds_as_readers_do():
+    from bertology_utils.interventions.objectives import objective_label
+    from bertology_utils.present.atlas import _for_people
+
+    assert [objective_label(k) for k in ("sst2", "sts-b", "stsb", "mrpc", "masked_embedding", "mlm", "mine")] == [
+        "SST-2 classifier",
+        "sts-b",  # a key is the task without its dash: this is no key
+        "STS-B classifier",
+        "MRPC classifier",
+        "masked-word embedding",
+        "masked LM",
+        "mine",
+    ]
+    assert _for_people({"objective": "sst2", "kind": "sep", "relation": "nsubj"}) == {
+        "objective": "SST-2 classifier",
+        "kind": "[SEP]",
+        "relation": "nsubj",
+    }
