@@ -245,9 +245,14 @@ def _plain(value):
 
 
 def claim_case(claim_id: str) -> str:
-    """What tells one case of a claim from another made by the same rule: the part of its id after the claim's
-    name (``heads_prunable.SST-2`` -> ``SST-2``, ``table1.auxpass`` -> ``auxpass``); "" for a claim made once."""
-    return claim_id.partition(".")[2]
+    """What tells one case of a claim from another made by the same rule, as a reader names it: the parts of its
+    id after the claim's name (``heads_prunable.SST-2`` -> ``SST-2``, ``table1.auxpass`` -> ``auxpass``), an
+    objective or a kind of token by its name (``ablation.sst2.cls.zero`` -> ``SST-2 classifier · [CLS] · zero``);
+    "" for a claim made once."""
+    from bertology_utils.interventions.objectives import KIND_LABELS, objective_label
+
+    parts = [p for p in claim_id.split(".")[1:] if p]
+    return " · ".join(KIND_LABELS.get(p, objective_label(p)) for p in parts)
 
 
 #: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the

@@ -727,3 +727,12 @@ def test_kovaleva_pattern_claims_decide_by_their_intervals():
     )
     f1 = kovaleva.pattern_types_recognisable(0.83, "features", interval=Interval(0.78, 0.88))
     assert f1.verdict is Verdict.INCONCLUSIVE and f1.interval == Interval(0.78, 0.88)
+
+
+def test_a_claims_case_reads_as_people_name_it():
+    from bertology_utils.papers.claims import claim_case
+
+    assert claim_case("heads_prunable.SST-2") == "SST-2"
+    assert claim_case("table1.auxpass") == "auxpass"
+    assert claim_case("ablation.sst2.cls.zero") == "SST-2 classifier · [CLS] · zero"
+    assert claim_case("positional") == ""
