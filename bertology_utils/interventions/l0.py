@@ -348,9 +348,9 @@ def _trainings(
             loaded, train, [float(lams[i]) for i in missing], shape, steps, lr, seed, batch_size, init, progress
         )
         for i, run in zip(missing, runs):
-            # one array for the results cache: log_alpha, the two histories, the seconds
-            packed = np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
-            stored(run.lam, lambda packed=packed: packed)
+            if cache:  # one array for the results cache: log_alpha, the two histories, the seconds
+                packed = np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
+                stored(run.lam, lambda packed=packed: packed)
             found[i] = run
     return [found[i] for i in range(len(lams))]
 

@@ -318,5 +318,8 @@ def test_a_sweep_trains_each_lambda_as_it_would_alone(tiny_model_dirs, family):
         np.testing.assert_allclose(together.log_alpha, alone.log_alpha, rtol=0, atol=2e-3)
         # a batch three times as tall is summed in another order; self_labelled's rescaled logits magnify that
         np.testing.assert_allclose(together.task_loss, alone.task_loss, rtol=2e-3, atol=1e-5)
-        np.testing.assert_allclose(together.expected_l0_history, alone.expected_l0_history, rtol=1e-5)
-        np.testing.assert_array_equal(together.keep_mask(), alone.keep_mask())
+        # a sum of one sigmoid of log_alpha per head: within what log_alpha's gap allows, on any thread count
+        np.testing.assert_allclose(together.expected_l0_history, alone.expected_l0_history, rtol=0, atol=1e-2)
+        decided = np.abs(alone.open_probability() - 0.5) > 0.05  # a gate still at a toss-up may go either way
+        np.testing.assert_array_equal(together.keep_mask()[decided], alone.keep_mask()[decided])
+        assert decided.mean() > 0.8
