@@ -46,6 +46,7 @@ __all__ = [
     "KIND_LABELS",
     "OBJECTIVE_LABELS",
     "objective_label",
+    "readable_name",
     "SEP",
     "CLS",
     "PUNCT",
@@ -378,6 +379,12 @@ def objective_label(key: str) -> str:
         return OBJECTIVE_LABELS[key]
     task = next((t for t in GLUE_TASKS if t.lower().replace("-", "") == key), None)
     return f"{task} classifier" if task else key
+
+
+def readable_name(part: str) -> str:
+    """A part of a metric key or claim id as a reader names it: a kind of token (:data:`KIND_LABELS`) or an
+    objective (:func:`objective_label`); anything else is itself."""
+    return KIND_LABELS.get(part) or objective_label(part)
 
 
 class MaskedEmbeddingObjective(Objective):

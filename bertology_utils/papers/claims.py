@@ -249,10 +249,9 @@ def claim_case(claim_id: str) -> str:
     id after the claim's name (``heads_prunable.SST-2`` -> ``SST-2``, ``table1.auxpass`` -> ``auxpass``), an
     objective or a kind of token by its name (``ablation.sst2.cls.zero`` -> ``SST-2 classifier · [CLS] · zero``);
     "" for a claim made once."""
-    from bertology_utils.interventions.objectives import KIND_LABELS, objective_label
+    from bertology_utils.interventions.objectives import readable_name
 
-    parts = [p for p in claim_id.split(".")[1:] if p]
-    return " · ".join(KIND_LABELS.get(p, objective_label(p)) for p in parts)
+    return " · ".join(readable_name(p) for p in claim_id.split(".")[1:] if p)
 
 
 #: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the

@@ -27,7 +27,7 @@ import base64
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,12 +191,11 @@ def _format(template: str, groups: Mapping[str, str]) -> str:
     return template.format(**groups) if groups else template
 
 
-def _for_people(groups: Mapping[str, str]) -> dict[str, str]:
-    """A key's parts as a label shows them: objectives and token kinds by the names readers use."""
-    from bertology_utils.interventions.objectives import KIND_LABELS, objective_label
+def _readable(groups: Mapping[str, str]) -> dict[str, str]:
+    """A key's parts as a label shows them: its objective and token kind by the names readers use."""
+    from bertology_utils.interventions.objectives import readable_name
 
-    named: dict[str, Callable[[str], str]] = {"objective": objective_label, "kind": lambda k: KIND_LABELS.get(k, k)}
-    return {k: named[k](v) if k in named else v for k, v in groups.items()}
+    return {k: readable_name(v) if k in ("objective", "kind") else v for k, v in groups.items()}
 
 
 def _along_label(value) -> str:
@@ -446,8 +445,8 @@ class Atlas:
                 fill = {**(groups or {}), **({"along": along} if along else {})}
                 rows[name] = {
                     "column": name,
-                    "label": _format(spec.label, _for_people(fill)) if spec else key,
-                    "meaning": _format(spec.description, _for_people(fill))
+                    "label": _format(spec.label, _readable(fill)) if spec else key,
+                    "meaning": _format(spec.description, _readable(fill))
                     if spec
                     else f"recorded by {notebook} as {key}",
                     "unit": spec.unit if spec else "as recorded",

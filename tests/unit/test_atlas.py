@@ -400,7 +400,7 @@ def test_the_documented_atlas_benchmark_is_the_recorded_run():
 
 def test_column_labels_name_objectives_and_token_kinds_as_readers_do():
     from bertology_utils.interventions.objectives import objective_label
-    from bertology_utils.present.atlas import _for_people
+    from bertology_utils.present.atlas import _readable
 
     assert [objective_label(k) for k in ("sst2", "sts-b", "stsb", "mrpc", "masked_embedding", "mlm", "mine")] == [
         "SST-2 classifier",
@@ -411,7 +411,7 @@ def test_column_labels_name_objectives_and_token_kinds_as_readers_do():
         "masked LM",
         "mine",
     ]
-    assert _for_people({"objective": "sst2", "kind": "sep", "relation": "nsubj"}) == {
+    assert _readable({"objective": "sst2", "kind": "sep", "relation": "nsubj"}) == {
         "objective": "SST-2 classifier",
         "kind": "[SEP]",
         "relation": "nsubj",
