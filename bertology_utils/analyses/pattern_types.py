@@ -36,11 +36,8 @@ maps is in docs/guide/pattern-types.md.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,8 +54,6 @@ __all__ = [
     "LABELS_DIR",
     "template_scores",
     "classify_scores",
-    "classify_map",
-    "classify_items",
     "type_proportions",
     "head_types",
     "f1_report",
@@ -133,30 +128,6 @@ def classify_scores(scores: Mapping[str, np.ndarray], thresholds: Mapping[str, f
     block &= ~np.isnan(b) & (np.nan_to_num(spread, nan=0.0) >= t["spread"])
     out[diag], out[vert], out[vd], out[block] = "diagonal", "vertical", "vertical+diagonal", "block"
     return out
-
-
-def classify_map(*args, **kwargs) -> str:
-    """Deprecated: :func:`bertology_utils.analyses.pattern_models.classify_map`, which this calls."""
-    return _moved("classify_map")(*args, **kwargs)
-
-
-def classify_items(*args, **kwargs) -> pd.DataFrame:
-    """Deprecated: :func:`bertology_utils.analyses.pattern_models.classify_items`, which this calls."""
-    return _moved("classify_items")(*args, **kwargs)
-
-
-def _moved(name: str) -> Callable[..., Any]:
-    """``name`` where it lives now, with a :class:`DeprecationWarning`.
-
-    This module sits below ``pattern_models`` and has no import statement of it (the classifiers import
-    the template scores); the alias loads it by name at call time, as a deprecated path only.
-    """
-    warnings.warn(
-        f"pattern_types.{name} has moved to bertology_utils.analyses.pattern_models.{name}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return getattr(importlib.import_module("bertology_utils.analyses.pattern_models"), name)
 
 
 def type_proportions(table: pd.DataFrame, by="layer") -> pd.DataFrame:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.analyses import pattern_models, pattern_types
+from bertology_utils.analyses import pattern_models
 from bertology_utils.analyses.pattern_models import (
     FEATURES,
     CNNClassifier,
@@ -243,13 +243,9 @@ def test_shipped_classifier_reads_planted_patterns():
         assert (predicted[labels == t] == t).mean() >= 0.8, t
 
 
-def test_the_template_rules_load_like_the_trained_classifiers_and_the_old_names_still_answer():
+def test_the_template_rules_load_like_the_trained_classifiers():
     att, kinds, seg = planted_map("diagonal", np.random.default_rng(1), pair=False)
     assert isinstance(load_classifier("template"), TemplateClassifier)
     assert classify_map(att, kinds, seg, method="template") == "diagonal"
-    with pytest.warns(DeprecationWarning, match="pattern_models.classify_map"):
-        assert pattern_types.classify_map(att, kinds, seg, method="template") == "diagonal"
     item = ItemAttention(0, "x", tuple("w" * len(kinds)), kinds, seg, att[None, None], len(kinds))
-    with pytest.warns(DeprecationWarning, match="pattern_models.classify_items"):
-        old = pattern_types.classify_items([item], method="template")
-    assert old.equals(classify_items([item], method="template"))
+    assert classify_items([item], method="template")["type"].tolist() == ["diagonal"]
