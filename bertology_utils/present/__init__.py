@@ -1,7 +1,7 @@
 """present: show results — interactive views, slide decks, the findings lecture (``lecture``: one deck of a
 run's claims and figures for a talk), one HTML report per run, the per-head atlas of a
-run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page`` and its JupyterLab
-widget ``atlas_view``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they
+run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page``, its JupyterLab
+widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they
 inline so that they work offline (``assets``)."""
 
 from bertology_utils.core.lazy import lazy_exports

@@ -23,7 +23,6 @@ becomes a column, named after its key.
 
 from __future__ import annotations
 
-import base64
 import math
 import os
 import re
@@ -37,6 +36,9 @@ import pandas as pd
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas_columns import COLUMNS, ColumnSpec
+from bertology_utils.present.atlas_page import render_atlas_page
+from bertology_utils.present.atlas_stores import match_heads, pattern_images, pattern_store, store_shape
+from bertology_utils.present.atlas_view import atlas_widget
 from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
 from bertology_utils.run import harness
 
@@ -67,12 +69,7 @@ TABLE_FILE, CSV_FILE, DICTIONARY_FILE, PAGE_FILE = "atlas.parquet", "atlas.csv",
 ID_COLUMNS = ("run", "model", "layer", "head", "head_name")
 #: Filter operators: comparisons, equality (as text for categories and booleans), and top/bottom p percent per run.
 OPERATORS = ("ge", "le", "gt", "lt", "eq", "ne", "top", "bottom")
-#: Nearest heads listed per head (notebook 05's distances) and the pattern images' word positions.
-MAP_POSITIONS = 12
-_EXAMPLES = 2
-_MAP_ITEMS = 64  # sentences averaged at most for a head's mean pattern: bounded, whatever the store holds
-
-
+#: Nearest heads listed per head (notebook 05's distances).
 _NEAREST = "clustering.head.nearest"
 _NEAREST_DISTANCE = "clustering.head.nearest_distance"
 
@@ -147,19 +144,6 @@ def _shape_of(metrics: dict[str, dict]) -> tuple[int, int] | None:
     return found.pop() if found else None
 
 
-def _shape_of_store(path: Path | None) -> tuple[int, int] | None:
-    """(layers, heads) from a store's metadata: for a run whose notebooks did not record the shape."""
-    if path is None:
-        return None
-    from bertology_utils.attention.store import AttentionStore  # zarr: only when needed
-
-    try:
-        model = AttentionStore.open(path).metadata["model"]
-        return int(model["num_layers"]), int(model["num_heads"])
-    except (OSError, KeyError, TypeError, ValueError, BertologyError):
-        return None
-
-
 def _as_grid(value, shape: tuple[int, ...]) -> np.ndarray | None:
     """``value`` as an array of ``shape`` (None values -> NaN / None), or None when it is not one."""
     if not isinstance(value, list):
@@ -219,7 +203,7 @@ def _read_run(folder: Path, run_id: str) -> _Run:
         for e in entries
         if (folder / e["name"] / harness.METRICS_FILE).is_file()
     }
-    shape = _shape_of(metrics) or _shape_of_store(_pattern_store(folder))
+    shape = _shape_of(metrics) or store_shape(pattern_store(folder))
     models = {name: model_of(values) for name, values in metrics.items()}
     named = sorted({m for m in models.values() if m})
     if shape is None:
@@ -259,7 +243,7 @@ def _read_run(folder: Path, run_id: str) -> _Run:
             if key == _NEAREST_DISTANCE:
                 continue
             _add_column(run, notebook, key, value, flat)
-    run.store = _pattern_store(folder)
+    run.store = pattern_store(folder)
     return run
 
 
@@ -293,84 +277,6 @@ def _add_column(run: _Run, notebook: str, key: str, value, flat: Mapping) -> Non
         run.sources[key] = (None, key, notebook)
 
 
-def _pattern_store(folder: Path) -> Path | None:
-    """The store the cards' pattern images come from: the tour's, else any store the run wrote."""
-    stores = sorted(folder.glob("00_*/*.zarr")) + sorted(folder.glob("*/*.zarr"))
-    return stores[0] if stores else None
-
-
-def _resample(attention: np.ndarray, size: int) -> np.ndarray:
-    """(L, H, n, n) word maps -> (L, H, size, size): the first and last pseudo-words keep their own
-    row and column, the words between are binned by relative position (rows averaged within a bin,
-    columns summed, so each row still sums to what it summed to)."""
-    n = attention.shape[-1]
-    inner = np.minimum(((np.arange(1, n - 1) - 1) * (size - 2)) // max(n - 2, 1), size - 3) + 1
-    bins = np.concatenate([[0], inner, [size - 1]])
-    member = np.zeros((n, size))
-    member[np.arange(n), bins] = 1.0
-    counts = member.sum(0)
-    summed = np.einsum("ia,lhij,jb->lhab", member, attention, member)
-    return summed / np.where(counts > 0, counts, 1.0)[:, None]
-
-
-def _encode(maps: np.ndarray) -> str:
-    return base64.b64encode(np.clip(np.rint(maps * 255), 0, 255).astype(np.uint8).tobytes()).decode("ascii")
-
-
-def _pattern_maps(run: _Run) -> tuple[dict | None, str]:
-    """The cards' images: the mean word map over up to ``_MAP_ITEMS`` stored sentences, resampled onto
-    ``MAP_POSITIONS`` positions, and ``_EXAMPLES`` short sentences' own maps; or None and why."""
-    if run.store is None:
-        return None, "no attention store in this run (notebook 00 writes one): no pattern images"
-    from bertology_utils.attention.store import AttentionStore  # zarr: only when images are made
-
-    try:
-        store = AttentionStore.open(run.store)
-        done = np.flatnonzero(store.status() == 0)
-        items = [store.get(int(i)) for i in done[:_MAP_ITEMS]]
-    except (OSError, ValueError, KeyError, BertologyError) as exc:
-        return None, f"the store {run.store.name} could not be read ({exc}): no pattern images"
-    items = [it for it in items if it.attention.shape[:2] == (run.layers, run.heads)]
-    long_enough = [it for it in items if it.n_words >= MAP_POSITIONS]
-    if not long_enough:
-        return None, f"no stored sentence has {MAP_POSITIONS} or more words: no pattern images"
-    mean = np.mean([_resample(it.attention.astype(np.float64), MAP_POSITIONS) for it in long_enough], axis=0)
-    first, last = long_enough[0].words[0], long_enough[0].words[-1]
-    labels = [first, *(f"w{i}" for i in range(1, MAP_POSITIONS - 1)), last]
-    shortest = sorted(items, key=lambda it: (abs(it.n_words - MAP_POSITIONS), it.index))[:_EXAMPLES]
-    return {
-        "note": f"mean of {len(long_enough)} sentences of {run.store.parent.name}'s store, each resampled onto "
-        f"{MAP_POSITIONS} relative word positions",
-        "mean": {"size": MAP_POSITIONS, "labels": labels, "data": _encode(mean)},
-        "examples": [{"words": list(it.words), "data": _encode(it.attention.astype(np.float64))} for it in shortest],
-    }, ""
-
-
-def _match_heads(first: _Run, second: _Run) -> tuple[dict, str]:
-    """For each head of ``first``, the head of ``second`` with the closest attention (Jensen-Shannon
-    distance summed over the sentences both stores hold), or {} and why not."""
-    if first.store is None or second.store is None:
-        return {}, "a run has no attention store to compare heads on"
-    from bertology_utils.analyses.clustering import head_distances
-    from bertology_utils.attention.store import AttentionStore
-
-    a, b = AttentionStore.open(first.store), AttentionStore.open(second.store)
-    if a.metadata["corpus"].get("sha256") != b.metadata["corpus"].get("sha256"):
-        return {}, "the runs' stores hold different sentences: no head-to-head match"
-    both = np.flatnonzero((a.status() == 0) & (b.status() == 0))
-    try:
-        distances = head_distances(a, b, indices=both.tolist())
-    except ValueError as exc:  # the words of an item differ between the two models
-        return {}, f"the runs' stores cannot be compared ({exc})"
-    cross = distances.block(0, 1)
-    best = cross.argmin(1)
-    heads = second.heads
-    return {
-        f"{i // first.heads + 1}-{i % first.heads + 1}": [f"{j // heads + 1}-{j % heads + 1}", float(cross[i, j])]
-        for i, j in enumerate(best)
-    }, ""
-
-
 def _value(v):
     if isinstance(v, float) and math.isnan(v):
         return None
@@ -384,7 +290,10 @@ class Atlas:
 
     def __init__(self, runs: Sequence[_Run], *, maps: bool = True, compare: bool = True):
         self.runs = list(runs)
-        self._maps = {run.id: _pattern_maps(run) if maps else (None, "pattern images not made") for run in self.runs}
+        self._maps = {
+            run.id: pattern_images(run.store, (run.layers, run.heads)) if maps else (None, "pattern images not made")
+            for run in self.runs
+        }
         self.match: dict[str, dict[str, dict]] = {}
         self.match_notes: dict[str, str] = {}
         if compare:
@@ -392,7 +301,7 @@ class Atlas:
                 for second in self.runs:
                     if first is second:
                         continue
-                    found, why = _match_heads(first, second)
+                    found, why = match_heads(first.store, second.store, (first.heads, second.heads))
                     if found:
                         self.match.setdefault(first.id, {})[second.id] = found
                     else:
@@ -620,16 +529,12 @@ class Atlas:
         atomic_write_text(paths["csv"], self.table.to_csv(index=False))
         atomic_write_text(paths["dictionary"], self.dictionary.to_csv(index=False))
         if page:
-            from bertology_utils.present.atlas_page import render_atlas_page
-
             paths["page"] = folder / PAGE_FILE
             atomic_write_text(paths["page"], render_atlas_page(self.payload()))
         return paths
 
     def show(self):
         """The atlas as a JupyterLab widget: the grid, the column menu and a head's card."""
-        from bertology_utils.present.atlas_view import atlas_widget
-
         return atlas_widget(self)
 
     def summary(self) -> str:

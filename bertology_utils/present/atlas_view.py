@@ -16,20 +16,33 @@ import functools
 import html
 import io
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
+import pandas as pd
 
-if TYPE_CHECKING:
-    from bertology_utils.present.atlas import Atlas
-
-__all__ = ["MISSING_COLOUR", "BOOL_COLOURS", "head_colours", "atlas_widget"]
+__all__ = ["MISSING_COLOUR", "BOOL_COLOURS", "AtlasSource", "head_colours", "atlas_widget"]
 
 #: A head without a value.
 MISSING_COLOUR = "#d0d0d0"
 #: yes / no heads.
 BOOL_COLOURS = {True: "#e6550d", False: "#9ecae1"}
 _CELL = "2.4em"
+
+
+class AtlasSource(Protocol):
+    """What the widget reads of an atlas (:class:`~bertology_utils.present.atlas.Atlas` is one): the atlas
+    imports the widget, so the widget names only what it needs."""
+
+    #: One row per column: its ``column`` name and its ``label``, among others.
+    dictionary: pd.DataFrame
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    def payload(self) -> dict: ...
+
+    def card(self, run: str, layer: int, head: int) -> dict: ...
 
 
 def _missing(v) -> bool:
@@ -81,7 +94,7 @@ def _format(value) -> str:
 
 
 def _decode(data: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A payload image (see atlas.py's ``_encode``): base64 uint8 -> floats in [0, 1]."""
+    """A payload image (:func:`~bertology_utils.present.atlas_stores.pattern_images`): base64 uint8 -> floats in [0, 1]."""
     return np.frombuffer(base64.b64decode(data), dtype=np.uint8).reshape(shape) / 255.0
 
 
@@ -120,7 +133,7 @@ def _widget_class():
         both from 1, of the run shown), ``legend`` and ``card`` (HTML); :meth:`select` is what a click does.
         """
 
-        def __init__(self, atlas: Atlas):
+        def __init__(self, atlas: AtlasSource):
             self.atlas = atlas
             self.payload = atlas.payload()
             self.labels = dict(zip(atlas.dictionary["column"], atlas.dictionary["label"]))
@@ -223,6 +236,6 @@ def _widget_class():
     return AtlasWidget
 
 
-def atlas_widget(atlas: Atlas):
+def atlas_widget(atlas: AtlasSource):
     """The atlas as an ipywidgets VBox (class ``bertology-atlas``): see the module's docstring."""
     return _widget_class()(atlas)

@@ -14,6 +14,7 @@ from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.present import atlas as atlas_module
 from bertology_utils.present.atlas import COLUMNS, Filter, build_atlas, parse_filter, read_atlas
+from bertology_utils.present.atlas_stores import resample_word_maps
 
 
 @pytest.fixture
@@ -121,7 +122,7 @@ def test_the_cards_pattern_images_come_from_the_store(run):
 def test_resampling_keeps_rows_and_the_diagonal():
     n, size = 14, 6
     eye = np.broadcast_to(np.eye(n), (1, 1, n, n))
-    resampled = atlas_module._resample(eye, size)
+    resampled = resample_word_maps(eye, size)
     np.testing.assert_allclose(resampled.sum(-1), 1)
     assert (np.argmax(resampled[0, 0], -1) == np.arange(size)).all()
 
