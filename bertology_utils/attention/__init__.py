@@ -1,8 +1,8 @@
 """attention: tokenize words, run the model, convert token attention to words, store it.
 
 ``alignment`` (words -> tokens and back), ``extraction`` (batched forward passes),
-``word_attention`` (Clark et al.'s token -> word rule) and ``store`` (the on-disk, resumable,
-shardable attention store). Maps from other methods (context mixing...) come in through a
+``word_attention`` (Clark et al.'s token -> word rule), ``store`` (the on-disk, resumable,
+shardable attention store) and ``shard`` (one shard of it: its arrays and its one writer). Maps from other methods (context mixing...) come in through a
 ``MapSource`` and share the conversion, the store and its resumability. Names are imported on
 first use (torch, zarr).
 """

@@ -177,10 +177,10 @@ KILLED_RUN = textwrap.dedent("""
     import os, signal, sys
     from bertology_utils.data import load_sample
     from bertology_utils.attention.extraction import extract_attention
-    from bertology_utils.attention import store as store_module
+    from bertology_utils.attention import shard as shard_module
 
     model_dir, path, die_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    original = store_module.ShardWriter.append
+    original = shard_module.ShardWriter.append
     calls = []
 
     def append(self, results):
@@ -190,7 +190,7 @@ KILLED_RUN = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)
         original(self, results)
 
-    store_module.ShardWriter.append = append
+    shard_module.ShardWriter.append = append
     extract_attention(load_sample(), path, model_dir, batch_size=4, block_size=8, progress=False)
 """)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.attention import store as store_module
+from bertology_utils.attention import shard as shard_module
 from bertology_utils.attention.extraction import (
     MAX_BATCH_WEIGHTS,
     attention_for,
@@ -159,7 +159,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(bert, monkeypatch, tmp_pa
     the run dies before committing it; the resumed store is bit for bit the uninterrupted one."""
     corpus, source = load_sample()[:20], MeanOverHeads()
     kwargs = dict(batch_size=3, block_size=4, maps=source, progress=False)
-    original, calls = store_module.ShardWriter.append, []
+    original, calls = shard_module.ShardWriter.append, []
 
     class Killed(Exception):
         pass
@@ -172,10 +172,10 @@ def test_interrupted_then_resumed_equals_uninterrupted(bert, monkeypatch, tmp_pa
         original(self, results)
 
     path = tmp_path / "killed.zarr"
-    monkeypatch.setattr(store_module.ShardWriter, "append", append)
+    monkeypatch.setattr(shard_module.ShardWriter, "append", append)
     with pytest.raises(Killed):
         extract_attention(corpus, path, bert, **kwargs)
-    monkeypatch.setattr(store_module.ShardWriter, "append", original)
+    monkeypatch.setattr(shard_module.ShardWriter, "append", original)
     partial = AttentionStore.open(path)
     assert partial.done == 8 and not partial.is_complete and partial.num_heads == 1
     resumed = extract_attention(corpus, path, bert, **kwargs)

@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from bertology_utils.attention import shard as shard_module
 from bertology_utils.attention import store as store_module
 from bertology_utils.attention.store import AttentionStore, merge_stores
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem
@@ -194,7 +195,7 @@ def test_a_new_shard_has_every_array_empty_with_its_chunks_and_codecs(tmp_path, 
     """A shard's nodes are written from metadata made once per process: each must still be its own spec."""
     store = AttentionStore.open_or_create(tmp_path / "s.zarr", metadata(), 20)
     shard = store.add_shard(0, 10, keep_tokens=tokens)
-    specs = dict(store_module._ARRAYS, **(store_module._TOKEN_ARRAYS if tokens else {}))
+    specs = dict(shard_module._ARRAYS, **(shard_module._TOKEN_ARRAYS if tokens else {}))
     assert set(shard.arrays) == set(specs) and shard.has_tokens() == tokens
     assert shard.committed == 0 and dict(shard.lengths) == dict.fromkeys(specs, 0)
     for name, (dtype, chunk, _) in specs.items():
@@ -267,10 +268,10 @@ def test_maps_packed_back_to_back_are_written_without_a_copy(tmp_path):
         view = flat[end - size : end].reshape(it.attention.shape)
         view[...] = it.attention
         packed.append(ItemAttention(**{**it.__dict__, "attention": view}))
-    joined = store_module._concat([p.attention.reshape(-1) for p in packed], np.float16)
+    joined = shard_module._concat([p.attention.reshape(-1) for p in packed], np.float16)
     assert np.shares_memory(joined, flat) and joined.size == flat.size
     shuffled = [packed[i].attention.reshape(-1) for i in (1, 0, 2, 3)]
-    copied = store_module._concat(shuffled, np.float16)
+    copied = shard_module._concat(shuffled, np.float16)
     assert not np.shares_memory(copied, flat)
     np.testing.assert_array_equal(copied, np.concatenate(shuffled))
     stores = []
@@ -298,7 +299,7 @@ def test_a_commit_is_one_write_of_the_shard_record_after_all_its_data(tmp_path, 
     writer.append(items_for(10)[:4])
     record = f"shards/{writer.shard.name}/zarr.json"
     assert written.count(record) == 1 and written[-1] == record
-    assert {k.split("/")[2] for k in written[:-1]} == set(store_module._ARRAYS)  # every array, before it
+    assert {k.split("/")[2] for k in written[:-1]} == set(shard_module._ARRAYS)  # every array, before it
     reopened = AttentionStore.open(tmp_path / "s.zarr")
     assert reopened.done == 4 and dict(reopened.shards[0].lengths) == dict(writer.shard.lengths)
 
