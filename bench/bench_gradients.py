@@ -39,12 +39,11 @@ def main() -> None:
 
     from bertology_utils.core.models import load_model
     from bertology_utils.data import default_treebank
-    from bertology_utils.interventions.gradients import (
+    from bertology_utils.interventions.ablations import ablation_curves
+    from bertology_utils.interventions.gradients import _head_gradient, batch_attention_gradients
+    from bertology_utils.interventions.objectives import (
         MaskedEmbeddingObjective,
         MaskedLMObjective,
-        _head_gradient,
-        ablation_curves,
-        batch_attention_gradients,
         has_mlm_head,
         token_batches,
     )
@@ -102,7 +101,7 @@ def main() -> None:
 
     def curves_without_replay():
         nothing = lambda *_args: contextlib.nullcontext()  # noqa: E731
-        with mock.patch("bertology_utils.interventions.gradients.replay_layers_below", nothing):
+        with mock.patch("bertology_utils.interventions.ablations.replay_layers_below", nothing):
             return curves()
 
     replay_s, replayed = best(curves)

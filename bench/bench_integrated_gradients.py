@@ -45,7 +45,7 @@ def main() -> None:
     from bertology_utils.data import resolve_task
     from bertology_utils.interventions.attribution import integrated_gradients, predicted_labels
     from bertology_utils.interventions.finetuning import default_budget, fine_tune
-    from bertology_utils.interventions.gradients import token_batches
+    from bertology_utils.interventions.objectives import token_batches
 
     data = resolve_task(args.task)
     budget = dataclasses.replace(default_budget(data), train_examples=2000, epochs=1, eval_examples=None)

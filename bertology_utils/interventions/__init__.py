@@ -1,16 +1,18 @@
 """interventions: change the model and measure what changes.
 
 ``editing`` (edit attention, gate heads), ``objectives`` (token batches and the losses gradients are taken of),
-``gradients`` (gradients w.r.t. attention, ablations),
-``finetuning`` (GLUE), ``pruning`` (importance, ablation, real pruning), ``mixing`` (context mixing
-beyond raw weights: norms, rollout, flow, ALTI, value zeroing; one file and one registered class per
-method), ``attribution`` (input gradients, integrated gradients, blank-out; references registered by
-name), ``head_relevance`` (integrated gradients over head gates),
-``l0`` (Hard Concrete gates trained with an L0 penalty) and ``query_key`` (queries and keys, and how
-many of their dimensions decide where a head attends); ``head_gates`` (per-example head gates and
-losses), ``results_cache`` (stored logits, importances, attributions) and ``quadrature``
-(Gauss-Legendre and adaptive path integrals) hold what several of them share. A sibling of
-``analyses``: neither imports the other. Names are imported on first use (torch).
+``gradients`` (gradients w.r.t. attention: Clark et al. 2019's [SEP] no-op reading), ``ablations`` (attention moved
+off [SEP] or [CLS], against a matched control), ``finetuning`` (cached GLUE classifiers), ``scoring`` (GLUE tasks'
+targets and metrics), ``pruning`` (importance, ablation, pruning curves: Michel et al. 2019), ``head_removal``
+(heads' weights removed), ``mixing`` (context mixing beyond raw weights: norms, rollout, flow, ALTI, value
+zeroing; one file and one registered class per method),
+``attribution`` (input gradients, integrated gradients, blank-out; references registered by name),
+``head_relevance`` (integrated gradients over head gates: Hao et al. 2021), ``l0`` (Hard Concrete gates trained
+with an L0 penalty: Voita et al. 2019) and ``query_key`` (queries and keys, and how many of their dimensions decide
+where a head attends); ``dev_sets`` (a labelled corpus encoded once), ``gated_logits`` (the logits of gate
+configurations), ``head_gates`` (per-example head gates and losses), ``results_cache`` (stored logits,
+importances, attributions) and ``quadrature`` (Gauss-Legendre and adaptive path integrals) hold what several of them
+share. A sibling of ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
 from bertology_utils.core.lazy import lazy_exports
@@ -41,11 +43,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "GradientStats",
             "attention_gradients",
             "batch_attention_gradients",
-            "ablation_curves",
         ],
+        "ablations": ["ablation_curves"],
+        "scoring": ["TaskSpec", "task_spec"],
         "finetuning": [
-            "TaskSpec",
-            "task_spec",
             "Budget",
             "default_budget",
             "FineTuned",

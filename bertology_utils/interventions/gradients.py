@@ -1,10 +1,10 @@
-"""Is [SEP] a no-op? Gradients of a loss with respect to attention, and attention ablations.
+"""Is [SEP] a no-op? Gradients of a loss with respect to attention.
 
-Clark et al. (2019, Figure 3) measured, per layer, how much attention goes to [SEP] and how
-large the gradient of BERT's masked-LM loss with respect to that attention is; from layer 5
-on, attention to [SEP] is high and its gradient small, so they read [SEP] as a "no-op". This
-module measures the same for any encoder and any differentiable objective, and then tests the
-reading directly by moving the attention away (:func:`ablation_curves`).
+Clark et al. (2019, `What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_, Figure 3) measured, per layer,
+how much attention goes to [SEP] and how large the gradient of BERT's masked-LM loss with respect to that attention
+is; from layer 5 on, attention to [SEP] is high and its gradient small, so they read [SEP] as a "no-op". This
+module measures the same for any encoder and any differentiable objective;
+:mod:`~bertology_utils.interventions.ablations` tests the reading directly by moving the attention away.
 
 Gradients (:func:`attention_gradients`)
     One forward and one backward pass per batch give d(loss)/d(attention) for every weight
@@ -36,21 +36,10 @@ Each item's own sums are kept too (``GradientStats.per_item``), so that :meth:`G
 resample the items: the claims' intervals (:mod:`bertology_utils.papers.clark`) are over them.
 
 Token kinds, batches and objectives: :mod:`bertology_utils.interventions.objectives`.
-
-Ablations (:func:`ablation_curves`)
-    Layer by layer, the attention every head puts on [SEP] (or [CLS]) is taken away — dropped
-    (``zero``: the head loses those tokens' value vectors) or moved to the other tokens in
-    proportion (``renormalise``: as if [SEP] were masked out) — and the change of the final
-    hidden states, of the objective's prediction and of its loss is measured against the
-    control: the same mass, row by row, taken off one random non-special token of the item
-    (see :func:`bertology_utils.interventions.editing.move_matched_mass`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -60,75 +49,30 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from bertology_utils.core.architectures import check_architecture, self_attention_modules, shares_layers
+from bertology_utils.core.architectures import check_architecture
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
-from bertology_utils.data import Corpus
-from bertology_utils.interventions.editing import (
-    REMOVAL_MODES,
-    ablate_matched_random,
-    ablate_tokens,
-    capture_attention,
-    edit_attention,
-    negative_share,
-    record_layer_outputs,
-    replay_layers_below,
-)
+from bertology_utils.interventions.editing import capture_attention, edit_attention
 from bertology_utils.interventions.objectives import (
-    CLS,
     DEFAULT_MAX_TOKENS,
+    KIND_COLORS,
+    KIND_LABELS,
     KINDS,
-    OTHER,
-    PUNCT,
     SEP,
-    ClassifierObjective,
-    MaskedEmbeddingObjective,
-    MaskedLMObjective,
     Objective,
     ObjectiveOutput,
     TokenBatch,
-    has_mlm_head,
-    make_batch,
-    mask_token_id,
     token_batches,
-    token_kinds,
 )
-from bertology_utils.interventions.results_cache import cached_results
 
 __all__ = [
-    "KINDS",
-    "SEP",
-    "CLS",
-    "PUNCT",
-    "OTHER",
-    "token_kinds",
-    "TokenBatch",
-    "make_batch",
-    "token_batches",
-    "mask_token_id",
-    "Objective",
-    "ObjectiveOutput",
-    "MaskedLMObjective",
-    "ClassifierObjective",
-    "MaskedEmbeddingObjective",
-    "has_mlm_head",
     "GradientStats",
     "attention_gradients",
     "batch_attention_gradients",
-    "ablation_curves",
-    "ablation_summary",
-    "ITEM_MEASURES",
     "plot_attention_and_gradients",
     "plot_gradient_norms",
-    "plot_ablation_curves",
 ]
-
-#: The measures :func:`ablation_curves` keeps each item's value of (``<measure>_items``), for intervals over items.
-ITEM_MEASURES = ("hidden_change", "output_change", "loss_change")
-
-_KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
-_KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
 
 
 # --------------------------------------------------------------------------- gradients
@@ -404,228 +348,6 @@ def attention_gradients(
     )
 
 
-# --------------------------------------------------------------------------- ablations
-
-
-def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
-    """(B,) one random non-special token per item (punctuation or other), seeded by (seed, item index)."""
-    kinds = batch.kinds.cpu().numpy()
-    chosen = np.zeros(len(batch.items), dtype=np.int64)
-    for b, item in enumerate(batch.items):
-        candidates = np.flatnonzero((kinds[b] == PUNCT) | (kinds[b] == OTHER))
-        if len(candidates) == 0:
-            raise BertologyError(f"item {item.item_id} has no non-special token to serve as the control")
-        chosen[b] = np.random.default_rng([seed, item.index, 1]).choice(candidates)
-    return torch.from_numpy(chosen).to(batch.input_ids.device)
-
-
-def _hidden_change(base: torch.Tensor, new: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """(B,) mean over real tokens of ||h' - h|| / ||h||."""
-    relative = (new - base).float().norm(dim=-1) / base.float().norm(dim=-1).clamp_min(1e-12)
-    weights = real.to(relative.dtype)
-    return (relative * weights).sum(-1) / weights.sum(-1).clamp_min(1)
-
-
-def ablation_curves(
-    items: Iterable,
-    objective: Objective,
-    *,
-    targets: Sequence[str] = ("sep", "cls"),
-    modes: Sequence[str] = REMOVAL_MODES,
-    layers: Sequence[int] | None = None,
-    seed: int = 0,
-    batch_size: int = 16,
-    max_tokens: int | None = DEFAULT_MAX_TOKENS,
-    progress: bool = True,
-    cache: bool = False,
-) -> pd.DataFrame:
-    """Move the attention on ``targets`` away, one layer at a time, against the matched random-token control.
-
-    For each target kind, mode (``zero`` / ``renormalise``) and layer (0-based in ``layers``;
-    None: all), every head of that layer loses its attention to the target tokens, and
-    separately the same mass, row by row, is taken off one random non-special token of the
-    item (same token in every layer). Returns one row per (layer from 1, target, intervention
-    "target"/"control", mode) with item means of:
-
-    * ``mass``: attention moved, per attending row and head;
-    * ``hidden_change``: mean over real tokens of ||h' - h|| / ||h|| of the final hidden states;
-    * ``output_change``: the objective's own measure (``objective.output_change_name``);
-    * ``loss_change``: mean change of the objective's loss;
-    * ``negative_share``: for the control, the share of (row, head) pairs where the random
-      token had less attention than the mass taken off it (its weight went negative);
-
-    plus ``*_se`` standard errors over items, and for each of :data:`ITEM_MEASURES` the items' own values
-    (``<measure>_items``: an array per row, the items in the same order in every row), which
-    :func:`ablation_summary` resamples for its intervals. ``DataFrame.attrs`` holds the objective's name,
-    the output-change measure, and ``null_change``: the largest hidden-state change caused by
-    an ablation of nothing (0 when the machinery is exact).
-
-    An ablation at layer ``l`` reuses the unablated pass's outputs of the layers below ``l``
-    (:func:`~bertology_utils.interventions.editing.replay_layers_below`): the same numbers, at
-    about half the model's cost per setting on average. A model whose layers share one module (ALBERT)
-    runs every pass in full: no layer there has an output of its own to replay.
-
-    ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.results_cache`) and
-    reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
-    for an objective without one) and every setting above are the same.
-    """
-    loaded = objective.loaded
-    n_layers = len(self_attention_modules(loaded.model, shared=True))
-    layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
-    unknown = [t for t in targets if t not in ("sep", "cls", "punct")]
-    if unknown:
-        raise ValueError(f"targets must be among 'sep', 'cls', 'punct', not {unknown}")
-    corpus = Corpus.of(items)
-    batches, skipped = token_batches(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens)
-    if not batches:
-        raise BertologyError(f"no items to ablate ({len(skipped)} skipped as longer than {max_tokens} tokens)")
-    fields = {"targets": list(targets), "modes": list(modes), "layers": layers, "seed": seed}
-    fields |= {"items": len(corpus), "batch_size": batch_size, "max_tokens": max_tokens}
-    fields["per_item"] = list(ITEM_MEASURES)  # curves stored before the items' own values were kept: not these
-    key = objective.cache_key()
-    compute = functools.partial(_ablations, objective, batches, targets, modes, layers, seed, progress)
-    arrays = cached_results(
-        "ablation-curves", loaded, corpus.sha256, {**fields, "objective": key}, compute, cache and bool(key)
-    )
-    columns = [str(c) for c in arrays["columns"]]
-    frame = pd.DataFrame({c: arrays[f"column {c}"] for c in columns})
-    for name in ITEM_MEASURES:  # (rows, items) arrays: one array per row
-        frame[f"{name}_items"] = list(np.asarray(arrays[f"items {name}"], dtype=np.float64))
-    frame.attrs.update(
-        objective=objective.name,
-        output_change=objective.output_change_name,
-        null_change=float(arrays["null_change"]),
-        skipped=len(skipped),
-        model=loaded.name,
-    )
-    return frame
-
-
-def _ablations(objective, batches, targets, modes, layers, seed: int, progress: bool) -> dict[str, np.ndarray]:
-    """:func:`ablation_curves`' passes: its frame as one array per column (strings as str), and the null change."""
-    loaded = objective.loaded
-    records: dict[tuple, dict[str, list]] = {}
-    null_change = 0.0
-    shared = shares_layers(loaded.model)  # one module at every depth: nothing to record or replay
-    with evaluating(loaded.model):
-        total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
-        with torch.no_grad(), tqdm(total=total, desc="ablations", unit="pass", disable=not progress) as bar:
-            for batch in batches:
-                batch = objective.prepare(batch)
-                recording: contextlib.AbstractContextManager[dict] = (
-                    contextlib.nullcontext({}) if shared else record_layer_outputs(loaded.model)
-                )
-                with capture_attention(loaded.model, retain_grad=False) as captured, recording as below:
-                    base = objective.forward(batch)
-                probs = torch.stack(list(captured.probs), 1).float()  # (B, L, H, T, T)
-                real = batch.real
-                with ablate_tokens(loaded.model, torch.zeros_like(real), None, "renormalise"):
-                    nothing = objective.forward(batch)
-                null_change = max(null_change, float((nothing.hidden - base.hidden).abs().max()))
-                bar.update(1)
-                token = _random_tokens(batch, seed)
-                rows = real.to(probs.dtype)
-                for target in targets:
-                    reference = batch.kinds == KINDS.index(target)
-                    mass = (probs * reference[:, None, None, None, :].to(probs.dtype)).sum(-1)  # (B, L, H, Q)
-                    mass = (mass * rows[:, None, None, :]).sum(-1) / rows.sum(-1)[:, None, None]  # (B, L, H)
-                    mass = mass.mean(-1)  # (B, L)
-                    for mode in modes:
-                        for layer in layers:
-                            for kind, context in (
-                                ("target", ablate_tokens(loaded.model, reference, [layer], mode)),
-                                ("control", ablate_matched_random(loaded.model, reference, token, [layer], mode)),
-                            ):
-                                replay = (
-                                    contextlib.nullcontext()
-                                    if shared
-                                    else replay_layers_below(loaded.model, layer, below)
-                                )
-                                with replay, context:
-                                    new = objective.forward(batch)
-                                values = {
-                                    "mass": mass[:, layer],
-                                    "hidden_change": _hidden_change(base.hidden, new.hidden, real),
-                                    "output_change": objective.output_change(base, new, batch),
-                                    "loss_change": new.losses - base.losses,
-                                }
-                                if kind == "control":
-                                    values["negative_share"] = negative_share(probs[:, layer], reference, token, real)
-                                entry = records.setdefault((layer + 1, target, kind, mode), {})
-                                for name, value in values.items():
-                                    entry.setdefault(name, []).append(value.detach().double().cpu().numpy())
-                                bar.update(1)
-    rows_out = []
-    for (layer, target, kind, mode), entry in records.items():
-        row = {"layer": layer, "target": target, "intervention": kind, "mode": mode}
-        for name, chunks in entry.items():
-            samples = np.concatenate(chunks)
-            row[name] = float(samples.mean())
-            row[f"{name}_se"] = float(samples.std(ddof=1) / np.sqrt(len(samples))) if len(samples) > 1 else np.nan
-            if name in ITEM_MEASURES:
-                row[f"{name}_items"] = samples
-        row["items"] = int(sum(len(c) for c in entry["mass"]))
-        rows_out.append(row)
-    frame = pd.DataFrame(rows_out).sort_values(["target", "mode", "intervention", "layer"], ignore_index=True)
-    per_item = {f"items {name}": np.stack(frame.pop(f"{name}_items").to_list()) for name in ITEM_MEASURES}
-    arrays = {f"column {c}": frame[c].to_numpy() for c in frame.columns}
-    arrays = {name: a.astype(str) if a.dtype == object else a for name, a in arrays.items()}  # npz: no pickle
-    columns = np.asarray(frame.columns, dtype=str)
-    return {"columns": columns, "null_change": np.asarray(null_change), **arrays, **per_item}
-
-
-def ablation_summary(
-    curves: pd.DataFrame, measure: str = "hidden_change", *, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
-) -> pd.DataFrame:
-    """Per target and mode: ``measure`` averaged over layers for the target and the control, and their ratio.
-
-    Also the mean mass moved, and the share of control rows where the random token's weight
-    went negative (see :func:`ablation_curves`). With the items' own values (``<measure>_items``), the ratio's
-    percentile bootstrap interval over the items (``ratio_low``, ``ratio_high`` at ``ratio_level``; ``items``
-    resampled): each item's change averaged over the layers, target and control resampled together, the ratio
-    that of their sums (``n_resamples`` draws, ``seed``). NaN bounds without per-item values, with fewer than 3
-    items, or when the ratio is not finite.
-    """
-    table = curves.pivot_table(index=["target", "mode"], columns="intervention", values=measure, aggfunc="mean")
-    by = curves.groupby(["target", "mode"])
-    table = table.rename(columns={"target": f"{measure} (target)", "control": f"{measure} (control)"})
-    table["ratio"] = table[f"{measure} (target)"] / table[f"{measure} (control)"]
-    bounds = [_ratio_interval(curves, target, mode, measure, level, n_resamples, seed) for target, mode in table.index]
-    table["ratio_low"] = [low for low, _, _ in bounds]
-    table["ratio_high"] = [high for _, high, _ in bounds]
-    table["ratio_level"] = level
-    table["items"] = [n for _, _, n in bounds]
-    table["mean mass moved"] = curves[curves.intervention == "target"].groupby(["target", "mode"])["mass"].mean()
-    if "negative_share" in curves:
-        table["control rows with negative weight"] = by["negative_share"].mean()
-    table.columns.name = None
-    return table.reset_index()
-
-
-def _ratio_interval(
-    curves: pd.DataFrame, target: str, mode: str, measure: str, level: float, n_resamples: int, seed: int
-) -> tuple[float, float, int]:
-    """:func:`ablation_summary`'s interval of one target and mode: (low, high, items); NaN bounds when it has none."""
-    column = f"{measure}_items"
-    if column not in curves:
-        return math.nan, math.nan, 0
-    part = curves[(curves.target == target) & (curves["mode"] == mode)]
-    per_layer = {kind: part.loc[part.intervention == kind, column].to_list() for kind in ("target", "control")}
-    arrays = per_layer["target"] + per_layer["control"]
-    if not per_layer["target"] or not per_layer["control"] or len({len(a) for a in arrays}) != 1:
-        return math.nan, math.nan, 0
-    changes = {kind: np.mean(np.stack(arrays).astype(np.float64), axis=0) for kind, arrays in per_layer.items()}
-    n = len(changes["target"])
-    if n < 3 or not (np.isfinite(changes["target"]).all() and np.isfinite(changes["control"]).all()):
-        return math.nan, math.nan, n
-    weights = bootstrap_weights(n, n_resamples, seed)
-    control = weights @ changes["control"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = (weights @ changes["target"]) / np.where(control != 0, control, np.nan)
-    interval = Draws({"ratio": ratio}, f"{n} items", level).interval(ratio)
-    return interval.low, interval.high, n
-
-
 # --------------------------------------------------------------------------- figures
 
 
@@ -657,11 +379,11 @@ def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, valu
                     part[column],
                     s=9,
                     alpha=0.3,
-                    color=_KIND_COLORS[kind],
+                    color=KIND_COLORS[kind],
                     linewidths=0,
                 )
                 means = part.groupby("layer")[column].mean()
-                ax.plot(means.index, means.values, marker="o", color=_KIND_COLORS[kind], label=_KIND_LABELS[kind])
+                ax.plot(means.index, means.values, marker="o", color=KIND_COLORS[kind], label=KIND_LABELS[kind])
             ax.set(xticks=range(1, s.num_layers + 1), xlabel="layer", ylabel=ylabel)
             if column == "attention":
                 ax.set_ylim(0, 1)
@@ -690,53 +412,3 @@ def plot_gradient_norms(stats: dict, ax=None):
     ax.set_xticks(np.arange(1, max(s.num_layers for s in stats.values()) + 1))
     ax.legend(fontsize=8)
     return ax
-
-
-def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", title: str | None = None):
-    """One panel per target and mode: ``measure`` by layer, target vs matched random-token control.
-
-    Error bars are standard errors over items; grey bars (right axis) show the mass moved.
-    """
-    import matplotlib.pyplot as plt
-
-    targets, modes = list(dict.fromkeys(curves.target)), list(dict.fromkeys(curves["mode"]))
-    fig, axes = plt.subplots(
-        len(targets), len(modes), figsize=(5.2 * len(modes), 3.2 * len(targets)), squeeze=False, sharex=True
-    )
-    names = {
-        "hidden_change": "hidden-state change\n(mean ||h' - h|| / ||h||)",
-        "output_change": curves.attrs.get("output_change", "output change"),
-        "loss_change": "loss change",
-    }
-    for r, target in enumerate(targets):
-        for c, mode in enumerate(modes):
-            ax = axes[r, c]
-            part = curves[(curves.target == target) & (curves["mode"] == mode)]
-            mass = part[part.intervention == "target"].set_index("layer")["mass"]
-            twin = ax.twinx()
-            twin.bar(mass.index, mass.values, color="lightgrey", alpha=0.5, width=0.6)
-            twin.set_ylim(0, max(1.0, float(mass.max()) * 1.1))
-            twin.set_ylabel("mass moved", color="grey", fontsize=8)
-            ax.set_zorder(twin.get_zorder() + 1)
-            ax.patch.set_visible(False)
-            for kind, color, label in (
-                ("target", _KIND_COLORS[target], f"{_KIND_LABELS[target]} attention moved"),
-                ("control", "black", "same mass off a random token"),
-            ):
-                line = part[part.intervention == kind]
-                ax.errorbar(
-                    line.layer,
-                    line[measure],
-                    yerr=line.get(f"{measure}_se"),
-                    marker="o",
-                    capsize=3,
-                    color=color,
-                    label=label,
-                )
-            ax.set(xlabel="layer", ylabel=names.get(measure, measure), xticks=sorted(part.layer.unique()))
-            ax.set_title(f"{_KIND_LABELS[target]}, {mode}", fontsize=10)
-            ax.legend(fontsize=8, loc="best")
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.finetuning import Budget, default_budget, subsample, task_spec
+from bertology_utils.interventions.finetuning import Budget, default_budget, subsample
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.pruning import (
     DevSet,
@@ -55,6 +55,7 @@ from bertology_utils.interventions.pruning import (
     scores_for_gates,
 )
 from bertology_utils.interventions.results_cache import cached_result
+from bertology_utils.interventions.scoring import task_spec
 
 __all__ = [
     "HardConcreteGates",

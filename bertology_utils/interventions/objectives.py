@@ -44,6 +44,7 @@ from bertology_utils.data import Corpus, is_punctuation
 __all__ = [
     "KINDS",
     "KIND_LABELS",
+    "KIND_COLORS",
     "OBJECTIVE_LABELS",
     "objective_label",
     "readable_name",
@@ -69,6 +70,8 @@ __all__ = [
 KINDS = ("sep", "cls", "punct", "other")
 #: How a reader names each kind of token (the names metrics and columns carry).
 KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": "other tokens"}
+#: The colour of each kind of token in the gradient and ablation figures.
+KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
 #: How a reader names each objective key that is not a classifier's (see :func:`objective_label`).
 OBJECTIVE_LABELS = {"mlm": "masked LM", "masked_embedding": "masked-word embedding"}
 SEP, CLS, PUNCT, OTHER = range(4)
@@ -330,7 +333,7 @@ class ClassifierObjective(Objective):
     output_change_name = "KL divergence of the class distribution (|change| of the score for regression)"
 
     def __init__(self, loaded: LoadedModel, labels: Sequence, task: str = "SST-2", description: str | None = None):
-        from bertology_utils.interventions.finetuning import label_ids, task_spec
+        from bertology_utils.interventions.scoring import label_ids, task_spec
 
         super().__init__(loaded)
         if not type(loaded.model).__name__.endswith("ForSequenceClassification"):

@@ -53,9 +53,10 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
-from bertology_utils.interventions.finetuning import encode, glue_metric_draws, glue_metrics, label_ids, task_spec
+from bertology_utils.interventions.finetuning import encode
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.results_cache import RESULTS_VERSION, cached_result
+from bertology_utils.interventions.scoring import glue_metric_draws, glue_metrics, label_ids, task_spec
 
 __all__ = [
     "DevSet",
@@ -94,7 +95,7 @@ class DevSet:
     #: Label ids (class numbers, or scores for regression), in corpus order.
     labels: np.ndarray = field(repr=False)
     name: str = ""
-    #: The corpus's own labels (what :func:`~bertology_utils.interventions.finetuning.glue_metrics` takes).
+    #: The corpus's own labels (what :func:`~bertology_utils.interventions.scoring.glue_metrics` takes).
     raw_labels: tuple = field(default=(), repr=False)
 
     def __len__(self) -> int:

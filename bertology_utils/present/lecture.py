@@ -323,7 +323,7 @@ def _corpora(metrics: dict) -> list[str]:
 
 def _tasks(metrics: dict) -> set[str]:
     """The fine-tuning tasks a notebook's metrics are keyed by."""
-    from bertology_utils.interventions.finetuning import TASKS
+    from bertology_utils.interventions.scoring import TASKS
 
     return {part for key in metrics for part in key.split(".") if part in TASKS}
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bertology_utils.core.uncertainty import bootstrap_weights
-from bertology_utils.interventions.finetuning import glue_metric_draws, glue_metrics, label_ids
 from bertology_utils.interventions.pruning import AblationResult, PruningCurve
+from bertology_utils.interventions.scoring import glue_metric_draws, glue_metrics, label_ids
 from bertology_utils.papers import kovaleva, michel
 from bertology_utils.papers.claims import Verdict, on_classifier, over_seeds
 

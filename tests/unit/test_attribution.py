@@ -22,7 +22,7 @@ from bertology_utils.interventions.attribution import (
     target_scores,
     token_to_word_scores,
 )
-from bertology_utils.interventions.gradients import PUNCT, token_batches
+from bertology_utils.interventions.objectives import PUNCT, token_batches
 
 ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]

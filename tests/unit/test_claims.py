@@ -137,7 +137,8 @@ def gradient_stats(ratio, norm, *, items=40, spread=0.1, seed=0, share=(0.1, 0.6
     """:class:`GradientStats` of ``items`` items whose gradient per weight to [SEP] (and [CLS]) over ordinary tokens'
     is ``ratio`` per layer and whose gradient norm is ``norm`` per layer, each item's values off by up to
     ``spread`` (relative, uniform); ``share`` the attention to [SEP] and [CLS] per layer."""
-    from bertology_utils.interventions.gradients import KINDS, GradientStats
+    from bertology_utils.interventions.gradients import GradientStats
+    from bertology_utils.interventions.objectives import KINDS
 
     rng = np.random.default_rng(seed)
     ratio, norm = np.asarray(ratio, dtype=float), np.asarray(norm, dtype=float)
@@ -225,7 +226,7 @@ def clark_ablation_summary(target, control, layers=3, seed=0):
     zero) and ``control`` (the matched control), in every one of ``layers`` layers, each layer off by a little."""
     import pandas as pd
 
-    from bertology_utils.interventions.gradients import ablation_summary
+    from bertology_utils.interventions.ablations import ablation_summary
 
     rng = np.random.default_rng(seed)
     rows = []

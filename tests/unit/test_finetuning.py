@@ -14,19 +14,15 @@ from bertology_utils.data import Corpus, Sentence, SentencePair
 from bertology_utils.interventions.editing import gate_heads
 from bertology_utils.interventions.finetuning import (
     DEFAULT_BUDGETS,
-    TASKS,
     Budget,
     FineTuneCacheWarning,
     default_budget,
     encode,
     evaluate,
     fine_tune,
-    glue_metrics,
-    label_ids,
-    majority_baseline,
     predict,
-    task_spec,
 )
+from bertology_utils.interventions.scoring import TASKS, glue_metrics, label_ids, majority_baseline, task_spec
 
 POSITIVE = ["good", "great", "happy", "excellent", "nice", "wonderful"]
 NEGATIVE = ["bad", "awful", "sad", "terrible", "poor", "horrible"]

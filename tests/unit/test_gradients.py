@@ -13,14 +13,16 @@ from bertology_utils.core import architectures
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions import gradients
+from bertology_utils.interventions import ablations, gradients
+from bertology_utils.interventions.ablations import ablation_curves, ablation_summary
 from bertology_utils.interventions.editing import (
     ablate_tokens,
     edit_attention,
     record_layer_outputs,
     replay_layers_below,
 )
-from bertology_utils.interventions.gradients import (
+from bertology_utils.interventions.gradients import _head_gradient, attention_gradients, batch_attention_gradients
+from bertology_utils.interventions.objectives import (
     CLS,
     KINDS,
     OTHER,
@@ -29,11 +31,6 @@ from bertology_utils.interventions.gradients import (
     ClassifierObjective,
     MaskedEmbeddingObjective,
     MaskedLMObjective,
-    _head_gradient,
-    ablation_curves,
-    ablation_summary,
-    attention_gradients,
-    batch_attention_gradients,
     has_mlm_head,
     token_batches,
     token_kinds,
@@ -252,7 +249,7 @@ def test_ablation_curves(mlm):
     summary = ablation_summary(curves)
     assert len(summary) == 4 and np.isfinite(summary.ratio).all()
     # Each item's change, kept per row: their mean is the row's, and the ratio's interval is over them.
-    for name in gradients.ITEM_MEASURES:
+    for name in ablations.ITEM_MEASURES:
         np.testing.assert_allclose([a.mean() for a in curves[f"{name}_items"]], curves[name], rtol=1e-12)
     assert (summary["items"] == len(SENTENCES)).all() and (summary.ratio_level == 0.95).all()
     assert (summary.ratio_low <= summary.ratio).all() and (summary.ratio <= summary.ratio_high).all()
@@ -273,8 +270,8 @@ def test_ablation_curves_are_stored_and_read_back(mlm, tiny_model_dirs, tmp_path
     kwargs = {"targets": ("sep", "punct"), "modes": ("zero",), "batch_size": 4, "progress": False}
     fresh = ablation_curves(SENTENCES, MaskedLMObjective(mlm), **kwargs)
     calls = []
-    original = gradients._ablations
-    monkeypatch.setattr(gradients, "_ablations", lambda *a: calls.append(1) or original(*a))
+    original = ablations._ablations
+    monkeypatch.setattr(ablations, "_ablations", lambda *a: calls.append(1) or original(*a))
 
     def run(objective=None, items=SENTENCES, **changes):
         return ablation_curves(items, objective or MaskedLMObjective(mlm), cache=True, **{**kwargs, **changes})
@@ -349,7 +346,7 @@ def test_ablation_curves_equal_without_replay(mlm, monkeypatch):
     objective = MaskedLMObjective(mlm)
     kwargs = {"targets": ("sep", "cls"), "modes": ("zero",), "batch_size": 4, "progress": False}
     replayed = ablation_curves(SENTENCES, objective, **kwargs)
-    monkeypatch.setattr(gradients, "replay_layers_below", lambda *_args: contextlib.nullcontext())
+    monkeypatch.setattr(ablations, "replay_layers_below", lambda *_args: contextlib.nullcontext())
     full = ablation_curves(SENTENCES, objective, **kwargs)
     assert replayed.equals(full)
 

@@ -252,7 +252,7 @@ def test_attributions_are_float32_whatever_the_models_precision(tiny_model_dirs,
     """bfloat16 noise would defeat the completeness check: a bf16 classifier's heads and tokens are attributed
     exactly as in float32, while its scores (ends of the path aside) do run in bf16."""
     from bertology_utils.interventions.attribution import input_x_gradient, integrated_gradients
-    from bertology_utils.interventions.gradients import token_batches
+    from bertology_utils.interventions.objectives import token_batches
 
     loaded = classifier(tiny_model_dirs["bert"])
     dev = dev_set(loaded, data, "SST-2")

@@ -73,16 +73,19 @@ NOT_ATTENTION_ROWS = {
     ): "modal offset of credit already summed over rows (ties: nearest 0)",
     ("analyses/head_roles.py", "best = Head.argmax(acc) if found else None"): "best head of an accuracy grid",
     ("analyses/head_roles.py", "o = int(base.argmax())"): "best fixed-offset baseline",
-    ("analyses/syntax.py", "d, layer, head = np.unravel_index(int(acc.argmax()), acc.shape)"): "best head",
-    ("analyses/syntax.py", "o = int(base.argmax())"): "best fixed-offset baseline",
-    ("analyses/syntax.py", "picks = flat.argmax(-1)  # the first maximum in (direction, layer, head) order"): (
+    ("analyses/syntax/result.py", "d, layer, head = np.unravel_index(int(acc.argmax()), acc.shape)"): "best head",
+    ("analyses/syntax/result.py", "o = int(base.argmax())"): "best fixed-offset baseline",
+    ("analyses/syntax/result.py", "picks = flat.argmax(-1)  # the first maximum in (direction, layer, head) order"): (
         "held-out head choice"
     ),
     (
-        "analyses/syntax.py",
+        "analyses/syntax/result.py",
         "offset = int(np.nan_to_num(self.baseline_accuracy[r], nan=-1.0).argmax())",
     ): "best fixed-offset baseline",
-    ("analyses/syntax.py", "best = np.nan_to_num(grids, nan=-1.0).argmax(0)"): "each head's best relation by accuracy",
+    (
+        "analyses/syntax/result.py",
+        "best = np.nan_to_num(grids, nan=-1.0).argmax(0)",
+    ): "each head's best relation by accuracy",
     ("analyses/clustering.py", 'index = np.argsort(d, axis=1, kind="stable")[:, :k]'): "nearest heads by distance",
     (
         "analyses/pattern_types.py",

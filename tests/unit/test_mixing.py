@@ -12,7 +12,7 @@ from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureE
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus
 from bertology_utils.interventions import mixing
-from bertology_utils.interventions.gradients import token_batches
+from bertology_utils.interventions.objectives import token_batches
 
 TEXTS = [
     "The old sailor reads a heavy wooden box near the station .",

@@ -9,7 +9,6 @@ import torch
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions.editing import gate_heads
-from bertology_utils.interventions.finetuning import glue_metric_draws
 from bertology_utils.interventions.pruning import (
     ablation_sweep,
     attention_change,
@@ -25,6 +24,7 @@ from bertology_utils.interventions.pruning import (
     random_pruning_curves,
     scores_for_gates,
 )
+from bertology_utils.interventions.scoring import glue_metric_draws
 from bertology_utils.papers import kovaleva, michel
 from bertology_utils.papers.claims import Verdict
 

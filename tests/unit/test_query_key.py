@@ -9,7 +9,7 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import capture_attention
-from bertology_utils.interventions.gradients import CLS, KINDS, SEP, token_batches
+from bertology_utils.interventions.objectives import CLS, KINDS, SEP, token_batches
 from bertology_utils.interventions.query_key import (
     QueryKeyDimensions,
     capture_query_key,

@@ -179,7 +179,8 @@ def test_classification_tsv_pairs(tmp_path):
 
 
 def test_a_users_task_fine_tunes_and_scores_by_its_own_classes(tmp_path, tiny_model_dirs):
-    from bertology_utils.interventions.finetuning import Budget, fine_tune, label_ids, majority_baseline, task_spec
+    from bertology_utils.interventions.finetuning import Budget, fine_tune
+    from bertology_utils.interventions.scoring import label_ids, majority_baseline, task_spec
 
     task = resolve_task(USER_TASK)
     spec = task_spec(task)
