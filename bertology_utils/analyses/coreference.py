@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bertology_utils.analyses.syntax import real_word_positions
+from bertology_utils.analyses.syntax.scoring import real_word_positions
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError, DataFormatError

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from bertology_utils.analyses.syntax import STANFORD_TO_UD, SyntaxResult, real_word_positions, score_syntax
+from bertology_utils.analyses.syntax.result import STANFORD_TO_UD, SyntaxResult
+from bertology_utils.analyses.syntax.scoring import real_word_positions, score_syntax
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
@@ -260,7 +261,7 @@ def syntactic_heads(
 ) -> SyntacticRoles:
     """Heads that find a relation's related word clearly more often than the best fixed offset does.
 
-    Per relation and head, the accuracy of :func:`~bertology_utils.analyses.syntax.score_syntax` in the
+    Per relation and head, the accuracy of :func:`~bertology_utils.analyses.syntax.scoring.score_syntax` in the
     better of the two directions (Voita scored both) against the best fixed-offset baseline for that
     relation (Voita's "most frequent relative position"). A head is syntactic for a relation when its
     accuracy >= baseline + ``margin`` (absolute, 0.10 = 10 points). Voita et al. report per-relation

@@ -50,7 +50,7 @@ Softmax cross-entropy over the candidates of every word (punctuation included, a
 Adam, mini-batches of sentences (padding masked), several epochs with early stopping on the dev
 UAS; the weights of the best dev epoch are kept. Everything is deterministic for a ``seed``
 (initialisation and the order of the data). UAS leaves out punctuation, defined as in
-:mod:`bertology_utils.analyses.syntax` (relation ``punct``); root words are scored (ROOT must be predicted).
+:mod:`bertology_utils.analyses.syntax.scoring` (relation ``punct``); root words are scored (ROOT must be predicted).
 
 Data are streamed: :class:`ProbeData` pairs a treebank with its attention (an
 :class:`~bertology_utils.attention.store.AttentionStore`, or ItemAttention records for small in-memory

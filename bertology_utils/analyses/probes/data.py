@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bertology_utils.analyses.syntax import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
+from bertology_utils.analyses.syntax.scoring import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
@@ -77,7 +77,7 @@ class ProbeData:
             corpus index; None for probes that read no attention (the baselines).
         vectors: a :class:`~bertology_utils.analyses.word_vectors.WordVectors`, for the probes with words.
         on_mismatch: when an item's words are not its sentence's: ``"raise"`` or ``"skip"`` it
-            (counted in :attr:`skipped`), as :func:`bertology_utils.analyses.syntax.score_syntax` does.
+            (counted in :attr:`skipped`), as :func:`bertology_utils.analyses.syntax.scoring.score_syntax` does.
         block_size: sentences read from the store at a time.
         cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
             UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are
