@@ -121,7 +121,7 @@ NOT_ATTENTION_ROWS = {
     ("papers/kovaleva.py", "lowest = set(np.argsort(by_layer)[:2].tolist())"): "layers by similarity",
     ("papers/kovaleva.py", "best = int(np.nanargmax(d))"): "the head that improves most",
     ("papers/kovaleva.py", "best = int(np.nanargmax(d)) if np.isfinite(d).any() else None"): "layer differences",
-    ("papers/clark.py", 'order = np.argsort(-share, kind="stable")'): "layers by attention share",
+    ("papers/clark/patterns.py", 'order = np.argsort(-share, kind="stable")'): "layers by attention share",
     ("core/batching.py", 'order = np.argsort(sizes, kind="stable")'): "items by size",
     ("core/heads.py", "def argmax(cls, grid: HeadMatrix) -> Head:"): "Head.argmax: best head of a grid",
     ("core/heads.py", "layer, head = np.unravel_index(int(np.nanargmax(values)), values.shape)"): "Head.argmax",
