@@ -179,9 +179,9 @@ def _read_params_file(path: Path, notebooks: list[Path]) -> dict[str, dict]:
 
 
 def _update_reference(run_dir: Path, reference_dir: Path, perturbed: dict[str, Path] | None = None) -> None:
-    from bertology_utils.run import regression
+    from bertology_utils.run.refresh import update_references
 
-    refresh = regression.update_references(run_dir, reference_dir, perturbed)
+    refresh = update_references(run_dir, reference_dir, perturbed)
     print(refresh.changes.report(heading="the old references in"))
     if refresh.unsettled:
         print("moved under a perturbation though their kind says they cannot (look into each):")

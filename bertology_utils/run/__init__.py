@@ -30,8 +30,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "read_references",
             "compare_metrics",
             "check_run",
-            "update_references",
         ],
+        "refresh": ["update_references"],
         "perturb": ["Perturbation", "standard_perturbations", "run_perturbed"],
     },
 )

@@ -5,7 +5,7 @@ set, so lowering ``ONEDNN_MAX_CPU_ISA`` gives, on this machine, the float result
 (an AVX2 machine's on an AVX-512 one, an SSE4.1 machine's on an AVX2 one). Another thread count
 sums in another order. A refresh (``bertology run --update-reference DIR --perturb``) runs the same
 notebooks under each of :func:`standard_perturbations`, every run with a cache of its own (a shared
-cache would hand back the first run's numbers), and :func:`~bertology_utils.run.regression.update_references`
+cache would hand back the first run's numbers), and :func:`~bertology_utils.run.refresh.update_references`
 sets each metric's tolerance from how far it moved.
 """
 

@@ -20,7 +20,8 @@ from bertology_utils.papers.metrics import (
     UndeclaredMetricError,
 )
 from bertology_utils.run import harness, perturb, regression
-from bertology_utils.run.regression import check_run, update_references
+from bertology_utils.run.refresh import CHANGES_FACTOR, SAFETY_FACTOR, update_references
+from bertology_utils.run.regression import check_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "references" / "small"
@@ -221,11 +222,11 @@ def test_a_refresh_under_perturbations_measures_each_tolerance(tmp_path):
     refresh = update_references(run, refs, {"isa-sse41": isa, "threads-1": threads})
     metrics = json.loads((refs / "03_syntax_coref.json").read_text())["metrics"]
     grid = metrics["syntax.head.amod"]
-    assert grid["kind"] == "maximum" and grid["changes"] == regression.CHANGES_FACTOR
+    assert grid["kind"] == "maximum" and grid["changes"] == CHANGES_FACTOR
     assert grid["measured"] == {"abs": 0.0, "changes": 1, "under": ["isa-sse41"]}
-    assert metrics["syntax.amod.best_head"]["changes"] == regression.CHANGES_FACTOR  # flipped, so it may
-    assert metrics["tour.mean_attention_to_cls"]["abs"] == pytest.approx(max(1e-6, regression.SAFETY_FACTOR * 2e-7))
-    assert metrics["probes.attn.test_uas"]["abs"] == pytest.approx(regression.SAFETY_FACTOR * 3e-3)
+    assert metrics["syntax.amod.best_head"]["changes"] == CHANGES_FACTOR  # flipped, so it may
+    assert metrics["tour.mean_attention_to_cls"]["abs"] == pytest.approx(max(1e-6, SAFETY_FACTOR * 2e-7))
+    assert metrics["probes.attn.test_uas"]["abs"] == pytest.approx(SAFETY_FACTOR * 3e-3)
     exact = metrics["tour.n_sentences"]  # exact still, what moved recorded beside it
     assert exact["kind"] == "exact" and "abs" not in exact and exact["measured"]["under"] == ["isa-sse41"]
     assert sorted(refresh.unsettled) == [

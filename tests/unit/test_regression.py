@@ -10,7 +10,8 @@ from test_harness import BAD_CELLS, write_notebook
 from bertology_utils.cli import main
 from bertology_utils.core.errors import DataFormatError
 from bertology_utils.run import regression
-from bertology_utils.run.regression import Tolerance, check_run, compare_metrics, read_reference, update_references
+from bertology_utils.run.refresh import update_references
+from bertology_utils.run.regression import Tolerance, check_run, compare_metrics, read_reference
 
 REFERENCE = {
     "_comment": ["hand-written for these tests"],
