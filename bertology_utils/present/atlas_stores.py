@@ -123,7 +123,7 @@ def match_heads(first: Path | None, second: Path | None, heads: tuple[int, int])
     """
     if first is None or second is None:
         return {}, "a run has no attention store to compare heads on"
-    from bertology_utils.analyses.clustering import head_distances
+    from bertology_utils.analyses.clustering.distances import head_distances
     from bertology_utils.attention.store import AttentionStore
 
     a, b = AttentionStore.open(first), AttentionStore.open(second)

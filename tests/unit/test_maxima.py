@@ -86,7 +86,10 @@ NOT_ATTENTION_ROWS = {
         "analyses/syntax/result.py",
         "best = np.nan_to_num(grids, nan=-1.0).argmax(0)",
     ): "each head's best relation by accuracy",
-    ("analyses/clustering.py", 'index = np.argsort(d, axis=1, kind="stable")[:, :k]'): "nearest heads by distance",
+    (
+        "analyses/clustering/embedding.py",
+        'index = np.argsort(d, axis=1, kind="stable")[:, :k]',
+    ): "nearest heads by distance",
     (
         "analyses/pattern_types.py",
         'dominant = np.where(total[..., 0] > 0, np.asarray(TYPES, dtype=object)[counts.argmax(-1)], "")',

@@ -1,17 +1,12 @@
-"""Clustering attention heads by behaviour: Jensen–Shannon distances between heads, MDS, dendrograms.
+"""Jensen–Shannon distances between all pairs of heads, streamed over the items of one or more sources.
 
-Clark et al. (2019, section 6) measure how differently two heads behave as the Jensen–Shannon
-divergence between their attention distributions, summed over every attending token of the
-data, embed the heads in 2-D with multidimensional scaling, and note that heads in the same
-layer tend to be close. This module does the same at word level:
-
-* :func:`head_distances` streams items from one or more :class:`~bertology_utils.attention.store.AttentionStore`
-  (or lists of :class:`~bertology_utils.attention.word_attention.ItemAttention`) and returns the distances
-  between all pairs of heads at once. Several sources extracted from the same corpus (two models,
-  or a checkpoint before and after fine-tuning) give one joint matrix, so all heads land in one space.
-* :func:`embed_heads` (metric MDS), :func:`head_linkage` and :func:`plot_dendrogram`
-  (hierarchical clustering) turn the matrix into pictures.
-* :func:`same_layer_statistic` puts a number and a p-value on "heads in the same layer are close".
+Clark et al. (2019, `What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_, Section 6) measure
+how differently two heads behave as the Jensen–Shannon divergence between their attention
+distributions, summed over every attending token of the data. :func:`head_distances` does the same at
+word level: it streams items from one or more :class:`~bertology_utils.attention.store.AttentionStore`
+(or lists of :class:`~bertology_utils.attention.word_attention.ItemAttention`) and returns the distances
+between all pairs of heads at once. Several sources extracted from the same corpus (two models, or a
+checkpoint before and after fine-tuning) give one joint matrix, so all heads land in one space.
 
 **What the distance is.** For one attending word (one row of a map), with the two heads'
 attention rows ``p`` and ``q`` (each renormalised to sum to 1, since float16 storage leaves
@@ -48,38 +43,29 @@ each block is swept in tiles over the upper triangle of head pairs. Memory stays
 from __future__ import annotations
 
 import enum
-import inspect
 import itertools
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, DTypeLike
 from tqdm.auto import tqdm
 
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.heads import Head
-from bertology_utils.core.typing import HeadMatrix
 
-__all__ = [
-    "HeadDistances",
-    "head_distances",
-    "JSAccumulator",
-    "Embedding",
-    "embed_heads",
-    "head_linkage",
-    "nearest_heads",
-    "plot_dendrogram",
-    "SameLayerTest",
-    "same_layer_statistic",
-    "neighbour_attention",
-    "plot_embedding",
-    "plot_two_models",
-    "REDUCTIONS",
-]
+__all__ = ["REDUCTIONS", "JSAccumulator", "HeadDistances", "head_distances", "distance_matrix"]
 
+# What one source of maps is: a store, or word-level items in index order.
+_Source: TypeAlias = "AttentionStore | Iterable[ItemAttention]"
+# Layers x heads of each source.
+_Shapes: TypeAlias = "list[tuple[int, ...]]"
+
+#: How the per-row divergences add up: summed (Clark et al.) or averaged over attending rows.
 REDUCTIONS = ("sum", "mean")
 
 # Tile shape. Tiles of a few MB stay in the CPU cache: on this project's 2-core machines all pairs
@@ -105,12 +91,19 @@ def _plan(n_heads: int, itemsize: int, max_bytes: int) -> tuple[int, int]:
 class JSAccumulator:
     """Running sums from which the Jensen–Shannon distances between all pairs of heads follow.
 
-    Feed it maps with :meth:`add` (``(heads, n, n)`` arrays, rows attending, one item at a time,
-    heads of every source stacked); :meth:`distances` gives the ``(heads, heads)`` matrix at any
-    point. See the module docstring for the definition and the smoothing.
+    Feed it maps with :meth:`add` (``(K, W, W)`` arrays, rows attending, one item at a time, the heads
+    of every source stacked); :meth:`distances` gives the ``(K, K)`` matrix at any point. See the
+    module docstring for the definition and the smoothing.
+
+    :param n_heads: K, the heads of every source together.
+    :param smoothing: the share of the uniform distribution mixed into each row, in [0, 1).
+    :param dtype: float32 or float64, of the tiles (the running sums are float64 either way).
+    :param max_bytes: bound on the block and tile buffers.
     """
 
-    def __init__(self, n_heads: int, *, smoothing: float = 1e-3, dtype=np.float64, max_bytes: int = 64 << 20):
+    def __init__(
+        self, n_heads: int, *, smoothing: float = 1e-3, dtype: DTypeLike = np.float64, max_bytes: int = 64 << 20
+    ) -> None:
         if not 0 <= smoothing < 1:
             raise ValueError(f"smoothing must be in [0, 1), not {smoothing}")
         self.n_heads = n_heads
@@ -134,18 +127,21 @@ class JSAccumulator:
         self._sums = np.empty((self.tile_rows, self.n_heads, self.block_entries), self.dtype)
         self._logs = np.empty_like(self._sums)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Pickled (sent between cluster workers) as its sums only: the block is flushed, the buffers dropped."""
         if self._filled:
             self._flush()
         return {k: v for k, v in self.__dict__.items() if k not in ("_block", "_sums", "_logs")}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._buffers()
 
     def merge(self, other: JSAccumulator) -> None:
-        """Add another accumulator's sums (the same heads and smoothing, other rows)."""
+        """Add another accumulator's sums (the same heads and smoothing, other rows).
+
+        :param other: sums over other items (a range of a store on another worker).
+        """
         if (other.n_heads, other.smoothing) != (self.n_heads, self.smoothing):
             raise ValueError(
                 f"cannot merge {other.n_heads} heads with smoothing {other.smoothing} into "
@@ -172,7 +168,10 @@ class JSAccumulator:
         return np.log(x, out=out)
 
     def add(self, maps: np.ndarray) -> None:
-        """Add one item's maps, ``(heads, n, n)``; rows are renormalised and smoothed here."""
+        """Add one item's maps; rows are renormalised and smoothed here.
+
+        :param maps: ``(K, W, W)``, every head of every source, rows attending.
+        """
         maps = np.asarray(maps, dtype=self.dtype)
         if maps.ndim != 3 or maps.shape[0] != self.n_heads or maps.shape[1] != maps.shape[2]:
             raise ValueError(f"expected ({self.n_heads}, n, n) maps, got {maps.shape}")
@@ -212,7 +211,11 @@ class JSAccumulator:
         self._filled = 0
 
     def distances(self, reduction: str = "sum") -> np.ndarray:
-        """The ``(heads, heads)`` matrix of summed (or mean) Jensen–Shannon divergences, in nats."""
+        """The summed (or mean) Jensen–Shannon divergences between all pairs of heads so far, in nats.
+
+        :param reduction: one of :data:`REDUCTIONS`.
+        :returns: ``(K, K)``, symmetric, 0 on the diagonal.
+        """
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
         if self.n_rows == 0:
@@ -232,11 +235,21 @@ class JSAccumulator:
 
 @dataclass(frozen=True)
 class HeadDistances:
-    """Distances between all heads of one or more sources, with who each head is.
+    """Distances between all heads of one or more sources, with who each head is (:func:`head_distances`).
 
     ``matrix[i, j]`` is the distance between heads ``i`` and ``j``; head ``i`` is head
     ``head[i]`` of layer ``layer[i]`` (both 0-based) of source ``source[i]``, named
     ``source_names[source[i]]``. Heads are ordered source by source, then layer by layer.
+
+    :param matrix: ``(K, K)`` distances, K the heads of every source together.
+    :param source: ``(K,)`` each head's source.
+    :param layer: ``(K,)`` each head's layer, from 0.
+    :param head: ``(K,)`` each head's index within its layer, from 0.
+    :param source_names: one name per source.
+    :param n_items: items the distances sum over.
+    :param n_rows: attending rows (words) the distances sum over.
+    :param reduction: one of :data:`REDUCTIONS`.
+    :param smoothing: the share of the uniform distribution mixed into each row.
     """
 
     matrix: np.ndarray
@@ -251,34 +264,46 @@ class HeadDistances:
 
     @property
     def n_heads(self) -> int:
+        """K, the heads of every source together."""
         return len(self.layer)
 
     def labels(self) -> list[str]:
-        """:class:`~bertology_utils.core.heads.Head` written per head (``"3-7"``); prefixed ``"<source>:"`` with
-        several sources."""
+        """Each head's name.
+
+        :returns: :class:`~bertology_utils.core.heads.Head` written per head (``"3-7"``), prefixed
+            ``"<source>:"`` with several sources.
+        """
         base = [str(Head(int(l), int(h))) for l, h in zip(self.layer, self.head)]
         if len(self.source_names) == 1:
             return base
         return [f"{self.source_names[s]}:{b}" for s, b in zip(self.source, base)]
 
     def table(self) -> pd.DataFrame:
-        """One row per head: source name, layer and head (both from 1)."""
+        """Who each head is, as a table.
+
+        :returns: one row per head: source name, layer and head (both from 1).
+        """
         return pd.DataFrame(
             {"source": [self.source_names[s] for s in self.source], "layer": self.layer + 1, "head": self.head + 1}
         )
 
     def block(self, i: int, j: int) -> np.ndarray:
-        """The distances between the heads of source ``i`` (rows) and those of source ``j`` (columns)."""
+        """The distances between the heads of two sources.
+
+        :param i: the source of the rows.
+        :param j: the source of the columns.
+        :returns: ``(K_i, K_j)``.
+        """
         return self.matrix[np.ix_(self.source == i, self.source == j)]
 
 
-def _source_name(source, position: int) -> str:
+def _source_name(source: _Source, position: int) -> str:
     if isinstance(source, AttentionStore):
         return str(source.metadata["model"].get("name", f"source {position}"))
     return f"source {position}"
 
 
-def _iter_source(source, indices: Sequence[int] | None) -> Iterable[ItemAttention]:
+def _iter_source(source: _Source, indices: Sequence[int] | None) -> Iterable[ItemAttention]:
     if isinstance(source, AttentionStore):
         return source.iter_items(indices)
     if indices is None:
@@ -287,7 +312,7 @@ def _iter_source(source, indices: Sequence[int] | None) -> Iterable[ItemAttentio
     return (item for item in source if item.index in wanted)
 
 
-def _check_same_corpus(sources) -> None:
+def _check_same_corpus(sources: Sequence[_Source]) -> None:
     corpora = {}
     for i, s in enumerate(sources):
         if isinstance(s, AttentionStore):
@@ -306,7 +331,7 @@ class _Missing(enum.Enum):
     MISSING = enum.auto()
 
 
-def _aligned(sources, indices) -> Iterable[tuple[ItemAttention, ...]]:
+def _aligned(sources: Sequence[_Source], indices: Sequence[int] | None) -> Iterator[tuple[ItemAttention, ...]]:
     """Items of every source, index by index; refuses sources whose items do not line up."""
     missing = _Missing.MISSING
     streams: list[Iterable[ItemAttention | _Missing]] = [_iter_source(s, indices) for s in sources]
@@ -337,52 +362,58 @@ def _aligned(sources, indices) -> Iterable[tuple[ItemAttention, ...]]:
 
 
 def head_distances(
-    *sources,
+    *sources: _Source,
     reduction: str = "sum",
     smoothing: float = 1e-3,
     indices: Sequence[int] | None = None,
     names: Sequence[str] | None = None,
-    dtype=np.float64,
+    dtype: DTypeLike = np.float64,
     max_bytes: int = 64 << 20,
     progress: bool = False,
-    cluster=None,
+    cluster: Any = None,
 ) -> HeadDistances:
     """Jensen–Shannon distances between all pairs of heads of the given sources, over all their items.
 
-    Each source is an :class:`~bertology_utils.attention.store.AttentionStore` or an iterable of
-    :class:`~bertology_utils.attention.word_attention.ItemAttention` in index order. With several sources
-    (e.g. two models, or two checkpoints, on the same corpus) the heads of all of them go into
-    one joint matrix; their items must be the same, index by index, with the same number of
-    words, or a ValueError says where they differ (``indices`` restricts every source to the
-    given item indices). ``reduction`` is ``"sum"`` (Clark et al.) or ``"mean"`` over attending
-    rows; ``smoothing`` mixes each row with the uniform distribution (module docstring).
-    ``dtype=np.float32`` roughly halves the time; the float64 default keeps rounding negligible.
-    ``max_bytes`` bounds the tile buffers. ``cluster`` (``"local:N"``, a scheduler address or a
-    ``distributed.Client``; every source an :class:`~bertology_utils.attention.store.AttentionStore`): the sums
-    are taken over ranges of items on the cluster and added up here, equal to the single-process result up
-    to float rounding.
+    Clark et al.'s head distance (module docstring). With several sources (e.g. two models, or two
+    checkpoints, on the same corpus) the heads of all of them go into one joint matrix; their items
+    must be the same, index by index, with the same number of words, or a ValueError says where
+    they differ.
+
+    :param sources: each an :class:`~bertology_utils.attention.store.AttentionStore` or an iterable of
+        :class:`~bertology_utils.attention.word_attention.ItemAttention` in index order.
+    :param reduction: ``"sum"`` (Clark et al.) or ``"mean"`` over attending rows.
+    :param smoothing: the share of the uniform distribution mixed into each row (module docstring).
+    :param indices: restricts every source to these item indices.
+    :param names: one name per source; by default a store's model name, else ``"source <i>"``.
+    :param dtype: ``np.float32`` roughly halves the time; the float64 default keeps rounding negligible.
+    :param max_bytes: bound on the tile buffers.
+    :param progress: show a progress bar.
+    :param cluster: ``"local:N"``, a scheduler address or a ``distributed.Client`` (every source an
+        :class:`~bertology_utils.attention.store.AttentionStore`): the sums are taken over ranges of
+        items on the cluster and added up here, equal to the single-process result up to float rounding.
+    :returns: the ``(K, K)`` distances and who each head is, K the heads of every source together.
     """
     if not sources:
         raise ValueError("head_distances needs at least one source")
     _check_same_corpus(sources)
-    names = tuple(names) if names is not None else tuple(_source_name(s, i) for i, s in enumerate(sources))
-    if len(names) != len(sources):
-        raise ValueError(f"{len(names)} names for {len(sources)} sources")
+    labels = tuple(names) if names is not None else tuple(_source_name(s, i) for i, s in enumerate(sources))
+    if len(labels) != len(sources):
+        raise ValueError(f"{len(labels)} names for {len(sources)} sources")
+    shapes: _Shapes | None
+    accumulator: JSAccumulator | None
     if cluster is None:
-        total = (
-            len(indices)
-            if indices is not None
-            else (len(sources[0]) if isinstance(sources[0], AttentionStore) else None)
-        )
+        first = sources[0]
+        total = len(indices) if indices is not None else (len(first) if isinstance(first, AttentionStore) else None)
         shapes, accumulator = _accumulate(sources, indices, smoothing, dtype, max_bytes, progress, total)
     else:
         from bertology_utils.attention.distributed import map_store
 
-        if not all(isinstance(s, AttentionStore) for s in sources):
+        stores = [s for s in sources if isinstance(s, AttentionStore)]
+        if len(stores) < len(sources):
             raise ValueError("cluster= needs AttentionStore sources: its workers read the stores themselves")
-        others = tuple(str(s.path) for s in sources[1:])
+        others = tuple(str(s.path) for s in stores[1:])
         wanted = None if indices is None else np.asarray(sorted(set(int(i) for i in indices)))
-        parts = map_store(sources[0], _distances_of_range, others, wanted, smoothing, dtype, max_bytes, cluster=cluster)
+        parts = map_store(stores[0], _distances_of_range, others, wanted, smoothing, dtype, max_bytes, cluster=cluster)
         shapes, accumulator = None, None
         for part_shapes, part in parts:
             if part is None:
@@ -393,7 +424,7 @@ def head_distances(
                 raise ValueError(f"items have layers x heads {part_shapes} in one range, {shapes} in another")
             else:
                 accumulator.merge(part)
-    if accumulator is None:
+    if accumulator is None or shapes is None:
         raise ValueError("no items: the sources are empty (or every item was skipped)")
     source, layer, head = (
         np.concatenate(parts)
@@ -409,7 +440,7 @@ def head_distances(
         source,
         layer,
         head,
-        names,
+        labels,
         accumulator.n_items,
         accumulator.n_rows,
         reduction,
@@ -417,14 +448,23 @@ def head_distances(
     )
 
 
-def _accumulate(sources, indices, smoothing, dtype, max_bytes, progress=False, total=None):
+def _accumulate(
+    sources: Sequence[_Source],
+    indices: Sequence[int] | None,
+    smoothing: float,
+    dtype: DTypeLike,
+    max_bytes: int,
+    progress: bool = False,
+    total: int | None = None,
+) -> tuple[_Shapes | None, JSAccumulator | None]:
     """(layers x heads of each source, the filled :class:`JSAccumulator`), or (None, None) without items."""
-    shapes, accumulator = None, None
+    shapes: _Shapes | None = None
+    accumulator: JSAccumulator | None = None
     for group in tqdm(
         _aligned(sources, indices), total=total, desc="head distances", unit="item", disable=not progress
     ):
         item_shapes = [item.attention.shape[:2] for item in group]
-        if shapes is None:
+        if shapes is None or accumulator is None:
             shapes = item_shapes
             accumulator = JSAccumulator(
                 sum(l * h for l, h in shapes), smoothing=smoothing, dtype=dtype, max_bytes=max_bytes
@@ -436,333 +476,32 @@ def _accumulate(sources, indices, smoothing, dtype, max_bytes, progress=False, t
     return shapes, accumulator
 
 
-def _distances_of_range(first: str, lo: int, hi: int, others, wanted, smoothing, dtype, max_bytes):
+def _distances_of_range(
+    first: str,
+    lo: int,
+    hi: int,
+    others: tuple[str, ...],
+    wanted: np.ndarray | None,
+    smoothing: float,
+    dtype: DTypeLike,
+    max_bytes: int,
+) -> tuple[_Shapes | None, JSAccumulator | None]:
     """One map task of :func:`head_distances` on a cluster: the sums over items ``lo:hi`` of the stores."""
     sources = [AttentionStore.open(path) for path in (first, *others)]
     span = np.arange(lo, hi) if wanted is None else wanted[(wanted >= lo) & (wanted < hi)]
     return _accumulate(sources, span.tolist(), smoothing, dtype, max_bytes)
 
 
-# --------------------------------------------------------------------------- embedding and clustering
+def distance_matrix(distances: HeadDistances | ArrayLike) -> np.ndarray:
+    """The square matrix of ``distances``, checked, as the embedding, clustering and test read it.
 
-
-def _matrix(distances) -> np.ndarray:
+    :param distances: a :class:`HeadDistances` or a plain ``(heads, heads)`` matrix.
+    :returns: ``(heads, heads)`` float64.
+    :raises ValueError: when the matrix is not square or not symmetric.
+    """
     d = np.asarray(distances.matrix if isinstance(distances, HeadDistances) else distances, dtype=np.float64)
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise ValueError(f"expected a square distance matrix, got shape {d.shape}")
     if not np.allclose(d, d.T, rtol=1e-10, atol=0):
         raise ValueError("the distance matrix is not symmetric")
     return d
-
-
-@dataclass(frozen=True)
-class Embedding:
-    """Points from :func:`embed_heads` and how faithfully they keep the distances."""
-
-    coords: np.ndarray  #: (heads, n_components)
-    stress: float  #: Kruskal's stress-1: sqrt(Σ (d - d̂)² / Σ d²) over pairs; 0 is a perfect fit
-
-
-def embed_heads(
-    distances, n_components: int = 2, *, seed: int = 0, max_iter: int = 1000, eps: float = 1e-9
-) -> Embedding:
-    """Metric MDS (scikit-learn, SMACOF) of a precomputed distance matrix, as Clark et al. did.
-
-    Started from classical MDS where scikit-learn offers it (>= 1.8), else from ``seed``'s random
-    start, best of 4; either way the result is fixed for a given seed. One or two heads (a model
-    that small) are placed exactly: at the origin, or on the first axis at their distance.
-    """
-    from sklearn.manifold import MDS
-
-    d = _matrix(distances)
-    if len(d) <= 2:
-        coords = np.zeros((len(d), n_components))
-        if len(d) == 2:
-            coords[:, 0] = [-d[0, 1] / 2, d[0, 1] / 2]
-        return Embedding(coords, 0.0)
-    options = dict(n_components=n_components, max_iter=max_iter, eps=eps, random_state=seed)
-    if "metric_mds" in inspect.signature(MDS).parameters:  # scikit-learn >= 1.8 renamed the options
-        mds = MDS(metric="precomputed", metric_mds=True, init="classical_mds", n_init=1, **options)
-    else:
-        mds = MDS(dissimilarity="precomputed", metric=True, n_init=4, **options)
-    coords = mds.fit_transform(d)
-    upper = np.triu_indices_from(d, 1)
-    fitted = np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)[upper]
-    stress = math.sqrt(((d[upper] - fitted) ** 2).sum() / max((d[upper] ** 2).sum(), np.finfo(float).tiny))
-    return Embedding(coords, stress)
-
-
-def nearest_heads(distances, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """Each head's ``k`` nearest other heads, nearest first: ``(index, distance)``, both ``(heads, k)``.
-
-    ``k`` is capped at ``heads - 1`` (a head is never its own neighbour); equal distances keep the
-    lower index first, so the answer does not depend on the sort. ``index`` counts heads as the
-    rows of ``distances`` (:meth:`HeadDistances.labels` names them).
-    """
-    d = _matrix(distances).copy()
-    k = max(0, min(k, len(d) - 1))
-    np.fill_diagonal(d, np.inf)
-    index = np.argsort(d, axis=1, kind="stable")[:, :k]
-    return index, np.take_along_axis(d, index, axis=1)
-
-
-def head_linkage(distances, method: str = "average") -> np.ndarray:
-    """Hierarchical clustering of heads (scipy ``linkage`` on the condensed matrix).
-
-    ``"average"`` (UPGMA) is the default because it needs no Euclidean geometry; ``"ward"`` and
-    ``"centroid"`` assume one and are better used on the square root of the summed divergence.
-    """
-    from scipy.cluster.hierarchy import linkage
-    from scipy.spatial.distance import squareform
-
-    d = _matrix(distances)
-    if len(d) < 2:  # one head: nothing to merge
-        return np.empty((0, 4))
-    return linkage(squareform(d, checks=False), method=method)
-
-
-def plot_dendrogram(
-    linkage_matrix: np.ndarray,
-    labels: Sequence[str],
-    *,
-    label_colours: Sequence | None = None,
-    ax=None,
-    title: str | None = None,
-):
-    """Dendrogram of :func:`head_linkage`'s result, leaves labelled (and optionally coloured) per head."""
-    import matplotlib.pyplot as plt
-    from scipy.cluster.hierarchy import dendrogram
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(6.0, 0.12 * len(labels)), 4))
-    if not len(linkage_matrix):
-        ax.text(0.5, 0.5, f"one head ({', '.join(labels)}): no clustering", ha="center", transform=ax.transAxes)
-        return {}
-    tree = dendrogram(
-        linkage_matrix,
-        labels=list(labels),
-        ax=ax,
-        color_threshold=0,
-        above_threshold_color="0.4",
-        leaf_font_size=max(4, min(9, 700 // max(len(labels), 1))),
-    )
-    if label_colours is not None:
-        colour_of = dict(zip(labels, label_colours))
-        for tick in ax.get_xticklabels():
-            tick.set_color(colour_of[tick.get_text()])
-    ax.set_ylabel("distance")
-    if title:
-        ax.set_title(title)
-    return tree
-
-
-# --------------------------------------------------------------------------- same layer, closer?
-
-
-@dataclass(frozen=True)
-class SameLayerTest:
-    """Mean distance between heads of the same layer and of different layers, with a permutation test.
-
-    The statistic is ``other_mean - same_mean``; ``p_value`` is the share of label permutations
-    (plus the observed labelling) whose statistic is at least the observed one: small when heads
-    of the same layer are closer than heads drawn at random into groups of the same sizes.
-    """
-
-    same_mean: float
-    other_mean: float
-    p_value: float
-    n_permutations: int
-    null: np.ndarray = field(repr=False)  #: the statistic under each permutation
-    #: Why the test could not be made (one group only, no group with two heads); empty when it was.
-    not_testable: str = ""
-
-    @property
-    def testable(self) -> bool:
-        return not self.not_testable
-
-    @property
-    def statistic(self) -> float:
-        return self.other_mean - self.same_mean
-
-    @property
-    def ratio(self) -> float:
-        """same_mean / other_mean: below 1 when same-layer heads are closer."""
-        return self.same_mean / self.other_mean if self.other_mean else float("nan")
-
-
-def same_layer_statistic(
-    distances,
-    layers: Sequence | None = None,
-    *,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    chunk_bytes: int = 32 << 20,
-) -> SameLayerTest:
-    """Is a head closer to heads of its own layer than to the others? Means and a permutation p-value.
-
-    ``layers`` labels each head (any hashable values, e.g. ``"model:layer"`` for a joint matrix);
-    taken from a :class:`HeadDistances` (its layer per head, within its source) when omitted.
-    Each permutation shuffles the labels over the heads, keeping the group sizes; the
-    permutations are evaluated in chunks of at most ``chunk_bytes``, each as one batched
-    matrix product (the within-group sum of a labelling ``Z`` (one-hot) is ``Σ Zᵀ D Z``).
-    A grouping with one group, or with no group of two heads, is legal but cannot be tested: the
-    result has NaN means and p-value and says why in ``not_testable``.
-    """
-    d = _matrix(distances).copy()
-    np.fill_diagonal(d, 0.0)
-    if layers is None:
-        if not isinstance(distances, HeadDistances):
-            raise ValueError("pass layers= with a plain matrix")
-        layers = [f"{s}:{l}" for s, l in zip(distances.source, distances.layer)]
-    _, codes = np.unique(np.asarray(layers), return_inverse=True)
-    k = len(d)
-    if codes.shape != (k,):
-        raise ValueError(f"{len(codes)} layer labels for {k} heads")
-    counts = np.bincount(codes)
-    n_same = int((counts * (counts - 1)).sum())  # ordered pairs i != j in one group
-    n_other = k * (k - 1) - n_same
-    if n_same == 0 or n_other == 0:
-        why = f"all {k} heads are in one group" if n_other == 0 else "no group has two heads"
-        return SameLayerTest(math.nan, math.nan, math.nan, 0, np.empty(0), not_testable=why)
-    total = d.sum()
-
-    def within(labelings: np.ndarray) -> np.ndarray:
-        """Sum of D over ordered same-group pairs, for each row of (permutations, heads) labels."""
-        z = (labelings[:, :, None] == np.arange(len(counts))).astype(np.float64)  # (P, k, groups)
-        zt = z.transpose(0, 2, 1)
-        return ((zt @ d) * zt).sum(axis=(1, 2))
-
-    def statistic(within_sum):
-        return (total - within_sum) / n_other - within_sum / n_same
-
-    within_observed = within(codes[None])[0]
-    observed = statistic(within_observed)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, chunk_bytes // (3 * 8 * k * len(counts)))  # z, its transpose's product, the product
-    null = (
-        np.concatenate(
-            [
-                statistic(within(rng.permuted(np.tile(codes, (min(chunk, n_permutations - start), 1)), axis=1)))
-                for start in range(0, n_permutations, chunk)
-            ]
-        )
-        if n_permutations
-        else np.empty(0)
-    )
-    # A permutation that reproduces the observed grouping must count as "at least as large" even
-    # when summation order changes the last bits: allow a slack far below any real difference.
-    hits = int((null >= observed - 1e-9 * total / (k * (k - 1))).sum())
-    return SameLayerTest(
-        float(within_observed / n_same),
-        float((total - within_observed) / n_other),
-        (hits + 1) / (n_permutations + 1),
-        n_permutations,
-        null,
-    )
-
-
-# --------------------------------------------------------------------------- behaviour colours
-
-
-def neighbour_attention(items: Iterable[ItemAttention]) -> dict[str, HeadMatrix]:
-    """Mean share of attention each head puts on the previous word, itself, the next word and punctuation.
-
-    These are :func:`bertology_utils.analyses.patterns.surface_statistics`' means (every attending word of
-    every item weighs the same, special pseudo-words included; ``"previous"`` and ``"next"`` over
-    the rows that have such a neighbour), as ``(layers, heads)`` arrays under ``"previous"``,
-    ``"self"``, ``"next"`` and ``"punct"``: what the embedding plots colour heads by.
-    """
-    from bertology_utils.analyses.patterns import surface_statistics
-
-    stats = surface_statistics(items)
-    return {key: stats[key] for key in ("previous", "self", "next", "punct")}
-
-
-def plot_embedding(
-    coords: np.ndarray,
-    values,
-    *,
-    ax=None,
-    title: str | None = None,
-    label: str = "",
-    cmap: str = "viridis",
-    categorical: bool | None = None,
-    markers=None,
-    size: float = 40,
-):
-    """Scatter of 2-D head coordinates coloured by ``values`` (numbers: a colour bar; labels: a legend).
-
-    ``markers`` optionally gives one marker per point (e.g. per model in a joint embedding).
-    """
-    import matplotlib.pyplot as plt
-
-    coords = np.asarray(coords)
-    values = np.asarray(values)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4.5))
-    if categorical is None:
-        categorical = not np.issubdtype(values.dtype, np.number)
-    markers = np.asarray(markers) if markers is not None else np.full(len(coords), "o")
-    if categorical:
-        categories = list(dict.fromkeys(values.tolist()))
-        palette = plt.get_cmap("tab10" if len(categories) <= 10 else "tab20")
-        for c, category in enumerate(categories):
-            labelled = False  # one legend entry per category, whatever its markers
-            for marker in np.unique(markers):
-                keep = (values == category) & (markers == marker)
-                if keep.any():
-                    ax.scatter(
-                        *coords[keep].T,
-                        color=palette(c % palette.N),
-                        marker=marker,
-                        s=size,
-                        edgecolor="k",
-                        linewidth=0.3,
-                        label=None if labelled else str(category),
-                    )
-                    labelled = True
-        ax.legend(title=label or None, fontsize=7, title_fontsize=8, loc="best", markerscale=0.8)
-    else:
-        vmin, vmax = np.nanmin(values), np.nanmax(values)
-        for marker in np.unique(markers):
-            keep = markers == marker
-            points = ax.scatter(
-                *coords[keep].T,
-                c=values[keep],
-                cmap=cmap,
-                vmin=vmin,
-                vmax=vmax,
-                marker=marker,
-                s=size,
-                edgecolor="k",
-                linewidth=0.3,
-            )
-        ax.figure.colorbar(points, ax=ax, label=label, shrink=0.8)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    if title:
-        ax.set_title(title)
-    return ax
-
-
-def plot_two_models(distances: HeadDistances, coords: np.ndarray, names: Sequence[str], *, counterparts: bool = False):
-    """The heads of two models (``distances`` from :func:`head_distances` of two stores, ``coords`` their joint
-    embedding) in one plane, coloured by layer: the first model's as circles, the second's as triangles. With
-    ``counterparts`` (models of one shape), a grey line joins each head to the same head of the other model.
-    Returns the figure."""
-    import matplotlib.pyplot as plt
-
-    coords = np.asarray(coords)
-    fig, ax = plt.subplots(figsize=(7, 6))
-    if counterparts:
-        for a, b in zip(coords[distances.source == 0], coords[distances.source == 1]):
-            ax.plot(*np.stack([a, b]).T, color="0.75", linewidth=0.5, zorder=0)
-    plot_embedding(
-        coords,
-        distances.layer + 1,
-        ax=ax,
-        label="layer",
-        markers=np.where(distances.source == 0, "o", "^"),
-        title=f"{names[0]} (circles) and {names[1]} (triangles)",
-    )
-    return fig

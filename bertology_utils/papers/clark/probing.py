@@ -19,7 +19,7 @@ from bertology_utils.papers.claims import (
 from bertology_utils.papers.clark.patterns import PAPER
 
 if TYPE_CHECKING:
-    from bertology_utils.analyses.clustering import SameLayerTest
+    from bertology_utils.analyses.clustering.same_layer import SameLayerTest
     from bertology_utils.analyses.coreference import CorefResult
     from bertology_utils.analyses.probes import ProbeEvaluation
     from bertology_utils.analyses.syntax.result import SyntaxResult
