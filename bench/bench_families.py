@@ -41,7 +41,7 @@ from _machine import machine  # noqa: E402
 from bench_extraction import bare_forward, corpus_of, pipeline  # noqa: E402
 from tiny_models import ALL_FAMILIES, build_tiny_model  # noqa: E402
 
-from bertology_utils.present.slides import format_number  # noqa: E402
+from bertology_utils.present.readable import format_number  # noqa: E402
 
 SIZES = {"tiny": {}, "base": {"num_layers": 12, "num_heads": 12, "head_dim": 64}}
 TARGET = 1.1

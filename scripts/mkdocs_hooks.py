@@ -25,7 +25,8 @@ from mkdocs.structure.files import File, Files
 from bertology_utils.core.errors import AssetMissingError
 from bertology_utils.present import assets
 from bertology_utils.present.findings import claims_tables, load_findings
-from bertology_utils.present.slides import for_people, is_progress_output, machine_places
+from bertology_utils.present.readable import for_people, machine_places
+from bertology_utils.present.slides import is_progress_output
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bertology_utils"

@@ -55,7 +55,7 @@ def lecture_images(run: str, out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     from bertology_utils.present.lecture import build_lecture
-    from bertology_utils.present.slides import SLIDE_SIZE
+    from bertology_utils.present.reveal import SLIDE_SIZE
 
     written = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:

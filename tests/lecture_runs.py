@@ -47,7 +47,7 @@ def make_lecture_run(
     ``skipped`` maps a notebook to a skip reason (its claims are then left out); ``extra_claim`` adds a
     claim no topic names; ``long_text`` is put into every "ours" string.
     """
-    from bertology_utils.present.lecture import LECTURE
+    from bertology_utils.present.lecture_outline import LECTURE
 
     skipped = skipped or {}
     verdicts = cycle(VERDICTS[verdict_shift:] + VERDICTS[:verdict_shift])

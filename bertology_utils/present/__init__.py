@@ -1,5 +1,7 @@
-"""present: show results — interactive views, slide decks, the findings lecture (``lecture``: one deck of a
-run's claims and figures for a talk), one HTML report per run, the per-head atlas of a
+"""present: show results — interactive views, slide decks (``slides``; fitted to slides by ``slide_fit``, on
+``reveal``'s offline pages, with numbers and paths ``readable``), the findings lecture (``lecture``: one deck of a
+run's claims and figures for a talk, its topics in ``lecture_outline``, its slides ``lecture_slides``), one HTML
+report per run, the per-head atlas of a
 run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page``, its JupyterLab
 widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they
 inline so that they work offline (``assets``)."""
@@ -21,7 +23,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "mixing_view",
         ],
         "slides": ["notebook_to_slides", "run_slides", "slide_figures", "deck_to_pdf"],
-        "lecture": ["build_lecture", "LECTURE", "Topic"],
+        "lecture": ["build_lecture"],
+        "lecture_outline": ["LECTURE", "Topic"],
         "report": ["build_report"],
         "atlas": ["Atlas", "build_atlas", "read_atlas", "ColumnSpec", "COLUMNS", "Filter", "parse_filter"],
         "atlas_page": ["render_atlas_page"],

@@ -1,6 +1,6 @@
 """One self-contained HTML page for a run: what ran, what it found, what failed, what regressed.
 
-Reads what :mod:`bertology_utils.run.harness` writes (``run.json``; per notebook the executed
+Reads a run folder as :mod:`bertology_utils.run.results` lays it out (``run.json``; per notebook the executed
 ``<stem>.ipynb``, ``metrics.json`` and ``figures/``) and, when present, ``check.json`` (a
 regression check against a reference run)::
 
@@ -19,7 +19,7 @@ notebook 09's ``atlas_grid`` figure; or how to build it), one ``nb-<stem>`` per 
 ours" table, figures) and ``metrics`` (every metric of every notebook).
 
 The "paper vs ours" table of a notebook is its recorded claims, ``<stem>/claims.json`` (see
-:func:`bertology_utils.run.harness.record_claims`): data, not the notebook's rendered output.
+:func:`bertology_utils.run.record.record_claims`): data, not the notebook's rendered output.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas import PAGE_FILE
 from bertology_utils.present.findings import claim_uncertainty
-from bertology_utils.present.slides import MISSING, format_number, machine_places, scrub_paths
-from bertology_utils.run import harness
+from bertology_utils.present.readable import MISSING, format_number, machine_places, scrub_paths
+from bertology_utils.run import results
 
 __all__ = [
     "REPORT_FILE",
@@ -74,7 +74,7 @@ def executed_notebooks(run_dir: Path) -> dict[str, Path]:
 
 
 def _read_json_or_empty(path: Path) -> dict:
-    return harness.read_json(path) if path.is_file() else {}
+    return results.read_json(path) if path.is_file() else {}
 
 
 # --------------------------------------------------------------------------- extracting from notebooks
@@ -85,7 +85,7 @@ def claims_html(notebook_dir: Path) -> str:
 
     The "interval, seeds" cell is the claim's interval and seed count (:func:`claim_uncertainty`), empty when
     it has neither."""
-    claims = harness.load_claims(notebook_dir)
+    claims = results.load_claims(notebook_dir)
     if not claims:
         return ""
     rows = [
@@ -173,7 +173,7 @@ def _grid_shape(value) -> tuple[int, ...]:
 
 def value_for_people(value, *, items: int = 6) -> str:
     """A metric value as the report's list of metrics shows it: numbers to three significant digits
-    (:func:`~bertology_utils.present.slides.format_number`), a missing one as a dash, yes or no, a list as its
+    (:func:`~bertology_utils.present.readable.format_number`), a missing one as a dash, yes or no, a list as its
     first ``items`` values and its length, a grid (a list of lists) as its shape. :func:`format_value` keeps
     the digits a regression needs."""
     if value is None:
@@ -409,7 +409,7 @@ def _notebook_section(run_dir: Path, entry: dict, has_metrics: bool) -> str:
     folder = run_dir / stem
     head = f'<section id="nb-{_esc(stem)}"><h2>{_esc(stem)} {_status(entry.get("status", "?"))}</h2>'
     parts = [head]
-    skipped = harness.load_skipped(folder) if folder.is_dir() else {"sections": []}
+    skipped = results.load_skipped(folder) if folder.is_dir() else {"sections": []}
     if skipped["sections"]:
         items = "".join(
             f"<li><strong>{_esc(s['section'])}</strong>: {_esc(s['reason'])}</li>" for s in skipped["sections"]
@@ -492,12 +492,12 @@ def _metrics_section(metrics: dict[str, dict]) -> str:
 
 def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
     """Write the run's report (default ``<run dir>/report.html``) and return its path."""
-    folder = harness.find_run(run_dir)
-    run = _read_json_or_empty(folder / harness.RUN_FILE)
-    entries = harness.run_entries(folder)
+    folder = results.find_run(run_dir)
+    run = _read_json_or_empty(folder / results.RUN_FILE)
+    entries = results.run_entries(folder)
     if not entries:
         raise BertologyError(f"{folder} holds no run: no run.json and no notebook results")
-    metrics = {e["name"]: _read_json_or_empty(folder / e["name"] / harness.METRICS_FILE) for e in entries}
+    metrics = {e["name"]: _read_json_or_empty(folder / e["name"] / results.METRICS_FILE) for e in entries}
     metrics = {stem: m for stem, m in metrics.items() if m}
     check = _read_json_or_empty(folder / CHECK_FILE)
     if check and not isinstance(check.get("differences", []), list):

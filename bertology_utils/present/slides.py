@@ -15,59 +15,57 @@ text progress bars), tqdm's progress-bar widgets, and code cells that then show 
 Whatever the mode, cells tagged ``remove-cell`` are dropped, ``remove-input`` / ``hide-input``
 (or collapsed in JupyterLab) lose their code and ``remove-output`` their outputs;
 papermill's injected-parameters cell is skipped.
+Prose and outputs too long for a slide are spread over several
+(:mod:`~bertology_utils.present.slide_fit`), tables' numbers are rounded and this machine's paths left out
+(:mod:`~bertology_utils.present.readable`); the page's reveal.js parts are
+:mod:`~bertology_utils.present.reveal`'s.
 
 A deck is ready when ``Reveal.isReady()`` is true (reveal.js also adds the class ``ready``
 to the ``div.reveal`` element).
 
 :func:`slide_figures` ("figures for slides", ``bertology slides --figures``) gathers every figure a
 run saved into one folder, ``<run>/figures-for-slides/<notebook>-<name>.svg``, each sized to fill a
-slide (:data:`SLIDE_SIZE`, the decks' size; aspect kept). The SVGs are those ``save_figure`` wrote
-beside each PNG from the live figure (vector, text as text); a PNG cannot be turned back into one.
+slide (:data:`~bertology_utils.present.reveal.SLIDE_SIZE`, the decks' size; aspect kept). The SVGs are those
+``save_figure`` wrote beside each PNG from the live figure (vector, text as text); a PNG cannot be turned back into one.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import html
-import json
-import math
 import os
 import re
 import shutil
-import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
+from bertology_utils.present.readable import for_people, machine_places
+from bertology_utils.present.reveal import (
+    REVEAL,
+    REVEAL_STYLESHEETS,
+    SLIDE_SIZE,
+    network_references,
+    presenting_tools,
+    reveal_config,
+    reveal_start,
+    without_remote_imports,
+)
+from bertology_utils.present.slide_fit import fit_to_slides, slide_type
 
 __all__ = [
     "SLIDES_SUFFIX",
-    "SLIDE_SIZE",
-    "REVEAL",
     "REMOVE_CELL_TAGS",
     "REMOVE_INPUT_TAGS",
     "REMOVE_OUTPUT_TAGS",
     "has_math",
     "is_progress_output",
-    "network_references",
     "slides_path",
     "notebook_to_slides",
     "prepare_for_slides",
     "run_slides",
-    "format_table_numbers",
-    "format_number",
-    "machine_places",
-    "scrub_paths",
-    "for_people",
-    "MISSING",
-    "reveal_config",
-    "reveal_start",
-    "presenting_tools",
-    "reveal_styles",
     "CHROMIUM",
     "deck_to_pdf",
     "SLIDE_FIGURES_DIR",
@@ -76,11 +74,6 @@ __all__ = [
 
 #: Suffix of a deck beside its notebook: ``<stem>/<stem>.slides.html``.
 SLIDES_SUFFIX = ".slides.html"
-
-#: Width and height of a slide in CSS pixels (16:9, a projector's shape), before reveal.js scales it to the window.
-SLIDE_SIZE = (1280, 720)
-#: reveal.js settings.
-REVEAL = {"width": SLIDE_SIZE[0], "height": SLIDE_SIZE[1], "margin": 0.04, "transition": "slide", "theme": "simple"}
 
 #: Folder of a run (or of ``out_dir``) that :func:`slide_figures` fills.
 SLIDE_FIGURES_DIR = "figures-for-slides"
@@ -95,7 +88,7 @@ REMOVE_OUTPUT_TAGS = frozenset({"remove-output", "remove_output", "hide-output",
 _REVEAL_PREFIX = "bertology-inline:reveal.js"
 _STYLESHEET_LINKS = {
     asset: re.compile(rf"""<link\b[^>]*\bhref=["']{re.escape(_REVEAL_PREFIX + path)}["'][^>]*>""")
-    for asset, path in (("reveal_css", "/dist/reveal.css"), ("reveal_theme", f"/dist/theme/{REVEAL['theme']}.css"))
+    for asset, path in REVEAL_STYLESHEETS.items()
 }
 
 # Figures (image outputs, not the pictures inside interactive views) as large as the slide allows,
@@ -119,50 +112,6 @@ _DECK_CSS = """
 .jp-OutputPrompt, .jp-InputPrompt { display: none; }
 """
 
-# Printed (?print-pdf), the presenting tools are not drawn and the last page is not followed by a blank one.
-_PRINT_CSS = """
-html.print-pdf .slide-menu-wrapper, html.print-pdf .slide-menu-button, html.print-pdf #chalkboard,
-html.print-pdf #notescanvas, html.print-pdf .pause-overlay { display: none !important; }
-html.print-pdf .reveal .slides .pdf-page:last-of-type { page-break-after: avoid !important; break-after: avoid !important; }
-"""
-
-# Reveal is a global (its UMD build runs before require.js is defined). A slide taller than
-# the deck scrolls instead of being cut off (nbconvert's reveal_scroll, without jQuery).
-_FOOTER_JS = """
-<script>
-// nbconvert's heading anchors ("¶") would end every title in the slide menu.
-document.querySelectorAll(".reveal a.anchor-link").forEach(function (a) { a.remove(); });
-var bertologyConfig = %(config)s;
-// Speaker view (s), chalkboard (b, c) and slide menu (m), where their scripts are in the page.
-bertologyConfig.plugins = [window.RevealNotes, window.RevealChalkboard, window.RevealMenu].filter(Boolean);
-Reveal.initialize(bertologyConfig);
-// A slide a little taller than the deck is shrunk to fit (text stays readable down to 3/4 of its size); one
-// taller than that scrolls.
-function bertologyScrollTallSlides() {
-  var limit = Reveal.getConfig().height;
-  document.querySelectorAll(".reveal .slides section").forEach(function (section) {
-    if (section.querySelector("section") !== null || section.dataset.bertologyFitted) return;
-    // a table a little wider than the slide is shrunk to its width (to 0.7); a wider one scrolls across
-    section.querySelectorAll(".jp-OutputArea-output").forEach(function (area) {
-      var over = area.scrollWidth, room = area.clientWidth;
-      if (room > 0 && over > room + 2) area.firstElementChild.style.zoom = String(Math.max(0.7, room / over));
-    });
-    var height = section.scrollHeight;
-    if (height <= limit) return;
-    section.dataset.bertologyFitted = "1";
-    if (height * 0.75 <= limit) {
-      section.style.zoom = String(limit / height);
-    } else {
-      section.style.maxHeight = limit + "px";
-      section.style.overflowY = "auto";
-    }
-  });
-}
-Reveal.on("ready", bertologyScrollTallSlides);
-Reveal.on("slidechanged", bertologyScrollTallSlides);
-</script>
-"""
-
 _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js -%}{{ resources.bertology_scripts }}{%- endblock html_head_js -%}
 {%- block jupyter_widgets -%}
@@ -172,16 +121,6 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_css -%}<style type="text/css">{{ resources.bertology_css }}</style>{%- endblock html_head_css -%}
 {%- block footer_js -%}{{ resources.bertology_footer }}{%- endblock footer_js -%}
 """
-
-#: <script src=...> and <link href=...> that reach the network; CSS @import inside <style> elements.
-_NETWORK_TAG = re.compile(
-    r"""<(?:script\b[^>]*\bsrc|link\b[^>]*\bhref)\s*=\s*["']?(?:https?:)?//[^"'\s>]+""", re.IGNORECASE
-)
-_SCRIPT_BODY = re.compile(r"(<script\b[^>]*>).*?(</script\s*>)", re.IGNORECASE | re.DOTALL)
-_STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)</style>", re.IGNORECASE | re.DOTALL)
-_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-_REMOTE_IMPORT = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//[^"')\s;]+""", re.IGNORECASE)
-
 
 #: LaTeX in markdown, as Jupyter renders it: $...$, $$...$$, \(...\), \[...\] or an environment.
 _MATH = re.compile(r"\$\$.+?\$\$|(?<![\\$])\$[^$\s](?:[^$]*[^$\s])?\$|\\\(.+?\\\)|\\\[.+?\\\]|\\begin\{", re.DOTALL)
@@ -195,18 +134,6 @@ window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEsc
 def has_math(nb) -> bool:
     """Whether any markdown cell of ``nb`` holds LaTeX that MathJax would typeset."""
     return any(cell.cell_type == "markdown" and _MATH.search(cell.source) for cell in nb.cells)
-
-
-def network_references(html: str) -> list[str]:
-    """What in ``html`` would load from the network: ``<script src>``, ``<link href>``, ``@import`` in a ``<style>``.
-
-    The text of inline scripts is left out: a library's strings and comments mention URLs it does not load.
-    """
-    html = _SCRIPT_BODY.sub(r"\1\2", html)
-    found = [m.group(0) for m in _NETWORK_TAG.finditer(html)]
-    for style in _STYLE_ELEMENT.finditer(html):
-        found += [m.group(0) for m in _REMOTE_IMPORT.finditer(_CSS_COMMENT.sub("", style.group(1)))]
-    return found
 
 
 def slides_path(executed_ipynb: str | os.PathLike) -> Path:
@@ -249,7 +176,7 @@ def _add_skipped_slide(nb, folder: Path) -> None:
     """After the title slide, a slide listing the sections the run did not compute and why."""
     import nbformat
 
-    from bertology_utils.run.harness import load_skipped
+    from bertology_utils.run.results import load_skipped
 
     skipped = load_skipped(folder)
     if not skipped["sections"]:
@@ -281,329 +208,8 @@ def prepare_for_slides(nb, *, show_code: bool = False):
         if not show_code:
             cell.outputs = [o for o in cell.outputs if not is_progress_output(o)]
     _skip_empty_code_cells(nb.cells, show_code)
-    nb.cells = [part for cell in nb.cells for part in _split_long_markdown(cell)]
-    nb.cells = [part for cell in nb.cells for part in _split_tall_outputs(cell)]
-    _break_full_slides(nb.cells)
+    nb.cells = fit_to_slides(nb.cells)
     return nb
-
-
-#: About what a slide's prose holds at the deck's font (0.7em of the theme's 42 px, line height 1.4): lines
-#: of text, and characters in a line of a 1280 px slide.
-_SLIDE_LINES, _LINE_CHARS = 13, 80
-#: The height, in pixels, that outputs may fill on one slide of 720, and what each kind takes: a table's row per
-#: line of its tallest cell (18 px type: about 90 characters across the slide shared by the columns, as measured
-#: in Chromium on the default run's decks: the widest columns take more than their share), a figure (at most
-#: 540 px, see _DECK_CSS), a line of printed text.
-_OUTPUT_PX, _ROW_PX, _EXTRA_LINE_PX, _TABLE_CHARS, _FIGURE_PX, _TEXT_LINE_PX = 620, 29, 22, 90, 540, 27
-#: A table of at most this many rows (header rows included) wider than a slide is shown turned when that is narrower; the
-#: width a character and a cell's padding take at the tables' 18 px, and the width of a slide less its margins.
-_WIDE_TABLE_ROWS, _CHAR_PX, _CELL_PAD_PX, _SLIDE_WIDTH_PX = 12, 10, 20, 1180
-#: A slide's height, less its margins, and a line of its prose.
-_SLIDE_PX, _MARKDOWN_LINE_PX = 690, 41
-
-
-def _table_rows_px(table) -> tuple[int, list[int]]:
-    """The estimated height of a table's header and of each of its body rows (a BeautifulSoup table)."""
-    rows = table.find_all("tr")
-    columns = max((len(r.find_all(["th", "td"])) for r in rows), default=1)
-    chars = max(6, _TABLE_CHARS // columns)
-
-    def height(row) -> int:
-        lines = max(
-            (math.ceil(len(c.get_text(" ", strip=True)) / chars) for c in row.find_all(["th", "td"])), default=1
-        )
-        return _ROW_PX + _EXTRA_LINE_PX * max(0, lines - 1)
-
-    head_rows, body = _head_and_body(table)
-    return sum(height(r) for r in head_rows), [height(r) for r in body]
-
-
-def _head_and_body(table) -> tuple[list, list]:
-    """A BeautifulSoup table's header rows (its ``thead``'s) and body rows."""
-    head = table.find("thead")
-    head_rows = head.find_all("tr") if head is not None else []
-    return head_rows, [r for r in table.find_all("tr") if r not in head_rows]
-
-
-def _output_px(output) -> int:
-    """About how tall an output shows on a slide."""
-    data = output.get("data", {})
-    if any(mime.startswith("image/") for mime in data):
-        return _FIGURE_PX
-    page = _joined(data.get("text/html", ""))
-    if "<table" in page:
-        from bs4 import BeautifulSoup
-
-        tables = [_table_rows_px(t) for t in BeautifulSoup(page, "html.parser").find_all("table")]
-        return sum(head + sum(body) for head, body in tables)
-    text = _joined(output.get("text", "")) or _joined(data.get("text/plain", ""))
-    return _TEXT_LINE_PX * sum(max(1, math.ceil(len(line) / 150)) for line in text.splitlines())
-
-
-def _without_claim_details(output):
-    """``output`` with a "paper vs ours" table (:func:`~bertology_utils.papers.claims.claims_table`) shown without
-    the columns that explain its verdicts (:data:`~bertology_utils.papers.claims.CLAIMS_DETAIL_COLUMNS`), its
-    index of claim ids (names for code, and a third of a slide's width) cut to what tells one case of a claim
-    from another (``heads_prunable.SST-2`` -> ``SST-2``), or left out where no claim has cases."""
-    from bertology_utils.papers.claims import CLAIMS_DETAIL_COLUMNS, claim_case
-
-    page = _joined(output.get("data", {}).get("text/html", ""))
-    if "<table" not in page or not all(f">{name}<" in page for name in ("claim", "verdict", *CLAIMS_DETAIL_COLUMNS)):
-        return output
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(page, "html.parser")
-    for table in soup.find_all("table"):
-        header = [c.get_text(strip=True) for c in table.find("tr").find_all(["th", "td"])]
-        if not {"claim", "verdict", *CLAIMS_DETAIL_COLUMNS} <= set(header):
-            continue
-        rows = table.find_all("tr")
-        for row in rows[1:]:
-            cells = row.find_all(["th", "td"])
-            if not any(cell.name == "td" or cell.get_text(strip=True) for cell in cells[1:]):
-                row.decompose()  # pandas' row naming the index ("id")
-        rows = [row for row in rows if row.parent is not None]
-        firsts = [row.find(["th", "td"]) for row in rows]
-        cases = [claim_case(cell.get_text(strip=True)) for cell in firsts[1:]]
-        drop = {i for i, name in enumerate(header) if name in CLAIMS_DETAIL_COLUMNS} | (set() if any(cases) else {0})
-        if any(cases):
-            firsts[0].string = "case"
-            for cell, case in zip(firsts[1:], cases):
-                cell.string = case
-        for row in rows:
-            cells = row.find_all(["th", "td"])
-            if len(cells) == len(header):
-                for i in drop:
-                    cells[i].decompose()
-    output = copy.deepcopy(output)
-    output["data"]["text/html"] = str(soup)
-    return output
-
-
-def _table_grid(table) -> list[list]:
-    """A BeautifulSoup table as a grid of its cells, a cell spanning several rows or columns in each of them."""
-    grid: dict[tuple[int, int], object] = {}
-    for r, row in enumerate(table.find_all("tr")):
-        c = 0
-        for cell in row.find_all(["th", "td"]):
-            while (r, c) in grid:
-                c += 1
-            for dr in range(int(cell.get("rowspan", 1) or 1)):
-                for dc in range(int(cell.get("colspan", 1) or 1)):
-                    grid[(r + dr, c + dc)] = cell
-            c += int(cell.get("colspan", 1) or 1)
-    rows = 1 + max((r for r, _ in grid), default=-1)
-    columns = 1 + max((c for _, c in grid), default=-1)
-    return [[grid.get((r, c)) for c in range(columns)] for r in range(rows)]
-
-
-def _grid_width(grid: list[list]) -> int:
-    """About how wide a table grid shows: each column as wide as its longest text."""
-    texts = [[cell.get_text(strip=True) if cell is not None else "" for cell in row] for row in grid]
-    return sum(_CHAR_PX * max(map(len, column)) + _CELL_PAD_PX for column in zip(*texts))
-
-
-def _transposed_wide_tables(output):
-    """``output`` with each table much wider than a slide and only a few rows shown turned: its columns as rows
-    (a table of two tasks by fifteen measures reads down a slide instead of across two)."""
-    page = _joined(output.get("data", {}).get("text/html", ""))
-    if "<table" not in page:
-        return output
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(page, "html.parser")
-    changed = False
-    for table in soup.find_all("table"):
-        grid = _table_grid(table)
-        if not grid or len(grid) > _WIDE_TABLE_ROWS:
-            continue
-        width, turned_width = _grid_width(grid), _grid_width([list(column) for column in zip(*grid)])
-        if width <= _SLIDE_WIDTH_PX or turned_width >= width:
-            continue
-        turned = soup.new_tag("table", attrs={"class": table.get("class", ["dataframe"])})
-        body = soup.new_tag("tbody")
-        for column in zip(*grid):
-            row = soup.new_tag("tr")
-            for cell in column:
-                new = soup.new_tag("th" if cell is None or cell.name == "th" else "td")
-                new.string = cell.get_text(" ", strip=True) if cell is not None else ""
-                row.append(new)
-            body.append(row)
-        turned.append(body)
-        table.replace_with(turned)
-        changed = True
-    if not changed:
-        return output
-    output = copy.deepcopy(output)
-    output["data"]["text/html"] = str(soup)
-    return output
-
-
-def _table_parts(output) -> list:
-    """An output holding one table taller than a slide as several outputs, each the table's header and the rows
-    that fit, the later ones captioned with the rows they show; any other output as it is."""
-    page = _joined(output.get("data", {}).get("text/html", ""))
-    if page.count("<table") != 1 or _output_px(output) <= _OUTPUT_PX:
-        return [output]
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(page, "html.parser")
-    head_px, rows_px = _table_rows_px(soup.find("table"))
-    chunks: list[list[int]] = [[]]
-    used = head_px
-    for i, px in enumerate(rows_px):
-        if chunks[-1] and used + px > _OUTPUT_PX:
-            chunks.append([])
-            used = head_px
-        chunks[-1].append(i)
-        used += px
-    if len(chunks) > 1 and len(chunks[-1]) <= 2:  # a row or two on a slide of their own: shrink the last slide
-        last = chunks.pop()
-        chunks[-1] += last
-    if len(chunks) == 1:
-        return [output]
-    parts = []
-    for chunk in chunks:
-        keep = set(chunk)
-        part_soup = BeautifulSoup(page, "html.parser")
-        part_table: Any = part_soup.find("table")
-        for i, row in enumerate(_head_and_body(part_table)[1]):
-            if i not in keep:
-                row.decompose()
-        caption = part_soup.new_tag("caption")
-        caption.string = f"rows {chunk[0] + 1}–{chunk[-1] + 1} of {len(rows_px)}"
-        part_table.insert(0, caption)
-        part = copy.deepcopy(output)
-        part["data"]["text/html"] = str(part_soup)
-        parts.append(part)
-    return parts
-
-
-def _break_full_slides(cells) -> None:
-    """A cell that would continue a slide already full (prose and outputs above it) opens the next slide."""
-    used = 0.0
-    for cell in cells:
-        kind = _slide_type(cell)
-        if kind in ("skip", "notes"):
-            continue
-        if cell.cell_type == "markdown":
-            px = _MARKDOWN_LINE_PX * sum(_block_lines(b) for b in _markdown_blocks(cell.source))
-        else:
-            px = sum(_output_px(o) for o in cell.get("outputs", []))
-        if kind in ("slide", "subslide"):
-            used = 0.0
-        elif used and used + px > _SLIDE_PX:
-            cell.metadata.setdefault("slideshow", {})["slide_type"] = "slide"
-            used = 0.0
-        used += px
-
-
-def _split_tall_outputs(cell) -> list:
-    """A code cell whose outputs are taller than a slide as several cells, each opening a slide with the outputs
-    that fit (a table taller than a slide split by its rows); the code shows, if at all, with the first."""
-    if cell.cell_type != "code" or _slide_type(cell) in ("skip", "notes") or not cell.outputs:
-        return [cell]
-    outputs = []  # each with whether it must open a slide: every part of a table split by its rows does
-    for output in cell.outputs:
-        parts = _table_parts(_transposed_wide_tables(_without_claim_details(output)))
-        outputs += [(part, len(parts) > 1) for part in parts]
-    groups: list[list] = [[]]
-    used = 0
-    for output, opens in outputs:
-        px = _output_px(output)
-        if groups[-1] and (opens or (used + px > _OUTPUT_PX and (px > 3 * _TEXT_LINE_PX or used > _OUTPUT_PX))):
-            groups.append([])
-            used = 0
-        groups[-1].append(output)
-        used += px
-    cells = []
-    for i, group in enumerate(groups):
-        part = _continued(cell, i)
-        part.outputs = group
-        if i:
-            part.metadata["transient"] = {"remove_source": True}
-        cells.append(part)
-    return cells
-
-
-def _block_lines(block: str) -> float:
-    """About how many lines of a slide a markdown block takes: headings two, each paragraph or list item its
-    wrapped length, code one per line."""
-    if block.lstrip().startswith("```"):
-        return len(block.splitlines()) * 0.8
-    lines, item = 0.0, ""
-    for line in [*block.splitlines(), ""]:
-        text = line.strip()
-        starts_item = bool(re.match(r"(?:[*+-]|\d+[.)])\s", text)) or text.startswith(("#", "|", ">"))
-        if (starts_item or not text) and item:
-            lines += math.ceil(len(item) / _LINE_CHARS)
-            item = ""
-        if text.startswith("#"):
-            lines += 2
-        elif text:
-            item = f"{item} {text}" if item else text
-    return lines + 0.5  # the gap after a block
-
-
-def _markdown_blocks(source: str) -> list[str]:
-    """A markdown text's blocks (paragraphs, lists, fenced code), as blank lines outside code separate them."""
-    blocks: list[str] = []
-    current: list[str] = []
-    fenced = False
-    for line in source.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not line.strip() and not fenced:
-            if current:
-                blocks.append("\n".join(current))
-            current = []
-        else:
-            current.append(line)
-    if current:
-        blocks.append("\n".join(current))
-    return blocks
-
-
-def _split_long_markdown(cell) -> list:
-    """A markdown cell too long for one slide as several cells, cut between its blocks (paragraphs, lists,
-    code), each opening a slide; a part after the first repeats the cell's heading, marked "(continued)"."""
-    if cell.cell_type != "markdown" or _slide_type(cell) in ("skip", "notes"):
-        return [cell]
-    blocks = _markdown_blocks(cell.source)
-    if sum(_block_lines(b) for b in blocks) <= _SLIDE_LINES or len(blocks) < 2:
-        return [cell]
-    heading = re.match(r"#{1,6} .+", blocks[0])
-    parts: list[list[str]] = [[]]
-    used = 0.0
-    for block in blocks:
-        lines = _block_lines(block)
-        if parts[-1] and used + lines > _SLIDE_LINES:
-            carried = [parts[-1].pop()] if re.fullmatch(r"#{1,6} .+", parts[-1][-1]) and len(parts[-1]) > 1 else []
-            parts.append(carried)
-            used = sum(_block_lines(b) for b in carried)
-        parts[-1].append(block)
-        used += lines
-    cells = []
-    for i, blocks_of_part in enumerate(parts):
-        part = _continued(cell, i)
-        if i and heading and not re.match(r"#{1,6} ", blocks_of_part[0]):
-            level = heading.group(0).split(" ", 1)[0]
-            title = heading.group(0).split(" ", 1)[1]
-            blocks_of_part = [f"{'#' * max(len(level), 3)} {title} (continued)", *blocks_of_part]
-        part.source = "\n\n".join(blocks_of_part)
-        cells.append(part)
-    return cells
-
-
-def _continued(cell, part: int):
-    """A copy of ``cell`` for the ``part``-th slide of what it shows: each part after the first opens a slide and
-    has an id of its own (nbformat asks ids to be unique)."""
-    copied = copy.deepcopy(cell)
-    if part:
-        copied.metadata.setdefault("slideshow", {})["slide_type"] = "slide"
-        if "id" in copied:
-            copied["id"] = f"{cell['id'][:56]}-part{part}"
-    return copied
 
 
 #: tqdm's notebook bar as text: "desc: 100%|#####| 8/8 [00:01<00:00, ...]".
@@ -624,10 +230,6 @@ def _is_progress_bar(output) -> bool:
     )
 
 
-def _slide_type(cell) -> str:
-    return cell.metadata.get("slideshow", {}).get("slide_type", "-")
-
-
 def _skip_empty_code_cells(cells, show_code: bool) -> None:
     """Mark code cells that show nothing (no outputs, and code hidden) 'skip'.
 
@@ -637,11 +239,11 @@ def _skip_empty_code_cells(cells, show_code: bool) -> None:
     opens = {"slide": 2, "subslide": 1}
     for i, cell in enumerate(cells):
         code_shown = show_code and not cell.metadata.get("transient", {}).get("remove_source")
-        if cell.cell_type != "code" or cell.outputs or code_shown or _slide_type(cell) in ("skip", "notes"):
+        if cell.cell_type != "code" or cell.outputs or code_shown or slide_type(cell) in ("skip", "notes"):
             continue
-        kind = _slide_type(cell)
-        following = next((c for c in cells[i + 1 :] if _slide_type(c) not in ("skip", "notes")), None)
-        if kind in opens and following is not None and opens.get(_slide_type(following), 0) < opens[kind]:
+        kind = slide_type(cell)
+        following = next((c for c in cells[i + 1 :] if slide_type(c) not in ("skip", "notes")), None)
+        if kind in opens and following is not None and opens.get(slide_type(following), 0) < opens[kind]:
             following.metadata.setdefault("slideshow", {})["slide_type"] = kind
         cell.metadata.setdefault("slideshow", {})["slide_type"] = "skip"
 
@@ -675,250 +277,11 @@ def _export(nb, *, title: str, show_code: bool) -> str:
     }
     html, _ = exporter.from_notebook_node(nb, resources=resources)
     for asset, link in _STYLESHEET_LINKS.items():
-        style = _without_remote_imports(style_tag(asset))
+        style = without_remote_imports(style_tag(asset))
         html, count = link.subn(lambda _: style, html)  # noqa: B023 (called within this iteration)
         if count != 1:  # nbconvert's reveal template changed: fail loudly rather than ship a broken deck
             raise BertologyError(f"nbconvert's slide template no longer links {asset} as expected")
     return html
-
-
-def reveal_config(size: tuple[int, int] = SLIDE_SIZE) -> dict:
-    """The settings every deck starts reveal.js with: the slide size, print layout, chalkboard and menu."""
-    return {
-        "controls": True,
-        "progress": True,
-        "history": True,
-        "slideNumber": "c/t",
-        "transition": REVEAL["transition"],
-        "width": size[0],
-        "height": size[1],
-        "margin": REVEAL["margin"],
-        # Printing (?print-pdf): one page per slide, a slide taller than the page is cut, not continued.
-        "pdfMaxPagesPerSlide": 1,
-        "pdfSeparateFragments": False,
-        "chalkboard": {"theme": "whiteboard", "boardmarkerWidth": 4},
-        # The menu fetches its stylesheet from ``path``: inlined here, so it is given an empty data: URL.
-        "menu": {"path": _menu_path(), "loadIcons": False, "themes": False, "transitions": False, "numbers": True},
-    }
-
-
-def reveal_start(config: dict) -> str:
-    """The script that starts reveal.js with ``config`` and the presenting tools that are in the page."""
-    return _FOOTER_JS % {"config": json.dumps(config)}
-
-
-def presenting_tools() -> str:
-    """reveal.js with the speaker view (s), chalkboard (b, c) and slide menu (m), inlined as HTML tags, and the
-    style that leaves them out of a printed deck.
-
-    The plugins are UMD builds, so they become globals: RevealNotes, RevealChalkboard, RevealMenu.
-    """
-    from bertology_utils.present.assets import script_tag, style_tag
-
-    return "\n".join(
-        [script_tag("reveal"), script_tag("reveal_notes"), _chalkboard_script(), script_tag("menu")]
-        + [_without_remote_imports(style_tag(name)) for name in ("chalkboard_css", "menu_css")]
-        + [_fontawesome_style(), f"<style>{_PRINT_CSS}</style>"]
-    )
-
-
-def reveal_styles() -> str:
-    """reveal.js's stylesheet and the decks' theme as inline ``<style>`` elements (no web fonts)."""
-    from bertology_utils.present.assets import style_tag
-
-    return "\n".join(_without_remote_imports(style_tag(asset)) for asset in _STYLESHEET_LINKS)
-
-
-def _without_remote_imports(css: str) -> str:
-    """Drop ``@import url(https://...);`` (reveal's themes fetch web fonts; the fallback fonts serve)."""
-    return re.sub(_REMOTE_IMPORT.pattern + r"""["']?\)?\s*;?""", "", css, flags=re.IGNORECASE)
-
-
-def _menu_path() -> str:
-    """Where reveal.js-menu fetches ``menu.css`` from: nothing to fetch when the stylesheet is inlined."""
-    from bertology_utils.present.assets import ASSETS, asset_path
-
-    if asset_path("menu_css") is not None:
-        return "data:text/css,"  # the menu waits for this (empty) stylesheet to load before it builds
-    return ASSETS["menu_css"].cdn.rsplit("/", 1)[0] + "/"
-
-
-def _data_uri(path: Path, mime: str) -> str:
-    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-
-
-#: The chalkboard's pictures (pen cursors, sponge, board backgrounds), which it loads from beside its script.
-#: ``path + 'img/sponge.png'`` and ``'url(' + path + 'img/chalk-red.png), auto'``: the string goes on after the name.
-_CHALKBOARD_IMAGE = re.compile(r"""path\s*\+\s*(["'])(img/[\w.-]+\.png)""")
-
-
-def _chalkboard_script() -> str:
-    """The chalkboard plugin with its pictures inlined as ``data:`` URLs (an inline script has no folder)."""
-    from bertology_utils.present.assets import asset_path, inline_script, script_tag
-
-    path = asset_path("chalkboard")
-    if path is None:
-        return script_tag("chalkboard")  # from the CDN (with a warning), or AssetMissingError offline
-    folder = path.parent
-    text, count = _CHALKBOARD_IMAGE.subn(
-        lambda m: m.group(1) + _data_uri(folder / m.group(2), "image/png"), path.read_text(encoding="utf-8")
-    )
-    if count == 0:  # the plugin changed how it finds its pictures: fail loudly rather than draw without them
-        raise BertologyError(f"{path} no longer loads its pictures as path + 'img/...'")
-    return inline_script(text)
-
-
-_FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}")
-
-
-#: The family name the inlined Font Awesome faces go by.
-_ICON_FONT = "Bertology Icons"
-
-
-def _fontawesome_style() -> str:
-    """Font Awesome (the menu's and the chalkboard's icons) with its two free web fonts inlined."""
-    from bertology_utils.present.assets import asset_path, style_tag
-
-    path = asset_path("fontawesome_css")
-    if path is None:
-        return style_tag("fontawesome_css")
-    fonts = path.parent.parent / "webfonts"
-    faces = "".join(
-        f'@font-face{{font-family:"{_ICON_FONT}";font-style:normal;font-weight:{weight};font-display:block;'
-        f'src:url({_data_uri(fonts / name, "font/woff2")}) format("woff2")}}'
-        for weight, name in ((400, "fa-regular-400.woff2"), (900, "fa-solid-900.woff2"))
-    )
-    css = _FONT_FACE.sub("", path.read_text(encoding="utf-8"))
-    # The widget renderer adds Font Awesome's own faces later, pointing at files that are not there: the icons
-    # are drawn with the inlined faces under a name of their own.
-    icons = f'.fa,.fas,.far{{font-family:"{_ICON_FONT}" !important}}'
-    return f"<style>\n{faces}\n{css}\n{icons}\n</style>"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Outputs made for people: numbers in tables to three significant digits, no paths of this machine.
-
-#: What a table shows for a value that is missing or was not computed.
-MISSING = "—"
-_MISSING_CELLS = frozenset({"NaN", "nan", "<NA>", "None", "NaT"})
-_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
-#: A p-value column: "p", "p-value", "p_val", "pvalue", "wilcoxon_p", "p (one-sided)"; not "top", "p_head".
-_P_COLUMN = re.compile(r"(?:^|[\s_(-])p(?:[-_ ]?val(?:ue)?s?)?(?:$|[\s)])", re.IGNORECASE)
-#: Below this a p-value reads "< 0.001".
-P_FLOOR = 0.001
-
-
-def format_number(value: float, *, p_value: bool = False) -> str:
-    """``value`` to three significant digits (0.659223 -> 0.659, 0.019808 -> 0.0198, 1234.5 -> 1234).
-
-    With ``p_value`` a value below 0.001 reads ``< 0.001``; a missing value (NaN) reads ``—``.
-    """
-    if math.isnan(value):
-        return MISSING
-    if p_value and 0 <= value < P_FLOOR:
-        return f"< {P_FLOOR:g}"
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    text = f"{value:.3g}"
-    return f"{value:.0f}" if "e+" in text else text
-
-
-def format_table_numbers(page: str) -> str:
-    """The HTML ``page`` with every decimal number that fills a table cell shown by :func:`format_number`.
-
-    Integers and text are left as they are; a column whose header names a p-value (``p``, ``p-value``,
-    ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``; a cell pandas left missing (``NaN``,
-    ``<NA>``, ``None``, ``NaT``) shows ``—``.
-    """
-    if "<table" not in page:
-        return page
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(page, "html.parser")
-    changed = False
-    for table in soup.find_all("table"):
-        head = table.find("thead")
-        header_rows = head.find_all("tr") if head is not None else []
-        headers = [c.get_text(" ", strip=True) for c in header_rows[-1].find_all(["th", "td"])] if header_rows else []
-        body = table.find("tbody") or table
-        for row in body.find_all("tr"):
-            cells = row.find_all(["th", "td"])
-            for i, cell in enumerate(cells):
-                text = cell.get_text().strip()
-                if cell.name == "td" and text in _MISSING_CELLS:
-                    cell.string = MISSING
-                    changed = True
-                    continue
-                if cell.name != "td" or len(cell.contents) != 1 or not _FLOAT.fullmatch(text):
-                    continue
-                column = len(headers) - len(cells) + i  # aligned from the right: index columns come first
-                is_p = 0 <= column < len(headers) and bool(_P_COLUMN.search(headers[column]))
-                cell.string = format_number(float(text), p_value=is_p)
-                changed = True
-    return str(soup) if changed else page
-
-
-def machine_places(executed_ipynb: str | os.PathLike | None = None) -> list[tuple[str, str]]:
-    """The folders of this machine a deck must not show, each with what it shows instead, most specific first.
-
-    The results folder (``<results>``; with ``executed_ipynb``, the folder above its run too), the cache
-    (``<cache>``), the repository (``<repo>``), the data folders (``$BERTOLOGY_DATA_DIR`` and the project's own,
-    ``<data>``), the temporary folder (``<tmp>``) and the home folder (``~``).
-    """
-    from bertology_utils.core import settings
-    from bertology_utils.run.harness import results_dir
-
-    places = [(results_dir(), "<results>"), (settings.cache_dir(), "<cache>"), (settings.PROJECT_ROOT, "<repo>")]
-    places += [
-        (folder, "<data>") for folder in (settings.data_dir(), settings.project_data_dir()) if folder is not None
-    ]
-    notebook = Path(executed_ipynb).resolve() if executed_ipynb is not None else None
-    if notebook is not None and notebook.parent.name == notebook.stem and len(notebook.parents) > 3:
-        places.insert(0, (notebook.parents[2], "<results>"))  # <results>/<run>/<stem>/<stem>.ipynb
-    places += [(Path(tempfile.gettempdir()), "<tmp>"), (Path.home(), "~")]
-    found: dict[str, str] = {}
-    for folder, label in places:
-        for spelling in {str(folder), str(Path(folder).resolve())}:
-            if len(spelling) > 1:  # never "/"
-                found.setdefault(spelling.rstrip("/"), label)
-    return sorted(found.items(), key=lambda item: -len(item[0]))
-
-
-def scrub_paths(text: str, places: Iterable[tuple[str, str]] | None = None) -> str:
-    """``text`` with each absolute path under one of ``places`` (default :func:`machine_places`) shortened.
-
-    ``/home/ann/.cache/bertology/models/x`` reads ``<cache>/models/x``; the most specific folder wins.
-    """
-    places = machine_places() if places is None else list(places)
-    if not places:
-        return text
-    pattern = re.compile("|".join(f"(?:file://)?{re.escape(folder)}(?![\\w.-])" for folder, _ in places))
-    labels = dict(places)
-    return pattern.sub(lambda m: labels[m.group(0).removeprefix("file://")], text)
-
-
-_TEXT_MIME = ("text/plain", "text/html", "text/markdown", "text/latex")
-
-
-def for_people(nb, places: list[tuple[str, str]] | None = None) -> None:
-    """Tables' numbers formatted (:func:`format_table_numbers`) and this machine's paths shortened
-    (:func:`scrub_paths`, default places :func:`machine_places`) in every cell: its source (papermill's injected
-    ``output_dir``) and its outputs. Decks and the docs' notebook pages show notebooks through it."""
-    places = machine_places() if places is None else places
-    for cell in nb.cells:
-        cell.source = scrub_paths(cell.source, places)
-        for output in cell.get("outputs", []):
-            if "text" in output:
-                output["text"] = scrub_paths(_joined(output["text"]), places)
-            data = output.get("data", {})
-            for mime in _TEXT_MIME:
-                if mime in data:
-                    value = scrub_paths(_joined(data[mime]), places)
-                    data[mime] = format_table_numbers(value) if mime == "text/html" else value
-
-
-def _joined(value) -> str:
-    return value if isinstance(value, str) else "".join(value)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -981,7 +344,7 @@ def run_slides(
 def _chosen(run_dir: str | os.PathLike, notebooks: Iterable[str]) -> tuple[Path, list[Path]]:
     """The run's folder and the executed notebooks named (by stem, number or file name; none: all of them)."""
     from bertology_utils.present.report import executed_notebooks
-    from bertology_utils.run.harness import find_run
+    from bertology_utils.run.results import find_run
 
     folder = find_run(run_dir)
     available = executed_notebooks(folder)
@@ -1017,7 +380,8 @@ _PX_PER = {"": 1.0, "px": 1.0, "pt": 96 / 72, "in": 96.0, "cm": 96 / 2.54, "mm":
 
 
 def _fit_to_slide(svg: str, source: Path) -> str:
-    """``svg`` with its width and height set (in px) to fill a slide of :data:`SLIDE_SIZE`, aspect kept.
+    """``svg`` with its width and height set (in px) to fill a slide of
+    :data:`~bertology_utils.present.reveal.SLIDE_SIZE`, aspect kept.
 
     Only the root element changes: the drawing scales through its viewBox (added when missing), so
     lines and text stay sharp at any size.

@@ -19,7 +19,8 @@ from deck_checks import pdf_pages, toggle_chalkboard
 from lecture_runs import PARTIAL_NOTEBOOKS, make_lecture_run
 
 from bertology_utils.core import settings
-from bertology_utils.present.lecture import LECTURE, build_lecture
+from bertology_utils.present.lecture import build_lecture
+from bertology_utils.present.lecture_outline import LECTURE
 from bertology_utils.run.harness import results_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -11,8 +11,10 @@ from lecture_runs import PARTIAL_SKIP, make_lecture_run, make_partial_run
 from bertology_utils.cli.main import main as cli
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.present.lecture import LECTURE, LECTURE_FILE, build_lecture, read_lecture_run, round_for_people
-from bertology_utils.present.slides import network_references
+from bertology_utils.present.lecture import LECTURE_FILE, build_lecture, read_lecture_run
+from bertology_utils.present.lecture_outline import LECTURE
+from bertology_utils.present.readable import round_for_people
+from bertology_utils.present.reveal import network_references
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -310,7 +312,7 @@ def test_every_verdict_has_a_colour_of_its_own():
 
 
 def test_a_value_is_shortened_by_its_asides_and_clauses_never_inside_a_number():
-    from bertology_utils.present.lecture import _shorten_value
+    from bertology_utils.present.lecture_slides import _shorten_value
 
     text = (
         "median relevance 0.074 for 8 specialised heads vs 0.060 for 64 others, difference 95% CI "
@@ -325,7 +327,7 @@ def test_a_value_is_shortened_by_its_asides_and_clauses_never_inside_a_number():
 
 
 def test_a_claim_made_on_two_tasks_reads_as_two():
-    from bertology_utils.present.lecture import _titled
+    from bertology_utils.present.lecture_slides import _titled
 
     claim = {"key": "pruning.claims.heads_prunable.SST-2", "claim": "Most heads can be pruned"}
     assert _titled(claim) == "SST-2: Most heads can be pruned"

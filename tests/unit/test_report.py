@@ -16,8 +16,10 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.papers.claims import Claim, Interval, Seeds, Verdict
 from bertology_utils.present import assets
 from bertology_utils.present.report import build_report, claims_html, flatten_metrics, format_value, value_for_people
-from bertology_utils.present.slides import network_references, prepare_for_slides, run_slides, slide_figures
-from bertology_utils.run.harness import record_claims, run_notebooks
+from bertology_utils.present.reveal import network_references
+from bertology_utils.present.slides import prepare_for_slides, run_slides, slide_figures
+from bertology_utils.run.harness import run_notebooks
+from bertology_utils.run.record import record_claims
 
 PAPER_TABLE = (
     '<div><style scoped>.dataframe {}</style><table border="1" class="dataframe"><thead><tr><th></th>'

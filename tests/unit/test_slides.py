@@ -12,20 +12,16 @@ from PIL import Image
 from bertology_utils.cli import main
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.present import assets
-from bertology_utils.present.slides import (
+from bertology_utils.present.readable import (
     MISSING,
-    SLIDES_SUFFIX,
     for_people,
     format_number,
     format_table_numbers,
-    has_math,
     machine_places,
-    network_references,
-    notebook_to_slides,
-    prepare_for_slides,
-    run_slides,
     scrub_paths,
 )
+from bertology_utils.present.reveal import network_references
+from bertology_utils.present.slides import SLIDES_SUFFIX, has_math, notebook_to_slides, prepare_for_slides, run_slides
 
 needs_assets = pytest.mark.skipif(
     not assets.have_assets("reveal", "reveal_css", "reveal_theme", "jquery", "require", "widgets"),
@@ -237,7 +233,7 @@ def test_deck_is_self_contained_and_follows_the_slideshow_metadata(executed):
 
 @needs_assets
 def test_skipped_sections_get_a_slide_after_the_title(executed):
-    from bertology_utils.run.harness import record_skipped
+    from bertology_utils.run.record import record_skipped
 
     record_skipped(
         "talk.gap", "GAP not found; to get it: put it in <dir> & set BERTOLOGY_DATA_DIR", output_dir=executed.parent

@@ -20,9 +20,10 @@ from bertology_utils.data import Corpus
 from bertology_utils.interventions.mixing import mixing_for
 from bertology_utils.present import assets
 from bertology_utils.present.report import figure_files
-from bertology_utils.present.slides import SLIDE_FIGURES_DIR, SLIDE_SIZE, slide_figures
+from bertology_utils.present.reveal import SLIDE_SIZE
+from bertology_utils.present.slides import SLIDE_FIGURES_DIR, slide_figures
 from bertology_utils.present.views import head_view, mixing_view, model_view, neuron_view
-from bertology_utils.run.harness import save_figure
+from bertology_utils.run.record import save_figure
 
 SENTENCE = "The old sailor reads a heavy wooden box."
 PAIR = ("Hello world again.", "Where did you put the keys?")
