@@ -23,6 +23,18 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "load_metrics",
         ],
         "tasks": ["TunedTask", "task_budget", "fine_tune_task"],
+        "head_role_tasks": [
+            "ClassifierHeads",
+            "classifier_heads",
+            "L0Pruning",
+            "l0_pruning",
+            "TaskShares",
+            "special_token_shares",
+            "ClaimInputs",
+            "claim_inputs",
+            "seeded_claim_inputs",
+            "classifier_claims",
+        ],
         "regression": [
             "Tolerance",
             "CheckResult",
