@@ -2,11 +2,12 @@
 
 ``patterns`` and ``pattern_types`` (surface statistics, Kovaleva's types and template rules;
 ``pattern_models``, above ``pattern_types``: the classifiers trained on the hand-labelled maps, and
-``classify_map``/``classify_items``), ``syntax`` and
-``coreference`` (heads that track them), ``clustering`` (heads by Jensen-Shannon distance),
-``probes`` and ``word_vectors``, ``head_roles`` (Voita et al.'s positional, syntactic and rare-word
-heads, and head confidence). A sibling of ``interventions``: neither imports the other.
-Module-specific constants and paper tables stay in their modules (``syntax.PAPER_TABLE1``).
+``classify_map``/``classify_items``), ``syntax`` (a package: scoring, result, figures) and
+``coreference`` (heads that track them), ``clustering`` (a package: heads by Jensen-Shannon distance,
+embedding, the same-layer test, figures), ``probes`` (a package) and ``word_vectors``, ``head_roles``
+(Voita et al.'s positional, syntactic and rare-word heads, and head confidence). A sibling of
+``interventions``: neither imports the other. Module-specific constants and paper tables stay in their
+modules and subpackages (``syntax.PAPER_TABLE1``).
 """
 
 from bertology_utils.core.lazy import lazy_exports

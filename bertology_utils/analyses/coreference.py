@@ -1,7 +1,8 @@
 """Heads that resolve pronouns: Clark et al. (2019) Section 4.3 / Table 2, measured on GAP.
 
-Clark et al. scored antecedent selection on CoNLL-2012 (every earlier mention is a candidate);
-that data is not public, so this module uses GAP (Webster et al. 2018): each example is a
+Clark et al. (`What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_) scored antecedent
+selection on CoNLL-2012 (every earlier mention is a candidate); that data is not public, so this
+module uses GAP (Webster et al. 2018, `Mind the GAP <https://arxiv.org/abs/1810.05201>`_): each example is a
 Wikipedia passage, a pronoun and two names, A and B, with whether each one is the pronoun's
 antecedent. Only examples where exactly one of A and B is the antecedent are scored (the
 others are counted as excluded), so chance is 50% here, unlike Clark's task.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,9 @@ from bertology_utils.core.maxima import tie_credit
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.data import Corpus, GapExample, Sentence, words_of
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "MASCULINE",
@@ -68,13 +73,17 @@ __all__ = [
     "plot_pronoun_attention",
 ]
 
+#: Pronouns scored as masculine.
 MASCULINE = ("he", "him", "his", "himself")
+#: Pronouns scored as feminine.
 FEMININE = ("she", "her", "hers", "herself")
+#: The genders every accuracy is also reported for.
 GENDERS = ("masculine", "feminine")
 #: Words that end a sentence, for the salience rule and for trimming windows.
 SENTENCE_ENDS = (".", "!", "?")
 #: Baselines, in the order of :attr:`CorefResult.baselines`.
 BASELINES = ("nearest name", "first name", "salience rule")
+#: What :func:`score_coreference` may do with an item whose words are not the prepared ones.
 ON_MISMATCH = ("raise", "skip")
 
 
@@ -106,10 +115,14 @@ def _walk(text: str, word: str, pos: int) -> tuple[int, int]:
 
 
 def word_spans(text: str, boundaries: Iterable[int] = ()) -> tuple[list[str], list[tuple[int, int]]]:
-    """The words of ``text`` (:func:`words_of`) with their character spans ``[start, end)``.
+    """The words of ``text`` (:func:`~bertology_utils.data.words_of`) with their character spans.
 
     A word with one of ``boundaries`` (character offsets) strictly inside it is cut there, so
     that a span starting or ending at a boundary is made of whole words.
+
+    :param text: a passage.
+    :param boundaries: character offsets where a word must be cut.
+    :returns: ``(words, spans)``, each span ``(start, end)`` with ``end`` excluded.
     """
     words, spans, pos = [], [], 0
     cuts = sorted(set(int(b) for b in boundaries))
@@ -147,7 +160,18 @@ def _mention_words(
 
 @dataclass(frozen=True)
 class GapWords:
-    """A GAP example as the words the model reads, with the pronoun and both names located in them."""
+    """A GAP example as the words the model reads, with the pronoun and both names located in them.
+
+    :param example: the GAP example.
+    :param words: the words given to the model (the window, when windowed).
+    :param pronoun: index of the pronoun in ``words``.
+    :param a: ``(start, stop)`` word indices of name A in ``words``, ``stop`` excluded.
+    :param b: the same for name B.
+    :param sentences: sentence number of each word, counted in the whole passage.
+    :param first_word: position of ``words[0]`` among the passage's words.
+    :param passage_words: words in the whole passage.
+    :param split_words: words cut at a mention boundary.
+    """
 
     example: GapExample
     words: tuple[str, ...]  #: the words given to the model (the window, when windowed)
@@ -161,6 +185,7 @@ class GapWords:
 
     @property
     def windowed(self) -> bool:
+        """Whether the words are a window of the passage rather than all of it."""
         return len(self.words) < self.passage_words
 
     @property
@@ -172,17 +197,21 @@ class GapWords:
 
     @property
     def gender(self) -> str | None:
+        """``"masculine"`` or ``"feminine"`` (:data:`GENDERS`) by the pronoun, None for another pronoun."""
         pronoun = self.example.pronoun.lower()
         return "masculine" if pronoun in MASCULINE else "feminine" if pronoun in FEMININE else None
 
     def baseline_choices(self) -> dict[str, int]:
-        """Each baseline's pick: +1 for A, -1 for B, 0 for a tie."""
+        """Each baseline's pick (:data:`BASELINES`).
+
+        :returns: baseline name -> +1 for A, -1 for B, 0 for a tie.
+        """
         p, (a0, a1), (b0, b1) = self.pronoun, self.a, self.b
 
-        def distance(lo, hi):
+        def distance(lo: int, hi: int) -> int:
             return lo - p if lo > p else p - (hi - 1)
 
-        def salience(lo):
+        def salience(lo: int) -> tuple[bool, int, int]:
             after = lo > p
             return (after, abs(self.sentences[lo] - self.sentences[p]), lo)
 
@@ -194,7 +223,12 @@ class GapWords:
 
 
 def gap_words(example: GapExample) -> GapWords:
-    """The whole passage of a GAP example as words, every mention checked against its offset."""
+    """The whole passage of a GAP example as words, every mention checked against its offset.
+
+    :param example: a GAP example.
+    :returns: its words, with the pronoun and both names located.
+    :raises DataFormatError: when a mention is not where its offset says, or the pronoun is not one word.
+    """
     mentions = (
         ("pronoun", example.pronoun, example.pronoun_offset),
         ("A", example.a, example.a_offset),
@@ -225,11 +259,16 @@ def gap_words(example: GapExample) -> GapWords:
 
 
 def window(item: GapWords, tokens_per_word: np.ndarray, budget: int) -> GapWords | None:
-    """``item`` cut to at most ``budget`` tokens around its mentions, or None when the mentions alone do not fit.
+    """An example cut to at most ``budget`` tokens around its mentions.
 
     The mentions' span is widened by equal amounts of context on both sides (one side takes
     what the other cannot use), then each side is trimmed to a sentence boundary when one lies
     between the mentions and the window's edge.
+
+    :param item: the example's words.
+    :param tokens_per_word: ``(W,)`` tokens of each word.
+    :param budget: tokens the model takes, special tokens left out.
+    :returns: ``item`` itself when it fits, the window, or None when the mentions alone do not fit.
     """
     t = np.asarray(tokens_per_word, dtype=np.int64)
     if t.sum() <= budget:
@@ -253,7 +292,7 @@ def window(item: GapWords, tokens_per_word: np.ndarray, budget: int) -> GapWords
     start = int(starts[0]) if len(starts) else start
     stop = int(stops[-1]) if len(stops) else stop
 
-    def shift(span):
+    def shift(span: tuple[int, int]) -> tuple[int, int]:
         return (span[0] - start, span[1] - start)
 
     return GapWords(
@@ -274,18 +313,27 @@ def window(item: GapWords, tokens_per_word: np.ndarray, budget: int) -> GapWords
 
 @dataclass(frozen=True)
 class PreparedGap:
-    """GAP examples ready for extraction: ``corpus[i]`` holds the words of ``items[i]``."""
+    """GAP examples ready for extraction: ``corpus[i]`` holds the words of ``items[i]``.
+
+    :param items: the examples kept, as words.
+    :param corpus: their words as sentences, for extraction.
+    :param counts: examples read, kept, windowed, split words, and excluded by reason.
+    :param description: what was prepared.
+    """
 
     items: tuple[GapWords, ...]
     corpus: Corpus
-    counts: dict  #: examples read, kept, windowed, split words, and excluded by reason
+    counts: dict[str, int]  #: examples read, kept, windowed, split words, and excluded by reason
     description: str = ""
 
 
 def prepare_gap(examples: Corpus, model: LoadedModel, max_tokens: int | None = None) -> PreparedGap:
     """Turn GAP examples into word sequences the model can take, keeping those with exactly one antecedent.
 
-    ``max_tokens`` (special tokens included) defaults to what the model takes.
+    :param examples: GAP examples (:func:`~bertology_utils.data.load_gap`).
+    :param model: the model whose tokenizer counts the tokens.
+    :param max_tokens: tokens per example, special tokens included; by default what the model takes.
+    :returns: the examples kept, their words as a corpus, and the counts of what was left out.
     """
     limit = model.max_tokens if max_tokens is None else int(max_tokens)
     budget = limit - model.tokenizer.num_special_tokens_to_add(pair=False)
@@ -338,22 +386,31 @@ def _choice_correct(choice: np.ndarray, gold_is_a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CorefResult:
-    """Per example and head: did the pronoun attend more to its antecedent than to the other name?"""
+    """Per example and head: did the pronoun attend more to its antecedent than to the other name?
+
+    :param items: the scored examples.
+    :param indices: ``(examples,)`` their positions in the prepared examples (and the store).
+    :param correct: ``(examples, L, H)`` the antecedent's credit: 1, 0, or 0.5 for a tie.
+    :param baselines: baseline name -> ``(examples,)`` 1 / 0 / 0.5.
+    :param counts: examples read, kept, excluded and skipped, by reason.
+    :param description: what was scored.
+    """
 
     items: tuple[GapWords, ...]  #: the scored examples
     indices: np.ndarray  #: their positions in the prepared examples (and the store)
     correct: np.ndarray  #: (examples, layers, heads): the antecedent's credit, 1, 0, or 0.5 for a tie
-    baselines: dict  #: baseline name -> (examples,) 1 / 0 / 0.5
-    counts: dict
+    baselines: dict[str, np.ndarray]  #: baseline name -> (examples,) 1 / 0 / 0.5
+    counts: dict[str, int]
     description: str = ""
 
     @property
     def gender(self) -> np.ndarray:
+        """``(examples,)`` each example's pronoun gender (None for another pronoun)."""
         return np.array([g.gender for g in self.items], dtype=object)
 
     @property
     def accuracy(self) -> HeadMatrix:
-        """(layers, heads) accuracy over all scored examples."""
+        """``(L, H)`` accuracy over all scored examples."""
         return self.correct.mean(0)
 
     @property
@@ -362,10 +419,12 @@ class CorefResult:
         return Head.argmax(self.accuracy)
 
     def held_out(self) -> np.ndarray:
-        """(examples,) correctness of a head chosen on the other half of the examples (even / odd).
+        """Correctness of a head chosen on the other half of the examples (even / odd).
 
         Choosing the best of layers x heads on the same examples inflates its accuracy; this is
         the estimate free of that choice.
+
+        :returns: ``(examples,)`` 1 / 0 / 0.5, NaN where the other half is empty.
         """
         half = np.arange(len(self.items)) % 2
         out = np.full(len(self.items), np.nan)
@@ -378,7 +437,11 @@ class CorefResult:
         return out
 
     def table(self) -> pd.DataFrame:
-        """Accuracy (%) of the best head, its held-out estimate and the baselines: overall, per gender, F/M."""
+        """Accuracy of the best head, its held-out estimate and the baselines.
+
+        :returns: one row per method, accuracies in percent: ``all``, per gender, and ``F/M``; the
+            examples counted are in ``attrs["examples"]``.
+        """
         best = self.best_head
         methods = {
             f"best head {best}": self.correct[:, best.layer, best.head],
@@ -398,12 +461,20 @@ class CorefResult:
         table.attrs["examples"] = {"all": len(self.items), **{g: int((gender == g).sum()) for g in GENDERS}}
         return table
 
-    def head_metrics(self, prefix: str = "coref") -> dict:
-        """Per head: ``{prefix}.head.accuracy``, (layers, heads) fractions, the scale of ``best_accuracy``."""
+    def head_metrics(self, prefix: str = "coref") -> dict[str, np.ndarray]:
+        """Per-head metrics.
+
+        :param prefix: the metrics' name prefix.
+        :returns: ``{prefix}.head.accuracy``, ``(L, H)`` fractions, the scale of ``best_accuracy``.
+        """
         return {f"{prefix}.head.accuracy": self.accuracy}
 
-    def metrics(self, prefix: str = "coref") -> dict:
-        """The best head, its accuracy (fractions) overall, held out and per gender, the baselines and the counts."""
+    def metrics(self, prefix: str = "coref") -> dict[str, Any]:
+        """The best head, its accuracy (fractions) overall, held out and per gender, the baselines and the counts.
+
+        :param prefix: the metrics' name prefix.
+        :returns: metric name -> value.
+        """
         rows = self.table()
         best = rows.iloc[0]
         return {
@@ -420,21 +491,28 @@ class CorefResult:
         }
 
 
-def score_coreference(prepared: PreparedGap, attention, *, on_mismatch: str = "raise") -> CorefResult:
-    """Score every head on the prepared GAP examples.
+def score_coreference(
+    prepared: PreparedGap, attention: AttentionStore | Iterable[ItemAttention], *, on_mismatch: str = "raise"
+) -> CorefResult:
+    """Score every head on the prepared GAP examples: Clark et al.'s Table 2, on GAP (module docstring).
 
-    ``attention`` is a store extracted from ``prepared.corpus``, or word-level
-    :class:`ItemAttention` records whose ``index`` is the position in ``prepared.items``. Items
-    whose words are not the prepared words raise, or with ``on_mismatch="skip"`` are counted and
-    left out.
+    :param prepared: the examples (:func:`prepare_gap`).
+    :param attention: a store extracted from ``prepared.corpus``, or word-level
+        :class:`~bertology_utils.attention.word_attention.ItemAttention` records whose ``index`` is the
+        position in ``prepared.items``.
+    :param on_mismatch: items whose words are not the prepared words ``"raise"``, or with ``"skip"``
+        are counted and left out.
+    :returns: each head's credit on each example, and the baselines'.
+    :raises BertologyError: when no example could be scored, or the attention does not fit the examples.
     """
     if on_mismatch not in ON_MISMATCH:
         raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, not {on_mismatch!r}")
-    is_store = isinstance(attention, AttentionStore)
     counts = dict(prepared.counts)
     counts["skipped: words differ"] = 0
-    scored, rows, seen = [], [], set()
-    for item in attention.iter_items() if is_store else attention:
+    scored: list[int] = []
+    rows: list[np.ndarray] = []
+    seen: set[int] = set()
+    for item in attention.iter_items() if isinstance(attention, AttentionStore) else attention:
         i = int(item.index)
         if not 0 <= i < len(prepared.items):
             raise BertologyError(f"item {item.item_id} has index {i}, outside the {len(prepared.items)} examples")
@@ -482,7 +560,11 @@ PAPER_TABLE2 = {
 
 
 def paper_comparison(result: CorefResult) -> pd.DataFrame:
-    """Table 2 beside ours, accuracies in percent (:mod:`bertology_utils.papers.clark` judges the claims)."""
+    """Clark et al.'s Table 2 beside ours, in percent (:mod:`bertology_utils.papers.clark` judges the claims).
+
+    :param result: the scored GAP examples.
+    :returns: one row per method: the paper's accuracy (CoNLL-2012), ours (GAP) and a note on the difference.
+    """
     ours = result.table()["all"]
     best = ours.index[0]
     rows = [
@@ -514,8 +596,15 @@ def paper_comparison(result: CorefResult) -> pd.DataFrame:
 
 
 def example_index(result: CorefResult, layer: int, head: int, max_words: int = 45) -> int:
-    """Position in ``result.items`` of the shortest example the head gets right (the shortest of all if it
-    gets none of ``max_words`` words or fewer right); ``result.indices`` maps it to the store."""
+    """The shortest example one head gets right, to show.
+
+    :param result: the scored GAP examples.
+    :param layer: the head's layer, from 0.
+    :param head: the head within its layer, from 0.
+    :param max_words: the longest example to consider.
+    :returns: a position in ``result.items`` (``result.indices`` maps it to the store); the shortest of
+        all when the head gets none of ``max_words`` words or fewer right.
+    """
     right = result.correct[:, layer, head] == 1
     lengths = np.array([len(g.words) for g in result.items])
     pool = np.flatnonzero(right & (lengths <= max_words))
@@ -523,8 +612,16 @@ def example_index(result: CorefResult, layer: int, head: int, max_words: int = 4
     return int(pool[np.argmin(lengths[pool])])
 
 
-def plot_pronoun_attention(item: ItemAttention, words: GapWords, layer: int, head: int, ax=None):
-    """Bars of the pronoun's attention to every word for one head (0-based), names A and B coloured."""
+def plot_pronoun_attention(item: ItemAttention, words: GapWords, layer: int, head: int, ax: Axes | None = None) -> Axes:
+    """Bars of the pronoun's attention to every word for one head, names A and B coloured.
+
+    :param item: the example's word-level attention.
+    :param words: the example's words (``result.items[k]``).
+    :param layer: the head's layer, from 0.
+    :param head: the head within its layer, from 0.
+    :param ax: where to draw; a new figure when None.
+    :returns: the axes drawn on.
+    """
     import matplotlib.pyplot as plt
 
     real = real_word_positions(item)

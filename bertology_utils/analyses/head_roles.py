@@ -1,24 +1,23 @@
 """Head roles after Voita et al. (2019): positional, syntactic and rare-word heads, and head confidence.
 
-Voita et al. named three roles in Transformer NMT encoders, each read from where a head's maximum
-attention goes (see ``papers.md``, "Voita et al. 2019"):
+`Analyzing Multi-Head Self-Attention: Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned
+<https://arxiv.org/abs/1905.09418>`_. Voita et al. named three roles in Transformer NMT encoders, each read from where
+a head's maximum attention goes:
 
 * **positional**: the maximum points to one fixed relative position for at least 90% of the words;
 * **syntactic**: for nsubj, dobj, amod and advmod the most-attended word is the related word, clearly
   more often than the best fixed-offset baseline;
 * **rare words**: the maximum points to the sentence's least frequent word far more often than chance.
 
-Here the maps are word-level :class:`~bertology_utils.attention.word_attention.ItemAttention` records
-(a list, or an :class:`~bertology_utils.attention.store.AttentionStore`). Rows are the *real* words
-only; a row's maximum is taken over *all* columns, so a row whose maximum rests on [CLS]/[SEP]/``<s>``
-(BERT's no-op, Clark et al. 2019) points to no word: it counts as a row but as no offset and no hit.
-Maxima are tie-aware (:func:`~bertology_utils.core.maxima.tie_credit`): columns within one float16
-ulp of the row's maximum (2**-12 ~ 2.4e-4 for a maximum in [0.25, 0.5)) share the row's credit
-equally, and every count below is a sum of credit, read from the maps as stored; a row with no
-attention at all points nowhere.
-Positions and offsets are counted over real words, so in a pair the [SEP] between the two texts is
-stepped over. Every statistic is one pass over the items, vectorised over layers, heads and rows;
-layer and head counts come from the data.
+Here the maps are word-level :class:`~bertology_utils.attention.word_attention.ItemAttention` records (a list, or an
+:class:`~bertology_utils.attention.store.AttentionStore`). Rows are the *real* words only; a row's maximum is taken
+over *all* columns, so a row whose maximum rests on [CLS]/[SEP]/``<s>`` (BERT's no-op, Clark et al. 2019) points to no
+word: it counts as a row but as no offset and no hit. Maxima are tie-aware
+(:func:`~bertology_utils.core.maxima.tie_credit`): columns within one float16 ulp of the row's maximum (2**-12 ~ 2.4e-4
+for a maximum in [0.25, 0.5)) share the row's credit equally, and every count below is a sum of credit, read from the
+maps as stored; a row with no attention at all points nowhere. Positions and offsets are counted over real words, so in
+a pair the [SEP] between the two texts is stepped over. Every statistic is one pass over the items, vectorised over
+layers, heads and rows; layer and head counts come from the data.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,12 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import Head
 from bertology_utils.core.maxima import tie_credit
+from bertology_utils.data import Corpus
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from bertology_utils.core.models import LoadedModel
 
 __all__ = [
     "ROLES",
@@ -72,7 +78,7 @@ _EQUAL = "every word equally frequent"
 # --------------------------------------------------------------------------- reading items
 
 
-def _items(attention) -> Iterator[ItemAttention]:
+def _items(attention: AttentionStore | Iterable[ItemAttention]) -> Iterator[ItemAttention]:
     """The items of a store, or the given ItemAttention records, as score_syntax accepts them."""
     return attention.iter_items() if isinstance(attention, AttentionStore) else iter(attention)
 
@@ -90,7 +96,9 @@ def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarra
     return att, shape
 
 
-def _sentences(items, skipped: dict, min_words: int = 2) -> Iterator[tuple[ItemAttention, np.ndarray, np.ndarray]]:
+def _sentences(
+    items: AttentionStore | Iterable[ItemAttention], skipped: dict[str, int], min_words: int = 2
+) -> Iterator[tuple[ItemAttention, np.ndarray, np.ndarray]]:
     """(item, real-word positions, (L, H, n, n) maps as stored) of every item with at least ``min_words`` real
     words; shorter items are counted in ``skipped``. Every item's maps are checked against the first's shape."""
     shape = None
@@ -111,7 +119,7 @@ def _word_credit(att: np.ndarray, real: np.ndarray) -> np.ndarray:
     return tie_credit(att[:, :, real, :])[..., real]
 
 
-def _nothing_scored(what: str, skipped: dict) -> BertologyError:
+def _nothing_scored(what: str, skipped: dict[str, int]) -> BertologyError:
     reasons = ", ".join(f"{k}: {v}" for k, v in skipped.items() if v) or "no items given"
     return BertologyError(f"no sentence could be scored for {what}: {reasons}")
 
@@ -121,7 +129,17 @@ def _nothing_scored(what: str, skipped: dict) -> BertologyError:
 
 @dataclass(frozen=True)
 class PositionalRoles:
-    """What :func:`positional_heads` returns; arrays are ``(layers, heads)``."""
+    """What :func:`positional_heads` returns; arrays are ``(L, H)``.
+
+    :param offset: modal relative offset of the maximum (ties: nearest 0, then the negative one).
+    :param share: credit at that offset over all scored rows.
+    :param is_positional: ``share >= threshold``.
+    :param special: share of credit on special pseudo-words, or on nothing (empty rows): no offset.
+    :param threshold: the share a positional head needs.
+    :param rows: real-word rows scored (the same for every head).
+    :param n_items: items scored.
+    :param skipped: items left out, by reason.
+    """
 
     offset: np.ndarray  #: modal relative offset of the maximum (ties: nearest 0, then the negative one)
     share: np.ndarray  #: credit at that offset over all scored rows
@@ -130,23 +148,27 @@ class PositionalRoles:
     threshold: float
     rows: int  #: real-word rows scored (the same for every head)
     n_items: int  #: items scored
-    skipped: dict  #: items left out, by reason
+    skipped: dict[str, int]  #: items left out, by reason
 
     def heads(self) -> list[Head]:
         """The positional heads, layer by layer."""
         return [Head(int(l), int(h)) for l, h in np.argwhere(self.is_positional)]
 
 
-def positional_heads(items, threshold: float = 0.9) -> PositionalRoles:
+def positional_heads(items: AttentionStore | Iterable[ItemAttention], threshold: float = 0.9) -> PositionalRoles:
     """Heads whose maximum attention points to one fixed relative position for ``threshold`` of the words.
 
-    For every real-word row, the offset of its maximum (over all columns) from the row's own position,
-    both counted over real words; a row whose maximum rests on a special token has no offset and counts
-    against every offset. Columns within one float16 ulp of the maximum share the row's credit
-    (:func:`~bertology_utils.core.maxima.tie_credit`), so a row split between the previous word and
-    itself gives each offset half. Offset 0 (a head on the word itself) is an offset like any other.
-    Voita et al. used 90% of the tokens; their positional heads pointed to -1 or +1. Items with fewer
-    than 2 real words are skipped and counted.
+    For every real-word row, the offset of its maximum (over all columns) from the row's own position, both counted
+    over real words; a row whose maximum rests on a special token has no offset and counts against every offset.
+    Columns within one float16 ulp of the maximum share the row's credit
+    (:func:`~bertology_utils.core.maxima.tie_credit`), so a row split between the previous word and itself gives each
+    offset half. Offset 0 (a head on the word itself) is an offset like any other. Voita et al. used 90% of the tokens;
+    their positional heads pointed to -1 or +1. Items with fewer than 2 real words are skipped and counted.
+
+    :param items: word-level attention (a store, or ItemAttention records).
+    :param threshold: the share of the rows a head's modal offset needs.
+    :returns: each head's modal offset, its share, and which heads are positional.
+    :raises BertologyError: when no item could be scored.
     """
     counts = np.zeros((0, 0, 1))  # (L, H, offsets -reach..reach): credit
     reach = 0
@@ -198,15 +220,28 @@ def _aliases(relation: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SyntacticRoles:
-    """What :func:`syntactic_heads` returns: per requested relation (as named in ``relations``)."""
+    """What :func:`syntactic_heads` returns: per requested relation (as named in ``relations``).
+
+    :param relations: as requested.
+    :param labels: relation -> the label found in the result (``dobj`` for ``obj``...), None when missing.
+    :param counts: relation -> scored dependents (0 when missing).
+    :param accuracy: relation -> ``(L, H)`` accuracy in the better direction (NaN when missing).
+    :param baseline: relation -> accuracy of the best fixed offset (NaN when missing).
+    :param baseline_offset: relation -> that offset (None when missing).
+    :param is_syntactic: relation -> ``(L, H)`` bool.
+    :param margin: what a head must beat the baseline by.
+    :param missing: requested relations with no scored dependent.
+    """
 
     relations: tuple[str, ...]  #: as requested
-    labels: dict  #: relation -> the label found in the result (``dobj`` for ``obj``...), None when missing
-    counts: dict  #: relation -> scored dependents (0 when missing)
-    accuracy: dict  #: relation -> (layers, heads) accuracy in the better direction (NaN when missing)
-    baseline: dict  #: relation -> accuracy of the best fixed offset (NaN when missing)
-    baseline_offset: dict  #: relation -> that offset (None when missing)
-    is_syntactic: dict  #: relation -> (layers, heads) bool
+    labels: dict[
+        str, str | None
+    ]  #: relation -> the label found in the result (``dobj`` for ``obj``...), None when missing
+    counts: dict[str, int]  #: relation -> scored dependents (0 when missing)
+    accuracy: dict[str, np.ndarray]  #: relation -> (layers, heads) accuracy in the better direction (NaN when missing)
+    baseline: dict[str, float]  #: relation -> accuracy of the best fixed offset (NaN when missing)
+    baseline_offset: dict[str, int | None]  #: relation -> that offset (None when missing)
+    is_syntactic: dict[str, np.ndarray]  #: relation -> (layers, heads) bool
     margin: float
     missing: tuple[str, ...]  #: requested relations with no scored dependent
 
@@ -217,15 +252,24 @@ class SyntacticRoles:
 
     @property
     def any_syntactic(self) -> np.ndarray:
-        """(layers, heads) bool: syntactic for at least one relation."""
+        """``(L, H)`` bool: syntactic for at least one relation."""
         return np.logical_or.reduce([self.is_syntactic[r] for r in self.relations])
 
     def relations_of(self, layer: int, head: int) -> list[str]:
-        """The relations a head (0-based) is syntactic for, in the order requested."""
+        """The relations a head is syntactic for, in the order requested.
+
+        :param layer: the head's layer, from 0.
+        :param head: the head within its layer, from 0.
+        :returns: relation names.
+        """
         return [r for r in self.relations if self.is_syntactic[r][layer, head]]
 
     def relation_names(self, sep: str = "+") -> np.ndarray:
-        """(layers, heads) strings: the relations each head is syntactic for, joined by ``sep`` ("" for none)."""
+        """The relations each head is syntactic for, as text.
+
+        :param sep: what joins two relations.
+        :returns: ``(L, H)`` strings, ``""`` for none.
+        """
         shape = self.is_syntactic[self.relations[0]].shape if self.relations else (0, 0)
         names = np.full(shape, "", dtype=object)
         for r in self.relations:
@@ -233,7 +277,10 @@ class SyntacticRoles:
         return names
 
     def table(self) -> pd.DataFrame:
-        """One row per relation: count, baseline, best head and how many heads beat the baseline by the margin."""
+        """The relations side by side.
+
+        :returns: one row per relation: count, baseline, best head, and the heads that beat the baseline by the margin.
+        """
         rows = []
         for r in self.relations:
             acc = self.accuracy[r]
@@ -261,25 +308,28 @@ def syntactic_heads(
 ) -> SyntacticRoles:
     """Heads that find a relation's related word clearly more often than the best fixed offset does.
 
-    Per relation and head, the accuracy of :func:`~bertology_utils.analyses.syntax.scoring.score_syntax` in the
-    better of the two directions (Voita scored both) against the best fixed-offset baseline for that
-    relation (Voita's "most frequent relative position"). A head is syntactic for a relation when its
-    accuracy >= baseline + ``margin`` (absolute, 0.10 = 10 points). Voita et al. report per-relation
-    accuracies against the baseline and call a head syntactic when it clearly beats it; the 10-point
-    margin is our reading of "clearly", kept a parameter. Accuracies are on the same words the best
-    head is chosen on (no held-out check; :meth:`SyntaxResult.best` has one).
+    Per relation and head, the accuracy of :func:`~bertology_utils.analyses.syntax.scoring.score_syntax` in the better
+    of the two directions (Voita scored both) against the best fixed-offset baseline for that relation (Voita's "most
+    frequent relative position"). A head is syntactic for a relation when its accuracy >= baseline + ``margin``
+    (absolute, 0.10 = 10 points). Voita et al. report per-relation accuracies against the baseline and call a head
+    syntactic when it clearly beats it; the 10-point margin is our reading of "clearly", kept a parameter. Accuracies
+    are on the same words the best head is chosen on (no held-out check; :meth:`SyntaxResult.best` has one).
 
-    ``relations`` are UD names; a Stanford twin (``dobj`` for ``obj``) found in the result is used
-    instead. Subtypes are separate relations (``nsubj:pass`` is not ``nsubj``, as Stanford's
-    ``nsubjpass`` is not). A relation with no scored dependent is reported missing, never an error.
+    Subtypes are separate relations (``nsubj:pass`` is not ``nsubj``, as Stanford's ``nsubjpass`` is not). A relation
+    with no scored dependent is reported missing, never an error.
+
+    :param result: :func:`~bertology_utils.analyses.syntax.scoring.score_syntax` of a treebank.
+    :param relations: UD names; a Stanford twin (``dobj`` for ``obj``) found in the result is used instead.
+    :param margin: what a head's accuracy must beat the baseline by (absolute).
+    :returns: per relation, each head's accuracy against the baseline, and which heads are syntactic.
     """
     shape = (result.num_layers, result.num_heads)
-    labels: dict = {}
-    counts: dict = {}
-    accuracy: dict = {}
-    baseline: dict = {}
-    baseline_offset: dict = {}
-    is_syntactic: dict = {}
+    labels: dict[str, str | None] = {}
+    counts: dict[str, int] = {}
+    accuracy: dict[str, np.ndarray] = {}
+    baseline: dict[str, float] = {}
+    baseline_offset: dict[str, int | None] = {}
+    is_syntactic: dict[str, np.ndarray] = {}
     missing = []
     for relation in relations:
         label = next((a for a in _aliases(relation) if a in result.relations), None)
@@ -305,13 +355,17 @@ def syntactic_heads(
 # --------------------------------------------------------------------------- rare-word heads
 
 
-def word_frequencies(corpus: Iterable, lowercase: bool = True) -> collections.Counter:
+def word_frequencies(corpus: Iterable[Any], lowercase: bool = True) -> collections.Counter[str]:
     """How often each word occurs in every item (sentence, or both texts of a pair) of ``corpus``.
 
     Voita et al. counted on the model's training data; a notebook counts on whatever corpus it has,
     and should say which.
+
+    :param corpus: sentences or pairs (anything :func:`~bertology_utils.attention.alignment.item_texts` reads).
+    :param lowercase: count lowercased words.
+    :returns: word -> occurrences.
     """
-    counter: collections.Counter = collections.Counter()
+    counter: collections.Counter[str] = collections.Counter()
     for item in corpus:
         first, second, _ = item_texts(item)
         for words in (first, second or ()):
@@ -321,7 +375,22 @@ def word_frequencies(corpus: Iterable, lowercase: bool = True) -> collections.Co
 
 @dataclass(frozen=True)
 class RareWordRoles:
-    """What :func:`rare_word_heads` returns; arrays are ``(layers, heads)``."""
+    """What :func:`rare_word_heads` returns; arrays are ``(L, H)``.
+
+    :param rate: hits over scored rows.
+    :param chance: mean per-row chance, (least frequent words) / (real words).
+    :param hits: credit of the rows' maxima on a least frequent word.
+    :param z: ``(hits - expected) / sqrt(variance)``.
+    :param p_value: one-sided, normal approximation, not corrected.
+    :param is_rare: ``rate >= factor * chance`` and ``p_value < alpha / heads``.
+    :param expected: sum of the per-row chances.
+    :param variance: sum of ``p (1 - p)`` over rows.
+    :param factor: the rate over chance a rare-word head needs.
+    :param alpha: the test's level, before the Bonferroni correction.
+    :param rows: real-word rows scored.
+    :param n_items: items scored.
+    :param skipped: items left out, by reason.
+    """
 
     rate: np.ndarray  #: hits over scored rows
     chance: np.ndarray  #: mean per-row chance, (least frequent words) / (real words)
@@ -335,7 +404,7 @@ class RareWordRoles:
     alpha: float
     rows: int
     n_items: int
-    skipped: dict  #: items left out, by reason
+    skipped: dict[str, int]  #: items left out, by reason
 
     def heads(self) -> list[Head]:
         """The rare-word heads, layer by layer."""
@@ -343,8 +412,8 @@ class RareWordRoles:
 
 
 def rare_word_heads(
-    items,
-    frequencies: collections.Counter,
+    items: AttentionStore | Iterable[ItemAttention],
+    frequencies: collections.Counter[str],
     *,
     lowercase: bool = True,
     factor: float = 2.0,
@@ -352,17 +421,23 @@ def rare_word_heads(
 ) -> RareWordRoles:
     """Heads whose maximum attention goes to the sentence's least frequent word far more often than chance.
 
-    For every real-word row: the least frequent real words of its item (unseen words count 0; every
-    word at the minimum counts, ties included) and the row's credit on them: 1 when its maximum over
-    all columns is one of them, a share when the maximum ties within one float16 ulp
-    (:func:`~bertology_utils.core.maxima.tie_credit`); a rare word attending to itself counts. Chance
-    for the row = (least frequent words) / (real words), what a head with its maximum on a random word
-    would score. Per head, ``hits`` is tested against the Poisson-binomial of those chances with its
-    normal approximation, one-sided, Bonferroni-corrected over the heads. Rows of one sentence are not
-    independent (they share its words), so the test is optimistic; the ``factor`` over chance is the
-    effect size Voita's "far more often" asks for. Items with fewer than 2 real words, or whose words
-    are all equally frequent, are skipped and counted. ``frequencies`` come from
-    :func:`word_frequencies` with the same ``lowercase``.
+    For every real-word row: the least frequent real words of its item (unseen words count 0; every word at the minimum
+    counts, ties included) and the row's credit on them: 1 when its maximum over all columns is one of them, a share
+    when the maximum ties within one float16 ulp (:func:`~bertology_utils.core.maxima.tie_credit`); a rare word
+    attending to itself counts. Chance for the row = (least frequent words) / (real words), what a head with its
+    maximum on a random word would score. Per head, ``hits`` is tested against the Poisson-binomial of those chances
+    with its normal approximation, one-sided, Bonferroni-corrected over the heads. Rows of one sentence are not
+    independent (they share its words), so the test is optimistic; the ``factor`` over chance is the effect size
+    Voita's "far more often" asks for. Items with fewer than 2 real words, or whose words are all equally frequent, are
+    skipped and counted.
+
+    :param items: word-level attention (a store, or ItemAttention records).
+    :param frequencies: from :func:`word_frequencies` with the same ``lowercase``.
+    :param lowercase: look words up lowercased.
+    :param factor: the rate over chance a rare-word head needs.
+    :param alpha: the test's level, Bonferroni-corrected over the heads.
+    :returns: each head's rate, chance, test and verdict.
+    :raises BertologyError: when no item could be scored.
     """
     hits = None
     rows = n_items = 0
@@ -410,15 +485,19 @@ def rare_word_heads(
 # --------------------------------------------------------------------------- confidence
 
 
-def head_confidence(items, specials: str = "exclude") -> np.ndarray:
-    """Voita et al.'s confidence: per head, the mean over real-word rows of the row's maximum weight, ``(L, H)``.
+def head_confidence(items: AttentionStore | Iterable[ItemAttention], specials: str = "exclude") -> np.ndarray:
+    """Voita et al.'s confidence: per head, the mean over real-word rows of the row's maximum weight.
 
-    ``specials="exclude"`` (default) takes the maximum over the real words' columns only, without
-    renormalising: BERT parks attention on [CLS]/[SEP] as a no-op (Clark et al. 2019), the analogue
-    of the end-of-sentence token Voita left out, and a head resting on [SEP] is not confident about
-    any word. ``"include"`` takes it over all columns. Rows are first renormalised over all columns
-    (float16 storage); every real-word row of every item weighs the same. The maximum's value is read,
-    not its column, so ties do not matter here.
+    ``specials="exclude"`` (default) takes the maximum over the real words' columns only, without renormalising: BERT
+    parks attention on [CLS]/[SEP] as a no-op (Clark et al. 2019), the analogue of the end-of-sentence token Voita left
+    out, and a head resting on [SEP] is not confident about any word. ``"include"`` takes it over all columns. Rows are
+    first renormalised over all columns (float16 storage); every real-word row of every item weighs the same. The
+    maximum's value is read, not its column, so ties do not matter here.
+
+    :param items: word-level attention (a store, or ItemAttention records).
+    :param specials: one of :data:`SPECIALS`.
+    :returns: ``(L, H)`` mean maximum weight.
+    :raises BertologyError: without a real-word row.
     """
     if specials not in SPECIALS:
         raise ValueError(f"specials must be one of {SPECIALS}, not {specials!r}")
@@ -442,25 +521,36 @@ def head_confidence(items, specials: str = "exclude") -> np.ndarray:
 
 @dataclass(frozen=True)
 class HeadRoles:
-    """The roles of every head: what :func:`head_roles` gathers from the three role tests."""
+    """The roles of every head: what :func:`head_roles` gathers from the three role tests.
+
+    :param positional: :func:`positional_heads`' result.
+    :param syntactic: :func:`syntactic_heads`' result, None when untested.
+    :param rare: :func:`rare_word_heads`' result, None when untested.
+    :param masks: role -> ``(L, H)`` bool, keys as in :data:`ROLES`.
+    :param untested: roles not tested (not given, or no relation found); their masks are all False.
+    """
 
     positional: PositionalRoles
     syntactic: SyntacticRoles | None
     rare: RareWordRoles | None
-    masks: dict  #: role -> (layers, heads) bool, keys as in :data:`ROLES`
+    masks: dict[str, np.ndarray]  #: role -> (layers, heads) bool, keys as in :data:`ROLES`
     untested: tuple[str, ...] = ()  #: roles not tested (not given, or no relation found); their masks are all False
 
     @property
-    def shape(self) -> tuple[int, int]:
+    def shape(self) -> tuple[int, ...]:
+        """``(L, H)``."""
         return self.positional.offset.shape
 
     @property
     def specialised(self) -> np.ndarray:
-        """(layers, heads) bool: at least one role."""
+        """``(L, H)`` bool: at least one role."""
         return np.logical_or.reduce(list(self.masks.values()))
 
     def table(self) -> pd.DataFrame:
-        """One row per head, layer by layer: its name (``l-h``), layer and head (from 1) and each role."""
+        """Every head's roles.
+
+        :returns: one row per head, layer by layer: its name (``l-h``), layer and head (from 1) and each role.
+        """
         L, H = self.shape
         layer, head = (a.ravel() for a in np.indices((L, H)))
         heads = [Head(int(l), int(h)) for l, h in zip(layer, head)]
@@ -480,9 +570,12 @@ class HeadRoles:
             }
         )
 
-    def summary(self) -> dict:
-        """Counts of heads: in all, per role (None for an untested role), per relation, specialised, with several roles."""
-        out: dict = {"heads": int(np.prod(self.shape))}
+    def summary(self) -> dict[str, int | None]:
+        """How many heads have each role.
+
+        :returns: head counts: in all, per role (None when untested), per relation, specialised, with several roles.
+        """
+        out: dict[str, int | None] = {"heads": int(np.prod(self.shape))}
         out.update({role: None if role in self.untested else int(mask.sum()) for role, mask in self.masks.items()})
         if self.syntactic is not None:
             for relation in self.syntactic.relations:
@@ -498,8 +591,12 @@ def head_roles(
 ) -> HeadRoles:
     """Gather the three role tests into one :class:`HeadRoles`; all must come from maps of one shape.
 
-    ``syntactic`` or ``rare`` may be None (no treebank, no frequency counts): that role is untested,
-    its mask all False, and :meth:`HeadRoles.summary` gives None for it rather than 0.
+    :param positional: :func:`positional_heads`' result.
+    :param syntactic: :func:`syntactic_heads`' result; None (no treebank) leaves the role untested, its
+        mask all False, and :meth:`HeadRoles.summary` gives None for it rather than 0.
+    :param rare: :func:`rare_word_heads`' result; None (no frequency counts) leaves the role untested.
+    :returns: the roles of every head.
+    :raises BertologyError: when the tests are for different shapes.
     """
     shape = positional.offset.shape
     untested = []
@@ -519,9 +616,9 @@ def head_roles(
 
 
 def find_roles(
-    trees,
-    model,
-    frequencies: collections.Counter,
+    trees: Corpus,
+    model: str | LoadedModel,
+    frequencies: collections.Counter[str],
     *,
     threshold: float = 0.9,
     margin: float = 0.10,
@@ -531,10 +628,18 @@ def find_roles(
 ) -> tuple[HeadRoles, AttentionStore]:
     """Every role of ``model``'s heads on a treebank, and the (cached) attention store they were read from.
 
-    The word-level maps come from ``attention.extraction.extract_cached`` (shared with any analysis of the
-    same model and sentences); ``threshold``, ``margin`` and ``factor``/``alpha`` go to
-    :func:`positional_heads`, :func:`syntactic_heads` and :func:`rare_word_heads`. ``progress``: the
-    extraction's bar (none when the store is cached).
+    The word-level maps come from :func:`~bertology_utils.attention.extraction.extract_cached` (shared with any
+    analysis of the same model and sentences).
+
+    :param trees: a treebank.
+    :param model: a model name or a loaded model.
+    :param frequencies: word frequencies for :func:`rare_word_heads`.
+    :param threshold: for :func:`positional_heads`.
+    :param margin: for :func:`syntactic_heads`.
+    :param factor: for :func:`rare_word_heads`.
+    :param alpha: for :func:`rare_word_heads`.
+    :param progress: show the extraction's bar (none when the store is cached).
+    :returns: the roles and the store.
     """
     from bertology_utils.attention.extraction import extract_cached
 
@@ -548,10 +653,16 @@ def find_roles(
     return found, store
 
 
-def plot_roles(roles: HeadRoles, ax=None, confidence: np.ndarray | None = None, title: str | None = None):
+def plot_roles(
+    roles: HeadRoles, ax: Axes | None = None, confidence: np.ndarray | None = None, title: str | None = None
+) -> Axes:
     """Layers x heads grid with each head's roles written in its cell (P positional, S syntactic, R rare).
 
-    Cells are coloured by ``confidence`` (:func:`head_confidence`) when given, else by the number of roles.
+    :param roles: the roles of every head.
+    :param ax: where to draw; a new figure when None.
+    :param confidence: ``(L, H)`` :func:`head_confidence` to colour the cells by; by default the number of roles.
+    :param title: the axes' title.
+    :returns: the axes drawn on.
     """
     from bertology_utils.core.figures import plot_layer_head_grid
 

@@ -5,7 +5,10 @@ Every function reads word-level :class:`~bertology_utils.attention.word_attentio
 :class:`~bertology_utils.attention.store.AttentionStore`, which iterates over its items) and returns one
 value per ``(layer, head)``. Layer and head counts come from the data.
 
-Averaging follows Clark et al. (2019), who averaged over tokens: every attending *word* of every
+:func:`surface_statistics` are Clark et al.'s (2019, `What Does BERT Look At?
+<https://arxiv.org/abs/1906.04341>`_, Section 3); :func:`vig_patterns` are Vig & Belinkov's (2019,
+`Analyzing the Structure of Attention in a Transformer Language Model
+<https://arxiv.org/abs/1906.04284>`_). Averaging follows Clark et al., who averaged over tokens: every attending *word* of every
 item is one row, and each row weighs the same, so long sentences count more than short ones.
 Rows of the special pseudo-words ([CLS], [SEP], ``<s>``, ``</s>``) are included, as are Clark's.
 Stored maps are float16, so a row sums to 1 only within about 1e-3; the statistics below
@@ -15,8 +18,9 @@ renormalise each row before using it (:func:`max_row_sum_error` measures the dev
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +32,9 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import is_punctuation
+
+if TYPE_CHECKING:
+    from bertology_utils.attention.store import AttentionStore
 
 __all__ = [
     "max_row_sum_error",
@@ -43,7 +50,11 @@ __all__ = [
 
 
 def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
-    """Largest ``|row sum - 1|`` over every row of every head of every item (float16 rounding shows here)."""
+    """Largest ``|row sum - 1|`` over every row of every head of every item (float16 rounding shows here).
+
+    :param items: word-level attention.
+    :returns: the largest deviation of a row's sum from 1.
+    """
     worst = 0.0
     for item in items:
         att = np.asarray(item.attention, dtype=np.float64)
@@ -52,10 +63,13 @@ def max_row_sum_error(items: Iterable[ItemAttention]) -> float:
 
 
 def head_table(values: Mapping[str, HeadMatrix]) -> pd.DataFrame:
-    """One row per (layer, head), both counted from 1 like the papers, one column per ``(layers, heads)`` array.
+    """One row per (layer, head), both counted from 1 like the papers, one column per ``(L, H)`` array.
 
     ``surface_statistics(items).table()`` has columns layer, head and one per statistic; melt it
     for seaborn's long format.
+
+    :param values: name -> ``(L, H)`` array, all of one shape.
+    :returns: columns ``layer``, ``head`` and one per name, ``L * H`` rows.
     """
     arrays = {name: np.asarray(v) for name, v in values.items()}
     shapes = {v.shape for v in arrays.values()}
@@ -68,9 +82,10 @@ def head_table(values: Mapping[str, HeadMatrix]) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- Clark's surface statistics, one pass
 
+#: The levels :func:`surface_statistics` reads: word-level maps, or token-level ones.
 LEVELS = ("word", "token")
 
-#: Names of the ``(layers, heads)`` arrays in :attr:`SurfaceStats.values`, with what each one averages.
+#: Names of the ``(L, H)`` arrays in :attr:`SurfaceStats.values`, with what each one averages.
 STATISTICS = {
     "previous": "share of a row on the previous position (rows that have one)",
     "self": "share of a row on its own position",
@@ -97,7 +112,19 @@ def _strip_piece(token: str) -> str:
 
 @dataclass
 class SurfaceStats:
-    """What :func:`surface_statistics` returns: per-head means, their row counts and uniform references."""
+    """What :func:`surface_statistics` returns: per-head means, their row counts and uniform references.
+
+    :param level: ``"word"`` or ``"token"`` (:data:`LEVELS`).
+    :param values: name -> ``(L, H)`` mean, see :data:`STATISTICS`.
+    :param rows: name -> number of rows the mean is over.
+    :param uniform_entropy: mean log(row length) over all rows: a uniform head's entropy.
+    :param uniform_cls_entropy: the same over [CLS] rows only.
+    :param n_items: items read.
+    :param n_pairs: items with two segments.
+    :param per_item: name -> ``(items, L, H)`` sums of each item's rows, and ``"rows:" + name`` ->
+        ``(items,)`` row counts (``"log_n"``, ``"log_n_cls"``: each item's summed log row length): what
+        :meth:`bootstrap` resamples.
+    """
 
     level: str
     values: dict[str, HeadMatrix]  #: name -> (layers, heads) mean, see :data:`STATISTICS`
@@ -111,13 +138,22 @@ class SurfaceStats:
     per_item: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, name: str) -> HeadMatrix:
+        """The ``(L, H)`` means of one statistic of :data:`STATISTICS`."""
         return self.values[name]
 
     def bootstrap(self, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Draws:
-        """Bootstrap draws of every statistic over the items (sentences, or pairs), resampled as a whole with their
-        rows: each draw is the statistics of ``n_items`` items drawn with replacement, weighting rows as
-        :func:`surface_statistics` does; ``uniform_entropy`` and ``uniform_cls_entropy`` are drawn with them.
-        Seeded, so a claim's interval is the same on every run. ValueError without the per-item sums."""
+        """Bootstrap draws of every statistic over the items (sentences, or pairs), resampled whole with their rows.
+
+        Each draw is the statistics of ``n_items`` items drawn with replacement, weighting rows as
+        :func:`surface_statistics` does; ``uniform_entropy`` and ``uniform_cls_entropy`` are drawn with
+        them. Seeded, so a claim's interval is the same on every run.
+
+        :param n_resamples: draws.
+        :param seed: the resampling's seed.
+        :param level: the intervals' confidence level.
+        :returns: ``(n_resamples, L, H)`` draws per statistic (``(n_resamples,)`` for the uniform references).
+        :raises ValueError: without the per-item sums.
+        """
         if not self.per_item:
             raise ValueError("these statistics keep no per-item sums to resample: compute them with surface_statistics")
         weights = bootstrap_weights(self.n_items, n_resamples, seed)
@@ -138,15 +174,18 @@ class SurfaceStats:
         return Draws(values, f"{self.n_items} {what}", level)
 
     def table(self) -> pd.DataFrame:
-        """:func:`head_table` of every statistic."""
+        """:func:`head_table` of every statistic: one row per head."""
         return head_table(self.values)
 
     def per_layer(self) -> pd.DataFrame:
-        """Mean over heads of every statistic, one row per layer (counted from 1)."""
+        """Mean over heads of every statistic.
+
+        :returns: one row per layer (counted from 1), one column per statistic.
+        """
         return self.table().drop(columns="head").groupby("layer").mean()
 
 
-def _view(item: ItemAttention, level: str):
+def _view(item: ItemAttention, level: str) -> tuple[np.ndarray, np.ndarray, Sequence[str], np.ndarray]:
     """(attention (L, H, n, n) float64 with rows renormalised, kinds (n,), texts (n,), segments (n,))."""
     if level == "word":
         att, kinds, texts, segments = item.attention, np.asarray(item.word_kinds), item.words, np.asarray(item.segments)
@@ -174,7 +213,7 @@ def surface_statistics(
     eps: float = 1e-12,
     punctuation: Collection[str] | None = None,
     *,
-    cluster=None,
+    cluster: Any = None,
 ) -> SurfaceStats:
     """Clark et al.'s surface statistics of every head, one pass over the items, vectorised over heads and rows.
 
@@ -183,12 +222,19 @@ def surface_statistics(
     means the previous *token*, as in Clark's Figure 1. Every row (attending position) of every
     item weighs the same; rows are renormalised to sum to 1 first (float16 storage). Special
     tokens are the model's own (from the word kinds: [CLS]/``<s>`` leading, [SEP]/``</s>``
-    separators). Entropy is ``-sum p log max(p, eps)`` (no mass added; ``eps`` only makes 0 log 0 = 0).
-    ``punctuation``: the forms that count as punctuation (a treebank's own, from
-    :func:`~bertology_utils.data.punctuation_forms`); None: Unicode's punctuation characters.
-    ``cluster`` (``"local:N"``, a scheduler address or a ``distributed.Client``; ``items`` must then be an
-    :class:`~bertology_utils.attention.store.AttentionStore`): the sums are taken over ranges of the
-    store on the cluster and added up here, equal to the single-process result up to float rounding.
+    separators).
+
+    :param items: word-level attention (an :class:`~bertology_utils.attention.store.AttentionStore`
+        iterates over its items).
+    :param level: one of :data:`LEVELS`.
+    :param eps: entropy is ``-sum p log max(p, eps)`` (no mass added; ``eps`` only makes 0 log 0 = 0).
+    :param punctuation: the forms that count as punctuation (a treebank's own, from
+        :func:`~bertology_utils.data.punctuation_forms`); None: Unicode's punctuation characters.
+    :param cluster: ``"local:N"``, a scheduler address or a ``distributed.Client`` (``items`` must then
+        be an :class:`~bertology_utils.attention.store.AttentionStore`): the sums are taken over ranges
+        of the store on the cluster and added up here, equal to the single-process result up to float
+        rounding.
+    :returns: the ``(L, H)`` mean of every statistic of :data:`STATISTICS`, with row counts.
     """
     if cluster is None:
         sums = _SurfaceSums(level, eps, punctuation)
@@ -204,7 +250,7 @@ def surface_statistics(
     return sums.result()
 
 
-def _store_in_range(items):
+def _store_in_range(items: Iterable[ItemAttention]) -> AttentionStore:
     from bertology_utils.attention.store import AttentionStore
 
     if not isinstance(items, AttentionStore):
@@ -212,7 +258,9 @@ def _store_in_range(items):
     return items
 
 
-def _surface_sums_of_range(store_path: str, lo: int, hi: int, level, eps, punctuation) -> _SurfaceSums:
+def _surface_sums_of_range(
+    store_path: str, lo: int, hi: int, level: str, eps: float, punctuation: Collection[str] | None
+) -> _SurfaceSums:
     """One map task of :func:`surface_statistics` on a cluster: the sums over items ``lo:hi`` of a store."""
     from bertology_utils.attention.store import AttentionStore
 
@@ -257,7 +305,9 @@ class _SurfaceSums:
         self.per_item.setdefault("log_n", []).append(log_n)
         self.per_item.setdefault("log_n_cls", []).append(log_n_cls)
 
-    def _item(self, att: np.ndarray, kinds, texts) -> tuple[dict, dict, float, float]:
+    def _item(
+        self, att: np.ndarray, kinds: np.ndarray, texts: Sequence[str]
+    ) -> tuple[dict[str, np.ndarray], dict[str, int], float, float]:
         """One item's sums over its rows and its row counts per statistic, and its summed log row lengths."""
         zero = np.zeros(att.shape[:2])
         sums = dict.fromkeys(STATISTICS, zero)
@@ -391,26 +441,43 @@ VIG_PATTERNS = {
 
 @dataclass
 class PatternScores:
-    """What :func:`vig_patterns` returns."""
+    """What :func:`vig_patterns` returns.
+
+    :param values: pattern -> ``(L, H)`` score, see :data:`VIG_PATTERNS`.
+    :param rows: pattern -> rows averaged (0: not measurable on these items).
+    """
 
     values: dict[str, HeadMatrix]  #: pattern -> (layers, heads) score
     rows: dict[str, int]  #: pattern -> rows averaged (0: not measurable on these items)
 
     def top(self, pattern: str, k: int = 5) -> pd.DataFrame:
-        """The ``k`` heads with the highest score for ``pattern`` (layer, head from 1)."""
+        """The heads with the highest score for one pattern.
+
+        :param pattern: one of :data:`VIG_PATTERNS`.
+        :param k: heads to list.
+        :returns: ``k`` rows, best first: layer, head (from 1) and the score.
+        """
         table = head_table({pattern: self.values[pattern]})
         return table.dropna().sort_values(pattern, ascending=False).head(k).reset_index(drop=True)
 
     def table(self) -> pd.DataFrame:
+        """:func:`head_table` of every pattern: one row per head."""
         return head_table(self.values)
 
 
 def vig_patterns(items: Iterable[ItemAttention], eps: float = 1e-12) -> PatternScores:
     """Vig & Belinkov's attention patterns, one score per head (see :data:`VIG_PATTERNS`).
 
-    Word-level maps give every score except ``same_word_pieces``, which needs token maps
-    (items extracted with ``keep_tokens=True``); without them it is NaN with 0 rows. Rows of real
-    words only (specials left out) for the word patterns; "identical" compares lower-cased words.
+    `Analyzing the Structure of Attention in a Transformer Language Model
+    <https://arxiv.org/abs/1906.04284>`_. Word-level maps give every score except ``same_word_pieces``,
+    which needs token maps (items extracted with ``keep_tokens=True``); without them it is NaN with 0
+    rows. Rows of real words only (specials left out) for the word patterns; "identical" compares
+    lower-cased words.
+
+    :param items: word-level attention.
+    :param eps: the floor under ``p`` in ``p log p`` (makes 0 log 0 = 0).
+    :returns: the ``(L, H)`` score of every pattern, with row counts.
+    :raises ValueError: without items.
     """
     sums, rows, shape = {}, {name: 0 for name in VIG_PATTERNS}, None
     for item in items:

@@ -1,6 +1,8 @@
 """Static word vectors for the probes of :mod:`bertology_utils.analyses.probes`: one fixed vector per word.
 
-Clark et al. (2019) gave their attention-and-words probe GloVe vectors. GloVe is on no package
+Clark et al. (2019, `What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_, Section 5) gave
+their attention-and-words probe GloVe vectors (Pennington et al., 2014,
+`GloVe <https://nlp.stanford.edu/projects/glove/>`_). GloVe is on no package
 registry this project can reach, so there are two sources:
 
 * :func:`load_glove` reads any GloVe-format text file (``word v1 ... vd`` per line, optionally
@@ -13,8 +15,8 @@ registry this project can reach, so there are two sources:
   *not* GloVe: it was trained with the model, so it may already carry what the model's attention
   uses; the notebooks say which vectors they used.
 
-Every source is a :class:`WordVectors`: call it with a sequence of words to get an
-``(n, dim)`` float32 array. Unknown words get the zero vector and are counted.
+Every source is a :class:`WordVectors`: call it with a sequence of words to get a
+``(W, dim)`` float32 array. Unknown words get the zero vector and are counted.
 """
 
 from __future__ import annotations
@@ -26,10 +28,14 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
+
+if TYPE_CHECKING:
+    from bertology_utils.core.models import LoadedModel
 
 __all__ = ["WordVectors", "StaticVectors", "ModelEmbeddingVectors", "load_glove", "default_word_vectors"]
 
@@ -40,12 +46,14 @@ class WordVectors:
     Vectors are cached per word form, so memory grows with the vocabulary met, never with the
     number of sentences. ``lookups`` and ``unknown`` count word tokens looked up and those that got
     the zero vector (see :attr:`unknown_rate`).
+
+    :param dim: the vectors' dimension.
     """
 
     #: One line saying where the vectors come from, for notebooks to print.
     description: str = ""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int) -> None:
         if dim <= 0:
             raise ValueError(f"word vectors need a positive dimension, not {dim}")
         self.dim = int(dim)
@@ -54,10 +62,14 @@ class WordVectors:
         self.lookups = 0
         self.unknown = 0
         self._lock = threading.Lock()  # probes fitted side by side share one vector table
-        self._fingerprint: dict | None = None
+        self._fingerprint: dict[str, Any] | None = None
 
     def __call__(self, words: Sequence[str]) -> np.ndarray:
-        """``(len(words), dim)`` float32 vectors of ``words``."""
+        """The vectors of ``words``.
+
+        :param words: a sequence of words (not one string).
+        :returns: ``(W, dim)`` float32, the zero vector for an unknown word.
+        """
         if isinstance(words, str):
             raise TypeError("pass a sequence of words, not one string")
         with self._lock:
@@ -81,13 +93,16 @@ class WordVectors:
         """Vectors of new words and whether each was known (unknown ones are zero)."""
         raise NotImplementedError
 
-    def fingerprint(self) -> dict | None:
-        """What identifies these vectors, for cache keys (fitted probes); None: unknown, nothing is cached."""
+    def fingerprint(self) -> dict[str, Any] | None:
+        """What identifies these vectors, for cache keys (fitted probes).
+
+        :returns: a JSON-able description with a digest of the vectors; None when unknown (nothing is cached).
+        """
         if self._fingerprint is None:
             self._fingerprint = self._identity()
         return self._fingerprint
 
-    def _identity(self) -> dict | None:
+    def _identity(self) -> dict[str, Any] | None:
         return None
 
     @property
@@ -104,11 +119,16 @@ class StaticVectors(WordVectors):
 
     A word not in the table is looked up lowercased (``lowercase_fallback``), as GloVe's
     uncased files need; still missing, it gets the zero vector.
+
+    :param vocabulary: the table's words, one per row of ``matrix`` (the first of repeated words wins).
+    :param matrix: ``(len(vocabulary), dim)`` vectors.
+    :param lowercase_fallback: look a missing word up lowercased.
+    :param description: where the vectors come from; by default the table's size.
     """
 
     def __init__(
         self, vocabulary: Sequence[str], matrix: np.ndarray, *, lowercase_fallback: bool = True, description: str = ""
-    ):
+    ) -> None:
         matrix = np.asarray(matrix, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(vocabulary):
             raise ValueError(
@@ -125,14 +145,14 @@ class StaticVectors(WordVectors):
     def __len__(self) -> int:
         return len(self.index)
 
-    def _identity(self) -> dict:
+    def _identity(self) -> dict[str, Any]:
         digest = hashlib.sha256()
         for word, row in sorted(self.index.items(), key=lambda item: item[1]):
             digest.update(f"{row}\t{word}\n".encode())
         digest.update(np.ascontiguousarray(self.matrix).tobytes())
         return {"kind": "table", "sha256": digest.hexdigest(), "lowercase_fallback": self.lowercase_fallback}
 
-    def _vectors(self, words):
+    def _vectors(self, words: list[str]) -> tuple[np.ndarray, list[bool]]:
         rows = []
         for word in words:
             row = self.index.get(word)
@@ -143,11 +163,11 @@ class StaticVectors(WordVectors):
         known = [r is not None for r in rows]
         found = [k for k, r in enumerate(rows) if r is not None]
         if found:
-            out[found] = self.matrix[[rows[k] for k in found]]
+            out[found] = self.matrix[[r for r in rows if r is not None]]
         return out, known
 
 
-def _open_text(path: Path):
+def _open_text(path: Path) -> TextIO:
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict", newline="\n")
     return path.open("r", encoding="utf-8", errors="strict", newline="\n")
@@ -166,10 +186,14 @@ def load_glove(
     first line. A first line of exactly two integers (word2vec's ``count dim`` header) is skipped.
     Words may contain spaces (``glove.840B`` has a few): the last ``dim`` fields are the vector.
 
-    ``vocabulary`` keeps only those words (and their lowercase forms), so a 5 GB file of 2 million
-    words can be read for a treebank's 20 thousand; ``max_words`` stops after that many lines
-    (GloVe files are sorted by frequency). Raises :class:`DataFormatError` naming the line of a
-    malformed row and :class:`DataNotFoundError` for a missing file.
+    :param path: the file, e.g. ``glove.840B.300d.txt`` from https://nlp.stanford.edu/projects/glove/.
+    :param vocabulary: keep only these words (and their lowercase forms), so a 5 GB file of 2 million
+        words can be read for a treebank's 20 thousand.
+    :param max_words: stop after that many lines (GloVe files are sorted by frequency).
+    :param lowercase_fallback: look a missing word up lowercased (:class:`StaticVectors`).
+    :returns: the table of the words kept.
+    :raises DataFormatError: naming the line of a malformed row.
+    :raises DataNotFoundError: for a missing file.
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -227,14 +251,17 @@ def load_glove(
 class ModelEmbeddingVectors(WordVectors):
     """The model's input embeddings averaged over the word pieces of each word: the offline default.
 
-    ``loaded`` is a :class:`~bertology_utils.core.models.LoadedModel`. Each word is tokenized on its own
-    with :func:`~bertology_utils.attention.alignment.align` (so exactly as in the attention maps, including
-    the unknown token standing in for a word the tokenizer drops); special tokens are left out.
-    Only the word-piece embedding table is used, not position or segment embeddings, so a word has
-    one vector wherever it occurs. Every word is known (the tokenizer can split anything).
+    Each word is tokenized on its own with :func:`~bertology_utils.attention.alignment.align` (so
+    exactly as in the attention maps, including the unknown token standing in for a word the tokenizer
+    drops); special tokens are left out. Only the word-piece embedding table is used, not position or
+    segment embeddings, so a word has one vector wherever it occurs. Every word is known (the
+    tokenizer can split anything).
+
+    :param loaded: the model and its tokenizer.
+    :param batch_size: words tokenized at a time.
     """
 
-    def __init__(self, loaded, batch_size: int = 4096):
+    def __init__(self, loaded: LoadedModel, batch_size: int = 4096) -> None:
         import torch
 
         table = loaded.model.get_input_embeddings().weight.detach().to("cpu", dtype=torch.float32)
@@ -247,14 +274,14 @@ class ModelEmbeddingVectors(WordVectors):
             f"input embeddings of {loaded.name} averaged over word pieces (dimension {self.dim}; no GloVe file given)"
         )
 
-    def _identity(self) -> dict:
+    def _identity(self) -> dict[str, Any]:
         return {
             "kind": "model input embeddings",
             "sha256": hashlib.sha256(np.ascontiguousarray(self.table).tobytes()).hexdigest(),
             "tokenizer_sha256": self._loaded.tokenizer_sha256,
         }
 
-    def _vectors(self, words):
+    def _vectors(self, words: list[str]) -> tuple[np.ndarray, list[bool]]:
         from bertology_utils.attention.alignment import WORD, align
 
         out = np.zeros((len(words), self.dim), dtype=np.float32)
@@ -267,9 +294,15 @@ class ModelEmbeddingVectors(WordVectors):
 
 
 def default_word_vectors(
-    loaded, glove_path: str | os.PathLike | None = None, vocabulary: Iterable[str] | None = None
+    loaded: LoadedModel, glove_path: str | os.PathLike | None = None, vocabulary: Iterable[str] | None = None
 ) -> WordVectors:
-    """GloVe-format vectors from ``glove_path`` when given, else :class:`ModelEmbeddingVectors` of ``loaded``."""
+    """GloVe-format vectors from ``glove_path`` when given, else :class:`ModelEmbeddingVectors` of ``loaded``.
+
+    :param loaded: the model whose input embeddings serve without a GloVe file.
+    :param glove_path: a GloVe-format file (:func:`load_glove`).
+    :param vocabulary: with ``glove_path``, keep only these words.
+    :returns: the word vectors.
+    """
     if glove_path is not None:
         return load_glove(glove_path, vocabulary=vocabulary)
     return ModelEmbeddingVectors(loaded)

@@ -122,7 +122,8 @@ def plot_embedding(
                 keep = (colour_by == category) & (marker_of == marker)
                 if keep.any():
                     ax.scatter(
-                        *coords[keep].T,
+                        coords[keep, 0],
+                        coords[keep, 1],
                         color=palette(c % palette.N),
                         marker=marker,
                         s=size,
@@ -137,7 +138,8 @@ def plot_embedding(
         for marker in np.unique(marker_of):
             keep = marker_of == marker
             points = ax.scatter(
-                *coords[keep].T,
+                coords[keep, 0],
+                coords[keep, 1],
                 c=colour_by[keep],
                 cmap=cmap,
                 vmin=vmin,

@@ -90,7 +90,7 @@ def plot_head_on_sentence(
         ax=ax,
         title=f"head {Head(layer, head)} ({direction})" + (f", gold {relation} boxed" if relation else ""),
     )
-    if relation is not None and sentence.has_syntax:
+    if relation is not None and sentence.heads is not None and sentence.relations is not None:  # has_syntax
         for dep, (gov, rel) in enumerate(zip(sentence.heads, sentence.relations)):
             if rel == relation and gov > 0:
                 row, col = (dep, gov - 1) if direction == DIRECTIONS[0] else (gov - 1, dep)
