@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command
-from bertology_utils.run import harness
+from bertology_utils.run import results
+
+if TYPE_CHECKING:
+    from bertology_utils.run.regression import Reference
 
 __all__ = ["COMMAND", "check_and_print"]
 
@@ -26,7 +30,7 @@ or a malformed reference file.
 """
 
 
-def check_and_print(run_dir: Path, reference_dir: Path, references=None) -> int:
+def check_and_print(run_dir: Path, reference_dir: Path, references: dict[str, Reference] | None = None) -> int:
     """Compare a run with references, print the diff, write check.json; the exit status."""
     from bertology_utils.run import regression
 
@@ -41,7 +45,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "run_dir",
         type=Path,
         metavar="RUN_DIR",
-        help=f"a run's folder, or a run name under the results root (${harness.RESULTS_DIR_ENV})",
+        help=f"a run's folder, or a run name under the results root (${results.RESULTS_DIR_ENV})",
     )
     parser.add_argument(
         "reference_dir", type=Path, metavar="REFERENCE_DIR", help="a folder of <notebook>.json references"
@@ -49,7 +53,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    return check_and_print(harness.find_run(args.run_dir), args.reference_dir)
+    return check_and_print(results.find_run(args.run_dir), args.reference_dir)
 
 
 COMMAND = Command(

@@ -12,7 +12,7 @@ from bertology_utils.cli._command import EXIT_FAILED, EXIT_OK, Command, interrup
 from bertology_utils.cli.check import check_and_print
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.run import harness, perturb
+from bertology_utils.run import harness, perturb, results
 
 __all__ = ["COMMAND", "parse_parameter_value", "absolute_paths"]
 
@@ -57,7 +57,7 @@ prints) runs the notebooks again, reading back what they had cached.
 """
 
 
-def parse_parameter_value(text: str):
+def parse_parameter_value(text: str) -> object:
     """Read a ``-p`` value: True/False/None, int or float as papermill's CLI does, then JSON, else the string.
 
     (papermill keeps its own version, ``papermill.cli._resolve_type``, private and without JSON.)
@@ -73,7 +73,7 @@ def parse_parameter_value(text: str):
     return text
 
 
-def absolute_paths(value):
+def absolute_paths(value: object) -> object:
     """``value`` with every string that names an existing file or folder (relative to the current
     directory) made absolute, inside lists and dicts too: notebooks run in their own folder."""
     if isinstance(value, str):
@@ -112,7 +112,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--results-dir",
         type=Path,
         metavar="DIR",
-        help=f"results root (default: ${harness.RESULTS_DIR_ENV}, else results/ in the project)",
+        help=f"results root (default: ${results.RESULTS_DIR_ENV}, else results/ in the project)",
     )
     parser.add_argument("--kernel", default="python3", metavar="NAME", help="Jupyter kernel (default: %(default)s)")
     parser.add_argument(
@@ -281,7 +281,13 @@ def _run(args: argparse.Namespace) -> int:
     return status
 
 
-def _perturbed_runs(args, notebooks, parameters, per_notebook, report) -> dict[str, Path]:
+def _perturbed_runs(
+    args: argparse.Namespace,
+    notebooks: list[Path],
+    parameters: dict[str, object],
+    per_notebook: dict[str, dict] | None,
+    report: harness.RunReport,
+) -> dict[str, Path]:
     """The same notebooks again under each perturbation this machine offers; the runs that did not fail."""
     runs = {}
     for perturbation in perturb.standard_perturbations():

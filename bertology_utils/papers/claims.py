@@ -6,7 +6,7 @@ verdict a written ``rule`` computed from the numbers in ``values``. A claim that
 :class:`Interval` (:func:`bootstrap_interval`), and its verdict is :meth:`Verdict.by_interval`'s: inconclusive
 when the interval straddles the rule's threshold. A claim downstream of training is made once per seed and the
 claims joined by :func:`over_seeds` ("holds in k of n seeds"; :func:`claims_over_seeds` for a notebook's lists). Notebooks show
-:func:`claims_table` and record the claims with :func:`bertology_utils.run.harness.record_claims`
+:func:`claims_table` and record the claims with :func:`bertology_utils.run.record.record_claims`
 (``claims.json`` and one metric per claim and value), which the report reads back. A claim computed
 on a fine-tuned classifier goes through :func:`on_classifier`: not testable when the classifier does
 not beat its baseline (:func:`below_floor`, the one rule for models that learned nothing).

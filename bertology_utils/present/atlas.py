@@ -40,7 +40,7 @@ from bertology_utils.present.atlas_page import render_atlas_page
 from bertology_utils.present.atlas_stores import match_heads, pattern_images, pattern_store, store_shape
 from bertology_utils.present.atlas_view import atlas_widget
 from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
-from bertology_utils.run import harness
+from bertology_utils.run import results
 
 __all__ = [
     "ATLAS_VERSION",
@@ -188,20 +188,20 @@ def _along_label(value) -> str:
 
 def _is_atlas_record(folder: Path) -> bool:
     """Whether a notebook folder holds the atlas's own record (notebook 09's): not a source of columns."""
-    metrics_path, skipped = folder / harness.METRICS_FILE, harness.load_skipped(folder)["sections"]
-    keys = list(harness.read_json(metrics_path)) if metrics_path.is_file() else []
+    metrics_path, skipped = folder / results.METRICS_FILE, results.load_skipped(folder)["sections"]
+    keys = list(results.read_json(metrics_path)) if metrics_path.is_file() else []
     topics = {k.split(".")[0] for k in keys} | {s["section"].split(".")[0] for s in skipped}
     return topics == {TOPIC}
 
 
 def _read_run(folder: Path, run_id: str) -> _Run:
-    entries = [e for e in harness.run_entries(folder) if not _is_atlas_record(folder / e["name"])]
+    entries = [e for e in results.run_entries(folder) if not _is_atlas_record(folder / e["name"])]
     if not entries:
         raise BertologyError(f"run {folder} has no notebook results: run the notebooks first (bertology run)")
     metrics = {
-        e["name"]: harness.read_json(folder / e["name"] / harness.METRICS_FILE)
+        e["name"]: results.read_json(folder / e["name"] / results.METRICS_FILE)
         for e in entries
-        if (folder / e["name"] / harness.METRICS_FILE).is_file()
+        if (folder / e["name"] / results.METRICS_FILE).is_file()
     }
     shape = _shape_of(metrics) or store_shape(pattern_store(folder))
     models = {name: model_of(values) for name, values in metrics.items()}
@@ -221,7 +221,7 @@ def _read_run(folder: Path, run_id: str) -> _Run:
     for entry in entries:
         record = notebook_record(folder, entry)
         run.claims += [dict(c, notebook=entry["name"]) for c in record["claims"]]
-        if record["status"] not in ("ok", harness.UNLISTED):
+        if record["status"] not in ("ok", results.UNLISTED):
             run.missing[entry["name"]] = f"the notebook's status is {record['status']!r}"
         for section in record["skipped"]:
             run.missing[section["section"]] = section["reason"]
@@ -394,7 +394,7 @@ class Atlas:
             skipped = [f"{s}: {r}" for s, r in run.missing.items() if s == spec.notebook or s.split(".")[0] == topic]
             if skipped:
                 reasons.append(f"{run.name}: " + "; ".join(skipped))
-            elif not (run.folder / spec.notebook / harness.METRICS_FILE).is_file():
+            elif not (run.folder / spec.notebook / results.METRICS_FILE).is_file():
                 reasons.append(f"{run.name}: {spec.notebook} did not run")
             else:
                 reasons.append(
@@ -585,7 +585,7 @@ def build_atlas(*runs: str | os.PathLike, maps: bool = True, compare: bool = Tru
     """
     if not runs:
         raise BertologyError("build_atlas needs at least one run")
-    folders = [harness.find_run(run) for run in runs]
+    folders = [results.find_run(run) for run in runs]
     names = [f.name for f in folders]
     if len(set(names)) != len(names):
         names = [f"{f.parent.name}/{f.name}" for f in folders]

@@ -25,7 +25,7 @@ from pathlib import Path
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.papers.claims import Claim, Verdict, uncertainty
-from bertology_utils.run import harness
+from bertology_utils.run import results
 
 __all__ = [
     "FINDINGS_VERSION",
@@ -67,15 +67,15 @@ def model_of(metrics: Mapping) -> str | None:
 def notebook_record(run_dir: Path, entry: Mapping) -> dict:
     """One notebook of a run as a findings record holds it: name, status, skipped sections, claims.
 
-    ``entry`` is the notebook's :func:`~bertology_utils.run.harness.run_entries` entry.
+    ``entry`` is the notebook's :func:`~bertology_utils.run.results.run_entries` entry.
     """
     sub = run_dir / entry["name"]
     # load_claims checks each entry is a claim; the record keeps the entry's key (prefix.id) too
-    entries = harness.read_json(sub / harness.CLAIMS_FILE)["claims"] if harness.load_claims(sub) else []
+    entries = results.read_json(sub / results.CLAIMS_FILE)["claims"] if results.load_claims(sub) else []
     return {
         "name": entry["name"],
-        "status": entry.get("status", harness.UNLISTED),
-        "skipped": harness.load_skipped(sub)["sections"],
+        "status": entry.get("status", results.UNLISTED),
+        "skipped": results.load_skipped(sub)["sections"],
         "claims": [{k: e.get(k, missing) for k, missing in _CLAIM_FIELDS.items()} for e in entries],
     }
 
@@ -86,13 +86,13 @@ def record_findings(run_dir: str | os.PathLike) -> dict:
     BertologyError when no notebook of the run recorded a claim: an empty record would make an
     empty table that looks like a result.
     """
-    folder = harness.find_run(run_dir)
-    run_path = folder / harness.RUN_FILE
-    run = harness.read_json(run_path) if run_path.is_file() else {}
+    folder = results.find_run(run_dir)
+    run_path = folder / results.RUN_FILE
+    run = results.read_json(run_path) if run_path.is_file() else {}
     notebooks, models = [], set()
-    for entry in harness.run_entries(folder):
-        metrics_path = folder / entry["name"] / harness.METRICS_FILE
-        model = model_of(harness.read_json(metrics_path)) if metrics_path.is_file() else None
+    for entry in results.run_entries(folder):
+        metrics_path = folder / entry["name"] / results.METRICS_FILE
+        model = model_of(results.read_json(metrics_path)) if metrics_path.is_file() else None
         if model:
             models.add(model)
         notebooks.append(notebook_record(folder, entry))
@@ -127,7 +127,7 @@ def load_findings(source: str | os.PathLike | Mapping) -> dict:
         path = Path(source)
         if not path.is_file():
             raise BertologyError(f"no findings record {path}")
-        record = harness.read_json(path)
+        record = results.read_json(path)
         if record.get("version") != FINDINGS_VERSION:
             raise DataFormatError(
                 f"findings record version {record.get('version')!r}, this code reads {FINDINGS_VERSION}: "

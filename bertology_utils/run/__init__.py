@@ -5,23 +5,9 @@ from bertology_utils.core.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "harness": [
-            "NotebookResult",
-            "RunReport",
-            "RunInterrupted",
-            "list_notebooks",
-            "run_notebooks",
-            "record_metrics",
-            "record_claims",
-            "load_claims",
-            "record_skipped",
-            "StageTimes",
-            "save_figure",
-            "results_dir",
-            "INTERACTIVE_DIR",
-            "find_run",
-            "load_metrics",
-        ],
+        "harness": ["NotebookResult", "RunReport", "RunInterrupted", "list_notebooks", "run_notebooks"],
+        "record": ["record_metrics", "record_claims", "record_skipped", "StageTimes", "save_figure"],
+        "results": ["results_dir", "INTERACTIVE_DIR", "find_run", "load_metrics", "load_claims"],
         "tasks": ["TunedTask", "task_budget", "fine_tune_task"],
         "head_role_tasks": [
             "ClassifierHeads",

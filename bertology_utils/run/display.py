@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from bertology_utils.run.results import RUN_FILE
+
 __all__ = ["RunDisplay", "notebook_sections", "expected_seconds", "format_duration", "LOG_INTERVAL_S"]
 
 #: Seconds between status lines when the output is not a terminal.
@@ -52,15 +54,18 @@ def notebook_sections(cells: list[Mapping]) -> list[str | None]:
     return sections
 
 
-def expected_seconds(results_root: Path, name: str, parameters: Mapping) -> float | None:
-    """How long notebook ``name`` took in the latest run under ``results_root`` that ran it with exactly
-    ``parameters`` and finished it (status ok or skipped); None when no run did.
+def expected_seconds(results_root: Path, name: str, parameters: Mapping, stated: float | None = None) -> float | None:
+    """How long notebook ``name`` is expected to take: as long as it took in the latest run under
+    ``results_root`` that ran it with exactly ``parameters`` and finished it (status ok or skipped), else
+    ``stated`` (the time its metadata states); None when neither is known.
 
-    Failed and interrupted runs do not count: they stopped early. Unreadable run.json files are passed over.
+    The one estimate of a notebook's time: the harness starts the longest first by it, and the progress
+    lines show it measured (without ``stated``). Failed and interrupted runs do not count: they stopped
+    early. Unreadable run.json files are passed over.
     """
     wanted = _plain(parameters)
     latest: tuple[dt.datetime, float] | None = None
-    for path in results_root.glob("*/run.json"):
+    for path in results_root.glob(f"*/{RUN_FILE}"):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             for entry in record.get("notebooks", []):
@@ -75,7 +80,7 @@ def expected_seconds(results_root: Path, name: str, parameters: Mapping) -> floa
                     latest = (started, float(entry["duration_s"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-    return None if latest is None else latest[1]
+    return stated if latest is None else latest[1]
 
 
 def _plain(parameters: Mapping) -> str:
@@ -129,7 +134,7 @@ class RunDisplay:
         self.thread.start()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.stop.set()
         if self.thread is not None:
             self.thread.join()

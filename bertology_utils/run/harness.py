@@ -1,4 +1,4 @@
-"""Run the notebooks with papermill and record what they measure.
+"""Run the notebooks with papermill, each into its own results folder.
 
 Notebook convention
 -------------------
@@ -10,39 +10,11 @@ It has exactly one code cell tagged ``parameters`` that sets at least::
 
 plus the notebook's own knobs (``n_sentences = 500``...). As papermill does, the harness adds a
 cell after it that sets ``output_dir`` (absolute path of the notebook's results folder) and the
-user's parameters. The notebook reports what it found with::
-
-    from bertology_utils.run import record_claims, record_metrics, record_skipped, save_figure
-    record_metrics({"tour.max_cls_attention": value}, output_dir=output_dir)
-    record_claims(claims, "tour.claims", output_dir=output_dir)   # papers.claims.Claim objects
-    save_figure(fig, "cls_attention", output_dir=output_dir)
-    record_skipped("coref", "GAP not found; ...", output_dir=output_dir)  # a section without its data
-
-A notebook whose data is missing does not fail: each section it cannot compute is recorded with
-:func:`record_skipped` (one printed line, the metric ``<topic>.skipped``, and ``skipped.json``),
-and the rest runs (:func:`bertology_utils.run.tasks.fine_tune_task` does so for a task parameter
-whose data is missing). A notebook that can compute nothing records ``everything=True`` and
-finishes; its status is then ``skipped``. A run's notebooks are ``ok``, ``skipped`` or
-``failed``, and only ``failed`` makes ``bertology run`` exit 1.
-
-Metric names are flat, dotted strings, ``"<topic>.<quantity>"``, unique across notebooks;
-values are numbers or strings (arrays become lists). Run by hand in JupyterLab, ``output_dir``
-stays None and both functions write to ``results/interactive/``.
-
-Results layout
---------------
-::
-
-    results/<run-name>/run.json                what ran: parameters, status, timings, versions
-    results/<run-name>/check.json              metrics against references (--check; see regression)
-    results/<run-name>/<stem>/<stem>.ipynb     the executed notebook (partial when it failed)
-    results/<run-name>/<stem>/metrics.json     written by record_metrics (and record_claims)
-    results/<run-name>/<stem>/claims.json      written by record_claims: the "paper vs ours" claims
-    results/<run-name>/<stem>/skipped.json     written by record_skipped: sections not computed, and why
-    results/<run-name>/<stem>/figures/         written by save_figure
-
-The results root is ``results/`` in the project, or ``$BERTOLOGY_RESULTS_DIR``. Running a run
-name again replaces the folders of the notebooks it runs.
+user's parameters. The notebook reports what it found with :mod:`bertology_utils.run.record`
+(metrics, claims, skipped sections, figures), into the layout :mod:`bertology_utils.run.results`
+describes. A run's notebooks are ``ok``, ``skipped`` (a notebook that recorded that it computed
+nothing) or ``failed``, and only ``failed`` makes ``bertology run`` exit 1. Running a run name again
+replaces the folders of the notebooks it runs.
 
 A notebook that reads the others' results (``09_atlas``) says so in its metadata,
 ``{"bertology": {"after_others": true}}``: it starts only once every other notebook of the run has
@@ -73,70 +45,35 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertology_utils.core import library_versions, machine_environment, settings, threads
-from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_remove, atomic_write_text
-from bertology_utils.papers.metrics import REGISTRY, MetricRegistry
 from bertology_utils.run.display import RunDisplay, expected_seconds, notebook_sections
+from bertology_utils.run.results import METRICS_FILE, RUN_FILE, default_run_name, load_skipped, results_dir
 
 if TYPE_CHECKING:
-    from bertology_utils.papers.claims import Claim
+    from jupyter_client.provisioning import KernelProvisionerBase
+    from nbformat import NotebookNode
+    from traitlets.config import Config
 
 __all__ = [
-    "RESULTS_DIR_ENV",
     "DEFAULT_NOTEBOOKS_DIR",
-    "INTERACTIVE_DIR",
-    "METRICS_FILE",
-    "CLAIMS_FILE",
-    "RUN_FILE",
-    "UNLISTED",
     "list_notebooks",
     "resolve_notebooks",
-    "default_run_name",
-    "results_dir",
     "NotebookResult",
     "RunReport",
     "RunInterrupted",
     "run_notebooks",
-    "StageTimes",
-    "record_metrics",
-    "record_claims",
-    "load_claims",
-    "record_skipped",
-    "load_skipped",
-    "SKIPPED_FILE",
-    "STATUSES",
-    "save_figure",
-    "FIGURE_FORMATS",
-    "find_run",
-    "run_entries",
-    "run_versions",
-    "run_environment",
-    "load_metrics",
-    "read_json",
 ]
 
-#: What :func:`save_figure` writes by default: each figure costs about twice the time of a PNG alone.
-FIGURE_FORMATS = ("png", "svg")
-#: Environment variable overriding the results root.
-RESULTS_DIR_ENV = "BERTOLOGY_RESULTS_DIR"
 #: Where ``bertology run`` looks for notebooks.
 DEFAULT_NOTEBOOKS_DIR = settings.PROJECT_ROOT / "notebooks"
-#: Folder (under the results root) used when a notebook runs outside the harness.
-INTERACTIVE_DIR = "interactive"
-METRICS_FILE = "metrics.json"
-CLAIMS_FILE = "claims.json"
-RUN_FILE = "run.json"
-SKIPPED_FILE = "skipped.json"
-#: A notebook's status in a run: it ran; it ran but its data was missing for all of it; it raised.
-STATUSES = ("ok", "skipped", "failed")
 
 _NOTEBOOK_NAME = re.compile(r"(\d+)_.+\.ipynb")
 _RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 # --------------------------------------------------------------------------- finding notebooks
@@ -186,24 +123,13 @@ def _resolve_one(name: str, available: list[Path], folder: Path) -> Path:
 # --------------------------------------------------------------------------- running
 
 
-def default_run_name() -> str:
-    """A run name from the local time, e.g. ``20261121-235959``."""
-    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def results_dir() -> Path:
-    """The results root: ``$BERTOLOGY_RESULTS_DIR``, else ``results/`` in the project."""
-    value = os.environ.get(RESULTS_DIR_ENV)
-    return Path(value).expanduser() if value else settings.PROJECT_ROOT / "results"
-
-
 @dataclass
 class NotebookResult:
     """How one notebook ran."""
 
     name: str  # the notebook's stem, also its results folder
     source: str  # the notebook that was run
-    status: str  # one of STATUSES
+    status: str  # one of results.STATUSES
     duration_s: float
     executed_notebook: str | None  # the executed copy; partial when the notebook failed
     metrics: str | None  # its metrics.json, if it wrote one
@@ -356,7 +282,7 @@ def run_notebooks(
             display.finished(path.stem, f"{label} {result.status} ({result.duration_s:.1f} s)")
         return result
 
-    def write(done: dict[Path, NotebookResult], **interrupted) -> RunReport:
+    def write(done: dict[Path, NotebookResult], **interrupted: list[str]) -> RunReport:
         results = [done[path] for path in paths if path in done]
         report = RunReport(
             run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted, environment=machine
@@ -418,7 +344,7 @@ class _Kernels:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running: dict = {}  # a kernel's provisioner -> the notebook's stem
+        self.running: dict[KernelProvisionerBase | None, str] = {}  # a kernel's provisioner -> the notebook's stem
         self.stopped: set[str] | None = None  # after stop(): the notebooks whose kernels it killed
 
     def manager_class(self, stem: str) -> type:
@@ -429,7 +355,7 @@ class _Kernels:
 
         # jupyter_client types these as KernelManager's synchronous methods; AsyncKernelManager's are coroutines
         class Manager(AsyncKernelManager):
-            async def start_kernel(self, **kw) -> None:  # type: ignore[override]
+            async def start_kernel(self, **kw: object) -> None:  # type: ignore[override]
                 await super().start_kernel(**kw)
                 kernels.started(self.provisioner, stem)
 
@@ -439,13 +365,13 @@ class _Kernels:
 
         return Manager
 
-    def started(self, provisioner, stem: str) -> None:
+    def started(self, provisioner: KernelProvisionerBase | None, stem: str) -> None:
         with self.lock:
             self.running[provisioner] = stem
             if self.stopped is not None:  # it started after stop(): it must not run either
                 self._kill(provisioner)
 
-    def ended(self, provisioner) -> None:
+    def ended(self, provisioner: KernelProvisionerBase | None) -> None:
         with self.lock:
             self.running.pop(provisioner, None)
 
@@ -456,33 +382,36 @@ class _Kernels:
             for provisioner in self.running:
                 self._kill(provisioner)
 
-    def _kill(self, provisioner) -> None:
+    def _kill(self, provisioner: KernelProvisionerBase | None) -> None:
         assert self.stopped is not None
         self.stopped.add(self.running[provisioner])
-        process = getattr(provisioner, "process", None)
-        if process is not None and process.returncode is None:  # not reaped yet: its group id is still its own
+        # a local kernel's process and group (LocalProvisioner's; the base class has neither)
+        process, pgid = getattr(provisioner, "process", None), getattr(provisioner, "pgid", None)
+        if process is not None and process.returncode is None and pgid is not None:  # not reaped: the group is its own
             with contextlib.suppress(OSError):
                 # the kernel leads its own process group: this stops what it started too; no half-written
                 # cache entry is left behind (core.files)
-                os.killpg(provisioner.pgid, signal.SIGKILL)
+                os.killpg(pgid, signal.SIGKILL)
 
 
 def _longest_first(paths: list[Path], results_root: Path, parameters_of: Callable[[Path], Mapping]) -> list[Path]:
-    """``paths``, longest first: by how long the latest run under ``results_root`` with the same parameters
-    took (:func:`~bertology_utils.run.display.expected_seconds`, the estimate the progress lines show), else
-    by the ``typical_seconds`` their metadata states (``{"bertology": {"typical_seconds": 600}}``);
-    notebooks known by neither go first, in the order given."""
+    """``paths``, longest first by :func:`~bertology_utils.run.display.expected_seconds`: the time the latest run
+    under ``results_root`` with the same parameters took, else the ``typical_seconds`` their metadata states
+    (``{"bertology": {"typical_seconds": 600}}``); notebooks known by neither go first, in the order given."""
 
     def expected(path: Path) -> float:
-        seconds = expected_seconds(results_root, path.stem, parameters_of(path))
-        if seconds is not None:
-            return seconds
-        try:
-            return float(_notebook_metadata(path)["typical_seconds"])
-        except (KeyError, TypeError, ValueError):
-            return math.inf
+        seconds = expected_seconds(results_root, path.stem, parameters_of(path), stated=_stated_seconds(path))
+        return math.inf if seconds is None else seconds
 
     return sorted(paths, key=lambda path: -expected(path))
+
+
+def _stated_seconds(path: Path) -> float | None:
+    """The ``typical_seconds`` a notebook's metadata states; None when it states none."""
+    try:
+        return float(_notebook_metadata(path)["typical_seconds"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _notebook_metadata(path: Path) -> dict:
@@ -516,7 +445,7 @@ class _SharedCores:
         )
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         for name, value in self.before.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -561,7 +490,7 @@ def _run_one(
             cells = []
         sections, tags = notebook_sections(cells), _cell_tags(cells)
 
-        def on_cell_execute(cell, cell_index: int, **_) -> None:
+        def on_cell_execute(cell: NotebookNode, cell_index: int, **_: object) -> None:
             index = _source_index(tags, cell_index)
             if index is not None and index < len(sections):
                 display.section(notebook.stem, sections[index])
@@ -622,7 +551,7 @@ def _source_cell_index(notebook: Path, executed_index: int) -> int | None:
     return _source_index(_cell_tags(nbformat.read(notebook, as_version=4).cells), executed_index)
 
 
-def _cell_tags(cells) -> list[list[str]]:
+def _cell_tags(cells: list[NotebookNode]) -> list[list[str]]:
     return [cell.metadata.get("tags", []) for cell in cells]
 
 
@@ -636,7 +565,7 @@ def _source_index(tags: list[list[str]], executed_index: int) -> int | None:
     return executed_index - 1 if executed_index > injected_at else executed_index
 
 
-def _kernel_config():
+def _kernel_config() -> Config:
     """Encrypt the kernel's traffic where pyzmq can (ipykernel warns on every start otherwise)."""
     import zmq
     from traitlets.config import Config
@@ -657,270 +586,3 @@ def _check_kernel(kernel_name: str) -> None:
 
 def _now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-# --------------------------------------------------------------------------- inside notebooks
-
-
-class StageTimes(dict):
-    """Wall-clock seconds a notebook spends per ``(task, stage)``, added up over every ``with`` block::
-
-        seconds = StageTimes()
-        with seconds.timed("SST-2", "fine-tune"):
-            ...
-        seconds.of("SST-2")   # {"fine-tune": 47.1}
-        seconds.total()
-
-    A dict of ``(task, stage) -> seconds``, so it records as metrics like any mapping.
-    """
-
-    @contextlib.contextmanager
-    def timed(self, task: str, stage: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self[(task, stage)] = self.get((task, stage), 0.0) + time.perf_counter() - start
-
-    def of(self, task: str) -> dict[str, float]:
-        """Seconds per stage of one task, in the order the stages first ran."""
-        return {stage: s for (t, stage), s in self.items() if t == task}
-
-    def total(self) -> float:
-        return float(sum(self.values()))
-
-    def flat(self) -> dict[str, float]:
-        """``{"task: stage": seconds}``, in the order the stages first ran: one mapping for a table or a metric."""
-        return {f"{task}: {stage}": s for (task, stage), s in self.items()}
-
-
-def record_metrics(
-    metrics: Mapping | None = None,
-    output_dir: str | os.PathLike | None = None,
-    *,
-    declared: MetricRegistry | None = REGISTRY,
-    **more,
-) -> dict:
-    """Merge metrics into ``<output_dir>/metrics.json`` and return everything recorded there.
-
-    Existing keys are kept unless given again. numpy and torch values, pandas objects and
-    paths become plain JSON; NaN and infinities become null. ``output_dir=None`` writes to
-    ``results/interactive/`` (a notebook run by hand). Every key must be declared in ``declared``
-    (:data:`bertology_utils.papers.metrics.REGISTRY`: its kind decides how a regression check compares
-    it); an undeclared one raises UndeclaredMetricError before anything is written. ``declared=None``
-    records without that check (a notebook of your own, whose keys no check reads).
-    """
-    new = {**(metrics or {}), **more}
-    bad_keys = [k for k in new if not isinstance(k, str)]
-    if bad_keys:
-        raise TypeError(f"metric names must be strings, got {bad_keys!r}")
-    if declared is not None:
-        declared.check(new)
-    path = _output_folder(output_dir) / METRICS_FILE
-    recorded = read_json(path) if path.exists() else {}
-    recorded.update(_to_json(new))
-    atomic_write_text(path, json.dumps(recorded, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    return recorded
-
-
-def record_claims(
-    claims: Iterable[Claim],
-    prefix: str,
-    output_dir: str | os.PathLike | None = None,
-    *,
-    declared: MetricRegistry | None = REGISTRY,
-) -> list[Claim]:
-    """Record checked claims: into ``<output_dir>/claims.json`` and, as metrics, :meth:`Claim.to_metrics`.
-
-    ``prefix`` names the metrics (``"tour.claims"`` gives ``tour.claims.<id>.verdict``) and keys each
-    claim in the file, so a claim recorded again under the same prefix and id replaces the old
-    one. Returns every claim recorded in the folder, in order.
-    """
-    from bertology_utils.papers.claims import Claim
-
-    claims = list(claims)
-    keys = [f"{prefix}.{c.id}" for c in claims]
-    if len(set(keys)) != len(keys):
-        raise BertologyError(
-            f"claims recorded under {prefix!r} share an id: {sorted(k for k in keys if keys.count(k) > 1)}"
-        )
-    values = {k: v for c in claims for k, v in c.to_metrics(prefix).items()}
-    if declared is not None:
-        declared.check(values)  # before claims.json is written, so that it never holds a claim metrics.json lacks
-    path = _output_folder(output_dir) / CLAIMS_FILE
-    recorded = {entry["key"]: entry for entry in (read_json(path).get("claims", []) if path.exists() else [])}
-    recorded.update({key: {"key": key, **_to_json(c.to_dict())} for key, c in zip(keys, claims)})
-    atomic_write_text(path, json.dumps({"claims": list(recorded.values())}, indent=2, allow_nan=False) + "\n")
-    record_metrics(values, output_dir=output_dir, declared=None)
-    return [Claim.from_dict(entry) for entry in recorded.values()]
-
-
-def load_claims(notebook_dir: str | os.PathLike) -> list[Claim]:
-    """The claims a notebook recorded in ``<notebook_dir>/claims.json`` (none without the file)."""
-    from bertology_utils.papers.claims import Claim
-
-    path = Path(notebook_dir) / CLAIMS_FILE
-    if not path.is_file():
-        return []
-    entries = read_json(path).get("claims")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "key" in e for e in entries):
-        raise DataFormatError("'claims' must be a list of objects with a 'key'", path)
-    try:
-        return [Claim.from_dict(entry) for entry in entries]
-    except (TypeError, ValueError) as exc:
-        raise DataFormatError(f"not a claim ({exc})", path) from None
-
-
-def record_skipped(
-    section: str, reason: str, output_dir: str | os.PathLike | None = None, *, everything: bool = False
-) -> dict:
-    """Record that ``section`` of a notebook is not computed, and why (its data is missing...).
-
-    ``section`` is dotted like a metric (``"pruning.RTE"``, ``"coref"``); its first part names the
-    metric ``<topic>.skipped``, the list of the topic's skipped sections. ``everything=True``
-    says the notebook computed nothing, so the harness gives it the status ``skipped``. Prints
-    the one line a reader sees and returns what ``skipped.json`` now holds.
-    """
-    if not section or not reason:
-        raise BertologyError("record_skipped needs a section name and a reason")
-    print(f"skipped {section}: {reason}")
-    folder = _output_folder(output_dir)
-    recorded = load_skipped(folder)
-    sections = [s for s in recorded["sections"] if s["section"] != section] + [{"section": section, "reason": reason}]
-    recorded = {"everything": recorded["everything"] or everything, "sections": sections}
-    atomic_write_text(folder / SKIPPED_FILE, json.dumps(recorded, indent=2) + "\n")
-    topic = section.split(".")[0]
-    names = [s["section"] for s in sections if s["section"].split(".")[0] == topic]
-    record_metrics({f"{topic}.skipped": names}, output_dir=folder)
-    return recorded
-
-
-def load_skipped(notebook_dir: str | os.PathLike) -> dict:
-    """What a notebook recorded with :func:`record_skipped`: ``{"everything": bool, "sections": [...]}``."""
-    path = Path(notebook_dir) / SKIPPED_FILE
-    if not path.is_file():
-        return {"everything": False, "sections": []}
-    data = read_json(path)
-    sections = data.get("sections")
-    if not isinstance(sections, list) or not all(
-        isinstance(s, dict) and {"section", "reason"} <= set(s) for s in sections
-    ):
-        raise DataFormatError("'sections' must be a list of objects with a 'section' and a 'reason'", path)
-    return {"everything": bool(data.get("everything")), "sections": sections}
-
-
-def save_figure(
-    fig,
-    name: str,
-    output_dir: str | os.PathLike | None = None,
-    formats: Iterable[str] | str = FIGURE_FORMATS,
-    dpi: int = 150,
-) -> list[Path]:
-    """Save a matplotlib figure as ``<output_dir>/figures/<name>.<format>`` for each format (png, svg, pdf).
-
-    By default a PNG (for the report and the decks) and an SVG beside it, with its text as text (for
-    ``bertology slides --figures``). ``name`` is reduced to letters, digits, ``_``, ``.`` and ``-``;
-    ``output_dir=None`` as in ``record_metrics``. Returns the written paths.
-    """
-    from bertology_utils.core.figures import save_image  # matplotlib: not for the command line's start
-
-    stem = _UNSAFE_CHARS.sub("_", name).strip(".")
-    if not stem:
-        raise BertologyError(f"figure name {name!r} has no usable characters")
-    folder = _output_folder(output_dir) / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
-    formats = [formats] if isinstance(formats, str) else formats
-    return [save_image(fig, folder / f"{stem}.{fmt.lstrip('.')}", dpi=dpi) for fmt in formats]
-
-
-def find_run(run_dir: str | os.PathLike) -> Path:
-    """A run's folder: ``run_dir`` itself, or a run name under results_dir()."""
-    folder = Path(run_dir).expanduser()
-    if not folder.is_dir() and (results_dir() / folder).is_dir():
-        folder = results_dir() / folder
-    if not folder.is_dir():
-        raise BertologyError(f"no run folder {run_dir} (looked in {Path.cwd()} and {results_dir()})")
-    return folder
-
-
-#: Status of a notebook folder with results that run.json does not list (a run without run.json, a copied folder).
-UNLISTED = "not in run.json"
-
-
-def run_entries(run_dir: str | os.PathLike) -> list[dict]:
-    """The notebooks of a run, sorted by name: run.json's entries (name, status, parameters, error...),
-    plus each notebook folder with results that run.json does not list, with status :data:`UNLISTED`."""
-    folder = find_run(run_dir)
-    path = folder / RUN_FILE
-    entries = read_json(path).get("notebooks", []) if path.is_file() else []
-    if not isinstance(entries, list) or not all(isinstance(nb, dict) and "name" in nb for nb in entries):
-        raise DataFormatError("'notebooks' must be a list of objects with a 'name'", path)
-    entries = [dict(nb) for nb in entries]
-    listed = {nb["name"] for nb in entries}
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in listed):
-        if (sub / f"{sub.name}.ipynb").is_file() or (sub / METRICS_FILE).is_file():
-            entries.append({"name": sub.name, "status": UNLISTED})
-    return sorted(entries, key=lambda nb: nb["name"])
-
-
-def run_versions(run_dir: str | os.PathLike) -> dict | None:
-    """What a run was made with (``library_versions()`` as run.json records it); None without run.json."""
-    path = find_run(run_dir) / RUN_FILE
-    versions = read_json(path).get("versions") if path.is_file() else None
-    if versions is not None and not isinstance(versions, dict):
-        raise DataFormatError("'versions' must be an object: library -> version", path)
-    return versions
-
-
-def run_environment(run_dir: str | os.PathLike) -> dict | None:
-    """The machine a run ran on (run.json's ``environment``); None for a run that did not record it."""
-    path = find_run(run_dir) / RUN_FILE
-    environment = read_json(path).get("environment") if path.is_file() else None
-    return environment if isinstance(environment, dict) and environment else None
-
-
-def load_metrics(run_dir: str | os.PathLike) -> dict[str, dict]:
-    """Metrics of a run, notebook stem -> metrics; ``run_dir`` is a folder or a run name under results_dir()."""
-    return {p.parent.name: read_json(p) for p in sorted(find_run(run_dir).glob(f"*/{METRICS_FILE}"))}
-
-
-def _output_folder(output_dir: str | os.PathLike | None) -> Path:
-    folder = Path(output_dir).expanduser() if output_dir is not None else results_dir() / INTERACTIVE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _to_json(value):
-    """A plain-JSON copy of ``value``."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_json(v) for v in value]
-    if hasattr(value, "to_dict"):  # pandas Series and DataFrame: keep the index
-        return _to_json(value.to_dict())
-    if hasattr(value, "tolist"):  # numpy and torch arrays and scalars
-        return _to_json(value.tolist())
-    raise TypeError(f"cannot record a {type(value).__name__} as a metric; use numbers, strings, lists or dicts")
-
-
-def read_json(path: Path) -> dict:
-    """A JSON object from ``path``; anything else raises DataFormatError naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"not valid JSON ({exc})", path) from None
-    if not isinstance(data, dict):
-        raise DataFormatError("expected a JSON object", path)
-    return data

@@ -3,7 +3,7 @@
 Notebooks 02, 06, 07 and 08 each need the same steps for a task parameter: resolve its data,
 take the task's default budget with the notebook's overrides, fine-tune (cached, see
 :func:`~bertology_utils.interventions.finetuning.fine_tune`), and, where the data is missing,
-record the section as skipped (:func:`~bertology_utils.run.harness.record_skipped`) and go on.
+record the section as skipped (:func:`~bertology_utils.run.record.record_skipped`) and go on.
 """
 
 from __future__ import annotations
@@ -12,11 +12,15 @@ import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bertology_utils.core.errors import BertologyError, DataNotFoundError
 from bertology_utils.data import Task, resolve_task
 from bertology_utils.interventions.finetuning import Budget, FineTuned, default_budget, fine_tune
-from bertology_utils.run.harness import StageTimes, record_skipped
+from bertology_utils.run.record import StageTimes, record_skipped
+
+if TYPE_CHECKING:
+    from bertology_utils.core.models import LoadedModel
 
 __all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task"]
 
@@ -58,7 +62,7 @@ def task_budget(
 
 def fine_tune_task(
     task: str | os.PathLike | Task,
-    model=None,
+    model: str | os.PathLike | LoadedModel | None = None,
     *,
     section: str,
     train_examples: int | str | None = DEFAULT,

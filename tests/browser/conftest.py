@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bertology_utils.core.cache import cache_lock
-from bertology_utils.run.harness import results_dir
+from bertology_utils.run.results import results_dir
 
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -21,7 +21,7 @@ from lecture_runs import PARTIAL_NOTEBOOKS, make_lecture_run
 from bertology_utils.core import settings
 from bertology_utils.present.lecture import build_lecture
 from bertology_utils.present.lecture_outline import LECTURE
-from bertology_utils.run.harness import results_dir
+from bertology_utils.run.results import results_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -27,7 +27,7 @@ from bertology_utils.present.findings import (
     summary_table,
 )
 from bertology_utils.present.generated import has_block, read_block, write_block
-from bertology_utils.run import harness
+from bertology_utils.run.record import record_claims, record_metrics, record_skipped
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = sorted((ROOT / "docs" / "findings").glob("*.json"))
@@ -50,9 +50,9 @@ def _run(tmp_path, name="r", model="org/tiny-model", notebooks=None):
         ],
     }
     for stem, claims in notebooks.items():
-        harness.record_claims(claims, "topic.claims", output_dir=run / stem, declared=None)
-        harness.record_metrics({"topic.model": model}, output_dir=run / stem, declared=None)
-    harness.record_skipped("topic.part", "no data for it", output_dir=run / "02_b")
+        record_claims(claims, "topic.claims", output_dir=run / stem, declared=None)
+        record_metrics({"topic.model": model}, output_dir=run / stem, declared=None)
+    record_skipped("topic.part", "no data for it", output_dir=run / "02_b")
     entries = [{"name": stem, "status": "ok"} for stem in notebooks]
     (run / "run.json").write_text(json.dumps({"run_name": name, "finished": "2026-11-26", "notebooks": entries}))
     return run
@@ -178,11 +178,11 @@ def test_bad_runs_and_records_get_one_clear_error(tmp_path):
         record_findings(tmp_path / "missing")
     empty = tmp_path / "empty"
     (empty / "01_a").mkdir(parents=True)
-    harness.record_metrics({"a.model": "m"}, output_dir=empty / "01_a", declared=None)
+    record_metrics({"a.model": "m"}, output_dir=empty / "01_a", declared=None)
     with pytest.raises(BertologyError, match="recorded no claims"):
         record_findings(empty)
     mixed = _run(tmp_path, "mixed")
-    harness.record_metrics({"topic.model": "org/else"}, output_dir=mixed / "02_b", declared=None)
+    record_metrics({"topic.model": "org/else"}, output_dir=mixed / "02_b", declared=None)
     with pytest.raises(BertologyError, match="mixes models"):
         record_findings(mixed)
     old = tmp_path / "old.json"

@@ -2,7 +2,6 @@
 
 import datetime
 import json
-import math
 import os
 import signal
 import subprocess
@@ -11,15 +10,14 @@ import time
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 
 from bertology_utils.cli import main
 from bertology_utils.cli.run import absolute_paths, parse_parameter_value
 from bertology_utils.core import library_versions
-from bertology_utils.core.errors import BertologyError, DataFormatError
+from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import is_partial
-from bertology_utils.run import harness
+from bertology_utils.run import harness, results
 
 PARAMETERS = "output_dir = None\nmodel_name = None\nn = 1"
 
@@ -39,7 +37,7 @@ GOOD_CELLS = (
     "import matplotlib\n"
     "matplotlib.use('Agg')\n"
     "import matplotlib.pyplot as plt\n"
-    "from bertology_utils.run.harness import record_metrics, save_figure",
+    "from bertology_utils.run.record import record_metrics, save_figure",
     "record_metrics({'test.n': n, 'test.model': model_name, 'test.mean': np.float32(0.5),\n"
     "                'test.counts': np.arange(3), 'test.missing': float('nan')}, output_dir=output_dir, declared=None)\n"
     "fig, ax = plt.subplots(figsize=(2, 2))\n"
@@ -118,11 +116,11 @@ def test_run_json(run):
 @pytest.mark.notebook
 def test_load_metrics(run, monkeypatch):
     _, run_dir = run
-    assert set(harness.load_metrics(run_dir)) == {"00_good"}
-    monkeypatch.setenv(harness.RESULTS_DIR_ENV, str(run_dir.parent))
-    assert harness.load_metrics("t")["00_good"]["test.n"] == 3
+    assert set(results.load_metrics(run_dir)) == {"00_good"}
+    monkeypatch.setenv(results.RESULTS_DIR_ENV, str(run_dir.parent))
+    assert results.load_metrics("t")["00_good"]["test.n"] == 3
     with pytest.raises(BertologyError):
-        harness.load_metrics("no-such-run")
+        results.load_metrics("no-such-run")
 
 
 # --------------------------------------------------------------------------- CLI
@@ -132,7 +130,7 @@ def test_load_metrics(run, monkeypatch):
 def test_cli_run_passes_typed_parameters_and_replaces_old_results(tmp_path, capsys):
     nb = write_notebook(
         tmp_path / "05_params.ipynb",
-        "from bertology_utils.run.harness import record_metrics\n"
+        "from bertology_utils.run.record import record_metrics\n"
         "record_metrics({f'p.{k}': [v, type(v).__name__] for k, v in dict(i=i, f=f, s=s, b=b).items()},\n"
         "               output_dir=output_dir, declared=None)",
         parameters="output_dir = None\nmodel_name = None\ni = 0\nf = 0.0\ns = ''\nb = False",
@@ -176,12 +174,12 @@ def test_cli_run_exits_1_when_a_notebook_fails(tmp_path, capsys):
 
 
 SKIP_SOME = (
-    "from bertology_utils.run.harness import record_metrics, record_skipped",
+    "from bertology_utils.run.record import record_metrics, record_skipped",
     "record_skipped('topic.part_b', 'data B not found; to get it: set X', output_dir=output_dir)\n"
     "record_metrics({'topic.a': 1}, output_dir=output_dir, declared=None)",
 )
 SKIP_ALL = (
-    "from bertology_utils.run.harness import record_skipped",
+    "from bertology_utils.run.record import record_skipped",
     "record_skipped('other', 'no data at all', output_dir=output_dir, everything=True)",
 )
 
@@ -206,31 +204,12 @@ def test_skipped_sections_and_notebooks_are_a_state_not_a_failure(tmp_path, caps
     assert data["notebooks"][0]["skipped"] == [
         {"section": "topic.part_b", "reason": "data B not found; to get it: set X"}
     ]
-    metrics = harness.load_metrics(run_dir)
+    metrics = results.load_metrics(run_dir)
     assert metrics["01_some"] == {"topic.a": 1, "topic.skipped": ["topic.part_b"]}
     assert metrics["02_nothing"] == {"other.skipped": ["other"]}
     page = build_report(run_dir).read_text()
     assert '<span class="status status-skipped">skipped</span>' in page
     assert "<li><strong>topic.part_b</strong>: data B not found; to get it: set X</li>" in page
-
-
-def test_record_skipped_replaces_a_section_and_keeps_everything(tmp_path, capsys):
-    harness.record_skipped("t.a", "first", output_dir=tmp_path)
-    harness.record_skipped("t.b", "other", output_dir=tmp_path, everything=True)
-    recorded = harness.record_skipped("t.a", "second", output_dir=tmp_path)
-    assert recorded == {
-        "everything": True,
-        "sections": [{"section": "t.b", "reason": "other"}, {"section": "t.a", "reason": "second"}],
-    }
-    assert harness.load_skipped(tmp_path) == recorded
-    assert json.loads((tmp_path / "metrics.json").read_text()) == {"t.skipped": ["t.b", "t.a"]}
-    assert capsys.readouterr().out.splitlines()[-1] == "skipped t.a: second"
-    assert harness.load_skipped(tmp_path / "none") == {"everything": False, "sections": []}
-    with pytest.raises(BertologyError, match="section name and a reason"):
-        harness.record_skipped("t.c", "", output_dir=tmp_path)
-    (tmp_path / harness.SKIPPED_FILE).write_text('{"sections": [{"section": "x"}]}')
-    with pytest.raises(DataFormatError, match="skipped.json"):
-        harness.load_skipped(tmp_path)
 
 
 def test_relative_paths_in_parameters_become_absolute(tmp_path, monkeypatch):
@@ -307,7 +286,7 @@ RESUMABLE = (
     "import numpy as np\n"
     "from bertology_utils.core import settings\n"
     "from bertology_utils.core.cache import cached_arrays\n"
-    "from bertology_utils.run.harness import record_metrics",
+    "from bertology_utils.run.record import record_metrics",
     "_, reused = cached_arrays(settings.cache_dir() / 'entry', {'n': n}, lambda: {'a': np.arange(n)})\n"
     "record_metrics({'b.reused': reused}, output_dir=output_dir, declared=None)",
     "if not pathlib.Path(marker).exists():\n"
@@ -347,15 +326,15 @@ def test_sigterm_stops_the_run_and_its_kernel_and_the_same_command_resumes(tmp_p
     else:
         pytest.fail(f"the kernel {kernel} still runs")
     assert not [p for p in tmp_path.rglob("*") if is_partial(p)]
-    record = json.loads((tmp_path / "res" / "r" / harness.RUN_FILE).read_text())
+    record = json.loads((tmp_path / "res" / "r" / results.RUN_FILE).read_text())
     assert [(nb["name"], nb["status"]) for nb in record["notebooks"]] == [("00_b", "failed")]
     assert (record["interrupted"], record["not_run"]) == (["00_b"], ["01_c"])
 
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
-    record = json.loads((tmp_path / "res" / "r" / harness.RUN_FILE).read_text())
+    record = json.loads((tmp_path / "res" / "r" / results.RUN_FILE).read_text())
     assert [nb["status"] for nb in record["notebooks"]] == ["ok", "ok"] and not record["not_run"]
-    assert harness.load_metrics(tmp_path / "res" / "r")["00_b"] == {"b.reused": True}  # the cached entry
+    assert results.load_metrics(tmp_path / "res" / "r")["00_b"] == {"b.reused": True}  # the cached entry
 
 
 def test_python_dash_m():
@@ -408,148 +387,10 @@ def test_resolve_unknown_notebook_lists_available(notebooks_dir):
         harness.resolve_notebooks(["7"], notebooks_dir)
 
 
-# --------------------------------------------------------------------------- metrics and figures
-
-
-def test_record_metrics_merges_and_converts(tmp_path):
-    torch = pytest.importorskip("torch")
-    pd = pytest.importorskip("pandas")
-    harness.record_metrics({"a.kept": 1, "a.replaced": 1}, output_dir=tmp_path, declared=None)
-    full = harness.record_metrics(
-        {
-            "a.replaced": np.int64(2),
-            "a.array": np.array([[0.5, np.nan]], dtype=np.float32),
-            "a.tensor": torch.tensor(1.5),
-            "a.bool": np.bool_(True),
-            "a.inf": float("inf"),
-            "a.path": tmp_path / "x",
-            "a.series": pd.Series([1, 2], index=["u", "v"]),
-        },
-        output_dir=tmp_path,
-        extra="text",
-        declared=None,
-    )
-    expected = {
-        "a.kept": 1,
-        "a.replaced": 2,
-        "a.array": [[0.5, None]],
-        "a.tensor": 1.5,
-        "a.bool": True,
-        "a.inf": None,
-        "a.path": str(tmp_path / "x"),
-        "a.series": {"u": 1, "v": 2},
-        "extra": "text",
-    }
-    assert full == expected
-    text = (tmp_path / "metrics.json").read_text()
-    assert text == json.dumps(expected, indent=2, sort_keys=True) + "\n"
-    assert type(json.loads(text)["a.replaced"]) is int
-
-
-def test_stage_times_add_up_per_task_and_stage_even_when_a_block_raises(monkeypatch):
-    clock = iter([0.0, 2.0, 10.0, 13.0, 20.0, 20.5])
-    monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
-    seconds = harness.StageTimes()
-    with seconds.timed("SST-2", "fine-tune"):
-        pass
-    with pytest.raises(RuntimeError), seconds.timed("SST-2", "fine-tune"):
-        raise RuntimeError("a failed stage still spent its time")
-    with seconds.timed("MRPC", "L0 gates"):
-        pass
-    assert seconds == {("SST-2", "fine-tune"): 5.0, ("MRPC", "L0 gates"): 0.5}
-    assert seconds.of("SST-2") == {"fine-tune": 5.0}
-    assert seconds.of("RTE") == {}
-    assert seconds.total() == 5.5
-    assert seconds.flat() == {"SST-2: fine-tune": 5.0, "MRPC: L0 gates": 0.5}
-
-
-def test_record_claims_writes_claims_json_and_their_metrics(tmp_path):
-    from bertology_utils.papers.claims import Claim, Verdict
-
-    first = Claim(
-        "same_layer_close",
-        "Heads in the same layer are close",
-        "Clark et al. 2019",
-        "seen",
-        "p = 0.01",
-        Verdict.HOLDS,
-        "p < 0.05",
-        {"p_value": np.float64(0.01), "ratio": float("nan")},
-    )
-    other = Claim(
-        "table1.det",
-        "det: head beats offset",
-        "Clark et al. 2019",
-        "94.3 vs 51.7",
-        "no data",
-        Verdict.NOT_TESTABLE,
-        "held out > offset",
-    )
-    harness.record_claims([first, other], "x.claims", output_dir=tmp_path, declared=None)
-    again = Claim(**{**first.to_dict(), "verdict": Verdict.DIFFERS, "values": {"p_value": 0.2}})
-    recorded = harness.record_claims(
-        [again], "x.claims", output_dir=tmp_path, declared=None
-    )  # replaces the first, keeps its place
-    assert [(c.id, c.verdict) for c in recorded] == [
-        ("same_layer_close", Verdict.DIFFERS),
-        ("table1.det", Verdict.NOT_TESTABLE),
-    ]
-    assert harness.load_claims(tmp_path) == recorded and harness.load_claims(tmp_path / "none") == []
-    stored = json.loads((tmp_path / "claims.json").read_text())["claims"]
-    assert [c["key"] for c in stored] == ["x.claims.same_layer_close", "x.claims.table1.det"]
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert (
-        metrics["x.claims.same_layer_close.verdict"] == "differs"
-        and metrics["x.claims.same_layer_close.p_value"] == 0.2
-    )
-    assert metrics["x.claims.same_layer_close.ratio"] is None  # NaN, from the first recording
-    assert metrics["x.claims.table1.det.verdict"] == "not testable"
-    with pytest.raises(BertologyError, match="share an id"):
-        harness.record_claims([first, first], "x.claims", output_dir=tmp_path, declared=None)
-
-
-def test_record_metrics_rejects_unknown_types(tmp_path):
-    with pytest.raises(TypeError, match="object"):
-        harness.record_metrics({"a.b": object()}, output_dir=tmp_path, declared=None)
-
-
-def test_interactive_output_dir(tmp_path, monkeypatch):
-    from matplotlib.figure import Figure
-
-    monkeypatch.setenv(harness.RESULTS_DIR_ENV, str(tmp_path))
-    assert harness.results_dir() == tmp_path
-    harness.record_metrics(x=math.pi, declared=None)
-    paths = harness.save_figure(Figure(figsize=(1, 1)), "../Heads: layer 3/head 2.", formats=("png", "svg"))
-    assert json.loads((tmp_path / "interactive" / "metrics.json").read_text()) == {"x": math.pi}
-    figures = tmp_path / "interactive" / "figures"
-    assert paths == [figures / "_Heads_layer_3_head_2.png", figures / "_Heads_layer_3_head_2.svg"]
-    assert all(p.stat().st_size > 0 for p in paths)
-
-
-def test_default_run_name_format():
-    name = harness.default_run_name()
-    assert len(name) == 15 and name[8] == "-" and name.replace("-", "").isdigit()
-
-
-def test_run_entries_lists_run_json_then_unlisted_result_folders(tmp_path):
-    from bertology_utils.core.errors import DataFormatError
-    from bertology_utils.run.harness import UNLISTED, run_entries
-
-    run = tmp_path / "r"
-    (run / "01_b").mkdir(parents=True)
-    (run / "01_b" / "metrics.json").write_text("{}")
-    (run / "02_c").mkdir()  # no results: not a notebook folder
-    (run / "run.json").write_text(json.dumps({"notebooks": [{"name": "00_a", "status": "failed"}]}))
-    assert run_entries(run) == [{"name": "00_a", "status": "failed"}, {"name": "01_b", "status": UNLISTED}]
-    (run / "run.json").write_text(json.dumps({"notebooks": {"00_a": "ok"}}))
-    with pytest.raises(DataFormatError, match="run.json.*'notebooks' must be a list"):
-        run_entries(run)
-
-
 @pytest.mark.notebook
 def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_path, monkeypatch):
     cells = (
-        "import os, time\nfrom bertology_utils.run.harness import record_metrics",
+        "import os, time\nfrom bertology_utils.run.record import record_metrics",
         "start = time.time(); time.sleep(1.5)\n"
         "record_metrics({'t.start': start, 't.end': time.time(), 't.threads': os.environ.get('OMP_NUM_THREADS')},"
         " output_dir=output_dir, declared=None)",
@@ -559,13 +400,13 @@ def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_pat
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     report = harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=2)
     assert report.ok and [nb.name for nb in report.notebooks] == ["00_sleep", "01_sleep"]  # the order given
-    runs = list(harness.load_metrics(tmp_path / "results" / "j").values())
+    runs = list(results.load_metrics(tmp_path / "results" / "j").values())
     assert [m["t.threads"] for m in runs] == ["2", "2"]  # 4 cores, 2 notebooks at a time
     assert max(m["t.start"] for m in runs) < min(m["t.end"] for m in runs)  # they overlapped
     started = [datetime.datetime.fromisoformat(nb.started) for nb in report.notebooks]  # the run's timeline
     first, last = (datetime.datetime.fromisoformat(t) for t in (report.started, report.finished))
     assert all(first <= t <= last for t in started)
-    assert [nb["started"] for nb in json.loads((report.run_dir / harness.RUN_FILE).read_text())["notebooks"]] == [
+    assert [nb["started"] for nb in json.loads((report.run_dir / results.RUN_FILE).read_text())["notebooks"]] == [
         nb.started for nb in report.notebooks
     ]
     assert "OMP_NUM_THREADS" not in harness.os.environ  # the harness's own environment is restored
@@ -607,7 +448,7 @@ def test_the_last_notebook_running_takes_the_cores_of_the_one_that_finished(tmp_
     )
     waits = write_notebook(
         tmp_path / "01_waits.ipynb",
-        "import os, time, torch\nfrom bertology_utils.run.harness import record_metrics\n"
+        "import os, time, torch\nfrom bertology_utils.run.record import record_metrics\n"
         "start = torch.get_num_threads()\nopen('started', 'w').close()\nuntil = time.time() + 60\n"
         "while torch.get_num_threads() == start and time.time() < until:\n    time.sleep(0.1)\n"
         "record_metrics({'t.start': start, 't.end': torch.get_num_threads(), 't.env': os.environ['OMP_NUM_THREADS']},"
@@ -616,7 +457,7 @@ def test_the_last_notebook_running_takes_the_cores_of_the_one_that_finished(tmp_
     monkeypatch.setattr(harness.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     report = harness.run_notebooks([quick, waits], run_name="j", results_root=tmp_path / "r", progress=False, jobs=2)
     assert report.ok
-    metrics = harness.load_metrics(tmp_path / "r" / "j")["01_waits"]
+    metrics = results.load_metrics(tmp_path / "r" / "j")["01_waits"]
     assert (metrics["t.start"], metrics["t.end"], metrics["t.env"]) == (2, 4, "4")
 
 
@@ -638,12 +479,12 @@ def test_longest_notebooks_start_first_by_the_latest_run_with_their_parameters(t
         "started": "2024-01-01T00:00:00+00:00",
         "notebooks": [{"name": k, "duration_s": v, "status": "ok", "parameters": params} for k, v in durations.items()],
     }
-    (tmp_path / "results" / "run" / harness.RUN_FILE).write_text(json.dumps(record))
+    (tmp_path / "results" / "run" / results.RUN_FILE).write_text(json.dumps(record))
     ordered = harness._longest_first(paths, tmp_path / "results", lambda p: params)
     assert [p.stem for p in ordered] == ["03_new", "01_b", "02_c", "00_a"]  # unknown ones first
     # other parameters: that run says nothing, as in the progress lines (display.expected_seconds)
     assert harness._longest_first(paths, tmp_path / "results", lambda p: {"n": 2}) == paths
-    (tmp_path / "results" / "run" / harness.RUN_FILE).write_text("{not json")
+    (tmp_path / "results" / "run" / results.RUN_FILE).write_text("{not json")
     assert harness._longest_first(paths, tmp_path / "results", lambda p: params) == paths
     # Without an earlier run, the typical durations the notebooks' metadata states.
     stated = [

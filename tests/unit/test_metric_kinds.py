@@ -19,9 +19,11 @@ from bertology_utils.papers.metrics import (
     MetricRegistry,
     UndeclaredMetricError,
 )
-from bertology_utils.run import harness, perturb, regression
+from bertology_utils.run import perturb, regression
+from bertology_utils.run.record import record_claims, record_metrics
 from bertology_utils.run.refresh import CHANGES_FACTOR, SAFETY_FACTOR, update_references
 from bertology_utils.run.regression import check_run
+from bertology_utils.run.results import CLAIMS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "references" / "small"
@@ -100,12 +102,12 @@ def test_a_declaration_states_a_unit_and_meaning_and_known_placeholders():
 
 def test_record_metrics_refuses_an_undeclared_key_and_writes_nothing(tmp_path):
     with pytest.raises(UndeclaredMetricError, match="tour.no_such_metric"):
-        harness.record_metrics({"tour.n_sentences": 4, "tour.no_such_metric": 1.0}, output_dir=tmp_path)
-    assert not (tmp_path / harness.METRICS_FILE).exists()
-    recorded = harness.record_metrics({"tour.n_sentences": 4}, output_dir=tmp_path)
+        record_metrics({"tour.n_sentences": 4, "tour.no_such_metric": 1.0}, output_dir=tmp_path)
+    assert not (tmp_path / METRICS_FILE).exists()
+    recorded = record_metrics({"tour.n_sentences": 4}, output_dir=tmp_path)
     assert recorded == {"tour.n_sentences": 4}
     # a notebook of one's own records any key when it asks for no check
-    assert harness.record_metrics({"mine.x": 1}, output_dir=tmp_path, declared=None)["mine.x"] == 1
+    assert record_metrics({"mine.x": 1}, output_dir=tmp_path, declared=None)["mine.x"] == 1
 
 
 def test_record_claims_refuses_an_undeclared_value_before_writing_claims(tmp_path):
@@ -113,8 +115,8 @@ def test_record_claims_refuses_an_undeclared_value_before_writing_claims(tmp_pat
 
     claim = Claim("cls_early_layers", "c", "p", "v", "o", Verdict.HOLDS, "r", {"undeclared_value": 1.0})
     with pytest.raises(UndeclaredMetricError, match="undeclared_value"):
-        harness.record_claims([claim], "tour.claims", output_dir=tmp_path)
-    assert not (tmp_path / harness.CLAIMS_FILE).exists() and not (tmp_path / harness.METRICS_FILE).exists()
+        record_claims([claim], "tour.claims", output_dir=tmp_path)
+    assert not (tmp_path / CLAIMS_FILE).exists() and not (tmp_path / METRICS_FILE).exists()
 
 
 # --------------------------------------------------------------------------- the check by kind
@@ -361,7 +363,7 @@ def test_floors_are_stated_for_every_kind():
 
 PERTURBED_CELL = (
     "import os\n"
-    "from bertology_utils.run.harness import record_metrics\n"
+    "from bertology_utils.run.record import record_metrics\n"
     "record_metrics({'tour.n_sentences': n, 'tour.mean_attention_to_cls': 0.25,\n"
     "                'tour.data': os.environ.get('ONEDNN_MAX_CPU_ISA', 'native')}, output_dir=output_dir)"
 )

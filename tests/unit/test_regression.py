@@ -360,7 +360,7 @@ def test_refresh_uses_the_files_default_for_new_floats(tmp_path, references):
 # --------------------------------------------------------------------------- bertology run --check / --update-reference
 
 METRIC_CELL = (
-    "from bertology_utils.run.harness import record_metrics\n"
+    "from bertology_utils.run.record import record_metrics\n"
     "record_metrics({'t.n': n, 't.half': n / 2, 't.name': 'nb'}, output_dir=output_dir, declared=None)"
 )
 

@@ -7,7 +7,7 @@ import pytest
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.interventions.finetuning import DEFAULT_BUDGETS, USER_TASK_BUDGET
 from bertology_utils.run import StageTimes, fine_tune_task, task_budget
-from bertology_utils.run.harness import load_skipped
+from bertology_utils.run.results import load_skipped
 
 USER_TASK = Path(__file__).resolve().parents[1] / "data" / "user_task"
 
