@@ -7,6 +7,11 @@ import contextlib
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from bertology_utils.attention.store import AttentionStore
 
 __all__ = [
     "Command",
@@ -39,7 +44,7 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def store_lines(store) -> list[str]:
+def store_lines(store: AttentionStore) -> list[str]:
     """A store's summary as indented lines (items, extracted, skipped with indices, missing, path)."""
     s = store.summary()
     lines = [
@@ -69,7 +74,7 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    def terminate(_signum, _frame):
+    def terminate(_signum: int, _frame: FrameType | None) -> NoReturn:
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminate)

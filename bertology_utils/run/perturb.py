@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bertology_utils.core import machine_environment, settings, threads
 from bertology_utils.run import harness
@@ -94,7 +95,7 @@ def run_perturbed(
     *,
     run_name: str,
     results_root: str | os.PathLike | None = None,
-    **run_options,
+    **run_options: Any,
 ) -> harness.RunReport:
     """Run ``notebooks`` under ``perturbation`` into ``perturbed_run_name(run_name, perturbation)``, one at a
     time, with a fresh cache that is removed afterwards; ``run_options`` go to ``run_notebooks``."""
