@@ -26,9 +26,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "capture_attention",
             "AttentionCapture",
             "gate_heads",
-            "remove_attention_to",
-            "ablate_tokens",
-            "ablate_matched_random",
         ],
         "objectives": [
             "objective_label",
@@ -44,7 +41,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "attention_gradients",
             "batch_attention_gradients",
         ],
-        "ablations": ["ablation_curves"],
+        "ablations": ["remove_attention_to", "ablate_tokens", "ablate_matched_random", "ablation_curves"],
         "scoring": ["TaskSpec", "task_spec"],
         "finetuning": [
             "Budget",

@@ -6,8 +6,14 @@ of the loss with respect to attention to [SEP] as a sign that [SEP] is a "no-op"
 layer, the attention every head puts on [SEP] (or [CLS]) is taken away — dropped (``zero``: the head loses those
 tokens' value vectors) or moved to the other tokens in proportion (``renormalise``: as if [SEP] were masked out) —
 and the change of the final hidden states, of the objective's prediction and of its loss is measured against the
-control: the same mass, row by row, taken off one random non-special token of the item
-(see :func:`bertology_utils.interventions.editing.move_matched_mass`).
+control: the same mass, row by row, taken off one random non-special token of the item.
+
+* :func:`remove_attention_to` / :func:`move_matched_mass` — move the attention a head puts on some tokens
+  elsewhere (or drop it), and the matched-mass control on one other token; :func:`ablate_tokens` /
+  :func:`ablate_matched_random` do it inside a model, at the edit point of
+  :mod:`~bertology_utils.interventions.editing`;
+* :func:`ablation_curves` / :func:`ablation_summary` — the change each makes, layer by layer, and the ratio of
+  target to control with its interval over the items.
 
 Token kinds, batches and objectives: :mod:`bertology_utils.interventions.objectives`.
 """
@@ -17,24 +23,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from bertology_utils.core.architectures import self_attention_modules, shares_layers
+from bertology_utils.core.architectures import Model, self_attention_modules, shares_layers
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
+from bertology_utils.core.typing import AttentionMaps, TokenMask
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import (
-    REMOVAL_MODES,
-    ablate_matched_random,
-    ablate_tokens,
     capture_attention,
-    negative_share,
+    edit_attention,
     record_layer_outputs,
     replay_layers_below,
 )
@@ -51,10 +56,183 @@ from bertology_utils.interventions.objectives import (
 )
 from bertology_utils.interventions.results_cache import cached_results
 
-__all__ = ["ITEM_MEASURES", "ablation_curves", "ablation_summary", "plot_ablation_curves"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
+__all__ = [
+    "REMOVAL_MODES",
+    "remove_attention_to",
+    "move_matched_mass",
+    "negative_share",
+    "ablate_tokens",
+    "ablate_matched_random",
+    "ITEM_MEASURES",
+    "ablation_curves",
+    "ablation_summary",
+    "plot_ablation_curves",
+]
+
+#: How :func:`remove_attention_to` treats the attention it takes away.
+REMOVAL_MODES = ("zero", "renormalise")
 #: The measures :func:`ablation_curves` keeps each item's value of (``<measure>_items``), for intervals over items.
 ITEM_MEASURES = ("hidden_change", "output_change", "loss_change")
+
+
+# --------------------------------------------------------------------------- moving attention mass
+
+
+def _key_mask(targets: torch.Tensor, probs: AttentionMaps) -> torch.Tensor:
+    """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
+    targets = targets.to(device=probs.device)
+    if targets.dim() == 2:
+        targets = targets[:, None, None, :]
+    elif targets.dim() == 3:
+        targets = targets[:, None, :, :]
+    return targets.to(probs.dtype)
+
+
+def remove_attention_to(probs: AttentionMaps, targets: torch.Tensor, mode: str = "renormalise") -> AttentionMaps:
+    """Take away the attention each row puts on ``targets`` (bool, (batch, keys)).
+
+    ``mode="zero"``: the attention is dropped, rows sum to 1 minus what they lost (the head's
+    output loses exactly those tokens' value contributions). ``mode="renormalise"``: the row
+    is rescaled to sum to 1 over the remaining tokens, so the mass moves to them in proportion
+    to their attention (as if the targets had been masked out of the softmax). A row with no
+    attention on the targets is returned bit for bit. A row that had all its attention on the
+    targets keeps zero attention under both modes.
+
+    :param probs: ``(B, H, T, T)`` one layer's attention.
+    :param targets: ``(B, T)`` bool, the keys whose attention is taken (or ``(B, T, T)`` per query).
+    :param mode: ``zero`` or ``renormalise``.
+    :returns: ``(B, H, T, T)`` the edited attention.
+    """
+    if mode not in REMOVAL_MODES:
+        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
+    mask = _key_mask(targets, probs)
+    removed = (probs * mask).sum(-1, keepdim=True)
+    kept = probs * (1 - mask)
+    if mode == "zero":
+        return kept
+    return kept / _row_total(kept, removed > 0)
+
+
+def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
+    """What to divide rows by to make them sum to 1 again.
+
+    Exactly 1 where nothing changed (those rows stay bit for bit), the sum of what is left
+    elsewhere (never ``1 - removed``, which cancels catastrophically when almost everything
+    was removed), and 1 for rows with nothing left (they stay all zero).
+    """
+    total = kept.sum(-1, keepdim=True)
+    return torch.where(changed & (total > 0), total, torch.ones_like(total))
+
+
+def move_matched_mass(
+    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
+) -> AttentionMaps:
+    """The control for :func:`remove_attention_to`: move the same mass off one other token.
+
+    For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
+    the single key ``token[b]`` (an index per item) instead. ``mode="zero"``: that mass is
+    dropped; ``mode="renormalise"``: it goes to the row's other keys in proportion to their
+    attention. The row loses ``m`` of the token's value vector instead of the reference
+    tokens' — a matched, linear counterfactual. Where the token had less than ``m``, its
+    weight becomes negative (count these with :func:`negative_share`).
+
+    :param probs: ``(B, H, T, T)`` one layer's attention.
+    :param reference: ``(B, T)`` bool, the keys whose mass is matched.
+    :param token: ``(B,)`` the key each item's mass is taken off.
+    :param mode: ``zero`` or ``renormalise``.
+    :returns: ``(B, H, T, T)`` the edited attention.
+    """
+    if mode not in REMOVAL_MODES:
+        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
+    mass = (probs * _key_mask(reference, probs)).sum(-1, keepdim=True)  # (B, H, Q, 1)
+    onehot = torch.zeros(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
+    onehot[torch.arange(probs.shape[0], device=probs.device), token.to(probs.device)] = True
+    at_token = _key_mask(onehot, probs)  # (B, 1, 1, K)
+    moved = probs - mass * at_token
+    if mode == "zero":
+        return moved
+    others = probs * (1 - at_token)
+    return moved + mass * (others / _row_total(others, mass > 0))
+
+
+def negative_share(
+    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, valid_rows: TokenMask | None = None
+) -> torch.Tensor:
+    """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
+
+    Those are the rows where :func:`move_matched_mass` gives the token a negative weight.
+    ``valid_rows`` (bool, (batch, queries)) restricts the count to real attending tokens.
+
+    :param probs: ``(B, H, T, T)`` one layer's attention, before the move.
+    :param reference: ``(B, T)`` bool, the keys whose mass is matched.
+    :param token: ``(B,)`` the key each item's mass is taken off.
+    :param valid_rows: ``(B, T)`` the attending rows counted (None: all).
+    :returns: ``(B,)`` shares in [0, 1].
+    """
+    mass = (probs * _key_mask(reference, probs)).sum(-1)  # (B, H, Q)
+    on_token = probs[torch.arange(probs.shape[0], device=probs.device), :, :, token.to(probs.device)]
+    below = (on_token < mass).to(probs.dtype)
+    if valid_rows is None:
+        return below.mean((1, 2))
+    weight = valid_rows[:, None, :].to(below).expand_as(below)
+    return (below * weight).sum((1, 2)) / weight.sum((1, 2)).clamp_min(1)
+
+
+@contextlib.contextmanager
+def ablate_tokens(
+    model: Model, targets: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
+) -> Iterator[None]:
+    """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed.
+
+    :param model: the model.
+    :param targets: ``(B, T)`` bool, the keys whose attention is taken (:func:`remove_attention_to`).
+    :param layers: the layers edited (from 0; None: all).
+    :param mode: ``zero`` or ``renormalise``.
+    :returns: a context manager.
+    """
+    chosen = None if layers is None else set(int(layer) for layer in layers)
+
+    def edit(layer: int, probs: AttentionMaps) -> AttentionMaps | None:
+        if chosen is not None and layer not in chosen:
+            return None
+        return remove_attention_to(probs, targets, mode)
+
+    with edit_attention(model, edit):
+        yield
+
+
+@contextlib.contextmanager
+def ablate_matched_random(
+    model: Model,
+    reference: torch.Tensor,
+    token: torch.Tensor,
+    layers: Sequence[int] | None = None,
+    mode: str = "renormalise",
+) -> Iterator[None]:
+    """The control of :func:`ablate_tokens`: in ``layers``, the mass on ``reference`` is taken off ``token`` instead.
+
+    :param model: the model.
+    :param reference: ``(B, T)`` bool, the keys whose mass is matched (:func:`move_matched_mass`).
+    :param token: ``(B,)`` the key each item's mass is taken off.
+    :param layers: the layers edited (from 0; None: all).
+    :param mode: ``zero`` or ``renormalise``.
+    :returns: a context manager.
+    """
+    chosen = None if layers is None else set(int(layer) for layer in layers)
+
+    def edit(layer: int, probs: AttentionMaps) -> AttentionMaps | None:
+        if chosen is not None and layer not in chosen:
+            return None
+        return move_matched_mass(probs, reference, token, mode)
+
+    with edit_attention(model, edit):
+        yield
+
+
+# --------------------------------------------------------------------------- curves
 
 
 def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
@@ -118,6 +296,18 @@ def ablation_curves(
     ``cache``: store the curves in the results cache (:mod:`~bertology_utils.interventions.results_cache`) and
     reuse them when the model's weights, the items, the objective (:meth:`Objective.cache_key`; never
     for an objective without one) and every setting above are the same.
+
+    :param items: sentences or sentence pairs (anything :meth:`~bertology_utils.data.Corpus.of` takes).
+    :param objective: whose prediction and loss are compared.
+    :param targets: the kinds of token whose attention is moved: ``sep``, ``cls``, ``punct``.
+    :param modes: ``zero`` and/or ``renormalise`` (:data:`REMOVAL_MODES`).
+    :param layers: the layers (from 0) ablated one at a time; None: all.
+    :param seed: picks each item's control token.
+    :param batch_size: items per pass.
+    :param max_tokens: longer items are skipped (None: what the model takes).
+    :param progress: show a progress bar of the passes.
+    :param cache: read and store the curves in the results cache.
+    :returns: the curves, one row per (layer, target, intervention, mode).
     """
     loaded = objective.loaded
     n_layers = len(self_attention_modules(loaded.model, shared=True))
@@ -151,7 +341,15 @@ def ablation_curves(
     return frame
 
 
-def _ablations(objective, batches, targets, modes, layers, seed: int, progress: bool) -> dict[str, np.ndarray]:
+def _ablations(
+    objective: Objective,
+    batches: list[TokenBatch],
+    targets: Sequence[str],
+    modes: Sequence[str],
+    layers: list[int],
+    seed: int,
+    progress: bool,
+) -> dict[str, np.ndarray]:
     """:func:`ablation_curves`' passes: its frame as one array per column (strings as str), and the null change."""
     loaded = objective.loaded
     records: dict[tuple, dict[str, list]] = {}
@@ -235,6 +433,14 @@ def ablation_summary(
     resampled): each item's change averaged over the layers, target and control resampled together, the ratio
     that of their sums (``n_resamples`` draws, ``seed``). NaN bounds without per-item values, with fewer than 3
     items, or when the ratio is not finite.
+
+    :param curves: what :func:`ablation_curves` returned.
+    :param measure: the change compared: ``hidden_change``, ``output_change`` or ``loss_change``.
+    :param level: the interval's confidence level.
+    :param n_resamples: bootstrap draws.
+    :param seed: the draws' seed.
+    :returns: one row per target and mode: the target's and the control's change, ``ratio`` and its interval,
+        ``items``, ``mean mass moved`` and, where measured, ``control rows with negative weight``.
     """
     table = curves.pivot_table(index=["target", "mode"], columns="intervention", values=measure, aggfunc="mean")
     by = curves.groupby(["target", "mode"])
@@ -276,10 +482,15 @@ def _ratio_interval(
     return interval.low, interval.high, n
 
 
-def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", title: str | None = None):
+def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", title: str | None = None) -> Figure:
     """One panel per target and mode: ``measure`` by layer, target vs matched random-token control.
 
     Error bars are standard errors over items; grey bars (right axis) show the mass moved.
+
+    :param curves: what :func:`ablation_curves` returned.
+    :param measure: the change drawn: ``hidden_change``, ``output_change`` or ``loss_change``.
+    :param title: the figure's title (None: none).
+    :returns: the figure.
     """
     import matplotlib.pyplot as plt
 

@@ -13,9 +13,8 @@ edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
 * :func:`gate_heads` — multiply each head's probabilities by a gate (1 keeps the head, 0
   removes its contribution). The head's context is ``probs @ values``, linear in the
   probabilities, so this *is* a gate on the head's output before the output projection
-  (Michel et al.'s gate, and what the removed ``head_mask`` did); it is differentiable;
-* :func:`remove_attention_to` / :func:`move_matched_mass` — move the attention a head puts on
-  some tokens elsewhere (or drop it), and the matched-mass control on one other token;
+  (Michel et al. 2019's gate, `Are Sixteen Heads Really Better than One? <https://arxiv.org/abs/1905.10650>`_,
+  and what the removed ``head_mask`` did); it is differentiable;
 * :func:`record_layer_outputs` / :func:`replay_layers_below` — an edit at layer ``l`` cannot
   change the layers below it, so a pass with that edit can take their outputs from an unedited
   pass on the same inputs instead of recomputing them;
@@ -49,15 +48,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch import nn
 
 from bertology_utils.core import architectures
-from bertology_utils.core.architectures import dropout_edit_points, self_attention_modules
+from bertology_utils.core.architectures import Model, dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, autocast, evaluating
 from bertology_utils.core.typing import AttentionMaps
@@ -71,26 +70,18 @@ __all__ = [
     "capture_attention",
     "AttentionCapture",
     "gate_heads",
-    "remove_attention_to",
-    "move_matched_mass",
-    "negative_share",
-    "ablate_tokens",
-    "ablate_matched_random",
     "record_layer_outputs",
     "replay_layers_below",
     "first_token_readout",
     "classifier_inference",
     "INTERFACE_NAME",
-    "REMOVAL_MODES",
 ]
 
-#: An edit: ``(layer counted from 0, probabilities (batch, heads, queries, keys)) -> probabilities``.
-Edit = Callable[[int, AttentionMaps], AttentionMaps]
+#: An edit: ``(layer counted from 0, probabilities (B, H, T, T)) -> probabilities``, or None to leave them as they are.
+Edit = Callable[[int, AttentionMaps], Optional[AttentionMaps]]  # noqa: UP045 (AttentionMaps is a string at run time)
 
 #: Name under which the edit-point attention function is registered with transformers.
 INTERFACE_NAME = "bertology_edit"
-#: How :func:`remove_attention_to` treats the attention it takes away.
-REMOVAL_MODES = ("zero", "renormalise")
 
 #: Attributes set on attention modules while edits are active.
 _STATE = "_bertology_edit_state"
@@ -134,7 +125,16 @@ def _apply_edits(module: nn.Module, probs: AttentionMaps) -> AttentionMaps:
     return probs
 
 
-def _edit_point_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def _edit_point_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """transformers' eager attention (BERT's ``eager_attention_forward``) with the edit point added.
 
     Same operations in the same order as eager, so outputs are bit-identical when no edit
@@ -160,8 +160,8 @@ def _edit_point_attention(module, query, key, value, attention_mask, scaling=Non
     return output, weights
 
 
-def _dropout_hook(module: nn.Module):
-    def hook(_dropout, _inputs, output):
+def _dropout_hook(module: nn.Module) -> Callable[[nn.Module, tuple, torch.Tensor], torch.Tensor]:
+    def hook(_dropout: nn.Module, _inputs: tuple, output: torch.Tensor) -> torch.Tensor:
         return _apply_edits(module, output)
 
     return hook
@@ -251,14 +251,14 @@ class _Installation:
             if hasattr(module, _STATE):
                 delattr(module, _STATE)
 
-    def _new_pass(self, _module, _args):
+    def _new_pass(self, _module: nn.Module, _args: tuple) -> None:
         for module in self.unique:
             state = getattr(module, _STATE, None)
             if state is not None:
                 state.calls = 0
 
     @staticmethod
-    def _reset_visit(module, _args):
+    def _reset_visit(module: nn.Module, _args: tuple) -> None:
         state = getattr(module, _STATE, None)
         if state is not None:
             state.visited = False
@@ -267,7 +267,7 @@ class _Installation:
                 state.calls += 1
 
     @staticmethod
-    def _check_visit(module, _args, _output):
+    def _check_visit(module: nn.Module, _args: tuple, _output: object) -> None:
         state = getattr(module, _STATE, None)
         if state is not None and state.edits and not state.visited:
             raise ModelNotAvailableError(
@@ -280,7 +280,7 @@ _INSTALLATIONS: dict[int, _Installation] = {}
 
 
 @contextlib.contextmanager
-def edit_attention(model, edit: Edit) -> Iterator[None]:
+def edit_attention(model: Model, edit: Edit) -> Iterator[None]:
     """Within the block, every self-attention layer's probabilities go through ``edit(layer, probs)``.
 
     ``model`` is a LoadedModel or a transformers model; ``layer`` is counted from 0 and
@@ -288,6 +288,11 @@ def edit_attention(model, edit: Edit) -> Iterator[None]:
     (it must keep the shape) or None to leave the probabilities unchanged; it runs inside the
     forward pass, so whatever it does is part of the autograd graph. The model's attention
     implementation, hooks and outputs are restored when the block exits.
+
+    :param model: the model to edit.
+    :param edit: ``edit(layer, probs)``, probabilities ``(B, H, T, T)`` in and out (or None: unchanged).
+    :returns: a context manager; ModelNotAvailableError on entry for an architecture without an edit point, and in
+        the pass where a layer bypassed its edit point.
     """
     module = architectures.torch_module(model)
     with _LOCK:
@@ -319,37 +324,50 @@ class AttentionCapture:
     """Attention probabilities captured by :func:`capture_attention`, one entry per layer.
 
     ``probs[layer]`` is the tensor the layer multiplied with its values in the latest forward
-    pass, shape (batch, heads, queries, keys); after ``loss.backward()``, ``grads[layer]`` is
+    pass, shape ``(B, H, T, T)``; after ``loss.backward()``, ``grads[layer]`` is
     d(loss)/d(probs[layer]) for all heads at once (None where no gradient flowed).
+
+    :param probs: per layer, the probabilities of the latest pass (None before one).
     """
 
     probs: list = field(default_factory=list)
 
     @property
     def grads(self) -> list:
+        """Per layer, ``(B, H, T, T)`` d(loss)/d(probs) after ``backward()`` (None where no gradient flowed)."""
         return [None if p is None else p.grad for p in self.probs]
 
     def stacked(self) -> torch.Tensor:
-        """Captured probabilities as one (batch, layers, heads, queries, keys) tensor, detached."""
+        """Captured probabilities as one tensor, detached.
+
+        :returns: ``(B, L, H, T, T)``.
+        """
         return torch.stack([p.detach() for p in self.probs], dim=1)
 
     def stacked_grads(self) -> torch.Tensor:
-        """Gradients as one (batch, layers, heads, queries, keys) tensor (zeros where none flowed)."""
+        """Gradients as one tensor (zeros where none flowed).
+
+        :returns: ``(B, L, H, T, T)``.
+        """
         return torch.stack([torch.zeros_like(p) if g is None else g for p, g in zip(self.probs, self.grads)], dim=1)
 
 
 @contextlib.contextmanager
-def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionCapture]:
+def capture_attention(model: Model, *, retain_grad: bool = True) -> Iterator[AttentionCapture]:
     """Keep every layer's attention probabilities (and, after backward, their gradients).
 
     Capturing is one more edit that returns the probabilities unchanged, so it sees what
     outer edits did to them (place it innermost to read the probabilities actually used).
     Each forward pass replaces what the previous one captured.
+
+    :param model: the model.
+    :param retain_grad: keep the probabilities' ``.grad`` after ``backward()`` (for :attr:`AttentionCapture.grads`).
+    :returns: a context manager yielding the capture, filled by each pass.
     """
     n_layers = len(self_attention_modules(model, shared=True))
     capture = AttentionCapture([None] * n_layers)
 
-    def keep(layer: int, probs: AttentionMaps):
+    def keep(layer: int, probs: AttentionMaps) -> None:
         if retain_grad and probs.requires_grad:
             probs.retain_grad()
         capture.probs[layer] = probs
@@ -360,20 +378,24 @@ def capture_attention(model, *, retain_grad: bool = True) -> Iterator[AttentionC
 
 
 @contextlib.contextmanager
-def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
+def gate_heads(model: Model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
     """Multiply head ``h`` of layer ``l``'s output by ``gates[l, h]`` inside the block.
 
     ``gates`` has shape (layers, heads); 1 leaves a head unchanged, 0 removes its
     contribution (its context vector is zero; the output projection's bias stays, as with
     pruning). Gates may require grad: after ``loss.backward()``, ``gates.grad`` holds
     d(loss)/d(gate) for every head from one backward pass (Michel et al.'s importance).
+
+    :param model: the model.
+    :param gates: ``(L, H)`` one gate per head.
+    :returns: a context manager yielding the gates as a tensor; ValueError for gates of the wrong shape.
     """
     modules = self_attention_modules(model, shared=True)
     gates = torch.as_tensor(gates)
     if gates.dim() != 2 or gates.shape[0] != len(modules):
         raise ValueError(f"gates must have shape (layers={len(modules)}, heads), not {tuple(gates.shape)}")
 
-    def gate(layer: int, probs: AttentionMaps):
+    def gate(layer: int, probs: AttentionMaps) -> AttentionMaps:
         if gates.shape[1] != probs.shape[1]:
             raise ValueError(f"gates have {gates.shape[1]} heads per layer; layer {layer} has {probs.shape[1]}")
         g = gates[layer].to(device=probs.device, dtype=probs.dtype)
@@ -383,131 +405,17 @@ def gate_heads(model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
         yield gates
 
 
-# --------------------------------------------------------------------------- moving attention mass
-
-
-def _key_mask(targets: torch.Tensor, probs: AttentionMaps) -> torch.Tensor:
-    """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
-    targets = targets.to(device=probs.device)
-    if targets.dim() == 2:
-        targets = targets[:, None, None, :]
-    elif targets.dim() == 3:
-        targets = targets[:, None, :, :]
-    return targets.to(probs.dtype)
-
-
-def remove_attention_to(probs: AttentionMaps, targets: torch.Tensor, mode: str = "renormalise") -> AttentionMaps:
-    """Take away the attention each row puts on ``targets`` (bool, (batch, keys)).
-
-    ``mode="zero"``: the attention is dropped, rows sum to 1 minus what they lost (the head's
-    output loses exactly those tokens' value contributions). ``mode="renormalise"``: the row
-    is rescaled to sum to 1 over the remaining tokens, so the mass moves to them in proportion
-    to their attention (as if the targets had been masked out of the softmax). A row with no
-    attention on the targets is returned bit for bit. A row that had all its attention on the
-    targets keeps zero attention under both modes.
-    """
-    if mode not in REMOVAL_MODES:
-        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
-    mask = _key_mask(targets, probs)
-    removed = (probs * mask).sum(-1, keepdim=True)
-    kept = probs * (1 - mask)
-    if mode == "zero":
-        return kept
-    return kept / _row_total(kept, removed > 0)
-
-
-def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
-    """What to divide rows by to make them sum to 1 again.
-
-    Exactly 1 where nothing changed (those rows stay bit for bit), the sum of what is left
-    elsewhere (never ``1 - removed``, which cancels catastrophically when almost everything
-    was removed), and 1 for rows with nothing left (they stay all zero).
-    """
-    total = kept.sum(-1, keepdim=True)
-    return torch.where(changed & (total > 0), total, torch.ones_like(total))
-
-
-def move_matched_mass(
-    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
-) -> AttentionMaps:
-    """The control for :func:`remove_attention_to`: move the same mass off one other token.
-
-    For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
-    the single key ``token[b]`` (an index per item) instead. ``mode="zero"``: that mass is
-    dropped; ``mode="renormalise"``: it goes to the row's other keys in proportion to their
-    attention. The row loses ``m`` of the token's value vector instead of the reference
-    tokens' — a matched, linear counterfactual. Where the token had less than ``m``, its
-    weight becomes negative (count these with :func:`negative_share`).
-    """
-    if mode not in REMOVAL_MODES:
-        raise ValueError(f"mode must be one of {REMOVAL_MODES}, not {mode!r}")
-    mass = (probs * _key_mask(reference, probs)).sum(-1, keepdim=True)  # (B, H, Q, 1)
-    onehot = torch.zeros(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
-    onehot[torch.arange(probs.shape[0], device=probs.device), token.to(probs.device)] = True
-    at_token = _key_mask(onehot, probs)  # (B, 1, 1, K)
-    moved = probs - mass * at_token
-    if mode == "zero":
-        return moved
-    others = probs * (1 - at_token)
-    return moved + mass * (others / _row_total(others, mass > 0))
-
-
-def negative_share(
-    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, valid_rows: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
-
-    Those are the rows where :func:`move_matched_mass` gives the token a negative weight.
-    ``valid_rows`` (bool, (batch, queries)) restricts the count to real attending tokens.
-    """
-    mass = (probs * _key_mask(reference, probs)).sum(-1)  # (B, H, Q)
-    on_token = probs[torch.arange(probs.shape[0], device=probs.device), :, :, token.to(probs.device)]
-    below = (on_token < mass).to(probs.dtype)
-    if valid_rows is None:
-        return below.mean((1, 2))
-    weight = valid_rows[:, None, :].to(below).expand_as(below)
-    return (below * weight).sum((1, 2)) / weight.sum((1, 2)).clamp_min(1)
-
-
 @contextlib.contextmanager
-def ablate_tokens(
-    model, targets: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
-) -> Iterator[None]:
-    """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed."""
-    chosen = None if layers is None else set(int(layer) for layer in layers)
+def record_layer_outputs(model: Model) -> Iterator[dict[int, object]]:
+    """What each encoder layer (0-based) returns during the block, for :func:`replay_layers_below`.
 
-    def edit(layer: int, probs: AttentionMaps):
-        if chosen is not None and layer not in chosen:
-            return None
-        return remove_attention_to(probs, targets, mode)
-
-    with edit_attention(model, edit):
-        yield
-
-
-@contextlib.contextmanager
-def ablate_matched_random(
-    model, reference: torch.Tensor, token: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
-) -> Iterator[None]:
-    """The control of :func:`ablate_tokens`: in ``layers``, the mass on ``reference`` is taken off ``token`` instead."""
-    chosen = None if layers is None else set(int(layer) for layer in layers)
-
-    def edit(layer: int, probs: AttentionMaps):
-        if chosen is not None and layer not in chosen:
-            return None
-        return move_matched_mass(probs, reference, token, mode)
-
-    with edit_attention(model, edit):
-        yield
-
-
-@contextlib.contextmanager
-def record_layer_outputs(model) -> Iterator[dict[int, object]]:
-    """What each encoder layer (0-based) returns during the block, for :func:`replay_layers_below`."""
+    :param model: the model.
+    :returns: a context manager yielding layer -> its output in the latest pass.
+    """
     outputs: dict[int, object] = {}
 
-    def keeper(index: int):
-        def hook(_module, _args, output):
+    def keeper(index: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(_module: nn.Module, _args: tuple, output: object) -> None:
             outputs[index] = output
 
         return hook
@@ -521,12 +429,17 @@ def record_layer_outputs(model) -> Iterator[dict[int, object]]:
 
 
 @contextlib.contextmanager
-def replay_layers_below(model, first: int, outputs: dict[int, object]) -> Iterator[None]:
+def replay_layers_below(model: Model, first: int, outputs: dict[int, object]) -> Iterator[None]:
     """Layers below ``first`` return ``outputs`` (from :func:`record_layer_outputs`) instead of running.
 
     Valid only for a pass on the same inputs whose edits start at layer ``first``: the layers
     below see exactly what they saw when recorded. The embeddings and the layers from
     ``first`` on run as usual, so the cost of an edit at layer ``l`` is the layers from ``l`` on.
+
+    :param model: the model.
+    :param first: the first layer (from 0) that runs.
+    :param outputs: what :func:`record_layer_outputs` recorded on the same inputs.
+    :returns: a context manager; BertologyError when a layer below ``first`` has no recorded output.
     """
     modules = architectures.layers(model)[:first]
     missing = [i for i in range(len(modules)) if i not in outputs]
@@ -547,7 +460,7 @@ def replay_layers_below(model, first: int, outputs: dict[int, object]) -> Iterat
 
 
 @contextlib.contextmanager
-def first_token_readout(model) -> Iterator[bool]:
+def first_token_readout(model: Model) -> Iterator[bool]:
     """Inside the block, the last layer's feed-forward block runs on the first token alone.
 
     A sequence classifier's head reads the last layer at the first token, and a feed-forward
@@ -564,6 +477,9 @@ def first_token_readout(model) -> Iterator[bool]:
     In training mode it is exact too: each dropout of the shortened block draws its mask for every
     position, as the full pass draws it, and keeps the first token's, so the random stream, the
     masks, the loss and the gradients are the full pass's (to float rounding).
+
+    :param model: the model.
+    :returns: a context manager yielding whether the readout applies.
     """
     module = architectures.torch_module(model)
     applies = type(module).__name__.endswith("ForSequenceClassification") and architectures.is_registered(module)
@@ -579,13 +495,13 @@ def first_token_readout(model) -> Iterator[bool]:
     norm, _ = architectures.layer_norms(module, len(stack) - 1)
     width = [0]  # positions the last block would have run on, while it runs on one (0: not inside it)
 
-    def first_token(_module, _args, output):
+    def first_token(_module: nn.Module, _args: tuple, output: object) -> object:
         if torch.is_tensor(output) and output.dim() == 3:
             width[0] = output.shape[1]
             return output[:, :1]
         return output
 
-    def block_done(_module, _args, _output):
+    def block_done(_module: nn.Module, _args: tuple, _output: object) -> None:
         width[0] = 0
 
     def full_mask(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
@@ -609,11 +525,16 @@ def first_token_readout(model) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def classifier_inference(model, *, precision: str | None = None) -> Iterator[bool]:
+def classifier_inference(model: Model, *, precision: str | None = None) -> Iterator[bool]:
     """Eval mode (no dropout), :func:`first_token_readout` and, for a LoadedModel, its
     :attr:`~bertology_utils.core.models.LoadedModel.precision` (or ``precision``, which overrides it):
     passes that read only a classifier's logits, or gradients of them. Logits come out float32
-    whatever the precision. Yields whether the readout applies."""
+    whatever the precision. Yields whether the readout applies.
+
+    :param model: a sequence classifier.
+    :param precision: "fp32" or "bf16" instead of a LoadedModel's own (None: its own).
+    :returns: a context manager yielding whether :func:`first_token_readout` applies.
+    """
     module = architectures.torch_module(model)
     cast = autocast(model, precision) if isinstance(model, LoadedModel) else contextlib.nullcontext()
     with evaluating(module), first_token_readout(module) as applies, cast, _float32_logits(module):
@@ -624,7 +545,7 @@ def classifier_inference(model, *, precision: str | None = None) -> Iterator[boo
 def _float32_logits(module: nn.Module) -> Iterator[None]:
     """A model's output ``logits`` as float32 (under bf16 autocast the head's matrix product gives bfloat16)."""
 
-    def to_float32(_module, _args, output):
+    def to_float32(_module: nn.Module, _args: tuple, output: Any) -> None:
         logits = getattr(output, "logits", None)
         if torch.is_tensor(logits) and logits.is_floating_point() and logits.dtype != torch.float32:
             output.logits = logits.float()

@@ -30,9 +30,10 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ import numpy as np
 import torch
 import transformers
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from bertology_utils.attention.alignment import item_texts
@@ -84,7 +85,7 @@ _META_FILE = "bertology.json"
 
 
 class FineTuneCacheWarning(CacheWarning):
-    """A cache entry was corrupt (or unreadable) and is being rebuilt."""
+    """A cache entry was corrupt (or unreadable) and is being rebuilt (a warning, not an error: the run goes on)."""
 
 
 # --------------------------------------------------------------------------- budgets
@@ -92,7 +93,18 @@ class FineTuneCacheWarning(CacheWarning):
 
 @dataclass(frozen=True)
 class Budget:
-    """What one fine-tuning run may spend. All of it but ``eval_examples`` is part of the cache key."""
+    """What one fine-tuning run may spend. All of it but ``eval_examples`` is part of the cache key.
+
+    :param train_examples: training examples drawn with the run's seed (None: the whole train split).
+    :param epochs: passes over them.
+    :param batch_size: examples per step.
+    :param learning_rate: AdamW's peak learning rate.
+    :param weight_decay: AdamW's decay (not on biases and layer-norm weights).
+    :param warmup_fraction: the share of the steps the learning rate warms up over, in [0, 1).
+    :param max_tokens: the longest input, special tokens included (at least 4).
+    :param group_by_length: batches of random examples of about the same length.
+    :param eval_examples: dev examples scored after training (None: all).
+    """
 
     #: Training examples, drawn without replacement with the run's seed (None: the whole train split).
     train_examples: int | None = 2000
@@ -109,7 +121,7 @@ class Budget:
     #: Dev examples scored after training (None: the whole dev split; a seeded subsample otherwise).
     eval_examples: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.train_examples is not None and self.train_examples < 1:
             raise ValueError("train_examples must be at least 1 (or None for all)")
         if self.epochs < 1 or self.batch_size < 1 or self.max_tokens < 4:
@@ -118,9 +130,17 @@ class Budget:
             raise ValueError("warmup_fraction must be in [0, 1)")
 
     def as_dict(self) -> dict:
+        """The budget's fields by name (what the cache key and the record hold).
+
+        :returns: field name -> value.
+        """
         return dataclasses.asdict(self)
 
     def describe(self) -> str:
+        """The budget in one line, for a reader.
+
+        :returns: e.g. "2000 training examples x 1 epoch(s), batch 16 (grouped by length), lr 0.0001, ...".
+        """
         n = "all" if self.train_examples is None else str(self.train_examples)
         return (
             f"{n} training examples x {self.epochs} epoch(s), batch {self.batch_size}"
@@ -146,19 +166,28 @@ USER_TASK_BUDGET = Budget(train_examples=2000, epochs=2, learning_rate=1e-4, max
 
 
 def default_budget(task: str | TaskSpec | Task) -> Budget:
-    """The default :class:`Budget` of a task (:data:`USER_TASK_BUDGET` for a user's own)."""
+    """The default :class:`Budget` of a task (:data:`USER_TASK_BUDGET` for a user's own).
+
+    :param task: the task (see :func:`~bertology_utils.interventions.scoring.task_spec`).
+    :returns: its budget (:data:`DEFAULT_BUDGETS`).
+    """
     return DEFAULT_BUDGETS.get(task_spec(task).name, USER_TASK_BUDGET)
 
 
 # --------------------------------------------------------------------------- encoding and prediction
 
 
-def encode(tokenizer, items: Iterable, max_tokens: int) -> list[dict[str, list[int]]]:
+def encode(tokenizer: PreTrainedTokenizerBase, items: Iterable, max_tokens: int) -> list[dict[str, list[int]]]:
     """Token ids (and token types, where the tokenizer makes them) of sentences or sentence pairs.
 
     Words are tokenized as :mod:`bertology_utils.attention.alignment` does (``is_split_into_words``), so a
     classifier sees the same tokens the attention analyses see; longer inputs are truncated
     to ``max_tokens``, the longer text of a pair first.
+
+    :param tokenizer: the model's fast tokenizer.
+    :param items: sentences or sentence pairs.
+    :param max_tokens: the longest encoding, special tokens included.
+    :returns: per item, in order, ``input_ids`` (and ``token_type_ids``) as lists.
     """
     singles: list[list[str]] = []
     pairs: list[tuple[list[str], list[str]]] = []
@@ -194,6 +223,13 @@ def predict(
     Items are batched by length. ``max_tokens`` defaults to what the model takes. Runs in eval
     mode; wrap the call in :func:`bertology_utils.interventions.editing.gate_heads` to evaluate with
     heads switched off.
+
+    :param loaded: a sequence classifier.
+    :param items: sentences or sentence pairs.
+    :param batch_size: items per pass.
+    :param max_tokens: longer inputs are truncated (None: what the model takes).
+    :param progress: show a progress bar.
+    :returns: ``(n, num_labels)`` float32 logits.
     """
     items = list(items)
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
@@ -220,7 +256,16 @@ def evaluate(
     max_tokens: int | None = None,
     progress: bool = False,
 ) -> dict[str, float]:
-    """GLUE metrics of ``loaded`` on a labelled corpus (see :func:`glue_metrics`), plus ``n``."""
+    """GLUE metrics of ``loaded`` on a labelled corpus, plus ``n``.
+
+    :param loaded: a sequence classifier.
+    :param corpus: labelled items.
+    :param task: the task the labels are of (see :func:`~bertology_utils.interventions.scoring.task_spec`).
+    :param batch_size: items per pass.
+    :param max_tokens: longer inputs are truncated (None: what the model takes).
+    :param progress: show a progress bar.
+    :returns: :func:`~bertology_utils.interventions.scoring.glue_metrics`, and ``n`` the items scored.
+    """
     logits = predict(loaded, corpus, batch_size=batch_size, max_tokens=max_tokens, progress=progress)
     return {**glue_metrics(task, logits, corpus.labels), "n": len(corpus)}
 
@@ -228,14 +273,32 @@ def evaluate(
 # --------------------------------------------------------------------------- the cache
 
 
-def finetuned_cache_dir(cache_dir=None) -> Path:
-    """Where fine-tuned checkpoints are kept: ``cache_dir`` or ``settings.cache_dir()/finetuned``."""
+def finetuned_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where fine-tuned checkpoints are kept: ``cache_dir`` or ``settings.cache_dir()/finetuned``.
+
+    :param cache_dir: a folder of one's own (``~`` expanded); None: the settings' cache.
+    :returns: the folder (not created here).
+    """
     return Path(cache_dir).expanduser() if cache_dir is not None else settings.cache_dir() / "finetuned"
 
 
 @dataclass
 class FineTuned:
-    """A fine-tuned classifier and how it was made."""
+    """A fine-tuned classifier and how it was made (what :func:`fine_tune` returns).
+
+    :param loaded: the classifier.
+    :param task: the task's name.
+    :param base_name: the model it was fine-tuned from.
+    :param init: ``pretrained`` or ``random`` (Kovaleva et al.'s comparison).
+    :param seed: the run's seed.
+    :param budget: what the run spent.
+    :param metrics: dev metrics (GLUE's), with ``n`` the dev examples scored.
+    :param path: the checkpoint's folder.
+    :param key: the cache key's digest.
+    :param from_cache: whether it was reused rather than trained.
+    :param train_seconds: the training's wall time.
+    :param loss_curve: the mean training loss of each tenth of the run.
+    """
 
     loaded: LoadedModel = field(repr=False)
     task: str
@@ -253,6 +316,10 @@ class FineTuned:
     loss_curve: list = field(default_factory=list)
 
     def describe(self) -> str:
+        """The run in one line, for a reader: model, task, init, seed, budget, dev metrics, where it came from.
+
+        :returns: the line.
+        """
         shown = ", ".join(f"{k} {v:.3f}" for k, v in self.metrics.items() if k not in ("n", "score"))
         origin = "reused from the cache" if self.from_cache else f"trained in {self.train_seconds:.0f} s"
         precision = "" if self.loaded.precision == "fp32" else f", {self.loaded.precision}"
@@ -280,7 +347,7 @@ def _cache_key(initial: LoadedModel, spec: TaskSpec, train: Corpus, budget: Budg
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def _quiet_transformers() -> Iterator[None]:
     """Hide "newly initialized weights" notices: a fresh classifier head is the point here."""
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -290,7 +357,7 @@ def _quiet_transformers():
         hf_logging.set_verbosity(verbosity)
 
 
-def _initial_model(model, spec: TaskSpec, seed: int, init: str) -> LoadedModel:
+def _initial_model(model: LoadedModel | str | os.PathLike | None, spec: TaskSpec, seed: int, init: str) -> LoadedModel:
     """The model to fine-tune: the encoder with a seeded new classifier head (or all weights random)."""
     source = model.source if isinstance(model, LoadedModel) else model
     name = model.name if isinstance(model, LoadedModel) else model
@@ -325,7 +392,13 @@ def _load_entry(path: Path, record: dict) -> LoadedModel:
 
 def subsample(n: int, size: int | None, seed: int) -> np.ndarray:
     """Sorted row numbers of ``size`` of ``n`` examples drawn with ``seed`` (all of them when ``size`` is None or
-    at least ``n``): the examples :func:`fine_tune` trains and evaluates on."""
+    at least ``n``): the examples :func:`fine_tune` trains and evaluates on.
+
+    :param n: how many examples there are.
+    :param size: how many to draw (None: all).
+    :param seed: the draw's seed.
+    :returns: ``(size,)`` int row numbers, sorted.
+    """
     if size is None or size >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
@@ -425,7 +498,7 @@ def _write_entry(folder: Path, loaded: LoadedModel, record: dict) -> None:
 
 def fine_tune(
     task: str | Task = "SST-2",
-    model=None,
+    model: LoadedModel | str | os.PathLike | None = None,
     *,
     budget: Budget | None = None,
     seed: int = 0,
@@ -433,7 +506,7 @@ def fine_tune(
     train: Corpus | None = None,
     dev: Corpus | None = None,
     cache: bool = True,
-    cache_dir=None,
+    cache_dir: str | os.PathLike | None = None,
     precision: str | None = None,
     progress: bool = True,
 ) -> FineTuned:
@@ -451,6 +524,19 @@ def fine_tune(
     LoadedModel's own, else "fp32") is what the training
     steps compute in and what the returned classifier's passes keep
     (:attr:`~bertology_utils.core.models.LoadedModel.precision`); bf16 checkpoints are cached apart.
+
+    :param task: the task.
+    :param model: the model to fine-tune.
+    :param budget: what the run may spend.
+    :param seed: the classifier head's initialisation, the examples drawn, their order and dropout.
+    :param init: ``pretrained``, or ``random`` for the same architecture from scratch.
+    :param train: the training corpus (None: the task's train split).
+    :param dev: the dev corpus scored (None: the task's dev split).
+    :param cache: reuse and store checkpoints.
+    :param cache_dir: where they are kept (:func:`finetuned_cache_dir`).
+    :param precision: what the steps compute in.
+    :param progress: show a progress bar of the steps.
+    :returns: the classifier and how it was made.
     """
     if precision is None:
         precision = model.precision if isinstance(model, LoadedModel) else "fp32"

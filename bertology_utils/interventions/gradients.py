@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -66,6 +67,10 @@ from bertology_utils.interventions.objectives import (
     token_batches,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = [
     "GradientStats",
     "attention_gradients",
@@ -80,7 +85,12 @@ __all__ = [
 
 @dataclass
 class GradientStats:
-    """What :func:`attention_gradients` measured; arrays are (layers, heads) unless said otherwise."""
+    """What :func:`attention_gradients` measured: attention shares and d(loss)/d(attention) per head and kind.
+
+    Clark et al. 2019's Figure 3 (`What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_) from these numbers:
+    per kind of attended token (:data:`~bertology_utils.interventions.objectives.KINDS`), arrays ``(L, H)`` unless
+    said otherwise.
+    """
 
     model: str
     objective: str
@@ -103,13 +113,20 @@ class GradientStats:
 
     @property
     def num_layers(self) -> int:
+        """How many layers were measured (L)."""
         return self.gradient_norm.shape[0]
 
     def bootstrap(self, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Draws:
         """Bootstrap draws over the items (sentences, or sentence pairs), each resampled whole with its weights: per
         draw, :meth:`gradient_ratio` of each kind (``"gradient_ratio:<kind>"``, (layers,)) and ``gradient_norm``
         ((layers,)) of ``n_items`` items drawn with replacement, the ratio's sums and weight counts drawn together.
-        Seeded; every draw NaN with fewer than 3 items. ValueError without the per-item sums."""
+        Seeded; every draw NaN with fewer than 3 items. ValueError without the per-item sums.
+
+        :param n_resamples: how many bootstrap draws.
+        :param seed: the draws' seed.
+        :param level: the intervals' confidence level the draws carry.
+        :returns: the draws, ``(n_resamples, L)`` per name, described by the items resampled.
+        """
         if not self.per_item:
             raise ValueError(
                 "these statistics keep no per-item sums to resample: compute them with attention_gradients"
@@ -134,13 +151,21 @@ class GradientStats:
         return Draws(values, f"{n} {what}", level)
 
     def normalised_gradient(self, kind: str) -> np.ndarray:
-        """``gradient[kind]`` divided by the mean |gradient| over all attention weights of the model."""
+        """``gradient[kind]`` divided by the mean |gradient| over all attention weights of the model.
+
+        :param kind: a kind of attended token (``sep``, ``cls``, ``punct``, ``other``).
+        :returns: ``(L, H)``, 1 where a weight's gradient is the model's average (NaN when that average is 0).
+        """
         if self.overall_gradient > 0:
             return self.gradient[kind] / self.overall_gradient
         return self.gradient[kind] * np.nan
 
     def layer_table(self) -> pd.DataFrame:
-        """One row per layer (from 1) and kind: head means of attention share and gradients."""
+        """One row per layer (from 1) and kind: head means of attention share and gradients.
+
+        :returns: columns ``layer``, ``kind``, ``attention``, ``gradient``, ``normalised_gradient``,
+            ``logit_gradient``.
+        """
         rows = []
         for kind in KINDS:
             for layer in range(self.num_layers):
@@ -157,7 +182,10 @@ class GradientStats:
         return pd.DataFrame(rows)
 
     def head_table(self) -> pd.DataFrame:
-        """One row per layer, head (both from 1) and kind, with the per-head values (Figure 3's dots)."""
+        """One row per layer, head (both from 1) and kind, with the per-head values (Figure 3's dots).
+
+        :returns: the columns of :meth:`layer_table`, and ``head``.
+        """
         layers, heads = self.gradient_norm.shape[0], self.head_gradient_norm.shape[1]
         layer_index, head_index = np.meshgrid(np.arange(1, layers + 1), np.arange(1, heads + 1), indexing="ij")
         frames = [
@@ -177,24 +205,40 @@ class GradientStats:
         return pd.concat(frames, ignore_index=True)
 
     def gradient_ratio(self, kind: str = "sep") -> np.ndarray:
-        """(layers,) per layer: mean gradient for attention to ``kind`` over that to ordinary ("other") tokens."""
+        """Per layer: mean gradient for attention to ``kind`` over that to ordinary ("other") tokens.
+
+        :param kind: a kind of attended token.
+        :returns: ``(L,)``; below 1 where attention to ``kind`` matters less than to ordinary tokens (Clark's no-op).
+        """
         other = np.nanmean(self.gradient["other"], axis=1)
         return np.nanmean(self.gradient[kind], axis=1) / np.where(other > 0, other, np.nan)
 
     def sep_gradient_ratio(self) -> np.ndarray:
-        """:meth:`gradient_ratio` for [SEP]."""
+        """:meth:`gradient_ratio` for [SEP].
+
+        :returns: ``(L,)``.
+        """
         return self.gradient_ratio("sep")
 
     def head_metrics(self, prefix: str, objective: str) -> dict:
         """Per head, (layers, heads), under ``{prefix}.head.{objective}.``: ``attention_to_<kind>`` and
-        ``normalised_gradient_<kind>`` for each of :data:`KINDS`, and ``gradient_norm``."""
+        ``normalised_gradient_<kind>`` for each of :data:`KINDS`, and ``gradient_norm``.
+
+        :param prefix: the metric names' prefix (a notebook's).
+        :param objective: the objective's key (:attr:`~bertology_utils.interventions.objectives.Objective.key`).
+        :returns: metric name -> ``(L, H)`` array.
+        """
         key = f"{prefix}.head.{objective}"
         out = {f"{key}.attention_to_{kind}": self.attention[kind] for kind in KINDS}
         out |= {f"{key}.normalised_gradient_{kind}": self.normalised_gradient(kind) for kind in KINDS}
         return out | {f"{key}.gradient_norm": self.head_gradient_norm}
 
     def metrics(self, prefix: str) -> dict:
-        """Per layer, the attention to [SEP] and [CLS] and their gradient ratios; the gradient norm, loss, items."""
+        """Per layer, the attention to [SEP] and [CLS] and their gradient ratios; the gradient norm, loss, items.
+
+        :param prefix: the metric names' prefix.
+        :returns: metric name -> ``(L,)`` array or a number.
+        """
         out = {
             f"{prefix}.attention_to_{kind}_by_layer": np.nanmean(self.attention[kind], axis=1)
             for kind in ("sep", "cls")
@@ -210,8 +254,10 @@ class GradientStats:
 class _Totals:
     """Running sums of the statistics, vectorized over items, layers, heads and tokens."""
 
-    def __init__(self):
-        self.share = self.grad = self.logit = self.norm = self.head_norm = None
+    def __init__(self) -> None:
+        #: Summed over batches: share (L, H, kinds), gradient and logit gradient (L, H, kinds), norm (L,), head norm
+        #: (L, H); empty before the first batch.
+        self.sums: list[np.ndarray] = []
         self.rows = 0.0
         self.weights = np.zeros(len(KINDS))
         self.items = 0
@@ -243,10 +289,10 @@ class _Totals:
             ("pair", pair),
         ):
             self.per_item[name].append(per_item.detach().cpu().numpy())
-        if self.share is None:
-            self.share, self.grad, self.logit, self.norm, self.head_norm = values
+        if not self.sums:
+            self.sums = values
         else:
-            for total, value in zip((self.share, self.grad, self.logit, self.norm, self.head_norm), values):
+            for total, value in zip(self.sums, values):
                 total += value
         self.rows += float(real.sum())
         self.weights += weights.double().cpu().numpy()
@@ -255,12 +301,18 @@ class _Totals:
         self.tokens += int(real.sum())
 
 
-def batch_attention_gradients(objective: Objective, batch: TokenBatch):
+def batch_attention_gradients(
+    objective: Objective, batch: TokenBatch
+) -> tuple[torch.Tensor, torch.Tensor, ObjectiveOutput]:
     """(probs, grads, output) for a prepared batch: one forward and one backward pass for all heads.
 
-    ``probs`` and ``grads`` have shape (B, layers, heads, T, T): the probabilities each layer
+    ``probs`` and ``grads`` have shape ``(B, L, H, T, T)``: the probabilities each layer
     multiplied with its values, and d(sum of the items' losses)/d(probs). Each item's loss
     depends only on its own row of the batch, so ``grads[b]`` is the gradient of item b's loss.
+
+    :param objective: the loss to differentiate.
+    :param batch: a batch already prepared by ``objective`` (:meth:`~bertology_utils.interventions.objectives.Objective.prepare`).
+    :returns: the probabilities (detached), their gradients (zeros where none flowed), and the objective's output.
     """
     model = objective.loaded.model
     with capture_attention(model, retain_grad=False) as captured:
@@ -285,7 +337,7 @@ def _head_gradient(objective: Objective, batch: TokenBatch, layer: int, head: in
     shape = tuple(batch.input_ids.shape) + (batch.input_ids.shape[1],)
     delta = torch.zeros(shape, device=batch.input_ids.device, requires_grad=True)
 
-    def add_delta(at_layer: int, probs: torch.Tensor):
+    def add_delta(at_layer: int, probs: torch.Tensor) -> torch.Tensor | None:
         if at_layer != layer:
             return None
         one_head = torch.zeros(probs.shape[1], dtype=probs.dtype, device=probs.device)
@@ -311,6 +363,14 @@ def attention_gradients(
     One forward and one backward pass per batch cover every head. Items longer than
     ``max_tokens`` are skipped (counted in ``n_skipped``). The model stays in eval mode
     (no dropout), so the probabilities are exactly those multiplied with the values.
+
+    :param items: sentences or sentence pairs (anything :meth:`~bertology_utils.data.Corpus.of` takes).
+    :param objective: the loss whose gradient is taken (masked LM, a classifier's, masked embedding).
+    :param batch_size: items per pass.
+    :param max_tokens: longer items are skipped (None: what the model takes).
+    :param progress: show a progress bar.
+    :returns: the statistics, each item's sums kept for :meth:`GradientStats.bootstrap`; BertologyError when no
+        item is short enough.
     """
     loaded = objective.loaded
     check_architecture(loaded.model)  # fail early, with a clear message, on an unsupported architecture
@@ -324,9 +384,10 @@ def attention_gradients(
             probs, grads, output = batch_attention_gradients(objective, batch)
             totals.add(probs.float(), grads.float(), batch, output.losses)
     weights = np.where(totals.weights > 0, totals.weights, np.nan)
-    share = totals.share / totals.rows
-    grad, logit = totals.grad / weights, totals.logit / weights
-    overall = float(totals.grad.sum() / (totals.weights.sum() * grad.shape[0] * grad.shape[1]))
+    share_sum, grad_sum, logit_sum, norm_sum, head_norm_sum = totals.sums
+    share = share_sum / totals.rows
+    grad, logit = grad_sum / weights, logit_sum / weights
+    overall = float(grad_sum.sum() / (totals.weights.sum() * grad.shape[0] * grad.shape[1]))
     return GradientStats(
         model=loaded.name,
         objective=objective.name,
@@ -339,8 +400,8 @@ def attention_gradients(
         logit_gradient={k: logit[..., i] for i, k in enumerate(KINDS)},
         weights_per_kind={k: int(totals.weights[i]) for i, k in enumerate(KINDS)},
         overall_gradient=overall,
-        gradient_norm=totals.norm / totals.items,
-        head_gradient_norm=totals.head_norm / totals.items,
+        gradient_norm=norm_sum / totals.items,
+        head_gradient_norm=head_norm_sum / totals.items,
         per_item={
             name: np.concatenate(chunks).astype(bool if name == "pair" else np.float64)
             for name, chunks in totals.per_item.items()
@@ -351,13 +412,20 @@ def attention_gradients(
 # --------------------------------------------------------------------------- figures
 
 
-def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, value: str = "normalised_gradient"):
+def plot_attention_and_gradients(
+    stats: dict[str, GradientStats], kinds: Sequence[str] = KINDS, value: str = "normalised_gradient"
+) -> Figure:
     """Clark et al.'s Figure 3 layout, one row per objective: attention per layer next to its gradient.
 
     Left: the mean share of attention each head (dot) puts on each kind, lines joining the
     layer means. Right: the mean |d loss / d attention| per weight to that kind (``value``:
     "normalised_gradient", 1 = the mean over all attention weights; or "gradient",
     "logit_gradient").
+
+    :param stats: a row's label -> its statistics (:func:`attention_gradients`).
+    :param kinds: the kinds of attended token drawn.
+    :param value: the gradient column drawn on the right.
+    :returns: the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -393,8 +461,13 @@ def plot_attention_and_gradients(stats: dict, kinds: Sequence[str] = KINDS, valu
     return fig
 
 
-def plot_gradient_norms(stats: dict, ax=None):
-    """Per objective, the layer's gradient norm relative to layer 1 (log scale)."""
+def plot_gradient_norms(stats: dict[str, GradientStats], ax: Axes | None = None) -> Axes:
+    """Per objective, the layer's gradient norm relative to layer 1 (log scale): Clark's "gradients shrink with depth".
+
+    :param stats: a line's label -> its statistics (:func:`attention_gradients`).
+    :param ax: where to draw (None: a new figure).
+    :returns: the axes drawn on.
+    """
     import matplotlib.pyplot as plt
 
     if ax is None:

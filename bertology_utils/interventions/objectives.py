@@ -1,6 +1,7 @@
 """What the gradients and ablations of :mod:`~bertology_utils.interventions.gradients` (and the attributions of
 :mod:`~bertology_utils.interventions.attribution`) run on: token kinds, batches of aligned items, word masking, and
-the objectives whose loss they differentiate.
+the objectives whose loss they differentiate (Clark et al. 2019, `What Does BERT Look At?
+<https://arxiv.org/abs/1906.04341>`_, took the gradient of BERT's masked-LM loss).
 
 Token kinds come from the alignment layer, not from hard-coded ids: ``sep`` = separators
 ([SEP], ``</s>``), ``cls`` = the leading special token ([CLS], ``<s>``), ``punct`` = tokens
@@ -80,7 +81,11 @@ DEFAULT_MAX_TOKENS = 128
 
 
 def token_kinds(item: AlignedItem) -> np.ndarray:
-    """Kind code (:data:`KINDS`) of every token of an aligned item."""
+    """Kind code (:data:`KINDS`) of every token of an aligned item.
+
+    :param item: a sentence or pair aligned to the model's tokens.
+    :returns: ``(T,)`` int64 codes: :data:`SEP`, :data:`CLS`, :data:`PUNCT` or :data:`OTHER`.
+    """
     word_kind = np.full(item.n_words, OTHER, dtype=np.int64)
     word_kind[item.word_kinds == SEPARATOR] = SEP
     word_kind[item.word_kinds == LEADING_SPECIAL] = CLS
@@ -95,7 +100,16 @@ def token_kinds(item: AlignedItem) -> np.ndarray:
 
 @dataclass
 class TokenBatch:
-    """Aligned items padded into tensors, with each token's kind; objectives add their own ``extras``."""
+    """Aligned items padded into tensors, with each token's kind; objectives add their own ``extras``.
+
+    :param items: the aligned items, in batch order.
+    :param input_ids: ``(B, T)`` token ids.
+    :param attention_mask: ``(B, T)`` 1 on real tokens.
+    :param token_type_ids: ``(B, T)`` segment ids, or None where the model takes none.
+    :param kinds: ``(B, T)`` kind codes (:data:`KINDS`), -1 on padding.
+    :param token_to_word: ``(B, T)`` word index of each token, -1 on padding.
+    :param extras: what an objective's ``prepare`` adds (masked positions, clean targets).
+    """
 
     items: list
     input_ids: torch.Tensor  #: (B, T) int64
@@ -107,9 +121,11 @@ class TokenBatch:
 
     @property
     def real(self) -> torch.Tensor:
+        """``(B, T)`` bool: the real tokens (not padding)."""
         return self.attention_mask.bool()
 
     def model_inputs(self) -> dict[str, torch.Tensor]:
+        """What the model's forward takes: ids, attention mask and, where there are any, token types."""
         inputs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
         if self.token_type_ids is not None:
             inputs["token_type_ids"] = self.token_type_ids
@@ -117,7 +133,12 @@ class TokenBatch:
 
 
 def make_batch(loaded: LoadedModel, items: Sequence[AlignedItem]) -> TokenBatch:
-    """Pad aligned items into a :class:`TokenBatch` on the model's device."""
+    """Pad aligned items into a :class:`TokenBatch` on the model's device.
+
+    :param loaded: the model (its padding token and device).
+    :param items: aligned items.
+    :returns: the batch, ``(B, T)`` with T the longest item.
+    """
     padded = Padding.of(loaded).pad([a.input_ids for a in items], [a.token_type_ids for a in items])
     inputs, width, device = padded.inputs(loaded.device), padded.input_ids.shape[1], loaded.device
     return TokenBatch(
@@ -136,6 +157,12 @@ def token_batches(
     """Align ``items``, drop those longer than ``max_tokens`` (and than the model takes), batch by length.
 
     Returns the batches and the skipped items. Batches are deterministic for given items.
+
+    :param loaded: the model.
+    :param items: sentences or sentence pairs (anything :meth:`~bertology_utils.data.Corpus.of` takes).
+    :param batch_size: items per batch.
+    :param max_tokens: longer items are skipped (None: what the model takes).
+    :returns: the batches, and the aligned items skipped.
     """
     corpus = Corpus.of(items)
     aligned = align(loaded.tokenizer, corpus)
@@ -173,7 +200,11 @@ def _mask_words(batch: TokenBatch, mask_id: int, fraction: float, seed: int) -> 
 
 
 def mask_token_id(loaded: LoadedModel) -> int:
-    """The token that hides a word: the mask token, else the unknown token."""
+    """The token that hides a word: the mask token, else the unknown token.
+
+    :param loaded: the model whose tokenizer is asked.
+    :returns: the token id; BertologyError when the tokenizer has neither.
+    """
     tok = loaded.tokenizer
     if tok.mask_token_id is not None:
         return tok.mask_token_id
@@ -187,7 +218,12 @@ def mask_token_id(loaded: LoadedModel) -> int:
 
 @dataclass
 class ObjectiveOutput:
-    """What one forward pass of an objective gives."""
+    """What one forward pass of an objective gives.
+
+    :param losses: ``(B,)`` one loss per item.
+    :param hidden: ``(B, T, D)`` the encoder's final hidden states.
+    :param prediction: the objective's own output, compared by :meth:`Objective.output_change`.
+    """
 
     losses: torch.Tensor  #: (B,) one loss per item
     hidden: torch.Tensor  #: (B, T, D) the encoder's final hidden states
@@ -209,25 +245,45 @@ class Objective(ABC):
     output_change_name: str = ""
 
     def __init__(self, loaded: LoadedModel):
+        """:param loaded: the model whose loss this is."""
         self.loaded = loaded
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
+        """The batch as the loss reads it (words masked, clean targets computed), outside any edit.
+
+        :param batch: a batch of :func:`token_batches`.
+        :returns: the prepared batch (this base class: ``batch`` itself).
+        """
         return batch
 
     @abstractmethod
-    def forward(self, batch: TokenBatch) -> ObjectiveOutput: ...
+    def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        """One forward pass, gradients on: each item's loss.
+
+        :param batch: a prepared batch.
+        :returns: the losses, hidden states and prediction.
+        """
 
     @abstractmethod
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
-        """(B,) how much the prediction changed, per item."""
+        """How much the prediction changed, per item (:attr:`output_change_name` says what is measured).
+
+        :param base: the output without the intervention.
+        :param new: the output with it.
+        :param batch: the prepared batch both came from.
+        :returns: ``(B,)``.
+        """
 
     def cache_key(self) -> dict | None:
         """What the loss depends on besides the model's weights, for the results cache (``cache=`` of
         :func:`ablation_curves`); None: results of this objective are never stored. The class's
-        qualified name is part of it, so a subclass never reads its parent's entries."""
+        qualified name is part of it, so a subclass never reads its parent's entries.
+
+        :returns: the settings that decide the loss, or None.
+        """
         return None
 
-    def _key(self, **settings) -> dict:
+    def _key(self, **settings: object) -> dict:
         return {"objective": f"{type(self).__module__}.{type(self).__qualname__}", **settings}
 
     def __repr__(self) -> str:
@@ -243,6 +299,9 @@ def has_mlm_head(loaded: LoadedModel) -> bool:
     checkpoint has no ``lm_head``, and loading a head-less checkpoint with ``head="masked-lm"`` succeeds
     with a random head, whose loss means nothing. For a model loaded without its head, the checkpoint is
     loaded once more with it to see (once per source).
+
+    :param loaded: the model.
+    :returns: whether its masked-LM loss means something.
     """
     architectures = getattr(loaded.config, "architectures", None) or []
     if not any(a.endswith("ForMaskedLM") or a in ("BertForPreTraining", "AlbertForPreTraining") for a in architectures):
@@ -276,6 +335,10 @@ class MaskedLMObjective(Objective):
     A share ``mask_fraction`` of each item's real words (at least one) is replaced by the mask
     token, all tokens of a word together (no 80/10/10 mixing), chosen with a generator seeded by
     ``(seed, item index)``; the loss of an item is the mean cross-entropy over its masked tokens.
+
+    :param loaded: a masked-LM model (``head="masked-lm"``) whose checkpoint has a trained head.
+    :param mask_fraction: the share of each item's words masked.
+    :param seed: the masking's seed.
     """
 
     key = "mlm"
@@ -316,7 +379,7 @@ class MaskedLMObjective(Objective):
         losses = _per_item_mean(nll, item, len(batch.items))
         return ObjectiveOutput(losses, out.hidden_states[-1], log_probs)
 
-    def output_change(self, base, new, batch):
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
         item, _ = batch.extras["masked"].nonzero(as_tuple=True)
         kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
         return _per_item_mean(kl, item, len(batch.items))
@@ -327,6 +390,11 @@ class ClassifierObjective(Objective):
 
     ``labels`` run parallel to the corpus the items come from (``Corpus.labels``); an item's
     label is found by its corpus index. ``task`` names the GLUE task (label mapping).
+
+    :param loaded: a sequence classifier.
+    :param labels: the corpus's labels, as the data layer gives them.
+    :param task: the task the labels are of.
+    :param description: the objective's name (None: one made of the task and the model).
     """
 
     key = "classifier"
@@ -362,7 +430,7 @@ class ClassifierObjective(Objective):
             losses = -prediction.gather(1, y[:, None])[:, 0]
         return ObjectiveOutput(losses, out.hidden_states[-1], prediction)
 
-    def output_change(self, base, new, batch):
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
         if self.spec.is_regression:
             return (base.prediction - new.prediction).abs()
         return (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
@@ -375,7 +443,11 @@ def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def objective_label(key: str) -> str:
     """An objective's key as a reader names it: ``sst2`` (a classifier's key: its task, lower case, no dash) reads
-    "SST-2 classifier", ``masked_embedding`` "masked-word embedding"; an unknown key is itself."""
+    "SST-2 classifier", ``masked_embedding`` "masked-word embedding"; an unknown key is itself.
+
+    :param key: an objective's :attr:`~Objective.key`.
+    :returns: its readable name.
+    """
     from bertology_utils.data import GLUE_TASKS
 
     if key in OBJECTIVE_LABELS:
@@ -386,7 +458,11 @@ def objective_label(key: str) -> str:
 
 def readable_name(part: str) -> str:
     """A part of a metric key or claim id as a reader names it: a kind of token (:data:`KIND_LABELS`) or an
-    objective (:func:`objective_label`); anything else is itself."""
+    objective (:func:`objective_label`); anything else is itself.
+
+    :param part: one part of a metric key or claim id.
+    :returns: its readable name.
+    """
     return KIND_LABELS.get(part) or objective_label(part)
 
 
@@ -397,6 +473,10 @@ class MaskedEmbeddingObjective(Objective):
     the sentence embedding of sentence-transformers models such as the default MiniLM. Words
     are masked as in :class:`MaskedLMObjective`; the clean embedding is computed once in
     ``prepare`` (no gradient, no edits) and held fixed.
+
+    :param loaded: any encoder.
+    :param mask_fraction: the share of each item's words masked.
+    :param seed: the masking's seed.
     """
 
     key = "masked_embedding"
@@ -426,5 +506,5 @@ class MaskedEmbeddingObjective(Objective):
         losses = 1 - (embedding * batch.extras["clean_embedding"]).sum(-1)
         return ObjectiveOutput(losses, hidden, embedding)
 
-    def output_change(self, base, new, batch):
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
         return 1 - (base.prediction * new.prediction).sum(-1)

@@ -1,6 +1,7 @@
 """Path integrals by Gauss-Legendre quadrature, refined panel by panel where a fixed rule is not enough.
 
-Integrated gradients on tokens (:func:`~bertology_utils.interventions.attribution.integrated_gradients`)
+Integrated gradients (Sundararajan et al. 2017, `Axiomatic Attribution for Deep Networks
+<https://arxiv.org/abs/1703.01365>`_) on tokens (:func:`~bertology_utils.interventions.attribution.integrated_gradients`)
 and on head gates (:func:`~bertology_utils.interventions.head_relevance.head_attribution`) integrate
 a gradient along a straight path, ``a`` from 0 to 1. :func:`gauss_legendre` gives the fixed rule,
 which converges fast for smooth integrands; a ReLU's kinks or a large model's narrow features need
@@ -21,7 +22,11 @@ __all__ = ["Integrand", "gauss_legendre", "check_adaptive", "adaptive_integral"]
 
 
 def gauss_legendre(steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on [0, 1]: exact for polynomials of degree 2 * steps - 1."""
+    """Gauss-Legendre nodes and weights on [0, 1]: exact for polynomials of degree 2 * steps - 1.
+
+    :param steps: how many nodes.
+    :returns: ``(steps,)`` nodes in (0, 1) and ``(steps,)`` weights summing to 1.
+    """
     nodes, weights = np.polynomial.legendre.leggauss(steps)
     return (nodes + 1) / 2, weights / 2
 
@@ -58,7 +63,12 @@ Integrand = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Ten
 
 
 def check_adaptive(tolerance: float | None, max_panels: int) -> None:
-    """Refuse an adaptive rule's settings before any model work (``None``: the fixed rule, nothing to check)."""
+    """Refuse an adaptive rule's settings before any model work (``None``: the fixed rule, nothing to check).
+
+    :param tolerance: the error allowed per example, relative to max(1, |F(1) - F(0)|); None: the fixed rule.
+    :param max_panels: the most panels an example may be cut into.
+    :returns: None; ValueError when the tolerance is not positive or ``max_panels`` below 1.
+    """
     if tolerance is not None and (not tolerance > 0 or max_panels < 1):
         raise ValueError("tolerance must be positive and max_panels at least 1")
 
@@ -82,6 +92,16 @@ def adaptive_integral(
     F at the new midpoint, all in one call of ``evaluate``. There is no error estimate before a
     first split (completeness alone misses errors that cancel across parts), so every example is
     split at least once.
+
+    :param evaluate: the integrand (:data:`Integrand`) at path positions of chosen examples.
+    :param whole: ``(n, ...)`` each example's integral by the fixed rule.
+    :param f0: ``(n,)`` F at the start of each example's path.
+    :param f1: ``(n,)`` F at its end.
+    :param nodes: ``(k,)`` the rule's nodes on [0, 1] (:func:`gauss_legendre`).
+    :param weights: ``(k,)`` its weights.
+    :param tolerance: the error allowed, relative to max(1, |F(1) - F(0)|).
+    :param max_panels: the most panels per example.
+    :returns: ``(n, ...)`` float64 integrals, and how many panels each example ended with.
     """
     f0d, f1d = f0.double().tolist(), f1.double().tolist()
     panels = [_Panels([(0.0, 1.0)], [(f0d[i], f1d[i])], [whole[i].double()], [math.inf]) for i in range(len(whole))]

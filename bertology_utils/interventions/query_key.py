@@ -1,6 +1,7 @@
 """Queries and keys of every head, and how many of their dimensions decide where a head attends.
 
-Vig's bertviz posts ("Deconstructing BERT, Part 2", the neuron view) read a head's score for a
+Vig's bertviz posts ("Deconstructing BERT, Part 2"; the neuron view of Vig 2019, `A Multiscale Visualization of
+Attention in the Transformer Model <https://arxiv.org/abs/1906.05714>`_) read a head's score for a
 key as the sum over the head's dimensions of the elementwise product ``q_d k_d``, and observed
 that a head attending to [SEP] or spread over its own sentence needs only a few dimensions of
 that product to decide where to attend, while a next-word head needs many. This module is the
@@ -31,15 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from bertology_utils.attention.alignment import AlignedItem
 from bertology_utils.core.architectures import (
+    Model,
     arch_spec,
     attention_heads,
     base_model,
@@ -49,6 +53,7 @@ from bertology_utils.core.architectures import (
 )
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.models import LoadedModel, evaluating
+from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.interventions.objectives import CLS, DEFAULT_MAX_TOKENS, KINDS, SEP, TokenBatch, token_batches
 
 __all__ = [
@@ -79,8 +84,13 @@ QUERY_KEY_METHOD = (
 # --------------------------------------------------------------------------- capture
 
 
-def additive_term(term: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
-    """A mask or bias as what is added to the scores (boolean masks: 0 where kept, the dtype's minimum elsewhere)."""
+def additive_term(term: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A mask or bias as what is added to the scores (boolean masks: 0 where kept, the dtype's minimum elsewhere).
+
+    :param term: a mask (bool or additive) or a bias, as a layer was passed it.
+    :param dtype: the float type of the result.
+    :returns: the same shape, in ``dtype``.
+    """
     if term.dtype == torch.bool:
         return torch.zeros((), dtype=dtype, device=term.device).masked_fill(~term, torch.finfo(dtype).min)
     return term.to(dtype)
@@ -91,6 +101,11 @@ class QueryKeyCapture:
     """Queries, keys and score terms of the layers :func:`capture_query_key` watches, from the latest forward pass.
 
     Entries are per layer (from 0); layers not watched, or not run yet, hold None.
+
+    :param queries: per layer, ``(B, H, T, head_dim)`` query vectors.
+    :param keys: per layer, ``(B, H, T, head_dim)`` key vectors.
+    :param terms: per layer, the tensors added to the scores.
+    :param scaling: per layer, the factor of ``q·k``.
     """
 
     #: (batch, heads, tokens, head_dim) query vectors: the query projection's output, split into heads.
@@ -112,12 +127,20 @@ class QueryKeyCapture:
         return q, k
 
     def content_logits(self, layer: int) -> torch.Tensor:
-        """(batch, heads, queries, keys) ``q·k`` in float32, unscaled and without mask or bias."""
+        """``q·k`` in float32, unscaled and without mask or bias.
+
+        :param layer: the layer (from 0).
+        :returns: ``(B, H, T, T)``; BertologyError for a layer not captured.
+        """
         q, k = self._vectors(layer)
         return q.float() @ k.float().transpose(-1, -2)
 
     def bias(self, layer: int) -> torch.Tensor:
-        """(batch, heads, queries, keys) float32: everything the layer adds to the scaled ``q·k`` (zeros if nothing)."""
+        """Everything the layer adds to the scaled ``q·k`` (zeros if nothing).
+
+        :param layer: the layer (from 0).
+        :returns: ``(B, H, T, T)`` float32.
+        """
         q, k = self._vectors(layer)
         shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
         total = torch.zeros(shape, dtype=torch.float32, device=q.device)
@@ -126,16 +149,24 @@ class QueryKeyCapture:
         return total
 
     def scores(self, layer: int) -> torch.Tensor:
-        """(batch, heads, queries, keys) ``q·k * scaling + bias``: the scores the layer softmaxes."""
+        """``q·k * scaling + bias``: the scores the layer softmaxes.
+
+        :param layer: the layer (from 0).
+        :returns: ``(B, H, T, T)`` float32.
+        """
         return self.content_logits(layer) * self.scaling[layer] + self.bias(layer)
 
     def probabilities(self, layer: int) -> torch.Tensor:
-        """The softmax of :meth:`scores`: the model's attention, where the layer adds nothing else."""
+        """The softmax of :meth:`scores`: the model's attention, where the layer adds nothing else.
+
+        :param layer: the layer (from 0).
+        :returns: ``(B, H, T, T)`` float32, rows summing to 1.
+        """
         return torch.softmax(self.scores(layer), dim=-1)
 
 
 @contextlib.contextmanager
-def capture_query_key(loaded, *, layers: Sequence[int] | None = None) -> Iterator[QueryKeyCapture]:
+def capture_query_key(loaded: Model, *, layers: Sequence[int] | None = None) -> Iterator[QueryKeyCapture]:
     """Keep the query and key vectors of every head (and what the layer adds to the scores) during forward passes.
 
     Forward hooks on the query and key projections that
@@ -144,6 +175,11 @@ def capture_query_key(loaded, *, layers: Sequence[int] | None = None) -> Iterato
     ``position_bias`` arguments). ``loaded`` is a LoadedModel or a transformers model; ``layers``
     (from 0; None: all) are the layers watched. Vectors are detached, in the model's dtype and
     device. Each forward pass replaces what the previous one captured.
+
+    :param loaded: the model.
+    :param layers: the layers watched (from 0; None: all).
+    :returns: a context manager yielding the capture; UnsupportedArchitectureError for a model whose self-attention
+        adds score terms of its own (DeBERTa), ValueError for a layer out of range.
     """
     modules = self_attention_modules(loaded)
     spec = arch_spec(loaded)
@@ -162,15 +198,15 @@ def capture_query_key(loaded, *, layers: Sequence[int] | None = None) -> Iterato
     capture = QueryKeyCapture([None] * n, [None] * n, [None] * n, [None] * n)
     handles = []
 
-    def keep_terms(layer: int):
-        def hook(mod, args, kwargs):
+    def keep_terms(layer: int) -> Callable[..., None]:
+        def hook(mod: torch.nn.Module, args: tuple, kwargs: dict) -> None:
             bound = inspect.signature(mod.forward).bind_partial(*args, **kwargs).arguments
             capture.terms[layer] = [bound[name] for name in SCORE_TERMS if isinstance(bound.get(name), torch.Tensor)]
 
         return hook
 
-    def keep(store: list, layer: int, heads: int):
-        def hook(_mod, _inputs, output):
+    def keep(store: list, layer: int, heads: int) -> Callable[..., None]:
+        def hook(_mod: torch.nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
             store[layer] = output.detach().unflatten(-1, (heads, -1)).transpose(1, 2)
 
         return hook
@@ -205,6 +241,12 @@ def dimensions_needed(
     the fewest dimensions whose contributions ``q_d (k_{j*,d} - k_{j2,d})``, largest first, reach
     ``keep`` times the margin ``q·k_{j*} - q·k_{j2}``; the margin; the winning key. Computed in
     float64. Where the margin is 0 (a tie) the count is 0.
+
+    :param q: ``(..., T, d)`` query vectors.
+    :param k: ``(..., T, d)`` key vectors.
+    :param key_mask: bool, broadcastable to ``(..., T)``: the keys that may win.
+    :param keep: the share of the margin the counted dimensions must reach, in (0, 1].
+    :returns: ``(..., T)`` counts, margins and winning keys.
     """
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1], not {keep}")
@@ -236,6 +278,17 @@ class QueryKeyDimensions:
     Queries run along the last axis of ``counts`` (every head sees the same queries, in
     ``query_items`` / ``query_positions`` order); :attr:`median` and :attr:`mean` are over a head's
     queries with a margin (ties left out), as fractions of ``head_dim``.
+
+    :param model: the model's name.
+    :param keep: the share of the margin counted.
+    :param head_dim: the dimensions of a head's query and key.
+    :param counts: ``(L, H, queries)`` int16 dimensions needed, 0 on ties.
+    :param winner_kinds: ``(L, H, queries)`` int8 kind of the winning key.
+    :param query_items: ``(queries,)`` each query's item index.
+    :param query_positions: ``(queries,)`` each query's token position.
+    :param n_items: the items measured.
+    :param n_skipped: the items skipped as too long.
+    :param method: what is counted, in words.
     """
 
     model: str
@@ -243,7 +296,7 @@ class QueryKeyDimensions:
     head_dim: int
     #: (layers, heads, queries) int16: the dimensions needed; 0 where the two best keys tie.
     counts: np.ndarray = field(repr=False)
-    #: (layers, heads, queries) int8: the kind (:data:`~bertology_utils.interventions.gradients.KINDS`) of the winning key.
+    #: (layers, heads, queries) int8: the kind (:data:`~bertology_utils.interventions.objectives.KINDS`) of the winning key.
     winner_kinds: np.ndarray = field(repr=False)
     #: (queries,) the item index (``item.index``) and token position of each query.
     query_items: np.ndarray = field(repr=False)
@@ -254,28 +307,30 @@ class QueryKeyDimensions:
 
     @property
     def num_layers(self) -> int:
+        """How many layers were measured (L)."""
         return int(self.counts.shape[0])
 
     @property
     def num_heads(self) -> int:
+        """How many heads a layer has (H)."""
         return int(self.counts.shape[1])
 
     @property
-    def n_queries(self) -> np.ndarray:
-        """(layers, heads) int: the queries with a margin (those the statistics are over)."""
+    def n_queries(self) -> HeadMatrix:
+        """``(L, H)`` int: the queries with a margin (those the statistics are over)."""
         return (self.counts > 0).sum(-1)
 
     @property
-    def n_ties(self) -> np.ndarray:
-        """(layers, heads) int: the queries left out because their two best keys tie exactly."""
+    def n_ties(self) -> HeadMatrix:
+        """``(L, H)`` int: the queries left out because their two best keys tie exactly."""
         return (self.counts == 0).sum(-1)
 
     @property
     def fractions(self) -> np.ndarray:
-        """(layers, heads, queries) float: counts / head_dim, NaN on ties."""
+        """``(L, H, queries)`` float: counts / head_dim, NaN on ties."""
         return np.where(self.counts > 0, self.counts / self.head_dim, np.nan)
 
-    def _over_queries(self, how) -> np.ndarray:
+    def _over_queries(self, how: Callable[[np.ndarray], Any]) -> HeadMatrix:
         fractions, ok = self.fractions, self.counts > 0
         out = np.full(self.counts.shape[:2], np.nan)
         for layer, head in zip(*np.nonzero(ok.any(-1))):
@@ -283,17 +338,21 @@ class QueryKeyDimensions:
         return out
 
     @property
-    def median(self) -> np.ndarray:
-        """(layers, heads): the median count as a fraction of ``head_dim`` (NaN for a head without queries)."""
+    def median(self) -> HeadMatrix:
+        """``(L, H)``: the median count as a fraction of ``head_dim`` (NaN for a head without queries)."""
         return self._over_queries(np.median)
 
     @property
-    def mean(self) -> np.ndarray:
-        """(layers, heads): the mean count as a fraction of ``head_dim``."""
+    def mean(self) -> HeadMatrix:
+        """``(L, H)``: the mean count as a fraction of ``head_dim``."""
         return self._over_queries(np.mean)
 
-    def winner_share(self, kind: str) -> np.ndarray:
-        """(layers, heads): the share of a head's queries (ties included) whose winning key is of ``kind``."""
+    def winner_share(self, kind: str) -> HeadMatrix:
+        """The share of a head's queries (ties included) whose winning key is of ``kind``.
+
+        :param kind: a kind of token (:data:`~bertology_utils.interventions.objectives.KINDS`).
+        :returns: ``(L, H)`` (NaN without queries); ValueError for an unknown kind.
+        """
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         if self.counts.shape[-1] == 0:
@@ -301,7 +360,11 @@ class QueryKeyDimensions:
         return (self.winner_kinds == KINDS.index(kind)).mean(-1)
 
     def head_table(self) -> pd.DataFrame:
-        """One row per head (layer and head from 1): median and mean fraction, median count, queries, ties."""
+        """One row per head (layer and head from 1): median and mean fraction, median count, queries, ties.
+
+        :returns: columns ``layer``, ``head``, ``median_fraction``, ``mean_fraction``, ``median_dims``, ``queries``,
+            ``ties`` and ``winner_<kind>`` for each kind.
+        """
         layer, head = np.meshgrid(np.arange(1, self.num_layers + 1), np.arange(1, self.num_heads + 1), indexing="ij")
         return pd.DataFrame(
             {
@@ -317,7 +380,9 @@ class QueryKeyDimensions:
         )
 
 
-def _as_batches(loaded: LoadedModel, source, batch_size: int, max_tokens: int | None):
+def _as_batches(
+    loaded: LoadedModel, source: TokenBatch | Sequence[TokenBatch] | Iterable, batch_size: int, max_tokens: int | None
+) -> tuple[list[TokenBatch], list[AlignedItem]]:
     if isinstance(source, TokenBatch):
         return [source], []
     if isinstance(source, (list, tuple)) and source and all(isinstance(b, TokenBatch) for b in source):
@@ -342,6 +407,14 @@ def query_key_dimensions(
     than ``max_tokens`` are skipped and counted). One forward pass per batch, in eval mode, with
     :func:`capture_query_key`; the counting is vectorised over layers' heads, queries and the batch
     (see the module docstring and :data:`QUERY_KEY_METHOD` for what is counted and left out).
+
+    :param loaded: the model.
+    :param batch_or_items: a batch, batches, or items.
+    :param keep: the share of the margin the counted dimensions must reach, in (0, 1].
+    :param batch_size: items per pass (items only).
+    :param max_tokens: longer items are skipped (items only; None: what the model takes).
+    :param progress: show a progress bar.
+    :returns: the counts per head and query; BertologyError when no item is short enough or layers differ in heads.
     """
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1], not {keep}")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from bertology_utils.core.errors import BertologyError, DataNotFoundError
 from bertology_utils.data import Task, glue_task_name
@@ -32,7 +33,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """How a GLUE task's labels become model targets, and how it is scored."""
+    """How a GLUE task's labels become model targets, and how it is scored.
+
+    :param name: the task's name (GLUE's spelling, e.g. ``SST-2``, or a user's task's).
+    :param label_names: class names in label-id order; empty for a regression.
+    :param metrics: what :func:`glue_metrics` reports.
+    :param label_map: the data layer's labels -> ids (None: they already are ids).
+    """
 
     name: str
     #: Class names in label-id order; empty for a regression task.
@@ -44,14 +51,17 @@ class TaskSpec:
 
     @property
     def is_regression(self) -> bool:
+        """Whether the task is a regression (STS-B): no classes, one score per example."""
         return not self.label_names
 
     @property
     def num_labels(self) -> int:
+        """How many outputs a classifier of the task has (1 for a regression)."""
         return 1 if self.is_regression else len(self.label_names)
 
     @property
     def problem_type(self) -> str:
+        """transformers' ``problem_type`` of the task's classifier."""
         return "regression" if self.is_regression else "single_label_classification"
 
 
@@ -74,7 +84,11 @@ _USER_TASKS: dict[str, TaskSpec] = {}
 def task_spec(task: str | TaskSpec | Task) -> TaskSpec:
     """The :class:`TaskSpec` of a task: a GLUE name ('SST-2', 'sst2', 'glue/SST-2'...), a
     :class:`~bertology_utils.data.Task` (a user's task is scored by accuracy and is known by its
-    name from then on), or a TaskSpec."""
+    name from then on), or a TaskSpec.
+
+    :param task: the task, by name, as a data-layer task, or as its spec.
+    :returns: its spec; BertologyError for an unknown name, or a user's task named like a GLUE task.
+    """
     if isinstance(task, TaskSpec):
         return task
     if isinstance(task, Task):
@@ -106,7 +120,12 @@ def _glue_name(task: str) -> str | None:
 
 
 def label_ids(task: str | TaskSpec | Task, labels: Sequence | np.ndarray | None) -> np.ndarray:
-    """The data layer's labels as model targets: int64 class ids, or float32 scores for regression."""
+    """The data layer's labels as model targets: int64 class ids, or float32 scores for regression.
+
+    :param task: the task (see :func:`task_spec`).
+    :param labels: a corpus's labels, as the data layer gives them.
+    :returns: ``(n,)`` targets; BertologyError when there are none or one is not among the task's classes.
+    """
     spec = task_spec(task)
     if labels is None:
         raise BertologyError(f"{spec.name}: the corpus has no labels")
@@ -129,6 +148,11 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarr
 
     Returns the task's metrics (see :data:`TASKS`) and ``score``, their mean (GLUE's single
     number for MRPC and STS-B). F1 is that of class 1 (MRPC's "equivalent").
+
+    :param task: the task (see :func:`task_spec`).
+    :param predictions: ``(n, classes)`` logits, ``(n,)`` class ids, or ``(n,)`` scores for a regression.
+    :param labels: the n examples' labels, as the data layer gives them.
+    :returns: metric name -> value, ``accuracy`` included for a classification and ``score`` always.
     """
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import f1_score, matthews_corrcoef
@@ -157,7 +181,9 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: Sequence | np.ndarr
     return metrics
 
 
-def glue_metric_draws(task: str, metric: str, predictions, labels, weights) -> np.ndarray:
+def glue_metric_draws(
+    task: str, metric: str, predictions: ArrayLike, labels: ArrayLike, weights: ArrayLike
+) -> np.ndarray:
     """A GLUE ``metric`` of several predictors on bootstrap resamples of the dev examples, all at once.
 
     ``predictions``: (predictors, n) class ids (or scores for a regression task), one row per predictor (e.g. a gate
@@ -169,6 +195,13 @@ def glue_metric_draws(task: str, metric: str, predictions, labels, weights) -> n
     each; exact, so two predictors that agree on every example get the same value); Pearson's r from weighted
     moments, Spearman's rho from the resample's mid-ranks (ties share their mean rank). A resample whose predictions
     or labels are constant gets NaN correlations, F1 and Matthews with a zero denominator 0, as scikit-learn's.
+
+    :param task: the task (see :func:`task_spec`).
+    :param metric: ``score`` or one of the task's metrics.
+    :param predictions: ``(predictors, n)`` class ids, or scores for a regression.
+    :param labels: ``(n,)`` label ids.
+    :param weights: ``(resamples, n)`` how often each example is drawn.
+    :returns: ``(predictors, resamples)``; ValueError for a metric the task has not, or shapes that disagree.
     """
     spec = task_spec(task)
     names = spec.metrics if metric == "score" else (metric,)
@@ -258,6 +291,10 @@ def majority_baseline(task: str, labels: Sequence) -> float:
 
     The floor a classifier must clear to have learned anything: Kovaleva et al.'s random-init
     runs, and small fine-tuning budgets on RTE, can end up there.
+
+    :param task: the task (see :func:`task_spec`).
+    :param labels: the examples' labels, as the data layer gives them.
+    :returns: the majority class's GLUE ``score``; BertologyError without labels.
     """
     spec = task_spec(task)
     if spec.is_regression:

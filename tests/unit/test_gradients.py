@@ -14,13 +14,8 @@ from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions import ablations, gradients
-from bertology_utils.interventions.ablations import ablation_curves, ablation_summary
-from bertology_utils.interventions.editing import (
-    ablate_tokens,
-    edit_attention,
-    record_layer_outputs,
-    replay_layers_below,
-)
+from bertology_utils.interventions.ablations import ablate_tokens, ablation_curves, ablation_summary
+from bertology_utils.interventions.editing import edit_attention, record_layer_outputs, replay_layers_below
 from bertology_utils.interventions.gradients import _head_gradient, attention_gradients, batch_attention_gradients
 from bertology_utils.interventions.objectives import (
     CLS,

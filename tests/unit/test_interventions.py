@@ -14,17 +14,19 @@ from bertology_utils.core.architectures import qkv, self_attention_modules
 from bertology_utils.core.determinism import host_dropout
 from bertology_utils.core.errors import ModelNotAvailableError, UnsupportedArchitectureError
 from bertology_utils.core.models import load_model
-from bertology_utils.interventions.editing import (
+from bertology_utils.interventions.ablations import (
     ablate_matched_random,
     ablate_tokens,
+    move_matched_mass,
+    negative_share,
+    remove_attention_to,
+)
+from bertology_utils.interventions.editing import (
     capture_attention,
     classifier_inference,
     edit_attention,
     first_token_readout,
     gate_heads,
-    move_matched_mass,
-    negative_share,
-    remove_attention_to,
 )
 
 TEXTS = ["Hello world, how are you today?", "A short one."]
