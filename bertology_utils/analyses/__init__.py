@@ -72,6 +72,14 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "plot_embedding",
         ],
         "probes": ["ProbeData", "AttentionProbe", "AttentionWordsProbe", "DistanceWordsProbe", "RightBranching"],
+        "probe_runs": [
+            "ProbeScores",
+            "evaluate_probes",
+            "weights_against_accuracy",
+            "typical_sentence",
+            "row_key",
+            "row_metrics",
+        ],
         "word_vectors": ["WordVectors", "StaticVectors", "ModelEmbeddingVectors", "load_glove", "default_word_vectors"],
     },
 )
