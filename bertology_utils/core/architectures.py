@@ -20,7 +20,7 @@ accessors refuse unless ``shared=True``).
 
 A model type that is not registered, or whose modules are not where its spec says, raises
 :class:`~bertology_utils.core.errors.UnsupportedArchitectureError` naming the fields that could
-not be found; :func:`register_architecture` adds a spec.
+not be found; :func:`register_architecture` adds a spec to :data:`ARCHITECTURE_REGISTRY`.
 """
 
 from __future__ import annotations
@@ -28,14 +28,20 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from torch import nn
 
 from bertology_utils.core.errors import UnsupportedArchitectureError
+from bertology_utils.core.registry import Registry
+
+if TYPE_CHECKING:
+    from bertology_utils.core.models import LoadedModel
 
 __all__ = [
+    "Model",
     "ArchSpec",
+    "ARCHITECTURE_REGISTRY",
     "register_architecture",
     "registered_architectures",
     "is_registered",
@@ -120,6 +126,9 @@ class ArchSpec:
     internal_score_terms: bool = False
 
 
+#: What the accessors take: a LoadedModel (its ``.model`` is used) or a torch module.
+Model: TypeAlias = "LoadedModel | nn.Module"
+
 #: Module fields: (field, what it is resolved from).
 _MODULE_FIELDS = (
     ("layers", "base model"),
@@ -152,22 +161,25 @@ _BERT = ArchSpec(
     output_layer_norm="output.LayerNorm",
     classifier_reads_first_token=True,
 )
-_REGISTRY: dict[str, ArchSpec] = {}
+#: Every registered :class:`ArchSpec` by its ``model_type``, in registration order.
+ARCHITECTURE_REGISTRY: Registry[ArchSpec] = Registry("model type", key=lambda spec: spec.model_type)
 
 
 def register_architecture(spec: ArchSpec, *, replace: bool = False) -> ArchSpec:
-    """Register ``spec`` for its ``model_type`` (``replace`` to override an existing one); returns it."""
+    """Register ``spec`` for its ``model_type`` and return it.
+
+    :param spec: where the architecture keeps its parts.
+    :param replace: override the spec of a registered model type (the same spec again needs no ``replace``).
+    :returns: ``spec``.
+    """
     if not isinstance(spec, ArchSpec):
         raise TypeError(f"register an ArchSpec, not {type(spec).__name__}")
-    if spec.model_type in _REGISTRY and not replace and _REGISTRY[spec.model_type] != spec:
-        raise ValueError(f"model type {spec.model_type!r} is already registered; pass replace=True to override it")
-    _REGISTRY[spec.model_type] = spec
-    return spec
+    return ARCHITECTURE_REGISTRY.register(spec, replace=replace)
 
 
 def registered_architectures() -> tuple[str, ...]:
     """The registered model types, in registration order."""
-    return tuple(_REGISTRY)
+    return tuple(ARCHITECTURE_REGISTRY)
 
 
 # BERT (and the default all-MiniLM-L6-v2, a BERT), RoBERTa and ELECTRA share one layout.
@@ -273,7 +285,7 @@ register_architecture(
 # --------------------------------------------------------------------------- resolution
 
 
-def _module(model) -> nn.Module | None:
+def _module(model: object) -> nn.Module | None:
     """The torch module of a LoadedModel (``.model``), or the module itself."""
     if isinstance(model, nn.Module):
         return model
@@ -281,7 +293,7 @@ def _module(model) -> nn.Module | None:
     return inner if isinstance(inner, nn.Module) else None
 
 
-def torch_module(model) -> nn.Module:
+def torch_module(model: Model) -> nn.Module:
     """The torch module of a LoadedModel (``.model``), or the module itself."""
     module = _module(model)
     if module is None:
@@ -289,12 +301,12 @@ def torch_module(model) -> nn.Module:
     return module
 
 
-def _config(model_or_config):
+def _config(model_or_config: object) -> Any:
     module = _module(model_or_config)
     return getattr(module, "config", None) if module is not None else model_or_config
 
 
-def base_model(model) -> nn.Module:
+def base_model(model: Model) -> nn.Module:
     """The encoder without its task head (transformers' ``base_model``; the module itself when it has none)."""
     module = torch_module(model)
     base = getattr(module, "base_model", module)
@@ -310,7 +322,7 @@ def _get(root: nn.Module | None, path: str | None) -> nn.Module | None:
         return None
 
 
-def _found(spec: ArchSpec, module: nn.Module, config) -> dict[str, bool]:
+def _found(spec: ArchSpec, module: nn.Module, config: object) -> dict[str, bool]:
     """For each field of ``spec``, whether ``module`` (and ``config``) has it where the spec says."""
     base = base_model(module)
     stack = _get(base, spec.layers)
@@ -337,30 +349,30 @@ def _found(spec: ArchSpec, module: nn.Module, config) -> dict[str, bool]:
     return found
 
 
-def _describe(model_or_config) -> str:
+def _describe(model_or_config: object) -> str:
     module = _module(model_or_config)
     what = type(module if module is not None else model_or_config).__name__
     model_type = getattr(_config(model_or_config), "model_type", None)
     return f"{what} (model type {model_type!r})" if model_type else f"{what} (no model type: it has no config)"
 
 
-def _how_to_register(model_type) -> str:
+def _how_to_register(model_type: object) -> str:
     return (
         f"describe where its parts are with bertology_utils.core.architectures.register_architecture(ArchSpec("
         f"model_type={model_type or '...'!r}, layers=..., self_attention=..., query=..., key=..., value=..., "
         "attention_output=..., attention_layer_norm=..., output_layer_norm=..., ...)); registered: "
-        f"{', '.join(_REGISTRY)}"
+        f"{', '.join(ARCHITECTURE_REGISTRY)}"
     )
 
 
-def _unregistered(model_or_config) -> UnsupportedArchitectureError:
+def _unregistered(model_or_config: object) -> UnsupportedArchitectureError:
     """The error for a model type without a spec, listing the fields no registered layout finds on it."""
     config = _config(model_or_config)
     model_type = getattr(config, "model_type", None)
     module = _module(model_or_config)
     found: dict[str, bool] = {}
     alike = []  # registered layouts whose every part is on it
-    for registered, spec in _REGISTRY.items():
+    for registered, spec in ARCHITECTURE_REGISTRY.items():
         if module is not None:
             on_it = _found(spec, module, config)
             if all(on_it.values()):
@@ -392,19 +404,19 @@ def _unregistered(model_or_config) -> UnsupportedArchitectureError:
     )
 
 
-def arch_spec(model_or_config) -> ArchSpec:
+def arch_spec(model_or_config: object) -> ArchSpec:
     """The :class:`ArchSpec` of a LoadedModel, a transformers model or its config (looked up by ``model_type``).
 
     Raises UnsupportedArchitectureError for a model type that is not registered.
     """
     model_type = getattr(_config(model_or_config), "model_type", None)
-    spec = _REGISTRY.get(model_type) if isinstance(model_type, str) else None
+    spec = ARCHITECTURE_REGISTRY.get(model_type) if isinstance(model_type, str) else None
     if spec is None:
         raise _unregistered(model_or_config)
     return spec
 
 
-def check_architecture(model) -> ArchSpec:
+def check_architecture(model: Model) -> ArchSpec:
     """``model``'s :class:`ArchSpec`, after checking that every part is where the spec says.
 
     Raises UnsupportedArchitectureError listing the fields that could not be found.
@@ -442,7 +454,7 @@ def check_architecture(model) -> ArchSpec:
 _M = TypeVar("_M", bound=nn.Module)
 
 
-def _part(spec: ArchSpec, root: nn.Module | None, field: str, model, kind: type[_M]) -> _M:
+def _part(spec: ArchSpec, root: nn.Module | None, field: str, model: Model, kind: type[_M]) -> _M:
     part = _get(root, getattr(spec, field))
     if not isinstance(part, kind):
         check_architecture(model)  # raises, naming every field that is missing
@@ -457,7 +469,7 @@ def _part(spec: ArchSpec, root: nn.Module | None, field: str, model, kind: type[
 # --------------------------------------------------------------------------- accessors
 
 
-def layers(model, *, shared: bool = False) -> list[nn.Module]:
+def layers(model: Model, *, shared: bool = False) -> list[nn.Module]:
     """The encoder layers, in order: one entry per layer the forward runs.
 
     A model whose layers share their weights (:attr:`ArchSpec.shared_layers`, ALBERT) raises
@@ -481,18 +493,18 @@ def layers(model, *, shared: bool = False) -> list[nn.Module]:
     return [stack[i * len(stack) // depth] for i in range(depth)]
 
 
-def shares_layers(model) -> bool:
+def shares_layers(model: Model) -> bool:
     """Whether several of the model's layers run the same module (:attr:`ArchSpec.shared_layers`, ALBERT)."""
     return arch_spec(model).shared_layers
 
 
-def self_attention_modules(model, *, shared: bool = False) -> list[nn.Module]:
+def self_attention_modules(model: Model, *, shared: bool = False) -> list[nn.Module]:
     """The self-attention module of every layer, in layer order (``shared``: as :func:`layers`)."""
     spec = arch_spec(model)
     return [_part(spec, layer, "self_attention", model, nn.Module) for layer in layers(model, shared=shared)]
 
 
-def qkv(model, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+def qkv(model: Model, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
     """The query, key and value projections of ``layer`` (from 0).
 
     A model with one fused projection (:attr:`ArchSpec.fused_qkv`) raises UnsupportedArchitectureError:
@@ -512,7 +524,7 @@ def qkv(model, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
     return query, key, value
 
 
-def fused_qkv(model, layer: int) -> nn.Linear | None:
+def fused_qkv(model: Model, layer: int) -> nn.Linear | None:
     """``layer``'s fused query-key-value projection (output rows: queries, keys, values), None when it has three."""
     spec = arch_spec(model)
     if spec.fused_qkv is None:
@@ -520,12 +532,12 @@ def fused_qkv(model, layer: int) -> nn.Linear | None:
     return _part(spec, self_attention_modules(model)[layer], "fused_qkv", model, nn.Linear)
 
 
-def attention_output(model, layer: int) -> nn.Linear:
+def attention_output(model: Model, layer: int) -> nn.Linear:
     """The attention output projection of ``layer`` (from 0)."""
     return _part(arch_spec(model), layers(model)[layer], "attention_output", model, nn.Linear)
 
 
-def layer_norms(model, layer: int, *, pre_ln: bool = False) -> tuple[nn.Module, nn.Module]:
+def layer_norms(model: Model, layer: int, *, pre_ln: bool = False) -> tuple[nn.Module, nn.Module]:
     """(the norm after the attention block, the norm after the feed-forward block) of ``layer`` (from 0).
 
     A pre-LN model (:attr:`ArchSpec.pre_layer_norm`) has no such norms and raises
@@ -546,12 +558,12 @@ def layer_norms(model, layer: int, *, pre_ln: bool = False) -> tuple[nn.Module, 
     )
 
 
-def is_pre_layer_norm(model) -> bool:
+def is_pre_layer_norm(model: Model) -> bool:
     """Whether the model's blocks normalise their input (pre-LN, :attr:`ArchSpec.pre_layer_norm`)."""
     return arch_spec(model).pre_layer_norm
 
 
-def final_layer_norm(model) -> nn.Module | None:
+def final_layer_norm(model: Model) -> nn.Module | None:
     """The norm after the last layer (:attr:`ArchSpec.final_layer_norm`, pre-LN models), or None."""
     spec = arch_spec(model)
     if spec.final_layer_norm is None:
@@ -559,18 +571,18 @@ def final_layer_norm(model) -> nn.Module | None:
     return _part(spec, base_model(model), "final_layer_norm", model, nn.Module)
 
 
-def embeddings(model) -> nn.Module:
+def embeddings(model: Model) -> nn.Module:
     """The embeddings module (word, position and segment embeddings and their layer norm)."""
     return _part(arch_spec(model), base_model(model), "embeddings", model, nn.Module)
 
 
-def position_bias(model) -> nn.Module | None:
+def position_bias(model: Model) -> nn.Module | None:
     """The module every layer's position bias comes from (MPNet's relative position bias), or None."""
     spec = arch_spec(model)
     return None if spec.position_bias is None else _part(spec, base_model(model), "position_bias", model, nn.Module)
 
 
-def dropout_edit_points(model) -> list[nn.Module] | None:
+def dropout_edit_points(model: Model) -> list[nn.Module] | None:
     """Each layer's attention-dropout module, the edit point of inline-softmax models; None for
     models whose attention goes through transformers' AttentionInterface."""
     spec = arch_spec(model)
@@ -581,7 +593,7 @@ def dropout_edit_points(model) -> list[nn.Module] | None:
     ]
 
 
-def attention_heads(model, layer: int) -> int:
+def attention_heads(model: Model, layer: int) -> int:
     """The number of heads ``layer`` (from 0) has now (fewer than the config's after pruning); read only, so a
     model whose layers share their weights (ALBERT) answers too."""
     spec = arch_spec(model)
@@ -589,7 +601,7 @@ def attention_heads(model, layer: int) -> int:
     return num_heads(model) if spec.heads_attr is None else int(getattr(module, spec.heads_attr))
 
 
-def uses_token_types(model) -> bool:
+def uses_token_types(model: Model) -> bool:
     """Whether the model's forward takes ``token_type_ids`` (an unregistered model: whether its forward
     has that argument)."""
     if is_registered(model):
@@ -598,7 +610,7 @@ def uses_token_types(model) -> bool:
     return module is not None and "token_type_ids" in inspect.signature(module.forward).parameters
 
 
-def pad_token_id(model, tokenizer=None) -> int:
+def pad_token_id(model: Model, tokenizer: Any = None) -> int:
     """The id inputs are padded with: the tokenizer's pad token (``tokenizer``, else a LoadedModel's
     own), else the config's pad id, else 0."""
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
@@ -608,19 +620,19 @@ def pad_token_id(model, tokenizer=None) -> int:
     return value if isinstance(value, int) else 0
 
 
-def is_registered(model_or_config) -> bool:
+def is_registered(model_or_config: object) -> bool:
     """Whether the model type has an :class:`ArchSpec` (see :func:`register_architecture`)."""
-    return getattr(_config(model_or_config), "model_type", None) in _REGISTRY
+    return getattr(_config(model_or_config), "model_type", None) in ARCHITECTURE_REGISTRY
 
 
-def _config_attr(model_or_config, field: str) -> str:
+def _config_attr(model_or_config: object, field: str) -> str:
     """The config attribute an ArchSpec ``field`` names: the spec's, or for an unregistered model type the
     default (transformers' common names), since what the config holds needs no knowledge of the modules."""
-    spec = _REGISTRY.get(str(getattr(_config(model_or_config), "model_type", "")))
+    spec = ARCHITECTURE_REGISTRY.get(str(getattr(_config(model_or_config), "model_type", "")))
     return str(getattr(spec, field) if spec is not None else ArchSpec.__dataclass_fields__[field].default)
 
 
-def _config_int(model_or_config, field: str) -> int:
+def _config_int(model_or_config: object, field: str) -> int:
     attr = _config_attr(model_or_config, field)
     value = getattr(_config(model_or_config), attr, None)
     if not isinstance(value, int):
@@ -632,11 +644,11 @@ def _config_int(model_or_config, field: str) -> int:
     return value
 
 
-def num_layers(model_or_config) -> int:
+def num_layers(model_or_config: object) -> int:
     """The layer count the config declares."""
     return _config_int(model_or_config, "num_layers_attr")
 
 
-def num_heads(model_or_config) -> int:
+def num_heads(model_or_config: object) -> int:
     """The heads per layer the config declares."""
     return _config_int(model_or_config, "num_heads_attr")

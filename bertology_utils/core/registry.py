@@ -1,7 +1,8 @@
-"""Registries: methods found by name, each registered once by the file that defines it (inseq's pattern).
+"""Registries: things found by name (context-mixing methods, attribution references, architectures), each
+registered once by the code that defines it (inseq's pattern).
 
-A :class:`Registry` maps names to objects with a ``name`` attribute in registration order; looking up a
-name it does not hold raises ``ValueError`` listing the names it does. :class:`Names` is a live, read-only
+A :class:`Registry` maps names to objects in registration order, each under its ``key`` (by default its
+``name`` attribute); looking up a name it does not hold raises ``ValueError`` listing the names it does. :class:`Names` is a live, read-only
 tuple-like view of a registry's names (or of a filtered part of them), and :class:`View` a live mapping
 from those names to a property of each item, so a module can export ``METHODS`` once and still see
 methods registered after it was imported.
@@ -9,46 +10,78 @@ methods registered after it was imported.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
-__all__ = ["Named", "Registry", "Names", "View"]
+__all__ = ["Registry", "Names", "View"]
 
-
-class Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-T = TypeVar("T", bound=Named)
+T = TypeVar("T")
 V = TypeVar("V")
 
 
 class Registry(Mapping[str, T], Generic[T]):
-    """Objects by name, in registration order. ``kind`` names them in errors ("context-mixing method")."""
+    """Objects by name, in registration order.
 
-    def __init__(self, kind: str):
+    :param kind: what the items are, for errors ("context-mixing method").
+    :param key: an item's name (default: its ``name`` attribute; an architecture's is its ``model_type``).
+    """
+
+    def __init__(self, kind: str, key: Callable[[T], str] = operator.attrgetter("name")):
         self.kind = kind
+        self.key = key
         self._items: dict[str, T] = {}
 
     def register(self, item: T, *, replace: bool = False) -> T:
-        """Add ``item`` under ``item.name`` (``replace`` to override one of that name); returns it."""
-        if item.name in self._items and not replace:
-            raise ValueError(f"a {self.kind} named {item.name!r} is already registered; pass replace=True to override")
-        self._items[item.name] = item
+        """Add ``item`` under its key and return it.
+
+        Registering an item equal to the one of that key again is a no-op (a module imported twice); another
+        item of a registered key raises ``ValueError`` unless ``replace``, which overrides it in its place.
+        """
+        name = self.key(item)
+        if name in self._items and not replace and self._items[name] != item:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered; pass replace=True to override")
+        self._items[name] = item
         return item
 
     def unregister(self, name: str) -> T:
-        """Remove and return the item ``name``."""
+        """Remove and return the item ``name`` (ValueError naming the known ones when there is none)."""
         item = self[name]
         del self._items[name]
         return item
+
+    @contextlib.contextmanager
+    def registered(self, item: T, *, replace: bool = False) -> Iterator[T]:
+        """``item`` registered for the ``with`` block only (tests, experiments): afterwards it is unregistered,
+        and an item it replaced is registered again in its place."""
+        name = self.key(item)
+        previous = self._items.get(name)
+        self.register(item, replace=replace)
+        try:
+            yield item
+        finally:
+            if previous is None:
+                self._items.pop(name, None)
+            else:
+                self._items[name] = previous
 
     def __getitem__(self, name: str) -> T:
         try:
             return self._items[name]
         except KeyError:
             raise ValueError(f"unknown {self.kind} {name!r}; choose from {', '.join(self._items)}") from None
+
+    # Mapping's own read a missing name as a KeyError, which __getitem__ turns into a ValueError.
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    @overload
+    def get(self, name: str, /) -> T | None: ...
+    @overload
+    def get(self, name: str, /, default: T | V) -> T | V: ...
+    def get(self, name: str, /, default: object = None) -> object:
+        return self._items.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

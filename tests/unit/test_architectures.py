@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from contracts import check_arch_spec, check_parts_resolve
 from tiny_models import ARCHS, HEAD_DIM, TINY_SHAPES
 from torch import nn
 from transformers import AlbertConfig, AlbertModel, AutoConfig
@@ -15,12 +16,9 @@ from bertology_utils.core import architectures
 from bertology_utils.core.architectures import (
     ArchSpec,
     arch_spec,
-    attention_heads,
-    attention_output,
     check_architecture,
     dropout_edit_points,
     embeddings,
-    layer_norms,
     layers,
     num_heads,
     num_layers,
@@ -50,9 +48,15 @@ MODULE_FIELDS = [
 
 
 @pytest.fixture
-def scratch_registry(monkeypatch):
-    """Registrations made in a test are dropped after it."""
-    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))
+def scratch_registry():
+    """Registrations made in a test are undone after it: the registry holds what it held before, in its order."""
+    registry = architectures.ARCHITECTURE_REGISTRY
+    before = list(registry.values())
+    yield registry
+    for model_type in list(registry):
+        registry.unregister(model_type)
+    for spec in before:
+        registry.register(spec)
 
 
 @pytest.fixture(scope="module")
@@ -68,21 +72,17 @@ def test_every_tiny_architecture_is_registered():
     assert set(ARCHS) <= set(registered_architectures())
 
 
+@pytest.mark.parametrize("model_type", registered_architectures())
+def test_every_registered_spec_is_consistent(model_type):
+    check_arch_spec(arch_spec(SimpleNamespace(model_type=model_type)))
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("head", ["base", "sequence-classification"])
 def test_parts_resolve_with_their_shapes(models, arch, head):
     loaded = models[arch][head != "base"]
-    n_layers, n_heads = TINY_SHAPES[arch]
-    hidden = n_heads * HEAD_DIM
     assert check_architecture(loaded).model_type == arch
-    assert (num_layers(loaded.config), num_heads(loaded.config)) == (n_layers, n_heads)
-    assert len(layers(loaded)) == len(self_attention_modules(loaded)) == n_layers
-    for layer in range(n_layers):
-        assert all(p.weight.shape == (hidden, hidden) for p in qkv(loaded, layer))
-        assert attention_output(loaded, layer).weight.shape == (hidden, hidden)
-        assert [tuple(norm.normalized_shape) for norm in layer_norms(loaded, layer)] == [(hidden,), (hidden,)]
-        assert attention_heads(loaded, layer) == n_heads
-    assert embeddings(loaded).word_embeddings is loaded.model.get_input_embeddings()
+    check_parts_resolve(loaded.model, *TINY_SHAPES[arch], HEAD_DIM)
     assert pad_token_id(loaded) == PAD_IDS[arch] == loaded.tokenizer.pad_token_id
     # What the model's forward accepts, not a name guess.
     assert uses_token_types(loaded) == ("token_type_ids" in inspect.signature(loaded.model.forward).parameters)
@@ -127,7 +127,7 @@ def test_the_default_minilm_is_bert(default_model_dir):
 
 
 def test_an_unregistered_model_names_its_type_the_missing_fields_and_how_to_register(scratch_registry):
-    del architectures._REGISTRY["albert"]  # ALBERT is registered now: unregister it to stand for an unknown layout
+    scratch_registry.unregister("albert")  # ALBERT is registered now: unregister it to stand for an unknown layout
     albert = AlbertModel(
         AlbertConfig(
             vocab_size=50,

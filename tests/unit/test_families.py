@@ -350,7 +350,7 @@ def test_an_unregistered_model_gets_what_reads_its_maps_and_a_reason_for_the_res
 
 
 def test_an_unregistered_model_laid_out_like_a_registered_one_is_told_the_recipe_that_borrows_it(
-    unregistered_model, monkeypatch
+    unregistered_model,
 ):
     import dataclasses
     import re
@@ -359,7 +359,6 @@ def test_an_unregistered_model_laid_out_like_a_registered_one_is_told_the_recipe
 
     from bertology_utils.core.architectures import arch_spec, register_architecture
 
-    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))  # the registration is dropped after
     with pytest.warns(UserWarning):
         loaded = load_model(unregistered_model)
     with pytest.raises(UnsupportedArchitectureError) as info:
@@ -369,24 +368,29 @@ def test_an_unregistered_model_laid_out_like_a_registered_one_is_told_the_recipe
     recipe = re.search(r"register_architecture\(dataclasses\.replace\(.*?model_type=[^)]*\)\)", message).group(0)
     eval(recipe, {"register_architecture": register_architecture, "dataclasses": dataclasses, "arch_spec": arch_spec,
                   "transformers": transformers})  # fmt: skip
-    assert architectures.is_registered(loaded)
-    inputs = _encode(loaded, SENTENCE)
-    # RoFormer applies its softmax inline, not through transformers' AttentionInterface: the gate says so and
-    # names the one field to add, after which a closed gate removes exactly that head's context.
-    with pytest.raises(ModelNotAvailableError, match="give its ArchSpec a dropout_edit_point"):
-        gate_heads(loaded, torch.ones(2, 3)).__enter__()
-    register_architecture(dataclasses.replace(arch_spec(loaded), dropout_edit_point="dropout"), replace=True)
-    with torch.no_grad():
-        plain = loaded.model(**inputs, output_hidden_states=True)
-        with gate_heads(loaded, torch.ones(2, 3)):
-            opened = loaded.model(**inputs).last_hidden_state
-        gates = torch.ones(2, 3)
-        gates[1, 2] = 0
-        with gate_heads(loaded, gates):
-            closed = loaded.model(**inputs, output_hidden_states=True)
-    torch.testing.assert_close(opened, plain.last_hidden_state, rtol=0, atol=1e-6)
-    torch.testing.assert_close(closed.hidden_states[1], plain.hidden_states[1], rtol=0, atol=0)  # layer 0: untouched
-    assert not torch.allclose(closed.last_hidden_state, plain.last_hidden_state, atol=1e-4)
+    try:  # the registration is dropped after
+        assert architectures.is_registered(loaded)
+        inputs = _encode(loaded, SENTENCE)
+        # RoFormer applies its softmax inline, not through transformers' AttentionInterface: the gate says so and
+        # names the one field to add, after which a closed gate removes exactly that head's context.
+        with pytest.raises(ModelNotAvailableError, match="give its ArchSpec a dropout_edit_point"):
+            gate_heads(loaded, torch.ones(2, 3)).__enter__()
+        register_architecture(dataclasses.replace(arch_spec(loaded), dropout_edit_point="dropout"), replace=True)
+        with torch.no_grad():
+            plain = loaded.model(**inputs, output_hidden_states=True)
+            with gate_heads(loaded, torch.ones(2, 3)):
+                opened = loaded.model(**inputs).last_hidden_state
+            gates = torch.ones(2, 3)
+            gates[1, 2] = 0
+            with gate_heads(loaded, gates):
+                closed = loaded.model(**inputs, output_hidden_states=True)
+        torch.testing.assert_close(opened, plain.last_hidden_state, rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            closed.hidden_states[1], plain.hidden_states[1], rtol=0, atol=0
+        )  # layer 0: untouched
+        assert not torch.allclose(closed.last_hidden_state, plain.last_hidden_state, atol=1e-4)
+    finally:
+        architectures.ARCHITECTURE_REGISTRY.unregister(loaded.config.model_type)
 
 
 @pytest.mark.parametrize(

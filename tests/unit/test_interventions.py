@@ -234,20 +234,18 @@ class _InlineEncoder(nn.Module):
         self.encoder.layer = nn.ModuleList([layer])
 
 
-def test_unsupported_architectures_raise_clearly(monkeypatch):
+def test_unsupported_architectures_raise_clearly():
     with pytest.raises(UnsupportedArchitectureError, match="no model type"):
         self_attention_modules(nn.Linear(2, 2))
     with pytest.raises(UnsupportedArchitectureError, match=r"'inline-softmax'\) is not a registered"):
         with edit_attention(_InlineEncoder(), lambda layer, probs: None):
             pass
     # Registered without a dropout edit point, but not an AttentionInterface model: refused by name.
-    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))
-    architectures.register_architecture(
-        dataclasses.replace(architectures.arch_spec(SimpleNamespace(model_type="bert")), model_type="inline-softmax")
-    )
-    with pytest.raises(ModelNotAvailableError, match="AttentionInterface"):
-        with edit_attention(_InlineEncoder(), lambda layer, probs: None):
-            pass
+    bert = architectures.arch_spec(SimpleNamespace(model_type="bert"))
+    with architectures.ARCHITECTURE_REGISTRY.registered(dataclasses.replace(bert, model_type="inline-softmax")):
+        with pytest.raises(ModelNotAvailableError, match="AttentionInterface"):
+            with edit_attention(_InlineEncoder(), lambda layer, probs: None):
+                pass
 
 
 def test_gate_shape_is_checked(loaded_models):
@@ -326,7 +324,7 @@ def test_first_token_readout_under_host_dropout_draws_the_full_passs_masks(tiny_
     assert not torch.allclose(loss(6, True)[0], fast[0])
 
 
-def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatch):
+def test_first_token_readout_leaves_other_models_alone(loaded_models):
     encoder = loaded_models["bert"].model  # no classification head: every position is an output
     with first_token_readout(encoder) as applies:
         assert not applies
@@ -334,9 +332,7 @@ def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatc
     assert hidden.shape[1] == _inputs(loaded_models["bert"])["input_ids"].shape[1]
     # A classifier whose registered spec does not promise a first-token head, or whose last layer is shared.
     classifier = SimpleNamespace(model_type="bert")
-    monkeypatch.setattr(architectures, "_REGISTRY", dict(architectures._REGISTRY))
     spec = architectures.arch_spec(classifier)
-    architectures.register_architecture(dataclasses.replace(spec, classifier_reads_first_token=False), replace=True)
 
     class BertForSequenceClassification(nn.Module):  # the name is what marks a sequence classifier
         def __init__(self, shared: bool):
@@ -346,9 +342,10 @@ def test_first_token_readout_leaves_other_models_alone(loaded_models, monkeypatc
             first = nn.Linear(2, 2)
             self.encoder.layer = nn.ModuleList([first, first if shared else nn.Linear(2, 2)])
 
-    with first_token_readout(BertForSequenceClassification(shared=False)) as applies:
-        assert not applies
-    architectures.register_architecture(spec, replace=True)
+    no_first_token_head = dataclasses.replace(spec, classifier_reads_first_token=False)
+    with architectures.ARCHITECTURE_REGISTRY.registered(no_first_token_head, replace=True):
+        with first_token_readout(BertForSequenceClassification(shared=False)) as applies:
+            assert not applies
     with first_token_readout(BertForSequenceClassification(shared=True)) as applies:
         assert not applies
 
