@@ -264,7 +264,8 @@ class ModelEmbeddingVectors(WordVectors):
     def __init__(self, loaded: LoadedModel, batch_size: int = 4096) -> None:
         import torch
 
-        table = loaded.model.get_input_embeddings().weight.detach().to("cpu", dtype=torch.float32)
+        model: Any = loaded.model  # a PreTrainedModel: get_input_embeddings is unknown to nn.Module's typing
+        table = model.get_input_embeddings().weight.detach().to("cpu", dtype=torch.float32)
         super().__init__(table.shape[1])
         self.table = table.numpy()
         self.tokenizer = loaded.tokenizer

@@ -1,6 +1,6 @@
 """Probing classifiers: how much dependency syntax the attention maps hold *together*.
 
-Clark et al. (2019), Section 5 and Table 3. Each probe is a small graph-based parser: for every
+Clark et al. (2019, `What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_), Section 5 and Table 3. Each probe is a small graph-based parser: for every
 word j it gives a distribution over the candidate heads of j, ``ROOT`` and the other words of
 the sentence, and predicts the most probable one (each word independently, no tree decoding, as
 in the paper). Scores are unlabeled attachment scores (UAS) with punctuation left out.

@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from bertology_utils.analyses.syntax.scoring import EXCLUDED_RELATIONS, ON_MISMATCH, real_word_positions, word_mismatch
+from bertology_utils.analyses.word_vectors import WordVectors
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
@@ -50,6 +52,15 @@ class Batch:
     for every k, then ``a_k[s, j]``. Candidate 0 of the scores is ROOT, candidate ``i + 1`` is word
     i; ``candidates`` masks padding and each word itself. ``heads`` are UD heads (= candidate
     indices) with ``-100`` on padding.
+
+    :param indices: ``(B,)`` corpus index of each sentence.
+    :param lengths: ``(B,)`` words per sentence.
+    :param heads: ``(B, N)`` gold heads, ``-100`` on padding.
+    :param scored: ``(B, N)`` bool: counted in the UAS (not punctuation).
+    :param candidates: ``(B, N, N + 1)`` bool: possible heads of each word, ROOT first.
+    :param maps: ``(B, N, N, K)`` attention features, when asked for.
+    :param root: ``(B, N, 2, 2K)`` ROOT's attention features, when asked for.
+    :param vectors: ``(B, N, d)`` word vectors, when asked for.
     """
 
     indices: np.ndarray
@@ -63,41 +74,43 @@ class Batch:
 
     @property
     def words(self) -> torch.Tensor:
-        """(B, N) bool: real (non-padding) words."""
+        """``(B, N)`` bool: real (non-padding) words."""
         return self.heads != _IGNORE
 
 
 class ProbeData:
     """A treebank and its word-level attention (and word vectors), streamed in batches of sentences.
 
-    Args:
-        corpus: sentences with trees (:func:`~bertology_utils.data.load_treebank`, a CoNLL-U file...).
-        attention: an :class:`~bertology_utils.attention.store.AttentionStore` extracted from ``corpus``, or
-            :class:`~bertology_utils.attention.word_attention.ItemAttention` records whose ``index`` is the
-            corpus index; None for probes that read no attention (the baselines).
-        vectors: a :class:`~bertology_utils.analyses.word_vectors.WordVectors`, for the probes with words.
-        on_mismatch: when an item's words are not its sentence's: ``"raise"`` or ``"skip"`` it
-            (counted in :attr:`skipped`), as :func:`bertology_utils.analyses.syntax.scoring.score_syntax` does.
-        block_size: sentences read from the store at a time.
-        cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
-            UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are
-            read again on each pass, as if it were 0.
+    The ``X`` of the probes of Clark et al. (2019, `What Does BERT Look At?
+    <https://arxiv.org/abs/1906.04341>`_, Section 5). Sentences without a tree, and those the store
+    skipped (too long for the model), are left out and counted in :attr:`skipped`; every probe on the
+    same ``ProbeData`` sees the same sentences.
 
-    Sentences without a tree, and those the store skipped (too long for the model), are left out
-    and counted in :attr:`skipped`; every probe on the same ``ProbeData`` sees the same sentences.
+    :param corpus: sentences with trees (:func:`~bertology_utils.data.load_treebank`, a CoNLL-U file...).
+    :param attention: an :class:`~bertology_utils.attention.store.AttentionStore` extracted from ``corpus``,
+        or :class:`~bertology_utils.attention.word_attention.ItemAttention` records whose ``index`` is the
+        corpus index; None for probes that read no attention (the baselines).
+    :param vectors: a :class:`~bertology_utils.analyses.word_vectors.WordVectors`, for the probes with words.
+    :param on_mismatch: when an item's words are not its sentence's: ``"raise"`` or ``"skip"`` it
+        (counted in :attr:`skipped`), as :func:`bertology_utils.analyses.syntax.scoring.score_syntax` does.
+    :param block_size: sentences read from the store at a time.
+    :param cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
+        UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are read again on
+        each pass, as if it were 0.
+    :param name: what to call the data; the corpus's name by default.
     """
 
     def __init__(
         self,
         corpus: Corpus,
-        attention=None,
-        vectors=None,
+        attention: AttentionStore | Iterable[ItemAttention] | None = None,
+        vectors: WordVectors | None = None,
         *,
         on_mismatch: str = "raise",
         block_size: int = 512,
         cache_size: float = DEFAULT_CACHE_SIZE,
         name: str | None = None,
-    ):
+    ) -> None:
         if on_mismatch not in ON_MISMATCH:
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, not {on_mismatch!r}")
         if block_size < 1:
@@ -163,23 +176,28 @@ class ProbeData:
 
     @property
     def n_words(self) -> int:
+        """Words of the usable sentences."""
         return sum(len(self.corpus[int(i)].words) for i in self.indices)
 
     @property
     def description(self) -> str:
+        """How many sentences of what, and what was left out."""
         left_out = ", ".join(f"{v} {k}" for k, v in self.skipped.items() if v)
         return f"{len(self)} sentences of {self.corpus.description}" + (f" (left out: {left_out})" if left_out else "")
 
     def __repr__(self) -> str:
         return f"ProbeData({self.name!r}, {len(self)} sentences)"
 
-    def fingerprint(self, attention: bool = True, vectors: bool = True) -> dict | None:
+    def fingerprint(self, attention: bool = True, vectors: bool = True) -> dict[str, Any] | None:
         """What a probe fitted on these data depends on (the inputs asked for), for cache keys.
 
-        None when an input asked for has no fingerprint: attention given as in-memory records,
-        or word vectors without one (:meth:`~bertology_utils.analyses.word_vectors.WordVectors.fingerprint`).
+        :param attention: include the attention's identity.
+        :param vectors: include the word vectors' identity.
+        :returns: a JSON-able description; None when an input asked for has no fingerprint: attention
+            given as in-memory records, or word vectors without one
+            (:meth:`~bertology_utils.analyses.word_vectors.WordVectors.fingerprint`).
         """
-        out = {
+        out: dict[str, Any] = {
             "corpus": {"name": self.corpus.name, "sha256": self.corpus.sha256, "items": len(self.corpus)},
             "sentences": hashlib.sha256(np.ascontiguousarray(self.indices, dtype=np.int64).tobytes()).hexdigest(),
             "block_size": self.block_size,
@@ -205,7 +223,11 @@ class ProbeData:
                 yield self._items[int(i)]
 
     def gold(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Gold heads of corpus sentence ``i`` (UD convention) and which of its words the UAS counts."""
+        """The gold tree of one sentence.
+
+        :param i: a corpus index.
+        :returns: ``(heads, scored)``, both ``(W,)``: gold heads (UD convention) and which words the UAS counts.
+        """
         sentence = self.corpus[i]
         heads = np.asarray(sentence.heads, dtype=np.int64)
         scored = ~np.isin(np.asarray(sentence.relations, dtype=object), EXCLUDED_RELATIONS)
@@ -291,6 +313,14 @@ class ProbeData:
         (``B x N x N``), so a batch of long sentences stays small. ``shuffle`` also shuffles the
         batches of a block; the order depends only on ``seed``. Batches are built with torch: on a
         busy machine, ``torch.set_num_threads(1)`` keeps that fast (the probes do so, ``n_jobs``).
+
+        :param batch_size: sentences per batch at most.
+        :param max_pairs: padded (dependent, candidate) pairs per batch at most.
+        :param attention: include the attention features.
+        :param vectors: include the word vectors.
+        :param shuffle: read blocks, and batches within a block, in a random order.
+        :param seed: the shuffle's seed.
+        :returns: the batches.
         """
         if attention and self.attention is None:
             raise BertologyError("this probe reads attention: build the ProbeData with attention=<store>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,18 @@ class ProbeEvaluation:
     """Predicted heads of every word of a :class:`ProbeData`, and the UAS.
 
     Arrays run over the words of the evaluated sentences, in corpus order. Heads use the UD
-    convention (0 = ROOT, i = the i-th word, from 1).
+    convention (0 = ROOT, i = the i-th word, from 1). The score of Clark et al.'s Table 3 (`What Does
+    BERT Look At? <https://arxiv.org/abs/1906.04341>`_) is :attr:`uas`.
+
+    :param name: the probe's name.
+    :param sentence: ``(words,)`` corpus index of each word's sentence.
+    :param position: ``(words,)`` 0-based position of the word in its sentence.
+    :param gold: ``(words,)`` gold head.
+    :param predicted: ``(words,)`` predicted head.
+    :param relation: ``(words,)`` gold relation (str).
+    :param scored: ``(words,)`` bool: counted in the UAS (not punctuation).
+    :param skipped: sentences of the data left out, by reason.
+    :param description: what was evaluated.
     """
 
     name: str
@@ -29,19 +41,22 @@ class ProbeEvaluation:
     predicted: np.ndarray  #: predicted head
     relation: np.ndarray  #: gold relation (str)
     scored: np.ndarray  #: counted in the UAS (not punctuation)
-    skipped: dict = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
     description: str = ""
 
     @property
     def correct(self) -> np.ndarray:
+        """``(words,)`` bool: the predicted head is the gold one."""
         return self.gold == self.predicted
 
     @property
     def n_sentences(self) -> int:
+        """Sentences evaluated."""
         return len(np.unique(self.sentence))
 
     @property
     def n_scored(self) -> int:
+        """Words the UAS counts."""
         return int(self.scored.sum())
 
     @property
@@ -51,18 +66,26 @@ class ProbeEvaluation:
 
     @property
     def uas_with_punctuation(self) -> float:
+        """Unlabeled attachment score over every word, punctuation included (a fraction)."""
         return float(self.correct.mean()) if len(self.correct) else math.nan
 
     def by_sentence(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per evaluated sentence (corpus index, ascending): the index, its scored words predicted right and its
-        scored words (punctuation left out), for a bootstrap over sentences."""
+        """Per evaluated sentence, for a bootstrap over sentences.
+
+        :returns: ``(index, right, scored)``, each ``(sentences,)`` by corpus index, ascending: the index,
+            its scored words predicted right and its scored words (punctuation left out).
+        """
         index, row = np.unique(self.sentence, return_inverse=True)
         scored = np.bincount(row, weights=self.scored, minlength=len(index)).astype(np.int64)
         right = np.bincount(row, weights=self.correct & self.scored, minlength=len(index)).astype(np.int64)
         return index, right, scored
 
     def by_relation(self, min_count: int = 0) -> pd.DataFrame:
-        """UAS per gold relation (punctuation left out), most frequent first."""
+        """UAS per gold relation (punctuation left out).
+
+        :param min_count: leave out relations with fewer scored words.
+        :returns: one row per relation, most frequent first: ``count`` and ``uas``.
+        """
         keep = self.scored
         frame = pd.DataFrame({"relation": self.relation[keep], "correct": self.correct[keep]})
         table = frame.groupby("relation")["correct"].agg(count="size", uas="mean")
@@ -70,7 +93,12 @@ class ProbeEvaluation:
         return table.sort_values(["count"], ascending=False, kind="stable")
 
     def heads(self, index: int) -> np.ndarray:
-        """Predicted heads of corpus sentence ``index`` (UD convention)."""
+        """The predicted heads of one sentence.
+
+        :param index: a corpus index.
+        :returns: ``(W,)`` heads (UD convention).
+        :raises KeyError: when the sentence was not evaluated.
+        """
         where = self.sentence == index
         if not where.any():
             raise KeyError(f"sentence {index} was not evaluated")
@@ -78,7 +106,13 @@ class ProbeEvaluation:
 
     @classmethod
     def of(cls, name: str, data: ProbeData, predictions: Mapping[int, np.ndarray]) -> ProbeEvaluation:
-        """The evaluation of ``predictions`` (corpus index -> predicted heads) against ``data``'s gold trees."""
+        """The evaluation of predictions against the gold trees.
+
+        :param name: the probe's name.
+        :param data: the data predicted on.
+        :param predictions: corpus index -> ``(W,)`` predicted heads.
+        :returns: the evaluation.
+        """
         sentence: list[np.ndarray] = []
         position: list[np.ndarray] = []
         gold: list[np.ndarray] = []
@@ -95,7 +129,7 @@ class ProbeEvaluation:
             relation.append(np.asarray(data.corpus[i].relations, dtype=object))
             scored.append(is_scored)
 
-        def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
         return cls(

@@ -1,11 +1,17 @@
-"""Fitting several probes side by side, and the disk cache of fitted probes."""
+"""Fitting several probes side by side, and the disk cache of fitted probes.
+
+The probes are those of Clark et al. (2019, `What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_,
+Section 5 and Table 3).
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,7 +29,7 @@ def fit_probes(
     *,
     n_jobs: int | None = None,
     cache: bool = False,
-    cache_dir=None,
+    cache_dir: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> dict[str, ProbeBase]:
     """Fit several probes side by side: ``{name: (probe, train, dev)}`` -> ``{name: fitted probe}``.
@@ -43,8 +49,13 @@ def fit_probes(
     trained every time; a corrupt entry is trained again with a
     :class:`~bertology_utils.core.cache.CacheWarning`.
 
-    ``progress``: a bar of each trained probe's epochs, labelled with its name (none for a probe
-    read from the cache).
+    :param jobs: ``{name: (probe, train, dev)}``; ``dev`` may be None.
+    :param n_jobs: probes fitted at a time; None: torch's thread count.
+    :param cache: read and store trained probes on disk.
+    :param cache_dir: where; ``$BERTOLOGY_CACHE_DIR/probes`` by default.
+    :param progress: a bar of each trained probe's epochs, labelled with its name (none for a probe
+        read from the cache).
+    :returns: ``{name: fitted probe}``, the probes given, fitted in place.
     """
     for name, (probe, _, _) in jobs.items():
         if getattr(probe, "n_jobs", None) not in (1, None):
@@ -56,7 +67,7 @@ def fit_probes(
         raise ValueError(f"n_jobs must be at least 1 or None, not {n_jobs}")
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
 
-    def fit(name, probe, train, dev):
+    def fit(name: str, probe: ProbeBase, train: ProbeData, dev: ProbeData | None) -> ProbeBase:
         if not isinstance(probe, TrainedProbe):
             return probe.fit(train, dev=dev)
         train_it = functools.partial(probe.fit, train, dev=dev, progress=progress, desc=f"probe {name}")
@@ -80,7 +91,9 @@ def fit_probes(
 PROBE_VERSION = 1
 
 
-def _cache_entry(root: Path, probe: TrainedProbe, train: ProbeData, dev: ProbeData | None) -> tuple[Path, dict] | None:
+def _cache_entry(
+    root: Path, probe: TrainedProbe, train: ProbeData, dev: ProbeData | None
+) -> tuple[Path, dict[str, Any]] | None:
     """Folder and key of ``probe`` fitted on ``train`` (choosing its epoch on ``dev``); None: not cacheable.
 
     The key names the probe's class, not its module, and the entry holds no pickle: moving the code keeps entries valid.

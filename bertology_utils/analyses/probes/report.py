@@ -1,13 +1,20 @@
-"""Clark et al.'s Table 3 beside the probes' scores, and pictures of what the probes learned and predict."""
+"""Clark et al.'s Table 3 beside the probes' scores, and pictures of what the probes learned and predict.
+
+`What Does BERT Look At? <https://arxiv.org/abs/1906.04341>`_, Section 5 and Table 3.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "TABLE3_ROWS",
@@ -35,10 +42,13 @@ PAPER_STRUCTURAL_PROBE_UUAS = 80.0
 
 
 def table3(test: dict[str, ProbeEvaluation], dev: dict[str, ProbeEvaluation] | None = None) -> pd.DataFrame:
-    """Table 3 beside ours, UAS in percent: one row per :data:`TABLE3_ROWS` entry given.
+    """Clark et al.'s Table 3 beside ours, UAS in percent: one row per :data:`TABLE3_ROWS` entry given.
 
-    ``test`` and ``dev`` map row names to evaluations. ``test - paper`` is our test UAS minus the
-    paper's (WSJ dev, BERT-base), a difference of model and data, not an error.
+    :param test: row name -> the evaluation on the test split.
+    :param dev: row name -> the evaluation on the dev split, when wanted.
+    :returns: one row per probe: the paper's UAS, ours on test (and dev), ``test - paper`` (our test UAS
+        minus the paper's WSJ dev UAS with BERT-base: a difference of model and data, not an error) and
+        the scored words.
     """
     rows = []
     for name in TABLE3_ROWS:
@@ -55,13 +65,24 @@ def table3(test: dict[str, ProbeEvaluation], dev: dict[str, ProbeEvaluation] | N
 
 
 def plot_probe_weights(
-    weights: np.ndarray, *, axes=None, title: str = "", label: str = "weight", annotate: bool | None = None
-):
-    """Two ``(layers, heads)`` heatmaps side by side: ``w`` (dependent -> head) and ``u`` (head -> dependent).
+    weights: np.ndarray,
+    *,
+    axes: Sequence[Axes] | None = None,
+    title: str = "",
+    label: str = "weight",
+    annotate: bool | None = None,
+) -> Sequence[Axes]:
+    """Two ``(L, H)`` heatmaps side by side: ``w`` (dependent -> head) and ``u`` (head -> dependent).
 
-    ``weights`` is ``(2, layers, heads)``, e.g. ``np.stack([probe.w_, probe.u_])`` or an entry of
-    :meth:`AttentionWordsProbe.effective_weights`. One colour scale, centred on 0, for both.
-    ``annotate`` writes the values in the cells (default: when there are at most 100 heads).
+    One colour scale, centred on 0, for both.
+
+    :param weights: ``(2, L, H)``, e.g. ``np.stack([probe.w_, probe.u_])`` or an entry of
+        :meth:`~bertology_utils.analyses.probes.estimators.AttentionWordsProbe.effective_weights`.
+    :param axes: two axes to draw on; a new figure when None.
+    :param title: prefix of both titles.
+    :param label: the colour bar's label.
+    :param annotate: write the values in the cells (default: when there are at most 100 heads).
+    :returns: the two axes.
     """
     import matplotlib.pyplot as plt
 
@@ -95,15 +116,22 @@ def plot_tree_comparison(
     gold: Sequence[int],
     predicted: Sequence[int],
     *,
-    ax=None,
+    ax: Axes | None = None,
     title: str | None = None,
     scored: Sequence[bool] | None = None,
-):
+) -> Axes:
     """A sentence with its gold arcs above the words and the predicted arcs below.
 
-    Heads use the UD convention (0 = ROOT). Predicted arcs are green where they match the gold head
-    and red where they do not, light grey for words not scored (``scored`` False: punctuation); a
-    root is drawn as a vertical line. Markers sit at the dependent's end of each arc.
+    Predicted arcs are green where they match the gold head and red where they do not, light grey for
+    words not scored; a root is drawn as a vertical line. Markers sit at the dependent's end of each arc.
+
+    :param words: the sentence's words.
+    :param gold: ``(W,)`` gold heads (UD convention, 0 = ROOT).
+    :param predicted: ``(W,)`` predicted heads.
+    :param ax: where to draw; a new figure when None.
+    :param title: the axes' title.
+    :param scored: ``(W,)`` False for words the UAS does not count (punctuation).
+    :returns: the axes drawn on.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Arc

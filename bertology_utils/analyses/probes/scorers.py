@@ -7,6 +7,7 @@ The attention-and-words and the distances-and-words scorers run through fused au
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -22,14 +23,22 @@ __all__ = [
 
 
 class AttentionScorer(torch.nn.Module):
-    """Scores of the attention-only probe: ``theta = [w ; u]`` over the 2K features."""
+    """Scores of the attention-only probe (Table 3 "Attn"): ``theta = [w ; u]`` over the 2K features.
 
-    def __init__(self, n_features: int):
+    :param n_features: 2K, two features (both directions) per head, K = L x H.
+    """
+
+    def __init__(self, n_features: int) -> None:
         super().__init__()
         self.theta = torch.nn.Parameter(torch.zeros(n_features))
         self.root_scale = torch.nn.Parameter(torch.ones(2))
 
     def forward(self, batch: Batch) -> torch.Tensor:
+        """Every candidate's score for every dependent of a batch.
+
+        :param batch: sentences with their attention features.
+        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        """
         maps = batch.maps
         assert maps is not None  # the probe reads attention, so its batches carry it
         K = maps.shape[-1]
@@ -75,7 +84,7 @@ class _PairWeighted(torch.autograd.Function):
             yield b0, b1, j0, j1, m, buffer[: m.numel()].view(m.shape)
 
     @staticmethod
-    def forward(ctx, maps, dep, cand):
+    def forward(ctx: Any, maps: torch.Tensor, dep: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         B, N, _, K = maps.shape
         words, back = maps.new_empty(B, N, N), maps.new_empty(B, N, N)
         for b0, b1, j0, j1, m, w in _PairWeighted._chunks(maps):
@@ -88,7 +97,7 @@ class _PairWeighted(torch.autograd.Function):
         return words.add_(back.transpose(1, 2))
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor, torch.Tensor]:
         (maps,) = ctx.saved_tensors
         B, N, _, K = maps.shape
         d_dep, d_cand = maps.new_zeros(B, N, 2 * K), maps.new_zeros(B, N, 2 * K)
@@ -104,9 +113,13 @@ class _PairWeighted(torch.autograd.Function):
 
 
 class AttentionWordsScorer(torch.nn.Module):
-    """Scores of the attention-and-words probe: per-pair head weights ``W (v_j ⊕ v_i) + b``."""
+    """Scores of the attention-and-words probe (Table 3 "Attn + GloVe"): per-pair head weights ``W (v_j ⊕ v_i) + b``.
 
-    def __init__(self, n_features: int, dim: int):
+    :param n_features: 2K, two features (both directions) per head, K = L x H.
+    :param dim: the word vectors' dimension.
+    """
+
+    def __init__(self, n_features: int, dim: int) -> None:
         super().__init__()
         self.dependent = torch.nn.Linear(dim, n_features)  # W's dependent half, and b
         self.candidate = torch.nn.Linear(dim, n_features, bias=False)  # W's candidate half
@@ -116,6 +129,11 @@ class AttentionWordsScorer(torch.nn.Module):
         self.root_scale = torch.nn.Parameter(torch.ones(2))
 
     def forward(self, batch: Batch) -> torch.Tensor:
+        """Every candidate's score for every dependent of a batch.
+
+        :param batch: sentences with their attention features and word vectors.
+        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        """
         dep = self.dependent(batch.vectors)  # (B, N, 2K): the weights' dependent part + bias
         cand = self.candidate(batch.vectors)  # (B, N, 2K): the weights' candidate part
         # Forward features a_k[j, i] = maps[j, i, k] and backward ones a_k[i, j], both weighted dep[j] + cand[i].
@@ -125,7 +143,11 @@ class AttentionWordsScorer(torch.nn.Module):
         return torch.cat([root.unsqueeze(-1), words], -1)
 
     def weights(self, batch: Batch) -> torch.Tensor:
-        """(B, N, N + 1, 2K) head weights of every (dependent, candidate) pair, ROOT first."""
+        """The head weights the probe gives every (dependent, candidate) pair.
+
+        :param batch: sentences with their word vectors.
+        :returns: ``(B, N, N + 1, 2K)`` weights, ROOT first.
+        """
         dep = self.dependent(batch.vectors)
         cand = self.candidate(batch.vectors)
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)
@@ -137,13 +159,17 @@ N_DISTANCE_FEATURES = 7
 
 
 def distance_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
-    """(B, N, N + 1, 7) features of (dependent j, candidate), candidate 0 being ROOT.
+    """The distance features of every (dependent j, candidate) pair, candidate 0 being ROOT.
 
     For a candidate word i of a sentence of n words: how far it is ahead ``(i - j) / n`` and behind
     ``(j - i) / n`` (zero on the other side), indicators for ``i = j + 1, j + 2, j - 1, j - 2``, and a
     ROOT indicator that is 1 only for ROOT (whose other features are 0). Clark et al.'s footnote 5:
     "indicator features for short distances as well as continuous distance features, with distance
     ahead/behind treated separately".
+
+    :param lengths: ``(B,)`` words per sentence.
+    :param N: the padded number of words.
+    :returns: ``(B, N, N + 1, 7)`` features.
     """
     return _offset_features(lengths, N)[:, _offset_index(N)]
 
@@ -196,7 +222,7 @@ class _PairTanh(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, dep, cand, table, o):
+    def forward(ctx: Any, dep: torch.Tensor, cand: torch.Tensor, table: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
         B, N, H = dep.shape
         M = N + 1
         dep2, cand2, table2 = (2 * t.contiguous() for t in (dep.flip(1), cand, table))  # dep2: j' order
@@ -218,7 +244,7 @@ class _PairTanh(torch.autograd.Function):
         return scores.flip(1).mul_(2).sub_(o.sum())
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         if ctx.spent:  # retain_graph=True and a second backward pass
             raise RuntimeError("the Distances + words scorer's backward pass runs once: it overwrites what it saved")
         ctx.spent = True
@@ -242,9 +268,15 @@ class _PairTanh(torch.autograd.Function):
 
 
 class DistanceWordsScorer(torch.nn.Module):
-    """One hidden layer over ``v_j ⊕ v_i ⊕ distance features`` (ROOT's vector is zero)."""
+    """Scores of the "Distances + GloVe" baseline: one hidden layer over ``v_j ⊕ v_i ⊕ distance features``.
 
-    def __init__(self, dim: int, hidden: int):
+    ROOT's vector is zero.
+
+    :param dim: the word vectors' dimension.
+    :param hidden: the hidden layer's size.
+    """
+
+    def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
         self.dependent = torch.nn.Linear(dim, hidden)
         self.candidate = torch.nn.Linear(dim, hidden, bias=False)
@@ -252,6 +284,11 @@ class DistanceWordsScorer(torch.nn.Module):
         self.out = torch.nn.Linear(hidden, 1)
 
     def forward(self, batch: Batch) -> torch.Tensor:
+        """Every candidate's score for every dependent of a batch.
+
+        :param batch: sentences with their word vectors.
+        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        """
         B, N = batch.heads.shape
         cand = self.candidate(batch.vectors)
         cand = torch.cat([torch.zeros_like(cand[:, :1]), cand], 1)  # ROOT first
