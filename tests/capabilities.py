@@ -27,7 +27,10 @@ from bertology_utils.interventions.query_key import capture_query_key
 
 #: The generated block (bertology_utils.present.generated) holding the table, and the pages that show it.
 BLOCK = "capabilities"
-PAGES = [Path(__file__).resolve().parents[1] / page for page in ("README.md", "docs/guide/families.md")]
+PAGES = [
+    Path(__file__).resolve().parents[1] / page
+    for page in ("README.md", "docs/guide/families.md", "docs/guide/context-mixing.md")
+]
 TEXTS = ["The old sailor reads an interesting story near the station .", "Hello world !"]
 
 

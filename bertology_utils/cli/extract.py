@@ -213,14 +213,14 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"overwriting any store at {args.store}")
     maps, max_tokens = None, args.max_tokens
     if args.maps is not None:
-        from bertology_utils.interventions.mixing import FLOW_MAX_TOKENS, MixingMaps
+        from bertology_utils.interventions.mixing import MixingMaps
 
         try:
             maps = MixingMaps(args.maps)
         except ValueError as error:
             raise BertologyError(f"--maps: {error}") from None
-        if args.maps == "flow" and max_tokens is None:
-            max_tokens = min(FLOW_MAX_TOKENS, loaded.max_tokens)
+        if maps.max_tokens is not None and max_tokens is None:  # a method with a length limit (flow)
+            max_tokens = min(maps.max_tokens, loaded.max_tokens)
         print(f"maps: {args.maps} (not the raw attention)")
     if args.cluster is not None and args.shard is not None:
         raise BertologyError("--cluster cuts the job into shards itself: leave out --shard")

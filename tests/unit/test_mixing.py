@@ -4,6 +4,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
+from contracts import check_mixing_method
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, WORD
 from bertology_utils.attention.word_attention import ItemAttention
@@ -246,6 +247,14 @@ def test_unknown_methods_are_refused(tiny_model_dirs):
 def test_map_source_heads_and_settings():
     assert mixing.MixingMaps("norm").heads is None and mixing.MixingMaps("alti").heads == 1
     assert mixing.MixingMaps("flow", flow_rows=(0,)).settings() == {"normalise": False, "rows": [0], "max_tokens": 48}
+    # flow's options are flow's: other methods neither record nor need them, and an unknown option is refused
+    assert mixing.MixingMaps("norm", flow_rows=(0,)).settings() == {"normalise": False}
+    assert (mixing.MixingMaps("flow").max_tokens, mixing.MixingMaps("norm").max_tokens) == (
+        mixing.FLOW_MAX_TOKENS,
+        None,
+    )
+    with pytest.raises(TypeError, match="unknown context-mixing option.*rows"):
+        mixing.MixingMaps("flow", rows=(0,))
 
 
 def synthetic_item(attribution_by_layer, kinds):
@@ -327,18 +336,7 @@ def test_several_methods_at_once_equal_each_method_alone(tiny_model_dirs, normal
 @pytest.mark.parametrize("method", mixing.METHODS)
 def test_every_registered_method_gives_finite_non_negative_maps_of_the_batch_shape(tiny_model_dirs, method):
     loaded = load_model(tiny_model_dirs["roberta"], device="cpu")
-    inputs = batch_inputs(loaded)
-    real = inputs["attention_mask"].bool()
-    heads = loaded.num_heads if mixing.get_method(method).per_head else 1
-    maps = mixing.mixing_maps(loaded, inputs, (method,))[method]
-    normalised = mixing.MixingMaps(method, normalise=True)(loaded, inputs)
-    assert len(maps) == len(normalised) == loaded.num_layers
-    for m, n in zip(maps, normalised):
-        assert m.shape == (len(TEXTS), heads, *real.shape[1:], real.shape[1])
-        assert torch.isfinite(m).all() and (m >= 0).all()
-        assert (m.transpose(1, 3)[~real] == 0).all()  # nothing comes from padding
-        sums = n.sum(-1).transpose(1, 2)[real]  # rows of real tokens
-        torch.testing.assert_close(sums, torch.ones_like(sums))
+    check_mixing_method(loaded, batch_inputs(loaded), method)
 
 
 class UniformMixing(mixing.LayerMethod):

@@ -4,12 +4,14 @@ A raw attention weight says how much a head looks at a token, not how much of th
 reaches the output: the value vector may be tiny, and the residual stream carries most of
 each token through every layer. This package computes, from hooks on the model's own forward
 pass (any architecture registered in :mod:`bertology_utils.core.architectures`), the maps the
-literature proposes instead. One method, one file, each registering itself by name
-(:data:`METHODS`; :func:`register` adds one). Per layer (token level, rows = the receiving token):
+literature proposes instead. One method, one file; the package registers the built-in ones, in the order
+:data:`METHODS` lists them (:func:`_register_built_in`), and :func:`register` adds others. Per layer
+(token level, rows = the receiving token):
 
 ``attention``      the raw weights alpha^h_ij, per head (``attention.py``);
-``norm``           Kobayashi et al. (2020): ||alpha^h_ij f_h(x_j)||, f_h(x) = W_O^h (W_V^h x + b_V^h), per head;
-``norm_layer``     the norm of the heads' summed vectors, ||sum_h alpha^h_ij f_h(x_j)|| (both ``norm.py``);
+``norm``           Kobayashi et al. (2020): ||alpha^h_ij f_h(x_j)||, f_h(x) = W_O^h (W_V^h x + b_V^h), per head
+                   (``norm.py``);
+``norm_layer``     the norm of the heads' summed vectors, ||sum_h alpha^h_ij f_h(x_j)|| (``norm_layer.py``);
 ``alti_layer``     Ferrando et al. (2022): the contributions of each input to the attention block's
                    output, residual and layer norm included (``alti.py``);
 ``value_zeroing``  Mohebbi et al. (2023): zero token j's value vectors (every head) in one layer and
@@ -22,7 +24,8 @@ and across layers (row i of layer l: how much output token i at layer l draws on
              multiplied through the layers (``rollout.py``: :class:`Rollout` wraps any per-layer method);
 ``flow``     their attention flow: the maximum flow from input j to node i of layer l in the
              graph whose edges carry A_l, rows normalised to sum to 1 as in their code
-             (``flow.py``; O(n^4) per item, so its inputs have a length limit);
+             (``flow.py``; O(n^4) per item, so its inputs have a length limit: its options
+             ``flow_max_tokens`` and ``flow_rows``, which :func:`mixing_maps` and the map sources pass on);
 ``alti``     ALTI as the paper defines it: ``alti_layer`` rolled out;
 ``value_zeroing_rollout``  ``value_zeroing`` rolled out (Mohebbi et al.'s aggregate).
 
@@ -41,6 +44,8 @@ than the attention weights, and refuses a model where it does not hold; ALBERT, 
 module, gets the methods that read only the weights (:func:`unsupported_methods` says which and why).
 """
 
+from bertology_utils.interventions.mixing.alti import AltiLayer, alti_contributions, transformed_vectors
+from bertology_utils.interventions.mixing.attention import Attention
 from bertology_utils.interventions.mixing.base import (
     AGGREGATED,
     LAYER_METHODS,
@@ -51,26 +56,39 @@ from bertology_utils.interventions.mixing.base import (
     LayerMethod,
     LayerTrace,
     MixingMethod,
-    Options,
     get_method,
     register,
     trace,
     unsupported_methods,
 )
-
-# Each method's file registers it on import, and METHODS lists them in registration order: keep this order.
-# isort: off
-from bertology_utils.interventions.mixing.attention import Attention
-from bertology_utils.interventions.mixing.norm import Norm, NormLayer, head_vectors
-from bertology_utils.interventions.mixing.rollout import Rollout, aggregate, residual_attention
-from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS, Flow, attention_flow
-from bertology_utils.interventions.mixing.alti import AltiLayer, alti_contributions, transformed_vectors
-from bertology_utils.interventions.mixing.value_zeroing import ValueZeroing, value_zeroing
-# isort: on
-
 from bertology_utils.interventions.mixing.faithfulness import faithfulness, faithfulness_summary, input_attribution
+from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS, Flow, attention_flow
 from bertology_utils.interventions.mixing.maps import MixingMaps, mixing_for, mixing_maps
+from bertology_utils.interventions.mixing.norm import Norm, head_vectors
+from bertology_utils.interventions.mixing.norm_layer import NormLayer
 from bertology_utils.interventions.mixing.plots import plot_faithfulness, plot_shares, plot_side_by_side
+from bertology_utils.interventions.mixing.rollout import Rollout, aggregate, residual_attention
+from bertology_utils.interventions.mixing.value_zeroing import ValueZeroing, value_zeroing
+
+
+def _register_built_in() -> None:
+    """Register the built-in methods, in this order: :data:`METHODS` lists the per-layer ones first, then those
+    across layers, each in the order registered here (records and tables follow it)."""
+    for method in (
+        Attention(),
+        Norm(),
+        NormLayer(),
+        Rollout("rollout", of="attention", residual=0.5),
+        Flow(),
+        AltiLayer(),
+        Rollout("alti", of="alti_layer"),
+        ValueZeroing(),
+        Rollout("value_zeroing_rollout", of="value_zeroing"),
+    ):
+        register(method)
+
+
+_register_built_in()
 
 __all__ = [
     "METHODS",
@@ -85,7 +103,6 @@ __all__ = [
     "MixingMethod",
     "LayerMethod",
     "AcrossLayers",
-    "Options",
     "Attention",
     "Norm",
     "NormLayer",

@@ -1,8 +1,10 @@
-"""Ferrando et al. (2022), ALTI: how much each input makes up the attention block's output, residual and
-layer norm included.
+"""Ferrando et al. (2022, `Measuring the Mixing of Contextual Information in the Transformer
+<https://arxiv.org/abs/2203.04212>`_), ALTI: how much each input makes up the attention block's output,
+residual and layer norm included.
 
-``alti_layer``  the contributions c_ij of input j to output i of one layer's attention block;
-``alti``        ALTI as the paper defines it: ``alti_layer`` multiplied through the layers.
+``alti_layer``  the contributions c_ij of input j to output i of one layer's attention block (:class:`AltiLayer`);
+``alti``        ALTI as the paper defines it: ``alti_layer`` multiplied through the layers (a
+                :class:`~bertology_utils.interventions.mixing.rollout.Rollout` the package registers).
 """
 
 from __future__ import annotations
@@ -11,17 +13,23 @@ import torch
 from torch import nn
 
 from bertology_utils.core import architectures
+from bertology_utils.core.architectures import Model
 from bertology_utils.core.errors import UnsupportedArchitectureError
 from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
-from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace, register
+from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace
 from bertology_utils.interventions.mixing.norm import head_vectors, mixed_vectors, row_chunks
-from bertology_utils.interventions.mixing.rollout import Rollout
 
 __all__ = ["layer_norm_scale", "transformed_vectors", "alti_contributions", "AltiLayer"]
 
 
-def layer_norm_scale(model, layer: int, normed_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(gamma, 1 / sigma(z_i)) of the attention layer norm: LN(z) = gamma (z - mean z) / sigma(z) + beta."""
+def layer_norm_scale(model: Model, layer: int, normed_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The linear part of the attention layer norm, LN(z) = gamma (z - mean z) / sigma(z) + beta.
+
+    :param model: the model (a LoadedModel or its torch module).
+    :param layer: the layer (from 0).
+    :param normed_input: (B, T, D) z, the norm's input.
+    :returns: gamma (D,) and 1 / sigma(z_i) (B, T, 1).
+    """
     norm, _ = architectures.layer_norms(architectures.torch_module(model), layer)
     eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-12)))
     var = normed_input.var(-1, unbiased=False, keepdim=True)
@@ -34,9 +42,10 @@ def layer_norm_scale(model, layer: int, normed_input: torch.Tensor) -> tuple[tor
 
 
 def transformed_vectors(
-    model, layer: int, t: LayerTrace, rows: slice, vectors: torch.Tensor | None = None
+    model: Model, layer: int, t: LayerTrace, rows: slice, vectors: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """ALTI's T_i(x_j) for receiving tokens ``rows``: (B, rows, T, D).
+    """ALTI's T_i(x_j) for receiving tokens ``rows`` (Ferrando et al. 2022, `Measuring the Mixing of
+    Contextual Information in the Transformer <https://arxiv.org/abs/2203.04212>`_): (B, rows, T, D).
 
     Post-LN, with z_i = sum_j (sum_h alpha^h_ij f_h(x_j) + [i = j] x_i) + b_O, the input of the attention
     layer norm, and its linear part L_i(u) = gamma (u - mean u) / sigma(z_i), T_i(x_j) = L_i(sum_h alpha^h_ij
@@ -44,6 +53,13 @@ def transformed_vectors(
     (f_h reads LN(x_j), which depends on x_j alone), T_i(x_j) = sum_h alpha^h_ij f_h(x_j) + [i = j] x_i;
     they add up to y_i - b_O, y_i = x_i + W_O ctx_i + b_O. ``vectors``:
     :func:`~bertology_utils.interventions.mixing.norm.head_vectors`, when the caller has them.
+
+    :param model: the model (a LoadedModel or its torch module).
+    :param layer: the layer (from 0).
+    :param t: what the layer computed.
+    :param rows: the receiving tokens.
+    :param vectors: (B, H, T, D) the layer's head vectors, or None to compute them.
+    :returns: (B, rows, T, D).
     """
     vectors = head_vectors(model, layer, t.values) if vectors is None else vectors
     tokens = t.hidden.shape[1]
@@ -55,11 +71,18 @@ def transformed_vectors(
     return gamma * (z - z.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
 
 
-def alti_contributions(model, layer: int, t: LayerTrace, real: TokenMask) -> MixingMatrix:
-    """ALTI's contributions c_ij of input j to the attention block's output y_i, (B, T, T), rows summing to 1.
+def alti_contributions(model: Model, layer: int, t: LayerTrace, real: TokenMask) -> MixingMatrix:
+    """ALTI's contributions c_ij of input j to the attention block's output y_i.
 
-    Ferrando et al.'s contribution is max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) (see
-    :func:`transformed_vectors`), normalised over j. ``real`` (B, T) masks padding.
+    Ferrando et al.'s contribution (`Measuring the Mixing of Contextual Information in the Transformer
+    <https://arxiv.org/abs/2203.04212>`_) is max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) (see
+    :func:`transformed_vectors`), normalised over j.
+
+    :param model: the model (a LoadedModel or its torch module).
+    :param layer: the layer (from 0).
+    :param t: what the layer computed.
+    :param real: (B, T) token mask.
+    :returns: (B, T, T), rows summing to 1 over real tokens.
     """
     vectors = head_vectors(model, layer, t.values)
     batch, tokens, _ = t.hidden.shape
@@ -73,11 +96,12 @@ def alti_contributions(model, layer: int, t: LayerTrace, real: TokenMask) -> Mix
 
 
 class AltiLayer(LayerMethod):
+    """``alti_layer``: one layer's ALTI contributions (:func:`alti_contributions`; Ferrando et al. 2022,
+    `Measuring the Mixing of Contextual Information in the Transformer <https://arxiv.org/abs/2203.04212>`_),
+    one map per layer, rows summing to 1."""
+
     name = "alti_layer"
 
     def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
+        """(B, 1, T, T) ``layer``'s contributions (see :meth:`LayerMethod.layer_map`)."""
         return alti_contributions(model, layer, t, real)[:, None]
-
-
-register(AltiLayer())
-register(Rollout("alti", of="alti_layer"))

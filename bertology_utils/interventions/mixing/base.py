@@ -1,25 +1,29 @@
 """What every context-mixing method shares: the traced forward pass, the method protocol and the registry.
 
-A method is a class in a file of its own that registers one instance (``register(Norm())``). Two kinds:
+A method is a class in a file of its own; the package registers one instance of each built-in method, in
+the order :data:`METHODS` keeps, and :func:`register` adds others. Two kinds:
 
 * :class:`LayerMethod` maps one layer's trace to that layer's map, one per head (``per_head``) or one for
   the layer, and says which parts of the trace it ``reads``;
 * :class:`AcrossLayers` combines another method's per-layer maps (``of``) through the layers
   (:class:`~bertology_utils.interventions.mixing.rollout.Rollout` wraps any per-layer method).
 
-:class:`MixingMethod`, their base, owns the checks every method gets: its maps have the batch's shape.
+:class:`MixingMethod`, their base, owns the checks every method gets (its maps have the batch's shape) and
+the protocol of a method's own options (:attr:`MixingMethod.options`: attention flow's receiving rows and
+length limit), which callers pass by keyword and the method alone reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
 
 from bertology_utils.core import architectures
+from bertology_utils.core.architectures import Model
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.registry import Names, Registry, View
 from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
@@ -33,13 +37,14 @@ __all__ = [
     "first_output",
     "value_projection",
     "value_vectors",
-    "Options",
     "MixingMethod",
     "LayerMethod",
     "AcrossLayers",
     "REGISTRY",
     "register",
     "get_method",
+    "option_names",
+    "method_options",
     "layer_method",
     "unsupported_methods",
     "METHODS",
@@ -58,14 +63,16 @@ _DECOMPOSITION_TOL = 1e-4
 
 @dataclass
 class LayerParts:
-    """The parts of one layer's computation besides its attention weights (see :class:`LayerTrace`)."""
+    """The parts of one layer's computation besides its attention weights (see :class:`LayerTrace`): the
+    layer's input, value vectors, attention output projection, the attention block's output, the layer's
+    output and its own arguments."""
 
     hidden: torch.Tensor
     values: torch.Tensor
     dense: torch.Tensor
     normed: torch.Tensor
     output: torch.Tensor
-    call: tuple = field(repr=False, default=((), {}))
+    call: tuple[Any, ...] = field(repr=False, default=((), {}))
 
 
 @dataclass
@@ -96,15 +103,27 @@ class LayerTrace:
     call = property(lambda self: self._parts().call)
 
 
-def value_projection(model, layer: int) -> nn.Linear:
+def value_projection(model: Model, layer: int) -> nn.Linear:
     """The module whose output holds ``layer``'s value vectors: its value projection, or the fused
-    query-key-value projection (values last) of a model that has one."""
+    query-key-value projection (values last) of a model that has one.
+
+    :param model: a LoadedModel or its torch module.
+    :param layer: the layer (from 0).
+    :returns: the projection.
+    """
     fused = architectures.fused_qkv(model, layer)
     return fused if fused is not None else architectures.qkv(model, layer)[2]
 
 
-def value_vectors(model, layer: int, projected: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, H, T, d) value vectors from :func:`value_projection`'s (B, T, H*d) (fused: (B, T, 3*H*d)) output."""
+def value_vectors(model: Model, layer: int, projected: torch.Tensor, heads: int) -> torch.Tensor:
+    """The value vectors per head from :func:`value_projection`'s output.
+
+    :param model: a LoadedModel or its torch module.
+    :param layer: the layer (from 0).
+    :param projected: (B, T, H*d), fused (B, T, 3*H*d).
+    :param heads: H.
+    :returns: (B, H, T, d).
+    """
     if projected.dim() != 3:
         raise UnsupportedArchitectureError(
             f"layer {layer}'s value projection gave shape {tuple(projected.shape)}, not (batch, tokens, features): "
@@ -117,8 +136,8 @@ def value_vectors(model, layer: int, projected: torch.Tensor, heads: int) -> tor
     return projected.view(*projected.shape[:2], heads, -1).transpose(1, 2)
 
 
-def first_output(output):
-    """A module's main output: the first element when it returns a tuple."""
+def first_output(output: Any) -> Any:
+    """A module's main output: the first element when it returns a tuple, else the output itself."""
     return output[0] if isinstance(output, tuple) else output
 
 
@@ -134,13 +153,18 @@ def _layer_parts(
 
 
 @torch.no_grad()
-def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS) -> list[LayerTrace]:
+def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS) -> list[LayerTrace]:
     """Run ``inputs`` through the model once and keep, for every layer, what :class:`LayerTrace` holds.
 
     ``reads``: the parts kept besides the weights; with none, only the weights are captured (no hook on
     the layers' parts, no decomposition check). With parts, raises UnsupportedArchitectureError when an
     attention block is neither LN(x + W_O ctx + b_O) (post-LN) nor x + W_O ctx(LN(x)) + b_O (pre-LN,
     :func:`~bertology_utils.core.architectures.is_pre_layer_norm`), the decompositions the methods rely on.
+
+    :param loaded: a LoadedModel or its torch module.
+    :param inputs: the batch's model inputs.
+    :param reads: the parts of :data:`PARTS` to keep.
+    :returns: one :class:`LayerTrace` per layer.
     """
     model = architectures.torch_module(loaded)
     if not reads & PARTS:
@@ -152,11 +176,11 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
     blocks = architectures.layers(model)
     n = len(blocks)
     pre_ln = architectures.is_pre_layer_norm(model)
-    kept: dict[str, list] = {name: [None] * n for name in ("call", "values", "dense", "sum", "normed", "output")}
+    kept: dict[str, list[Any]] = {name: [None] * n for name in ("call", "values", "dense", "sum", "normed", "output")}
     handles = []
 
-    def keep(name, layer, pick):
-        def hook(*args):
+    def keep(name: str, layer: int, pick: Callable[..., Any]) -> Callable[..., None]:
+        def hook(*args: Any) -> None:
             kept[name][layer] = pick(*args)
 
         return hook
@@ -202,29 +226,44 @@ def trace(loaded, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS
 # --------------------------------------------------------------------------- the protocol
 
 
-@dataclass(frozen=True)
-class Options:
-    """Settings some methods take: ``flow_rows`` limits attention flow to some receiving tokens (e.g.
-    ``(0,)``), ``flow_max_tokens`` is its length limit."""
-
-    flow_rows: Sequence[int] | None = None
-    flow_max_tokens: int = 48
-
-
 class MixingMethod:
-    """A context-mixing method found by ``name``. Subclasses implement :class:`LayerMethod` or
-    :class:`AcrossLayers`; :meth:`check_batch` refuses a batch the method cannot take (no-op by default)."""
+    """A context-mixing method found by ``name``.
+
+    Subclasses implement :class:`LayerMethod` or :class:`AcrossLayers`. A method with settings of its own
+    declares them in :attr:`options` and reads them in :meth:`check_batch`, :meth:`max_tokens`,
+    :meth:`settings` and (across layers) :meth:`AcrossLayers.combine`, so that no other code knows them.
+    """
 
     name: str
     #: One map per head (True) or one per layer.
     per_head: ClassVar[bool] = False
+    #: The options it takes, each keyword (its method's name first: ``flow_rows``) with its default; callers
+    #: pass them to :func:`~bertology_utils.interventions.mixing.maps.mixing_maps` and the map sources.
+    options: ClassVar[Mapping[str, Any]] = {}
 
     def heads(self, layer_heads: int) -> int:
-        """The maps it gives for a layer of ``layer_heads`` heads."""
+        """The maps it gives for a layer.
+
+        :param layer_heads: the layer's heads.
+        :returns: ``layer_heads`` for a per-head method, else 1.
+        """
         return layer_heads if self.per_head else 1
 
-    def check_batch(self, real: TokenMask, options: Options) -> None:
-        """Raise a BertologyError when the method cannot take this batch (``real``: (B, T) token mask)."""
+    def max_tokens(self, options: Mapping[str, Any]) -> int | None:
+        """The longest item (in tokens) the method takes with ``options`` (see :func:`method_options`); None
+        for no limit of its own."""
+        return None
+
+    def check_batch(self, real: TokenMask, options: Mapping[str, Any]) -> None:
+        """Raise a BertologyError when the method cannot take this batch (no-op by default).
+
+        :param real: (B, T) token mask.
+        :param options: the method's options (:func:`method_options`).
+        """
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """What a store records of the method's ``options`` (:func:`method_options`); none by default."""
+        return {}
 
     def _checked(self, maps: list[torch.Tensor], real: TokenMask, heads: Sequence[int]) -> list[torch.Tensor]:
         """``maps`` after checking each layer's shape (``heads``: the model's heads per layer)."""
@@ -248,10 +287,24 @@ class LayerMethod(MixingMethod):
     reads: ClassVar[frozenset[str]] = PARTS
 
     def layer_map(self, model: nn.Module, layer: int, t: LayerTrace, real: TokenMask) -> AttentionMaps:
+        """One layer's map.
+
+        :param model: the torch module traced.
+        :param layer: the layer (from 0).
+        :param t: what the layer computed (:class:`LayerTrace`).
+        :param real: (B, T) token mask.
+        :returns: (B, H, T, T), H the layer's heads for a per-head method, else 1; zero from padding.
+        """
         raise NotImplementedError
 
     def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: TokenMask) -> list[torch.Tensor]:
-        """Every layer's map, checked."""
+        """Every layer's map (:meth:`layer_map`), each checked to have the batch's shape.
+
+        :param model: the torch module traced.
+        :param traces: :func:`trace`'s layers.
+        :param real: (B, T) token mask.
+        :returns: one (B, H, T, T) map per layer.
+        """
         out = [self.layer_map(model, layer, t, real) for layer, t in enumerate(traces)]
         return self._checked(out, real, [t.probs.shape[1] for t in traces])
 
@@ -262,23 +315,39 @@ class AcrossLayers(MixingMethod):
 
     of: str
 
-    def combine(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
+    def combine(
+        self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Mapping[str, Any]
+    ) -> list[MixingMatrix]:
+        """The per-layer maps combined through the layers.
+
+        :param per_layer: method ``of``'s (B, H, T, T) map of each layer.
+        :param real: (B, T) token mask.
+        :param options: the method's options (:func:`method_options`).
+        :returns: one (B, T, T) map per layer.
+        """
         raise NotImplementedError
 
-    def maps(self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Options) -> list[MixingMatrix]:
-        """Every layer's map as (B, 1, T, T), checked."""
+    def maps(
+        self, per_layer: Sequence[AttentionMaps], real: TokenMask, options: Mapping[str, Any]
+    ) -> list[MixingMatrix]:
+        """Every layer's map (:meth:`combine`) as (B, 1, T, T), checked to have the batch's shape."""
         return self._checked([m[:, None] for m in self.combine(per_layer, real, options)], real, [1] * len(per_layer))
 
 
 # --------------------------------------------------------------------------- the registry
 
-#: Every registered method by name: per-layer methods first, then those across layers, each in registration order.
+#: Every registered method by name, in registration order (:data:`METHODS` lists the per-layer ones first).
 REGISTRY: Registry[MixingMethod] = Registry("context-mixing method")
 M = TypeVar("M", bound=MixingMethod)
 
 
 def register(method: M, *, replace: bool = False) -> M:
-    """Add ``method`` to the registry under its name (``replace`` to override one); returns it."""
+    """Add ``method`` to :data:`REGISTRY` under its name.
+
+    :param method: an instance of a :class:`LayerMethod` or :class:`AcrossLayers` subclass.
+    :param replace: override a registered method of that name.
+    :returns: ``method``.
+    """
     REGISTRY.register(method, replace=replace)
     return method
 
@@ -303,21 +372,47 @@ def get_method(name: str) -> MixingMethod:
     return REGISTRY[name]
 
 
+def option_names() -> frozenset[str]:
+    """Every option keyword a registered method takes (:attr:`MixingMethod.options`)."""
+    return frozenset(name for method in REGISTRY.values() for name in method.options)
+
+
+def method_options(method: MixingMethod, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``method``'s options: each from ``given``, else its default.
+
+    :param method: the method.
+    :param given: option keywords as a caller passed them, for any methods; a keyword no registered method
+        takes raises TypeError.
+    :returns: the method's own options, in the order it declares them.
+    """
+    unknown = sorted(set(given) - option_names())
+    if unknown:
+        raise TypeError(
+            f"unknown context-mixing option(s) {', '.join(unknown)}; the methods take {', '.join(sorted(option_names()))}"
+        )
+    return {name: given.get(name, default) for name, default in method.options.items()}
+
+
 def layer_method(method: MixingMethod) -> LayerMethod:
-    """The per-layer method whose maps ``method`` is (a per-layer method) or combines (a method across layers)."""
+    """The per-layer method whose maps ``method`` is (a per-layer method) or combines (a method across layers);
+    BertologyError when what it combines is not a per-layer method."""
     base = get_method(method.of) if isinstance(method, AcrossLayers) else method
     if not isinstance(base, LayerMethod):
         raise BertologyError(f"{method.name} combines {base.name}, which is not a per-layer method")
     return base
 
 
-def unsupported_methods(model, methods: Sequence[str] = METHODS) -> dict[str, str]:
+def unsupported_methods(model: Model, methods: Sequence[str] = METHODS) -> dict[str, str]:
     """The methods of ``methods`` that cannot run on ``model``, each with the reason (the refusal's message).
 
     A method that reads a layer's parts besides its attention weights (and a method across layers that combines
     one) needs them for every layer; the architecture alone says whether they can be had, so no forward pass
     is run (the decomposition check of :func:`trace` still comes with the first batch). The others (``attention``,
     ``rollout``, ``flow``) run on every registered architecture. Unknown names raise ValueError.
+
+    :param model: a LoadedModel or its torch module.
+    :param methods: names in :data:`METHODS`.
+    :returns: method -> reason, for those that cannot run.
     """
     needing = [name for name in methods if layer_method(get_method(name)).reads & PARTS]
     if needing:

@@ -3,8 +3,9 @@ methods as map sources for the extraction pipeline."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,16 +13,18 @@ import torch
 from bertology_utils.attention.extraction import attention_for
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import architectures
+from bertology_utils.core.architectures import Model
+from bertology_utils.core.models import LoadedModel
 from bertology_utils.interventions.mixing.base import (
     METHODS,
     PARTS,
     AcrossLayers,
-    Options,
     get_method,
     layer_method,
+    method_options,
+    option_names,
     trace,
 )
-from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS
 
 __all__ = ["mixing_maps", "MixingMaps", "mixing_for", "rows_summing_to_one"]
 
@@ -32,33 +35,40 @@ def _real(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def rows_summing_to_one(m: torch.Tensor) -> torch.Tensor:
-    """``m`` with each row (last axis) rescaled to sum to 1; all-zero rows stay zero."""
+    """``m`` with each row (last axis) rescaled to sum to 1; all-zero rows stay zero.
+
+    :param m: maps, e.g. (B, H, T, T).
+    :returns: the maps, rows summing to 1 (or 0).
+    """
     return m / m.sum(-1, keepdim=True).clamp_min(torch.finfo(m.dtype).tiny)
 
 
 @torch.no_grad()
 def mixing_maps(
-    loaded,
+    loaded: Model,
     inputs: dict[str, torch.Tensor],
     methods: Sequence[str] = METHODS,
-    *,
-    flow_rows: Sequence[int] | None = None,
-    flow_max_tokens: int = FLOW_MAX_TOKENS,
+    **options: Any,
 ) -> dict[str, list[torch.Tensor]]:
     """Every method in ``methods`` for one padded batch, from one traced forward pass.
 
-    Returns, per method, one (B, H', T, T) tensor per layer (H' = heads for per-head methods, else 1),
-    zero on padding. ``flow_rows`` limits flow to some receiving tokens (e.g. ``[0]``); a batch longer
-    than ``flow_max_tokens`` is refused for flow (extract with ``max_tokens`` to skip and count such items).
+    :param loaded: a LoadedModel or its torch module.
+    :param inputs: the batch's model inputs (``input_ids``, ``attention_mask``...).
+    :param methods: names in :data:`~bertology_utils.interventions.mixing.base.METHODS`.
+    :param options: the methods' own options by keyword (:attr:`~bertology_utils.interventions.mixing.base.
+        MixingMethod.options`), e.g. attention flow's ``flow_rows`` (receiving tokens, e.g. ``[0]``) and
+        ``flow_max_tokens`` (a longer batch is refused: extract with ``max_tokens`` to skip and count such items).
+    :returns: per method, one (B, H', T, T) tensor per layer (H' = heads for per-head methods, else 1), zero on
+        padding.
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown context-mixing method(s) {unknown}; choose from {', '.join(METHODS)}")
-    options = Options(flow_rows, flow_max_tokens)
     real = _real(inputs)
     chosen = [get_method(m) for m in methods]
+    own = {method.name: method_options(method, options) for method in chosen}
     for method in chosen:
-        method.check_batch(real, options)
+        method.check_batch(real, own[method.name])
     # the per-layer methods needed: those asked for and those the across-layer ones combine
     layer_methods = {base.name: base for base in map(layer_method, chosen)}
     reads = frozenset().union(*(m.reads for m in layer_methods.values())) & PARTS
@@ -66,28 +76,37 @@ def mixing_maps(
     traces = trace(model, inputs, reads)
     per_layer = {name: m.maps(model, traces, real) for name, m in layer_methods.items()}
     return {
-        m.name: m.maps(per_layer[m.of], real, options) if isinstance(m, AcrossLayers) else per_layer[m.name]
+        m.name: m.maps(per_layer[m.of], real, own[m.name]) if isinstance(m, AcrossLayers) else per_layer[m.name]
         for m in chosen
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MixingMaps:
     """One context-mixing method as a map source for extraction (``maps=`` of ``attention_for``,
     ``extract_attention``, ``extract_cached``): the per-item, word-level maps, stores and resumption
-    are extraction's. ``normalise`` rescales each row to sum to 1 (norm maps are not distributions)."""
+    are extraction's.
+
+    :param method: a name in :data:`~bertology_utils.interventions.mixing.base.METHODS`.
+    :param normalise: rescale each row to sum to 1 (norm maps are not distributions).
+    :param options: the method's own options by keyword, as :func:`mixing_maps` takes them (``flow_rows``...);
+        :attr:`options` holds all of the method's, defaults included.
+    """
 
     method: str
-    normalise: bool = False
-    flow_rows: tuple[int, ...] | None = None
-    flow_max_tokens: int = FLOW_MAX_TOKENS
+    normalise: bool
+    options: Mapping[str, Any] = field(hash=False)
 
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, not {self.method!r}")
+    def __init__(self, method: str, normalise: bool = False, **options: Any):
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "normalise", normalise)
+        object.__setattr__(self, "options", method_options(get_method(method), options))
 
     @property
     def name(self) -> str:
+        """The method's name, which extraction records."""
         return self.method
 
     @property
@@ -95,16 +114,18 @@ class MixingMaps:
         """Maps per layer: None for as many as the model has heads (a per-head method), else 1."""
         return None if get_method(self.method).per_head else 1
 
-    def settings(self) -> dict:
-        out: dict = {"normalise": self.normalise}
-        if self.method == "flow":
-            out.update(rows=None if self.flow_rows is None else list(self.flow_rows), max_tokens=self.flow_max_tokens)
-        return out
+    @property
+    def max_tokens(self) -> int | None:
+        """The longest item the method takes with these options (None: no limit of its own)."""
+        return get_method(self.method).max_tokens(self.options)
 
-    def __call__(self, loaded, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        maps = mixing_maps(
-            loaded, inputs, (self.method,), flow_rows=self.flow_rows, flow_max_tokens=self.flow_max_tokens
-        )[self.method]
+    def settings(self) -> dict[str, Any]:
+        """What a store records: ``normalise`` and the method's own (:meth:`MixingMethod.settings`)."""
+        return {"normalise": self.normalise, **get_method(self.method).settings(self.options)}
+
+    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """The method's (B, H', T, T) maps of one batch, per layer (:func:`mixing_maps`), rows normalised if asked."""
+        maps = mixing_maps(loaded, inputs, (self.method,), **self.options)[self.method]
         return [rows_summing_to_one(m) for m in maps] if self.normalise else maps
 
 
@@ -116,8 +137,7 @@ class _Stacked:
     methods: tuple[str, ...]
     heads_of: tuple[int, ...]
     normalise: bool
-    flow_rows: tuple[int, ...] | None
-    flow_max_tokens: int
+    options: Mapping[str, Any] = field(hash=False)
 
     @property
     def name(self) -> str:
@@ -127,35 +147,43 @@ class _Stacked:
     def heads(self) -> int:
         return sum(self.heads_of)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "heads": list(self.heads_of), "normalise": self.normalise}
 
-    def __call__(self, loaded, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        maps = mixing_maps(loaded, inputs, self.methods, flow_rows=self.flow_rows, flow_max_tokens=self.flow_max_tokens)
+    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        maps = mixing_maps(loaded, inputs, self.methods, **self.options)
         layers = zip(*(maps[m] for m in self.methods))
         return [torch.cat([rows_summing_to_one(m) if self.normalise else m for m in layer], 1) for layer in layers]
 
 
 def mixing_for(
-    items,
-    model,
+    items: Any,
+    model: LoadedModel,
     methods: Sequence[str] = METHODS,
     *,
     normalise: bool = False,
-    flow_rows: tuple[int, ...] | None = None,
-    flow_max_tokens: int = FLOW_MAX_TOKENS,
-    **kwargs,
+    **kwargs: Any,
 ) -> dict[str, list[ItemAttention]]:
-    """Word-level maps of several methods at once: method -> items, each list what
-    ``attention_for(items, model, maps=MixingMaps(method, normalise, flow_rows, flow_max_tokens), **kwargs)``
-    gives. One traced forward pass per batch serves every method (``value_zeroing`` and
-    ``value_zeroing_rollout`` share their per-layer maps), and the items are aligned, batched and
-    converted to words once. ``model``: a :class:`~bertology_utils.core.models.LoadedModel`.
+    """Word-level maps of several methods at once.
+
+    One traced forward pass per batch serves every method (``value_zeroing`` and ``value_zeroing_rollout``
+    share their per-layer maps), and the items are aligned, batched and converted to words once.
+
+    :param items: what ``attention_for`` takes (a corpus, items or texts).
+    :param model: a :class:`~bertology_utils.core.models.LoadedModel`.
+    :param methods: names in :data:`~bertology_utils.interventions.mixing.base.METHODS`.
+    :param normalise: rescale each row to sum to 1.
+    :param kwargs: the methods' own options (``flow_rows``...; see :func:`mixing_maps`), the rest for
+        ``attention_for``.
+    :returns: method -> items, each list what ``attention_for(items, model, maps=MixingMaps(method, normalise,
+        **options), **rest)`` gives.
     """
-    sources = [MixingMaps(m, normalise, flow_rows, flow_max_tokens) for m in dict.fromkeys(methods)]
+    options = {k: v for k, v in kwargs.items() if k in option_names()}
+    rest = {k: v for k, v in kwargs.items() if k not in options}
+    sources = [MixingMaps(m, normalise, **options) for m in dict.fromkeys(methods)]
     heads_of = tuple(model.num_heads if s.heads is None else s.heads for s in sources)
-    stacked = _Stacked(tuple(s.method for s in sources), heads_of, normalise, flow_rows, flow_max_tokens)
-    together = attention_for(items, model, maps=stacked, **kwargs)
+    stacked = _Stacked(tuple(s.method for s in sources), heads_of, normalise, options)
+    together = attention_for(items, model, maps=stacked, **rest)
     ends = np.cumsum(heads_of)
     return {s.method: [_heads(item, end - h, end) for item in together] for s, h, end in zip(sources, heads_of, ends)}
 

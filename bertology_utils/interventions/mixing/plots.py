@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from bertology_utils.attention.word_attention import ItemAttention
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["plot_shares", "plot_faithfulness", "plot_side_by_side"]
 
 
-def plot_shares(raw: pd.DataFrame, weighted: pd.DataFrame, kinds: Sequence[str] = ("cls", "sep", "punct")):
-    """Per-layer share of attention on each kind of token, raw (solid) vs norm-weighted (dashed).
+def plot_shares(raw: pd.DataFrame, weighted: pd.DataFrame, kinds: Sequence[str] = ("cls", "sep", "punct")) -> Figure:
+    """Per-layer share of attention on each kind of token, raw (solid) vs norm-weighted (dashed), as
+    Kobayashi et al.'s Figure 2 (`Attention is Not Only a Weight <https://arxiv.org/abs/2004.10102>`_).
 
-    ``raw`` and ``weighted``: one row per layer (from 1), a column per kind (``SurfaceStats.per_layer()``).
+    :param raw: one row per layer (from 1), a column per kind (``SurfaceStats.per_layer()``).
+    :param weighted: the same for the norm-weighted maps.
+    :param kinds: the columns drawn.
+    :returns: the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -33,8 +41,13 @@ def plot_shares(raw: pd.DataFrame, weighted: pd.DataFrame, kinds: Sequence[str] 
     return fig
 
 
-def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = None):
-    """Mean Spearman rho per layer, one line per method, one panel per reference (``faithfulness_summary``)."""
+def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = None) -> Figure:
+    """Mean Spearman rho per layer, one line per method, one panel per reference.
+
+    :param summary: :func:`~bertology_utils.interventions.mixing.faithfulness.faithfulness_summary`'s rows.
+    :param references: the panels, in order (default: every reference in ``summary``).
+    :returns: the figure.
+    """
     import matplotlib.pyplot as plt
 
     references = list(dict.fromkeys(summary.reference)) if references is None else list(references)
@@ -53,8 +66,13 @@ def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = 
     return fig
 
 
-def plot_side_by_side(items: Mapping[str, ItemAttention], layer: int = -1):
-    """One item's maps under several methods (``{title: ItemAttention}``) at ``layer``, heads averaged."""
+def plot_side_by_side(items: Mapping[str, ItemAttention], layer: int = -1) -> Figure:
+    """One item's maps under several methods at ``layer``, heads averaged.
+
+    :param items: title -> the item's word-level maps under one method.
+    :param layer: the layer drawn (from 0; negative from the last).
+    :returns: the figure.
+    """
     import matplotlib.pyplot as plt
 
     from bertology_utils.core.figures import plot_attention_map
