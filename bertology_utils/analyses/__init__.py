@@ -21,6 +21,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "surface_statistics",
             "vig_patterns",
             "head_table",
+            "VIG_PATTERNS",
         ],
         "pattern_types": [
             "TYPES",
@@ -29,6 +30,9 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "fit_thresholds",
             "f1_report",
             "load_labelled_maps",
+            "head_types",
+            "score_labelled",
+            "split_labelled",
         ],
         "pattern_models": [
             "FEATURES",
@@ -45,6 +49,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "classify_map",
             "classify_items",
             "planted_maps",
+            "MODELS_DIR",
         ],
         "syntax": ["SyntaxResult", "score_syntax"],
         "head_roles": [
@@ -72,6 +77,14 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "plot_embedding",
         ],
         "probes": ["ProbeData", "AttentionProbe", "AttentionWordsProbe", "DistanceWordsProbe", "RightBranching"],
+        "surface_runs": [
+            "pattern_corpora",
+            "extract_stores",
+            "statistics_by_dataset",
+            "statistics_table",
+            "pooled_vig_patterns",
+            "top_heads",
+        ],
         "probe_runs": [
             "ProbeScores",
             "evaluate_probes",

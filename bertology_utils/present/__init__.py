@@ -31,6 +31,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "atlas_view": ["atlas_widget", "head_colours"],
         "findings": ["record_findings", "save_findings", "load_findings", "summary_table", "claims_tables"],
         "generated": ["read_block", "write_block"],
+        "pattern_figures": ["plot_type_shares_by_layer", "plot_type_examples"],
         "labelling": [
             "MapRecord",
             "labelled_set_records",
