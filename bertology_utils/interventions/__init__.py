@@ -66,7 +66,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "attribution": [
             "input_x_gradient",
             "integrated_gradients",
-            "IntegratedGradients",
+            "IntegratedGradientsResult",
             "blank_out",
             "word_references",
             "WordReferences",

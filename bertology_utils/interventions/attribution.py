@@ -1,6 +1,7 @@
 """Gradient-based and behavioural token attributions: the references context-mixing maps are judged against.
 
-Attention rollout and flow (Abnar & Zuidema 2020) claim to say how much each input token
+Attention rollout and flow (Abnar & Zuidema 2020, `Quantifying Attention Flow in Transformers
+<https://arxiv.org/abs/2005.00928>`_) claim to say how much each input token
 contributes to a prediction; they are judged by how well they agree with methods that look at
 the prediction itself. This module gives those references for a sequence classifier (or
 regression head, see :mod:`bertology_utils.interventions.finetuning`), per token or per word:
@@ -10,8 +11,10 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   perturbed copy explains the same class); the single output of a regression head;
 * :func:`input_x_gradient` — ``sum_d e_td * d score / d e_td``, with ``e`` the word-piece
   embedding (the output of ``model.get_input_embeddings()``, before position/segment embeddings
-  and the embedding LayerNorm). One forward and one backward pass per batch;
-* :func:`integrated_gradients` — Sundararajan et al. (2017) on the same embedding: the gradient
+  and the embedding LayerNorm; Shrikumar et al. 2016, `Not Just a Black Box
+  <https://arxiv.org/abs/1605.01713>`_). One forward and one backward pass per batch;
+* :func:`integrated_gradients` — Sundararajan et al. (2017, `Axiomatic Attribution for Deep Networks
+  <https://arxiv.org/abs/1703.01365>`_) on the same embedding: the gradient
   averaged along the straight path from a baseline ``e'`` (zero vector, or the mask token's
   embedding) to ``e``, times ``e - e'``. Only content tokens move along the path: special tokens
   ([CLS], [SEP], ``<s>``, ``</s>``) keep their real embedding at every point, so they get zero
@@ -32,7 +35,8 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   through the model in chunks;
 * :func:`token_to_word_scores` — token attributions summed onto words, to compare with blank-out;
 * :func:`word_references` — the registered references (:data:`REFERENCES`: a :class:`Reference` subclass
-  each, one signature, word-level scores; :func:`register_reference` adds one) for a corpus, in corpus order.
+  each, one signature, word-level scores: :class:`BlankOut`, :class:`InputXGradient`,
+  :class:`IntegratedGradients`; :func:`register_reference` adds one) for a corpus, in corpus order.
 
 Models are run in eval mode (the previous mode is restored) and hooks are always removed.
 """
@@ -42,7 +46,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import torch
@@ -62,6 +66,7 @@ from bertology_utils.interventions.quadrature import adaptive_integral, check_ad
 from bertology_utils.interventions.results_cache import cached_results
 
 __all__ = [
+    "Labels",
     "BASELINES",
     "MEASURES",
     "classifier_logits",
@@ -69,7 +74,7 @@ __all__ = [
     "explained_labels",
     "predicted_labels",
     "input_x_gradient",
-    "IntegratedGradients",
+    "IntegratedGradientsResult",
     "integrated_gradients",
     "blank_out",
     "token_to_word_scores",
@@ -81,7 +86,7 @@ __all__ = [
     "register_reference",
     "BlankOut",
     "InputXGradient",
-    "IntegratedGradientsReference",
+    "IntegratedGradients",
     "WordReferences",
     "word_references",
 ]
@@ -90,13 +95,20 @@ __all__ = [
 BASELINES = ("zero", "mask")
 #: What :func:`blank_out` measures the drop of.
 MEASURES = ("probability", "logit")
+#: The classes to explain, one id per item: a tensor, an array or a sequence; None for the predicted ones.
+Labels: TypeAlias = "torch.Tensor | np.ndarray | Sequence[int] | None"
 
 
 # --------------------------------------------------------------------------- the explained scalar
 
 
-def classifier_logits(loaded: LoadedModel, output) -> torch.Tensor:
-    """The (B, num_labels) logits of a sequence-classification output (or logits tensor), in float32 or wider."""
+def classifier_logits(loaded: LoadedModel, output: Any) -> torch.Tensor:
+    """The logits of a sequence-classification output, in float32 or wider.
+
+    :param loaded: the classifier.
+    :param output: the model's output, or its logits tensor.
+    :returns: (B, num_labels); BertologyError for a model without a sequence-classification head.
+    """
     logits = output if torch.is_tensor(output) else getattr(output, "logits", None)
     num_labels = getattr(loaded.config, "num_labels", None)
     if logits is None or logits.dim() != 2 or logits.shape[-1] != num_labels:
@@ -114,7 +126,7 @@ def _is_regression(loaded: LoadedModel) -> bool:
     return getattr(loaded.config, "num_labels", None) == 1
 
 
-def _label_tensor(loaded: LoadedModel, labels, rows: int, device) -> torch.Tensor:
+def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.device | str) -> torch.Tensor:
     labels = torch.as_tensor(labels, dtype=torch.long, device=device).reshape(-1)
     if labels.shape[0] != rows:
         raise ValueError(f"{labels.shape[0]} labels for {rows} items")
@@ -124,13 +136,18 @@ def _label_tensor(loaded: LoadedModel, labels, rows: int, device) -> torch.Tenso
     return labels
 
 
-def target_scores(loaded: LoadedModel, logits, labels=None) -> torch.Tensor:
-    """(B,) the scalar an attribution explains, from a classifier's output (or its (B, classes) logits).
+def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> torch.Tensor:
+    """The scalar an attribution explains, from a classifier's output.
 
     Classifier: the logit of class ``labels[b]`` (class ids), or, with ``labels=None``, of the
     class with the largest of these logits (pass the clean input's :func:`predicted_labels` when
     the logits are those of perturbed copies). Regression head (``num_labels == 1``): the output;
     ``labels`` are ignored. Raises BertologyError for a model without a classification head.
+
+    :param loaded: the classifier.
+    :param logits: its output, or its (B, classes) logits.
+    :param labels: (B,) class ids, or None.
+    :returns: (B,).
     """
     values = classifier_logits(loaded, logits)
     if _is_regression(loaded):
@@ -147,8 +164,14 @@ def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, to
     return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
 
 
-def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels) -> torch.Tensor:
-    """(B,) the classes to explain: ``labels``, or the prediction on the clean input (zeros for regression)."""
+def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels: Labels) -> torch.Tensor:
+    """The classes to explain: ``labels``, or the prediction on the clean input (zeros for regression).
+
+    :param loaded: the classifier.
+    :param clean_logits: its (B, classes) logits (or output) on the clean input.
+    :param labels: (B,) class ids, or None.
+    :returns: (B,) class ids.
+    """
     logits = classifier_logits(loaded, clean_logits).detach()
     if labels is not None:
         return _label_tensor(loaded, labels, logits.shape[0], logits.device)
@@ -158,9 +181,13 @@ def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels) ->
 
 
 def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
-    """(B,) the class each item's clean input is predicted to be (zeros for a regression head).
+    """The class each item's clean input is predicted to be (zeros for a regression head).
 
     Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
+
+    :param loaded: the classifier.
+    :param batch: the items.
+    :returns: (B,) class ids.
     """
     with torch.no_grad(), classifier_inference(loaded):
         return explained_labels(loaded, loaded.model(**_inputs(batch)), None)
@@ -184,7 +211,7 @@ def _word_embeddings_replaced(loaded: LoadedModel, embeddings: torch.Tensor) -> 
     """
     module = _input_embedding(loaded)
 
-    def hook(_module, _args, output):
+    def hook(_module: torch.nn.Module, _args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
         if output.shape != embeddings.shape:
             raise BertologyError(
                 f"{loaded.architecture}: the input embedding returned {tuple(output.shape)}, the replacement "
@@ -212,7 +239,7 @@ def _content_tokens(batch: TokenBatch) -> torch.Tensor:
 
 
 def _scores_and_gradients(
-    loaded: LoadedModel, inputs: dict, embeddings: torch.Tensor, labels: torch.Tensor | None
+    loaded: LoadedModel, inputs: dict[str, torch.Tensor], embeddings: torch.Tensor, labels: Labels
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(scores, d scores / d embeddings, labels used) with ``embeddings`` as the word-piece embedding.
 
@@ -228,11 +255,18 @@ def _scores_and_gradients(
     return scores.detach(), grad, labels
 
 
-def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> torch.Tensor:
-    """(B, T) ``sum_d e_td * d score / d e_td`` per token, ``e`` the word-piece embedding; zero on padding.
+def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels: Labels = None) -> torch.Tensor:
+    """Gradient x input per token: ``sum_d e_td * d score / d e_td``, ``e`` the word-piece embedding
+    (Shrikumar et al. 2016, `Not Just a Black Box <https://arxiv.org/abs/1605.01713>`_; one of Abnar &
+    Zuidema's references, `Quantifying Attention Flow in Transformers <https://arxiv.org/abs/2005.00928>`_).
 
     ``score`` is :func:`target_scores` (``labels=None``: the predicted class, read from this same
     forward pass on the clean input). Special tokens get their value too (their embedding is an input).
+
+    :param loaded: the classifier.
+    :param batch: the items.
+    :param labels: (B,) the classes to explain, or None for the predicted ones.
+    :returns: (B, T), zero on padding.
     """
     with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
         embeddings = _word_embeddings(loaded, batch.input_ids)
@@ -245,8 +279,9 @@ def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels=None) -> tor
 
 
 @dataclass(frozen=True)
-class IntegratedGradients:
-    """Integrated gradients of a batch; ``delta`` is the completeness error."""
+class IntegratedGradientsResult:
+    """What :func:`integrated_gradients` gives for a batch; ``delta`` is the completeness error (Sundararajan
+    et al. 2017, `Axiomatic Attribution for Deep Networks <https://arxiv.org/abs/1703.01365>`_)."""
 
     attributions: torch.Tensor  #: (B, T) per token; zero on special tokens and padding
     score: torch.Tensor  #: (B,) f(x), the target score of the clean input
@@ -274,31 +309,38 @@ def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline:
 def integrated_gradients(
     loaded: LoadedModel,
     batch: TokenBatch,
-    labels=None,
+    labels: Labels = None,
     *,
     steps: int = 32,
     baseline: str = "zero",
     tolerance: float | None = None,
     max_panels: int = 64,
     internal_batch_size: int = 64,
-) -> IntegratedGradients:
-    """Integrated gradients on the word-piece embedding of content tokens (see the module docstring).
+) -> IntegratedGradientsResult:
+    """Integrated gradients (Sundararajan et al. 2017, `Axiomatic Attribution for Deep Networks
+    <https://arxiv.org/abs/1703.01365>`_) on the word-piece embedding of content tokens (see the module
+    docstring).
 
     ``attributions[b, t] = (e - e')_t . sum_k w_k grad f(e' + a_k (e - e'))_t`` with Gauss-Legendre
-    nodes ``a_k`` and weights ``w_k`` (``steps`` of them) on [0, 1]. ``baseline``: "zero" (the zero
-    vector) or "mask" (the mask token's embedding; the unknown or padding token's when there is no
-    mask token). Special tokens and padding stay at their real embedding (attribution 0). The
-    path points run in chunks of ``internal_batch_size`` rows. With the default ``steps`` the
-    completeness error ``|delta|`` is at most ``1e-3 * max(1, |score - baseline_score|)`` on the
-    tested smooth models; a ReLU in the model (DistilBERT's head) needs many more steps, and a
-    large model's path can have narrow features a fixed rule misses (MPNet-base: 32 nodes leave
-    gaps of several times the output change).
+    nodes ``a_k`` and weights ``w_k`` on [0, 1]. Special tokens and padding stay at their real embedding
+    (attribution 0). With the default ``steps`` the completeness error ``|delta|`` is at most
+    ``1e-3 * max(1, |score - baseline_score|)`` on the tested smooth models; a ReLU in the model (DistilBERT's
+    head) needs many more steps, and a large model's path can have narrow features a fixed rule misses
+    (MPNet-base: 32 nodes leave gaps of several times the output change).
 
-    ``tolerance``: the rule is adaptive per item, as :func:`~bertology_utils.interventions.head_relevance.
-    head_attribution`'s: the panel whose rule disagrees most with its halves (token by token) is
-    halved, ``steps`` nodes on each half, until the estimated error is within ``tolerance`` x
-    max(1, |score - baseline_score|) or the item has ``max_panels`` panels
-    (:attr:`IntegratedGradients.panels`). ``None``: the fixed rule alone.
+    :param loaded: the classifier.
+    :param batch: the items.
+    :param labels: (B,) the classes to explain, or None for the predicted ones.
+    :param steps: quadrature nodes (per panel).
+    :param baseline: "zero" (the zero vector) or "mask" (the mask token's embedding; the unknown or padding
+        token's when there is no mask token).
+    :param tolerance: makes the rule adaptive per item, as :func:`~bertology_utils.interventions.head_relevance.
+        head_attribution`'s: the panel whose rule disagrees most with its halves (token by token) is halved,
+        ``steps`` nodes on each half, until the estimated error is within ``tolerance`` x
+        max(1, |score - baseline_score|) or the item has ``max_panels`` panels. ``None``: the fixed rule alone.
+    :param max_panels: the most panels an item's path is cut into.
+    :param internal_batch_size: path points run at once.
+    :returns: the attributions (B, T), the scores, the completeness error and the panels.
     """
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
@@ -341,13 +383,13 @@ def integrated_gradients(
             attributions = refined.to(attributions.dtype)
             panels = torch.as_tensor(counts, device=device)
     delta = attributions.sum(-1) - (score - baseline_score)
-    return IntegratedGradients(attributions, score, baseline_score, delta, steps, labels, panels)
+    return IntegratedGradientsResult(attributions, score, baseline_score, delta, steps, labels, panels)
 
 
 # --------------------------------------------------------------------------- blank-out
 
 
-def _replacement_id(loaded: LoadedModel, replacement) -> int:
+def _replacement_id(loaded: LoadedModel, replacement: int | str) -> int:
     if isinstance(replacement, (int, np.integer)) and not isinstance(replacement, bool):
         return int(replacement)
     if replacement == "mask":
@@ -359,7 +401,7 @@ def _replacement_id(loaded: LoadedModel, replacement) -> int:
     )
 
 
-def _target_values(loaded: LoadedModel, output, labels: torch.Tensor, measure: str) -> torch.Tensor:
+def _target_values(loaded: LoadedModel, output: Any, labels: torch.Tensor, measure: str) -> torch.Tensor:
     logits = classifier_logits(loaded, output)
     if measure == "logit" or _is_regression(loaded):
         return target_scores(loaded, logits, labels)
@@ -369,22 +411,28 @@ def _target_values(loaded: LoadedModel, output, labels: torch.Tensor, measure: s
 def blank_out(
     loaded: LoadedModel,
     batch: TokenBatch,
-    labels=None,
+    labels: Labels = None,
     *,
-    replacement="mask",
+    replacement: int | str = "mask",
     measure: str = "probability",
     internal_batch_size: int = 64,
 ) -> torch.Tensor:
-    """(B, W) leave-one-word-out importance: the score's drop when all tokens of one word are hidden.
+    """Leave-one-word-out importance: the score's drop when all tokens of one word are hidden (the blank-out
+    reference of Abnar & Zuidema 2020, `Quantifying Attention Flow in Transformers
+    <https://arxiv.org/abs/2005.00928>`_).
 
-    For every real word (not the special pseudo-words) of every item, a copy of the item with
-    each token of that word replaced by ``replacement`` ("mask": the mask token, else the unknown
-    token; "unk"; or a token id, not the padding id, from which RoBERTa and MPNet number positions)
-    — same length, positions and segments. ``measure="probability"``:
-    target-class probability of the clean input minus that of the copy; ``"logit"``: the same for
-    the target logit; for a regression head, the output difference either way. The target class
-    is ``labels`` or the clean input's prediction. W is the largest word count in the batch; NaN
-    for special words and absent (padding) words. Copies run in chunks of ``internal_batch_size``.
+    For every real word (not the special pseudo-words) of every item, a copy of the item with each token of
+    that word replaced by ``replacement``, same length, positions and segments.
+
+    :param loaded: the classifier.
+    :param batch: the items.
+    :param labels: (B,) the classes to explain, or None for the predicted ones.
+    :param replacement: "mask" (the mask token, else the unknown token), "unk", or a token id (not the padding
+        id, from which RoBERTa and MPNet number positions).
+    :param measure: "probability": the target class's probability on the clean input minus that on the copy;
+        "logit": the same for the target logit; for a regression head, the output difference either way.
+    :param internal_batch_size: copies run at once.
+    :returns: (B, W), W the largest word count in the batch; NaN for special and absent (padding) words.
     """
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, not {measure!r}")
@@ -414,10 +462,14 @@ def blank_out(
 
 
 def token_to_word_scores(scores: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
-    """(B, T) token scores -> (B, W) word scores: each word's tokens summed.
+    """Token scores onto words: each word's tokens summed.
 
     W is the largest word count in the batch (as :func:`blank_out` gives); absent (padding)
     words are NaN. Special pseudo-words keep their sum (zero for integrated gradients).
+
+    :param scores: (B, T) token scores.
+    :param batch: the items, with their token-to-word maps.
+    :returns: (B, W).
     """
     width = max((a.n_words for a in batch.items), default=0)
     members = WordConversion(batch.token_to_word, n_words=width).members.to(scores.device, scores.dtype)
@@ -457,10 +509,23 @@ class Reference:
 
     name: str
 
-    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+    def scores(
+        self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
+    ) -> ReferenceScores:
+        """A batch's word-level scores.
+
+        :param loaded: the classifier.
+        :param batch: the items.
+        :param labels: (B,) the classes to explain.
+        :param settings: what :func:`word_references` passes every reference.
+        :returns: (B, W) scores, W the batch's largest word count, and a complete reference's gaps.
+        """
         raise NotImplementedError
 
-    def __call__(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+    def __call__(
+        self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
+    ) -> ReferenceScores:
+        """:meth:`scores`, checked: BertologyError for a wrong shape or a gap that is not finite."""
         out = self.scores(loaded, batch, labels, settings)
         expected = (len(batch.items), max((a.n_words for a in batch.items), default=0))
         if tuple(out.words.shape) != expected:
@@ -481,35 +546,54 @@ R = TypeVar("R", bound=Reference)
 
 
 def register_reference(reference: R, *, replace: bool = False) -> R:
-    """Add ``reference`` under its name (``replace`` to override one); returns it."""
+    """Add ``reference`` to :data:`REFERENCE_REGISTRY` under its name.
+
+    :param reference: an instance of a :class:`Reference` subclass.
+    :param replace: override a registered reference of that name.
+    :returns: ``reference``.
+    """
     REFERENCE_REGISTRY.register(reference, replace=replace)
     return reference
 
 
 class BlankOut(Reference):
-    """:func:`blank_out`, word level by construction."""
+    """``blank_out``: :func:`blank_out` (Abnar & Zuidema 2020, `Quantifying Attention Flow in Transformers
+    <https://arxiv.org/abs/2005.00928>`_), word level by construction."""
 
     name = "blank_out"
 
-    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+    def scores(
+        self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
+    ) -> ReferenceScores:
+        """(B, W) drops of the target class's probability (see :meth:`Reference.scores`)."""
         return ReferenceScores(blank_out(loaded, batch, labels))
 
 
 class InputXGradient(Reference):
-    """:func:`input_x_gradient`, each word's tokens summed."""
+    """``input_x_gradient``: :func:`input_x_gradient` (Shrikumar et al. 2016, `Not Just a Black Box
+    <https://arxiv.org/abs/1605.01713>`_), each word's tokens summed."""
 
     name = "input_x_gradient"
 
-    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+    def scores(
+        self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
+    ) -> ReferenceScores:
+        """(B, W) summed gradient x input (see :meth:`Reference.scores`)."""
         return ReferenceScores(token_to_word_scores(input_x_gradient(loaded, batch, labels), batch))
 
 
-class IntegratedGradientsReference(Reference):
-    """:func:`integrated_gradients`, each word's tokens summed, with its completeness gap."""
+class IntegratedGradients(Reference):
+    """``integrated_gradients``: :func:`integrated_gradients` (Sundararajan et al. 2017, `Axiomatic Attribution
+    for Deep Networks <https://arxiv.org/abs/1703.01365>`_), each word's tokens summed, with its completeness
+    gap and panels."""
 
     name = "integrated_gradients"
 
-    def scores(self, loaded: LoadedModel, batch: TokenBatch, labels, settings: ReferenceSettings) -> ReferenceScores:
+    def scores(
+        self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
+    ) -> ReferenceScores:
+        """(B, W) summed attributions with ``settings``' steps, baseline and tolerance (see
+        :meth:`Reference.scores`)."""
         ig = integrated_gradients(
             loaded, batch, labels, steps=settings.steps, baseline=settings.baseline, tolerance=settings.tolerance
         )
@@ -519,7 +603,7 @@ class IntegratedGradientsReference(Reference):
 
 register_reference(BlankOut())
 register_reference(InputXGradient())
-register_reference(IntegratedGradientsReference())
+register_reference(IntegratedGradients())
 
 
 # --------------------------------------------------------------------------- a corpus's references
@@ -544,7 +628,7 @@ class WordReferences:
 
 def word_references(
     loaded: LoadedModel,
-    items,
+    items: Any,
     *,
     references: Sequence[str] | None = None,
     batch_size: int = 8,
@@ -555,15 +639,20 @@ def word_references(
     cache: bool = False,
     progress: bool = True,
 ) -> WordReferences:
-    """The ``references`` (names in :data:`REFERENCES`; default: every registered one) of every item, at
-    word level, in corpus order.
+    """The references of every item, at word level, in corpus order; each item explains its own predicted class.
 
-    Items longer than ``max_tokens`` (and than the model takes) are skipped, as
-    :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them,
-    so the two line up item for item. Each item explains its own predicted class. ``steps``,
-    ``baseline`` and ``tolerance`` are :func:`integrated_gradients`'. ``cache``: reuse the scores an
-    earlier call with the same model weights, items and settings stored (the results cache of
-    :mod:`~bertology_utils.interventions.results_cache`). ``progress``: a bar of the items.
+    :param loaded: the classifier.
+    :param items: a corpus, or what :meth:`~bertology_utils.data.Corpus.of` takes.
+    :param references: names in :data:`REFERENCES` (default: every registered one).
+    :param batch_size: items per batch.
+    :param max_tokens: items longer (and longer than the model takes) are skipped, as
+        :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them, so
+        the two line up item for item.
+    :param steps: :func:`integrated_gradients`' ``steps``; ``baseline`` and ``tolerance`` are its too.
+    :param cache: reuse the scores an earlier call with the same model weights, items and settings stored
+        (the results cache of :mod:`~bertology_utils.interventions.results_cache`).
+    :param progress: a bar of the items.
+    :returns: the scores per reference and kept item, the skipped items and integrated gradients' gaps.
     """
     chosen = [REFERENCE_REGISTRY[name] for name in dict.fromkeys(REFERENCES if references is None else references)]
     names = [r.name for r in chosen]

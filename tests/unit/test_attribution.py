@@ -8,6 +8,7 @@ layer with std gain / sqrt(fan_in), which gives score changes of order 0.1-1.
 import numpy as np
 import pytest
 import torch
+from contracts import check_reference
 
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.core.errors import BertologyError
@@ -386,16 +387,7 @@ def test_word_references_are_stored_and_read_back(tiny_model_dirs, tmp_path, mon
 @pytest.mark.parametrize("name", attribution_module.REFERENCES)
 def test_every_registered_reference_scores_each_word_of_each_item(tiny_model_dirs, name):
     loaded = classifier(tiny_model_dirs["roberta"])
-    batch = one_batch(loaded)
-    labels = attribution_module.predicted_labels(loaded, batch)
-    out = attribution_module.REFERENCE_REGISTRY[name](loaded, batch, labels, attribution_module.ReferenceSettings(8))
-    width = max(a.n_words for a in batch.items)
-    assert out.words.shape == (len(batch.items), width)
-    for row, item in zip(out.words.numpy(), batch.items):
-        words = item.word_kinds == WORD
-        assert np.isfinite(row[: item.n_words][words]).all() and np.isnan(row[item.n_words :]).all()
-    if out.relative_gap is not None:
-        assert out.relative_gap.shape == out.panels.shape == (len(batch.items),)
+    check_reference(loaded, one_batch(loaded), name)
 
 
 class WordPosition(attribution_module.Reference):
