@@ -38,9 +38,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertology_utils.data import resolve_task
+    from bertology_utils.interventions.dev_sets import dev_set
     from bertology_utils.interventions.finetuning import default_budget, fine_tune
     from bertology_utils.interventions.head_relevance import head_attribution
-    from bertology_utils.interventions.pruning import dev_set
 
     torch.set_num_threads(args.threads)
     for task in args.tasks.split(","):

@@ -94,9 +94,10 @@ def one_lambda(args, loaded, train, dev_corpus, steps: int) -> None:
     import numpy as np
     import torch
 
+    from bertology_utils.interventions.dev_sets import dev_set
     from bertology_utils.interventions.finetuning import default_budget
+    from bertology_utils.interventions.gated_logits import scores_for_gates
     from bertology_utils.interventions.l0 import _pieces, train_gates
-    from bertology_utils.interventions.pruning import dev_set, scores_for_gates
 
     model = loaded.model
     reset_peak()

@@ -1,7 +1,7 @@
 """Physically pruned heads vs the full model: inference speed at batch sizes 1 and 32.
 
 The same classifier (the offline MiniLM with a fresh classification head unless --model) is
-timed in full and after :func:`bertology_utils.interventions.pruning.prune_heads` removes --share of the
+timed in full and after :func:`bertology_utils.interventions.head_removal.prune_heads` removes --share of the
 heads of every layer (lowest-numbered kept, at least one head per layer). Both are timed in
 the same run on the same inputs, interleaved, best of --repeats; the ratio full / pruned is
 the speed-up. The pruned outputs are checked against the full model with those heads gated
@@ -49,16 +49,12 @@ def main() -> None:
 
     from bertology_utils.core.models import load_model
     from bertology_utils.data import Corpus, Sentence
-    from bertology_utils.interventions import editing, pruning
+    from bertology_utils.interventions import editing, gated_logits
+    from bertology_utils.interventions.dev_sets import dev_set
     from bertology_utils.interventions.editing import gate_heads
-    from bertology_utils.interventions.pruning import (
-        ablation_sweep,
-        dev_set,
-        gate_shape,
-        head_importance,
-        prune_heads,
-        random_pruning_curves,
-    )
+    from bertology_utils.interventions.gated_logits import gate_shape
+    from bertology_utils.interventions.head_removal import prune_heads
+    from bertology_utils.interventions.pruning import ablation_sweep, head_importance, random_pruning_curves
 
     full = load_model(args.model, head="sequence-classification", num_labels=2, device="cpu")
     layers, heads = gate_shape(full)
@@ -109,7 +105,9 @@ def main() -> None:
         f"and {layers} layers {t_abl:.2f} s on {len(dev)} examples: x{t_abl / t_imp:.1f}"
     )
     # the same sweep with every configuration running the whole model (no layers shared below the gated one)
-    with mock.patch.object(pruning, "_first_gated_layers", lambda gate_stack: np.zeros(len(gate_stack), dtype=int)):
+    with mock.patch.object(
+        gated_logits, "_first_gated_layers", lambda gate_stack: np.zeros(len(gate_stack), dtype=int)
+    ):
         start = time.perf_counter()
         whole = ablation_sweep(full, dev)
         t_whole = time.perf_counter() - start

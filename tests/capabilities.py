@@ -21,8 +21,8 @@ from bertology_utils.data import Corpus
 from bertology_utils.interventions import mixing
 from bertology_utils.interventions.attribution import integrated_gradients
 from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.interventions.head_removal import prune_heads
 from bertology_utils.interventions.objectives import token_batches
-from bertology_utils.interventions.pruning import prune_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
 #: The generated block (bertology_utils.present.generated) holding the table, and the pages that show it.

@@ -22,7 +22,7 @@ def gate_edit(gates: torch.Tensor, first: int = 0) -> Edit:
     """An edit multiplying head h of layer l of example b by ``gates[b, l, h]``.
 
     Layers below ``first`` are left alone (their gates must be 1): there the batch may not be
-    repeated yet (see :func:`~bertology_utils.interventions.pruning.predict_with_gates`).
+    repeated yet (see :func:`~bertology_utils.interventions.gated_logits.predict_with_gates`).
     """
 
     def edit(layer: int, probs: torch.Tensor):

@@ -66,9 +66,10 @@ from tqdm.auto import tqdm
 
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.interventions.attribution import classifier_logits, explained_labels, target_scores
+from bertology_utils.interventions.dev_sets import DevSet
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
+from bertology_utils.interventions.gated_logits import gate_shape
 from bertology_utils.interventions.head_gates import gate_edit
-from bertology_utils.interventions.pruning import DevSet, gate_shape
 from bertology_utils.interventions.quadrature import adaptive_integral, check_adaptive, gauss_legendre
 from bertology_utils.interventions.results_cache import cached_result
 

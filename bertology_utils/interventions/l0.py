@@ -13,12 +13,12 @@ expected L0 (Voita's ``L_C``); a larger ``lambda`` keeps fewer heads.
 * :func:`l0_sweep` — several ``lambda`` s: keep masks, heads kept and the dev score with binary
   gates (kept 1, pruned 0), as a curve on :class:`~bertology_utils.interventions.pruning.PruningCurve`'s axes;
 * :func:`training_set` — the training examples :func:`~bertology_utils.interventions.finetuning.fine_tune`
-  drew, encoded once as a :class:`~bertology_utils.interventions.pruning.DevSet`.
+  drew, encoded once as a :class:`~bertology_utils.interventions.dev_sets.DevSet`.
 
 Gates sit at the attention edit point (:mod:`bertology_utils.interventions.editing`), per example
 (:func:`~bertology_utils.interventions.head_gates.gate_edit`), so they work for every registered
 architecture; a keep mask applied as binary gates computes what
-:func:`~bertology_utils.interventions.pruning.prune_heads` computes after removing the other heads
+:func:`~bertology_utils.interventions.head_removal.prune_heads` computes after removing the other heads
 (BERT, RoBERTa, ELECTRA, DistilBERT; MPNet's heads can only be gated).
 
 The scale of ``lambda``: the task loss is the mean per-example loss, so ``lambda`` is what keeping
@@ -43,17 +43,12 @@ from tqdm.auto import tqdm
 
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Task, load_glue
+from bertology_utils.interventions.dev_sets import DevSet, dev_set
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import Budget, default_budget, subsample
+from bertology_utils.interventions.gated_logits import gate_shape, scores_for_gates
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
-from bertology_utils.interventions.pruning import (
-    DevSet,
-    PruningCurve,
-    dev_set,
-    gate_shape,
-    plot_pruning_curves,
-    scores_for_gates,
-)
+from bertology_utils.interventions.pruning import PruningCurve, plot_pruning_curves
 from bertology_utils.interventions.results_cache import cached_result
 from bertology_utils.interventions.scoring import task_spec
 
@@ -112,7 +107,7 @@ class HardConcreteGates(nn.Module):
 
     @classmethod
     def for_model(cls, loaded: LoadedModel, init: float = INIT) -> HardConcreteGates:
-        """Gates shaped like the model's heads (:func:`~bertology_utils.interventions.pruning.gate_shape`)."""
+        """Gates shaped like the model's heads (:func:`~bertology_utils.interventions.gated_logits.gate_shape`)."""
         return cls(gate_shape(loaded), init)
 
     @property
@@ -500,7 +495,7 @@ def l0_sweep(
 ) -> L0Sweep:
     """:func:`train_gates` on ``train`` for each of ``lambdas``; keep masks scored on ``dev`` as binary gates.
 
-    The scores come from :func:`~bertology_utils.interventions.pruning.scores_for_gates` (all masks,
+    The scores come from :func:`~bertology_utils.interventions.gated_logits.scores_for_gates` (all masks,
     and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
     logits stored by an earlier identical sweep. ``progress``: a bar of each lambda's steps, then one
     of the passes scoring the masks.

@@ -7,14 +7,13 @@ asks for the same, so a re-run of a notebook redoes only the cheap steps.
 
 * :func:`cached_results` — a dict of arrays, keyed by the weights, a digest of the data, the
   caller's fields, :data:`RESULTS_VERSION`, torch's version and the model's precision;
-* :func:`cached_result` — one array computed on a :class:`~bertology_utils.interventions.pruning.DevSet`
+* :func:`cached_result` — one array computed on a :class:`~bertology_utils.interventions.dev_sets.DevSet`
   (an entry of :func:`cached_results` named after the task, so the two share one layout).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,9 +21,7 @@ import torch
 from bertology_utils.core import settings
 from bertology_utils.core.cache import cached_arrays, entry_name
 from bertology_utils.core.models import LoadedModel
-
-if TYPE_CHECKING:  # pruning stores its results here: a run-time import would be a cycle
-    from bertology_utils.interventions.pruning import DevSet
+from bertology_utils.interventions.dev_sets import DevSet
 
 __all__ = ["RESULTS_VERSION", "cached_results", "cached_result"]
 
@@ -36,7 +33,16 @@ def cached_results(
     label: str, loaded: LoadedModel, data: str, fields: dict, compute: Callable[[], dict], cache: bool
 ) -> dict[str, np.ndarray]:
     """``compute()``, arrays computed by ``loaded`` on the data whose digest is ``data``, with ``fields``;
-    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``."""
+    stored under ``$BERTOLOGY_CACHE_DIR/results`` and reused with ``cache``.
+
+    :param label: the entry's name (a readable prefix of its file name).
+    :param loaded: the model: its weights (not its name) and precision are part of the key.
+    :param data: a digest of the data ``compute`` reads.
+    :param fields: the caller's settings that change the result (JSON-able).
+    :param compute: makes the arrays, name -> array.
+    :param cache: read a stored entry with the same key, or store this one; without it, just ``compute()``.
+    :returns: name -> array.
+    """
     if not cache:
         return {name: np.asarray(value) for name, value in compute().items()}
     model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
@@ -51,8 +57,20 @@ def cached_results(
     return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
 
 
-def cached_result(label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute, cache: bool) -> np.ndarray:
-    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``."""
+def cached_result(
+    label: str, loaded: LoadedModel, dev: DevSet, fields: dict, compute: Callable[[], np.ndarray], cache: bool
+) -> np.ndarray:
+    """``compute()``, an array computed by ``loaded`` on ``dev`` with ``fields``; stored and reused with ``cache``
+    (an entry of :func:`cached_results` named after ``label`` and the task, keyed by ``dev``'s fingerprint).
+
+    :param label: the entry's name and its one array's.
+    :param loaded: the model.
+    :param dev: the encoded dev set ``compute`` reads.
+    :param fields: the caller's settings that change the result.
+    :param compute: makes the array.
+    :param cache: read or store the entry.
+    :returns: the array.
+    """
     return cached_results(f"{label}-{dev.task}", loaded, dev.fingerprint(), fields, lambda: {label: compute()}, cache)[
         label
     ]

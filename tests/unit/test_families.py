@@ -30,8 +30,9 @@ from bertology_utils.core.models import describe_model, load_model, random_init_
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.attribution import integrated_gradients
 from bertology_utils.interventions.editing import capture_attention, first_token_readout, gate_heads
+from bertology_utils.interventions.gated_logits import gate_shape
+from bertology_utils.interventions.head_removal import prune_heads
 from bertology_utils.interventions.objectives import token_batches
-from bertology_utils.interventions.pruning import gate_shape, prune_heads
 from bertology_utils.interventions.query_key import capture_query_key
 
 SHAPES = TINY_SHAPES | FAMILY_SHAPES

@@ -6,9 +6,10 @@ import torch
 
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions.dev_sets import dev_set
 from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.interventions.gated_logits import gate_shape, predict_with_gates
 from bertology_utils.interventions.head_relevance import gate_times_gradient, head_attribution
-from bertology_utils.interventions.pruning import dev_set, gate_shape, predict_with_gates
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 SMOOTH_ARCHS = ("bert", "roberta", "electra", "mpnet")  # GELU everywhere: the quadrature converges fast

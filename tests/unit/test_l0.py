@@ -9,10 +9,12 @@ import torch
 
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions.dev_sets import dev_set
 from bertology_utils.interventions.editing import edit_attention
+from bertology_utils.interventions.gated_logits import gate_shape, predict_with_gates, scores_for_gates
 from bertology_utils.interventions.head_gates import gate_edit
+from bertology_utils.interventions.head_removal import prune_heads
 from bertology_utils.interventions.l0 import HardConcreteGates, L0Sweep, _pieces, l0_sweep, train_gates
-from bertology_utils.interventions.pruning import dev_set, gate_shape, predict_with_gates, prune_heads
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
@@ -276,7 +278,7 @@ def test_orders_at_l0_counts_and_the_l0_plot(tiny_model_dirs):
     import matplotlib.pyplot as plt
 
     from bertology_utils.interventions.l0 import orders_at_l0_counts, plot_l0_pruning
-    from bertology_utils.interventions.pruning import pruning_curve, random_pruning_curves, scores_for_gates
+    from bertology_utils.interventions.pruning import pruning_curve, random_pruning_curves
 
     loaded = classifier(tiny_model_dirs["roberta"])
     train, dev = self_labelled(loaded), self_labelled(loaded, n=10)

@@ -114,11 +114,11 @@ NOT_ATTENTION_ROWS = {
         "first pruning step under the kept share"
     ),
     (
-        "interventions/pruning.py",
+        "interventions/gated_logits.py",
         "return logits.argmax(-1).astype(np.min_scalar_type(max(logits.shape[-1] - 1, 0)))",
     ): "a model's predicted class",
     (
-        "interventions/pruning.py",
+        "interventions/gated_logits.py",
         "first = torch.where(touched.any(-1), touched.float().argmax(-1), torch.tensor(gate_stack.shape[1]))",
     ): "first pruning step that touches a head",
     ("papers/kovaleva.py", "lowest = set(np.argsort(by_layer)[:2].tolist())"): "layers by similarity",

@@ -16,7 +16,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions import attribution, head_relevance, l0, pruning
+from bertology_utils.interventions import attribution, dev_sets, gated_logits, head_relevance, l0, pruning
 from bertology_utils.run.display import RunDisplay, expected_seconds, format_duration, notebook_sections
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
@@ -38,7 +38,7 @@ def items():
 
 @pytest.fixture(scope="module")
 def dev(loaded, items):
-    return pruning.dev_set(loaded, items, "SST-2", batch_size=BATCH)
+    return dev_sets.dev_set(loaded, items, "SST-2", batch_size=BATCH)
 
 
 def probe_data(n: int = 10, layers: int = 2, heads: int = 3) -> ProbeData:
@@ -124,7 +124,7 @@ def bars(monkeypatch):
             self.shown = not self.disable  # close() sets disable
             made.append(self)
 
-    for module in (pruning, head_relevance, l0, attribution, estimators):
+    for module in (gated_logits, pruning, head_relevance, l0, attribution, estimators):
         monkeypatch.setattr(module, "tqdm", Recorded)
     return made
 
@@ -141,16 +141,16 @@ def test_each_long_step_shows_bars_that_reach_their_totals(step, loaded, dev, it
 
 def test_gated_passes_are_counted_before_they_run(loaded, dev, bars):
     """The bar's total is the passes the loop then makes, however the configurations split over passes."""
-    layers, heads = pruning.gate_shape(loaded)
+    layers, heads = gated_logits.gate_shape(loaded)
     gates = torch.ones(7, layers, heads)
     gates[1:4, -1, 0] = 0  # three configurations gating only the last layer: their copies start there
     gates[4:, 0, :] = 0
     for configs_per_pass in (1, 2, None):
         bars.clear()
-        pruning.predict_with_gates(loaded, dev, gates, configs_per_pass=configs_per_pass, progress=True)
+        gated_logits.predict_with_gates(loaded, dev, gates, configs_per_pass=configs_per_pass, progress=True)
         (bar,) = bars
         assert bar.n == bar.total > 0
-    assert pruning.predict_with_gates(loaded, dev, gates, configs_per_pass=1, progress=True).shape[0] == 7
+    assert gated_logits.predict_with_gates(loaded, dev, gates, configs_per_pass=1, progress=True).shape[0] == 7
     assert bars[-1].total == len(dev.batches) * 7  # one pass per configuration and batch
 
 

@@ -8,21 +8,18 @@ import torch
 
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions.dev_sets import dev_set
 from bertology_utils.interventions.editing import gate_heads
+from bertology_utils.interventions.finetuning_change import attention_change
+from bertology_utils.interventions.gated_logits import gate_shape, predict_with_gates, scores_for_gates
+from bertology_utils.interventions.head_removal import prune_heads, pruned_heads
 from bertology_utils.interventions.pruning import (
     ablation_sweep,
-    attention_change,
-    dev_set,
-    gate_shape,
     head_importance,
     importance_ablation_agreement,
-    predict_with_gates,
     prunable_share,
-    prune_heads,
-    pruned_heads,
     pruning_curve,
     random_pruning_curves,
-    scores_for_gates,
 )
 from bertology_utils.interventions.scoring import glue_metric_draws
 from bertology_utils.papers import kovaleva, michel
@@ -358,7 +355,7 @@ def test_cached_sweeps_and_curves_equal_fresh_ones_and_follow_model_and_data(
     tiny_model_dirs, data, monkeypatch, tmp_path
 ):
     from bertology_utils.core import settings
-    from bertology_utils.interventions import pruning
+    from bertology_utils.interventions import gated_logits, pruning
 
     monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
 
@@ -374,9 +371,9 @@ def test_cached_sweeps_and_curves_equal_fresh_ones_and_follow_model_and_data(
 
     fresh = run(loaded, dev, cache=False)
     calls = []
-    for name in ("_predict_with_gates", "_importance"):
-        original = getattr(pruning, name)
-        monkeypatch.setattr(pruning, name, lambda *a, _f=original, _n=name, **k: calls.append(_n) or _f(*a, **k))
+    for module, name in ((gated_logits, "_predict_with_gates"), (pruning, "_importance")):
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name, **k: calls.append(_n) or _f(*a, **k))
     stored = run(loaded, dev, cache=True)
     computed = len(calls)
     assert computed > 0
