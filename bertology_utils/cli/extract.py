@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertology_utils.cli._command import EXIT_OK, Command, interrupting_signal, sigterm_as_ctrl_c, store_lines
 from bertology_utils.core.errors import BertologyError
+
+if TYPE_CHECKING:
+    from bertology_utils.data import Corpus
 
 __all__ = ["COMMAND", "FROM_RULES", "TOO_LONG_POLICIES", "parse_shard"]
 
@@ -180,7 +184,7 @@ def _cluster(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _load_corpus(args: argparse.Namespace):
+def _load_corpus(args: argparse.Namespace) -> Corpus:
     from bertology_utils import data
 
     if args.split is not None and args.dataset is None:
