@@ -11,5 +11,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "claims": ["Verdict", "Claim", "claims_table", "depth_scaled_layers", "layer_mean"],
+        "pruning_claims": ["PruningInputs", "pruning_claims_by_task"],
     },
 )
