@@ -58,6 +58,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "head_gates": ["gate_edit", "example_losses", "require_loaded"],
         "results_cache": ["RESULTS_VERSION", "cached_results", "cached_result"],
         "quadrature": ["gauss_legendre", "adaptive_integral"],
+        "faithfulness_runs": ["SeedFaithfulness", "faithfulness_by_seed"],
         "attribution": [
             "input_x_gradient",
             "integrated_gradients",

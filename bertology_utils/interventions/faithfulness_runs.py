@@ -1,0 +1,94 @@
+"""How faithful each context-mixing method is, on the classifier of every fine-tuning seed.
+
+Mohebbi et al. (2023), *Quantifying Context Mixing in Transformers* (https://arxiv.org/abs/2301.12971),
+ranked the methods by how well each one's input attribution for the [CLS] row matches gradient- and
+blank-out-based references (Spearman's rho per example). :func:`faithfulness_by_seed` computes that table
+for each seed's classifier (every method from one traced pass per batch,
+:func:`~bertology_utils.interventions.mixing.mixing_for`; the references from
+:func:`~bertology_utils.interventions.attribution.word_references`) and keeps one seed's maps and
+references for the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.interventions import attribution, mixing
+from bertology_utils.interventions.attribution import WordReferences
+from bertology_utils.interventions.finetuning import FineTuned
+
+__all__ = ["SeedFaithfulness", "faithfulness_by_seed"]
+
+
+@dataclass
+class SeedFaithfulness:
+    """Each seed's faithfulness table (one row per method, reference, layer and example), and the maps
+    (method -> one word-level record per kept example) and references of the seed the figures show."""
+
+    tables: dict[int, pd.DataFrame]
+    maps: dict[str, list[ItemAttention]]
+    references: WordReferences
+
+
+def faithfulness_by_seed(
+    runs: Mapping[int, FineTuned],
+    items: Sequence[Any],
+    methods: Sequence[str],
+    *,
+    first: int,
+    max_tokens: int | None,
+    batch_size: int,
+    ig_steps: int,
+    ig_tolerance: float | None,
+    cache: bool = True,
+    progress: bool = True,
+) -> SeedFaithfulness:
+    """The faithfulness of each method on each seed's classifier, over the same examples.
+
+    :param runs: the fine-tuned classifiers by seed.
+    :param items: the examples (a task's dev split, or its first examples).
+    :param methods: the context-mixing methods (:data:`~bertology_utils.interventions.mixing.METHODS`).
+    :param first: the seed whose maps and references are kept.
+    :param max_tokens: examples longer than this are skipped.
+    :param batch_size: examples per batch.
+    :param ig_steps: Gauss-Legendre nodes per panel of the integrated-gradients reference.
+    :param ig_tolerance: the panels' error tolerance (None: one fixed rule).
+    :param cache: reuse stored references.
+    :param progress: progress bars.
+    :returns: the tables by seed, and ``first``'s maps and references.
+    """
+    tables, kept = {}, None
+    for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
+        maps = mixing.mixing_for(
+            items,
+            run.loaded,
+            methods,
+            flow_rows=(0,),
+            too_long="skip",
+            max_tokens=max_tokens,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        references = attribution.word_references(
+            run.loaded,
+            items,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+            steps=ig_steps,
+            tolerance=ig_tolerance,
+            cache=cache,
+            progress=progress,
+        )
+        # faithfulness annotates invariant dicts of Sequence; it only reads these lists
+        tables[run_seed] = mixing.faithfulness(maps, references.scores)  # type: ignore[arg-type]
+        if run_seed == first:
+            kept = (maps, references)
+    if kept is None:
+        raise KeyError(f"no classifier of seed {first} among seeds {list(runs)}")
+    return SeedFaithfulness(tables, *kept)
