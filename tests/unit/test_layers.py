@@ -5,7 +5,8 @@ and relative), since a lazy import still ties the two layers together. Folders i
 siblings and may not import each other. A private name (one leading underscore) belongs to its module:
 no other module imports it or reads it off an imported module (``module._name``), in the same folder
 or not; a shared helper is public in one home. A private module is imported only inside its package,
-whose ``__init__`` re-exports what others may use. And the modules' top-level imports form no cycle.
+whose ``__init__`` re-exports what others may use. And the modules form no import cycle, counting every
+import and every ``import_module`` of a module named by a string.
 """
 
 from __future__ import annotations
@@ -64,36 +65,22 @@ def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def import_nodes(tree: ast.Module, *, module_level: bool = False):
-    """The ``import`` statements of ``tree``; with ``module_level``, only those run on import of the module:
-    not inside functions, not under ``if TYPE_CHECKING``."""
-    if not module_level:
-        yield from (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
-        return
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        elif isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            todo.extend(node.orelse)
-        else:
-            todo.extend(ast.iter_child_nodes(node))
+def import_nodes(tree: ast.Module):
+    """The ``import`` statements of ``tree``, wherever they are."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
 def parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
-def imports(path: Path, *, module_level: bool = False):
+def imports(path: Path):
     """(line, text, imported module, imported name or None, local name, the module it names or None) for
     each package import in ``path``: ``import a.b`` binds ``a`` to the module ``a``, ``import a.b as m``
     and ``from a import b`` (b a module) bind a name to ``a.b``, ``from a import f`` binds no module."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in import_nodes(parse(path), module_level=module_level):
+    for node in import_nodes(parse(path)):
         text = ast.unparse(node)
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -198,22 +185,84 @@ def test_no_module_takes_another_modules_private_names():
     )
 
 
+#: The one module that imports a module whose name it computes: :func:`~bertology_utils.core.lazy.lazy_exports`,
+#: which loads the modules a package ``__init__`` maps its public names to, on first use of a name. Those maps are
+#: the packages' lazy public API, the ``__init__`` above its own modules (it imports none of them itself), not an
+#: import between two modules; they are no edges of the import graph.
+LAZY_LOADER = f"{PACKAGE}.core.lazy"
+
+
+def named_imports(path: Path):
+    """(line, text, target) for each ``import_module(...)`` / ``importlib.import_module(...)`` call in ``path``:
+    target the package module its string names (a name past the module: the module), "" for another package,
+    None when the name is not a string literal."""
+    for node in ast.walk(parse(path)):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func) in ("import_module", "importlib.import_module")):
+            continue
+        name = node.args[0] if node.args else None
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            yield node.lineno, ast.unparse(node), None
+            continue
+        parts = name.value.split(".")
+        if parts[0] != PACKAGE:
+            yield node.lineno, ast.unparse(node), ""
+            continue
+        while not is_module(".".join(parts)):
+            parts.pop()
+        yield node.lineno, ast.unparse(node), ".".join(parts)
+
+
+def test_only_the_lazy_loader_imports_a_module_by_a_computed_name():
+    """A name computed at run time hides an import from the layer and cycle checks."""
+    found = [
+        f"{module_name(path)} (line {line}: {text})"
+        for path in sorted(ROOT.rglob("*.py"))
+        if module_name(path) != LAZY_LOADER
+        for line, text, target in named_imports(path)
+        if target is None
+    ]
+    assert not found, "imports by a computed module name:\n  " + "\n  ".join(found)
+
+
 def import_graph() -> nx.DiGraph:
-    """Module -> the package modules its top-level imports name (what runs when it is imported)."""
+    """Module -> the package modules it imports: at import time, inside functions, under ``TYPE_CHECKING`` and by
+    name (``import_module("bertology_utils...")``)."""
     graph = nx.DiGraph()
     for path in sorted(ROOT.rglob("*.py")):
         module = module_name(path)
         graph.add_node(module)
-        graph.add_edges_from((module, target) for _, _, target, *_ in imports(path, module_level=True))
+        graph.add_edges_from((module, target) for _, _, target, *_ in imports(path))
+        graph.add_edges_from((module, target) for _, _, target in named_imports(path) if target)
     return graph
 
 
 def test_modules_import_each_other_without_cycles():
-    """A cycle makes what a module finds depend on which one is imported first; a function-level
-    import (or one under ``TYPE_CHECKING``) runs later and does not count."""
+    """A cycle makes what a module finds depend on which one is imported first; a lazy import (inside a function,
+    under ``TYPE_CHECKING``, by name) only hides it: the two modules still need each other, so neither is below the
+    other. What both need belongs in a module below both."""
     graph = import_graph()
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert not cycles, "modules in an import cycle:\n  " + "\n  ".join(", ".join(c) for c in sorted(cycles))
+
+
+def test_the_cycle_check_sees_every_kind_of_import(tmp_path, monkeypatch):
+    """Each kind of import the graph counts closes a cycle in a throwaway package shaped like this one."""
+    package = tmp_path / PACKAGE / "layer"
+    package.mkdir(parents=True)
+    (tmp_path / PACKAGE / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("")
+    kinds = {
+        "at import time": "from bertology_utils.layer import low\n",
+        "inside a function": "def f():\n    from bertology_utils.layer import low\n",
+        "under TYPE_CHECKING": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bertology_utils.layer.low\n",
+        "by name": 'import importlib\nimportlib.import_module("bertology_utils.layer.low")\n',
+    }
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path / PACKAGE)
+    for kind, code in kinds.items():
+        (package / "high.py").write_text(code)
+        (package / "low.py").write_text("from bertology_utils.layer import high\n")
+        assert not nx.is_directed_acyclic_graph(import_graph()), kind
 
 
 # --------------------------------------------------------------------------- the public API
