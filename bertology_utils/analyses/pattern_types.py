@@ -1,6 +1,7 @@
 """Kovaleva et al. (2019)'s five self-attention pattern types and a transparent classifier of them.
 
-Kovaleva et al. hand-labelled about 400 attention maps as *vertical* (attention to [CLS]/[SEP]),
+Kovaleva et al. (2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593) hand-labelled
+about 400 attention maps as *vertical* (attention to [CLS]/[SEP]),
 *diagonal* (previous/next token), *vertical + diagonal*, *block* (within a segment of a sentence
 pair) or *heterogeneous*, then trained a CNN (F1 about 0.86). This module holds the types, the
 transparent template rules below (the baseline) and the project's hand-labelled maps; the classifiers
@@ -36,7 +37,7 @@ maps is in docs/guide/pattern-types.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -74,10 +75,17 @@ THRESHOLDS = {"most": 0.5, "part": 0.2, "block": 0.8, "spread": 0.5}
 LABELS_DIR = (settings.project_data_dir() or settings.PROJECT_ROOT / "data") / "pattern_labels"
 
 
-def template_scores(attention: np.ndarray, word_kinds, segments) -> dict[str, np.ndarray]:
-    """Template scores of maps ``(..., n, n)`` sharing one ``word_kinds`` / ``segments`` (n,).
+def template_scores(
+    attention: np.ndarray, word_kinds: Sequence[str] | np.ndarray, segments: Sequence[int] | np.ndarray
+) -> dict[str, np.ndarray]:
+    """The template scores of the module docstring for word maps that share one sentence's layout: the shares of
+    attention a reader can check on the picture for Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593's types.
 
-    Returns ``{"vertical", "diagonal", "block"}`` arrays of shape ``attention.shape[:-2]``.
+    :param attention: word maps, (..., W, W) (e.g. (L, H, W, W)).
+    :param word_kinds: each word's kind (:data:`~bertology_utils.attention.alignment.WORD` or a special), (W,).
+    :param segments: each word's segment (0, or 1 for a pair's second sentence), (W,).
+    :returns: ``vertical``, ``diagonal``, ``block`` and ``block_spread``, each of shape ``attention.shape[:-2]``.
+    :raises ValueError: when the maps, kinds and segments do not fit.
     """
     att = np.asarray(attention, dtype=np.float64)
     n = att.shape[-1]
@@ -115,7 +123,12 @@ def template_scores(attention: np.ndarray, word_kinds, segments) -> dict[str, np
 
 
 def classify_scores(scores: Mapping[str, np.ndarray], thresholds: Mapping[str, float] | None = None) -> np.ndarray:
-    """Pattern type (strings from :data:`TYPES`) for every score, by the rules of the module docstring."""
+    """The pattern type of every score by the rules of the module docstring (Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593's types).
+
+    :param scores: :func:`template_scores`' arrays (``block_spread`` optional: without it every block is broad).
+    :param thresholds: overrides of :data:`THRESHOLDS`.
+    :returns: strings from :data:`TYPES`, of the scores' shape.
+    """
     t = {**THRESHOLDS, **(thresholds or {})}
     v, d = np.asarray(scores["vertical"], float), np.asarray(scores["diagonal"], float)
     b = np.asarray(scores["block"], float)
@@ -130,16 +143,25 @@ def classify_scores(scores: Mapping[str, np.ndarray], thresholds: Mapping[str, f
     return out
 
 
-def type_proportions(table: pd.DataFrame, by="layer") -> pd.DataFrame:
-    """Share of each type (columns in :data:`TYPES` order) per value of ``by`` (rows sum to 1)."""
+def type_proportions(table: pd.DataFrame, by: str | Sequence[str] = "layer") -> pd.DataFrame:
+    """Share of each type per value of ``by``.
+
+    :param table: a :func:`~bertology_utils.analyses.pattern_models.classify_items` table (a ``type`` column).
+    :param by: the column(s) to group by.
+    :returns: one row per value of ``by``, one column per type in :data:`TYPES` order; rows sum to 1.
+    """
     counts = pd.crosstab([table[c] for c in ([by] if isinstance(by, str) else by)], table["type"], normalize="index")
     return counts.reindex(columns=list(TYPES), fill_value=0.0)
 
 
 def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Per head, from a :func:`~bertology_utils.analyses.pattern_models.classify_items` table (layer, head from 1):
-    its most frequent type, (layers, heads) strings, ties to the first in :data:`TYPES`, "" for a head with no
-    maps; and the share of its maps of each type, type -> (layers, heads), nan for a head with no maps."""
+    """Each head's most frequent type and the share of its maps of each type.
+
+    :param table: a :func:`~bertology_utils.analyses.pattern_models.classify_items` table (layer, head from 1).
+    :param shape: (L, H).
+    :returns: the most frequent type, (L, H) strings, ties to the first in :data:`TYPES`, "" for a head with no
+        maps; and type -> its share of the head's maps, (L, H), nan for a head with no maps.
+    """
     counts = np.zeros((*shape, len(TYPES)))
     code = pd.Categorical(table["type"], categories=list(TYPES)).codes
     keep = code >= 0
@@ -150,8 +172,14 @@ def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray,
     return dominant, {t: shares[..., i] for i, t in enumerate(TYPES)}
 
 
-def f1_report(true, predicted) -> pd.DataFrame:
-    """Precision, recall, F1 and support per type, plus a ``macro`` row (mean over types present in ``true``)."""
+def f1_report(true: Sequence[str] | np.ndarray, predicted: Sequence[str] | np.ndarray) -> pd.DataFrame:
+    """Precision, recall, F1 and support per type (Kovaleva et al. report the F1 of their classifier).
+
+    :param true: the labels, strings from :data:`TYPES`, (n,).
+    :param predicted: the predicted types, (n,).
+    :returns: one row per type in :data:`TYPES` order and a ``macro`` row (the mean over types present in
+        ``true``; its support the total).
+    """
     true, predicted = np.asarray(true, dtype=object), np.asarray(predicted, dtype=object)
     rows = {}
     for t in TYPES:
@@ -173,11 +201,17 @@ def f1_report(true, predicted) -> pd.DataFrame:
     return report
 
 
-def load_labelled_maps(folder=None) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """The hand-labelled set: its table and ``map_id -> (attention, word_kinds, segments)``.
+def load_labelled_maps(
+    folder: str | Path | None = None,
+) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The hand-labelled set: its table and its maps.
 
     The table is ``maps.csv`` (where each map comes from) joined with ``labels.csv`` (both annotators' labels
     and the final ``label``); maps whose final label is not a type (skipped) are left out.
+
+    :param folder: the set's folder (default: :data:`LABELS_DIR`).
+    :returns: the table, and ``map_id -> (attention (W, W), word_kinds (W,), segments (W,))``.
+    :raises BertologyError: when the files cannot be read.
     """
     folder = Path(folder) if folder is not None else LABELS_DIR
     try:
@@ -195,8 +229,13 @@ def load_labelled_maps(folder=None) -> tuple[pd.DataFrame, dict[str, tuple[np.nd
     return table, maps
 
 
-def score_labelled(folder=None, thresholds=None) -> pd.DataFrame:
-    """The labelled table with the classifier's scores and prediction added."""
+def score_labelled(folder: str | Path | None = None, thresholds: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The labelled table with the template scores and the rules' prediction of each map added.
+
+    :param folder: the set's folder (default: :data:`LABELS_DIR`).
+    :param thresholds: overrides of :data:`THRESHOLDS`.
+    :returns: :func:`load_labelled_maps`' table with one column per score and ``predicted``.
+    """
     table, maps = load_labelled_maps(folder)
     rows = []
     for m in table["map_id"]:
@@ -215,7 +254,13 @@ THRESHOLD_GRID = {
 
 
 def split_labelled(table: pd.DataFrame, seed: int = 0, fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean masks (fit, held out) of a seeded random split of the labelled table."""
+    """A seeded random split of the labelled table, to fit thresholds on one part and evaluate on the other.
+
+    :param table: the labelled table.
+    :param seed: the split's seed.
+    :param fraction: the share of rows in the fit part.
+    :returns: boolean masks over the rows: (fit, held out).
+    """
     rng = np.random.default_rng(seed)
     fit = np.zeros(len(table), dtype=bool)
     fit[rng.permutation(len(table))[: int(round(fraction * len(table)))]] = True
@@ -229,6 +274,11 @@ def fit_thresholds(
 
     Exhaustive over :data:`THRESHOLD_GRID`; ties go to the first combination in grid order. Evaluate
     the result on maps *not* used here.
+
+    :param scored: a :func:`score_labelled` table.
+    :param grid: overrides of :data:`THRESHOLD_GRID`'s ranges.
+    :returns: the best thresholds and their macro F1.
+    :raises ValueError: for an empty range, or a table with no labelled map.
     """
     import itertools
 
