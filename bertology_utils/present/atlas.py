@@ -29,9 +29,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from pandas.api.extensions import ExtensionArray
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
@@ -41,6 +43,9 @@ from bertology_utils.present.atlas_stores import match_heads, pattern_images, pa
 from bertology_utils.present.atlas_view import atlas_widget
 from bertology_utils.present.findings import claim_uncertainty, model_of, notebook_record
 from bertology_utils.run import results
+
+if TYPE_CHECKING:
+    from ipywidgets import VBox
 
 __all__ = [
     "ATLAS_VERSION",
@@ -82,7 +87,7 @@ class Filter:
     op: str
     value: str | float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.op not in OPERATORS:
             raise BertologyError(f"unknown filter operator {self.op!r}: use one of {', '.join(OPERATORS)}")
 
@@ -144,7 +149,7 @@ def _shape_of(metrics: dict[str, dict]) -> tuple[int, int] | None:
     return found.pop() if found else None
 
 
-def _as_grid(value, shape: tuple[int, ...]) -> np.ndarray | None:
+def _as_grid(value: object, shape: tuple[int, ...]) -> np.ndarray | None:
     """``value`` as an array of ``shape`` (None values -> NaN / None), or None when it is not one."""
     if not isinstance(value, list):
         return None
@@ -182,7 +187,7 @@ def _readable(groups: Mapping[str, str]) -> dict[str, str]:
     return {k: readable_name(v) if k in ("objective", "kind") else v for k, v in groups.items()}
 
 
-def _along_label(value) -> str:
+def _along_label(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -247,7 +252,7 @@ def _read_run(folder: Path, run_id: str) -> _Run:
     return run
 
 
-def _add_column(run: _Run, notebook: str, key: str, value, flat: Mapping) -> None:
+def _add_column(run: _Run, notebook: str, key: str, value: object, flat: Mapping) -> None:
     if not isinstance(value, list):  # no grid: not worth looking its declaration up
         return
     shape = (run.layers, run.heads)
@@ -277,7 +282,7 @@ def _add_column(run: _Run, notebook: str, key: str, value, flat: Mapping) -> Non
         run.sources[key] = (None, key, notebook)
 
 
-def _value(v):
+def _value(v: object) -> object:
     if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, np.generic):
@@ -310,7 +315,7 @@ class Atlas:
         self.dictionary = self._dictionary()
 
     @classmethod
-    def from_run(cls, *runs: str | os.PathLike, **options) -> Atlas:
+    def from_run(cls, *runs: str | os.PathLike, **options: bool) -> Atlas:
         """The atlas of one or more run folders (or run names under ``results/``)."""
         return build_atlas(*runs, **options)
 
@@ -533,7 +538,7 @@ class Atlas:
             atomic_write_text(paths["page"], render_atlas_page(self.payload()))
         return paths
 
-    def show(self):
+    def show(self) -> VBox:
         """The atlas as a JupyterLab widget: the grid, the column menu and a head's card."""
         return atlas_widget(self)
 
@@ -565,7 +570,7 @@ def _reads(source: tuple[ColumnSpec | None, str, str], claim_key: str) -> bool:
     return False
 
 
-def _typed(grid: np.ndarray):
+def _typed(grid: np.ndarray) -> np.ndarray | ExtensionArray:
     """A column for the table: floats as float64, booleans as pandas' nullable boolean, text as strings."""
     flat = grid.ravel()
     if grid.dtype != object:

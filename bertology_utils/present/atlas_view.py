@@ -16,10 +16,13 @@ import functools
 import html
 import io
 import math
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ipywidgets import VBox
 
 __all__ = ["MISSING_COLOUR", "BOOL_COLOURS", "AtlasSource", "head_colours", "atlas_widget"]
 
@@ -45,7 +48,7 @@ class AtlasSource(Protocol):
     def card(self, run: str, layer: int, head: int) -> dict: ...
 
 
-def _missing(v) -> bool:
+def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
@@ -85,7 +88,7 @@ def _swatch(colour: str, text: str) -> str:
     )
 
 
-def _format(value) -> str:
+def _format(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -123,7 +126,7 @@ def _pattern_images(maps: dict, layers: int, heads: int, layer: int, head: int) 
 
 
 @functools.cache
-def _widget_class():
+def _widget_class() -> type[VBox]:
     import ipywidgets as widgets
 
     class AtlasWidget(widgets.VBox):
@@ -163,7 +166,7 @@ def _widget_class():
         def _run(self) -> dict:
             return next(run for run in self.payload["runs"] if run["name"] == self.run_name)
 
-        def rebuild(self, _change=None) -> None:
+        def rebuild(self, _change: object = None) -> None:
             """The grid of the run chosen (runs may differ in shape)."""
             run = self._run()
             header = [widgets.Label("")] + [widgets.Label(f"H{h}") for h in range(1, run["heads"] + 1)]
@@ -182,7 +185,7 @@ def _widget_class():
             self.card.value = "<i>click a head for its card</i>"
             self.recolour()
 
-        def recolour(self, _change=None) -> None:
+        def recolour(self, _change: object = None) -> None:
             column = self.column.value
             if column is None:
                 self.legend.value = "no per-head column in this atlas"
@@ -236,6 +239,6 @@ def _widget_class():
     return AtlasWidget
 
 
-def atlas_widget(atlas: AtlasSource):
+def atlas_widget(atlas: AtlasSource) -> VBox:
     """The atlas as an ipywidgets VBox (class ``bertology-atlas``): see the module's docstring."""
     return _widget_class()(atlas)
