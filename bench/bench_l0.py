@@ -43,14 +43,8 @@ def main() -> None:
     from bertology_utils.core.errors import DataNotFoundError, ModelNotAvailableError
     from bertology_utils.data import load_glue
     from bertology_utils.interventions.finetuning import fine_tune
-    from bertology_utils.interventions.l0 import (
-        DEFAULT_LR,
-        DEFAULT_STEPS,
-        HardConcreteGates,
-        _trainings,
-        train_gates,
-        training_set,
-    )
+    from bertology_utils.interventions.hard_concrete import HardConcreteGates
+    from bertology_utils.interventions.l0 import DEFAULT_LR, DEFAULT_STEPS, _trainings, train_gates, training_set
 
     torch.set_num_threads(args.threads)
     steps = args.steps or DEFAULT_STEPS

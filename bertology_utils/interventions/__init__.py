@@ -7,12 +7,12 @@ targets and metrics), ``pruning`` (importance, ablation, pruning curves: Michel 
 (heads' weights removed), ``mixing`` (context mixing beyond raw weights: norms, rollout, flow, ALTI, value
 zeroing; one file and one registered class per method),
 ``attribution`` (input gradients, integrated gradients, blank-out; references registered by name),
-``head_relevance`` (integrated gradients over head gates: Hao et al. 2021), ``l0`` (Hard Concrete gates trained
-with an L0 penalty: Voita et al. 2019) and ``query_key`` (queries and keys, and how many of their dimensions decide
-where a head attends); ``dev_sets`` (a labelled corpus encoded once), ``gated_logits`` (the logits of gate
-configurations), ``head_gates`` (per-example head gates and losses), ``results_cache`` (stored logits,
-importances, attributions) and ``quadrature`` (Gauss-Legendre and adaptive path integrals) hold what several of them
-share. A sibling of ``analyses``: neither imports the other. Names are imported on first use (torch).
+``head_relevance`` (integrated gradients over head gates: Hao et al. 2021), ``hard_concrete`` (Hard Concrete gates),
+``l0`` (those gates trained with an L0 penalty: Voita et al. 2019) and ``query_key`` (queries and keys, and how many
+of their dimensions decide where a head attends); ``dev_sets`` (a labelled corpus encoded once), ``gated_logits``
+(the logits of gate configurations), ``head_gates`` (per-example head gates and losses), ``results_cache`` (stored
+logits, importances, attributions) and ``quadrature`` (Gauss-Legendre and adaptive path integrals) hold what
+several of them share. A sibling of ``analyses``: neither imports the other. Names are imported on first use (torch).
 """
 
 from bertology_utils.core.lazy import lazy_exports
@@ -72,7 +72,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "register_reference",
         ],
         "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],
-        "l0": ["HardConcreteGates", "GateTraining", "train_gates", "L0Sweep", "l0_sweep", "training_set"],
+        "hard_concrete": ["HardConcreteGates"],
+        "l0": ["GateTraining", "train_gates", "L0Sweep", "l0_sweep", "training_set"],
         "query_key": ["capture_query_key", "QueryKeyCapture", "query_key_dimensions", "QueryKeyDimensions"],
         "mixing": [
             "METHODS",

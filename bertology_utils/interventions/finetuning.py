@@ -1,9 +1,9 @@
 """Fine-tune sequence classifiers on GLUE tasks with small, fixed CPU budgets, cached on disk.
 
-The recipe (:func:`fine_tune`) is BERT's (Devlin et al. 2019, `BERT <https://arxiv.org/abs/1810.04805>`_): AdamW, linear warm-up then linear decay, gradient
-clipping at 1, dropout on while training; what changes between runs is the *budget*
-(:class:`Budget`: how many training examples, epochs, batch size, learning rate, token
-limit), the seed and where the weights start (``init="pretrained"``, or ``"random"`` for
+The recipe (:func:`fine_tune`) is BERT's (Devlin et al. 2019, `BERT <https://arxiv.org/abs/1810.04805>`_): AdamW,
+linear warm-up then linear decay, gradient clipping at 1, dropout on while training; what changes between runs is
+the *budget* (:class:`Budget`: how many training examples, epochs, batch size, learning rate, token limit), the
+seed and where the weights start (``init="pretrained"``, or ``"random"`` for
 Kovaleva et al.'s comparison with the same architecture from scratch: 2019, `Revealing the Dark Secrets of BERT
 <https://arxiv.org/abs/1908.08593>`_). Everything that
 decides the result goes into the cache key:
@@ -244,7 +244,11 @@ def predict(
             if out is None:
                 out = np.zeros((len(items), logits.shape[-1]), dtype=np.float32)
             out[rows] = logits
-    return out if out is not None else np.zeros((0, loaded.config.num_labels), dtype=np.float32)
+    if out is not None:
+        return out
+    classes = loaded.config.num_labels
+    assert classes is not None  # a sequence classifier's config counts its labels
+    return np.zeros((0, classes), dtype=np.float32)
 
 
 def evaluate(

@@ -311,7 +311,8 @@ def batch_attention_gradients(
     depends only on its own row of the batch, so ``grads[b]`` is the gradient of item b's loss.
 
     :param objective: the loss to differentiate.
-    :param batch: a batch already prepared by ``objective`` (:meth:`~bertology_utils.interventions.objectives.Objective.prepare`).
+    :param batch: a batch already prepared by ``objective``
+        (:meth:`~bertology_utils.interventions.objectives.Objective.prepare`).
     :returns: the probabilities (detached), their gradients (zeros where none flowed), and the objective's output.
     """
     model = objective.loaded.model

@@ -1,7 +1,7 @@
 """How much each attention head contributes to a fine-tuned classifier's decision (Voita et al. 2019).
 
-Voita et al. ("Analyzing Multi-Head Self-Attention", 2019) rank heads by their *relevance* to a
-translation model's output, found with layer-wise relevance propagation (LRP), averaged over
+Voita et al. (2019, `Analyzing Multi-Head Self-Attention <https://arxiv.org/abs/1905.09418>`_) rank heads by
+their *relevance* to a translation model's output, found with layer-wise relevance propagation (LRP), averaged over
 examples and normalised per layer. This module gives that ranking for any BERT-style sequence
 classifier (or regression head), by **integrated gradients over head gates** instead of LRP:
 
@@ -10,11 +10,12 @@ classifier (or regression head), by **integrated gradients over head gates** ins
   head's output, 1 = the model as it is, 0 = the head removed). The gates of *all* heads move
   together along the straight path ``g = a * 1``, ``a`` from 0 (baseline: every head removed) to 1,
   and ``attribution[l, h] = (1 - 0) * integral_0^1 dF(a * 1)/dg[l, h] da`` (Sundararajan et al.
-  2017 with the gates as inputs). Completeness: the attributions of one example add up to
-  ``F(1) - F(0)``. Hao et al. (2021, "Self-Attention Attribution") integrate over the attention
-  matrices of one layer at a time; summed over a head's query-key entries their attribution is
-  this one's integrand (``dF/dg = sum_ij A_ij dF/dA_ij``), here with one path through all layers
-  so that the attributions of every head share one budget, ``F(1) - F(0)``;
+  2017, `Axiomatic Attribution for Deep Networks <https://arxiv.org/abs/1703.01365>`_, with the gates as inputs).
+  Completeness: the attributions of one example add up to ``F(1) - F(0)``. Hao et al. (2021, `Self-Attention
+  Attribution <https://arxiv.org/abs/2004.11207>`_) integrate over the attention matrices of one layer at a time;
+  summed over a head's query-key entries their attribution is this one's integrand
+  (``dF/dg = sum_ij A_ij dF/dA_ij``), here with one path through all layers so that the attributions of every
+  head share one budget, ``F(1) - F(0)``;
 * :func:`gate_times_gradient` — ``g * dF/dg`` at ``g = 1``: what LRP-0 (= gradient x input)
   gives the gates; kept to measure how far it is from conserving ``F(1) - F(0)``.
 
@@ -92,6 +93,12 @@ class HeadScores:
 
     ``attributions`` (n, layers, heads), ``score`` = F(all gates 1) and ``baseline_score`` =
     F(all gates 0), both (n,); all in corpus order (``dev``'s rows).
+
+    :param attributions: ``(n, L, H)`` each example's score of each head.
+    :param score: ``(n,)`` F with every head on.
+    :param baseline_score: ``(n,)`` F with every head off.
+    :param labels: ``(n,)`` the class explained (zeros for a regression head).
+    :param task: the task's name.
     """
 
     attributions: np.ndarray
@@ -103,29 +110,32 @@ class HeadScores:
 
     @property
     def completeness_gap(self) -> np.ndarray:
-        """(n,) ``|sum_h attribution - (F(1) - F(0))|``."""
+        """``(n,)`` ``|sum_h attribution - (F(1) - F(0))|``: how far each example is from completeness."""
         total = self.attributions.reshape(len(self.score), -1).sum(-1)
         return np.abs(total - (self.score - self.baseline_score))
 
     @property
     def relative_gap(self) -> np.ndarray:
-        """(n,) the gap divided by ``max(1, |F(1) - F(0)|)`` (as integrated gradients on tokens report it)."""
+        """``(n,)`` the gap divided by ``max(1, |F(1) - F(0)|)`` (as integrated gradients on tokens report it)."""
         return self.completeness_gap / np.maximum(1.0, np.abs(self.score - self.baseline_score))
 
     @property
     def mean(self) -> np.ndarray:
-        """(layers, heads) signed mean over examples."""
+        """``(L, H)`` signed mean over examples."""
         return self.attributions.mean(0)
 
     @property
     def mean_abs(self) -> np.ndarray:
-        """(layers, heads) mean over examples of the absolute score."""
+        """``(L, H)`` mean over examples of the absolute score."""
         return np.abs(self.attributions).mean(0)
 
     def relevance(self, normalise: bool = True) -> np.ndarray:
-        """(layers, heads) Voita's relevance: :attr:`mean_abs`, divided by its layer's sum with ``normalise``.
+        """Voita's relevance: :attr:`mean_abs`, divided by its layer's sum with ``normalise``.
 
         Normalised, each layer's relevances add up to 1 (a layer whose heads all score 0 stays 0).
+
+        :param normalise: divide by the layer's sum.
+        :returns: ``(L, H)``.
         """
         values = self.mean_abs
         if not normalise:
@@ -136,7 +146,11 @@ class HeadScores:
 
 @dataclass(frozen=True)
 class HeadAttribution(HeadScores):
-    """Integrated gradients over head gates (:func:`head_attribution`); the gaps should be ~0."""
+    """Integrated gradients over head gates (:func:`head_attribution`); the gaps should be ~0.
+
+    :param steps: Gauss-Legendre nodes on [0, 1] (per panel).
+    :param panels: ``(n,)`` panels each example's integral was cut into.
+    """
 
     #: Gauss-Legendre nodes on [0, 1] (per panel).
     steps: int
@@ -155,7 +169,7 @@ def _check_labels(labels: str) -> None:
 
 
 def _ends(
-    loaded: LoadedModel, dev: DevSet, batch: dict, rows, labels: str
+    loaded: LoadedModel, dev: DevSet, batch: dict, rows: np.ndarray, labels: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(explained classes, F(1), F(0)) of one batch: the plain model, and every head gated to 0."""
     model = loaded.model
@@ -253,8 +267,8 @@ def _scores(
     loaded: LoadedModel,
     dev: DevSet,
     labels: str,
-    alphas,
-    weights,
+    alphas: np.ndarray,
+    weights: np.ndarray,
     rows_per_pass: int,
     cache: bool,
     tolerance: float | None = None,
@@ -312,6 +326,17 @@ def head_attribution(
     ``cache``: reuse what an earlier call with the same model, dev set and settings stored (as
     :mod:`~bertology_utils.interventions.results_cache`). ``progress``: a bar of the examples (with
     a tolerance, the mean panels per example so far).
+
+    :param loaded: a sequence classifier (or regression head).
+    :param dev: the examples (:func:`~bertology_utils.interventions.dev_sets.dev_set`).
+    :param steps: Gauss-Legendre nodes (per panel).
+    :param labels: "predicted" or "gold".
+    :param tolerance: the relative gap allowed per example (None: the fixed rule).
+    :param max_panels: the most panels per example.
+    :param rows_per_pass: rows (examples x nodes) per forward/backward pass.
+    :param cache: read and store the results in the results cache.
+    :param progress: show a progress bar.
+    :returns: the attributions, ``(n, L, H)``, with F at both ends and the panels used.
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
@@ -347,6 +372,14 @@ def gate_times_gradient(
     Its sum over heads is not ``F(1) - F(0)``: :attr:`GateGradient.relative_gap` measures by how
     much (the reason this module attributes with integrated gradients, not LRP). ``cache`` and
     ``progress`` as for :func:`head_attribution`.
+
+    :param loaded: a sequence classifier (or regression head).
+    :param dev: the examples.
+    :param labels: "predicted" or "gold".
+    :param rows_per_pass: rows per forward/backward pass.
+    :param cache: read and store the results in the results cache.
+    :param progress: show a progress bar.
+    :returns: the scores, ``(n, L, H)``, with F at both ends.
     """
     values, score, baseline, classes, _ = _scores(
         "gate-gradient",

@@ -1,14 +1,17 @@
 """Voita et al. (2019)'s head pruning: a Hard Concrete gate per head, trained with a relaxed L0 penalty.
 
-Each head's output is multiplied by a stochastic gate ``z`` with a Hard Concrete distribution
-(Louizos, Welling & Kingma 2018): ``u ~ U(0, 1)``, ``s = sigmoid((log u - log(1 - u) + log_alpha) / beta)``,
+Voita et al. 2019, `Analyzing Multi-Head Self-Attention <https://arxiv.org/abs/1905.09418>`_: each head's output is
+multiplied by a stochastic gate ``z`` with a Hard Concrete distribution (Louizos, Welling & Kingma 2018,
+`Learning Sparse Neural Networks through L0 Regularization <https://arxiv.org/abs/1712.01312>`_): ``u ~ U(0, 1)``,
+``s = sigmoid((log u - log(1 - u) + log_alpha) / beta)``,
 ``z = clamp(s (r - l) + l, 0, 1)``. The stretch to ``(l, r)`` and the clamp give ``z`` a real
 probability of being exactly 0 or exactly 1, and the expected number of open gates,
 ``sum_h P(z_h != 0) = sum_h sigmoid(log_alpha_h - beta log(-l / r))``, is differentiable in
 ``log_alpha``. Training minimises the mean task loss under sampled gates plus ``lambda`` times that
 expected L0 (Voita's ``L_C``); a larger ``lambda`` keeps fewer heads.
 
-* :class:`HardConcreteGates` — one ``log_alpha`` per head, the sampler and the closed forms;
+* :class:`~bertology_utils.interventions.hard_concrete.HardConcreteGates` — one ``log_alpha`` per head, the
+  sampler and the closed forms;
 * :func:`train_gates` — the gates of one ``lambda``, the model's weights frozen;
 * :func:`l0_sweep` — several ``lambda`` s: keep masks, heads kept and the dev score with binary
   gates (kept 1, pruned 0), as a curve on :class:`~bertology_utils.interventions.pruning.PruningCurve`'s axes;
@@ -30,10 +33,11 @@ that do not matter to the loss feel no force at small ``lambda`` and drift at ra
 from __future__ import annotations
 
 import contextlib
-import math
+import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -47,13 +51,16 @@ from bertology_utils.interventions.dev_sets import DevSet, dev_set
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.finetuning import Budget, default_budget, subsample
 from bertology_utils.interventions.gated_logits import gate_shape, scores_for_gates
+from bertology_utils.interventions.hard_concrete import HardConcreteGates
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
 from bertology_utils.interventions.pruning import PruningCurve, plot_pruning_curves
 from bertology_utils.interventions.results_cache import cached_result
 from bertology_utils.interventions.scoring import task_spec
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = [
-    "HardConcreteGates",
     "GateTraining",
     "train_gates",
     "L0Sweep",
@@ -77,97 +84,23 @@ DEFAULT_LR = 0.1
 L0_VERSION = 1
 
 
-# --------------------------------------------------------------------------- the gates
-
-
-class HardConcreteGates(nn.Module):
-    """Hard Concrete gates, one per head: ``log_alpha`` of shape (layers, heads).
-
-    ``BETA`` (the temperature) and ``LIMITS`` (the stretch ``(l, r)``) are Louizos et al.'s values,
-    which Voita et al. used. ``INIT`` = 3 starts every gate almost surely open,
-    ``P(z != 0) = sigmoid(3 + (2/3) log 11) = 0.990`` (fully open, ``P(z = 1)``, 0.80; the
-    deterministic gate is exactly 1), so training starts from the model as it is. Not higher: a
-    gate clamped at 1 gets no gradient from the task loss, and a ``log_alpha`` must travel from the
-    init to the threshold (about -1.6) before its head is pruned; from 5 (``P(z != 0)`` 0.9986),
-    SST-2 gates were still drifting after 500 steps at lambdas where these had settled.
-    """
-
-    #: Temperature of the concrete distribution.
-    BETA: float = 2 / 3
-    #: The stretch (l, r): s in (0, 1) is mapped to (l, r) and clamped to [0, 1].
-    LIMITS: tuple[float, float] = (-0.1, 1.1)
-    #: Initial log_alpha of every gate.
-    INIT: float = 3.0
-    #: u is kept this far from 0 and 1, so its logit stays finite.
-    _EPS = 1e-6
-
-    def __init__(self, shape: tuple[int, int], init: float = INIT):
-        super().__init__()
-        self.log_alpha = nn.Parameter(torch.full(tuple(shape), float(init)))
-
-    @classmethod
-    def for_model(cls, loaded: LoadedModel, init: float = INIT) -> HardConcreteGates:
-        """Gates shaped like the model's heads (:func:`~bertology_utils.interventions.gated_logits.gate_shape`)."""
-        return cls(gate_shape(loaded), init)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.log_alpha.shape)  # type: ignore[return-value]
-
-    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``n`` independent draws of every gate, (n, layers, heads); differentiable in ``log_alpha``."""
-        return self.from_noise(self.noise(n, generator))
-
-    def noise(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """The uniform draws behind :meth:`sample`, (n, layers, heads), kept inside (0, 1)."""
-        la = self.log_alpha
-        device = la.device if generator is None else generator.device  # the generator's own device draws
-        u = torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device).to(la.device)
-        return u.clamp(self._EPS, 1 - self._EPS)
-
-    def from_noise(self, u: torch.Tensor) -> torch.Tensor:
-        """The gates that uniform draws ``u`` (from :meth:`noise`) give: gates of several ``log_alpha`` can share
-        one draw, as trainings with one seed would draw it."""
-        s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + self.log_alpha) / self.BETA)
-        low, high = self.LIMITS
-        return (s * (high - low) + low).clamp(0.0, 1.0)
-
-    def open_probability(self) -> torch.Tensor:
-        """``P(z != 0)`` per head, (layers, heads): ``sigmoid(log_alpha - beta log(-l / r))``."""
-        low, high = self.LIMITS
-        return torch.sigmoid(self.log_alpha - self.BETA * math.log(-low / high))
-
-    def full_probability(self) -> torch.Tensor:
-        """``P(z = 1)`` per head: ``1 - sigmoid(beta log((1 - l) / (r - 1)) - log_alpha)``."""
-        low, high = self.LIMITS
-        return torch.sigmoid(self.log_alpha - self.BETA * math.log((1 - low) / (high - 1)))
-
-    def expected_l0(self) -> torch.Tensor:
-        """The expected number of open gates (a scalar), differentiable: Voita's ``L_C``."""
-        return self.open_probability().sum()
-
-    def deterministic(self) -> torch.Tensor:
-        """Louizos' test-time gate, ``clamp(sigmoid(log_alpha) (r - l) + l, 0, 1)``, (layers, heads)."""
-        low, high = self.LIMITS
-        return (torch.sigmoid(self.log_alpha) * (high - low) + low).clamp(0.0, 1.0)
-
-    @torch.no_grad()
-    def keep_mask(self) -> torch.Tensor:
-        """Heads kept, (layers, heads) bool: those whose gate is more likely open than closed.
-
-        ``P(z != 0) > 0.5``, i.e. ``log_alpha > beta log(-l / r)`` (about -1.6): the head is kept
-        when the trained model more often uses it than not. After training most gates are far
-        from the threshold, so this and ``deterministic() > 0`` rarely differ.
-        """
-        return self.open_probability() > 0.5
-
-
 # --------------------------------------------------------------------------- training one lambda
 
 
 @dataclass
 class GateTraining:
-    """The gates trained with one ``lam``, and how training went."""
+    """The gates trained with one ``lam``, and how training went (what :func:`train_gates` returns).
+
+    :param lam: the L0 penalty's weight.
+    :param gates: the trained gates.
+    :param steps: training steps.
+    :param lr: Adam's learning rate.
+    :param seed: the training's seed.
+    :param task_loss: ``(steps,)`` the mean task loss of each step's batch under its sampled gates.
+    :param expected_l0_history: ``(steps,)`` the expected L0 at each step.
+    :param seconds: wall-clock seconds of the training.
+    :param from_cache: whether the gates were read from the results cache.
+    """
 
     lam: float
     gates: HardConcreteGates = field(repr=False)
@@ -188,30 +121,43 @@ class GateTraining:
 
     @property
     def log_alpha(self) -> np.ndarray:
+        """``(L, H)`` the trained ``log_alpha`` (a copy)."""
         return self.gates.log_alpha.detach().cpu().numpy().copy()
 
     def open_probability(self) -> np.ndarray:
+        """``(L, H)`` ``P(z != 0)`` of the trained gates."""
         with torch.no_grad():
             return self.gates.open_probability().cpu().numpy()
 
     def keep_mask(self) -> np.ndarray:
+        """``(L, H)`` bool: the heads kept (:meth:`HardConcreteGates.keep_mask`)."""
         return self.gates.keep_mask().cpu().numpy()
 
     @property
     def kept(self) -> int:
+        """How many heads are kept."""
         return int(self.keep_mask().sum())
 
     @property
     def expected_l0(self) -> float:
+        """The trained gates' expected number of open gates."""
         return float(self.open_probability().sum())
 
     def l0_change(self, last: float = 0.2) -> float:
-        """How much the expected L0 moved over the ``last`` share of the steps: near 0 once training settled."""
+        """How much the expected L0 moved over the ``last`` share of the steps: near 0 once training settled.
+
+        :param last: the share of the steps looked at.
+        :returns: the change (last minus first).
+        """
         tail = self.expected_l0_history[-max(2, int(round(last * self.steps))) :]
         return float(tail[-1] - tail[0])
 
     def undecided(self, margin: float = 0.1) -> int:
-        """Heads whose ``P(z != 0)`` is still between ``margin`` and ``1 - margin``: few once training settled."""
+        """Heads whose ``P(z != 0)`` is still between ``margin`` and ``1 - margin``: few once training settled.
+
+        :param margin: how far from 0 and 1 counts as decided.
+        :returns: how many heads.
+        """
         p = self.open_probability()
         return int(((p > margin) & (p < 1 - margin)).sum())
 
@@ -272,6 +218,18 @@ def train_gates(
     ``train``'s fingerprint, lam, steps, lr, seed, batch_size, init, :data:`L0_VERSION`). ``progress``:
     a bar of the steps (none when the gates come from the cache). :func:`l0_sweep` trains several
     lambdas at once, each as this would alone.
+
+    :param loaded: a fine-tuned classifier.
+    :param train: the training examples (:func:`training_set`).
+    :param lam: the L0 penalty's weight (non-negative).
+    :param steps: training steps.
+    :param lr: Adam's learning rate.
+    :param seed: the batches' order and the gates' draws.
+    :param batch_size: the most examples per step (None: ``train``'s batches as they are).
+    :param init: every gate's initial ``log_alpha``.
+    :param cache: read and store the gates in the results cache.
+    :param progress: show a progress bar of the steps.
+    :returns: the trained gates and their history.
     """
     return _trainings(
         loaded,
@@ -315,7 +273,7 @@ def _trainings(
     shape = gate_shape(loaded)
     n_gates = shape[0] * shape[1]
 
-    def stored(lam: float, compute) -> np.ndarray:
+    def stored(lam: float, compute: Callable[[], np.ndarray]) -> np.ndarray:
         fields = {
             "l0_lambda": float(lam),
             "steps": steps,
@@ -346,7 +304,7 @@ def _trainings(
         for i, run in zip(missing, runs):
             if cache:  # one array for the results cache: log_alpha, the two histories, the seconds
                 packed = np.concatenate([run.log_alpha.ravel(), run.task_loss, run.expected_l0_history, [run.seconds]])
-                stored(run.lam, lambda packed=packed: packed)
+                stored(run.lam, functools.partial(np.asarray, packed))
             found[i] = run
     return [found[i] for i in range(len(lams))]
 
@@ -409,7 +367,16 @@ def _train(
 
 @dataclass
 class L0Sweep:
-    """Gates trained for each ``lambda`` and the dev score of their keep masks as binary gates."""
+    """Gates trained for each ``lambda`` and the dev score of their keep masks as binary gates.
+
+    :param task: the task's name.
+    :param metric: the dev metric scored.
+    :param lambdas: ``(n,)`` the penalties' weights.
+    :param trainings: each lambda's training.
+    :param masks: ``(n, L, H)`` bool keep masks.
+    :param scores: ``(n,)`` the dev score of each mask as binary gates.
+    :param base: the dev score with every head.
+    """
 
     task: str
     metric: str
@@ -424,14 +391,19 @@ class L0Sweep:
 
     @property
     def kept(self) -> np.ndarray:
+        """``(n,)`` heads kept by each lambda."""
         return self.masks.reshape(len(self.masks), -1).sum(1)
 
     @property
     def n_heads(self) -> int:
+        """The model's heads in all (L x H)."""
         return int(np.prod(self.masks.shape[1:]))
 
     def table(self) -> pd.DataFrame:
-        """One row per lambda: heads kept, expected L0 after training and the dev score."""
+        """One row per lambda: heads kept, expected L0 after training and the dev score.
+
+        :returns: columns ``lambda``, ``kept``, ``expected_l0``, ``score``.
+        """
         return pd.DataFrame(
             {
                 "lambda": self.lambdas,
@@ -443,7 +415,10 @@ class L0Sweep:
 
     def convergence(self) -> pd.DataFrame:
         """One row per lambda: the expected L0's change over the last fifth of the steps and the heads still
-        undecided (``P(z != 0)`` between 0.1 and 0.9). Large values: more ``steps`` before reading the masks."""
+        undecided (``P(z != 0)`` between 0.1 and 0.9). Large values: more ``steps`` before reading the masks.
+
+        :returns: columns ``lambda``, ``l0_change_last_fifth``, ``undecided``.
+        """
         return pd.DataFrame(
             {
                 "lambda": self.lambdas,
@@ -472,6 +447,8 @@ class L0Sweep:
 
         One point per lambda (its share is ``1 - kept / heads``); the unpruned model is not added
         (it is :attr:`base`).
+
+        :returns: ``(n,)`` shares pruned and ``(n,)`` dev scores.
         """
         fractions = 1 - self.kept / self.n_heads
         order = np.argsort(fractions, kind="stable")
@@ -499,6 +476,20 @@ def l0_sweep(
     and every head kept as the base, in shared passes). ``cache``: reuse trained gates and dev
     logits stored by an earlier identical sweep. ``progress``: a bar of each lambda's steps, then one
     of the passes scoring the masks.
+
+    :param loaded: a fine-tuned classifier.
+    :param train: the training examples (:func:`training_set`).
+    :param dev: the dev examples the masks are scored on (the same task).
+    :param lambdas: the penalties' weights.
+    :param steps: training steps per lambda.
+    :param lr: Adam's learning rate.
+    :param seed: the batches' order and the gates' draws.
+    :param batch_size: the most examples per step (None: ``train``'s batches as they are).
+    :param init: every gate's initial ``log_alpha``.
+    :param metric: the dev metric (``score`` or one of the task's).
+    :param cache: read and store gates and dev logits in the results cache.
+    :param progress: show progress bars.
+    :returns: the sweep; ValueError for examples of two tasks, or no lambda.
     """
     loaded = require_loaded(loaded)
     if train.task != dev.task:
@@ -543,6 +534,14 @@ def training_set(
     The same subsample (``budget.train_examples`` rows drawn with ``seed``) and truncation
     (``budget.max_tokens``) as fine-tuning, so gates are trained on what the classifier was
     trained on. ``train`` defaults to the task's training split.
+
+    :param loaded: the classifier the examples are encoded for.
+    :param task: the task.
+    :param budget: the fine-tuning budget (None: the task's default).
+    :param seed: the fine-tuning seed.
+    :param train: the training corpus (None: the task's train split).
+    :param batch_size: examples per batch.
+    :returns: the examples, encoded.
     """
     spec = task_spec(task)
     budget = budget or default_budget(task)
@@ -573,7 +572,16 @@ def orders_at_l0_counts(
     cache: bool = False,
 ) -> pd.DataFrame:
     """:meth:`L0Sweep.table` with the dev scores of the importance order (``curve``) and of the random orders'
-    mean, each pruned to the same head counts as every lambda's keep mask."""
+    mean, each pruned to the same head counts as every lambda's keep mask.
+
+    :param loaded: the classifier.
+    :param dev: the dev examples.
+    :param sweep: the L0 sweep.
+    :param curve: the importance order's pruning curve.
+    :param random_curves: random orders' pruning curves.
+    :param cache: read and store dev logits in the results cache.
+    :returns: one row per lambda, with ``importance order`` and ``random order`` scores.
+    """
     shape = sweep.masks.shape[1:]
     by_importance = scores_for_gates(loaded, dev, curve.masks_keeping(sweep.kept, shape), cache=cache)
     by_random = np.mean(
@@ -584,9 +592,17 @@ def orders_at_l0_counts(
 
 def plot_l0_pruning(
     sweep: L0Sweep, curve: PruningCurve, random_curves: Sequence[PruningCurve], *, keep: float = 0.9, task: str = ""
-):
+) -> Figure:
     """:func:`~bertology_utils.interventions.pruning.plot_pruning_curves` with one point per lambda of the L0
-    sweep (heads pruned, dev score), each labelled with its lambda. Returns the figure."""
+    sweep (heads pruned, dev score), each labelled with its lambda.
+
+    :param sweep: the L0 sweep.
+    :param curve: the importance order's pruning curve.
+    :param random_curves: random orders' pruning curves.
+    :param keep: the share of the base score drawn as a line.
+    :param task: the task's name, for the title.
+    :returns: the figure.
+    """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.8))

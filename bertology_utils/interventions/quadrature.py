@@ -1,12 +1,13 @@
 """Path integrals by Gauss-Legendre quadrature, refined panel by panel where a fixed rule is not enough.
 
 Integrated gradients (Sundararajan et al. 2017, `Axiomatic Attribution for Deep Networks
-<https://arxiv.org/abs/1703.01365>`_) on tokens (:func:`~bertology_utils.interventions.attribution.integrated_gradients`)
-and on head gates (:func:`~bertology_utils.interventions.head_relevance.head_attribution`) integrate
-a gradient along a straight path, ``a`` from 0 to 1. :func:`gauss_legendre` gives the fixed rule,
-which converges fast for smooth integrands; a ReLU's kinks or a large model's narrow features need
-:func:`adaptive_integral`: panels halved where the rule disagrees with its halves, until the
-estimated error is within a tolerance (:func:`check_adaptive` refuses bad settings before any work).
+<https://arxiv.org/abs/1703.01365>`_) on tokens
+(:func:`~bertology_utils.interventions.attribution.integrated_gradients`) and on head gates
+(:func:`~bertology_utils.interventions.head_relevance.head_attribution`) integrate a gradient along a straight path,
+``a`` from 0 to 1. :func:`gauss_legendre` gives the fixed rule, which converges fast for smooth integrands; a ReLU's
+kinks or a large model's narrow features need :func:`adaptive_integral`: panels halved where the rule disagrees with
+its halves, until the estimated error is within a tolerance (:func:`check_adaptive` refuses bad settings before any
+work).
 """
 
 from __future__ import annotations

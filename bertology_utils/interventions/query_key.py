@@ -296,7 +296,8 @@ class QueryKeyDimensions:
     head_dim: int
     #: (layers, heads, queries) int16: the dimensions needed; 0 where the two best keys tie.
     counts: np.ndarray = field(repr=False)
-    #: (layers, heads, queries) int8: the kind (:data:`~bertology_utils.interventions.objectives.KINDS`) of the winning key.
+    #: (layers, heads, queries) int8: the kind (:data:`~bertology_utils.interventions.objectives.KINDS`) of the
+    #: winning key.
     winner_kinds: np.ndarray = field(repr=False)
     #: (queries,) the item index (``item.index``) and token position of each query.
     query_items: np.ndarray = field(repr=False)

@@ -12,9 +12,10 @@ from bertology_utils.data import Corpus, Sentence
 from bertology_utils.interventions.dev_sets import dev_set
 from bertology_utils.interventions.editing import edit_attention
 from bertology_utils.interventions.gated_logits import gate_shape, predict_with_gates, scores_for_gates
+from bertology_utils.interventions.hard_concrete import HardConcreteGates
 from bertology_utils.interventions.head_gates import gate_edit
 from bertology_utils.interventions.head_removal import prune_heads
-from bertology_utils.interventions.l0 import HardConcreteGates, L0Sweep, _pieces, l0_sweep, train_gates
+from bertology_utils.interventions.l0 import L0Sweep, _pieces, l0_sweep, train_gates
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
 GATED_ARCHS = ("bert", "roberta", "distilbert", "electra", "mpnet")
