@@ -1,7 +1,7 @@
 """present: show results — interactive views, slide decks (``slides``; fitted to slides by ``slide_fit``, on
 ``reveal``'s offline pages, with numbers and paths ``readable``), the findings lecture (``lecture``: one deck of a
-run's claims and figures for a talk, its topics in ``lecture_outline``, its slides ``lecture_slides``), one HTML
-report per run, the per-head atlas of a
+run's claims and figures for a talk, its topics in ``lecture_outline``, what it reads of a run ``lecture_run``, its
+slides ``lecture_slides``), one HTML report per run, the per-head atlas of a
 run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page``, its JupyterLab
 widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they
 inline so that they work offline (``assets``)."""
@@ -19,9 +19,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "explorer",
             "NeuronView",
             "neuron_view",
-            "MixingView",
-            "mixing_view",
         ],
+        "mixing_maps": ["MixingView", "mixing_view"],
         "slides": ["notebook_to_slides", "run_slides", "slide_figures", "deck_to_pdf"],
         "lecture": ["build_lecture"],
         "lecture_outline": ["LECTURE", "Topic"],

@@ -149,7 +149,7 @@ def claim_uncertainty(claim: Claim | Mapping, *, short: bool = False) -> str:
     return uncertainty(claim.get("interval"), claim.get("seeds"), short=short)
 
 
-def _cell(text) -> str:
+def _cell(text: object) -> str:
     """Text for one Markdown table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
 

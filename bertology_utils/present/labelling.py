@@ -21,9 +21,11 @@ import csv
 import datetime
 import functools
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -34,6 +36,13 @@ from numpy.typing import ArrayLike
 from bertology_utils.analyses.pattern_types import TYPES
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.core.errors import BertologyError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from bertology_utils.attention.store import AttentionStore
+    from bertology_utils.attention.word_attention import ItemAttention
 
 __all__ = [
     "FIXED_SCALE",
@@ -73,7 +82,7 @@ def map_norm(attention: np.ndarray, scale: str = "fixed") -> Normalize:
 
 
 def draw_map(
-    ax,
+    ax: Axes,
     attention: ArrayLike,
     word_kinds: ArrayLike,
     segments: ArrayLike,
@@ -117,7 +126,7 @@ def contact_sheet(
     columns: int = 5,
     scale: str = "fixed",
     size: float = 2.4,
-):
+) -> Figure:
     """A figure of many maps (``(attention, word_kinds, segments)`` each) titled by ``ids``, ``columns`` a row."""
     if len(maps) != len(ids):
         raise ValueError(f"{len(maps)} maps but {len(ids)} ids")
@@ -151,7 +160,7 @@ class MapRecord:
     dataset: str = ""
     item_id: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         n = len(self.words)
         if np.shape(self.attention) != (n, n) or np.shape(self.word_kinds) != (n,) or np.shape(self.segments) != (n,):
             raise ValueError(
@@ -160,7 +169,7 @@ class MapRecord:
             )
 
 
-def labelled_set_records(folder) -> list[MapRecord]:
+def labelled_set_records(folder: str | os.PathLike) -> list[MapRecord]:
     """The maps of a labelled-set folder (``maps.npz`` and ``maps.csv``, as ``data/pattern_labels``)."""
     folder = Path(folder)
     for name in ("maps.npz", "maps.csv"):
@@ -191,7 +200,9 @@ def labelled_set_records(folder) -> list[MapRecord]:
     return records
 
 
-def sample_records(items, n: int, seed: int = 0, model: str = "", dataset: str = "") -> list[MapRecord]:
+def sample_records(
+    items: Sequence[ItemAttention] | AttentionStore, n: int, seed: int = 0, model: str = "", dataset: str = ""
+) -> list[MapRecord]:
     """``n`` (item, layer, head) maps drawn with ``numpy.random.default_rng(seed)`` from ``items``.
 
     ``items`` is an AttentionStore or a sequence of ItemAttention (of any model and shape); items are
@@ -237,7 +248,7 @@ class LabelFile:
 
     COLUMNS = ("map_id", "label", "annotator", "note", "time")
 
-    def __init__(self, path, annotator: str):
+    def __init__(self, path: str | os.PathLike, annotator: str) -> None:
         self.path, self.annotator = Path(path), str(annotator)
         self._labels: dict[str, str] = {}
         if self.path.is_file() and self.path.stat().st_size:
@@ -332,7 +343,11 @@ class Agreement:
     note: str = ""
 
 
-def _as_labels(source) -> dict[str, str]:
+# A label file (its path or a LabelFile) or the labels themselves, map id -> label.
+_Labels: TypeAlias = "LabelFile | Mapping[str, str] | str | os.PathLike"
+
+
+def _as_labels(source: _Labels) -> dict[str, str]:
     if isinstance(source, LabelFile):
         return source.labels()
     if isinstance(source, Mapping):
@@ -340,7 +355,7 @@ def _as_labels(source) -> dict[str, str]:
     return LabelFile(source, "").labels()
 
 
-def agreement(a, b) -> Agreement:
+def agreement(a: _Labels, b: _Labels) -> Agreement:
     """Cohen's kappa and the confusion of two label files (paths or :class:`LabelFile`) or ``id -> label`` dicts.
 
     Only maps both annotators gave a type (not unsure or skip) count. Kappa is NaN, with the reason in
@@ -371,13 +386,13 @@ def agreement(a, b) -> Agreement:
 
 
 @functools.cache
-def _tool_class():
+def _tool_class() -> type:
     import ipywidgets as widgets
 
     class LabellingTool(widgets.VBox):
         """The labelling panel of :func:`label_maps`: ``session`` is its :class:`LabelSession`."""
 
-        def __init__(self, session: LabelSession, scale: str = "fixed", dpi: int = 80):
+        def __init__(self, session: LabelSession, scale: str = "fixed", dpi: int = 80) -> None:
             map_norm(np.zeros((1, 1)), scale)  # an unknown scale fails here, not at the first draw
             self.session, self.dpi = session, dpi
             self.output = widgets.Output()
@@ -410,13 +425,13 @@ def _tool_class():
         def scale(self) -> str:
             return "map" if self.per_map.value else "fixed"
 
-        def _answer(self, label: str, _button=None) -> None:
+        def _answer(self, label: str, _button: object = None) -> None:
             if self.session.current is not None:
                 self.session.label(label, self.note.value.replace("\n", " "))
                 self.note.value = ""
             self.redraw()
 
-        def _typed(self, change) -> None:
+        def _typed(self, change: Mapping[str, object]) -> None:
             key = str(change["new"]).strip().lower()
             if not key:
                 return
@@ -424,7 +439,7 @@ def _tool_class():
             if key in KEYS:
                 self._answer(LABELS[KEYS.index(key)])
 
-        def _back(self, _button=None) -> None:
+        def _back(self, _button: object = None) -> None:
             self.session.back()
             self.redraw()
 
@@ -462,8 +477,13 @@ def _tool_class():
 
 
 def label_maps(
-    records: Sequence[MapRecord], path, annotator: str, *, order_seed: int | None = None, scale: str = "fixed"
-):
+    records: Sequence[MapRecord],
+    path: str | os.PathLike,
+    annotator: str,
+    *,
+    order_seed: int | None = None,
+    scale: str = "fixed",
+) -> Any:  # a LabellingTool, a class built when ipywidgets is first needed
     """Open the labelling tool on ``records``, writing ``annotator``'s labels to the CSV at ``path``.
 
     Opening the same file again resumes where it stopped. Returns the ipywidgets panel (a VBox with
@@ -473,7 +493,7 @@ def label_maps(
     return _tool_class()(session, scale=scale)
 
 
-def __getattr__(name):  # LabellingTool is built lazily: ipywidgets is imported only when used
+def __getattr__(name: str) -> type:  # LabellingTool is built lazily: ipywidgets is imported only when used
     if name == "LabellingTool":
         return _tool_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

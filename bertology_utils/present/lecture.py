@@ -15,7 +15,8 @@ Given several runs (one per model), badges and tables show each model; the figur
 needs (the notebook did not run, failed, skipped the section, or saved no figure), the slide says so
 and why, from the run's own records.
 
-:mod:`~bertology_utils.present.lecture_slides` builds the slides; this module reads the runs and writes the page.
+:mod:`~bertology_utils.present.lecture_run` reads the runs, :mod:`~bertology_utils.present.lecture_slides` builds the
+slides; this module writes the page.
 
 The deck is 16:9 (:data:`~bertology_utils.present.reveal.SLIDE_SIZE`), numbers are rounded for people
 (three significant digits; p-values below 0.001 read ``p < 0.001``), no path of this machine appears,
@@ -26,16 +27,13 @@ from __future__ import annotations
 
 import html
 import os
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
-from bertology_utils.present.findings import model_of, notebook_record
-from bertology_utils.present.lecture_outline import LECTURE, claim_id, home_notebook
+from bertology_utils.present.lecture_outline import LECTURE
+from bertology_utils.present.lecture_run import LectureRun, read_lecture_run
 from bertology_utils.present.lecture_slides import (
     closing_slides,
     other_slides,
@@ -52,82 +50,11 @@ from bertology_utils.present.reveal import (
     reveal_start,
     reveal_styles,
 )
-from bertology_utils.run import results
 
-__all__ = ["LECTURE_FILE", "LectureRun", "read_lecture_run", "lecture_html", "build_lecture"]
+__all__ = ["LECTURE_FILE", "lecture_html", "build_lecture"]
 
 #: The lecture's file name, in the (first) run's folder or in ``out_dir``.
 LECTURE_FILE = "lecture.slides.html"
-
-
-@dataclass
-class LectureRun:
-    """What the lecture reads from one run: its folder, model, notebooks' records and data."""
-
-    folder: Path
-    name: str
-    model: str
-    notebooks: dict[str, dict] = field(default_factory=dict)
-    data: list[str] = field(default_factory=list)
-    finished: str | None = None
-
-    @property
-    def short_model(self) -> str:
-        return self.model.rstrip("/").rsplit("/", 1)[-1]
-
-    @cached_property
-    def claims(self) -> list[tuple[str, dict]]:
-        """Every recorded claim once, as (notebook, claim), in notebook order. A claim several notebooks check
-        (the tour repeats two of 01's) is the copy of the notebook whose topic shows it."""
-        copies: dict[str, list[tuple[str, dict]]] = {}
-        for name, nb in self.notebooks.items():
-            for claim in nb["claims"]:
-                copies.setdefault(claim_id(claim["key"]), []).append((name, claim))
-        return [
-            next((c for c in found if c[0] == home_notebook(claim_id)), found[0]) for claim_id, found in copies.items()
-        ]
-
-
-def read_lecture_run(run_dir: str | os.PathLike) -> LectureRun:
-    """A run folder (or a run name under ``results/``) as the lecture reads it. A run with no results is
-    still a run: its slides say what is missing."""
-    folder = results.find_run(run_dir)
-    run_file = folder / results.RUN_FILE
-    run = results.read_json(run_file) if run_file.is_file() else {}
-    notebooks, models, corpora, tasks = {}, set(), [], set()
-    for entry in results.run_entries(folder):
-        metrics_file = folder / entry["name"] / results.METRICS_FILE
-        metrics = results.read_json(metrics_file) if metrics_file.is_file() else {}
-        if model := model_of(metrics):
-            models.add(model)
-        corpora += _corpora(metrics)
-        tasks |= _tasks(metrics)
-        notebooks[entry["name"]] = notebook_record(folder, entry) | {"error": entry.get("error")}
-    if len(models) > 1:
-        raise BertologyError(f"run {folder} mixes models {sorted(models)}: a lecture shows one model per run")
-    return LectureRun(
-        folder=folder,
-        name=str(run.get("run_name", folder.name)),
-        model=models.pop() if models else "unknown model",
-        notebooks=notebooks,
-        data=list(dict.fromkeys(corpora)) + (["GLUE " + ", ".join(sorted(tasks))] if tasks else []),
-        finished=run.get("finished"),
-    )
-
-
-_DATA_NAME = re.compile(r"\bof (.+?) — ")
-
-
-def _corpora(metrics: dict) -> list[str]:
-    """The corpus a notebook names in its ``<topic>.data`` line, for the title slide."""
-    return [m.group(1) for k, v in metrics.items() if k.endswith(".data") and (m := _DATA_NAME.search(str(v)))]
-
-
-def _tasks(metrics: dict) -> set[str]:
-    """The fine-tuning tasks a notebook's metrics are keyed by."""
-    from bertology_utils.interventions.scoring import TASKS
-
-    return {part for key in metrics for part in key.split(".") if part in TASKS}
 
 
 # Each topic slide shows the rows of its paper-vs-ours table that fit under or beside its figure, measured from

@@ -14,17 +14,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.papers.claims import Verdict, claim_case
 from bertology_utils.present.findings import claim_uncertainty
 from bertology_utils.present.lecture_outline import Topic, claim_id, home_notebook
+from bertology_utils.present.lecture_run import LectureRun
 from bertology_utils.present.readable import round_for_people
 from bertology_utils.present.report import data_uri
-
-if TYPE_CHECKING:
-    from bertology_utils.present.lecture import LectureRun
 
 __all__ = ["title_slide", "question_slide", "topic_slide", "other_slides", "closing_slides"]
 
@@ -42,7 +39,7 @@ _CLAIM_CHARS = 90
 _UNCERTAINTY_CHARS = 50
 
 
-def _esc(text) -> str:
+def _esc(text: object) -> str:
     return html.escape(str(text))
 
 
@@ -100,19 +97,19 @@ def _badges(run: LectureRun, claims: list[dict], missing: str) -> str:
     return f'<div class="verdicts"><span class="model">{_esc(run.short_model)}</span>{pills}</div>'
 
 
-def _uncertainty(claim: dict, places, *, short: bool = True) -> str:
+def _uncertainty(claim: dict, places: Sequence[tuple[str, str]], *, short: bool = True) -> str:
     """A claim's interval and seed count for people ("" when it has neither); ``short``: without the interval's
     method, for a slide (the speaker notes have it whole)."""
     return round_for_people(claim_uncertainty(claim, short=short), places)
 
 
-def _uncertainty_span(claim: dict, places) -> str:
+def _uncertainty_span(claim: dict, places: Sequence[tuple[str, str]]) -> str:
     """The claim's interval and seeds as a small line after its value on a slide; "" when it has neither."""
     text = _uncertainty(claim, places)
     return f'<br><span class="ci">{_esc(_shorten(text, _UNCERTAINTY_CHARS))}</span>' if text else ""
 
 
-def _uncertainty_note(claim: dict, places) -> str:
+def _uncertainty_note(claim: dict, places: Sequence[tuple[str, str]]) -> str:
     """The claim's interval and seeds whole, in brackets after its value in the speaker notes."""
     text = _uncertainty(claim, places, short=False)
     return f" ({text})" if text else ""
@@ -122,7 +119,7 @@ def _css(verdict: str) -> str:
     return "v-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
 
 
-def _why_missing(run: LectureRun, notebook: str, places) -> tuple[str, str]:
+def _why_missing(run: LectureRun, notebook: str, places: Sequence[tuple[str, str]]) -> tuple[str, str]:
     """A badge's word and the sentence saying why the run has nothing for a topic of ``notebook``."""
     nb = run.notebooks.get(notebook)
     if nb is None:
@@ -134,7 +131,7 @@ def _why_missing(run: LectureRun, notebook: str, places) -> tuple[str, str]:
     return "not recorded", f"{notebook} recorded no claim of this kind in {run.name} (an older run?)"
 
 
-def _skipped_here(run: LectureRun, notebook: str, places) -> str:
+def _skipped_here(run: LectureRun, notebook: str, places: Sequence[tuple[str, str]]) -> str:
     """The sections ``notebook`` skipped in ``run`` (a task without data, say), or ''."""
     nb = run.notebooks.get(notebook)
     if not nb or not nb["skipped"]:
@@ -181,7 +178,8 @@ def _slide(body: str, notes: str, cls: str = "", attrs: str = "") -> str:
     return f'<section class="{cls}"{attrs}>{body}<aside class="notes">{notes}</aside></section>'
 
 
-def title_slide(runs: Sequence[LectureRun], places) -> str:
+def title_slide(runs: Sequence[LectureRun], places: Sequence[tuple[str, str]]) -> str:
+    """The title slide: the models, their data and runs, and the keys of the presenting tools."""
     models = " vs ".join(run.short_model for run in runs)
     papers = sorted({c["paper"] for run in runs for _, c in run.claims})
     data = list(dict.fromkeys(d for run in runs for d in run.data)) or ["no data recorded"]
@@ -212,6 +210,7 @@ def _date(finished: str | None) -> str:
 
 
 def question_slide(runs: Sequence[LectureRun]) -> str:
+    """The question, with each paper's verdicts counted per model."""
     papers: dict[str, list[list[dict]]] = {}
     for i, run in enumerate(runs):
         for _, claim in run.claims:
@@ -247,7 +246,8 @@ def _missing_box(text: str) -> str:
     return f'<div class="missing">{_esc(text)}</div>'
 
 
-def topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
+def topic_slide(topic: Topic, runs: Sequence[LectureRun], places: Sequence[tuple[str, str]]) -> str:
+    """A topic's slide: its figure, the paper's finding, the verdicts as badges and the paper's numbers beside ours."""
     per_run = [_topic_claims(topic, run) for run in runs]
     figure = _figure(topic, runs, [item for claims in per_run for item in claims])
     layout = "side"
@@ -294,7 +294,9 @@ def topic_slide(topic: Topic, runs: Sequence[LectureRun], places) -> str:
     )
 
 
-def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
+def _paper_vs_ours(
+    runs: Sequence[LectureRun], per_run: list[list[tuple[str, dict]]], layout: str, places: Sequence[tuple[str, str]]
+) -> str:
     """The paper's value beside each model's, one row per claim id: a table under a wide figure, a list beside
     a tall one. The page shows the rows that fit (the lecture's script) and counts the others into the notes."""
     ids: dict[str, dict] = {}
@@ -305,8 +307,8 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         return ""
     by_run = [{claim_id(c["key"]): c for _, c in claims} for claims in per_run]
 
-    def ours(found: dict, claim_id: str, limit: int) -> str:
-        mine = found.get(claim_id)
+    def ours(found: dict, key: str, limit: int) -> str:
+        mine = found.get(key)
         if mine is None:
             return "—"
         text = _esc(_shorten_value(round_for_people(mine["ours"], places), limit)) + _uncertainty_span(mine, places)
@@ -323,9 +325,9 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
         rows = "".join(
             f'<tr class="fit-row"><td>{_esc(_shorten(_titled(claim), 70))}</td>'
             f"<td>{_esc(_shorten_value(round_for_people(claim['paper_value'], places), 45))}</td>"
-            + "".join(f"<td>{ours(found, claim_id, 60)}</td>" for found in by_run)
+            + "".join(f"<td>{ours(found, key, 60)}</td>" for found in by_run)
             + "</tr>"
-            for claim_id, claim in listed
+            for key, claim in listed
         )
         table = f'<table class="pvo">{header}</tr>{rows}</table>'
     else:
@@ -333,17 +335,19 @@ def _paper_vs_ours(runs, per_run, layout: str, places) -> str:
             f'<li class="fit-row"><span class="claim">{_esc(_shorten(_titled(claim), 75))}</span><br>'
             f"paper: {_esc(_shorten_value(round_for_people(claim['paper_value'], places), 50))}"
             + "".join(
-                f"<br>{_esc(run.short_model) + ': ' if len(runs) > 1 else 'ours: '}{ours(found, claim_id, 70)}"
+                f"<br>{_esc(run.short_model) + ': ' if len(runs) > 1 else 'ours: '}{ours(found, key, 70)}"
                 for run, found in zip(runs, by_run, strict=True)
             )
             + "</li>"
-            for claim_id, claim in listed
+            for key, claim in listed
         )
         table = f'<ul class="pvo">{entries}</ul>'
     return f'{table}<p class="more" data-unlisted="{len(ids) - len(listed)}"></p>'
 
 
-def _topic_notes(topic: Topic, runs, per_run, places) -> str:
+def _topic_notes(
+    topic: Topic, runs: Sequence[LectureRun], per_run: list[list[tuple[str, dict]]], places: Sequence[tuple[str, str]]
+) -> str:
     parts = [f"<p><b>{_esc(topic.paper)}</b>: {_esc(topic.lead)}</p>"]
     for run, claims in zip(runs, per_run, strict=True):
         if not topic.claims:
@@ -365,7 +369,7 @@ def _topic_notes(topic: Topic, runs, per_run, places) -> str:
     return "".join(parts)
 
 
-def other_slides(runs: Sequence[LectureRun], places) -> list[str]:
+def other_slides(runs: Sequence[LectureRun], places: Sequence[tuple[str, str]]) -> list[str]:
     """Claims no topic names (a notebook's new claim), so that none is left out of the talk."""
     others: dict[str, list[dict | None]] = {}
     for i, run in enumerate(runs):
@@ -399,7 +403,7 @@ def other_slides(runs: Sequence[LectureRun], places) -> list[str]:
     return slides
 
 
-def closing_slides(runs: Sequence[LectureRun], places) -> list[str]:
+def closing_slides(runs: Sequence[LectureRun], places: Sequence[tuple[str, str]]) -> list[str]:
     """What differs, and why: each claim that differs on some model, the paper's number, each such model's and
     the claim's note, a few per slide."""
     differs: dict[str, list[tuple[LectureRun, dict]]] = {}

@@ -148,7 +148,7 @@ def flatten_metrics(metrics: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
-def format_value(value) -> str:
+def format_value(value: object) -> str:
     """A metric value as the page shows it: floats to 6 significant digits, lists and dicts compact."""
     if value is None:
         return "null"
@@ -163,7 +163,7 @@ def format_value(value) -> str:
     return str(value)
 
 
-def _grid_shape(value) -> tuple[int, ...]:
+def _grid_shape(value: object) -> tuple[int, ...]:
     """The shape of nested lists as far as it is rectangular: (3, 6, 12) for L0 masks of a 6 x 12 model."""
     if not isinstance(value, list) or not value or not all(isinstance(v, list) for v in value):
         return (len(value),) if isinstance(value, list) else ()
@@ -171,7 +171,7 @@ def _grid_shape(value) -> tuple[int, ...]:
     return (len(value), *inner.pop()) if len(inner) == 1 else (len(value),)
 
 
-def value_for_people(value, *, items: int = 6) -> str:
+def value_for_people(value: object, *, items: int = 6) -> str:
     """A metric value as the report's list of metrics shows it: numbers to three significant digits
     (:func:`~bertology_utils.present.readable.format_number`), a missing one as a dash, yes or no, a list as its
     first ``items`` values and its length, a grid (a list of lists) as its shape. :func:`format_value` keeps
@@ -225,7 +225,7 @@ dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 """
 
 
-def _esc(value) -> str:
+def _esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
@@ -327,7 +327,7 @@ def _check_section(check: dict) -> str:
     bad = [d for d in differences if d.get("status") != "ok"]
     good = [d for d in differences if d.get("status") == "ok"]
 
-    def rows(items):
+    def rows(items: list[dict]) -> list[list[str]]:
         return [
             [
                 _status(d.get("status", "?")),

@@ -11,9 +11,13 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bertology_utils.present.readable import joined
+
+if TYPE_CHECKING:
+    from bs4 import Tag
+    from nbformat import NotebookNode
 
 __all__ = ["fit_to_slides", "slide_type"]
 
@@ -32,7 +36,7 @@ _WIDE_TABLE_ROWS, _CHAR_PX, _CELL_PAD_PX, _SLIDE_WIDTH_PX = 12, 10, 20, 1180
 _SLIDE_PX, _MARKDOWN_LINE_PX = 690, 41
 
 
-def fit_to_slides(cells: list) -> list:
+def fit_to_slides(cells: list[NotebookNode]) -> list[NotebookNode]:
     """``cells`` (a notebook's, after its removals) with each one too long or too tall for a slide split into
     several, and any that would overflow a full slide opening the next one."""
     cells = [part for cell in cells for part in _split_long_markdown(cell)]
@@ -41,13 +45,13 @@ def fit_to_slides(cells: list) -> list:
     return cells
 
 
-def _table_rows_px(table) -> tuple[int, list[int]]:
+def _table_rows_px(table: Tag) -> tuple[int, list[int]]:
     """The estimated height of a table's header and of each of its body rows (a BeautifulSoup table)."""
     rows = table.find_all("tr")
     columns = max((len(r.find_all(["th", "td"])) for r in rows), default=1)
     chars = max(6, _TABLE_CHARS // columns)
 
-    def height(row) -> int:
+    def height(row: Tag) -> int:
         lines = max(
             (math.ceil(len(c.get_text(" ", strip=True)) / chars) for c in row.find_all(["th", "td"])), default=1
         )
@@ -57,14 +61,14 @@ def _table_rows_px(table) -> tuple[int, list[int]]:
     return sum(height(r) for r in head_rows), [height(r) for r in body]
 
 
-def _head_and_body(table) -> tuple[list, list]:
+def _head_and_body(table: Tag) -> tuple[list[Tag], list[Tag]]:
     """A BeautifulSoup table's header rows (its ``thead``'s) and body rows."""
     head = table.find("thead")
-    head_rows = head.find_all("tr") if head is not None else []
+    head_rows = list(head.find_all("tr")) if head is not None else []
     return head_rows, [r for r in table.find_all("tr") if r not in head_rows]
 
 
-def _output_px(output) -> int:
+def _output_px(output: NotebookNode) -> int:
     """About how tall an output shows on a slide."""
     data = output.get("data", {})
     if any(mime.startswith("image/") for mime in data):
@@ -79,7 +83,7 @@ def _output_px(output) -> int:
     return _TEXT_LINE_PX * sum(max(1, math.ceil(len(line) / 150)) for line in text.splitlines())
 
 
-def _without_claim_details(output):
+def _without_claim_details(output: NotebookNode) -> NotebookNode:
     """``output`` with a "paper vs ours" table (:func:`~bertology_utils.papers.claims.claims_table`) shown without
     the columns that explain its verdicts (:data:`~bertology_utils.papers.claims.CLAIMS_DETAIL_COLUMNS`), its
     index of claim ids (names for code, and a third of a slide's width) cut to what tells one case of a claim
@@ -93,16 +97,17 @@ def _without_claim_details(output):
 
     soup = BeautifulSoup(page, "html.parser")
     for table in soup.find_all("table"):
-        header = [c.get_text(strip=True) for c in table.find("tr").find_all(["th", "td"])]
+        top = table.find("tr")
+        header = [c.get_text(strip=True) for c in top.find_all(["th", "td"])] if top is not None else []
         if not {"claim", "verdict", *CLAIMS_DETAIL_COLUMNS} <= set(header):
             continue
-        rows = table.find_all("tr")
+        rows = list(table.find_all("tr"))
         for row in rows[1:]:
             cells = row.find_all(["th", "td"])
             if not any(cell.name == "td" or cell.get_text(strip=True) for cell in cells[1:]):
                 row.decompose()  # pandas' row naming the index ("id")
         rows = [row for row in rows if row.parent is not None]
-        firsts = [row.find(["th", "td"]) for row in rows]
+        firsts = [first for row in rows if (first := row.find(["th", "td"])) is not None]
         cases = [claim_case(cell.get_text(strip=True)) for cell in firsts[1:]]
         drop = {i for i, name in enumerate(header) if name in CLAIMS_DETAIL_COLUMNS} | (set() if any(cases) else {0})
         if any(cases):
@@ -119,30 +124,36 @@ def _without_claim_details(output):
     return output
 
 
-def _table_grid(table) -> list[list]:
+def _table_grid(table: Tag) -> list[list[Tag | None]]:
     """A BeautifulSoup table as a grid of its cells, a cell spanning several rows or columns in each of them."""
-    grid: dict[tuple[int, int], object] = {}
+    grid: dict[tuple[int, int], Tag] = {}
     for r, row in enumerate(table.find_all("tr")):
         c = 0
         for cell in row.find_all(["th", "td"]):
             while (r, c) in grid:
                 c += 1
-            for dr in range(int(cell.get("rowspan", 1) or 1)):
-                for dc in range(int(cell.get("colspan", 1) or 1)):
+            for dr in range(_span(cell, "rowspan")):
+                for dc in range(_span(cell, "colspan")):
                     grid[(r + dr, c + dc)] = cell
-            c += int(cell.get("colspan", 1) or 1)
+            c += _span(cell, "colspan")
     rows = 1 + max((r for r, _ in grid), default=-1)
     columns = 1 + max((c for _, c in grid), default=-1)
     return [[grid.get((r, c)) for c in range(columns)] for r in range(rows)]
 
 
-def _grid_width(grid: list[list]) -> int:
+def _span(cell: Tag, attribute: str) -> int:
+    """How many rows or columns (``rowspan``, ``colspan``) a table cell spans."""
+    value = cell.get(attribute)
+    return int(value) if isinstance(value, str) and value else 1
+
+
+def _grid_width(grid: list[list[Tag | None]]) -> int:
     """About how wide a table grid shows: each column as wide as its longest text."""
     texts = [[cell.get_text(strip=True) if cell is not None else "" for cell in row] for row in grid]
     return sum(_CHAR_PX * max(map(len, column)) + _CELL_PAD_PX for column in zip(*texts))
 
 
-def _transposed_wide_tables(output):
+def _transposed_wide_tables(output: NotebookNode) -> NotebookNode:
     """``output`` with each table much wider than a slide and only a few rows shown turned: its columns as rows
     (a table of two tasks by fifteen measures reads down a slide instead of across two)."""
     page = joined(output.get("data", {}).get("text/html", ""))
@@ -159,7 +170,8 @@ def _transposed_wide_tables(output):
         width, turned_width = _grid_width(grid), _grid_width([list(column) for column in zip(*grid)])
         if width <= _SLIDE_WIDTH_PX or turned_width >= width:
             continue
-        turned = soup.new_tag("table", attrs={"class": table.get("class", ["dataframe"])})
+        classes = table.get("class") or ["dataframe"]
+        turned = soup.new_tag("table", attrs={"class": classes if isinstance(classes, str) else " ".join(classes)})
         body = soup.new_tag("tbody")
         for column in zip(*grid):
             row = soup.new_tag("tr")
@@ -178,7 +190,7 @@ def _transposed_wide_tables(output):
     return output
 
 
-def _table_parts(output) -> list:
+def _table_parts(output: NotebookNode) -> list[NotebookNode]:
     """An output holding one table taller than a slide as several outputs, each the table's header and the rows
     that fit, the later ones captioned with the rows they show; any other output as it is."""
     page = joined(output.get("data", {}).get("text/html", ""))
@@ -186,8 +198,10 @@ def _table_parts(output) -> list:
         return [output]
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(page, "html.parser")
-    head_px, rows_px = _table_rows_px(soup.find("table"))
+    table = BeautifulSoup(page, "html.parser").find("table")
+    if table is None:  # "<table" in the text, not a table
+        return [output]
+    head_px, rows_px = _table_rows_px(table)
     chunks: list[list[int]] = [[]]
     used = head_px
     for i, px in enumerate(rows_px):
@@ -205,7 +219,8 @@ def _table_parts(output) -> list:
     for chunk in chunks:
         keep = set(chunk)
         part_soup = BeautifulSoup(page, "html.parser")
-        part_table: Any = part_soup.find("table")
+        part_table = part_soup.find("table")
+        assert part_table is not None  # the page parsed above, again
         for i, row in enumerate(_head_and_body(part_table)[1]):
             if i not in keep:
                 row.decompose()
@@ -218,7 +233,7 @@ def _table_parts(output) -> list:
     return parts
 
 
-def _break_full_slides(cells) -> None:
+def _break_full_slides(cells: list[NotebookNode]) -> None:
     """A cell that would continue a slide already full (prose and outputs above it) opens the next slide."""
     used = 0.0
     for cell in cells:
@@ -237,7 +252,7 @@ def _break_full_slides(cells) -> None:
         used += px
 
 
-def _split_tall_outputs(cell) -> list:
+def _split_tall_outputs(cell: NotebookNode) -> list[NotebookNode]:
     """A code cell whose outputs are taller than a slide as several cells, each opening a slide with the outputs
     that fit (a table taller than a slide split by its rows); the code shows, if at all, with the first."""
     if cell.cell_type != "code" or slide_type(cell) in ("skip", "notes") or not cell.outputs:
@@ -246,7 +261,7 @@ def _split_tall_outputs(cell) -> list:
     for output in cell.outputs:
         parts = _table_parts(_transposed_wide_tables(_without_claim_details(output)))
         outputs += [(part, len(parts) > 1) for part in parts]
-    groups: list[list] = [[]]
+    groups: list[list[NotebookNode]] = [[]]
     used = 0
     for output, opens in outputs:
         px = _output_px(output)
@@ -303,7 +318,7 @@ def _markdown_blocks(source: str) -> list[str]:
     return blocks
 
 
-def _split_long_markdown(cell) -> list:
+def _split_long_markdown(cell: NotebookNode) -> list[NotebookNode]:
     """A markdown cell too long for one slide as several cells, cut between its blocks (paragraphs, lists,
     code), each opening a slide; a part after the first repeats the cell's heading, marked "(continued)"."""
     if cell.cell_type != "markdown" or slide_type(cell) in ("skip", "notes"):
@@ -334,7 +349,7 @@ def _split_long_markdown(cell) -> list:
     return cells
 
 
-def _continued(cell, part: int):
+def _continued(cell: NotebookNode, part: int) -> NotebookNode:
     """A copy of ``cell`` for the ``part``-th slide of what it shows: each part after the first opens a slide and
     has an id of its own (nbformat asks ids to be unique)."""
     copied = copy.deepcopy(cell)
@@ -345,5 +360,6 @@ def _continued(cell, part: int):
     return copied
 
 
-def slide_type(cell) -> str:
+def slide_type(cell: NotebookNode) -> str:
+    """A cell's slideshow type (``slide``, ``subslide``, ``fragment``, ``skip``, ``notes``; ``-`` continues)."""
     return cell.metadata.get("slideshow", {}).get("slide_type", "-")

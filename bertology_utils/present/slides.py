@@ -39,6 +39,7 @@ import shutil
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_write_text
@@ -54,6 +55,9 @@ from bertology_utils.present.reveal import (
     without_remote_imports,
 )
 from bertology_utils.present.slide_fit import fit_to_slides, slide_type
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 __all__ = [
     "SLIDES_SUFFIX",
@@ -131,7 +135,7 @@ window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEsc
 </script>"""
 
 
-def has_math(nb) -> bool:
+def has_math(nb: NotebookNode) -> bool:
     """Whether any markdown cell of ``nb`` holds LaTeX that MathJax would typeset."""
     return any(cell.cell_type == "markdown" and _MATH.search(cell.source) for cell in nb.cells)
 
@@ -172,7 +176,7 @@ def notebook_to_slides(
     return out
 
 
-def _add_skipped_slide(nb, folder: Path) -> None:
+def _add_skipped_slide(nb: NotebookNode, folder: Path) -> None:
     """After the title slide, a slide listing the sections the run did not compute and why."""
     import nbformat
 
@@ -190,7 +194,7 @@ def _add_skipped_slide(nb, folder: Path) -> None:
     nb.cells.insert(min(1, len(nb.cells)), cell)
 
 
-def prepare_for_slides(nb, *, show_code: bool = False):
+def prepare_for_slides(nb: NotebookNode, *, show_code: bool = False) -> NotebookNode:
     """A copy of notebook ``nb`` with the removals described in the module docstring applied."""
     nb = copy.deepcopy(nb)
     nb.cells = [cell for cell in nb.cells if not REMOVE_CELL_TAGS.intersection(cell.metadata.get("tags", []))]
@@ -216,12 +220,12 @@ def prepare_for_slides(nb, *, show_code: bool = False):
 _PROGRESS_TEXT = re.compile(r"\d+%\|.*\|\s*\d+/\d+\s*\[")
 
 
-def is_progress_output(output) -> bool:
+def is_progress_output(output: NotebookNode) -> bool:
     """What a static page (a deck, the docs) leaves out: stderr (warnings, text bars) and tqdm's bar widgets."""
     return (output.get("output_type") == "stream" and output.get("name") == "stderr") or _is_progress_bar(output)
 
 
-def _is_progress_bar(output) -> bool:
+def _is_progress_bar(output: NotebookNode) -> bool:
     """A tqdm progress-bar widget (its plain-text form is the bar): noise in a talk."""
     data = output.get("data", {})
     text = data.get("text/plain", "")
@@ -230,7 +234,7 @@ def _is_progress_bar(output) -> bool:
     )
 
 
-def _skip_empty_code_cells(cells, show_code: bool) -> None:
+def _skip_empty_code_cells(cells: list[NotebookNode], show_code: bool) -> None:
     """Mark code cells that show nothing (no outputs, and code hidden) 'skip'.
 
     A skipped cell that opened a slide or subslide hands that over to the next shown cell when
@@ -248,7 +252,7 @@ def _skip_empty_code_cells(cells, show_code: bool) -> None:
         cell.metadata.setdefault("slideshow", {})["slide_type"] = "skip"
 
 
-def _export(nb, *, title: str, show_code: bool) -> str:
+def _export(nb: NotebookNode, *, title: str, show_code: bool) -> str:
     from nbconvert import SlidesExporter
 
     from bertology_utils.present.assets import script_tag, style_tag

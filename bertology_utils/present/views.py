@@ -15,8 +15,8 @@
 * :func:`neuron_view` shows how one head's attention comes about, after Vig (2019): the
   elementwise products of a query vector with each key vector, their scaled sums (the
   scores) and the softmax, captured with forward hooks during the model's own forward pass.
-* :func:`mixing_view` shows one item's context-mixing maps
-  (:func:`bertology_utils.interventions.mixing.mixing_for`) side by side as heatmaps.
+* :func:`~bertology_utils.present.mixing_maps.mixing_view` (in :mod:`~bertology_utils.present.mixing_maps`) shows
+  one item's context-mixing maps (:func:`bertology_utils.interventions.mixing.mixing_for`) side by side.
 
 Every view saves as an image drawn with matplotlib from the data the view shows (``.save("x.svg")``,
 ``.png`` or ``.pdf``; the bertviz views also ``.html``): the head view as bertviz draws it (two columns
@@ -36,11 +36,13 @@ import html as html_lib
 import io
 import itertools
 import json
+import os
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import torch
@@ -61,10 +63,13 @@ from bertology_utils.core.figures import (
 )
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.core.models import LoadedModel
-from bertology_utils.data import Corpus, SentencePair, words_of
+from bertology_utils.data import Corpus, Sentence, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
 from bertology_utils.interventions.query_key import capture_query_key
 from bertology_utils.present.assets import script_tag, source_or_cdn
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "AttentionView",
@@ -74,11 +79,16 @@ __all__ = [
     "explorer",
     "NeuronView",
     "neuron_view",
-    "MixingView",
-    "mixing_view",
+    "save_and_close",
     "LEVELS",
     "png_output",
 ]
+
+# What a view draws: a text, a (text_a, text_b) pair, a data item (Sentence, SentencePair, a list of words) or an
+# ItemAttention; and the model that reads it (a LoadedModel, a name or a folder; None: the default model).
+_Item: TypeAlias = "Sentence | SentencePair | Sequence[str] | ItemAttention"
+_Source: TypeAlias = "str | tuple[str, str] | _Item"
+_Model: TypeAlias = "LoadedModel | str | os.PathLike | None"
 
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
 LEVELS = ("token", "word")
@@ -96,7 +106,7 @@ _REQUIRE_WAIT_MS = 15000
 # --------------------------------------------------------------------------- inputs
 
 
-def _as_item(source):
+def _as_item(source: _Source) -> _Item:
     """A text, a pair of texts, or a data item -> something :func:`attention_for` takes."""
     if isinstance(source, str):
         return Corpus.from_texts(source, name="text")[0]
@@ -108,7 +118,7 @@ def _as_item(source):
     return source
 
 
-def _item_attention(source, model, from_rule: str = "mean") -> ItemAttention:
+def _item_attention(source: _Source, model: _Model, from_rule: str = "mean") -> ItemAttention:
     """ItemAttention for a text, a text pair, a data item, or an ItemAttention (returned as is)."""
     if isinstance(source, ItemAttention):
         return source
@@ -132,8 +142,9 @@ def _maps(item: ItemAttention, level: str) -> tuple[np.ndarray, list[str], np.nd
 # --------------------------------------------------------------------------- bertviz views
 
 
-def _save_and_close(fig, path, dpi: int) -> Path:
-    """Save a figure a view drew for the purpose, then close it (a notebook would otherwise show it too)."""
+def save_and_close(fig: Figure, path: str | os.PathLike, dpi: int) -> Path:
+    """Save a figure a view drew for the purpose, then close it (a notebook would otherwise show it too); returns
+    the path."""
     import matplotlib.pyplot as plt
 
     try:
@@ -161,7 +172,7 @@ class AttentionView:
     def _repr_html_(self) -> str:
         return self.html
 
-    def figure(self):
+    def figure(self) -> Figure:
         """The view as a matplotlib figure: the selected layer and heads as bertviz draws them (head
         view), or the grid of every (or the included) layer x head map (model view)."""
         import matplotlib.pyplot as plt
@@ -180,17 +191,17 @@ class AttentionView:
             self.maps[layer],
             self.labels,
             heads=self.options.get("heads"),
-            segments=self.segments,
+            segments=self.segments.tolist(),
             ax=ax,
             title=f"{self.title}\nlayer {layer + 1}",
         )
         return fig
 
-    def save(self, path, *, dpi: int = DEFAULT_DPI) -> Path:
+    def save(self, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
         """Write the view by the suffix of ``path``: ``.html`` a standalone page that draws offline, ``.png``,
         ``.svg`` or ``.pdf`` :meth:`figure` (``dpi`` for PNG and the grid's heatmaps); returns the path."""
         if image_format(path, also=(".html",)) != ".html":
-            return _save_and_close(self.figure(), path, dpi)
+            return save_and_close(self.figure(), path, dpi)
         path = Path(path)
         atomic_write_text(
             path,
@@ -241,7 +252,14 @@ def _static_fallback(view: AttentionView, missing: str) -> AttentionView:
 
 
 def _bertviz_view(
-    kind: str, source, model, level: str, from_rule: str, element_id: str | None, decimals: int, options: dict
+    kind: str,
+    source: _Source,
+    model: _Model,
+    level: str,
+    from_rule: str,
+    element_id: str | None,
+    decimals: int,
+    options: dict,
 ) -> AttentionView:
     item = _item_attention(source, model, from_rule)
     maps, labels, segments = _maps(item, level)
@@ -311,8 +329,8 @@ def _bertviz_html(view: AttentionView, level: str, element_id: str | None, decim
 
 
 def head_view(
-    source,
-    model=None,
+    source: _Source,
+    model: _Model = None,
     *,
     level: str = "token",
     layer: int | None = None,
@@ -336,8 +354,8 @@ def head_view(
 
 
 def model_view(
-    source,
-    model=None,
+    source: _Source,
+    model: _Model = None,
     *,
     level: str = "token",
     layers: Sequence[int] | None = None,
@@ -366,7 +384,7 @@ def model_view(
 class _Items:
     """Items for the explorer by position: (label, ItemAttention) from a store (read on demand) or from memory."""
 
-    def __init__(self, source, model, from_rule: str, limit: int):
+    def __init__(self, source: AttentionStore | Iterable[_Source], model: _Model, from_rule: str, limit: int) -> None:
         self.store: AttentionStore | None
         self.items: list[ItemAttention] | None
         if isinstance(source, AttentionStore):
@@ -376,9 +394,10 @@ class _Items:
             ]
             self.has_tokens = any(s.has_tokens() for s in source.shards)
         else:
-            items = list(source)[:limit]
-            if not all(isinstance(it, ItemAttention) for it in items):
-                items = attention_for([_as_item(it) for it in items], model, keep_tokens=True, from_rule=from_rule)
+            given = list(source)[:limit]
+            items = [it for it in given if isinstance(it, ItemAttention)]
+            if len(items) < len(given):
+                items = attention_for([_as_item(it) for it in given], model, keep_tokens=True, from_rule=from_rule)
             self.store, self.items = None, items
             rows = [(it.index, it.item_id, it.words, it.word_kinds) for it in items]
             self.has_tokens = bool(items) and all(it.token_attention is not None for it in items)
@@ -397,12 +416,12 @@ class _Items:
         return self._cached
 
 
-def _first_words(words, kinds, n: int = 7) -> list[str]:
+def _first_words(words: Sequence[str], kinds: Sequence[str] | np.ndarray, n: int = 7) -> list[str]:
     real = [w for w, kind in zip(words, kinds) if kind == WORD]
     return real[:n] + (["..."] if len(real) > n else [])
 
 
-def png_output(fig) -> dict:
+def png_output(fig: Figure) -> dict:
     """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
@@ -414,7 +433,7 @@ def png_output(fig) -> dict:
 
 
 @functools.cache
-def _explorer_class():
+def _explorer_class() -> type:
     import ipywidgets as widgets
 
     class AttentionExplorer(widgets.VBox):
@@ -424,7 +443,7 @@ def _explorer_class():
         from 0, level); ``output`` is the Output widget holding the PNG.
         """
 
-        def __init__(self, items: _Items, *, level: str, layer: int, head: int, dpi: int):
+        def __init__(self, items: _Items, *, level: str, layer: int, head: int, dpi: int) -> None:
             first = items[0]
             layers, heads = first.attention.shape[:2]
             levels = [lv for lv in ("word", "token") if lv == "word" or items.has_tokens]
@@ -459,7 +478,7 @@ def _explorer_class():
             self.add_class("bertology-explorer")
             self.redraw()
 
-        def redraw(self, _change=None) -> None:
+        def redraw(self, _change: object = None) -> None:
             from matplotlib.figure import Figure
 
             item = self.items[self.sentence.value]
@@ -476,7 +495,7 @@ def _explorer_class():
                 ax=fig.add_subplot(),
                 title=f"{item.item_id}: layer {layer + 1}, head {head + 1} ({self.level.value}s)",
             )
-            for boundary in np.flatnonzero(np.diff(segments)) + 1:
+            for boundary in (np.flatnonzero(np.diff(segments)) + 1).tolist():
                 ax.axhline(boundary, color="red", linewidth=1)
                 ax.axvline(boundary, color="red", linewidth=1)
             self.output.outputs = (png_output(fig),)
@@ -485,8 +504,8 @@ def _explorer_class():
 
 
 def explorer(
-    source,
-    model=None,
+    source: AttentionStore | Iterable[_Source],
+    model: _Model = None,
     *,
     level: str = "word",
     layer: int = 0,
@@ -494,7 +513,7 @@ def explorer(
     from_rule: str = "mean",
     max_items: int = 200,
     dpi: int = 80,
-):
+) -> Any:  # an AttentionExplorer, a class built when ipywidgets is first needed
     """An ipywidgets panel to browse attention maps by sentence, layer and head.
 
     ``source`` is an AttentionStore (read item by item; token level only if it was
@@ -509,7 +528,7 @@ def explorer(
     return _explorer_class()(items, level=level, layer=int(layer), head=int(head), dpi=dpi)
 
 
-def __getattr__(name):  # AttentionExplorer is built lazily: ipywidgets is imported only when used
+def __getattr__(name: str) -> type:  # AttentionExplorer is built lazily: ipywidgets is imported only when used
     if name == "AttentionExplorer":
         return _explorer_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -539,7 +558,7 @@ class NeuronView:
     attention: np.ndarray  #: (tokens,) softmax of the scores
     model_attention: np.ndarray  #: (tokens,) the model's own attention for this head and query
 
-    def figure(self, *, max_dims: int | None = None):
+    def figure(self, *, max_dims: int | None = None) -> Figure:
         """q*k per key and dimension (diverging colours), then the scores and the attention per key."""
         import matplotlib.pyplot as plt
         import seaborn as sns
@@ -582,13 +601,15 @@ class NeuronView:
         fig.tight_layout()
         return fig
 
-    def save(self, path, *, dpi: int = DEFAULT_DPI, max_dims: int | None = None) -> Path:
+    def save(self, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, max_dims: int | None = None) -> Path:
         """Write :meth:`figure` as ``.png``, ``.svg`` or ``.pdf`` by the suffix of ``path``; returns the path."""
         image_format(path)  # an unknown suffix fails before the figure is drawn
-        return _save_and_close(self.figure(max_dims=max_dims), path, dpi)
+        return save_and_close(self.figure(max_dims=max_dims), path, dpi)
 
 
-def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int | str | None = None) -> NeuronView:
+def neuron_view(
+    source: _Source, model: _Model = None, *, layer: int = 0, head: int = 0, query: int | str | None = None
+) -> NeuronView:
     """Query, keys, their elementwise products, scores and softmax for one head and query token.
 
     ``source`` is a text, a ``(text_a, text_b)`` pair or a data item; ``layer``, ``head`` and
@@ -647,49 +668,3 @@ def neuron_view(source, model=None, *, layer: int = 0, head: int = 0, query: int
         attention=as_np(attention),
         model_attention=as_np(own),
     )
-
-
-# --------------------------------------------------------------------------- context-mixing maps
-
-
-@dataclass(frozen=True)
-class MixingView:
-    """One item's context-mixing maps side by side, as heatmaps labelled with its words; see :func:`mixing_view`."""
-
-    maps: Mapping[str, ItemAttention] = field(repr=False)  #: title -> the item's maps under one method
-    layer: int  #: the layer shown, from 0 (-1: the last)
-
-    def figure(self):
-        """The heatmaps (heads averaged), drawn by :func:`bertology_utils.interventions.mixing.plot_side_by_side`."""
-        from bertology_utils.interventions.mixing.plots import plot_side_by_side  # the package imports scipy
-
-        return plot_side_by_side(self.maps, self.layer)
-
-    def _repr_png_(self) -> bytes:
-        import matplotlib.pyplot as plt
-
-        fig = self.figure()
-        try:
-            return base64.b64decode(png_output(fig)["data"]["image/png"])
-        finally:
-            plt.close(fig)
-
-    def save(self, path, *, dpi: int = DEFAULT_DPI) -> Path:
-        """Write :meth:`figure` as ``.png``, ``.svg`` or ``.pdf`` by the suffix of ``path``; returns the path."""
-        image_format(path)
-        return _save_and_close(self.figure(), path, dpi)
-
-
-def mixing_view(maps: Mapping[str, ItemAttention], *, layer: int = -1) -> MixingView:
-    """The context-mixing maps of one item under several methods, e.g. ``{"rollout": mixing_for(items,
-    model)["rollout"][0], ...}``, at ``layer`` (from 0; -1: the last). Any one of them is also an
-    ItemAttention that :func:`head_view` and :func:`model_view` take (``level="word"``)."""
-    if not maps:
-        raise BertologyError("mixing_view needs at least one map: {title: ItemAttention}")
-    words = {tuple(item.words) for item in maps.values()}
-    if len(words) != 1:
-        raise BertologyError(f"the maps of a mixing view must be of one item; got {len(words)} different word lists")
-    layers = next(iter(maps.values())).attention.shape[0]
-    if not -layers <= layer < layers:
-        raise ValueError(f"layer {layer} out of range: the maps have {layers} layers (counted from 0)")
-    return MixingView(dict(maps), layer)

@@ -11,8 +11,9 @@ from lecture_runs import PARTIAL_SKIP, make_lecture_run, make_partial_run
 from bertology_utils.cli.main import main as cli
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.present.lecture import LECTURE_FILE, build_lecture, read_lecture_run
+from bertology_utils.present.lecture import LECTURE_FILE, build_lecture
 from bertology_utils.present.lecture_outline import LECTURE
+from bertology_utils.present.lecture_run import read_lecture_run
 from bertology_utils.present.readable import round_for_people
 from bertology_utils.present.reveal import network_references
 

@@ -19,10 +19,11 @@ from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.mixing import mixing_for
 from bertology_utils.present import assets
+from bertology_utils.present.mixing_maps import mixing_view
 from bertology_utils.present.report import figure_files
 from bertology_utils.present.reveal import SLIDE_SIZE
 from bertology_utils.present.slides import SLIDE_FIGURES_DIR, slide_figures
-from bertology_utils.present.views import head_view, mixing_view, model_view, neuron_view
+from bertology_utils.present.views import head_view, model_view, neuron_view
 from bertology_utils.run.record import save_figure
 
 SENTENCE = "The old sailor reads a heavy wooden box."
