@@ -365,12 +365,15 @@ class MaskedLMObjective(Objective):
         self.name = f"masked-LM loss ({mask_fraction:.0%} of words masked, seed {seed})"
 
     def cache_key(self) -> dict:
+        """The mask fraction and seed (see :meth:`Objective.cache_key`)."""
         return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
+        """The batch with its words masked; the original ids and masked positions kept in ``extras``."""
         return _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        """Each item's mean cross-entropy over its masked tokens (see :meth:`Objective.forward`)."""
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
         item, position = batch.extras["masked"].nonzero(as_tuple=True)
         log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)  # (N, V)
@@ -380,6 +383,7 @@ class MaskedLMObjective(Objective):
         return ObjectiveOutput(losses, out.hidden_states[-1], log_probs)
 
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+        """Per item, the mean KL divergence of the masked tokens' predicted distributions: ``(B,)``."""
         item, _ = batch.extras["masked"].nonzero(as_tuple=True)
         kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
         return _per_item_mean(kl, item, len(batch.items))
@@ -412,10 +416,12 @@ class ClassifierObjective(Objective):
         self.name = description or f"{self.spec.name} classifier loss ({loaded.name})"
 
     def cache_key(self) -> dict:
+        """The task and a digest of the targets (see :meth:`Objective.cache_key`)."""
         targets = np.ascontiguousarray(np.asarray(self.targets, dtype=np.float64))
         return self._key(task=self.spec.name, targets=hashlib.sha256(targets.tobytes()).hexdigest())
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        """Each item's cross-entropy for its label (squared error for a regression)."""
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
         index = torch.as_tensor([a.index for a in batch.items], device=out.logits.device)
         y = torch.as_tensor(self.targets, device=out.logits.device)[index]
@@ -431,6 +437,8 @@ class ClassifierObjective(Objective):
         return ObjectiveOutput(losses, out.hidden_states[-1], prediction)
 
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+        """Per item, the KL divergence of the class distribution (the score's absolute change for a regression):
+        ``(B,)``."""
         if self.spec.is_regression:
             return (base.prediction - new.prediction).abs()
         return (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
@@ -488,6 +496,7 @@ class MaskedEmbeddingObjective(Objective):
         self.name = f"masked sentence-embedding loss, 1 - cos ({mask_fraction:.0%} of words masked, seed {seed})"
 
     def cache_key(self) -> dict:
+        """The mask fraction and seed (see :meth:`Objective.cache_key`)."""
         return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
 
     def _hidden(self, batch: TokenBatch) -> torch.Tensor:
@@ -495,16 +504,19 @@ class MaskedEmbeddingObjective(Objective):
         return out.hidden_states[-1]
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
+        """The clean sentence embedding (no gradient, no edits), then the words masked."""
         with torch.no_grad():
             clean = F.normalize(_full(_mean_pool(self._hidden(batch), batch.attention_mask)), dim=-1)
         masked = _mask_words(batch, mask_token_id(self.loaded), self.mask_fraction, self.seed)
         return replace(masked, extras={**masked.extras, "clean_embedding": clean})
 
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
+        """Each item's 1 - cos(e(masked), e(clean))."""
         hidden = self._hidden(batch)
         embedding = F.normalize(_full(_mean_pool(hidden, batch.attention_mask)), dim=-1)
         losses = 1 - (embedding * batch.extras["clean_embedding"]).sum(-1)
         return ObjectiveOutput(losses, hidden, embedding)
 
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+        """Per item, 1 - the cosine of the two embeddings: ``(B,)``."""
         return 1 - (base.prediction * new.prediction).sum(-1)
