@@ -9,6 +9,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "record": ["record_metrics", "record_claims", "record_skipped", "StageTimes", "save_figure"],
         "results": ["results_dir", "INTERACTIVE_DIR", "find_run", "load_metrics", "load_claims"],
         "tasks": ["TunedTask", "task_budget", "fine_tune_task"],
+        "sst2_classifiers": ["SeedObjective", "sst2_objectives", "sep_claims"],
         "head_role_tasks": [
             "ClassifierHeads",
             "classifier_heads",
