@@ -79,7 +79,7 @@ def template_scores(
     attention: np.ndarray, word_kinds: Sequence[str] | np.ndarray, segments: Sequence[int] | np.ndarray
 ) -> dict[str, np.ndarray]:
     """The template scores of the module docstring for word maps that share one sentence's layout: the shares of
-    attention a reader can check on the picture for Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593's types.
+    attention a reader can check on the picture for the module's types.
 
     :param attention: word maps, (..., W, W) (e.g. (L, H, W, W)).
     :param word_kinds: each word's kind (:data:`~bertology_utils.attention.alignment.WORD` or a special), (W,).
@@ -123,7 +123,7 @@ def template_scores(
 
 
 def classify_scores(scores: Mapping[str, np.ndarray], thresholds: Mapping[str, float] | None = None) -> np.ndarray:
-    """The pattern type of every score by the rules of the module docstring (Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593's types).
+    """The pattern type of every score by the rules of the module docstring.
 
     :param scores: :func:`template_scores`' arrays (``block_spread`` optional: without it every block is broad).
     :param thresholds: overrides of :data:`THRESHOLDS`.

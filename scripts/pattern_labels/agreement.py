@@ -10,7 +10,8 @@ same pictures and GUIDE.md. The classifiers are scored by their cross-validated 
 import pandas as pd
 from sklearn.metrics import f1_score, recall_score
 
-from bertology_utils.analyses.pattern_models import CNNClassifier, FeatureClassifier, cross_validate
+from bertology_utils.analyses.pattern_cnn import CNNClassifier
+from bertology_utils.analyses.pattern_models import FeatureClassifier, cross_validate
 from bertology_utils.analyses.pattern_types import TYPES, load_labelled_maps
 from bertology_utils.present.labelling import LabelFile, agreement
 

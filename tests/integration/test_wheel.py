@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LOAD = """
 import json
 import bertology_utils
-from bertology_utils.analyses.pattern_models import best_method, classify_map, planted_layout
+from bertology_utils.analyses.pattern_maps import planted_layout
+from bertology_utils.analyses.pattern_models import best_method, classify_map
 from bertology_utils.analyses.pattern_types import LABELS_DIR, load_labelled_maps
 from bertology_utils.data import load_sample, load_sample_pairs, resolve_data_file
 from bertology_utils.present.atlas_page import render_atlas_page

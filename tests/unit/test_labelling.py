@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology_utils.analyses.pattern_models import planted_layout
+from bertology_utils.analyses.pattern_maps import planted_layout
 from bertology_utils.analyses.pattern_types import TYPES
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from bertology_utils.analyses import pattern_models
+from bertology_utils.analyses.pattern_cnn import CNNClassifier, map_images
+from bertology_utils.analyses.pattern_maps import FEATURES, map_features, planted_layout, planted_map, planted_maps
 from bertology_utils.analyses.pattern_models import (
-    FEATURES,
-    CNNClassifier,
     FeatureClassifier,
     TemplateClassifier,
     classify_items,
@@ -17,11 +17,6 @@ from bertology_utils.analyses.pattern_models import (
     cross_validate,
     fit_classifiers,
     load_classifier,
-    map_features,
-    map_images,
-    planted_layout,
-    planted_map,
-    planted_maps,
 )
 from bertology_utils.analyses.pattern_types import TYPES
 from bertology_utils.attention.word_attention import ItemAttention
