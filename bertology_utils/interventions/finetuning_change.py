@@ -33,7 +33,8 @@ def attention_change(
 
     Both models see the same token ids (``after``'s tokenizer; they must share a vocabulary).
     Each map is compared over its real tokens only (queries and keys); padding is left out.
-    Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593 (fine-tuning changes the last layers most).
+    Fine-tuning changes the last layers most:
+    Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593.
 
     :param before: the pre-trained model.
     :param after: the fine-tuned one.

@@ -204,7 +204,8 @@ def ablation_sweep(
     each configuration's predictions for every dev example (for :meth:`AblationResult.draws`).
 
     ``cache``: reuse the logits of an earlier identical sweep (:func:`predict_with_gates`). ``progress``:
-    a bar of the forward passes. Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593.
+    a bar of the forward passes.
+    Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", https://arxiv.org/abs/1908.08593.
 
     :param loaded: a fine-tuned sequence classifier.
     :param dev: its encoded dev set.
@@ -252,7 +253,8 @@ def ablation_sweep(
 
 
 def normalise_per_layer(importance: np.ndarray, exponent: float = 2.0) -> np.ndarray:
-    """Each layer's importances divided by their L``exponent`` norm (Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650: L2).
+    """Each layer's importances divided by their L``exponent`` norm (L2 in
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650).
 
     :param importance: (L, H).
     :param exponent: the norm's exponent.
@@ -281,7 +283,8 @@ def head_importance(
     batch-level estimate). ``mask`` (layers, heads; 0 = pruned) is applied while measuring
     (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
     importance an earlier call measured with the same model, dev set, mask and estimate. ``progress``:
-    a bar of the dev examples. Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
+    a bar of the dev examples.
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
 
     :param loaded: a fine-tuned sequence classifier.
     :param dev: the encoded dev set the expectation runs over.
@@ -337,7 +340,8 @@ def _importance(
 
 @dataclass
 class PruningCurve:
-    """Metric against the share of heads pruned (gated to 0): Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
+    """Metric against the share of heads pruned (gated to 0):
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
 
     :param strategy: how the heads were ordered (``"importance"``, ``"random (seed 0)"``).
     :param fractions: the share of heads pruned at each step, (steps,).
@@ -441,7 +445,8 @@ def pruning_curve(
     with ``recompute``, measured again with the heads pruned so far switched off, as Michel et al.
     ``importance``: the first measurement, when already made (:func:`head_importance` on that dev set).
     ``cache``: reuse the importances and logits of an earlier identical curve. ``progress``: a bar of
-    the pruning steps, then one of the forward passes that score them. Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
+    the pruning steps, then one of the forward passes that score them.
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
 
     :param loaded: a fine-tuned sequence classifier.
     :param dev: the encoded dev set the steps are scored on.
@@ -570,7 +575,8 @@ def prunable_share(
     base: float | np.ndarray,
     keep: float = 0.9,
 ) -> float | np.ndarray:
-    """The largest share pruned before the metric first drops below ``keep`` x ``base`` (Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650: 90%).
+    """The largest share pruned before the metric first drops below ``keep`` x ``base`` (90% in
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650).
 
     :param fractions: the share pruned at each step, (steps,).
     :param scores: the metric at each step, (steps,), or with leading axes (bootstrap draws: (draws, steps)).
@@ -592,7 +598,8 @@ def importance_ablation_agreement(
 
     ``by="loss"``: the increase of the mean dev loss (what importance estimates to first order);
     ``"metric"``: the drop of the metric (mostly ties on a small dev set). nan when either is constant.
-    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650, estimate importance as that harm to first order.
+    Importance estimates that harm to first order:
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
 
     :param importance: (L, H).
     :param ablation: the sweep on the same classifier.
@@ -617,7 +624,8 @@ def plot_pruning_curves(
     ax: Axes | None = None,
 ) -> Axes:
     """The score against the share of heads pruned: by importance, the random orders' mean and range, and the
-    ``keep`` share of the original score (dotted); Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
+    ``keep`` share of the original score (dotted):
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650.
 
     :param curve: the curve by importance.
     :param random_curves: the curves in random orders, on the same steps.

@@ -97,7 +97,8 @@ def _format(value: object) -> str:
 
 
 def _decode(data: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A payload image (:func:`~bertology_utils.present.atlas_stores.pattern_images`): base64 uint8 -> floats in [0, 1]."""
+    """A payload image (:func:`~bertology_utils.present.atlas_stores.pattern_images`): base64 uint8 -> floats in
+    [0, 1]."""
     return np.frombuffer(base64.b64decode(data), dtype=np.uint8).reshape(shape) / 255.0
 
 

@@ -255,7 +255,9 @@ def test_the_cycle_check_sees_every_kind_of_import(tmp_path, monkeypatch):
     kinds = {
         "at import time": "from bertology_utils.layer import low\n",
         "inside a function": "def f():\n    from bertology_utils.layer import low\n",
-        "under TYPE_CHECKING": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bertology_utils.layer.low\n",
+        "under TYPE_CHECKING": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bertology_utils.layer.low\n"
+        ),
         "by name": 'import importlib\nimportlib.import_module("bertology_utils.layer.low")\n',
     }
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path / PACKAGE)
