@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.data import SentencePair
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 __all__ = ["WORD", "LEADING_SPECIAL", "SEPARATOR", "AlignedItem", "item_texts", "align"]
 
@@ -53,7 +57,7 @@ class AlignedItem:
         return np.bincount(self.token_to_word, minlength=self.n_words)
 
 
-def item_texts(item) -> tuple[Sequence[str], Sequence[str] | None, str | None]:
+def item_texts(item: Any) -> tuple[Sequence[str], Sequence[str] | None, str | None]:
     """(first words, second words or None, id) of a corpus item.
 
     Accepts the data layer's ``Sentence``/``SentencePair``, a list of words, or a
@@ -73,14 +77,18 @@ def item_texts(item) -> tuple[Sequence[str], Sequence[str] | None, str | None]:
     return item, None, None
 
 
-def _encode(tokenizer, firsts, seconds):
+def _encode(
+    tokenizer: PreTrainedTokenizerBase, firsts: Sequence[Sequence[str]], seconds: Sequence[Sequence[str]] | None
+) -> BatchEncoding:
     kwargs = dict(is_split_into_words=True, add_special_tokens=True, truncation=False, verbose=False)
     if seconds is None:
         return tokenizer([list(w) for w in firsts], **kwargs)
     return tokenizer([list(w) for w in firsts], [list(w) for w in seconds], **kwargs)
 
 
-def _word_indices(word_ids, sequence_ids, n_first: int) -> tuple[np.ndarray, np.ndarray]:
+def _word_indices(
+    word_ids: Sequence[int | None], sequence_ids: Sequence[int | None], n_first: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per token: running word index (specials count as words) and whether it is special."""
     # None -> nan: a vectorised way to turn the tokenizer's lists into arrays.
     wid = np.array(word_ids, dtype=float)
@@ -95,13 +103,13 @@ def _word_indices(word_ids, sequence_ids, n_first: int) -> tuple[np.ndarray, np.
     return np.cumsum(starts) - 1, special
 
 
-def _replacement(tokenizer) -> str:
+def _replacement(tokenizer: PreTrainedTokenizerBase) -> str:
     if tokenizer.unk_token is None:
         raise BertologyError(f"{type(tokenizer).__name__} dropped a word and has no unknown token to stand in for it")
     return tokenizer.unk_token
 
 
-def align(tokenizer, items: Iterable, start_index: int = 0) -> list[AlignedItem]:
+def align(tokenizer: PreTrainedTokenizerBase, items: Iterable, start_index: int = 0) -> list[AlignedItem]:
     """Tokenize ``items`` (see :func:`item_texts`) and build each one's token -> word map.
 
     Items are tokenized in one batched call per kind (single texts, pairs); only items
@@ -134,11 +142,17 @@ def align(tokenizer, items: Iterable, start_index: int = 0) -> list[AlignedItem]
     return [out[i] for i in range(len(parsed))]
 
 
-def _align_with_replacements(tokenizer, first, second, index, item_id) -> AlignedItem:
+def _align_with_replacements(
+    tokenizer: PreTrainedTokenizerBase,
+    first: Sequence[str],
+    second: Sequence[str] | None,
+    index: int,
+    item_id: str | None,
+) -> AlignedItem:
     """Tokenize with dropped words replaced by the unknown token; ``words`` keeps the originals."""
-    texts = [list(first), list(second) if second is not None else None]
+    first_words, second_words = list(first), list(second) if second is not None else None
     replaced = 0
-    for words in texts:
+    for words in (first_words, second_words):
         if words is None:
             continue
         enc = tokenizer([words], is_split_into_words=True, add_special_tokens=False, verbose=False)
@@ -147,7 +161,7 @@ def _align_with_replacements(tokenizer, first, second, index, item_id) -> Aligne
         for m in missing:
             words[m] = _replacement(tokenizer)
         replaced += len(missing)
-    enc = _encode(tokenizer, [texts[0]], None if texts[1] is None else [texts[1]])
+    enc = _encode(tokenizer, [first_words], None if second_words is None else [second_words])
     aligned = _aligned_item(tokenizer, enc, 0, first, second, index=index, item_id=item_id, replaced=replaced)
     if aligned is None:
         raise BertologyError(
@@ -156,7 +170,17 @@ def _align_with_replacements(tokenizer, first, second, index, item_id) -> Aligne
     return aligned
 
 
-def _aligned_item(tokenizer, enc, row, first, second, *, index, item_id, replaced=0) -> AlignedItem | None:
+def _aligned_item(
+    tokenizer: PreTrainedTokenizerBase,
+    enc: BatchEncoding,
+    row: int,
+    first: Sequence[str],
+    second: Sequence[str] | None,
+    *,
+    index: int,
+    item_id: str | None,
+    replaced: int = 0,
+) -> AlignedItem | None:
     word_ids, sequence_ids = enc.word_ids(row), enc.sequence_ids(row)
     n_first, n_second = len(first), len(second) if second is not None else 0
     token_to_word, special = _word_indices(word_ids, sequence_ids, n_first)

@@ -19,6 +19,7 @@ by the scheduler on a live worker.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,7 +41,7 @@ from bertology_utils.data import Corpus
 __all__ = ["shard_plan", "extract_on_cluster", "map_store"]
 
 # Per worker process: model name -> LoadedModel, so a worker loads each model once for all its tasks.
-_MODELS: dict[str, Any] = {}
+_MODELS: dict[str, LoadedModel] = {}
 # Extraction hooks the shared model, so a worker process runs one extraction task at a time, with torch
 # on all the worker's threads, and always from the same thread: OpenMP keeps a thread team per calling
 # thread, and tasks arriving on a worker's other threads made a second team that fought the first (a
@@ -61,13 +62,15 @@ def shard_plan(start: int, stop: int, shards: int, block_size: int) -> list[tupl
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _worker_model(name: str):
+def _worker_model(name: str) -> LoadedModel:
     if name not in _MODELS:
         _MODELS[name] = load_model(name)
     return _MODELS[name]
 
 
-def _fill_shard(corpus, store_path: str, model_name: str, settings: dict, max_tokens, lo: int, hi: int) -> int:
+def _fill_shard(
+    corpus: Corpus, store_path: str, model_name: str, settings: dict, max_tokens: int | None, lo: int, hi: int
+) -> int:
     """One task: fill ``[lo, hi)`` of the store (resuming it); returns the items committed there."""
     global _EXTRACTOR
     with _EXTRACTOR_LOCK:
@@ -77,7 +80,16 @@ def _fill_shard(corpus, store_path: str, model_name: str, settings: dict, max_to
     return _EXTRACTOR.submit(_fill, corpus, store_path, model_name, settings, max_tokens, lo, hi, threads).result()
 
 
-def _fill(corpus, store_path: str, model_name: str, settings: dict, max_tokens, lo: int, hi: int, threads: int) -> int:
+def _fill(
+    corpus: Corpus,
+    store_path: str,
+    model_name: str,
+    settings: dict,
+    max_tokens: int | None,
+    lo: int,
+    hi: int,
+    threads: int,
+) -> int:
     import torch
 
     torch.set_num_threads(threads)
@@ -90,15 +102,15 @@ def _fill(corpus, store_path: str, model_name: str, settings: dict, max_tokens, 
 
 def extract_on_cluster(
     items: Iterable,
-    store_path,
-    model=None,
+    store_path: str | os.PathLike,
+    model: LoadedModel | str | os.PathLike | None = None,
     *,
     cluster: Any = "local:2",
     shards: int | None = None,
     max_tokens: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    **settings,
+    **settings: Any,
 ) -> AttentionStore:
     """:func:`~bertology_utils.attention.extraction.extract_attention` with the shards run on a Dask cluster.
 
@@ -174,19 +186,19 @@ def extract_on_cluster(
     return store
 
 
-def _held(client, value):
+def _held(client: Any, value: object) -> Any:
     """A future of ``value`` computed by a task, for tasks to depend on (see the module's docstring)."""
     return client.submit(_identity, value, pure=False, key=f"argument-{type(value).__name__}-{time.time_ns()}")
 
 
-def _identity(value):
+def _identity(value: object) -> object:
     return value
 
 
 def map_store(
     store: AttentionStore,
     function: Callable,
-    *args,
+    *args: Any,
     cluster: Any,
     ranges: list[tuple[int, int]] | None = None,
 ) -> list:
@@ -204,6 +216,6 @@ def map_store(
         return client.gather(futures)
 
 
-def _large(value) -> bool:
+def _large(value: object) -> bool:
     """Worth sending once rather than with every task (corpora, gold arrays)."""
     return not isinstance(value, (int, float, str, bool, type(None), tuple))

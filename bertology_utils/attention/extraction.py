@@ -15,6 +15,7 @@ metadata so that a store of other maps is never reused.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -139,16 +140,18 @@ class _Forward:
     @torch.inference_mode()
     def _attentions(self, inputs: dict) -> tuple[torch.Tensor, ...]:
         if self._layers is not None:
-            captured, caller = [], threading.get_ident()
+            captured: list[torch.Tensor | None] = []
+            caller = threading.get_ident()
+            layers = self._layers
 
-            def keep(module, _args, output):
+            def keep(module: torch.nn.Module, _args: object, output: object) -> None:
                 if threading.get_ident() != caller:  # another thread's forward through the same model
                     return
                 captured.append(output[1] if isinstance(output, tuple) and len(output) > 1 else None)
-                if module is self._layers[-1]:
+                if module is layers[-1]:
                     raise _AttentionsDone
 
-            handles = [m.register_forward_hook(keep) for m in self._layers]
+            handles = [m.register_forward_hook(keep) for m in layers]
             try:
                 self.loaded.model(**inputs, output_attentions=True)
             except _AttentionsDone:
@@ -158,10 +161,9 @@ class _Forward:
                     h.remove()
             n_tok = inputs["input_ids"].shape[1]
             expected = (self.loaded.num_heads, n_tok, n_tok)
-            if len(captured) == len(self._layers) and all(
-                isinstance(c, torch.Tensor) and c.shape[1:] == expected for c in captured
-            ):
-                return tuple(captured)
+            kept = [c for c in captured if isinstance(c, torch.Tensor) and c.shape[1:] == expected]
+            if len(captured) == len(layers) and len(kept) == len(captured):
+                return tuple(kept)
             self._layers = None  # this architecture hides its probabilities from the hooks
         outputs = self.loaded.model(**inputs, output_attentions=True)
         self.loaded.check_attentions(outputs)
@@ -204,7 +206,9 @@ class _Forward:
         return self._items(batch, into, attentions)
 
     @torch.inference_mode()
-    def _items(self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None, attentions) -> list[ItemAttention]:
+    def _items(
+        self, batch: Sequence[AlignedItem], into: dict[int, tuple] | None, attentions: Sequence[torch.Tensor]
+    ) -> list[ItemAttention]:
         """The batch's items, their token maps converted to words (and kept, with ``keep_tokens``)."""
         n_words = max(a.n_words for a in batch)
         n_tok = attentions[0].shape[-1]
@@ -313,7 +317,7 @@ def _blocks(start: int, stop: int, block_size: int, origin: int) -> Iterator[tup
 
 def iter_attention(
     items: Iterable,
-    model=None,
+    model: LoadedModel | str | os.PathLike | None = None,
     *,
     batch_size: int = 32,
     block_size: int = 512,
@@ -343,7 +347,13 @@ def iter_attention(
             bar.update(hi - lo)
 
 
-def attention_for(items, model=None, *, maps: MapSource | None = None, **kwargs) -> list[ItemAttention]:
+def attention_for(
+    items: Iterable,
+    model: LoadedModel | str | os.PathLike | None = None,
+    *,
+    maps: MapSource | None = None,
+    **kwargs: Any,
+) -> list[ItemAttention]:
     """Word-level attention (or a map source's maps) of a few items, in memory. Raises if an item is
     too long for the model."""
     kwargs.setdefault("too_long", "error")
@@ -408,8 +418,8 @@ def shard_range(n_items: int, shard: tuple[int, int] | None) -> tuple[int, int]:
 
 def extract_attention(
     items: Iterable,
-    store_path,
-    model=None,
+    store_path: str | os.PathLike,
+    model: LoadedModel | str | os.PathLike | None = None,
     *,
     batch_size: int = 32,
     block_size: int = 512,
@@ -465,7 +475,9 @@ class ExtractionJob:
     too_long: str = "skip"
     maps: MapSource | None = None
 
-    def open_store(self, store_path, max_tokens: int | None, *, overwrite: bool = False) -> AttentionStore:
+    def open_store(
+        self, store_path: str | os.PathLike, max_tokens: int | None, *, overwrite: bool = False
+    ) -> AttentionStore:
         """The store for this job, created or checked against its metadata (:func:`store_metadata`)."""
         metadata = store_metadata(
             self.loaded,
@@ -542,7 +554,14 @@ class ExtractionJob:
                         pending.result()
 
 
-def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | None = None, **settings_kwargs) -> Path:
+def cached_store_path(
+    items: Iterable,
+    model: LoadedModel | str | os.PathLike | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    maps: MapSource | None = None,
+    **settings_kwargs: Any,
+) -> Path:
     """Where :func:`extract_cached` keeps the store for these items, model and settings.
 
     ``<model>-<corpus>-<digest>.zarr``, or ``<model>-<maps name>-<corpus>-<digest>.zarr`` for a map source.
@@ -566,15 +585,15 @@ def cached_store_path(items, model=None, *, cache_dir=None, maps: MapSource | No
 
 
 def extract_cached(
-    items,
-    model=None,
+    items: Iterable,
+    model: LoadedModel | str | os.PathLike | None = None,
     *,
-    cache_dir=None,
+    cache_dir: str | os.PathLike | None = None,
     progress: bool = True,
     maps: MapSource | None = None,
     shard: tuple[int, int] | None = None,
     overwrite: bool = False,
-    **kwargs,
+    **kwargs: Any,
 ) -> AttentionStore:
     """:func:`extract_attention` into a cache folder keyed by model, data and settings.
 

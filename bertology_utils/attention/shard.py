@@ -269,7 +269,7 @@ class ShardWriter:
     def __enter__(self) -> ShardWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -393,7 +393,7 @@ class ShardLock:
         self.release()
 
 
-def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+def _concat(parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
     if not parts:
         return np.empty(0, dtype=dtype)
     joined = _back_to_back(parts)

@@ -95,7 +95,7 @@ def map_shape(metadata: dict) -> tuple[int, int]:
 _NOT_COMPARED = {"metadata.model.name", "metadata.model.source"}
 
 
-def _diff(stored, wanted, prefix="") -> list[str]:
+def _diff(stored: Any, wanted: Any, prefix: str = "") -> list[str]:
     """Human-readable differences between two nested metadata dicts."""
     if isinstance(stored, dict) and isinstance(wanted, dict):
         out = []
@@ -138,7 +138,7 @@ class AttentionStore:
     # -- opening and creating -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path, mode: _Mode = "r") -> AttentionStore:
+    def open(cls, path: str | os.PathLike, mode: _Mode = "r") -> AttentionStore:
         path = Path(path)
         if not (path / "zarr.json").is_file():
             raise StoreError(f"no attention store at {path}")
@@ -165,7 +165,9 @@ class AttentionStore:
         return store
 
     @classmethod
-    def open_or_create(cls, path, metadata: dict, n_items: int, *, overwrite: bool = False) -> AttentionStore:
+    def open_or_create(
+        cls, path: str | os.PathLike, metadata: dict, n_items: int, *, overwrite: bool = False
+    ) -> AttentionStore:
         """Open ``path`` for appending if it holds a store with the same metadata, else create it.
 
         A store written with other settings is refused (``StoreMismatchError``) unless
@@ -339,7 +341,7 @@ class AttentionStore:
     def __getitem__(self, index: int) -> ItemAttention:
         return self.get(index)
 
-    def get(self, index: int, dtype=np.float32) -> ItemAttention:
+    def get(self, index: int, dtype: npt.DTypeLike = np.float32) -> ItemAttention:
         shard, j = self._locate(int(index))
         item = self._read(shard, j, j + 1, dtype)[0]
         if item is None:
@@ -355,7 +357,7 @@ class AttentionStore:
         return self.iter_items()
 
     def iter_items(
-        self, indices: Sequence[int] | None = None, dtype=np.float32, span: int = 256
+        self, indices: Sequence[int] | None = None, dtype: npt.DTypeLike = np.float32, span: int = 256
     ) -> Iterator[ItemAttention]:
         """Extracted items in index order (skipped and missing ones left out), read ``span`` at a time."""
         wanted = None if indices is None else set(int(i) for i in indices)
@@ -390,7 +392,7 @@ class AttentionStore:
         }
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     """Round-trip through JSON types so stored and requested metadata compare equal."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -403,17 +405,19 @@ def _jsonable(value):
     return value
 
 
-def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> AttentionStore:
+def merge_stores(
+    target: str | os.PathLike, sources: Iterable[str | os.PathLike], *, overwrite: bool = False
+) -> AttentionStore:
     """Join stores written in parallel (same metadata, disjoint shards) into ``target``.
 
     Each source shard is copied whole; a shard already in the target with the same range
     and commit count is left as is. Works for local paths.
     """
-    sources = [AttentionStore.open(s) for s in sources]
-    if not sources:
+    stores = [AttentionStore.open(s) for s in sources]
+    if not stores:
         raise StoreError("merge needs at least one source store")
-    first = sources[0]
-    for other in sources[1:]:
+    first = stores[0]
+    for other in stores[1:]:
         problems = _diff(
             {"metadata": first.metadata, "n_items": first.n_items},
             {"metadata": other.metadata, "n_items": other.n_items},
@@ -423,7 +427,7 @@ def merge_stores(target, sources: Iterable, *, overwrite: bool = False) -> Atten
                 f"cannot merge {other.path} into {first.path}'s settings:\n  " + "\n  ".join(problems)
             )
     merged = AttentionStore.open_or_create(target, first.metadata, first.n_items, overwrite=overwrite)
-    for src in sources:
+    for src in stores:
         for shard in src.shards:
             existing = [s for s in merged.shards if s.start < shard.stop and shard.start < s.stop]
             if existing:

@@ -109,7 +109,7 @@ def word_attention(
     return WordConversion(token_to_word.to(attention.device), from_rule, n_words)(attention)
 
 
-def word_attention_single(attention, token_to_word, from_rule: str = "mean") -> ItemMaps:
+def word_attention_single(attention: ItemMaps, token_to_word: np.ndarray, from_rule: str = "mean") -> ItemMaps:
     """Convenience for one item: ``(L, H, T, T)`` array and ``(T,)`` map -> ``(L, H, W, W)`` numpy array."""
     att = torch.as_tensor(np.asarray(attention, dtype=np.float32))[None]
     t2w = torch.as_tensor(np.asarray(token_to_word))[None]
