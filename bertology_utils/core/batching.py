@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from bertology_utils.core import architectures
@@ -20,7 +22,7 @@ from bertology_utils.core import architectures
 __all__ = ["Padding", "PaddedBatch", "pad_rows", "plan_batches", "length_grouped_batches"]
 
 
-def pad_rows(rows: Sequence, fill: int, width: int | None = None, dtype=np.int64) -> np.ndarray:
+def pad_rows(rows: Sequence, fill: int, width: int | None = None, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     """``rows`` (sequences of numbers) as one (len(rows), width) array, each row followed by ``fill``.
 
     ``width`` defaults to the longest row.
@@ -45,7 +47,7 @@ class PaddedBatch:
         """(B,) real tokens per row."""
         return self.attention_mask.sum(1)
 
-    def inputs(self, device=None) -> dict[str, torch.Tensor]:
+    def inputs(self, device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
         """The model's keyword inputs, as tensors on ``device``."""
         out = {
             "input_ids": torch.from_numpy(self.input_ids).to(device),
@@ -64,7 +66,7 @@ class Padding:
     token_types: bool
 
     @classmethod
-    def of(cls, model, tokenizer=None) -> Padding:
+    def of(cls, model: architectures.Model, tokenizer: Any = None) -> Padding:
         """The padding of a LoadedModel (or a transformers model and its ``tokenizer``)."""
         return cls(architectures.pad_token_id(model, tokenizer), architectures.uses_token_types(model))
 
@@ -86,7 +88,9 @@ class Padding:
                 types[b, : len(row)] = type_rows[b]
         return PaddedBatch(ids, mask, types)
 
-    def collate(self, encodings: Sequence[Mapping], device=None) -> dict[str, torch.Tensor]:
+    def collate(
+        self, encodings: Sequence[Mapping], device: str | torch.device | None = None
+    ) -> dict[str, torch.Tensor]:
         """Model inputs on ``device`` from encodings with ``input_ids`` and, optionally, ``token_type_ids``."""
         padded = self.pad([e["input_ids"] for e in encodings], [e.get("token_type_ids") for e in encodings])
         return padded.inputs(device)

@@ -12,9 +12,13 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bertology_utils.core.errors import BertologyError
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
 
 __all__ = [
     "INSTALL_HINT",
@@ -30,7 +34,7 @@ INSTALL_HINT = 'pip install "bertology-utils[distributed]" (Dask distributed)'
 _LOCAL = re.compile(r"local:(\d+)")
 
 
-def require_distributed():
+def require_distributed() -> ModuleType:
     """The ``distributed`` module, or a BertologyError saying how to install it."""
     try:
         import distributed
@@ -77,7 +81,7 @@ def connect(cluster: Any) -> Iterator[Any]:
         yield client
 
 
-def local_cluster(workers: int, threads_per_worker: int = 1):
+def local_cluster(workers: int, threads_per_worker: int = 1) -> LocalCluster:
     """A ``distributed.LocalCluster`` of worker processes set up for torch: no dashboard (it would need bokeh
     and a free port), and without the ``MALLOC_TRIM_THRESHOLD_`` Dask gives its workers by default. Setting
     that variable turns off glibc's adaptive mmap threshold, so every large tensor is mapped and unmapped
@@ -97,7 +101,7 @@ def local_cluster(workers: int, threads_per_worker: int = 1):
         )
 
 
-def n_workers(client) -> int:
+def n_workers(client: Client) -> int:
     """Workers the scheduler knows now (at least 1, so plans stay defined while workers join)."""
     return max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
 

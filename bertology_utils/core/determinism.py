@@ -20,7 +20,8 @@ import hashlib
 import numbers
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -72,13 +73,17 @@ class HostDropout(TorchFunctionMode):
             raise ValueError(f"HostDropout needs a CPU generator, not one on {generator.device}")
         self.generator = generator
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self, func: Callable, types: Sequence[type], args: Sequence = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if func is F.dropout:
             return self._dropout(*args, **kwargs)
         return func(*args, **kwargs)
 
-    def _dropout(self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False):
+    def _dropout(
+        self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+    ) -> torch.Tensor:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         if not training or p == 0.0:

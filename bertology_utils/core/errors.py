@@ -1,5 +1,10 @@
 """Exceptions raised by bertology_utils; all derive from BertologyError so callers can catch one type."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
 __all__ = [
     "BertologyError",
     "DataFormatError",
@@ -21,7 +26,7 @@ class BertologyError(Exception):
 class DataFormatError(BertologyError, ValueError):
     """An input file is malformed. The message names the file and, where known, the line."""
 
-    def __init__(self, message: str, path=None, line: int | None = None):
+    def __init__(self, message: str, path: str | os.PathLike | None = None, line: int | None = None) -> None:
         where = ""
         if path is not None:
             where = f"{path}" + (f":{line}" if line is not None else "")
@@ -60,7 +65,7 @@ class UnsupportedArchitectureError(ModelNotAvailableError):
     fields that could not be found.
     """
 
-    def __init__(self, message: str, model_type: str | None = None, missing=()):
+    def __init__(self, message: str, model_type: str | None = None, missing: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.model_type = model_type
         self.missing = tuple(missing)

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.collections import LineCollection
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, QuadMesh
 from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bertology_utils.core.errors import BertologyError
@@ -54,7 +56,7 @@ def image_format(path: str | os.PathLike, also: Sequence[str] = ()) -> str:
     return suffix
 
 
-def save_image(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
+def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
     """Write ``fig`` whole (never half written) as PNG, SVG or PDF, chosen by the suffix of ``path``; returns it.
 
     SVG text is written as ``<text>`` elements in the viewer's fonts (``svg.fonttype: none``), not as glyph
@@ -71,11 +73,11 @@ def plot_attention_map(
     attention: WordMap,
     labels: Sequence[str],
     *,
-    ax=None,
+    ax: Axes | None = None,
     title: str | None = None,
     cmap: str = "Blues",
     annotate: bool = False,
-):
+) -> Axes:
     """Heatmap of one ``(n, n)`` attention map: rows attend (from), columns are attended to."""
     attention = np.asarray(attention, dtype=float)
     if attention.shape != (len(labels), len(labels)):
@@ -108,15 +110,15 @@ def plot_attention_map(
 def plot_layer_head_grid(
     values: HeadMatrix,
     *,
-    ax=None,
+    ax: Axes | None = None,
     title: str | None = None,
     cmap: str = "viridis",
     label: str = "",
     fmt: str = ".2f",
     annotate: bool | None = None,
-    vmin=None,
-    vmax=None,
-):
+    vmin: float | None = None,
+    vmax: float | None = None,
+) -> Axes:
     """Heatmap of a ``(layers, heads)`` statistic, both axes counted from 1 like the papers."""
     values = np.asarray(values, dtype=float)
     layers, heads = values.shape
@@ -145,14 +147,14 @@ def plot_layer_head_grid(
 
 
 def plot_attention_lines(
-    maps,
+    maps: np.ndarray,
     labels: Sequence[str],
     *,
     heads: Sequence[int] | None = None,
-    ax=None,
+    ax: Axes | None = None,
     title: str | None = None,
     segments: Sequence[int] | None = None,
-):
+) -> Axes:
     """bertviz's head view as a still: tokens in two columns, a line from each attending token (left) to each
     token it attends to (right) per selected head, in the head's colour, its opacity the weight divided by
     the number of heads shown, as bertviz draws it.
@@ -192,13 +194,13 @@ def plot_attention_lines(
 
 
 def plot_attention_thumbnails(
-    maps,
+    maps: np.ndarray,
     labels: Sequence[str],
     *,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
     title: str | None = None,
-):
+) -> Figure:
     """bertviz's model view as a still: a ``layers x heads`` grid of small heatmaps, the labels along the
     first column (attending from) and the last row (attended to); returns the figure.
 
@@ -237,27 +239,27 @@ def plot_attention_thumbnails(
     return fig
 
 
-def _luminance(color) -> float:
-    """Relative luminance of a colour (WCAG), to pick dark or light text on it."""
-    rgb = np.asarray(to_rgba(color)[:3])
+def _luminance(rgba: Sequence[float] | np.ndarray) -> float:
+    """Relative luminance of an RGBA colour (WCAG), to pick dark or light text on it."""
+    rgb = np.asarray(rgba[:3], dtype=np.float64)
     linear = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
     return float(linear @ [0.2126, 0.7152, 0.0722])
 
 
 def _heatmap(
-    ax,
+    ax: Axes,
     values: np.ndarray,
     *,
     cmap: str,
-    xticklabels,
-    yticklabels,
-    vmin=None,
-    vmax=None,
+    xticklabels: Sequence[object],
+    yticklabels: Sequence[object],
+    vmin: float | None = None,
+    vmax: float | None = None,
     annotate: bool = False,
     fmt: str = ".2f",
     square: bool = False,
     cbar_kws: dict | None = None,
-):
+) -> QuadMesh:
     """One cell per value, first row at the top, ticks at cell centres, a colour bar; NaN cells left blank.
 
     What ``seaborn.heatmap`` draws (no spines, no grid, annotations dark or light by the cell's

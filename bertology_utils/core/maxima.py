@@ -30,7 +30,7 @@ gets no credit: it points nowhere.
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import DTypeLike
+from numpy.typing import ArrayLike, DTypeLike
 
 __all__ = ["STORAGE_DTYPE", "resolution", "tie_credit"]
 
@@ -38,7 +38,7 @@ __all__ = ["STORAGE_DTYPE", "resolution", "tie_credit"]
 STORAGE_DTYPE = np.float16
 
 
-def resolution(maximum, dtype: DTypeLike = STORAGE_DTYPE) -> np.ndarray:
+def resolution(maximum: ArrayLike, dtype: DTypeLike = STORAGE_DTYPE) -> np.ndarray:
     """One ``dtype`` ulp at each ``maximum`` (float64, same shape): the default tie tolerance.
 
     Maxima that are not positive get 0 (they carry no credit anyway); those past ``dtype``'s range are clipped to it.
@@ -47,7 +47,9 @@ def resolution(maximum, dtype: DTypeLike = STORAGE_DTYPE) -> np.ndarray:
     return np.where(scale > 0, np.spacing(scale.astype(dtype)).astype(np.float64), 0.0)
 
 
-def tie_credit(weights, axis: int = -1, tol: float | None = None, dtype: DTypeLike = STORAGE_DTYPE) -> np.ndarray:
+def tie_credit(
+    weights: ArrayLike, axis: int = -1, tol: float | None = None, dtype: DTypeLike = STORAGE_DTYPE
+) -> np.ndarray:
     """Each column's share of its row's maximum: ``(..., n)`` float64, like ``weights`` (maxima along ``axis``).
 
     Columns whose weight is at least ``max - tol`` share the row's credit of 1 equally; the others get

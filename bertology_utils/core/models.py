@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import transformers
@@ -95,8 +95,8 @@ class LoadedModel:
         return model if isinstance(model, LoadedModel) else load_model(model)
 
     @property
-    def config(self):
-        return self.model.config
+    def config(self) -> transformers.PretrainedConfig:
+        return cast(transformers.PretrainedConfig, self.model.config)  # every model loaded is a PreTrainedModel
 
     @property
     def num_layers(self) -> int:
@@ -175,7 +175,7 @@ class LoadedModel:
         payload = {"backend": backend, "special_tokens": self.tokenizer.special_tokens_map}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
-    def check_attentions(self, outputs) -> None:
+    def check_attentions(self, outputs: object) -> None:
         """Raise ModelNotAvailableError unless ``outputs`` carries one attention map per layer and head."""
         check_attentions(outputs, self.num_layers, self.num_heads)
 
@@ -248,7 +248,7 @@ def _load_failure(name: str, source: str, is_local: bool, head: str, exc: Except
     return f"Could not load model {name!r} from the Hugging Face Hub ({reason}). {_how_to_get(name)}"
 
 
-def _load_tokenizer(source: str, **kwargs):
+def _load_tokenizer(source: str, **kwargs: Any) -> transformers.PreTrainedTokenizerBase:
     tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     # Byte-level BPE (RoBERTa, GPT-2) needs a prefix space for is_split_into_words=True; the
     # kwarg only exists on such tokenizer classes, so reload only where it is accepted.
@@ -264,7 +264,7 @@ def _load_tokenizer(source: str, **kwargs):
     return tokenizer
 
 
-def check_attentions(outputs, num_layers: int, num_heads: int | None = None) -> None:
+def check_attentions(outputs: object, num_layers: int, num_heads: int | None = None) -> None:
     """Raise ModelNotAvailableError unless ``outputs.attentions`` holds one (batch, heads, T, T) map per layer."""
     attentions = getattr(outputs, "attentions", None)
     hint = (
@@ -308,7 +308,7 @@ def load_model(
     dtype: torch.dtype | str = torch.float32,
     precision: str = "fp32",
     progress: bool = False,
-    **model_kwargs,
+    **model_kwargs: Any,
 ) -> LoadedModel:
     """Load a model (default: all-MiniLM-L6-v2, from its local package when installed) with eager attention.
 
@@ -379,7 +379,7 @@ def load_model(
     return loaded
 
 
-def _refuse_non_encoder(model, name: str) -> None:
+def _refuse_non_encoder(model: transformers.PreTrainedModel, name: str) -> None:
     """An encoder-decoder or a decoder-only (causal) model is refused before anything reads it: this package's
     analyses assume one bidirectional self-attention stack."""
     from transformers.models.auto.modeling_auto import (
@@ -404,7 +404,7 @@ def _refuse_non_encoder(model, name: str) -> None:
         )
 
 
-def _read_only(model) -> str:
+def _read_only(model: torch.nn.Module) -> str:
     """What an unregistered model gets, and the recipe the registry's own error gives."""
     try:
         architectures.arch_spec(model)

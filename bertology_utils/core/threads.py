@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from bertology_utils.core.files import atomic_write_text
 
@@ -138,7 +139,7 @@ def _poll(path: Path) -> None:
         time.sleep(POLL_SECONDS)
 
 
-def _on_request(_signum, _frame) -> None:
+def _on_request(_signum: int, _frame: FrameType | None) -> None:
     """On the main thread: apply the requested budget, now or when the outermost torch_threads block ends."""
     with _lock:
         threads = _state["requested"]

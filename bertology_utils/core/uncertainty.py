@@ -11,10 +11,11 @@ these intervals.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "Interval",
@@ -36,7 +37,7 @@ class Interval:
     level: float = 0.95
     method: str = "bootstrap"
 
-    def __post_init__(self):  # JSON has no NaN: a bound that was not finite comes back from claims.json as null
+    def __post_init__(self) -> None:  # JSON has no NaN: a bound that was not finite comes back from claims.json as null
         for end in ("low", "high"):
             object.__setattr__(self, end, math.nan if getattr(self, end) is None else float(getattr(self, end)))
 
@@ -55,7 +56,7 @@ class Interval:
         return self.describe()
 
 
-def spearman_rho(x, y, axis: int = -1) -> np.ndarray:
+def spearman_rho(x: npt.ArrayLike, y: npt.ArrayLike, axis: int = -1) -> np.ndarray:
     """Spearman's rho of ``x`` and ``y`` along ``axis`` (ties share their mean rank), for many resamples at once;
     NaN where either side is constant."""
     from scipy.stats import rankdata
@@ -69,8 +70,8 @@ def spearman_rho(x, y, axis: int = -1) -> np.ndarray:
 
 
 def bootstrap_interval(
-    statistic,
-    *samples,
+    statistic: Callable[..., np.ndarray],
+    *samples: npt.ArrayLike,
     over: str | Sequence[str],
     paired: bool = True,
     level: float = 0.95,
@@ -91,7 +92,7 @@ def bootstrap_interval(
     """
     from scipy.stats import bootstrap
 
-    def resampled(*arrays, axis=-1):
+    def resampled(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
         values = statistic(*arrays, axis=axis)
         return values if undefined is None else np.where(np.isfinite(values), values, undefined)
 
@@ -165,7 +166,9 @@ class Draws:
         return Interval(float(low), float(high), self.level, method)
 
 
-def permutation_interval(observed: float, null, *, level: float = 0.95, method: str = "permutation") -> Interval:
+def permutation_interval(
+    observed: float, null: npt.ArrayLike, *, level: float = 0.95, method: str = "permutation"
+) -> Interval:
     """The interval of an excess over chance: ``observed`` minus the central ``level`` range of its permutation
     ``null`` (the statistic under each relabelling). It lies above 0 when ``observed`` is above the range, below 0
     when under it; NaN bounds with no null or a statistic that is not finite."""
