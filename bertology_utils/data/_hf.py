@@ -21,16 +21,18 @@ from __future__ import annotations
 import dataclasses
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeGuard
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bertology_utils.core import settings
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.data._items import Corpus, Sentence
 from bertology_utils.data._readers import (
     GAP_HEADER,
+    TableLayout,
     check_tree,
     classification_layout,
     gap_row,
@@ -38,6 +40,9 @@ from bertology_utils.data._readers import (
     require_columns,
 )
 from bertology_utils.data._sources import no_split
+
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
 
 __all__ = ["PREFIX", "OPTIONS", "HfSource", "is_hf", "parse_hf", "hf_corpus", "hf_one_split", "hf_task_splits"]
 
@@ -90,7 +95,7 @@ class HfSource:
         return f"{self.label}[{split}]"
 
 
-def is_hf(source) -> TypeGuard[str | Mapping]:
+def is_hf(source: object) -> TypeGuard[str | Mapping]:
     """Whether a data parameter names a Hugging Face data set (an ``hf:`` string, or a mapping with one as path)."""
     if isinstance(source, Mapping):
         source = source.get("path")
@@ -118,7 +123,7 @@ def parse_hf(source: str | Mapping) -> HfSource:
 # --------------------------------------------------------------------------- loading
 
 
-def _datasets():
+def _datasets() -> ModuleType:
     """The ``datasets`` package, imported on first use: only ``hf:`` sources need it."""
     try:
         import datasets
@@ -131,7 +136,7 @@ def _datasets():
     return datasets
 
 
-def _load(source: HfSource):
+def _load(source: HfSource) -> Dataset | DatasetDict:
     """The Dataset or DatasetDict a source names (local folders as they are; the Hub only online)."""
     datasets = _datasets()
     cache = str(settings.cache_dir() / "data" / "hf")
@@ -182,13 +187,15 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _pick_split(loaded, source: HfSource, split: str, any_one: bool):
+def _pick_split(
+    loaded: Dataset | Mapping[str, Dataset], source: HfSource, split: str, any_one: bool
+) -> tuple[Dataset, str]:
     """(rows, split name): ``split``, or its other name (dev, validation).
 
     With ``any_one``, a data set of one split is read whatever is asked (as registered ones are);
     a task's two splits, or a split named in the source, must be there.
     """
-    if not hasattr(loaded, "keys"):  # a Dataset, not a DatasetDict: one split
+    if not isinstance(loaded, Mapping):  # a Dataset, not a DatasetDict: one split
         name = str(loaded.split or "all")
         if any_one or name == split:
             return loaded, name
@@ -202,7 +209,7 @@ def _pick_split(loaded, source: HfSource, split: str, any_one: bool):
     raise no_split(source.label, split, loaded)
 
 
-def _id_column(options: Mapping[str, str], header, where: str) -> str | None:
+def _id_column(options: Mapping[str, str], header: Sequence[str], where: str) -> str | None:
     if "id" in options:
         require_columns(header, [options["id"]], "the id", where)
         return options["id"]
@@ -212,7 +219,7 @@ def _id_column(options: Mapping[str, str], header, where: str) -> str | None:
 # --------------------------------------------------------------------------- rows
 
 
-def _decoder(feature):
+def _decoder(feature: object) -> Callable[[Any], Any]:
     """A function turning a column's stored values into what they mean: class labels into their names."""
     datasets = _datasets()
     if isinstance(feature, datasets.ClassLabel):
@@ -223,19 +230,19 @@ def _decoder(feature):
     return lambda value: value
 
 
-def _class_name(feature, value):
+def _class_name(feature: Any, value: int | None) -> str | None:
     """A class label's name; None for the -1 (or missing) of unlabelled rows, e.g. GLUE's test splits."""
     return feature.int2str(value) if value is not None and 0 <= value < feature.num_classes else None
 
 
-def _columns(rows, names) -> list[list]:
+def _columns(rows: Dataset, names: Iterable[str | None]) -> list[list]:
     """The values of each named column (None for a name that is None), decoded."""
     return [
         [None] * len(rows) if name is None else list(map(_decoder(rows.features[name]), rows[name])) for name in names
     ]
 
 
-def _field(value) -> str:
+def _field(value: object) -> str:
     """A value as a TSV field holds it: GAP's booleans as TRUE/FALSE, a missing value as empty."""
     if value is None:
         return ""
@@ -246,20 +253,21 @@ def _field(value) -> str:
     raise ValueError(f"{value!r} is not a text, a number or a class")
 
 
-def _first_present(header, *names: str) -> str | None:
+def _first_present(header: Sequence[str], *names: str) -> str | None:
     return next((name for name in names if name in header), None)
 
 
-def _table(rows, layout, where, id_column: str | None) -> tuple[list, list]:
+def _table(rows: Dataset, layout: TableLayout, where: str, id_column: str | None) -> tuple[list, list]:
     """Items and labels of a table of texts, each row read as a TSV line of the same ``layout`` is."""
     header = layout.header
+    assert header is not None  # classification_layout names every column
     used = sorted({*layout.texts, *([] if layout.label is None else [layout.label])})
     if id_column is not None:
         layout = dataclasses.replace(layout, ids=(header.index(id_column),))
         used.append(header.index(id_column))
     values = _columns(rows, [header[i] for i in used])
 
-    def row(fields, index):
+    def row(fields: list, index: int) -> tuple[object, object]:
         full = [""] * len(header)
         for i, value in zip(used, fields):
             full[i] = _field(value)
@@ -268,7 +276,7 @@ def _table(rows, layout, where, id_column: str | None) -> tuple[list, list]:
     return parse_rows(enumerate(map(list, zip(*values))), row, where)
 
 
-def _head(value) -> int | None:
+def _head(value: str | int | None) -> int | None:
     """A head as a number; None where there is none ('_', or None: multiword tokens, empty nodes)."""
     if value is None or str(value) in ("_", "None", ""):
         return None
@@ -278,7 +286,7 @@ def _head(value) -> int | None:
         raise ValueError(f"HEAD {value!r} is not a number") from None
 
 
-def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
+def _treebank(rows: Dataset, options: Mapping[str, str], where: str, id_column: str | None, trees: bool) -> list:
     """Sentences of a treebank in the ``universal_dependencies`` schema (a list per row for each column).
 
     As :func:`read_conllu` keeps the syntactic words, tokens without a head (the multiword tokens and
@@ -294,7 +302,7 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
     present = [head if head in header else None, deprel if deprel in header else None, upos, text, id_column]
     columns = _columns(rows, [tokens, *present])
 
-    def row(fields, index):
+    def row(fields: list, index: int) -> tuple[object, object]:
         forms, heads, relations, tags, sentence_text, item_id = fields
         for column, values in (("head", heads), ("deprel", relations), ("upos", tags)):
             if values is not None and len(values) != len(forms):
@@ -319,7 +327,7 @@ def _treebank(rows, options, where, id_column: str | None, trees: bool) -> list:
     return parse_rows(enumerate(map(list, zip(*columns))), row, where)[0]
 
 
-def _annotation(values, keep) -> tuple[str, ...] | None:
+def _annotation(values: Sequence | None, keep: Iterable[int]) -> tuple[str, ...] | None:
     """One column's tags of the kept words; None when there are none ('_' throughout, as CoNLL-U's reader)."""
     if values is None:
         return None
@@ -359,9 +367,14 @@ def hf_corpus(source: str, kind: str, split: str) -> Corpus:
     return _corpus(parsed, split, items, labels)
 
 
-def _corpus(source: HfSource, split: str, items, labels) -> Corpus:
+def _corpus(source: HfSource, split: str, items: Iterable, labels: Iterable | None) -> Corpus:
     path = Path(source.where).expanduser()
-    corpus = Corpus(tuple(items), f"{source.name}/{split}", path.resolve() if path.exists() else None, labels=labels)
+    corpus = Corpus(
+        tuple(items),
+        f"{source.name}/{split}",
+        path.resolve() if path.exists() else None,
+        labels=None if labels is None else tuple(labels),
+    )
     return dataclasses.replace(corpus, description=f"Hugging Face data set {source.label} — {corpus.description}")
 
 

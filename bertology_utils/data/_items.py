@@ -9,9 +9,10 @@ import json
 import re
 import sys
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 
@@ -30,7 +31,7 @@ __all__ = [
 # --------------------------------------------------------------------------- items
 
 
-def _freeze(obj, *names: str) -> None:
+def _freeze(obj: object, *names: str) -> None:
     """Turn list-valued fields of a frozen dataclass into tuples, so items stay hashable."""
     for name in names:
         value = getattr(obj, name)
@@ -52,7 +53,7 @@ class Sentence:
     upos: tuple[str, ...] | None = None
     text: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _freeze(self, "words", "heads", "relations", "upos")
         for name in ("heads", "relations", "upos"):
             value = getattr(self, name)
@@ -74,7 +75,7 @@ class SentencePair:
     b: tuple[str, ...]
     label: str | int | float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _freeze(self, "a", "b")
 
 
@@ -143,7 +144,7 @@ class Corpus(Sequence):
     description: str = ""
     labels: tuple | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _freeze(self, "items", "labels")
         if self.labels is not None and len(self.labels) != len(self.items):
             raise ValueError(f"corpus {self.name}: {len(self.labels)} labels for {len(self.items)} items")
@@ -159,10 +160,10 @@ class Corpus(Sequence):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.items)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:  # an item, or a Corpus of a slice
         if not isinstance(index, slice):
             return self.items[index]
         start, stop, step = index.indices(len(self.items))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from bertology_utils.core.errors import DataFormatError, DataNotFoundError
 from bertology_utils.data._items import Corpus, GapExample, Sentence, SentencePair, words_of
 
 __all__ = [
+    "TableLayout",
     "GLUE_TASKS",
     "glue_task_name",
     "file_sha256",
@@ -87,7 +88,7 @@ def _read_lines(path: Path) -> tuple[list[str], str]:
 # --------------------------------------------------------------------------- CoNLL-U
 
 
-def _blocks(lines: list[str]):
+def _blocks(lines: list[str]) -> Iterator[list[tuple[int, str]]]:
     """Sentence blocks as lists of (line number, line), split on blank lines."""
     block: list[tuple[int, str]] = []
     for number, line in enumerate(lines, 1):
@@ -116,7 +117,7 @@ def _find_cycle(heads: Sequence[int]) -> list[int] | None:
     return None
 
 
-def check_tree(heads: list, lines: list[int], path: Path, first_line: int) -> tuple[int, ...]:
+def check_tree(heads: list, lines: list[int], path: str | os.PathLike | None, first_line: int) -> tuple[int, ...]:
     """Validate one sentence's heads (a single-rooted tree over 1..n); return them as a tuple."""
     n = len(heads)
     for head, line in zip(heads, lines):
@@ -242,7 +243,7 @@ def _read_table(
             raise DataFormatError(f"expected the header {'|'.join(header)!r}, found {'|'.join(found)!r}", path, 1)
         first = 2
 
-    def rows():
+    def rows() -> Iterator[tuple[int, list[str]]]:
         for number, line in enumerate(lines[first - 1 :], first):
             if not line:
                 continue
@@ -256,7 +257,9 @@ def _read_table(
 
 
 def parse_rows(
-    rows: Iterable[tuple[int, list[str]]], row: Callable[[list[str], int], tuple[object, object]], where
+    rows: Iterable[tuple[int, list[str]]],
+    row: Callable[[list[str], int], tuple[object, object]],
+    where: str | os.PathLike | None,
 ) -> tuple[list, list]:
     """(items, labels) of (number, fields) rows, each turned into (item, label) by ``row``.
 
@@ -301,7 +304,7 @@ def _score(value: str) -> float:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class TableLayout:
     """Where a sentence (or pair) task keeps its fields."""
 
     header: tuple[str, ...] | None
@@ -311,7 +314,7 @@ class _Layout:
     parse_label: Callable[[str], int | str | float]
     ids: tuple[int, ...] = ()  # joined with "-"; empty: the row index
 
-    def row(self, fields: list[str], index: int):
+    def row(self, fields: list[str], index: int) -> tuple[Sentence | SentencePair, object]:
         label = None if self.label is None else self.parse_label(fields[self.label])
         item_id = "-".join(fields[i] for i in self.ids) or str(index)
         texts = [fields[i].strip() for i in self.texts]  # SST-2 sentences end with a space
@@ -324,10 +327,10 @@ class _Layout:
 
 
 _GLUE_LAYOUTS = {
-    "SST-2": _Layout(("sentence", "label"), 2, texts=(0,), label=1, parse_label=_binary),
+    "SST-2": TableLayout(("sentence", "label"), 2, texts=(0,), label=1, parse_label=_binary),
     # CoLA: no header; source, label, original judgement mark, sentence.
-    "CoLA": _Layout(None, 4, texts=(3,), label=1, parse_label=_binary),
-    "MRPC": _Layout(
+    "CoLA": TableLayout(None, 4, texts=(3,), label=1, parse_label=_binary),
+    "MRPC": TableLayout(
         ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
         5,
         texts=(3, 4),
@@ -335,10 +338,10 @@ _GLUE_LAYOUTS = {
         parse_label=_binary,
         ids=(1, 2),
     ),
-    "RTE": _Layout(
+    "RTE": TableLayout(
         ("index", "sentence1", "sentence2", "label"), 4, texts=(1, 2), label=3, parse_label=_entailment, ids=(0,)
     ),
-    "STS-B": _Layout(
+    "STS-B": TableLayout(
         ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"),
         10,
         texts=(7, 8),
@@ -347,7 +350,7 @@ _GLUE_LAYOUTS = {
         ids=(0,),
     ),
 }
-_PAIRS_LAYOUT = _Layout(
+_PAIRS_LAYOUT = TableLayout(
     ("id", "sentence1", "sentence2", "label"), 4, texts=(1, 2), label=3, parse_label=_entailment, ids=(0,)
 )
 
@@ -365,7 +368,7 @@ def glue_task_name(task: str) -> str:
 
 
 def _read_layout(
-    path: str | os.PathLike, layout: _Layout, name: str | None, read: tuple[list[str], str] | None = None
+    path: str | os.PathLike, layout: TableLayout, name: str | None, read: tuple[list[str], str] | None = None
 ) -> Corpus:
     path = Path(path)
     items, labels, sha = _read_table(path, layout.header, layout.columns, layout.row, read)
@@ -414,8 +417,13 @@ def read_classification_tsv(
 
 
 def classification_layout(
-    header: tuple[str, ...], text: str | None, label: str | None, text_pair: str | None, where, line: int | None = None
-) -> _Layout:
+    header: tuple[str, ...],
+    text: str | None,
+    label: str | None,
+    text_pair: str | None,
+    where: str | os.PathLike | None,
+    line: int | None = None,
+) -> TableLayout:
     """The layout of a table of texts with these columns (see :func:`read_classification_tsv`); ``label`` None: unlabelled.
 
     Raises a DataFormatError naming ``where`` (and ``line``) when a named column is missing.
@@ -428,10 +436,12 @@ def classification_layout(
     wanted = [text] + ([label] if label is not None else []) + ([text_pair] if text_pair else [])
     require_columns(header, wanted, "the text and label", where, line)
     texts = (header.index(text),) + ((header.index(text_pair),) if text_pair else ())
-    return _Layout(header, len(header), texts, None if label is None else header.index(label), _label)
+    return TableLayout(header, len(header), texts, None if label is None else header.index(label), _label)
 
 
-def require_columns(header: Sequence[str], wanted: Sequence[str], what: str, where, line: int | None = None) -> None:
+def require_columns(
+    header: Sequence[str], wanted: Sequence[str], what: str, where: str | os.PathLike | None, line: int | None = None
+) -> None:
     missing = [column for column in wanted if column not in header]
     if missing:
         raise DataFormatError(
@@ -456,7 +466,7 @@ def _coref(value: str, column: str) -> bool:
     return value == "TRUE"
 
 
-def gap_row(fields: list[str], index: int):
+def gap_row(fields: list[str], index: int) -> tuple[GapExample, None]:
     id_, text, pronoun, p_off, a, a_off, a_coref, b, b_off, b_coref, url = fields
     example = GapExample(
         id_,

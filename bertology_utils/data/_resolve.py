@@ -21,7 +21,7 @@ Every notebook parameter that names data takes a *source*, resolved here:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +59,7 @@ def _registered(source: str) -> str | None:
         return None
 
 
-def _unknown(source, kind: str) -> DataNotFoundError:
+def _unknown(source: object, kind: str) -> DataNotFoundError:
     names = ", ".join(n for n, spec in DATASETS.items() if spec.kind in _REGISTERED[kind])
     return DataNotFoundError(
         f"{source!r} is neither a registered data set of kind {kind!r} ({names}) nor an existing file or folder",
@@ -93,7 +93,7 @@ def _read_file(path: Path, kind: str) -> Corpus:
     raise DataFormatError(f"cannot read it as {kind}: expected {expected[kind]}", path)
 
 
-def _check_kind(corpus: Corpus, kind: str, source) -> Corpus:
+def _check_kind(corpus: Corpus, kind: str, source: object) -> Corpus:
     if kind == "treebank" and not any(isinstance(s, Sentence) and s.has_syntax for s in corpus):
         raise DataFormatError(f"{source}: a treebank is needed, and no sentence has a dependency tree")
     if kind == "pairs" and not all(isinstance(item, SentencePair) for item in corpus):
@@ -181,7 +181,7 @@ def treebank_splits(
     return _cut(splits, n_train, n_dev, n_test), note
 
 
-def _one_file(source) -> bool:
+def _one_file(source: str | os.PathLike) -> bool:
     """A registered treebank without a train split (the sample), a single file, or one split of a Hugging Face data set."""
     if is_hf(source):
         return hf_one_split(source)
@@ -189,7 +189,7 @@ def _one_file(source) -> bool:
     return "train" not in DATASETS[name].files if name is not None else Path(source).is_file()
 
 
-def _cut(splits: dict[str, Corpus], n_train, n_dev, n_test) -> dict[str, Corpus]:
+def _cut(splits: dict[str, Corpus], n_train: int | None, n_dev: int | None, n_test: int | None) -> dict[str, Corpus]:
     for split, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
         if n is not None:
             splits[split] = splits[split][:n]
@@ -217,7 +217,7 @@ class Task:
         return f"{self.name} ({kind}): {len(self.train)} train and {len(self.dev)} dev examples"
 
 
-def _class_order(labels) -> tuple[str, ...]:
+def _class_order(labels: Iterable[str]) -> tuple[str, ...]:
     classes = set(labels)
     try:
         return tuple(sorted(classes, key=float))
@@ -273,7 +273,9 @@ def resolve_task(source: str | os.PathLike | Mapping) -> Task:
     return _user_task(name, splits["train"], splits["dev"], folder / "train.tsv", folder / "dev.tsv")
 
 
-def _user_task(name: str, train: Corpus, dev: Corpus, train_where, dev_where) -> Task:
+def _user_task(
+    name: str, train: Corpus, dev: Corpus, train_where: str | os.PathLike | None, dev_where: str | os.PathLike | None
+) -> Task:
     """A user's task, checked: two classes in train at least, and every dev label among them.
 
     ``train_where`` and ``dev_where`` name the two splits in the errors (a file, or a data set's split).
