@@ -19,8 +19,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from bertology_utils.core.uncertainty import (
     Draws,
@@ -30,6 +32,11 @@ from bertology_utils.core.uncertainty import (
     permutation_interval,
     spearman_rho,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bertology_utils.core.models import LoadedModel
 
 __all__ = [
     "Verdict",
@@ -179,7 +186,7 @@ class Claim:
     interval: Interval | None = None  #: of the statistic the rule read, where it aggregates over items
     seeds: Seeds | None = None  #: for a claim downstream of training: the seeds it was made on
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not _ID.fullmatch(self.id):
             raise ValueError(f"claim id {self.id!r}: use letters, digits and _ . : + - only")
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -230,7 +237,9 @@ def tagged(claim_id: str, task: str) -> str:
     return f"{claim_id}.{task}" if task else claim_id
 
 
-def head_grid(values, name: str, shape: tuple | None = None, dtype=None) -> np.ndarray:
+def head_grid(
+    values: npt.ArrayLike, name: str, shape: tuple | None = None, dtype: npt.DTypeLike | None = None
+) -> np.ndarray:
     """``values`` as a (layers, heads) array (of ``shape`` when given); ValueError naming ``name`` otherwise."""
     array = np.asarray(values, dtype=dtype)
     if array.ndim != 2 or (shape is not None and array.shape != tuple(shape)):
@@ -239,7 +248,7 @@ def head_grid(values, name: str, shape: tuple | None = None, dtype=None) -> np.n
     return array
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """numpy scalars as Python numbers, so that values compare, print and serialise plainly."""
     return value.item() if isinstance(value, np.generic) else value
 
@@ -259,7 +268,7 @@ def claim_case(claim_id: str) -> str:
 CLAIMS_DETAIL_COLUMNS = ("rule", "note")
 
 
-def claims_table(claims: Iterable[Claim], model=None):
+def claims_table(claims: Iterable[Claim], model: LoadedModel | None = None) -> pd.DataFrame:
     """The "paper vs ours" DataFrame: one row per claim (index ``id``).
 
     ``model`` (a :class:`~bertology_utils.core.models.LoadedModel`): the "ours" column is headed with its
@@ -304,7 +313,7 @@ def depth_scaled_layers(first: int, last: int, model_layers: int, paper_layers: 
     return a, min(b, model_layers)
 
 
-def layer_mean(values, first: int, last: int, paper_layers: int = 12, *, draws: bool = False) -> tuple:
+def layer_mean(values: npt.ArrayLike, first: int, last: int, paper_layers: int = 12, *, draws: bool = False) -> tuple:
     """Mean of a ``(layers, heads)`` (or ``(layers,)``) array over the paper's layers ``first..last`` scaled to
     its depth, and those layers written ``"a-b"`` (from 1). NaN entries are left out; all NaN gives NaN.
 
@@ -362,7 +371,7 @@ def on_classifier(
     return replace(claim, rule=rule, seeds=seeds)
 
 
-def greater(a, b) -> tuple[float, float, float, float]:
+def greater(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[float, float, float, float]:
     """Does ``a`` tend to exceed ``b``? One-sided Mann-Whitney U and p, and both medians (NaN left out).
 
     U and p are NaN with fewer than 2 values on a side; a median is NaN for an empty side.

@@ -216,7 +216,7 @@ def value_zeroing_agrees_best(
     level = 1 - alpha
     means = {m: float(wide[m].mean()) if n else math.nan for m in (method, *rivals)}
 
-    def margin(*differences, axis: int = -1) -> np.ndarray:  # the smallest mean difference over the rivals
+    def margin(*differences: np.ndarray, axis: int = -1) -> np.ndarray:  # the smallest mean difference over the rivals
         return np.min([np.mean(d, axis=axis) for d in differences], axis=0)
 
     if n >= MIN_ITEMS and rivals:

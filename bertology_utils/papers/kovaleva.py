@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from bertology_utils.papers.claims import (
     BY_INTERVAL,
@@ -32,6 +33,7 @@ from bertology_utils.papers.claims import (
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from bertology_utils.interventions.pruning import AblationResult
 
@@ -54,7 +56,7 @@ __all__ = [
 PAPER = "Kovaleva et al. 2019"
 
 
-def heterogeneous_share(mrpc_share: float, *, per_pair=None, seed: int = 0) -> Claim:
+def heterogeneous_share(mrpc_share: float, *, per_pair: npt.ArrayLike | None = None, seed: int = 0) -> Claim:
     """ "Heterogeneous maps are at most 32% (MRPC) to 61% (QQP)": our classifier's share on MRPC; not testable without it.
 
     ``per_pair``: each MRPC pair's share of heterogeneous maps (its heads' maps, e.g.
@@ -91,7 +93,7 @@ def pattern_types_recognisable(macro_f1: float, method: str = "template", *, int
     )
 
 
-def last_layers_change_most(cosine, task: str = "") -> Claim:
+def last_layers_change_most(cosine: npt.ArrayLike, task: str = "") -> Claim:
     """ "Fine-tuning changes the last two layers most": per-layer mean cosine of the maps before and after.
 
     Holds when the two least similar layers are the last two, partly when the least similar one is.
@@ -292,7 +294,7 @@ def _key(task: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", task.lower()) or "task"
 
 
-def _layer_frame(frame: pd.DataFrame, task: str, columns=("cls", "sep")) -> pd.DataFrame:
+def _layer_frame(frame: pd.DataFrame, task: str, columns: Sequence[str] = ("cls", "sep")) -> pd.DataFrame:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{task}: the per-layer shares lack the columns {missing} (have {list(frame.columns)})")
@@ -310,12 +312,16 @@ def layer_thirds(n_layers: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return depth_scaled_layers(1, 1, n_layers, 3), depth_scaled_layers(3, 3, n_layers, 3)
 
 
-def _third_means(frame: pd.DataFrame, column: str, first: tuple[int, int], last: tuple[int, int]):
+def _third_means(
+    frame: pd.DataFrame, column: str, first: tuple[int, int], last: tuple[int, int]
+) -> tuple[float, float]:
     values = frame[column].to_numpy(dtype=np.float64)
     return float(np.mean(values[first[0] - 1 : first[1]])), float(np.mean(values[last[0] - 1 : last[1]]))
 
 
-def _drawn_third_means(draws: Draws, column: str, first: tuple[int, int], last: tuple[int, int]):
+def _drawn_third_means(
+    draws: Draws, column: str, first: tuple[int, int], last: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_third_means` of each draw: the heads' mean per layer (as ``per_layer()``), then the thirds'."""
     with warnings.catch_warnings():  # a layer without any finite head is NaN, as in the frame
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -327,7 +333,9 @@ def _span(layers: tuple[int, int]) -> str:
     return f"{layers[0]}-{layers[1]}" if layers[0] != layers[1] else str(layers[0])
 
 
-def _not_counted(tasks, scores: Mapping[str, float] | None, majority: Mapping[str, float] | None) -> dict:
+def _not_counted(
+    tasks: Iterable[str], scores: Mapping[str, float] | None, majority: Mapping[str, float] | None
+) -> dict:
     """Task -> why its classifier is left out of a claim pooling tasks: it does not beat its baseline
     (:func:`~bertology_utils.papers.claims.below_floor`); a task without a score or floor is counted."""
     scores, majority = scores or {}, majority or {}
@@ -335,7 +343,7 @@ def _not_counted(tasks, scores: Mapping[str, float] | None, majority: Mapping[st
     return {task: why for task, why in reasons.items() if why}
 
 
-def _pretrained_for(pretrained, task: str):
+def _pretrained_for(pretrained: pd.DataFrame | Mapping[str, pd.DataFrame] | None, task: str) -> pd.DataFrame | None:
     """The pre-trained model's per-layer shares for ``task``'s inputs: one frame for all, or a task's own."""
     if pretrained is None:
         return None
@@ -443,9 +451,9 @@ def cls_early_sep_late(
     if testable and draws is not None and all(task in draws for task in outcome):
         margins = []
         for task in outcome:
-            cls_first, cls_last = _drawn_third_means(draws[task], "cls", first, last)
-            sep_first, sep_last = _drawn_third_means(draws[task], "sep", first, last)
-            margins += [cls_first - cls_last, sep_last - sep_first]
+            drawn_cls = _drawn_third_means(draws[task], "cls", first, last)
+            drawn_sep = _drawn_third_means(draws[task], "sep", first, last)
+            margins += [drawn_cls[0] - drawn_cls[1], drawn_sep[1] - drawn_sep[0]]
         drawn = np.stack(margins, axis=-1)
         over = next(iter(draws.values()))
         interval = over.interval(drawn.min(-1))
@@ -547,8 +555,10 @@ def sst2_largest_sep(
 
 
 def plot_special_token_shares(
-    fine_tuned: Mapping[str, pd.DataFrame], pretrained: Mapping[str, pd.DataFrame], kinds=("cls", "sep", "punct")
-):
+    fine_tuned: Mapping[str, pd.DataFrame],
+    pretrained: Mapping[str, pd.DataFrame],
+    kinds: Sequence[str] = ("cls", "sep", "punct"),
+) -> Figure:
     """Fig. 5: per layer, the share of attention on each of ``kinds`` (one panel each), one line per fine-tuned
     task (``fine_tuned``: task -> frame indexed by layer, a column per kind), its pre-trained model's dotted in
     the same colour. Returns the figure."""
@@ -567,7 +577,7 @@ def plot_special_token_shares(
     return fig
 
 
-def plot_head_ablation(result: AblationResult, *, task: str = ""):
+def plot_head_ablation(result: AblationResult, *, task: str = "") -> Figure:
     """Fig. 6: the dev metric's change (top) and the dev loss's, in thousandths (bottom), with each head
     disabled alone (left, layers x heads) and each layer disabled (right), red worse in both rows. Returns
     the figure."""
@@ -612,7 +622,7 @@ def plot_head_ablation(result: AblationResult, *, task: str = ""):
     return fig
 
 
-def plot_init_comparison(table: pd.DataFrame):
+def plot_init_comparison(table: pd.DataFrame) -> Figure:
     """Dev score per task fine-tuned from the pre-trained weights and from a random init, bars side by side,
     with the majority class as a mark (``table``: indexed by task, columns "pre-trained", "random init",
     "majority class"). Returns the figure."""

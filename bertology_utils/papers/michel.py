@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from bertology_utils.papers.claims import Claim, Verdict, bootstrap_interval, spearman_rho, tagged
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from bertology_utils.interventions.pruning import PruningCurve
 
 __all__ = ["PAPER", "heads_prunable", "importance_matches_ablation", "plot_importance"]
@@ -98,7 +101,9 @@ def heads_prunable(
     )
 
 
-def importance_matches_ablation(importance, harm, *, alpha: float = 0.05, task: str = "", seed: int = 0) -> Claim:
+def importance_matches_ablation(
+    importance: npt.ArrayLike, harm: npt.ArrayLike, *, alpha: float = 0.05, task: str = "", seed: int = 0
+) -> Claim:
     """Importance, a first-order estimate of the loss change, ranks heads like removing each one alone does.
 
     ``importance`` and ``harm``: per head (any shape), the raw importance and the dev-loss increase when the head
@@ -130,7 +135,14 @@ def importance_matches_ablation(importance, harm, *, alpha: float = 0.05, task: 
     )
 
 
-def plot_importance(importance, raw_importance, loss_deltas, agreement: tuple[float, float], *, task: str = ""):
+def plot_importance(
+    importance: np.ndarray,
+    raw_importance: npt.ArrayLike,
+    loss_deltas: npt.ArrayLike,
+    agreement: tuple[float, float],
+    *,
+    task: str = "",
+) -> Figure:
     """Left: the (per-layer normalised) ``importance`` as a layers x heads grid. Right: each head's raw importance
     against the dev loss change when it alone is disabled (``loss_deltas``), coloured by layer, titled with
     ``agreement`` (Spearman's rho and p, e.g. from ``pruning.importance_ablation_agreement``). Returns the figure."""

@@ -13,10 +13,15 @@ qualitative reading.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from bertology_utils.papers.claims import Claim, Verdict, greater, head_grid, permutation_interval
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["PAPER", "SEP_BROAD", "NEXT_WORD", "pattern_groups", "qk_dimensions_by_pattern", "plot_query_key_dimensions"]
 
@@ -25,7 +30,15 @@ PAPER = "Vig 2019"
 SEP_BROAD, NEXT_WORD = "[SEP]/broad", "next-word"
 
 
-def _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broad_ratio, share):
+def _membership(
+    sep_share: npt.ArrayLike,
+    next_share: npt.ArrayLike,
+    entropy: npt.ArrayLike | None,
+    cls_share: npt.ArrayLike | None,
+    uniform_entropy: float | None,
+    broad_ratio: float,
+    share: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """(meets the [SEP]/broad definition, meets the next-word definition), each (layers, heads) bool."""
     sep = head_grid(sep_share, "sep_share").astype(np.float64)
     nxt = head_grid(next_share, "next_share", sep.shape).astype(np.float64)
@@ -44,11 +57,11 @@ def _membership(sep_share, next_share, entropy, cls_share, uniform_entropy, broa
 
 
 def pattern_groups(
-    sep_share,
-    next_share,
-    entropy=None,
+    sep_share: npt.ArrayLike,
+    next_share: npt.ArrayLike,
+    entropy: npt.ArrayLike | None = None,
     *,
-    cls_share=None,
+    cls_share: npt.ArrayLike | None = None,
     uniform_entropy: float | None = None,
     broad_ratio: float = 0.9,
     share: float = 0.5,
@@ -70,12 +83,12 @@ def pattern_groups(
 
 
 def qk_dimensions_by_pattern(
-    dims,
-    sep_share,
-    next_share,
-    entropy=None,
+    dims: npt.ArrayLike,
+    sep_share: npt.ArrayLike,
+    next_share: npt.ArrayLike,
+    entropy: npt.ArrayLike | None = None,
     *,
-    cls_share=None,
+    cls_share: npt.ArrayLike | None = None,
     uniform_entropy: float | None = None,
     broad_ratio: float = 0.9,
     share: float = 0.5,
@@ -158,7 +171,9 @@ def qk_dimensions_by_pattern(
     )
 
 
-def plot_query_key_dimensions(dims, groups=None, *, title: str | None = None, label: str = "dimensions needed"):
+def plot_query_key_dimensions(
+    dims: npt.ArrayLike, groups: np.ndarray | None = None, *, title: str | None = None, label: str = "dimensions needed"
+) -> Figure:
     """Left: ``dims`` (layers, heads) as a grid, layers and heads from 1. Right (with ``groups``, e.g. from
     :func:`pattern_groups`): a box and strip plot of the heads' values by group. Returns the figure."""
     import matplotlib.pyplot as plt

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from bertology_utils.papers.claims import (
@@ -33,6 +34,7 @@ from bertology_utils.papers.claims import (
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
 __all__ = [
     "PAPER",
@@ -66,7 +68,7 @@ def _not_converged(gap: float | None) -> str:
     )
 
 
-def rank_agreement(a, b) -> tuple[float, float, int]:
+def rank_agreement(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[float, float, int]:
     """Spearman's rho and its two-sided p-value between two (layers, heads) grids, over heads finite in
     both, and that number of heads; (NaN, NaN, n) when fewer than 3 heads or either side is constant."""
     x, y = head_grid(a, "a", dtype=np.float64).ravel(), head_grid(b, "b", dtype=np.float64).ravel()
@@ -81,8 +83,8 @@ def rank_agreement(a, b) -> tuple[float, float, int]:
 
 
 def relevance_tracks_confidence(
-    relevance,
-    confidence,
+    relevance: npt.ArrayLike,
+    confidence: npt.ArrayLike,
     *,
     alpha: float = 0.05,
     task: str = "",
@@ -150,8 +152,8 @@ def roles_found(masks: Mapping[str, np.ndarray], *, testable: Mapping[str, bool]
 
 
 def specialised_heads_relevant(
-    relevance,
-    specialised,
+    relevance: npt.ArrayLike,
+    specialised: npt.ArrayLike,
     *,
     alpha: float = 0.05,
     task: str = "",
@@ -178,7 +180,7 @@ def specialised_heads_relevant(
     _, p, med_s, med_r = greater(ours_, rest)
     level = 1 - alpha
 
-    def median_gap(specialised_, other, axis: int = -1) -> np.ndarray:
+    def median_gap(specialised_: np.ndarray, other: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(specialised_, axis=axis) - np.median(other, axis=axis)
 
     interval = bootstrap_interval(
@@ -267,7 +269,9 @@ class SurvivalTest:
         )
 
 
-def specialised_survival(masks, specialised, *, n_permutations: int = 10_000, seed: int = 0) -> SurvivalTest:
+def specialised_survival(
+    masks: npt.ArrayLike, specialised: npt.ArrayLike, *, n_permutations: int = 10_000, seed: int = 0
+) -> SurvivalTest:
     """Specialised heads among the survivors of each lambda, against the same count of heads drawn at random.
 
     ``masks``: (lambdas, layers, heads) bool, True = kept; ``specialised``: (layers, heads) bool. The
@@ -331,7 +335,9 @@ def specialised_heads_survive(test: SurvivalTest, *, alpha: float = 0.05, task: 
     )
 
 
-def survival_table(lambdas, masks, role_masks: Mapping[str, np.ndarray], specialised) -> pd.DataFrame:
+def survival_table(
+    lambdas: Sequence[float], masks: np.ndarray, role_masks: Mapping[str, np.ndarray], specialised: npt.ArrayLike
+) -> pd.DataFrame:
     """Heads kept per lambda (``masks``: (lambdas, layers, heads) bool), in all, per role and specialised, and
     a last row "all heads" with the same counts before pruning: the counts behind :func:`specialised_survival`."""
     import pandas as pd
@@ -353,7 +359,9 @@ def survival_table(lambdas, masks, role_masks: Mapping[str, np.ndarray], special
     return pd.DataFrame(rows).T
 
 
-def plot_relevance(relevance, confidence, specialised, *, task: str = ""):
+def plot_relevance(
+    relevance: npt.ArrayLike, confidence: npt.ArrayLike, specialised: npt.ArrayLike, *, task: str = ""
+) -> Figure:
     """Left: each head's relevance as a layers x heads grid. Right: relevance against confidence, the
     specialised heads in red, with Spearman's rho (:func:`rank_agreement`). Returns the figure."""
     import matplotlib.pyplot as plt

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from bertology_utils.core.heads import Head
 from bertology_utils.papers.claims import (
@@ -47,26 +48,26 @@ PAPER = "Clark et al. 2019"
 _TOKENS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation"}
 
 
-def _finite(*values) -> bool:
+def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
 # --------------------------------------------------------------------------- surface patterns (Section 3)
 
 
-def _interval(draws: Draws | None, statistic) -> Interval | None:
+def _interval(draws: Draws | None, statistic: Callable[[Draws], np.ndarray]) -> Interval | None:
     """The interval of a claim's statistic over ``draws`` (None without them); ``statistic`` maps the draws to one
     value per draw, computed as the claim computes it from the results."""
     return None if draws is None else draws.interval(statistic(draws))
 
 
-def _median_self_share(values: np.ndarray, axis=None) -> np.ndarray:
+def _median_self_share(values: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
     with warnings.catch_warnings():  # a grid with no finite head gives NaN, as it should
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmedian(values, axis=axis)
 
 
-def current_token(self_share, *, draws: Draws | None = None) -> Claim:
+def current_token(self_share: npt.ArrayLike, *, draws: Draws | None = None) -> Claim:
     """ "Most heads put little attention on the current token": the median head's share on its own position.
 
     ``draws`` (every function here takes them: :meth:`~bertology_utils.analyses.patterns.SurfaceStats.bootstrap`
@@ -99,7 +100,7 @@ def _neighbour_margin(values: np.ndarray, early: int) -> np.ndarray:
     return np.minimum(top - 0.5, 0.5 - rest)
 
 
-def neighbour_heads(share, position: str, *, draws: Draws | None = None) -> Claim:
+def neighbour_heads(share: npt.ArrayLike, position: str, *, draws: Draws | None = None) -> Claim:
     """ "Some early heads put > 50% on the previous (about 4 heads) / next (about 5) token": all such heads early.
 
     With ``draws``, the interval is of the margin by which the claim holds: the strongest early head's share over
@@ -128,7 +129,7 @@ def neighbour_heads(share, position: str, *, draws: Draws | None = None) -> Clai
     )
 
 
-def sep_middle_layers(sep_share, testable: bool = True, *, draws: Draws | None = None) -> Claim:
+def sep_middle_layers(sep_share: npt.ArrayLike, testable: bool = True, *, draws: Draws | None = None) -> Claim:
     """ "More than half of the attention in layers 6-10 goes to [SEP]" (Clark's Figure 2, Section 3.2).
 
     The one definition every notebook uses: the mean [SEP] share over the heads of the layers that
@@ -153,7 +154,7 @@ def sep_middle_layers(sep_share, testable: bool = True, *, draws: Draws | None =
     )
 
 
-def cls_early_layers(cls_share, *, draws: Draws | None = None) -> Claim:
+def cls_early_layers(cls_share: npt.ArrayLike, *, draws: Draws | None = None) -> Claim:
     """ "[CLS] draws attention in early layers": the depth-scaled layers 1-4 against 5-12."""
     early, lay_e = layer_mean(cls_share, 1, 4)
     late, lay_l = layer_mean(cls_share, 5, 12)
@@ -173,16 +174,19 @@ def cls_early_layers(cls_share, *, draws: Draws | None = None) -> Claim:
     )
 
 
-def _last_minus_rest(punct: np.ndarray, draws: bool = False):
-    return layer_mean(punct, 11, 12, draws=draws)[0] - layer_mean(punct, 1, 10, draws=draws)[0]
+def _last_minus_rest(punct: np.ndarray) -> np.ndarray:
+    """Per draw of ``punct`` (draws, L, H): the mean share of layers 11-12 (scaled) minus that of layers 1-10."""
+    return layer_mean(punct, 11, 12, draws=True)[0] - layer_mean(punct, 1, 10, draws=True)[0]
 
 
-def punctuation_last_layers(period_share, comma_share, testable: bool = True, *, draws: Draws | None = None) -> Claim:
+def punctuation_last_layers(
+    period_share: npt.ArrayLike, comma_share: npt.ArrayLike, testable: bool = True, *, draws: Draws | None = None
+) -> Claim:
     """'"." and "," draw attention in the last layers': their summed share, layers 11-12 (scaled) vs 1-10."""
     punct = np.asarray(period_share, dtype=np.float64) + np.asarray(comma_share, dtype=np.float64)
     last, lay = layer_mean(punct, 11, 12)
     rest, _ = layer_mean(punct, 1, 10)
-    interval = _interval(draws, lambda d: _last_minus_rest(d["period"] + d["comma"], draws=True))
+    interval = _interval(draws, lambda d: _last_minus_rest(d["period"] + d["comma"]))
     return Claim(
         "punctuation_last_layers",
         '"." and "," draw attention in the last layers',
@@ -196,7 +200,7 @@ def punctuation_last_layers(period_share, comma_share, testable: bool = True, *,
     )
 
 
-def sep_attends_to_sep(sep_to_sep, testable: bool = True, *, draws: Draws | None = None) -> Claim:
+def sep_attends_to_sep(sep_to_sep: npt.ArrayLike, testable: bool = True, *, draws: Draws | None = None) -> Claim:
     """ "From [SEP], heads attend to [SEP] (> 90%)": separator rows, depth-scaled layers 6-10."""
     mean, lay = layer_mean(sep_to_sep, 6, 10)
     interval = _interval(draws, lambda d: layer_mean(d["sep_to_sep"], 6, 10, draws=True)[0])
@@ -221,7 +225,7 @@ def _last_layer_mean(values: np.ndarray) -> np.ndarray:
         return np.where(finite, last, 0.0).sum(-1) / finite.sum(-1)
 
 
-def early_layers_broad(entropy, uniform_entropy: float, *, draws: Draws | None = None) -> Claim:
+def early_layers_broad(entropy: npt.ArrayLike, uniform_entropy: float, *, draws: Draws | None = None) -> Claim:
     """ "Early layers attend broadly (high entropy, about a bag of words)".
 
     Holds when the first 2/12 of the depth reach 0.8 of the uniform entropy (near a bag of words);
@@ -262,7 +266,9 @@ def early_layers_broad(entropy, uniform_entropy: float, *, draws: Draws | None =
     )
 
 
-def cls_entropy_last_layer(cls_entropy, uniform_cls_entropy: float, *, draws: Draws | None = None) -> Claim:
+def cls_entropy_last_layer(
+    cls_entropy: npt.ArrayLike, uniform_cls_entropy: float, *, draws: Draws | None = None
+) -> Claim:
     """ "In the last layer the [CLS] token's attention has entropy about 3.89 nats", relative to uniform.
 
     Clark's inputs were about 128 tokens, so log 128 is taken as their uniform reference (an assumption). With
@@ -318,7 +324,7 @@ def _gradient_draws(stats: GradientStats, level: float, n_resamples: int, seed: 
     return stats.bootstrap(n_resamples, seed, level) if getattr(stats, "per_item", None) else None
 
 
-def _interval_of(draws: Draws | None, statistic, level: float) -> Interval:
+def _interval_of(draws: Draws | None, statistic: Callable[[Draws], np.ndarray], level: float) -> Interval:
     """:func:`_interval`, with NaN bounds (so not testable) where the statistics keep nothing to resample."""
     return _interval(draws, statistic) or Interval(math.nan, math.nan, level, "bootstrap: no per-item sums to resample")
 

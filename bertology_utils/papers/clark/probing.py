@@ -40,7 +40,7 @@ __all__ = [
 # --------------------------------------------------------------------------- syntax (Table 1)
 
 
-def _pooled(hits, dependents, axis: int = -1) -> np.ndarray:
+def _pooled(hits: np.ndarray, dependents: np.ndarray, axis: int = -1) -> np.ndarray:
     """Accuracy difference pooled over the resampled sentences: summed per-sentence hit differences over summed
     dependents (a sentence weighs by its dependents, as in the accuracy itself)."""
     return np.sum(hits, axis=axis) / np.sum(dependents, axis=axis)
@@ -204,7 +204,9 @@ PROBE_CLAIMS = {
 }
 
 
-def _uas_difference(right_a, scored_a, right_b, scored_b, axis: int = -1) -> np.ndarray:
+def _uas_difference(
+    right_a: np.ndarray, scored_a: np.ndarray, right_b: np.ndarray, scored_b: np.ndarray, axis: int = -1
+) -> np.ndarray:
     """UAS points of row a minus row b over the resampled sentences (each row's words pooled)."""
     return 100 * (
         np.sum(right_a, axis=axis) / np.sum(scored_a, axis=axis)

@@ -79,7 +79,7 @@ class Metric:
     #: of how many items decided it; one item flipping moves the value by 1/count
     items: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
         if not self.key or not self.unit or not self.meaning:
             raise ValueError(f"metric {self.key!r}: a key, a unit and a meaning are required")
