@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.papers.metrics import Kind
@@ -169,7 +170,7 @@ def _tolerance_entry(tolerance: Tolerance) -> dict:
 
 
 def _measured_tolerance(
-    name: str, value, kind: str, floor: Tolerance, runs: Mapping[str, dict]
+    name: str, value: Any, kind: str, floor: Tolerance, runs: Mapping[str, dict]
 ) -> tuple[Tolerance, dict, list[str]]:
     """A metric's tolerance from how far it moved in the perturbed ``runs`` (name -> metrics), what was
     measured (largest move, flipped elements, the perturbations that moved it), and what moved that its kind
@@ -213,7 +214,7 @@ def _measured_tolerance(
 def _dumps(reference: dict) -> str:
     """The file's text: one line per metric, so that a changed metric is one changed line in a diff."""
 
-    def dumps(value, indent=0):
+    def dumps(value: Any, indent: int = 0) -> str:
         return json.dumps(value, indent=indent or None, allow_nan=False).replace("\n", "\n  ")
 
     parts = []
@@ -226,7 +227,7 @@ def _dumps(reference: dict) -> str:
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
-def _holds_float(value) -> bool:
+def _holds_float(value: Any) -> bool:
     if isinstance(value, float):
         return True
     if isinstance(value, dict):

@@ -54,6 +54,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
@@ -191,7 +192,7 @@ def read_reference(path: str | os.PathLike) -> Reference:
     return Reference(path.stem, path, values, tolerances, parameters, raw, versions, raw.get("status", "ok"))
 
 
-def _tolerance(entry, where: str, path: Path, allowed: set[str]) -> Tolerance:
+def _tolerance(entry: Any, where: str, path: Path, allowed: set[str]) -> Tolerance:
     if not isinstance(entry, dict):
         raise DataFormatError(f"{where}: expected an object, got {_shorten(entry)}", path)
     unknown = sorted(set(entry) - allowed)
@@ -395,7 +396,7 @@ def compare_metrics(notebook: str, reference: Reference | None, metrics: dict) -
 INCONCLUSIVE = "inconclusive"
 
 
-def kind_tolerance(name: str, reference_value, metrics: dict) -> tuple[str | None, Tolerance]:
+def kind_tolerance(name: str, reference_value: Any, metrics: dict) -> tuple[str | None, Tolerance]:
     """The declared kind of metric ``name`` and the least tolerance it gives ``reference_value``.
 
     The kind's floor (:data:`~bertology_utils.papers.metrics.FLOORS`); its ``changes`` only for a list
@@ -439,7 +440,9 @@ def compare_versions(references: list[Reference], versions: dict | None) -> Vers
     return check
 
 
-def mismatches(expected, value, tolerance: Tolerance, where: str = "") -> Iterator[tuple[str, float | None, str, bool]]:
+def mismatches(
+    expected: Any, value: Any, tolerance: Tolerance, where: str = ""
+) -> Iterator[tuple[str, float | None, str, bool]]:
     """(where, size, how, structural) for each part of ``value`` outside ``tolerance`` of ``expected``; size
     orders numbers; structural: lengths, keys or types differ (never one of the allowed ``changes``)."""
     if _is_number(expected) and _is_number(value):
@@ -485,11 +488,11 @@ def _describe_mismatches(found: list[tuple[str, float | None, str, bool]]) -> st
     return text + (f"; {len(found) - 1} more off" if len(found) > 1 else "")
 
 
-def _is_number(value) -> bool:
+def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _finite(value) -> bool:
+def _finite(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):
@@ -497,13 +500,13 @@ def _finite(value) -> bool:
     return not isinstance(value, list) or all(map(_finite, value))
 
 
-def _kind(value) -> str:
+def _kind(value: Any) -> str:
     return {type(None): "null", bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
         type(value), "a number"
     )
 
 
-def _shorten(value) -> str:
+def _shorten(value: Any) -> str:
     text = f"{value:.8g}" if isinstance(value, float) else json.dumps(value, default=str)
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
