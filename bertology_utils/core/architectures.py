@@ -28,18 +28,16 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from torch import nn
 
 from bertology_utils.core.errors import UnsupportedArchitectureError
 from bertology_utils.core.registry import Registry
 
-if TYPE_CHECKING:
-    from bertology_utils.core.models import LoadedModel
-
 __all__ = [
     "Model",
+    "WrapsModule",
     "ArchSpec",
     "ARCHITECTURE_REGISTRY",
     "register_architecture",
@@ -126,8 +124,15 @@ class ArchSpec:
     internal_score_terms: bool = False
 
 
+class WrapsModule(Protocol):
+    """What the accessors read of a :class:`~bertology_utils.core.models.LoadedModel` (which imports this
+    module, so it is named by what it has, not imported): its torch module."""
+
+    model: nn.Module
+
+
 #: What the accessors take: a LoadedModel (its ``.model`` is used) or a torch module.
-Model: TypeAlias = "LoadedModel | nn.Module"
+Model: TypeAlias = "WrapsModule | nn.Module"
 
 #: Module fields: (field, what it is resolved from).
 _MODULE_FIELDS = (

@@ -131,7 +131,7 @@ def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.
     if labels.shape[0] != rows:
         raise ValueError(f"{labels.shape[0]} labels for {rows} items")
     classes = loaded.config.num_labels
-    if not _is_regression(loaded) and rows and (labels.min() < 0 or labels.max() >= classes):
+    if not _is_regression(loaded) and rows and classes and (labels.min() < 0 or labels.max() >= classes):
         raise ValueError(f"labels must be class ids in [0, {classes}), got {labels.tolist()}")
     return labels
 

@@ -66,7 +66,10 @@ NOT_ATTENTION_ROWS = {
         "analyses/pattern_models.py",
         "return self.classes_[self.decision_function_features(features).argmax(-1)]",
     ): "a classifier's class scores",
-    ("analyses/pattern_models.py", "return self.classes_[self.logits_images(images).argmax(-1)]"): "class logits",
+    ("analyses/pattern_cnn.py", "return self.classes_[self.logits_images(images).argmax(-1)]"): "class logits",
+    ("analyses/probe_runs.py", "heaviest, best = Head.argmax(grid), Head.argmax(right)"): (
+        "the probe's heaviest weight and the best head of an accuracy grid"
+    ),
     (
         "analyses/head_roles.py",
         "best = counts[..., order].argmax(-1)  # the modal offset of each head's credit",
@@ -103,13 +106,13 @@ NOT_ATTENTION_ROWS = {
     ("interventions/attribution.py", "index = values.detach().argmax(-1)"): "a model's predicted class",
     ("interventions/attribution.py", "return logits.argmax(-1)"): "a model's predicted class",
     ("interventions/quadrature.py", "todo.append((i, int(np.argmax(p.errors))))"): "panel with the largest error",
-    ("interventions/finetuning.py", "pred = p.argmax(-1) if p.ndim > 1 else p.astype(np.int64)"): "predictions",
+    ("interventions/scoring.py", "pred = p.argmax(-1) if p.ndim > 1 else p.astype(np.int64)"): "predictions",
     (
-        "interventions/finetuning.py",
+        "interventions/scoring.py",
         "majority = int(np.bincount(ids, minlength=spec.num_labels).argmax())",
     ): "majority label",
     ("interventions/l0.py", 'order = np.argsort(fractions, kind="stable")'): "heads by gate fraction",
-    ("interventions/finetuning.py", 'order = np.argsort(values, kind="stable")'): "ranks for a Spearman correlation",
+    ("interventions/scoring.py", 'order = np.argsort(values, kind="stable")'): "ranks for a Spearman correlation",
     ("interventions/pruning.py", "first = below.argmax(-1)  # the first step under the line"): (
         "first pruning step under the kept share"
     ),
