@@ -29,6 +29,8 @@ RUN_ARGS ?=
 PYTEST_ARGS ?= -q
 # Test processes side by side (pytest-xdist; each gets its share of the cores, tests/conftest.py); 0: one process.
 TEST_JOBS ?= 2
+# Each tier writes its JUnit record here (tests, failures, seconds): scripts/test_times.py tabulates them for docs/tests.md.
+TEST_TIMES_DIR ?= results/test-artifacts/times
 LAB_ARGS ?=
 
 # Data sets live in ../shared/data when the repository is checked out beside it;
@@ -50,7 +52,7 @@ JS_STAMP := node_modules/.package-lock.json
 NPM := $(shell command -v npm 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-mpnet torch-cuda lock run lint test test-fast bench lab slides lecture report docs findings clean-results
+.PHONY: help setup setup-mpnet torch-cuda lock run lint test test-slow bench lab slides lecture report docs findings clean-results
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -106,11 +108,13 @@ lint: setup ## ruff check, ruff format --check, mypy on the package (settings in
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy bertology_utils
 
-test: setup lint ## lint, then run the test suite, TEST_JOBS processes side by side (PYTEST_ARGS=... for pytest's options)
-	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
+test: setup lint ## lint, then every test not marked slow, TEST_JOBS processes side by side (PYTEST_ARGS=... for pytest's options)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 -m "not slow" \
+		--junitxml=$(TEST_TIMES_DIR)/test.xml $(PYTEST_ARGS)
 
-test-fast: setup ## run the tests not marked slow
-	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 -m "not slow" $(PYTEST_ARGS)
+test-slow: setup ## the tests marked slow: every notebook under papermill, the browser, kills and resumes (CI runs both)
+	$(VENV_PYTHON) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 -m slow \
+		--junitxml=$(TEST_TIMES_DIR)/test-slow.xml $(PYTEST_ARGS)
 
 bench: setup ## run every bench/*.py
 	@set -e; for script in $(sort $(wildcard bench/*.py)); do \
@@ -156,7 +160,7 @@ refresh-references: setup ## rewrite tests/references/small/ from a run with the
 		from test_notebooks import SMALL_PARAMETERS; print(json.dumps(SMALL_PARAMETERS))' \
 	| BERTOLOGY_CACHE_DIR=$(CURDIR)/results/.refresh-references-cache $(VENV)/bin/bertology run \
 		--params-file - --run-name references-small --update-reference tests/references/small --perturb
-	# the perturbed runs' metrics: tests/unit/test_metric_kinds.py checks that they pass the new references
+	# the perturbed runs' metrics: tests/unit/run/test_metric_kinds.py checks that they pass the new references
 	rm -rf tests/references/perturbed
 	for run in results/references-small.perturbed-*/; do \
 		name=$$(basename $$run); name=$${name#references-small.perturbed-}; \

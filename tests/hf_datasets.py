@@ -1,6 +1,6 @@
 """Small Hugging Face data sets built from the project's own test data and written with save_to_disk.
 
-The unit tests (tests/unit/test_hf_datasets.py) and the notebook runs (tests/notebooks/test_hf_notebooks.py)
+The unit tests (tests/unit/data/test_hf_datasets.py) and the notebook runs (tests/notebooks/test_hf_notebooks.py)
 read them through ``hf:<folder>`` sources, offline.
 """
 

@@ -19,7 +19,7 @@ __all__ = ["COMMAND", "FROM_RULES", "TOO_LONG_POLICIES", "parse_shard"]
 # the handler so that `bertology --help` and the other commands stay fast.
 
 #: Mirrors bertology_utils.attention.word_attention.FROM_RULES and extraction.TOO_LONG_POLICIES (kept
-#: literal for the import time above; tests/unit/test_cli.py checks they agree).
+#: literal for the import time above; tests/unit/cli/test_cli.py checks they agree).
 FROM_RULES = ("mean", "first", "max")
 TOO_LONG_POLICIES = ("skip", "error")
 

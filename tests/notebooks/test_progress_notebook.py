@@ -12,7 +12,7 @@ from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
 #: Notebook -> the progress bars (their descriptions; "…" stands for a data set's name) its long stages show at
 #: small parameters, everything computed afresh. 04's probes and 07's relevance, L0 gates and pruning curves
-#: are the functions tests/unit/test_progress.py checks bar by bar; running those two notebooks afresh here
+#: are the functions tests/unit/run/test_display.py checks bar by bar; running those two notebooks afresh here
 #: (98 s and 412 s at small parameters here, under load) would check no stage the other three and the unit tests miss.
 LONG_STAGES = {
     "02_sep_noop": ["fine-tune SST-2", "gradients", "ablations"],

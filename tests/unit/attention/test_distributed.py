@@ -21,7 +21,7 @@ from bertology_utils.data import Corpus, read_conllu
 
 distributed = pytest.importorskip("distributed")
 
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "sample.conllu"
+SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample" / "sample.conllu"
 SETTINGS = {"block_size": 8, "batch_size": 4}
 
 

@@ -20,7 +20,7 @@ from bertology_utils.data import (
     resolve_task,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data"
+FIXTURES = Path(__file__).resolve().parents[2] / "data"
 USER_TASK = FIXTURES / "user_task"
 
 BOM = b"\xef\xbb\xbf"

@@ -9,7 +9,7 @@ from bertology_utils.interventions.finetuning import DEFAULT_BUDGETS, USER_TASK_
 from bertology_utils.run import StageTimes, fine_tune_task, task_budget
 from bertology_utils.run.results import load_skipped
 
-USER_TASK = Path(__file__).resolve().parents[1] / "data" / "user_task"
+USER_TASK = Path(__file__).resolve().parents[2] / "data" / "user_task"
 
 
 @pytest.fixture

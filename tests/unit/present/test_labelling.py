@@ -189,7 +189,7 @@ def test_shipped_independent_pass_agrees_as_documented():
     """Annotator C's committed pass against the final labels: the numbers the READMEs quote."""
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parents[2] / "data" / "pattern_labels"
+    folder = Path(__file__).resolve().parents[3] / "data" / "pattern_labels"
     final = pd.read_csv(folder / "labels.csv")
     c = LabelFile(folder / "pass_c.csv", "C").labels()
     assert len(c) == len(final) == 455

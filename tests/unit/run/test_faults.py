@@ -7,7 +7,7 @@ import pytest
 
 from bertology_utils.data import read_conllu
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 bench_faults = pytest.importorskip("bench_faults")
 

@@ -25,7 +25,7 @@ from bertology_utils.run.refresh import CHANGES_FACTOR, SAFETY_FACTOR, update_re
 from bertology_utils.run.regression import check_run
 from bertology_utils.run.results import CLAIMS_FILE, METRICS_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMALL = ROOT / "tests" / "references" / "small"
 #: Metrics of the small runs repeated under perturbations that keep the science the same (other CPUs'
 #: kernels, one thread), each with a cache of its own: written by `make refresh-references`.

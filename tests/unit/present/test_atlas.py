@@ -389,7 +389,7 @@ def test_the_documented_atlas_benchmark_is_the_recorded_run():
 
     from bertology_utils.present.generated import read_block
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
     import bench_atlas
 
     record = json.loads(bench_atlas.RECORD.read_text())

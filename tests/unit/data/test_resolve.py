@@ -22,7 +22,7 @@ from bertology_utils.data import (
     treebank_splits,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data"
+FIXTURES = Path(__file__).resolve().parents[2] / "data"
 GERMAN = FIXTURES / "de_mini.conllu"
 USER_TASK = FIXTURES / "user_task"
 

@@ -17,7 +17,7 @@ from bertology_utils.present.lecture_run import read_lecture_run
 from bertology_utils.present.readable import round_for_people
 from bertology_utils.present.reveal import network_references
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _slides(path: Path) -> list:
