@@ -648,7 +648,9 @@ def word_references(
     :param max_tokens: items longer (and longer than the model takes) are skipped, as
         :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them, so
         the two line up item for item.
-    :param steps: :func:`integrated_gradients`' ``steps``; ``baseline`` and ``tolerance`` are its too.
+    :param steps: :func:`integrated_gradients`' quadrature nodes (per panel).
+    :param baseline: :func:`integrated_gradients`' baseline, "zero" or "mask".
+    :param tolerance: :func:`integrated_gradients`' adaptive rule's error bound (None: fixed nodes).
     :param cache: reuse the scores an earlier call with the same model weights, items and settings stored
         (the results cache of :mod:`~bertology_utils.interventions.results_cache`).
     :param progress: a bar of the items.

@@ -137,7 +137,11 @@ def value_vectors(model: Model, layer: int, projected: torch.Tensor, heads: int)
 
 
 def first_output(output: Any) -> Any:
-    """A module's main output: the first element when it returns a tuple, else the output itself."""
+    """A module's main output: the first element when it returns a tuple, else the output itself.
+
+    :param output: what a module's forward returned (its hook's ``output``).
+    :returns: the main output.
+    """
     return output[0] if isinstance(output, tuple) else output
 
 
@@ -368,7 +372,11 @@ METHODS = _AllNames(REGISTRY)
 
 
 def get_method(name: str) -> MixingMethod:
-    """The registered method ``name`` (ValueError naming the known ones otherwise)."""
+    """The registered method ``name``.
+
+    :param name: a registered method's name (:data:`METHODS`).
+    :returns: the method; ValueError naming the known ones when none is registered as ``name``.
+    """
     return REGISTRY[name]
 
 
@@ -394,8 +402,11 @@ def method_options(method: MixingMethod, given: Mapping[str, Any]) -> dict[str, 
 
 
 def layer_method(method: MixingMethod) -> LayerMethod:
-    """The per-layer method whose maps ``method`` is (a per-layer method) or combines (a method across layers);
-    BertologyError when what it combines is not a per-layer method."""
+    """The per-layer method whose maps ``method`` is (a per-layer method) or combines (a method across layers).
+
+    :param method: a registered method.
+    :returns: the per-layer method; BertologyError when what ``method`` combines is not a per-layer method.
+    """
     base = get_method(method.of) if isinstance(method, AcrossLayers) else method
     if not isinstance(base, LayerMethod):
         raise BertologyError(f"{method.name} combines {base.name}, which is not a per-layer method")
