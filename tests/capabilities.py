@@ -1,7 +1,7 @@
 """What each encoder family can do, tried on its tiny random model: the capability table of the README and the docs.
 
 Each capability is one call; it either runs (and its result is checked by the conformance tests in
-tests/unit/test_families.py and test_mixing.py) or raises the package's own error, whose reason the table
+tests/unit/test_families.py and tests/unit/interventions/mixing/test_methods.py) or raises the package's own error, whose reason the table
 names (the ``ArchSpec`` field behind it). ``python scripts/capability_table.py`` rewrites the table of each page
 from :func:`capability_table`; tests/unit/test_families.py fails when they differ.
 """

@@ -1,7 +1,7 @@
 """What every registered item must do, one check per registry: context-mixing methods
 (``mixing.REGISTRY``), attribution references (``REFERENCE_REGISTRY``) and architectures
-(``ARCHITECTURE_REGISTRY``). ``test_mixing``, ``test_attribution`` and ``test_architectures`` run them over
-their registry, and ``test_registries`` on toy items that a module of their own registers."""
+(``ARCHITECTURE_REGISTRY``). ``interventions/mixing/test_methods``, ``test_attribution`` and ``test_architectures`` run them over
+their registry, and ``core/test_registry`` on toy items that a module of their own registers."""
 
 import numpy as np
 import torch
