@@ -22,6 +22,18 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "seeded_claim_inputs",
             "classifier_claims",
         ],
+        "pruning_tasks": [
+            "PruningClassifiers",
+            "pruning_classifiers",
+            "ablation_sweeps",
+            "Importances",
+            "head_importances",
+            "Curves",
+            "pruning_curves",
+            "attention_changes",
+            "seeded_pruning_inputs",
+            "pruning_metrics",
+        ],
         "regression": [
             "Tolerance",
             "CheckResult",
