@@ -8,8 +8,14 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "harness": ["NotebookResult", "RunReport", "RunInterrupted", "list_notebooks", "run_notebooks"],
         "record": ["record_metrics", "record_claims", "record_skipped", "StageTimes", "save_figure"],
         "results": ["results_dir", "INTERACTIVE_DIR", "find_run", "load_metrics", "load_claims"],
-        "tasks": ["TunedTask", "task_budget", "fine_tune_task"],
-        "sst2_classifiers": ["SeedObjective", "sst2_objectives", "sep_claims"],
+        "tasks": ["TunedTask", "task_budget", "fine_tune_task", "fine_tune_seeds"],
+        "sst2_classifiers": [
+            "SeedObjective",
+            "sst2_objectives",
+            "objective_gradients",
+            "objective_ablations",
+            "sep_claims",
+        ],
         "head_role_tasks": [
             "ClassifierHeads",
             "classifier_heads",

@@ -11,21 +11,24 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from bertology_utils.data import Corpus
-from bertology_utils.interventions.ablations import ablation_summary
+from bertology_utils.interventions.ablations import ablation_curves, ablation_summary
 from bertology_utils.interventions.finetuning import FineTuned
-from bertology_utils.interventions.gradients import GradientStats
-from bertology_utils.interventions.objectives import ClassifierObjective
+from bertology_utils.interventions.gradients import GradientStats, attention_gradients
+from bertology_utils.interventions.objectives import ClassifierObjective, Objective
 from bertology_utils.interventions.scoring import majority_baseline
 from bertology_utils.papers import clark
 from bertology_utils.papers.claims import Claim, claims_over_seeds, on_classifier
-from bertology_utils.run.tasks import fine_tune_task
+from bertology_utils.run.tasks import fine_tune_seeds
 
-__all__ = ["SeedObjective", "sst2_objectives", "sep_claims"]
+__all__ = ["SeedObjective", "sst2_objectives", "objective_gradients", "objective_ablations", "sep_claims"]
+
+#: An objective and the items its loss is taken on, by key.
+Objectives = Mapping[str, tuple[Objective, Sequence[Any]]]
 
 #: (a classifier's dev score, its task's majority-class score); (None, None) for a loss of no classifier.
 Floor = tuple[float | None, float | None]
@@ -68,21 +71,19 @@ def sst2_objectives(
     :param progress: progress bars.
     :returns: the classifiers by seed (empty without the data).
     """
+    tuned = fine_tune_seeds(
+        "SST-2",
+        model,
+        seeds,
+        section="sep.sst2",
+        train_examples=train_examples,
+        epochs=epochs,
+        eval_examples=eval_examples,
+        output_dir=output_dir,
+        progress=progress,
+    )
     found: dict[int, SeedObjective] = {}
-    for run_seed in tqdm(seeds, desc="SST-2 classifiers", unit="seed", disable=not progress):
-        sst2 = fine_tune_task(
-            "SST-2",
-            model,
-            section="sep.sst2",
-            train_examples=train_examples,
-            epochs=epochs,
-            eval_examples=eval_examples,
-            seed=run_seed,
-            output_dir=output_dir,
-            progress=progress,
-        )
-        if sst2 is None:  # the data is missing, for every seed alike
-            break
+    for run_seed, sst2 in tuned.items():
         run, dev = sst2.tuned, sst2.data.dev[:n_dev]
         labels = sst2.data.dev.labels
         assert labels is not None  # a task's dev split is labelled
@@ -92,6 +93,70 @@ def sst2_objectives(
         objective = ClassifierObjective(run.loaded, dev.labels, task="SST-2", description=description)
         found[run_seed] = SeedObjective(run, dev, objective, floor)
     return found
+
+
+def objective_gradients(
+    objectives: Objectives,
+    classifiers: Mapping[int, SeedObjective],
+    first: int,
+    *,
+    batch_size: int,
+    progress: bool = True,
+) -> tuple[dict[str, GradientStats], dict[int, GradientStats]]:
+    """Each objective's attention gradients, and the other seeds' classifiers' on the first one's dev items.
+
+    :param objectives: each objective and its items, by key.
+    :param classifiers: the SST-2 classifiers by seed (:func:`sst2_objectives`).
+    :param first: the seed whose classifier is among ``objectives``; the others are for the claims.
+    :param batch_size: items per batch.
+    :param progress: progress bars.
+    :returns: the gradients by objective key, and the other seeds' by seed.
+    """
+    stats = {
+        key: attention_gradients(items, objective, batch_size=batch_size, progress=progress)
+        for key, (objective, items) in objectives.items()
+    }
+    seeded = {
+        s: attention_gradients(classifiers[first].dev, c.objective, batch_size=batch_size, progress=progress)
+        for s, c in classifiers.items()
+        if s != first
+    }
+    return stats, seeded
+
+
+def objective_ablations(
+    objectives: Objectives,
+    classifiers: Mapping[int, SeedObjective],
+    first: int,
+    *,
+    n_items: int,
+    seed: int,
+    batch_size: int,
+    cache: bool = True,
+    progress: bool = True,
+) -> tuple[dict[str, pd.DataFrame], dict[int, pd.DataFrame]]:
+    """Each objective's ablation curves on its first ``n_items`` items, and the other seeds' classifiers'.
+
+    :param objectives: each objective and its items, by key.
+    :param classifiers: the SST-2 classifiers by seed (:func:`sst2_objectives`).
+    :param first: the seed whose classifier is among ``objectives``; the others are for the claims.
+    :param n_items: items per objective.
+    :param seed: seed of the ablations' control tokens.
+    :param batch_size: items per batch.
+    :param cache: reuse stored curves.
+    :param progress: progress bars.
+    :returns: the curves by objective key, and the other seeds' by seed.
+    """
+    settings: dict[str, Any] = dict(seed=seed, batch_size=batch_size, progress=progress, cache=cache)
+    curves = {
+        key: ablation_curves(items[:n_items], objective, **settings) for key, (objective, items) in objectives.items()
+    }
+    seeded = {
+        s: ablation_curves(classifiers[first].dev[:n_items], c.objective, **settings)
+        for s, c in classifiers.items()
+        if s != first
+    }
+    return curves, seeded
 
 
 def sep_claims(

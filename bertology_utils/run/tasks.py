@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
 
 from bertology_utils.core.errors import BertologyError, DataNotFoundError
 from bertology_utils.data import Task, resolve_task
@@ -22,7 +25,7 @@ from bertology_utils.run.record import StageTimes, record_skipped
 if TYPE_CHECKING:
     from bertology_utils.core.models import LoadedModel
 
-__all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task"]
+__all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task", "fine_tune_seeds"]
 
 #: ``train_examples`` value that keeps the task's default budget (an int, or None for all, overrides it).
 DEFAULT = "default"
@@ -104,3 +107,31 @@ def fine_tune_task(
         return None
     print(tuned.describe())
     return TunedTask(data, budget, tuned)
+
+
+def fine_tune_seeds(
+    task: str | os.PathLike | Task,
+    model: str | os.PathLike | LoadedModel | None,
+    seeds: Sequence[int],
+    *,
+    section: str,
+    progress: bool = True,
+    **settings: Any,
+) -> dict[int, TunedTask]:
+    """Fine-tune ``model`` on ``task`` once per seed, with a progress bar over the seeds.
+
+    :param task: a GLUE name, task folder or Task.
+    :param model: the pre-trained model (None: the default).
+    :param seeds: the fine-tuning seeds, in order.
+    :param section: the section recorded as skipped where the data is missing.
+    :param progress: progress bars (the seeds', and each fine-tuning's).
+    :param settings: the other keyword arguments of :func:`fine_tune_task` (budget, precision, output folder).
+    :returns: each seed's classifier, in the order of ``seeds``; empty where the data is missing.
+    """
+    found: dict[int, TunedTask] = {}
+    for run_seed in tqdm(seeds, desc=f"{section}: seeds", unit="seed", disable=not progress):
+        run = fine_tune_task(task, model, section=section, seed=run_seed, progress=progress, **settings)
+        if run is None:  # the data is missing, for every seed alike
+            break
+        found[run_seed] = run
+    return found

@@ -6,7 +6,7 @@ import pytest
 
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.interventions.finetuning import DEFAULT_BUDGETS, USER_TASK_BUDGET
-from bertology_utils.run import StageTimes, fine_tune_task, task_budget
+from bertology_utils.run import StageTimes, fine_tune_task, task_budget, tasks
 from bertology_utils.run.results import load_skipped
 
 USER_TASK = Path(__file__).resolve().parents[2] / "data" / "user_task"
@@ -64,3 +64,17 @@ def test_a_failure_to_fine_tune_is_skipped_only_when_asked(tmp_path, cache):
     )
     (section,) = load_skipped(tmp_path)["sections"]
     assert section["section"] == "demo.user" and section["reason"].startswith("fine-tuning failed")
+
+
+def test_seeds_are_fine_tuned_in_order_and_stop_where_the_data_is_missing(monkeypatch):
+    calls = []
+
+    def fake(task, model, *, section, seed, progress, **settings):
+        calls.append((task, section, seed, settings))
+        return None if task == "missing" else f"{task} {seed}"
+
+    monkeypatch.setattr(tasks, "fine_tune_task", fake)
+    found = tasks.fine_tune_seeds("SST-2", None, [3, 4], section="s", progress=False, epochs=1)
+    assert found == {3: "SST-2 3", 4: "SST-2 4"} and calls[0] == ("SST-2", "s", 3, {"epochs": 1})
+    calls.clear()
+    assert tasks.fine_tune_seeds("missing", None, [3, 4], section="s", progress=False) == {} and len(calls) == 1
