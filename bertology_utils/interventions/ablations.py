@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core.architectures import Model, self_attention_modules, shares_layers
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
-from bertology_utils.core.typing import AttentionMaps, TokenMask
+from bertology_utils.core.typing import AttentionMaps, ItemValues, TokenMask, TokenVectors
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import (
@@ -82,7 +82,7 @@ ITEM_MEASURES = ("hidden_change", "output_change", "loss_change")
 
 
 def _key_mask(targets: torch.Tensor, probs: AttentionMaps) -> torch.Tensor:
-    """A (batch, 1, 1, keys) or (batch, 1, queries, keys) float mask from a (batch, keys) or (batch, q, k) bool mask."""
+    """A (B, 1, 1, T) or (B, 1, T, T) float mask from a (B, T) or (B, T, T) bool mask."""
     targets = targets.to(device=probs.device)
     if targets.dim() == 2:
         targets = targets[:, None, None, :]
@@ -92,7 +92,7 @@ def _key_mask(targets: torch.Tensor, probs: AttentionMaps) -> torch.Tensor:
 
 
 def remove_attention_to(probs: AttentionMaps, targets: torch.Tensor, mode: str = "renormalise") -> AttentionMaps:
-    """Take away the attention each row puts on ``targets`` (bool, (batch, keys)).
+    """Take away the attention each row puts on ``targets`` (bool, (B, T)).
 
     ``mode="zero"``: the attention is dropped, rows sum to 1 minus what they lost (the head's
     output loses exactly those tokens' value contributions). ``mode="renormalise"``: the row
@@ -128,11 +128,11 @@ def _row_total(kept: torch.Tensor, changed: torch.Tensor) -> torch.Tensor:
 
 
 def move_matched_mass(
-    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, mode: str = "renormalise"
+    probs: AttentionMaps, reference: TokenMask, token: ItemValues, mode: str = "renormalise"
 ) -> AttentionMaps:
     """The control for :func:`remove_attention_to`: move the same mass off one other token.
 
-    For each row, ``m`` = the attention on ``reference`` (bool, (batch, keys)) is taken off
+    For each row, ``m`` = the attention on ``reference`` (bool, (B, T)) is taken off
     the single key ``token[b]`` (an index per item) instead. ``mode="zero"``: that mass is
     dropped; ``mode="renormalise"``: it goes to the row's other keys in proportion to their
     attention. The row loses ``m`` of the token's value vector instead of the reference
@@ -159,12 +159,12 @@ def move_matched_mass(
 
 
 def negative_share(
-    probs: AttentionMaps, reference: torch.Tensor, token: torch.Tensor, valid_rows: TokenMask | None = None
-) -> torch.Tensor:
+    probs: AttentionMaps, reference: TokenMask, token: ItemValues, valid_rows: TokenMask | None = None
+) -> ItemValues:
     """Per item (B,): share of (row, head) pairs where ``token`` had less attention than the ``reference`` mass.
 
     Those are the rows where :func:`move_matched_mass` gives the token a negative weight.
-    ``valid_rows`` (bool, (batch, queries)) restricts the count to real attending tokens.
+    ``valid_rows`` (bool, (B, T)) restricts the count to real attending tokens.
 
     :param probs: ``(B, H, T, T)`` one layer's attention, before the move.
     :param reference: ``(B, T)`` bool, the keys whose mass is matched.
@@ -183,9 +183,9 @@ def negative_share(
 
 @contextlib.contextmanager
 def ablate_tokens(
-    model: Model, targets: torch.Tensor, layers: Sequence[int] | None = None, mode: str = "renormalise"
+    model: Model, targets: TokenMask, layers: Sequence[int] | None = None, mode: str = "renormalise"
 ) -> Iterator[None]:
-    """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (batch, keys)) is removed.
+    """In ``layers`` (0-based; None: all), every head's attention to ``targets`` (bool, (B, T)) is removed.
 
     :param model: the model.
     :param targets: ``(B, T)`` bool, the keys whose attention is taken (:func:`remove_attention_to`).
@@ -207,8 +207,8 @@ def ablate_tokens(
 @contextlib.contextmanager
 def ablate_matched_random(
     model: Model,
-    reference: torch.Tensor,
-    token: torch.Tensor,
+    reference: TokenMask,
+    token: ItemValues,
     layers: Sequence[int] | None = None,
     mode: str = "renormalise",
 ) -> Iterator[None]:
@@ -235,7 +235,7 @@ def ablate_matched_random(
 # --------------------------------------------------------------------------- curves
 
 
-def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
+def _random_tokens(batch: TokenBatch, seed: int) -> ItemValues:
     """(B,) one random non-special token per item (punctuation or other), seeded by (seed, item index)."""
     kinds = batch.kinds.cpu().numpy()
     chosen = np.zeros(len(batch.items), dtype=np.int64)
@@ -247,7 +247,7 @@ def _random_tokens(batch: TokenBatch, seed: int) -> torch.Tensor:
     return torch.from_numpy(chosen).to(batch.input_ids.device)
 
 
-def _hidden_change(base: torch.Tensor, new: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+def _hidden_change(base: TokenVectors, new: TokenVectors, real: TokenMask) -> ItemValues:
     """(B,) mean over real tokens of ||h' - h|| / ||h||."""
     relative = (new - base).float().norm(dim=-1) / base.float().norm(dim=-1).clamp_min(1e-12)
     weights = real.to(relative.dtype)

@@ -59,6 +59,7 @@ from bertology_utils.core.batching import pad_rows
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.registry import Names, Registry
+from bertology_utils.core.typing import ItemValues, Logits, TokenMask, TokenScores, TokenVectors, WordScores
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.editing import classifier_inference
 from bertology_utils.interventions.objectives import TokenBatch, mask_token_id, token_batches
@@ -102,12 +103,12 @@ Labels: TypeAlias = "torch.Tensor | np.ndarray | Sequence[int] | None"
 # --------------------------------------------------------------------------- the explained scalar
 
 
-def classifier_logits(loaded: LoadedModel, output: Any) -> torch.Tensor:
+def classifier_logits(loaded: LoadedModel, output: Any) -> Logits:
     """The logits of a sequence-classification output, in float32 or wider.
 
     :param loaded: the classifier.
     :param output: the model's output, or its logits tensor.
-    :returns: (B, num_labels); BertologyError for a model without a sequence-classification head.
+    :returns: (B, C); BertologyError for a model without a sequence-classification head.
     """
     logits = output if torch.is_tensor(output) else getattr(output, "logits", None)
     num_labels = getattr(loaded.config, "num_labels", None)
@@ -126,7 +127,7 @@ def _is_regression(loaded: LoadedModel) -> bool:
     return getattr(loaded.config, "num_labels", None) == 1
 
 
-def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.device | str) -> torch.Tensor:
+def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.device | str) -> ItemValues:
     labels = torch.as_tensor(labels, dtype=torch.long, device=device).reshape(-1)
     if labels.shape[0] != rows:
         raise ValueError(f"{labels.shape[0]} labels for {rows} items")
@@ -136,7 +137,7 @@ def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.
     return labels
 
 
-def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> torch.Tensor:
+def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> ItemValues:
     """The scalar an attribution explains, from a classifier's output.
 
     Classifier: the logit of class ``labels[b]`` (class ids), or, with ``labels=None``, of the
@@ -145,7 +146,7 @@ def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> to
     ``labels`` are ignored. Raises BertologyError for a model without a classification head.
 
     :param loaded: the classifier.
-    :param logits: its output, or its (B, classes) logits.
+    :param logits: its output, or its (B, C) logits.
     :param labels: (B,) class ids, or None.
     :returns: (B,).
     """
@@ -164,11 +165,11 @@ def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, to
     return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
 
 
-def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels: Labels) -> torch.Tensor:
+def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels: Labels) -> ItemValues:
     """The classes to explain: ``labels``, or the prediction on the clean input (zeros for regression).
 
     :param loaded: the classifier.
-    :param clean_logits: its (B, classes) logits (or output) on the clean input.
+    :param clean_logits: its (B, C) logits (or output) on the clean input.
     :param labels: (B,) class ids, or None.
     :returns: (B,) class ids.
     """
@@ -180,7 +181,7 @@ def explained_labels(loaded: LoadedModel, clean_logits: torch.Tensor, labels: La
     return logits.argmax(-1)
 
 
-def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
+def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> ItemValues:
     """The class each item's clean input is predicted to be (zeros for a regression head).
 
     Fixed once on the clean input, so that every perturbed copy of an item explains the same class.
@@ -203,7 +204,7 @@ def _input_embedding(loaded: LoadedModel) -> torch.nn.Module:
 
 
 @contextlib.contextmanager
-def _word_embeddings_replaced(loaded: LoadedModel, embeddings: torch.Tensor) -> Iterator[None]:
+def _word_embeddings_replaced(loaded: LoadedModel, embeddings: TokenVectors) -> Iterator[None]:
     """The model's input-embedding module returns ``embeddings`` instead of its own output.
 
     Position and segment embeddings, the embedding LayerNorm and (RoBERTa, MPNet) the position
@@ -226,12 +227,12 @@ def _word_embeddings_replaced(loaded: LoadedModel, embeddings: torch.Tensor) -> 
         handle.remove()
 
 
-def _word_embeddings(loaded: LoadedModel, input_ids: torch.Tensor) -> torch.Tensor:
+def _word_embeddings(loaded: LoadedModel, input_ids: torch.Tensor) -> TokenVectors:
     with torch.no_grad():
         return _input_embedding(loaded)(input_ids)
 
 
-def _content_tokens(batch: TokenBatch) -> torch.Tensor:
+def _content_tokens(batch: TokenBatch) -> TokenMask:
     """(B, T) bool: tokens of real words (not special pseudo-words, not padding)."""
     rows = [a.word_kinds[a.token_to_word] == WORD for a in batch.items]
     width = batch.input_ids.shape[1]
@@ -239,8 +240,8 @@ def _content_tokens(batch: TokenBatch) -> torch.Tensor:
 
 
 def _scores_and_gradients(
-    loaded: LoadedModel, inputs: dict[str, torch.Tensor], embeddings: torch.Tensor, labels: Labels
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    loaded: LoadedModel, inputs: dict[str, torch.Tensor], embeddings: TokenVectors, labels: Labels
+) -> tuple[ItemValues, TokenVectors, ItemValues]:
     """(scores, d scores / d embeddings, labels used) with ``embeddings`` as the word-piece embedding.
 
     Rows are independent (eval mode), so the gradient of the summed scores is each row's own.
@@ -255,7 +256,7 @@ def _scores_and_gradients(
     return scores.detach(), grad, labels
 
 
-def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels: Labels = None) -> torch.Tensor:
+def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels: Labels = None) -> TokenScores:
     """Gradient x input per token: ``sum_d e_td * d score / d e_td``, ``e`` the word-piece embedding
     (Shrikumar et al. 2016, `Not Just a Black Box <https://arxiv.org/abs/1605.01713>`_; one of Abnar &
     Zuidema's references, `Quantifying Attention Flow in Transformers <https://arxiv.org/abs/2005.00928>`_).
@@ -283,16 +284,16 @@ class IntegratedGradientsResult:
     """What :func:`integrated_gradients` gives for a batch; ``delta`` is the completeness error (Sundararajan
     et al. 2017, `Axiomatic Attribution for Deep Networks <https://arxiv.org/abs/1703.01365>`_)."""
 
-    attributions: torch.Tensor  #: (B, T) per token; zero on special tokens and padding
-    score: torch.Tensor  #: (B,) f(x), the target score of the clean input
-    baseline_score: torch.Tensor  #: (B,) f(x'), content tokens at the baseline, special tokens real
-    delta: torch.Tensor  #: (B,) attributions.sum(-1) - (score - baseline_score)
+    attributions: TokenScores  #: (B, T) per token; zero on special tokens and padding
+    score: ItemValues  #: (B,) f(x), the target score of the clean input
+    baseline_score: ItemValues  #: (B,) f(x'), content tokens at the baseline, special tokens real
+    delta: ItemValues  #: (B,) attributions.sum(-1) - (score - baseline_score)
     steps: int  #: quadrature nodes (per panel)
-    labels: torch.Tensor  #: (B,) the class explained (zeros for a regression head)
-    panels: torch.Tensor  #: (B,) panels each item's path was cut into (1: the fixed rule; see ``tolerance``)
+    labels: ItemValues  #: (B,) the class explained (zeros for a regression head)
+    panels: ItemValues  #: (B,) panels each item's path was cut into (1: the fixed rule; see ``tolerance``)
 
 
-def _baseline_embedding(loaded: LoadedModel, embeddings: torch.Tensor, baseline: str) -> torch.Tensor:
+def _baseline_embedding(loaded: LoadedModel, embeddings: TokenVectors, baseline: str) -> TokenVectors:
     if baseline == "zero":
         return torch.zeros_like(embeddings)
     tok = loaded.tokenizer
@@ -353,7 +354,7 @@ def integrated_gradients(
             clean = classifier_logits(loaded, loaded.model(**_inputs(batch)))
         labels = explained_labels(loaded, clean, labels)
         score = target_scores(loaded, clean, labels)
-        real = _word_embeddings(loaded, batch.input_ids)  # (B, T, D)
+        real = _word_embeddings(loaded, batch.input_ids)  # (B, T, E)
         content = _content_tokens(batch)[..., None]
         start = torch.where(content, _baseline_embedding(loaded, real, baseline), real)
         difference = real - start  # zero on special tokens and padding
@@ -401,7 +402,7 @@ def _replacement_id(loaded: LoadedModel, replacement: int | str) -> int:
     )
 
 
-def _target_values(loaded: LoadedModel, output: Any, labels: torch.Tensor, measure: str) -> torch.Tensor:
+def _target_values(loaded: LoadedModel, output: Any, labels: ItemValues, measure: str) -> ItemValues:
     logits = classifier_logits(loaded, output)
     if measure == "logit" or _is_regression(loaded):
         return target_scores(loaded, logits, labels)
@@ -416,7 +417,7 @@ def blank_out(
     replacement: int | str = "mask",
     measure: str = "probability",
     internal_batch_size: int = 64,
-) -> torch.Tensor:
+) -> WordScores:
     """Leave-one-word-out importance: the score's drop when all tokens of one word are hidden (the blank-out
     reference of Abnar & Zuidema 2020, `Quantifying Attention Flow in Transformers
     <https://arxiv.org/abs/2005.00928>`_).
@@ -461,7 +462,7 @@ def blank_out(
 # --------------------------------------------------------------------------- words
 
 
-def token_to_word_scores(scores: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
+def token_to_word_scores(scores: TokenScores, batch: TokenBatch) -> WordScores:
     """Token scores onto words: each word's tokens summed.
 
     W is the largest word count in the batch (as :func:`blank_out` gives); absent (padding)
@@ -497,9 +498,9 @@ class ReferenceScores:
     with a completeness property (the scores add up to ``f(x) - f(x')``) also gives ``relative_gap`` (B,),
     ``|delta| / max(1, |f(x) - f(x')|)``, and ``panels`` (B,), the pieces its path integral took."""
 
-    words: torch.Tensor
-    relative_gap: torch.Tensor | None = None
-    panels: torch.Tensor | None = None
+    words: WordScores
+    relative_gap: ItemValues | None = None
+    panels: ItemValues | None = None
 
 
 class Reference:

@@ -5,7 +5,7 @@ inside a function call, where a forward hook on the module comes too late to cha
 This module puts one *edit point* in every self-attention layer: right after the softmax
 (and attention dropout), just before the probabilities are multiplied with the values. An
 edit is a function ``edit(layer, probs) -> probs`` with ``probs`` of shape
-``(batch, heads, queries, keys)`` and ``layer`` counted from 0. Everything else is built on it:
+``(B, H, T, T)`` and ``layer`` counted from 0. Everything else is built on it:
 
 * :func:`edit_attention` — any edit, inside a ``with`` block that always restores the model;
 * :func:`capture_attention` — keep each layer's probabilities (the very tensors multiplied
@@ -59,7 +59,7 @@ from bertology_utils.core import architectures
 from bertology_utils.core.architectures import Model, dropout_edit_points, self_attention_modules
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, autocast, evaluating
-from bertology_utils.core.typing import AttentionMaps
+from bertology_utils.core.typing import AllAttentionMaps, AttentionMaps, HeadTensor
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -284,7 +284,7 @@ def edit_attention(model: Model, edit: Edit) -> Iterator[None]:
     """Within the block, every self-attention layer's probabilities go through ``edit(layer, probs)``.
 
     ``model`` is a LoadedModel or a transformers model; ``layer`` is counted from 0 and
-    ``probs`` has shape ``(batch, heads, queries, keys)``. The edit may return a new tensor
+    ``probs`` has shape ``(B, H, T, T)``. The edit may return a new tensor
     (it must keep the shape) or None to leave the probabilities unchanged; it runs inside the
     forward pass, so whatever it does is part of the autograd graph. The model's attention
     implementation, hooks and outputs are restored when the block exits.
@@ -337,14 +337,14 @@ class AttentionCapture:
         """Per layer, ``(B, H, T, T)`` d(loss)/d(probs) after ``backward()`` (None where no gradient flowed)."""
         return [None if p is None else p.grad for p in self.probs]
 
-    def stacked(self) -> torch.Tensor:
+    def stacked(self) -> AllAttentionMaps:
         """Captured probabilities as one tensor, detached.
 
         :returns: ``(B, L, H, T, T)``.
         """
         return torch.stack([p.detach() for p in self.probs], dim=1)
 
-    def stacked_grads(self) -> torch.Tensor:
+    def stacked_grads(self) -> AllAttentionMaps:
         """Gradients as one tensor (zeros where none flowed).
 
         :returns: ``(B, L, H, T, T)``.
@@ -378,10 +378,10 @@ def capture_attention(model: Model, *, retain_grad: bool = True) -> Iterator[Att
 
 
 @contextlib.contextmanager
-def gate_heads(model: Model, gates: torch.Tensor) -> Iterator[torch.Tensor]:
+def gate_heads(model: Model, gates: HeadTensor) -> Iterator[HeadTensor]:
     """Multiply head ``h`` of layer ``l``'s output by ``gates[l, h]`` inside the block.
 
-    ``gates`` has shape (layers, heads); 1 leaves a head unchanged, 0 removes its
+    ``gates`` has shape (L, H); 1 leaves a head unchanged, 0 removes its
     contribution (its context vector is zero; the output projection's bias stays, as with
     pruning). Gates may require grad: after ``loss.backward()``, ``gates.grad`` holds
     d(loss)/d(gate) for every head from one backward pass (Michel et al.'s importance).

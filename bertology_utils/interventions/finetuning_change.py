@@ -13,6 +13,7 @@ import torch
 from bertology_utils.core import architectures
 from bertology_utils.core.batching import Padding, plan_batches
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import AttentionMaps, HeadMatrix, LayerValues
 from bertology_utils.data import Corpus
 from bertology_utils.interventions.finetuning import encode
 
@@ -20,7 +21,7 @@ __all__ = ["attention_change", "layer_means"]
 
 
 @torch.no_grad()
-def _attentions(loaded: LoadedModel, batch: dict) -> list[torch.Tensor]:
+def _attentions(loaded: LoadedModel, batch: dict) -> list[AttentionMaps]:
     out = loaded.model(**batch, output_attentions=True)
     return [a.float() for a in out.attentions]
 
@@ -28,7 +29,7 @@ def _attentions(loaded: LoadedModel, batch: dict) -> list[torch.Tensor]:
 @torch.no_grad()
 def attention_change(
     before: LoadedModel, after: LoadedModel, corpus: Corpus, *, max_tokens: int = 128, batch_size: int = 16
-) -> np.ndarray:
+) -> HeadMatrix:
     """Mean over ``corpus`` of the cosine similarity of each head's attention map in ``before`` and ``after``.
 
     Both models see the same token ids (``after``'s tokenizer; they must share a vocabulary).
@@ -59,14 +60,14 @@ def attention_change(
             a_batch = a_padding.collate(chunk, after.device)
             b_batch = b_padding.collate(chunk, before.device)
             real = b_batch["attention_mask"].float()
-            pair = (real[:, :, None] * real[:, None, :])[:, None]  # (batch, 1, queries, keys)
+            pair = (real[:, :, None] * real[:, None, :])[:, None]  # (B, 1, T, T)
             per_layer = []
             for x, y in zip(_attentions(before, b_batch), _attentions(after, a_batch)):
                 x, y = x * pair, (y.to(x.device)) * pair
                 dot = (x * y).sum((-1, -2))
                 norm = x.pow(2).sum((-1, -2)).sqrt() * y.pow(2).sum((-1, -2)).sqrt()
                 per_layer.append(dot / norm.clamp_min(1e-12))
-            sims = torch.stack(per_layer, 1).double().sum(0).cpu()  # (layers, heads)
+            sims = torch.stack(per_layer, 1).double().sum(0).cpu()  # (L, H)
             total = sims if total is None else total + sims
             n += len(chunk)
     finally:
@@ -77,7 +78,7 @@ def attention_change(
     return (total / n).numpy()
 
 
-def layer_means(values: np.ndarray) -> np.ndarray:
+def layer_means(values: HeadMatrix) -> LayerValues:
     """Mean of a per-head array per layer.
 
     :param values: (L, H).

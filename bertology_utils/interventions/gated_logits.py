@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadDraws, SampleValues
 from bertology_utils.interventions.dev_sets import DevSet
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
 from bertology_utils.interventions.head_gates import example_losses, gate_edit, require_loaded
@@ -51,7 +52,7 @@ def gates_digest(gates: np.ndarray) -> str:
 
 
 def gate_shape(loaded: LoadedModel) -> tuple[int, int]:
-    """(layers, heads) of the model's gates, read from the model itself (heads as the first layer has them now).
+    """(L, H) of the model's gates, read from the model itself (heads as the first layer has them now).
 
     A gate acts on one layer's call (:func:`~bertology_utils.interventions.editing.gate_heads`), so a model whose
     layers share their weights (ALBERT) has one row per layer it runs.
@@ -91,7 +92,7 @@ def _copies_from(layers: list[nn.Module], first: int, rows: int, copies: int) ->
             handle.remove()
 
 
-def _first_gated_layers(gate_stack: torch.Tensor) -> np.ndarray:
+def _first_gated_layers(gate_stack: HeadDraws) -> SampleValues:
     """For each configuration, the first layer with a gate other than 1 (the layer count when none)."""
     touched = (gate_stack != 1).any(-1)  # (configs, layers)
     first = torch.where(touched.any(-1), touched.float().argmax(-1), torch.tensor(gate_stack.shape[1]))
@@ -109,7 +110,7 @@ def predict_with_gates(
     progress: bool = False,
     desc: str = "gated passes",
 ) -> np.ndarray:
-    """Logits for every gate configuration: ``gate_stack`` (configs, layers, heads) -> (configs, n, classes).
+    """Logits for every gate configuration: ``gate_stack`` (configs, L, H) -> (configs, n, classes).
 
     Several configurations go through the model together: each batch is repeated once per
     configuration, with that configuration's gates on its copy; ``configs_per_pass`` of them
@@ -150,7 +151,7 @@ def predict_with_gates(
 def _predict_with_gates(
     loaded: LoadedModel,
     dev: DevSet,
-    gate_stack: torch.Tensor,
+    gate_stack: HeadDraws,
     configs_per_pass: int | None,
     rows_per_pass: int,
     progress: bool = False,
@@ -200,7 +201,7 @@ def _predict_with_gates(
     return out
 
 
-def config_scores(dev: DevSet, logits: np.ndarray, metric: str) -> np.ndarray:
+def config_scores(dev: DevSet, logits: np.ndarray, metric: str) -> SampleValues:
     """The GLUE ``metric`` of each configuration's logits.
 
     :param dev: the dev set the logits were computed on.
@@ -213,7 +214,7 @@ def config_scores(dev: DevSet, logits: np.ndarray, metric: str) -> np.ndarray:
     return np.array([glue_metrics(dev.task, p, labels)[metric] for p in logits])
 
 
-def config_mean_losses(dev: DevSet, logits: np.ndarray) -> np.ndarray:
+def config_mean_losses(dev: DevSet, logits: np.ndarray) -> SampleValues:
     """Mean dev loss (the classifier's training loss) of each configuration's logits, all configurations at once.
 
     :param dev: the dev set the logits were computed on.
@@ -251,7 +252,7 @@ def scores_for_gates(
     cache: bool = False,
     progress: bool = False,
     desc: str = "gated passes",
-) -> np.ndarray:
+) -> SampleValues:
     """The GLUE ``metric`` for each gate configuration: :func:`predict_with_gates`, then :func:`config_scores`.
 
     :param loaded: a sequence classifier.

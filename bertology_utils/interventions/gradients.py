@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from bertology_utils.core.architectures import check_architecture
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
+from bertology_utils.core.typing import AllAttentionMaps, HeadMatrix, ItemValues, LayerValues
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.interventions.editing import capture_attention, edit_attention
 from bertology_utils.interventions.objectives import (
@@ -103,11 +104,11 @@ class GradientStats:
     logit_gradient: dict  #: kind -> mean |d loss / d score| per weight to that kind
     weights_per_kind: dict  #: kind -> how many attention weights were averaged
     overall_gradient: float  #: mean |d loss / d alpha| over all attention weights (the normalisation)
-    gradient_norm: np.ndarray  #: (layers,) mean over items of the layer's Frobenius norm
-    head_gradient_norm: np.ndarray  #: (layers, heads) the same per head
-    #: Each item's sums, what :meth:`bootstrap` resamples: ``"gradient"`` (items, layers, kinds) |d loss / d alpha|
-    #: summed over the layer's heads and the weights to each kind; ``"weights"`` (items, kinds) how many weights
-    #: to each kind one head has; ``"norm"`` (items, layers) the layer's Frobenius norm; ``"pair"`` (items,) whether
+    gradient_norm: LayerValues  #: (L,) mean over items of the layer's Frobenius norm
+    head_gradient_norm: HeadMatrix  #: (L, H) the same per head
+    #: Each item's sums, what :meth:`bootstrap` resamples: ``"gradient"`` (N, L, kinds) |d loss / d alpha|
+    #: summed over the layer's heads and the weights to each kind; ``"weights"`` (N, kinds) how many weights
+    #: to each kind one head has; ``"norm"`` (N, L) the layer's Frobenius norm; ``"pair"`` (N,) whether
     #: the item holds two segments (two [SEP]s).
     per_item: dict = field(default_factory=dict, repr=False)
 
@@ -118,8 +119,8 @@ class GradientStats:
 
     def bootstrap(self, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Draws:
         """Bootstrap draws over the items (sentences, or sentence pairs), each resampled whole with its weights: per
-        draw, :meth:`gradient_ratio` of each kind (``"gradient_ratio:<kind>"``, (layers,)) and ``gradient_norm``
-        ((layers,)) of ``n_items`` items drawn with replacement, the ratio's sums and weight counts drawn together.
+        draw, :meth:`gradient_ratio` of each kind (``"gradient_ratio:<kind>"``, (L,)) and ``gradient_norm``
+        ((L,)) of ``n_items`` items drawn with replacement, the ratio's sums and weight counts drawn together.
         Seeded; every draw NaN with fewer than 3 items. ValueError without the per-item sums.
 
         :param n_resamples: how many bootstrap draws.
@@ -150,7 +151,7 @@ class GradientStats:
         what = "sentence pairs" if n and pairs.all() else "sentences" if not pairs.any() else "items"
         return Draws(values, f"{n} {what}", level)
 
-    def normalised_gradient(self, kind: str) -> np.ndarray:
+    def normalised_gradient(self, kind: str) -> HeadMatrix:
         """``gradient[kind]`` divided by the mean |gradient| over all attention weights of the model.
 
         :param kind: a kind of attended token (``sep``, ``cls``, ``punct``, ``other``).
@@ -204,7 +205,7 @@ class GradientStats:
         ]
         return pd.concat(frames, ignore_index=True)
 
-    def gradient_ratio(self, kind: str = "sep") -> np.ndarray:
+    def gradient_ratio(self, kind: str = "sep") -> LayerValues:
         """Per layer: mean gradient for attention to ``kind`` over that to ordinary ("other") tokens.
 
         :param kind: a kind of attended token.
@@ -213,7 +214,7 @@ class GradientStats:
         other = np.nanmean(self.gradient["other"], axis=1)
         return np.nanmean(self.gradient[kind], axis=1) / np.where(other > 0, other, np.nan)
 
-    def sep_gradient_ratio(self) -> np.ndarray:
+    def sep_gradient_ratio(self) -> LayerValues:
         """:meth:`gradient_ratio` for [SEP].
 
         :returns: ``(L,)``.
@@ -221,7 +222,7 @@ class GradientStats:
         return self.gradient_ratio("sep")
 
     def head_metrics(self, prefix: str, objective: str) -> dict:
-        """Per head, (layers, heads), under ``{prefix}.head.{objective}.``: ``attention_to_<kind>`` and
+        """Per head, (L, H), under ``{prefix}.head.{objective}.``: ``attention_to_<kind>`` and
         ``normalised_gradient_<kind>`` for each of :data:`KINDS`, and ``gradient_norm``.
 
         :param prefix: the metric names' prefix (a notebook's).
@@ -265,8 +266,8 @@ class _Totals:
         self.tokens = 0
         self.per_item: dict[str, list] = {"gradient": [], "weights": [], "norm": [], "pair": []}
 
-    def add(self, probs: torch.Tensor, grads: torch.Tensor, batch: TokenBatch, losses: torch.Tensor) -> None:
-        # probs, grads: (B, L, H, Q, K) float
+    def add(self, probs: AllAttentionMaps, grads: AllAttentionMaps, batch: TokenBatch, losses: ItemValues) -> None:
+        # probs, grads: (B, L, H, T, T) float
         real = batch.real.to(probs.dtype)  # (B, T)
         onehot = F.one_hot(batch.kinds.clamp_min(0), len(KINDS)).to(probs.dtype) * real[..., None]  # (B, K, 4)
         pair = real[:, None, None, :, None] * real[:, None, None, None, :]  # real query x real key
@@ -303,7 +304,7 @@ class _Totals:
 
 def batch_attention_gradients(
     objective: Objective, batch: TokenBatch
-) -> tuple[torch.Tensor, torch.Tensor, ObjectiveOutput]:
+) -> tuple[AllAttentionMaps, AllAttentionMaps, ObjectiveOutput]:
     """(probs, grads, output) for a prepared batch: one forward and one backward pass for all heads.
 
     ``probs`` and ``grads`` have shape ``(B, L, H, T, T)``: the probabilities each layer

@@ -15,13 +15,14 @@ import torch
 from torch import nn
 
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadDraws, HeadTensor
 from bertology_utils.interventions.gated_logits import gate_shape
 
 __all__ = ["HardConcreteGates"]
 
 
 class HardConcreteGates(nn.Module):
-    """Hard Concrete gates, one per head: ``log_alpha`` of shape (layers, heads).
+    """Hard Concrete gates, one per head: ``log_alpha`` of shape (L, H).
 
     ``BETA`` (the temperature) and ``LIMITS`` (the stretch ``(l, r)``) are Louizos et al.'s values,
     which Voita et al. used. ``INIT`` = 3 starts every gate almost surely open,
@@ -63,44 +64,44 @@ class HardConcreteGates(nn.Module):
         """``(L, H)``."""
         return tuple(self.log_alpha.shape)  # type: ignore[return-value]
 
-    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(self, n: int, generator: torch.Generator | None = None) -> HeadDraws:
         """``n`` independent draws of every gate; differentiable in ``log_alpha``.
 
-        :param n: how many draws.
+        :param n: how many draws (N).
         :param generator: the draws' generator (None: torch's default).
-        :returns: ``(n, L, H)`` gates in [0, 1].
+        :returns: ``(N, L, H)`` gates in [0, 1].
         """
         return self.from_noise(self.noise(n, generator))
 
-    def noise(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    def noise(self, n: int, generator: torch.Generator | None = None) -> HeadDraws:
         """The uniform draws behind :meth:`sample`, kept inside (0, 1).
 
-        :param n: how many draws.
+        :param n: how many draws (N).
         :param generator: the draws' generator (None: torch's default).
-        :returns: ``(n, L, H)``.
+        :returns: ``(N, L, H)``.
         """
         la = self.log_alpha
         device = la.device if generator is None else generator.device  # the generator's own device draws
         u = torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device).to(la.device)
         return u.clamp(self._EPS, 1 - self._EPS)
 
-    def from_noise(self, u: torch.Tensor) -> torch.Tensor:
+    def from_noise(self, u: HeadDraws) -> HeadDraws:
         """The gates that uniform draws ``u`` (from :meth:`noise`) give: gates of several ``log_alpha`` can share
         one draw, as trainings with one seed would draw it.
 
-        :param u: ``(n, L, H)`` uniform draws.
-        :returns: ``(n, L, H)`` gates in [0, 1].
+        :param u: ``(N, L, H)`` uniform draws.
+        :returns: ``(N, L, H)`` gates in [0, 1].
         """
         s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + self.log_alpha) / self.BETA)
         low, high = self.LIMITS
         return (s * (high - low) + low).clamp(0.0, 1.0)
 
-    def open_probability(self) -> torch.Tensor:
+    def open_probability(self) -> HeadTensor:
         """``P(z != 0)`` per head, ``(L, H)``: ``sigmoid(log_alpha - beta log(-l / r))``."""
         low, high = self.LIMITS
         return torch.sigmoid(self.log_alpha - self.BETA * math.log(-low / high))
 
-    def full_probability(self) -> torch.Tensor:
+    def full_probability(self) -> HeadTensor:
         """``P(z = 1)`` per head, ``(L, H)``: ``1 - sigmoid(beta log((1 - l) / (r - 1)) - log_alpha)``."""
         low, high = self.LIMITS
         return torch.sigmoid(self.log_alpha - self.BETA * math.log((1 - low) / (high - 1)))
@@ -109,13 +110,13 @@ class HardConcreteGates(nn.Module):
         """The expected number of open gates (a scalar), differentiable: Voita's ``L_C``."""
         return self.open_probability().sum()
 
-    def deterministic(self) -> torch.Tensor:
+    def deterministic(self) -> HeadTensor:
         """Louizos' test-time gate, ``clamp(sigmoid(log_alpha) (r - l) + l, 0, 1)``, ``(L, H)``."""
         low, high = self.LIMITS
         return (torch.sigmoid(self.log_alpha) * (high - low) + low).clamp(0.0, 1.0)
 
     @torch.no_grad()
-    def keep_mask(self) -> torch.Tensor:
+    def keep_mask(self) -> HeadTensor:
         """Heads kept, ``(L, H)`` bool: those whose gate is more likely open than closed.
 
         ``P(z != 0) > 0.5``, i.e. ``log_alpha > beta log(-l / r)`` (about -1.6): the head is kept

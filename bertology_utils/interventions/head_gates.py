@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from bertology_utils.core.models import LoadedModel
-from bertology_utils.core.typing import AttentionMaps
+from bertology_utils.core.typing import AttentionMaps, ItemValues, Logits
 from bertology_utils.interventions.editing import Edit
 
 __all__ = ["gate_edit", "example_losses", "require_loaded"]
@@ -43,10 +43,10 @@ def gate_edit(gates: torch.Tensor, first: int = 0) -> Edit:
     return edit
 
 
-def example_losses(logits: torch.Tensor, targets: torch.Tensor, regression: bool) -> torch.Tensor:
+def example_losses(logits: Logits, targets: ItemValues, regression: bool) -> ItemValues:
     """Per-example loss (summed by the caller so per-example gate gradients come out of one backward).
 
-    :param logits: ``(B, classes)`` a classifier's logits (``(B, 1)`` for a regression).
+    :param logits: ``(B, C)`` a classifier's logits (``(B, 1)`` for a regression).
     :param targets: ``(B,)`` class ids, or scores for a regression.
     :param regression: squared error on the first logit instead of cross-entropy.
     :returns: ``(B,)`` float32, each example's loss.

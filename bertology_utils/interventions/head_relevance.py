@@ -66,6 +66,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadMatrix, HeadSamples, SampleValues
 from bertology_utils.interventions.attribution import classifier_logits, explained_labels, target_scores
 from bertology_utils.interventions.dev_sets import DevSet
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
@@ -91,45 +92,45 @@ LABELS = ("predicted", "gold")
 class HeadScores:
     """Per-example scores of every head for ``F``, and ``F`` with every head on and every head off.
 
-    ``attributions`` (n, layers, heads), ``score`` = F(all gates 1) and ``baseline_score`` =
-    F(all gates 0), both (n,); all in corpus order (``dev``'s rows).
+    ``attributions`` ``(N, L, H)``, ``score`` = F(all gates 1) and ``baseline_score`` =
+    F(all gates 0), both ``(N,)``; all in corpus order (``dev``'s rows).
 
-    :param attributions: ``(n, L, H)`` each example's score of each head.
-    :param score: ``(n,)`` F with every head on.
-    :param baseline_score: ``(n,)`` F with every head off.
-    :param labels: ``(n,)`` the class explained (zeros for a regression head).
+    :param attributions: ``(N, L, H)`` each example's score of each head.
+    :param score: ``(N,)`` F with every head on.
+    :param baseline_score: ``(N,)`` F with every head off.
+    :param labels: ``(N,)`` the class explained (zeros for a regression head).
     :param task: the task's name.
     """
 
-    attributions: np.ndarray
-    score: np.ndarray
-    baseline_score: np.ndarray
-    #: (n,) the class explained (zeros for a regression head).
-    labels: np.ndarray
+    attributions: HeadSamples
+    score: SampleValues
+    baseline_score: SampleValues
+    #: ``(N,)`` the class explained (zeros for a regression head).
+    labels: SampleValues
     task: str
 
     @property
-    def completeness_gap(self) -> np.ndarray:
-        """``(n,)`` ``|sum_h attribution - (F(1) - F(0))|``: how far each example is from completeness."""
+    def completeness_gap(self) -> SampleValues:
+        """``(N,)`` ``|sum_h attribution - (F(1) - F(0))|``: how far each example is from completeness."""
         total = self.attributions.reshape(len(self.score), -1).sum(-1)
         return np.abs(total - (self.score - self.baseline_score))
 
     @property
-    def relative_gap(self) -> np.ndarray:
-        """``(n,)`` the gap divided by ``max(1, |F(1) - F(0)|)`` (as integrated gradients on tokens report it)."""
+    def relative_gap(self) -> SampleValues:
+        """``(N,)`` the gap divided by ``max(1, |F(1) - F(0)|)`` (as integrated gradients on tokens report it)."""
         return self.completeness_gap / np.maximum(1.0, np.abs(self.score - self.baseline_score))
 
     @property
-    def mean(self) -> np.ndarray:
+    def mean(self) -> HeadMatrix:
         """``(L, H)`` signed mean over examples."""
         return self.attributions.mean(0)
 
     @property
-    def mean_abs(self) -> np.ndarray:
+    def mean_abs(self) -> HeadMatrix:
         """``(L, H)`` mean over examples of the absolute score."""
         return np.abs(self.attributions).mean(0)
 
-    def relevance(self, normalise: bool = True) -> np.ndarray:
+    def relevance(self, normalise: bool = True) -> HeadMatrix:
         """Voita's relevance: :attr:`mean_abs`, divided by its layer's sum with ``normalise``.
 
         Normalised, each layer's relevances add up to 1 (a layer whose heads all score 0 stays 0).
@@ -149,13 +150,13 @@ class HeadAttribution(HeadScores):
     """Integrated gradients over head gates (:func:`head_attribution`); the gaps should be ~0.
 
     :param steps: Gauss-Legendre nodes on [0, 1] (per panel).
-    :param panels: ``(n,)`` panels each example's integral was cut into.
+    :param panels: ``(N,)`` panels each example's integral was cut into.
     """
 
     #: Gauss-Legendre nodes on [0, 1] (per panel).
     steps: int
-    #: (n,) panels each example's integral was cut into (1: the fixed rule; more: see ``tolerance``).
-    panels: np.ndarray
+    #: ``(N,)`` panels each example's integral was cut into (1: the fixed rule; more: see ``tolerance``).
+    panels: SampleValues
 
 
 @dataclass(frozen=True)
@@ -336,7 +337,7 @@ def head_attribution(
     :param rows_per_pass: rows (examples x nodes) per forward/backward pass.
     :param cache: read and store the results in the results cache.
     :param progress: show a progress bar.
-    :returns: the attributions, ``(n, L, H)``, with F at both ends and the panels used.
+    :returns: the attributions, ``(N, L, H)``, with F at both ends and the panels used.
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
@@ -379,7 +380,7 @@ def gate_times_gradient(
     :param rows_per_pass: rows per forward/backward pass.
     :param cache: read and store the results in the results cache.
     :param progress: show a progress bar.
-    :returns: the scores, ``(n, L, H)``, with F at both ends.
+    :returns: the scores, ``(N, L, H)``, with F at both ends.
     """
     values, score, baseline, classes, _ = _scores(
         "gate-gradient",

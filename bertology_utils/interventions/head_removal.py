@@ -50,7 +50,7 @@ def pruned_heads(model: Model) -> dict[int, list[int]]:
 
 @torch.no_grad()
 def prune_heads(model: Model, heads: Mapping[int, Iterable[int]] | np.ndarray) -> dict[int, list[int]]:
-    """Physically remove ``heads`` (layer -> head numbers, or a (layers, heads) mask with 0/False = remove).
+    """Physically remove ``heads`` (layer -> head numbers, or a (L, H) mask with 0/False = remove).
 
     In place: the heads' rows of the query, key and value projections and the matching columns
     of the attention output projection are deleted, so the model computes exactly what it

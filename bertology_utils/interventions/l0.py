@@ -46,6 +46,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadMatrix, HeadSamples, SampleValues
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.dev_sets import DevSet, dev_set
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
@@ -120,16 +121,16 @@ class GateTraining:
         return self.task_loss + self.lam * self.expected_l0_history
 
     @property
-    def log_alpha(self) -> np.ndarray:
+    def log_alpha(self) -> HeadMatrix:
         """``(L, H)`` the trained ``log_alpha`` (a copy)."""
         return self.gates.log_alpha.detach().cpu().numpy().copy()
 
-    def open_probability(self) -> np.ndarray:
+    def open_probability(self) -> HeadMatrix:
         """``(L, H)`` ``P(z != 0)`` of the trained gates."""
         with torch.no_grad():
             return self.gates.open_probability().cpu().numpy()
 
-    def keep_mask(self) -> np.ndarray:
+    def keep_mask(self) -> HeadMatrix:
         """``(L, H)`` bool: the heads kept (:meth:`HardConcreteGates.keep_mask`)."""
         return self.gates.keep_mask().cpu().numpy()
 
@@ -382,16 +383,16 @@ class L0Sweep:
     metric: str
     lambdas: np.ndarray
     trainings: list[GateTraining] = field(repr=False)
-    #: Keep masks, (n_lambdas, layers, heads) bool.
-    masks: np.ndarray = field(repr=False)
+    #: Keep masks, ``(N, L, H)``, N the lambdas, bool.
+    masks: HeadSamples = field(repr=False)
     #: Dev score with each mask as binary gates (kept 1, pruned 0).
     scores: np.ndarray
     #: Dev score with every head (all gates 1), from the same passes.
     base: float
 
     @property
-    def kept(self) -> np.ndarray:
-        """``(n,)`` heads kept by each lambda."""
+    def kept(self) -> SampleValues:
+        """``(N,)`` heads kept by each lambda."""
         return self.masks.reshape(len(self.masks), -1).sum(1)
 
     @property

@@ -40,6 +40,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.core.batching import Padding, pad_rows, plan_batches
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model
+from bertology_utils.core.typing import ItemValues, TokenIds, TokenMask, TokenToWord, TokenValues, TokenVectors
 from bertology_utils.data import Corpus, is_punctuation
 
 __all__ = [
@@ -80,7 +81,7 @@ SEP, CLS, PUNCT, OTHER = range(4)
 DEFAULT_MAX_TOKENS = 128
 
 
-def token_kinds(item: AlignedItem) -> np.ndarray:
+def token_kinds(item: AlignedItem) -> TokenValues:
     """Kind code (:data:`KINDS`) of every token of an aligned item.
 
     :param item: a sentence or pair aligned to the model's tokens.
@@ -112,15 +113,15 @@ class TokenBatch:
     """
 
     items: list
-    input_ids: torch.Tensor  #: (B, T) int64
-    attention_mask: torch.Tensor  #: (B, T) int64, 1 on real tokens
-    token_type_ids: torch.Tensor | None
-    kinds: torch.Tensor  #: (B, T) int64 kind codes, -1 on padding
-    token_to_word: torch.Tensor  #: (B, T) int64, -1 on padding
+    input_ids: TokenIds  #: (B, T) int64
+    attention_mask: TokenMask  #: (B, T) int64, 1 on real tokens
+    token_type_ids: TokenIds | None
+    kinds: TokenIds  #: (B, T) int64 kind codes, -1 on padding
+    token_to_word: TokenToWord  #: (B, T) int64, -1 on padding
     extras: dict = field(default_factory=dict)
 
     @property
-    def real(self) -> torch.Tensor:
+    def real(self) -> TokenMask:
         """``(B, T)`` bool: the real tokens (not padding)."""
         return self.attention_mask.bool()
 
@@ -176,7 +177,7 @@ def token_batches(
 # --------------------------------------------------------------------------- word masking
 
 
-def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> torch.Tensor:
+def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> TokenMask:
     """(B, T) bool: all tokens of ``fraction`` of each item's real words (at least one), seeded per item."""
     chosen = np.zeros(tuple(batch.input_ids.shape), dtype=bool)
     t2w = batch.token_to_word.cpu().numpy()
@@ -221,12 +222,12 @@ class ObjectiveOutput:
     """What one forward pass of an objective gives.
 
     :param losses: ``(B,)`` one loss per item.
-    :param hidden: ``(B, T, D)`` the encoder's final hidden states.
+    :param hidden: ``(B, T, E)`` the encoder's final hidden states.
     :param prediction: the objective's own output, compared by :meth:`Objective.output_change`.
     """
 
-    losses: torch.Tensor  #: (B,) one loss per item
-    hidden: torch.Tensor  #: (B, T, D) the encoder's final hidden states
+    losses: ItemValues  #: (B,) one loss per item
+    hidden: TokenVectors  #: (B, T, E) the encoder's final hidden states
     prediction: torch.Tensor  #: the objective's own output, compared by ``Objective.output_change``
 
 
@@ -265,7 +266,7 @@ class Objective(ABC):
         """
 
     @abstractmethod
-    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> ItemValues:
         """How much the prediction changed, per item (:attr:`output_change_name` says what is measured).
 
         :param base: the output without the intervention.
@@ -382,7 +383,7 @@ class MaskedLMObjective(Objective):
         losses = _per_item_mean(nll, item, len(batch.items))
         return ObjectiveOutput(losses, out.hidden_states[-1], log_probs)
 
-    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> ItemValues:
         """Per item, the mean KL divergence of the masked tokens' predicted distributions: ``(B,)``."""
         item, _ = batch.extras["masked"].nonzero(as_tuple=True)
         kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
@@ -436,7 +437,7 @@ class ClassifierObjective(Objective):
             losses = -prediction.gather(1, y[:, None])[:, 0]
         return ObjectiveOutput(losses, out.hidden_states[-1], prediction)
 
-    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> ItemValues:
         """Per item, the KL divergence of the class distribution (the score's absolute change for a regression):
         ``(B,)``."""
         if self.spec.is_regression:
@@ -444,7 +445,7 @@ class ClassifierObjective(Objective):
         return (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
 
 
-def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _mean_pool(hidden: TokenVectors, mask: TokenMask) -> torch.Tensor:
     weights = mask.to(hidden.dtype)[..., None]
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1)
 
@@ -499,7 +500,7 @@ class MaskedEmbeddingObjective(Objective):
         """The mask fraction and seed (see :meth:`Objective.cache_key`)."""
         return self._key(mask_fraction=self.mask_fraction, seed=self.seed)
 
-    def _hidden(self, batch: TokenBatch) -> torch.Tensor:
+    def _hidden(self, batch: TokenBatch) -> TokenVectors:
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
         return out.hidden_states[-1]
 
@@ -517,6 +518,6 @@ class MaskedEmbeddingObjective(Objective):
         losses = 1 - (embedding * batch.extras["clean_embedding"]).sum(-1)
         return ObjectiveOutput(losses, hidden, embedding)
 
-    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> torch.Tensor:
+    def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> ItemValues:
         """Per item, 1 - the cosine of the two embeddings: ``(B,)``."""
         return 1 - (base.prediction * new.prediction).sum(-1)

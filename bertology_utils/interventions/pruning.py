@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import HeadMatrix, HeadSamples, HeadTensor, LayerValues, SampleValues
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.interventions.dev_sets import DevSet
 from bertology_utils.interventions.editing import classifier_inference, edit_attention
@@ -91,24 +92,24 @@ class AblationResult:
     task: str
     metric: str
     base: float
-    #: (layers, heads): metric with that head disabled minus the base metric (negative: worse).
-    head_deltas: np.ndarray
-    #: (layers,): metric with every head of that layer disabled minus the base metric.
-    layer_deltas: np.ndarray
+    #: ``(L, H)``: metric with that head disabled minus the base metric (negative: worse).
+    head_deltas: HeadMatrix
+    #: ``(L,)``: metric with every head of that layer disabled minus the base metric.
+    layer_deltas: LayerValues
     #: Mean dev loss (the classifier's training loss) with every head on.
     base_loss: float
-    #: (layers, heads): mean dev loss with that head disabled minus ``base_loss`` (positive: worse).
-    head_loss_deltas: np.ndarray
-    #: (layers,): mean dev loss with that layer's heads disabled minus ``base_loss``.
-    layer_loss_deltas: np.ndarray
-    #: (configurations, n): each configuration's prediction for each dev example (corpus order): with every head on
+    #: ``(L, H)``: mean dev loss with that head disabled minus ``base_loss`` (positive: worse).
+    head_loss_deltas: HeadMatrix
+    #: ``(L,)``: mean dev loss with that layer's heads disabled minus ``base_loss``.
+    layer_loss_deltas: LayerValues
+    #: ``(configurations, N)``: each configuration's prediction for each dev example (corpus order): with every head on
     #: (row 0), each head alone disabled in (layer, head) order, then each layer (when swept). Class ids in the
     #: smallest integer type, or float32 scores for a regression task. None: not kept; no :meth:`draws` then.
     predictions: np.ndarray | None = field(default=None, repr=False)
-    #: (n,): the dev examples' label ids (class ids, or scores), in corpus order; None with no ``predictions``.
-    labels: np.ndarray | None = field(default=None, repr=False)
+    #: ``(N,)``: the dev examples' label ids (class ids, or scores), in corpus order; None with no ``predictions``.
+    labels: SampleValues | None = field(default=None, repr=False)
 
-    def harm(self, by: str = "loss") -> np.ndarray:
+    def harm(self, by: str = "loss") -> HeadMatrix:
         """How much disabling each head alone hurts.
 
         :param by: ``"loss"`` (the mean dev loss's increase) or ``"metric"`` (the metric's drop).
@@ -252,7 +253,7 @@ def ablation_sweep(
 # --------------------------------------------------------------------------- Michel's importance
 
 
-def normalise_per_layer(importance: np.ndarray, exponent: float = 2.0) -> np.ndarray:
+def normalise_per_layer(importance: HeadMatrix, exponent: float = 2.0) -> HeadMatrix:
     """Each layer's importances divided by their L``exponent`` norm (L2 in
     Michel et al. 2019, "Are Sixteen Heads Really Better than One?", https://arxiv.org/abs/1905.10650).
 
@@ -269,18 +270,18 @@ def head_importance(
     loaded: LoadedModel,
     dev: DevSet,
     *,
-    mask: np.ndarray | torch.Tensor | None = None,
+    mask: HeadMatrix | HeadTensor | None = None,
     normalise: bool = True,
     per_example: bool = True,
     cache: bool = False,
     progress: bool = True,
-) -> np.ndarray:
-    """Michel et al.'s head importance ``E_x |dL(x)/dxi_h|`` over the dev set, (layers, heads).
+) -> HeadMatrix:
+    """Michel et al.'s head importance ``E_x |dL(x)/dxi_h|`` over the dev set, (L, H).
 
     One forward and one backward pass per batch for all heads. With ``per_example`` (default)
     each example has its own gates, so the absolute value is taken per example as in the
     paper's definition; otherwise one gate per head per batch (the reference implementation's
-    batch-level estimate). ``mask`` (layers, heads; 0 = pruned) is applied while measuring
+    batch-level estimate). ``mask`` ((L, H); 0 = pruned) is applied while measuring
     (pruned heads get importance 0). ``normalise``: unit L2 norm per layer. ``cache``: reuse the
     importance an earlier call measured with the same model, dev set, mask and estimate. ``progress``:
     a bar of the dev examples.
@@ -310,8 +311,8 @@ def head_importance(
 
 
 def _importance(
-    loaded: LoadedModel, dev: DevSet, mask_t: torch.Tensor, per_example: bool, progress: bool = False
-) -> np.ndarray:
+    loaded: LoadedModel, dev: DevSet, mask_t: HeadTensor, per_example: bool, progress: bool = False
+) -> HeadMatrix:
     n_layers, n_heads = mask_t.shape
     regression = task_spec(dev.task).is_regression
     model = loaded.model
@@ -358,11 +359,11 @@ class PruningCurve:
     #: The task and the metric of :attr:`scores` (for :meth:`draws`).
     task: str = ""
     metric: str = "score"
-    #: (steps, n): each step's prediction for each dev example (corpus order), as
+    #: ``(steps, N)``: each step's prediction for each dev example (corpus order), as
     #: :attr:`AblationResult.predictions`; None: not kept, no :meth:`draws` then.
     predictions: np.ndarray | None = field(default=None, repr=False)
-    #: (n,): the dev examples' label ids, in corpus order; None with no ``predictions``.
-    labels: np.ndarray | None = field(default=None, repr=False)
+    #: ``(N,)``: the dev examples' label ids, in corpus order; None with no ``predictions``.
+    labels: SampleValues | None = field(default=None, repr=False)
 
     def prunable(self, keep: float = 0.9) -> float:
         """:func:`prunable_share` of this curve.
@@ -398,14 +399,14 @@ class PruningCurve:
         shares = np.where(np.isfinite(scores).all(1), prunable_share(fractions, scores, scores[:, 0], keep), np.nan)
         return Draws({"scores": scores, "prunable": shares}, f"{n} dev examples")
 
-    def masks_keeping(self, kept: Sequence[int] | np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    def masks_keeping(self, kept: Sequence[int] | np.ndarray, shape: tuple[int, int]) -> HeadSamples:
         """Gates keeping ``kept[i]`` heads: the first ones of :attr:`order` pruned.
 
         Scores this order at head counts of another method's (L0 gates), not only at the curve's steps.
 
         :param kept: head counts to keep.
         :param shape: (L, H).
-        :returns: (len(kept), L, H), 1 kept and 0 pruned.
+        :returns: (N, L, H), N = len(kept), 1 kept and 0 pruned.
         :raises ValueError: for a count outside [0, L x H] or one that needs more of the order than it has.
         """
         kept = np.asarray(kept, dtype=np.int64).ravel()
@@ -434,7 +435,7 @@ def pruning_curve(
     metric: str = "score",
     recompute: bool = True,
     importance_dev: DevSet | None = None,
-    importance: np.ndarray | None = None,
+    importance: HeadMatrix | None = None,
     configs_per_pass: int | None = None,
     cache: bool = False,
     progress: bool = True,
@@ -592,7 +593,7 @@ def prunable_share(
 
 
 def importance_ablation_agreement(
-    importance: np.ndarray, ablation: AblationResult, *, by: str = "loss"
+    importance: HeadMatrix, ablation: AblationResult, *, by: str = "loss"
 ) -> tuple[float, float]:
     """Spearman's rho (and p-value) of importance with the harm of disabling each head alone.
 

@@ -53,7 +53,7 @@ from bertology_utils.core.architectures import (
 )
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.models import LoadedModel, evaluating
-from bertology_utils.core.typing import HeadMatrix
+from bertology_utils.core.typing import AttentionMaps, AttentionScores, HeadMatrix
 from bertology_utils.interventions.objectives import CLS, DEFAULT_MAX_TOKENS, KINDS, SEP, TokenBatch, token_batches
 
 __all__ = [
@@ -108,9 +108,9 @@ class QueryKeyCapture:
     :param scaling: per layer, the factor of ``q·k``.
     """
 
-    #: (batch, heads, tokens, head_dim) query vectors: the query projection's output, split into heads.
+    #: ``(B, H, T, head_dim)`` query vectors: the query projection's output, split into heads.
     queries: list = field(default_factory=list)
-    #: (batch, heads, tokens, head_dim) key vectors.
+    #: ``(B, H, T, head_dim)`` key vectors.
     keys: list = field(default_factory=list)
     #: The tensors the layer adds to its scores before the softmax (attention mask, MPNet's position
     #: bias), as they were passed to the self-attention module's forward.
@@ -126,7 +126,7 @@ class QueryKeyCapture:
             )
         return q, k
 
-    def content_logits(self, layer: int) -> torch.Tensor:
+    def content_logits(self, layer: int) -> AttentionScores:
         """``q·k`` in float32, unscaled and without mask or bias.
 
         :param layer: the layer (from 0).
@@ -135,7 +135,7 @@ class QueryKeyCapture:
         q, k = self._vectors(layer)
         return q.float() @ k.float().transpose(-1, -2)
 
-    def bias(self, layer: int) -> torch.Tensor:
+    def bias(self, layer: int) -> AttentionScores:
         """Everything the layer adds to the scaled ``q·k`` (zeros if nothing).
 
         :param layer: the layer (from 0).
@@ -148,7 +148,7 @@ class QueryKeyCapture:
             total = total + torch.broadcast_to(additive_term(term.to(q.device)), shape)
         return total
 
-    def scores(self, layer: int) -> torch.Tensor:
+    def scores(self, layer: int) -> AttentionScores:
         """``q·k * scaling + bias``: the scores the layer softmaxes.
 
         :param layer: the layer (from 0).
@@ -156,7 +156,7 @@ class QueryKeyCapture:
         """
         return self.content_logits(layer) * self.scaling[layer] + self.bias(layer)
 
-    def probabilities(self, layer: int) -> torch.Tensor:
+    def probabilities(self, layer: int) -> AttentionMaps:
         """The softmax of :meth:`scores`: the model's attention, where the layer adds nothing else.
 
         :param layer: the layer (from 0).
@@ -294,12 +294,12 @@ class QueryKeyDimensions:
     model: str
     keep: float
     head_dim: int
-    #: (layers, heads, queries) int16: the dimensions needed; 0 where the two best keys tie.
+    #: ``(L, H, queries)`` int16: the dimensions needed; 0 where the two best keys tie.
     counts: np.ndarray = field(repr=False)
-    #: (layers, heads, queries) int8: the kind (:data:`~bertology_utils.interventions.objectives.KINDS`) of the
+    #: ``(L, H, queries)`` int8: the kind (:data:`~bertology_utils.interventions.objectives.KINDS`) of the
     #: winning key.
     winner_kinds: np.ndarray = field(repr=False)
-    #: (queries,) the item index (``item.index``) and token position of each query.
+    #: ``(queries,)`` the item index (``item.index``) and token position of each query.
     query_items: np.ndarray = field(repr=False)
     query_positions: np.ndarray = field(repr=False)
     n_items: int

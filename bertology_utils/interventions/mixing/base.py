@@ -26,7 +26,7 @@ from bertology_utils.core import architectures
 from bertology_utils.core.architectures import Model
 from bertology_utils.core.errors import BertologyError, UnsupportedArchitectureError
 from bertology_utils.core.registry import Names, Registry, View
-from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask, TokenVectors
 from bertology_utils.interventions.editing import capture_attention
 
 __all__ = [
@@ -67,11 +67,11 @@ class LayerParts:
     layer's input, value vectors, attention output projection, the attention block's output, the layer's
     output and its own arguments."""
 
-    hidden: torch.Tensor
+    hidden: TokenVectors
     values: torch.Tensor
-    dense: torch.Tensor
-    normed: torch.Tensor
-    output: torch.Tensor
+    dense: TokenVectors
+    normed: TokenVectors
+    output: TokenVectors
     call: tuple[Any, ...] = field(repr=False, default=((), {}))
 
 
@@ -80,14 +80,14 @@ class LayerTrace:
     """What one encoder layer computed in a forward pass (eval mode, no dropout).
 
     ``probs`` (B, H, T, T) the attention weights; with ``parts`` (a trace that methods reading more than the
-    weights asked for): ``hidden`` (B, T, D) the layer's input x; ``values`` (B, H, T, d) the value vectors
-    per head (W_V x + b_V, or W_V LN(x) + b_V in a pre-LN block); ``dense`` (B, T, D) the attention output
-    projection W_O ctx + b_O; ``normed`` (B, T, D) the attention block's output, LN(x + dense) post-LN or
-    x + dense pre-LN; ``output`` (B, T, D) the layer's output; ``call`` the layer's own arguments, to run it
+    weights asked for): ``hidden`` (B, T, E) the layer's input x; ``values`` (B, H, T, d) the value vectors
+    per head (W_V x + b_V, or W_V LN(x) + b_V in a pre-LN block); ``dense`` (B, T, E) the attention output
+    projection W_O ctx + b_O; ``normed`` (B, T, E) the attention block's output, LN(x + dense) post-LN or
+    x + dense pre-LN; ``output`` (B, T, E) the layer's output; ``call`` the layer's own arguments, to run it
     again.
     """
 
-    probs: torch.Tensor
+    probs: AttentionMaps
     parts: LayerParts | None = field(repr=False, default=None)
 
     def _parts(self) -> LayerParts:
@@ -269,7 +269,7 @@ class MixingMethod:
         """What a store records of the method's ``options`` (:func:`method_options`); none by default."""
         return {}
 
-    def _checked(self, maps: list[torch.Tensor], real: TokenMask, heads: Sequence[int]) -> list[torch.Tensor]:
+    def _checked(self, maps: list[AttentionMaps], real: TokenMask, heads: Sequence[int]) -> list[AttentionMaps]:
         """``maps`` after checking each layer's shape (``heads``: the model's heads per layer)."""
         batch, tokens = real.shape
         for layer, (m, h) in enumerate(zip(maps, heads, strict=True)):
@@ -301,7 +301,7 @@ class LayerMethod(MixingMethod):
         """
         raise NotImplementedError
 
-    def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: TokenMask) -> list[torch.Tensor]:
+    def maps(self, model: nn.Module, traces: Sequence[LayerTrace], real: TokenMask) -> list[AttentionMaps]:
         """Every layer's map (:meth:`layer_map`), each checked to have the batch's shape.
 
         :param model: the torch module traced.

@@ -15,6 +15,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core import architectures
 from bertology_utils.core.architectures import Model
 from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.typing import AttentionMaps, TokenMask
 from bertology_utils.interventions.mixing.base import (
     METHODS,
     PARTS,
@@ -29,7 +30,7 @@ from bertology_utils.interventions.mixing.base import (
 __all__ = ["mixing_maps", "MixingMaps", "mixing_for", "rows_summing_to_one"]
 
 
-def _real(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+def _real(inputs: dict[str, torch.Tensor]) -> TokenMask:
     mask = inputs.get("attention_mask")
     return torch.ones_like(inputs["input_ids"], dtype=torch.float32) if mask is None else mask.to(torch.float32)
 
@@ -49,7 +50,7 @@ def mixing_maps(
     inputs: dict[str, torch.Tensor],
     methods: Sequence[str] = METHODS,
     **options: Any,
-) -> dict[str, list[torch.Tensor]]:
+) -> dict[str, list[AttentionMaps]]:
     """Every method in ``methods`` for one padded batch, from one traced forward pass.
 
     :param loaded: a LoadedModel or its torch module.
@@ -123,7 +124,7 @@ class MixingMaps:
         """What a store records: ``normalise`` and the method's own (:meth:`MixingMethod.settings`)."""
         return {"normalise": self.normalise, **get_method(self.method).settings(self.options)}
 
-    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[AttentionMaps]:
         """The method's (B, H', T, T) maps of one batch, per layer (:func:`mixing_maps`), rows normalised if asked."""
         maps = mixing_maps(loaded, inputs, (self.method,), **self.options)[self.method]
         return [rows_summing_to_one(m) for m in maps] if self.normalise else maps
@@ -150,7 +151,7 @@ class _Stacked:
     def settings(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "heads": list(self.heads_of), "normalise": self.normalise}
 
-    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def __call__(self, loaded: Model, inputs: dict[str, torch.Tensor]) -> list[AttentionMaps]:
         maps = mixing_maps(loaded, inputs, self.methods, **self.options)
         layers = zip(*(maps[m] for m in self.methods))
         return [torch.cat([rows_summing_to_one(m) if self.normalise else m for m in layer], 1) for layer in layers]

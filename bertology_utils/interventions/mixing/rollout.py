@@ -35,14 +35,14 @@ def residual_attention(probs: AttentionMaps, real: TokenMask, residual: float = 
     return mixed / mixed.sum(-1, keepdim=True).clamp_min(torch.finfo(mixed.dtype).tiny)
 
 
-def aggregate(per_layer: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def aggregate(per_layer: Sequence[MixingMatrix]) -> list[MixingMatrix]:
     """Rollout of per-layer mixing matrices: R_1 = C_1, R_l = C_l R_(l-1) (Abnar & Zuidema 2020,
     `Quantifying Attention Flow in Transformers <https://arxiv.org/abs/2005.00928>`_).
 
     :param per_layer: C_l, one (B, T, T) matrix per layer.
     :returns: R_l, one (B, T, T) matrix per layer.
     """
-    out: list[torch.Tensor] = []
+    out: list[MixingMatrix] = []
     for matrix in per_layer:
         out.append(matrix if not out else torch.bmm(matrix, out[-1]))
     return out
