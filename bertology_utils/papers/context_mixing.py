@@ -18,7 +18,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bertology_utils.papers.claims import Claim, Draws, Interval, Verdict, bootstrap_interval
+from bertology_utils.papers.claims import (
+    Claim,
+    Draws,
+    Interval,
+    Verdict,
+    bootstrap_interval,
+    claims_over_seeds,
+    on_classifier,
+)
 
 __all__ = [
     "KOBAYASHI",
@@ -28,6 +36,7 @@ __all__ = [
     "norm_discounts_special_tokens",
     "rollout_and_flow_beat_raw",
     "value_zeroing_agrees_best",
+    "faithfulness_claims_by_seed",
     "paired_rho",
 ]
 
@@ -245,4 +254,36 @@ def value_zeroing_agrees_best(
         {**{f"rho.{m}": v for m, v in means.items()}, "beaten": len(beaten), "n_items": n},
         note=f"task: {task}" if task else "",
         interval=interval,
+    )
+
+
+def faithfulness_claims_by_seed(
+    tables: Mapping[int, pd.DataFrame], scores: Mapping[int, float], majority: float, layer: int, *, task: str
+) -> list[Claim]:
+    """The faithfulness claims on each seed's classifier, each joined over the seeds.
+
+    Abnar & Zuidema's ordering against blank-out and against input x gradient, and Mohebbi et al.'s value
+    zeroing against blank-out; a classifier that does not beat the majority class makes none
+    (:func:`~bertology_utils.papers.claims.on_classifier`).
+
+    :param tables: each seed's :func:`~bertology_utils.interventions.mixing.faithfulness` rows, the first seed's
+        first.
+    :param scores: each seed's classifier's dev score.
+    :param majority: the task's majority-class dev score.
+    :param layer: the layer the maps are judged at.
+    :param task: the task's name.
+    :returns: the three claims, each over the seeds.
+    """
+    return claims_over_seeds(
+        [
+            on_classifier(claim, scores[s], majority)
+            for claim in (
+                *(
+                    rollout_and_flow_beat_raw(t, reference, layer, task=task)
+                    for reference in ("blank_out", "input_x_gradient")
+                ),
+                value_zeroing_agrees_best(t, "blank_out", layer, task=task),
+            )
+        ]
+        for s, t in tables.items()
     )

@@ -135,3 +135,19 @@ def test_value_zeroing_with_noisy_items_is_inconclusive_and_few_items_not_testab
     assert claim.values["beaten"] == 2 and claim.interval.level == pytest.approx(0.9)
     few = context_mixing.value_zeroing_agrees_best(table({m: v[:5] for m, v in rhos.items()}), "blank_out", 6)
     assert few.verdict == Verdict.NOT_TESTABLE and few.values["beaten"] == 0 and not few.interval.finite
+
+
+def test_faithfulness_claims_are_made_on_every_seed_and_joined():
+    base = np.random.default_rng(2).uniform(0, 0.3, size=20)
+    rhos = {"attention": base, "rollout": base + 0.2, "flow": base + 0.2, "value_zeroing_rollout": base + 0.3}
+    rhos["norm_layer"] = base
+    both = pd.concat([table(rhos), table(rhos, reference="input_x_gradient")])
+    tables = {0: both, 1: both}
+    claims = context_mixing.faithfulness_claims_by_seed(tables, {0: 0.9, 1: 0.5}, 0.5, 6, task="SST-2")
+    assert [c.id for c in claims] == [
+        "rollout_flow_beat_raw.blank_out.layer6.SST-2",
+        "rollout_flow_beat_raw.input_x_gradient.layer6.SST-2",
+        "value_zeroing_best.blank_out.layer6.SST-2",
+    ]
+    assert all(c.seeds.n == 2 and c.seeds.not_testable == 1 for c in claims)
+    assert claims[0].verdict == Verdict.HOLDS
