@@ -8,7 +8,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "harness": ["NotebookResult", "RunReport", "RunInterrupted", "list_notebooks", "run_notebooks"],
         "record": ["record_metrics", "record_claims", "record_skipped", "StageTimes", "save_figure"],
         "results": ["results_dir", "INTERACTIVE_DIR", "find_run", "load_metrics", "load_claims"],
-        "tasks": ["TunedTask", "task_budget", "fine_tune_task", "fine_tune_seeds"],
+        "tasks": ["TunedTask", "task_budget", "fine_tune_task", "fine_tune_tasks", "fine_tune_seeds"],
         "sst2_classifiers": [
             "SeedObjective",
             "sst2_objectives",

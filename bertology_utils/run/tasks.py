@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from bertology_utils.run.record import StageTimes, record_skipped
 if TYPE_CHECKING:
     from bertology_utils.core.models import LoadedModel
 
-__all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task", "fine_tune_seeds"]
+__all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task", "fine_tune_tasks", "fine_tune_seeds"]
 
 #: ``train_examples`` value that keeps the task's default budget (an int, or None for all, overrides it).
 DEFAULT = "default"
@@ -107,6 +107,29 @@ def fine_tune_task(
         return None
     print(tuned.describe())
     return TunedTask(data, budget, tuned)
+
+
+def fine_tune_tasks(
+    sources: Iterable[str | os.PathLike],
+    model: str | os.PathLike | LoadedModel | None,
+    *,
+    section: str,
+    progress: bool = True,
+    **settings: Any,
+) -> dict[str | os.PathLike, TunedTask | None]:
+    """Fine-tune ``model`` on each task source, with a progress bar over the tasks.
+
+    :param sources: task parameters (GLUE names or task folders), in order.
+    :param model: the pre-trained model (None: the default).
+    :param section: the prefix of each source's skipped section (``<section>.<source>``).
+    :param progress: progress bars (the tasks', and each fine-tuning's).
+    :param settings: the other keyword arguments of :func:`fine_tune_task` (budget, seed, skip_failures, ...).
+    :returns: each source's classifier, None where it was skipped (and why is recorded).
+    """
+    found: dict[str | os.PathLike, TunedTask | None] = {}
+    for source in tqdm(list(sources), desc=f"{section}: tasks", unit="task", disable=not progress):
+        found[source] = fine_tune_task(source, model, section=f"{section}.{source}", progress=progress, **settings)
+    return found
 
 
 def fine_tune_seeds(

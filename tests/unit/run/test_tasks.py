@@ -78,3 +78,12 @@ def test_seeds_are_fine_tuned_in_order_and_stop_where_the_data_is_missing(monkey
     assert found == {3: "SST-2 3", 4: "SST-2 4"} and calls[0] == ("SST-2", "s", 3, {"epochs": 1})
     calls.clear()
     assert tasks.fine_tune_seeds("missing", None, [3, 4], section="s", progress=False) == {} and len(calls) == 1
+
+
+def test_every_task_is_fine_tuned_under_its_own_section(monkeypatch):
+    def fake(task, model, *, section, progress, **settings):
+        return None if task == "missing" else (section, settings)
+
+    monkeypatch.setattr(tasks, "fine_tune_task", fake)
+    found = tasks.fine_tune_tasks(["SST-2", "missing"], None, section="roles", progress=False, seed=3)
+    assert found == {"SST-2": ("roles.SST-2", {"seed": 3}), "missing": None}
