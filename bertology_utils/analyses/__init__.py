@@ -79,6 +79,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "extract_stores",
             "statistics_by_dataset",
             "statistics_table",
+            "classify_stores",
             "pooled_vig_patterns",
             "top_heads",
         ],

@@ -46,7 +46,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.heads import Head
 from bertology_utils.core.maxima import tie_credit
 from bertology_utils.core.models import LoadedModel
-from bertology_utils.core.typing import HeadMatrix
+from bertology_utils.core.typing import HeadMatrix, HeadSamples, SampleValues
 from bertology_utils.data import Corpus, GapExample, Sentence, words_of
 
 if TYPE_CHECKING:
@@ -389,23 +389,23 @@ class CorefResult:
     """Per example and head: did the pronoun attend more to its antecedent than to the other name?
 
     :param items: the scored examples.
-    :param indices: ``(examples,)`` their positions in the prepared examples (and the store).
-    :param correct: ``(examples, L, H)`` the antecedent's credit: 1, 0, or 0.5 for a tie.
-    :param baselines: baseline name -> ``(examples,)`` 1 / 0 / 0.5.
+    :param indices: ``(N,)`` their positions in the prepared examples (and the store).
+    :param correct: ``(N, L, H)`` the antecedent's credit: 1, 0, or 0.5 for a tie.
+    :param baselines: baseline name -> ``(N,)`` 1 / 0 / 0.5.
     :param counts: examples read, kept, excluded and skipped, by reason.
     :param description: what was scored.
     """
 
     items: tuple[GapWords, ...]  #: the scored examples
-    indices: np.ndarray  #: their positions in the prepared examples (and the store)
-    correct: np.ndarray  #: (examples, layers, heads): the antecedent's credit, 1, 0, or 0.5 for a tie
-    baselines: dict[str, np.ndarray]  #: baseline name -> (examples,) 1 / 0 / 0.5
+    indices: SampleValues  #: their positions in the prepared examples (and the store)
+    correct: HeadSamples  #: (N, L, H): the antecedent's credit, 1, 0, or 0.5 for a tie
+    baselines: dict[str, SampleValues]  #: baseline name -> (N,) 1 / 0 / 0.5
     counts: dict[str, int]
     description: str = ""
 
     @property
-    def gender(self) -> np.ndarray:
-        """``(examples,)`` each example's pronoun gender (None for another pronoun)."""
+    def gender(self) -> SampleValues:
+        """``(N,)`` each example's pronoun gender (None for another pronoun)."""
         return np.array([g.gender for g in self.items], dtype=object)
 
     @property
@@ -418,13 +418,13 @@ class CorefResult:
         """The most accurate head."""
         return Head.argmax(self.accuracy)
 
-    def held_out(self) -> np.ndarray:
+    def held_out(self) -> SampleValues:
         """Correctness of a head chosen on the other half of the examples (even / odd).
 
         Choosing the best of layers x heads on the same examples inflates its accuracy; this is
         the estimate free of that choice.
 
-        :returns: ``(examples,)`` 1 / 0 / 0.5, NaN where the other half is empty.
+        :returns: ``(N,)`` 1 / 0 / 0.5, NaN where the other half is empty.
         """
         half = np.arange(len(self.items)) % 2
         out = np.full(len(self.items), np.nan)
@@ -461,7 +461,7 @@ class CorefResult:
         table.attrs["examples"] = {"all": len(self.items), **{g: int((gender == g).sum()) for g in GENDERS}}
         return table
 
-    def head_metrics(self, prefix: str = "coref") -> dict[str, np.ndarray]:
+    def head_metrics(self, prefix: str = "coref") -> dict[str, HeadMatrix]:
         """Per-head metrics.
 
         :param prefix: the metrics' name prefix.
@@ -529,16 +529,16 @@ def score_coreference(
                 )
             counts["skipped: words differ"] += 1
             continue
-        row = np.asarray(item.attention)[:, :, real[g.pronoun], real].astype(np.float64)  # (layers, heads, words)
+        row = np.asarray(item.attention)[:, :, real[g.pronoun], real].astype(np.float64)  # (L, H, W)
         (a0, a1), (b0, b1) = g.a, g.b
-        rows.append(np.stack([row[..., a0:a1].sum(-1), row[..., b0:b1].sum(-1)], axis=-1))  # (layers, heads, 2)
+        rows.append(np.stack([row[..., a0:a1].sum(-1), row[..., b0:b1].sum(-1)], axis=-1))  # (L, H, 2)
         scored.append(i)
     counts["skipped: not in the attention"] = len(prepared.items) - len(scored) - counts["skipped: words differ"]
     if not scored:
         raise BertologyError("no GAP example could be scored")
     items = tuple(prepared.items[i] for i in scored)
     gold_is_a = np.array([g.gold == "A" for g in items])
-    credit = tie_credit(np.stack(rows))  # (examples, layers, heads, names A and B)
+    credit = tie_credit(np.stack(rows))  # (N, L, H, names A and B)
     correct = np.where(gold_is_a[:, None, None], credit[..., 0], credit[..., 1]).astype(np.float32)
     choices = [g.baseline_choices() for g in items]
     baselines = {name: _choice_correct(np.array([c[name] for c in choices]), gold_is_a) for name in BASELINES}

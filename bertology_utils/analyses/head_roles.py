@@ -39,6 +39,7 @@ from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.heads import Head
 from bertology_utils.core.maxima import tie_credit
+from bertology_utils.core.typing import HeadMatrix, ItemMaps, WordValues
 from bertology_utils.data import Corpus
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ def _items(attention: AttentionStore | Iterable[ItemAttention]) -> Iterator[Item
     return attention.iter_items() if isinstance(attention, AttentionStore) else iter(attention)
 
 
-def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarray, tuple[int, int]]:
-    """(L, H, n, n) float64 map as stored, and the (layers, heads) every item shares."""
+def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[ItemMaps, tuple[int, int]]:
+    """(L, H, W, W) float64 map as stored, and the (L, H) every item shares."""
     att = np.asarray(item.attention, dtype=np.float64)
     n = len(item.word_kinds)
     if att.ndim != 4 or att.shape[-2:] != (n, n):
@@ -98,8 +99,8 @@ def _maps(item: ItemAttention, shape: tuple[int, int] | None) -> tuple[np.ndarra
 
 def _sentences(
     items: AttentionStore | Iterable[ItemAttention], skipped: dict[str, int], min_words: int = 2
-) -> Iterator[tuple[ItemAttention, np.ndarray, np.ndarray]]:
-    """(item, real-word positions, (L, H, n, n) maps as stored) of every item with at least ``min_words`` real
+) -> Iterator[tuple[ItemAttention, np.ndarray, ItemMaps]]:
+    """(item, real-word positions, (L, H, W, W) maps as stored) of every item with at least ``min_words`` real
     words; shorter items are counted in ``skipped``. Every item's maps are checked against the first's shape."""
     shape = None
     for item in _items(items):
@@ -111,7 +112,7 @@ def _sentences(
         yield item, real, att
 
 
-def _word_credit(att: np.ndarray, real: np.ndarray) -> np.ndarray:
+def _word_credit(att: ItemMaps, real: WordValues) -> ItemMaps:
     """(L, H, k, k) tie-aware credit of each real-word row's maximum over all columns, on the real words' columns.
 
     A row's credit on the special columns (and an empty row's missing credit) is what it lacks of 1.
@@ -141,10 +142,10 @@ class PositionalRoles:
     :param skipped: items left out, by reason.
     """
 
-    offset: np.ndarray  #: modal relative offset of the maximum (ties: nearest 0, then the negative one)
-    share: np.ndarray  #: credit at that offset over all scored rows
-    is_positional: np.ndarray  #: share >= threshold
-    special: np.ndarray  #: share of credit on special pseudo-words, or on nothing (empty rows): no offset
+    offset: HeadMatrix  #: modal relative offset of the maximum (ties: nearest 0, then the negative one)
+    share: HeadMatrix  #: credit at that offset over all scored rows
+    is_positional: HeadMatrix  #: share >= threshold
+    special: HeadMatrix  #: share of credit on special pseudo-words, or on nothing (empty rows): no offset
     threshold: float
     rows: int  #: real-word rows scored (the same for every head)
     n_items: int  #: items scored
@@ -238,10 +239,10 @@ class SyntacticRoles:
         str, str | None
     ]  #: relation -> the label found in the result (``dobj`` for ``obj``...), None when missing
     counts: dict[str, int]  #: relation -> scored dependents (0 when missing)
-    accuracy: dict[str, np.ndarray]  #: relation -> (layers, heads) accuracy in the better direction (NaN when missing)
+    accuracy: dict[str, HeadMatrix]  #: relation -> (L, H) accuracy in the better direction (NaN when missing)
     baseline: dict[str, float]  #: relation -> accuracy of the best fixed offset (NaN when missing)
     baseline_offset: dict[str, int | None]  #: relation -> that offset (None when missing)
-    is_syntactic: dict[str, np.ndarray]  #: relation -> (layers, heads) bool
+    is_syntactic: dict[str, HeadMatrix]  #: relation -> (L, H) bool
     margin: float
     missing: tuple[str, ...]  #: requested relations with no scored dependent
 
@@ -251,7 +252,7 @@ class SyntacticRoles:
         return len(self.missing) < len(self.relations)
 
     @property
-    def any_syntactic(self) -> np.ndarray:
+    def any_syntactic(self) -> HeadMatrix:
         """``(L, H)`` bool: syntactic for at least one relation."""
         return np.logical_or.reduce([self.is_syntactic[r] for r in self.relations])
 
@@ -264,7 +265,7 @@ class SyntacticRoles:
         """
         return [r for r in self.relations if self.is_syntactic[r][layer, head]]
 
-    def relation_names(self, sep: str = "+") -> np.ndarray:
+    def relation_names(self, sep: str = "+") -> HeadMatrix:
         """The relations each head is syntactic for, as text.
 
         :param sep: what joins two relations.
@@ -326,10 +327,10 @@ def syntactic_heads(
     shape = (result.num_layers, result.num_heads)
     labels: dict[str, str | None] = {}
     counts: dict[str, int] = {}
-    accuracy: dict[str, np.ndarray] = {}
+    accuracy: dict[str, HeadMatrix] = {}
     baseline: dict[str, float] = {}
     baseline_offset: dict[str, int | None] = {}
-    is_syntactic: dict[str, np.ndarray] = {}
+    is_syntactic: dict[str, HeadMatrix] = {}
     missing = []
     for relation in relations:
         label = next((a for a in _aliases(relation) if a in result.relations), None)
@@ -392,12 +393,12 @@ class RareWordRoles:
     :param skipped: items left out, by reason.
     """
 
-    rate: np.ndarray  #: hits over scored rows
-    chance: np.ndarray  #: mean per-row chance, (least frequent words) / (real words)
-    hits: np.ndarray  #: credit of the rows' maxima on a least frequent word
-    z: np.ndarray  #: (hits - expected) / sqrt(variance)
-    p_value: np.ndarray  #: one-sided, normal approximation, not corrected
-    is_rare: np.ndarray  #: rate >= factor * chance and p_value < alpha / heads
+    rate: HeadMatrix  #: hits over scored rows
+    chance: HeadMatrix  #: mean per-row chance, (least frequent words) / (real words)
+    hits: HeadMatrix  #: credit of the rows' maxima on a least frequent word
+    z: HeadMatrix  #: (hits - expected) / sqrt(variance)
+    p_value: HeadMatrix  #: one-sided, normal approximation, not corrected
+    is_rare: HeadMatrix  #: rate >= factor * chance and p_value < alpha / heads
     expected: float  #: sum of the per-row chances
     variance: float  #: sum of p (1 - p) over rows
     factor: float
@@ -485,7 +486,7 @@ def rare_word_heads(
 # --------------------------------------------------------------------------- confidence
 
 
-def head_confidence(items: AttentionStore | Iterable[ItemAttention], specials: str = "exclude") -> np.ndarray:
+def head_confidence(items: AttentionStore | Iterable[ItemAttention], specials: str = "exclude") -> HeadMatrix:
     """Voita et al.'s confidence: per head, the mean over real-word rows of the row's maximum weight.
 
     ``specials="exclude"`` (default) takes the maximum over the real words' columns only, without renormalising: BERT
@@ -533,7 +534,7 @@ class HeadRoles:
     positional: PositionalRoles
     syntactic: SyntacticRoles | None
     rare: RareWordRoles | None
-    masks: dict[str, np.ndarray]  #: role -> (layers, heads) bool, keys as in :data:`ROLES`
+    masks: dict[str, HeadMatrix]  #: role -> (L, H) bool, keys as in :data:`ROLES`
     untested: tuple[str, ...] = ()  #: roles not tested (not given, or no relation found); their masks are all False
 
     @property
@@ -542,7 +543,7 @@ class HeadRoles:
         return self.positional.offset.shape
 
     @property
-    def specialised(self) -> np.ndarray:
+    def specialised(self) -> HeadMatrix:
         """``(L, H)`` bool: at least one role."""
         return np.logical_or.reduce(list(self.masks.values()))
 
@@ -654,7 +655,7 @@ def find_roles(
 
 
 def plot_roles(
-    roles: HeadRoles, ax: Axes | None = None, confidence: np.ndarray | None = None, title: str | None = None
+    roles: HeadRoles, ax: Axes | None = None, confidence: HeadMatrix | None = None, title: str | None = None
 ) -> Axes:
     """Layers x heads grid with each head's roles written in its cell (P positional, S syntactic, R rare).
 

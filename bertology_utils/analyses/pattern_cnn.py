@@ -23,12 +23,13 @@ from bertology_utils.analyses.pattern_types import TYPES, template_scores
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_path, atomic_write_text
+from bertology_utils.core.typing import SampleValues, WordMap, WordValues
 
 __all__ = ["map_images", "CNNClassifier"]
 
 
 def map_images(
-    attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray, size: int = 32
+    attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues, size: int = 32
 ) -> np.ndarray:
     """Maps as images: the square root of the attention and three position channels (special-token columns,
     same-segment cells, the band ``|i - j| <= 1``), each resized by area averaging (a map shorter than ``size``
@@ -108,7 +109,7 @@ class CNNClassifier(ClassifierMixin, BaseEstimator):
         """The maps as this model's images.
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: (n, 4, size, size).
+        :returns: (N, 4, size, size).
         """
         return stack_maps(X, functools.partial(map_images, size=self.size))
 
@@ -156,7 +157,7 @@ class CNNClassifier(ClassifierMixin, BaseEstimator):
 
         :param images: (..., 4, size, size).
         :param batch: images per forward pass.
-        :returns: (..., classes).
+        :returns: (..., C).
         """
         x = torch.as_tensor(images).reshape(-1, 4, self.size, self.size)
         out = torch.cat([self.net_(x[i : i + batch]) for i in range(0, len(x), batch)]) if len(x) else x.new_zeros(0)
@@ -174,20 +175,20 @@ class CNNClassifier(ClassifierMixin, BaseEstimator):
         """Each map's probability of each class (:attr:`classes_` order).
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: (n, classes).
+        :returns: (N, C).
         """
         return torch.softmax(torch.as_tensor(self.logits_images(self.images(X))), -1).numpy()
 
-    def predict(self, X: Sequence[Map]) -> np.ndarray:
+    def predict(self, X: Sequence[Map]) -> SampleValues:
         """Each map's type.
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: types, (n,).
+        :returns: types, (N,).
         """
         return self.predict_images(self.images(X))
 
     def types_and_scores(
-        self, attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray
+        self, attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """As :meth:`~bertology_utils.analyses.pattern_models.TemplateClassifier.types_and_scores`, the types by
         this model.

@@ -17,6 +17,7 @@ import numpy as np
 
 from bertology_utils.analyses.pattern_types import TYPES, template_scores
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
+from bertology_utils.core.typing import WordMap, WordValues
 
 __all__ = [
     "Map",
@@ -32,7 +33,7 @@ __all__ = [
     "checked_types",
 ]
 
-Map = tuple[np.ndarray, np.ndarray, np.ndarray]
+Map = tuple[WordMap, WordValues, WordValues]
 
 FEATURES = (
     "vertical",  # template: share on special tokens
@@ -71,9 +72,7 @@ def normalised_maps(attention: np.ndarray) -> np.ndarray:
     return np.divide(att, mass, out=np.zeros_like(att), where=mass > 0)
 
 
-def map_features(
-    attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray
-) -> np.ndarray:
+def map_features(attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues) -> np.ndarray:
     """:data:`FEATURES` of maps that share one sentence's layout.
 
     :param attention: word maps, (..., W, W).
@@ -86,7 +85,7 @@ def map_features(
 
 
 def scored_features(
-    attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray
+    attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """:func:`map_features` and the template scores it starts from (so a caller that shows both computes them once).
 
@@ -150,7 +149,7 @@ def scored_features(
     return np.stack([np.broadcast_to(np.asarray(values[f], float), lead) for f in FEATURES], axis=-1), scores
 
 
-def planted_layout(n_first: int, n_second: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def planted_layout(n_first: int, n_second: int = 0) -> tuple[WordValues, WordValues]:
     """The layout of ``[CLS] a.. [SEP]``, or of ``[CLS] a.. [SEP] b.. [SEP]`` when ``n_second``.
 
     :param n_first: words of the first sentence.

@@ -52,6 +52,7 @@ from bertology_utils.analyses.pattern_types import LABELS_DIR, METHODS, TYPES, c
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_path, atomic_write_text
+from bertology_utils.core.typing import SampleValues, WordMap, WordValues
 
 __all__ = [
     "FeatureClassifier",
@@ -90,11 +91,11 @@ class TemplateClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(TYPES, dtype=object)
         return self
 
-    def predict(self, X: Sequence[Map]) -> np.ndarray:
+    def predict(self, X: Sequence[Map]) -> SampleValues:
         """The rules' type of each map.
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: types, (n,).
+        :returns: types, (N,).
         """
         return np.asarray(
             [str(classify_scores(template_scores(*m), self.thresholds)[()]) for m in X],
@@ -102,7 +103,7 @@ class TemplateClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def types_and_scores(
-        self, attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray
+        self, attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Types of maps that share one sentence's layout, and their template scores.
 
@@ -150,7 +151,7 @@ class FeatureClassifier(ClassifierMixin, BaseEstimator):
         """Class scores of precomputed features.
 
         :param features: :func:`~bertology_utils.analyses.pattern_maps.map_features` rows, (..., F).
-        :returns: (..., classes).
+        :returns: (..., C).
         """
         return ((features - self.mean_) / self.scale_) @ self.coef_.T + self.intercept_
 
@@ -166,22 +167,22 @@ class FeatureClassifier(ClassifierMixin, BaseEstimator):
         """Each map's probability of each class (:attr:`classes_` order).
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: (n, classes).
+        :returns: (N, C).
         """
         scores = self.decision_function_features(stack_maps(X, map_features))
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         return scores / scores.sum(-1, keepdims=True)
 
-    def predict(self, X: Sequence[Map]) -> np.ndarray:
+    def predict(self, X: Sequence[Map]) -> SampleValues:
         """Each map's type.
 
         :param X: maps, each (attention (W, W), word kinds (W,), segments (W,)).
-        :returns: types, (n,).
+        :returns: types, (N,).
         """
         return self.predict_features(stack_maps(X, map_features))
 
     def types_and_scores(
-        self, attention: np.ndarray, word_kinds: Sequence | np.ndarray, segments: Sequence | np.ndarray
+        self, attention: WordMap, word_kinds: Sequence | WordValues, segments: Sequence | WordValues
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """As :meth:`TemplateClassifier.types_and_scores`, the types by this model.
 
@@ -241,16 +242,16 @@ class CrossValidation:
     """Out-of-fold predictions of one method and what they score.
 
     :param method: the estimator's name.
-    :param labels: the maps' types, (n,).
-    :param predicted: the out-of-fold predictions, (n,).
+    :param labels: the maps' types, (N,).
+    :param predicted: the out-of-fold predictions, (N,).
     :param macro_f1: the macro F1 of the predictions.
     :param recall: type -> its recall.
     :param folds: the folds.
     """
 
     method: str
-    labels: np.ndarray
-    predicted: np.ndarray
+    labels: SampleValues
+    predicted: SampleValues
     macro_f1: float
     #: 95% percentile bootstrap interval of the macro F1 (maps resampled with replacement).
     interval: tuple[float, float]
@@ -413,9 +414,9 @@ def _classifier(method: str | None, thresholds: Mapping[str, float] | None) -> C
 
 
 def classify_map(
-    attention: np.ndarray,
-    word_kinds: Sequence | np.ndarray,
-    segments: Sequence | np.ndarray,
+    attention: WordMap,
+    word_kinds: Sequence | WordValues,
+    segments: Sequence | WordValues,
     thresholds: Mapping[str, float] | None = None,
     method: str | None = None,
 ) -> str:

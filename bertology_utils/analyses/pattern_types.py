@@ -46,6 +46,7 @@ import pandas as pd
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.typing import HeadMatrix, WordMap, WordValues
 
 __all__ = [
     "TYPES",
@@ -76,7 +77,7 @@ LABELS_DIR = (settings.project_data_dir() or settings.PROJECT_ROOT / "data") / "
 
 
 def template_scores(
-    attention: np.ndarray, word_kinds: Sequence[str] | np.ndarray, segments: Sequence[int] | np.ndarray
+    attention: np.ndarray, word_kinds: Sequence[str] | WordValues, segments: Sequence[int] | WordValues
 ) -> dict[str, np.ndarray]:
     """The template scores of the module docstring for word maps that share one sentence's layout: the shares of
     attention a reader can check on the picture for the module's types.
@@ -154,7 +155,7 @@ def type_proportions(table: pd.DataFrame, by: str | Sequence[str] = "layer") -> 
     return counts.reindex(columns=list(TYPES), fill_value=0.0)
 
 
-def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[HeadMatrix, dict[str, HeadMatrix]]:
     """Each head's most frequent type and the share of its maps of each type.
 
     :param table: a :func:`~bertology_utils.analyses.pattern_models.classify_items` table (layer, head from 1).
@@ -175,8 +176,8 @@ def head_types(table: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray,
 def f1_report(true: Sequence[str] | np.ndarray, predicted: Sequence[str] | np.ndarray) -> pd.DataFrame:
     """Precision, recall, F1 and support per type (Kovaleva et al. report the F1 of their classifier).
 
-    :param true: the labels, strings from :data:`TYPES`, (n,).
-    :param predicted: the predicted types, (n,).
+    :param true: the labels, strings from :data:`TYPES`, (N,).
+    :param predicted: the predicted types, (N,).
     :returns: one row per type in :data:`TYPES` order and a ``macro`` row (the mean over types present in
         ``true``; its support the total).
     """
@@ -203,7 +204,7 @@ def f1_report(true: Sequence[str] | np.ndarray, predicted: Sequence[str] | np.nd
 
 def load_labelled_maps(
     folder: str | Path | None = None,
-) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+) -> tuple[pd.DataFrame, dict[str, tuple[WordMap, WordValues, WordValues]]]:
     """The hand-labelled set: its table and its maps.
 
     The table is ``maps.csv`` (where each map comes from) joined with ``labels.csv`` (both annotators' labels

@@ -29,7 +29,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL as _CLS_KIND
 from bertology_utils.attention.alignment import SEPARATOR as _SEP_KIND
 from bertology_utils.attention.alignment import WORD as _WORD_KIND
 from bertology_utils.attention.word_attention import ItemAttention
-from bertology_utils.core.typing import HeadMatrix
+from bertology_utils.core.typing import HeadMatrix, ItemMaps
 from bertology_utils.core.uncertainty import Draws, bootstrap_weights
 from bertology_utils.data import is_punctuation
 
@@ -121,19 +121,19 @@ class SurfaceStats:
     :param uniform_cls_entropy: the same over [CLS] rows only.
     :param n_items: items read.
     :param n_pairs: items with two segments.
-    :param per_item: name -> ``(items, L, H)`` sums of each item's rows, and ``"rows:" + name`` ->
-        ``(items,)`` row counts (``"log_n"``, ``"log_n_cls"``: each item's summed log row length): what
+    :param per_item: name -> ``(N, L, H)`` sums of each item's rows, and ``"rows:" + name`` ->
+        ``(N,)`` row counts (``"log_n"``, ``"log_n_cls"``: each item's summed log row length): what
         :meth:`bootstrap` resamples.
     """
 
     level: str
-    values: dict[str, HeadMatrix]  #: name -> (layers, heads) mean, see :data:`STATISTICS`
+    values: dict[str, HeadMatrix]  #: name -> (L, H) mean, see :data:`STATISTICS`
     rows: dict[str, int]  #: name -> number of rows the mean is over
     uniform_entropy: float  #: mean log(row length) over all rows: a uniform head's entropy
     uniform_cls_entropy: float  #: the same over [CLS] rows only
     n_items: int
     n_pairs: int = 0  #: items with two segments
-    #: name -> (items, layers, heads) sums of each item's rows, and "rows:" + name -> (items,) row counts
+    #: name -> (N, L, H) sums of each item's rows, and "rows:" + name -> (N,) row counts
     #: ("log_n", "log_n_cls": each item's summed log row length): what :meth:`bootstrap` resamples
     per_item: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -186,7 +186,8 @@ class SurfaceStats:
 
 
 def _view(item: ItemAttention, level: str) -> tuple[np.ndarray, np.ndarray, Sequence[str], np.ndarray]:
-    """(attention (L, H, n, n) float64 with rows renormalised, kinds (n,), texts (n,), segments (n,))."""
+    """(attention (L, H, W, W) float64 with rows renormalised, kinds (W,), texts (W,), segments (W,)); at the
+    token level T for W."""
     if level == "word":
         att, kinds, texts, segments = item.attention, np.asarray(item.word_kinds), item.words, np.asarray(item.segments)
     elif level == "token":
@@ -306,8 +307,8 @@ class _SurfaceSums:
         self.per_item.setdefault("log_n_cls", []).append(log_n_cls)
 
     def _item(
-        self, att: np.ndarray, kinds: np.ndarray, texts: Sequence[str]
-    ) -> tuple[dict[str, np.ndarray], dict[str, int], float, float]:
+        self, att: ItemMaps, kinds: np.ndarray, texts: Sequence[str]
+    ) -> tuple[dict[str, HeadMatrix], dict[str, int], float, float]:
         """One item's sums over its rows and its row counts per statistic, and its summed log row lengths."""
         zero = np.zeros(att.shape[:2])
         sums = dict.fromkeys(STATISTICS, zero)
@@ -447,7 +448,7 @@ class PatternScores:
     :param rows: pattern -> rows averaged (0: not measurable on these items).
     """
 
-    values: dict[str, HeadMatrix]  #: pattern -> (layers, heads) score
+    values: dict[str, HeadMatrix]  #: pattern -> (L, H) score
     rows: dict[str, int]  #: pattern -> rows averaged (0: not measurable on these items)
 
     def top(self, pattern: str, k: int = 5) -> pd.DataFrame:

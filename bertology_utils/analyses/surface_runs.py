@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from bertology_utils.analyses.pattern_models import classify_items
 from bertology_utils.analyses.patterns import VIG_PATTERNS, SurfaceStats, surface_statistics, vig_patterns
 from bertology_utils.attention.extraction import extract_cached
 from bertology_utils.attention.store import AttentionStore
@@ -31,6 +32,7 @@ __all__ = [
     "extract_stores",
     "statistics_by_dataset",
     "statistics_table",
+    "classify_stores",
     "pooled_vig_patterns",
     "top_heads",
 ]
@@ -119,6 +121,18 @@ def statistics_table(stats: Mapping[tuple[str, str], SurfaceStats]) -> pd.DataFr
     return pd.concat(
         [s.table().assign(data=name, level=level) for (name, level), s in stats.items()], ignore_index=True
     )
+
+
+def classify_stores(stores: Mapping[str, AttentionStore], method: str | None = None) -> pd.DataFrame:
+    """Every map of every store classified by ``method``
+    (:func:`~bertology_utils.analyses.pattern_models.classify_items`), in one table.
+
+    :param stores: attention stores by data set name (the rows' ``dataset``).
+    :param method: the classifier (None: the default).
+    :returns: one row per (data set, item, layer, head).
+    """
+    tables = [classify_items(store, dataset=name, method=method) for name, store in stores.items()]
+    return pd.concat(tables, ignore_index=True)
 
 
 def pooled_vig_patterns(stores: Mapping[str, AttentionStore], shape: tuple[int, int]) -> dict[str, HeadMatrix]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from bertology_utils.core.errors import DataFormatError, DataNotFoundError
+from bertology_utils.core.typing import ItemWordVectors
 
 if TYPE_CHECKING:
     from bertology_utils.core.models import LoadedModel
@@ -64,18 +65,18 @@ class WordVectors:
         self._lock = threading.Lock()  # probes fitted side by side share one vector table
         self._fingerprint: dict[str, Any] | None = None
 
-    def __call__(self, words: Sequence[str]) -> np.ndarray:
+    def __call__(self, words: Sequence[str]) -> ItemWordVectors:
         """The vectors of ``words``.
 
         :param words: a sequence of words (not one string).
-        :returns: ``(W, dim)`` float32, the zero vector for an unknown word.
+        :returns: ``(W, E)`` float32, the zero vector for an unknown word.
         """
         if isinstance(words, str):
             raise TypeError("pass a sequence of words, not one string")
         with self._lock:
             return self._lookup([str(w) for w in words])
 
-    def _lookup(self, words: list[str]) -> np.ndarray:
+    def _lookup(self, words: list[str]) -> ItemWordVectors:
         new = list(dict.fromkeys(w for w in words if w not in self._cache))
         if new:
             vectors, known = self._vectors(new)

@@ -495,8 +495,8 @@ def _distances_of_range(
 def distance_matrix(distances: HeadDistances | ArrayLike) -> np.ndarray:
     """The square matrix of ``distances``, checked, as the embedding, clustering and test read it.
 
-    :param distances: a :class:`HeadDistances` or a plain ``(heads, heads)`` matrix.
-    :returns: ``(heads, heads)`` float64.
+    :param distances: a :class:`HeadDistances` or a plain ``(K, K)`` matrix, K the heads.
+    :returns: ``(K, K)`` float64.
     :raises ValueError: when the matrix is not square or not symmetric.
     """
     d = np.asarray(distances.matrix if isinstance(distances, HeadDistances) else distances, dtype=np.float64)

@@ -28,7 +28,7 @@ class Embedding:
     :param stress: Kruskal's stress-1, ``sqrt(Σ (d - d̂)² / Σ d²)`` over pairs; 0 is a perfect fit.
     """
 
-    coords: np.ndarray  #: (heads, n_components)
+    coords: np.ndarray  #: (K, n_components), K the heads
     stress: float  #: Kruskal's stress-1: sqrt(Σ (d - d̂)² / Σ d²) over pairs; 0 is a perfect fit
 
 

@@ -19,6 +19,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.typing import ItemValues, ItemWordVectors, WordCodes, WordValues
 from bertology_utils.data import Corpus
 
 __all__ = ["DEFAULT_CACHE_SIZE", "Batch", "ProbeData"]
@@ -35,16 +36,16 @@ class _Record:
 
     index: int
     n: int
-    heads: np.ndarray  # (n,) gold heads, UD convention (0 = ROOT, i = word i)
-    scored: np.ndarray  # (n,) bool: counted in the UAS (not punctuation)
-    maps: np.ndarray | None  # (n, n, K): [j, i, k] = a_k[j, i] among the real words
-    root: np.ndarray | None  # (n, 2, 2, K): word x [[CLS], [SEP]] x [to it, from it] x head
-    vectors: np.ndarray | None  # (n, d)
+    heads: WordValues  # (W,) gold heads, UD convention (0 = ROOT, i = word i)
+    scored: WordValues  # (W,) bool: counted in the UAS (not punctuation)
+    maps: np.ndarray | None  # (W, W, K): [j, i, k] = a_k[j, i] among the real words
+    root: np.ndarray | None  # (W, 2, 2, K): word x [[CLS], [SEP]] x [to it, from it] x head
+    vectors: ItemWordVectors | None  # (W, E)
 
 
 @dataclass
 class Batch:
-    """Padded tensors for ``B`` sentences of at most ``N`` words (``K`` = layers x heads).
+    """Padded tensors for ``B`` sentences of at most ``W`` words (``K`` = layers x heads).
 
     ``maps[b, j, i, k]`` is ``a_k[j, i]``, how much word j attends to word i in head k (so the
     feature ``a_k[i, j]`` of the pair (j, i) is ``maps[b, i, j, k]``). ``root[b, j, s]`` holds the
@@ -55,26 +56,26 @@ class Batch:
 
     :param indices: ``(B,)`` corpus index of each sentence.
     :param lengths: ``(B,)`` words per sentence.
-    :param heads: ``(B, N)`` gold heads, ``-100`` on padding.
-    :param scored: ``(B, N)`` bool: counted in the UAS (not punctuation).
-    :param candidates: ``(B, N, N + 1)`` bool: possible heads of each word, ROOT first.
-    :param maps: ``(B, N, N, K)`` attention features, when asked for.
-    :param root: ``(B, N, 2, 2K)`` ROOT's attention features, when asked for.
-    :param vectors: ``(B, N, d)`` word vectors, when asked for.
+    :param heads: ``(B, W)`` gold heads, ``-100`` on padding.
+    :param scored: ``(B, W)`` bool: counted in the UAS (not punctuation).
+    :param candidates: ``(B, W, W + 1)`` bool: possible heads of each word, ROOT first.
+    :param maps: ``(B, W, W, K)`` attention features, when asked for.
+    :param root: ``(B, W, 2, 2K)`` ROOT's attention features, when asked for.
+    :param vectors: ``(B, W, E)`` word vectors, when asked for.
     """
 
     indices: np.ndarray
-    lengths: torch.Tensor
-    heads: torch.Tensor
-    scored: torch.Tensor
+    lengths: ItemValues
+    heads: WordCodes
+    scored: WordCodes
     candidates: torch.Tensor
     maps: torch.Tensor | None = None
     root: torch.Tensor | None = None
     vectors: torch.Tensor | None = None
 
     @property
-    def words(self) -> torch.Tensor:
-        """``(B, N)`` bool: real (non-padding) words."""
+    def words(self) -> WordCodes:
+        """``(B, W)`` bool: real (non-padding) words."""
         return self.heads != _IGNORE
 
 
@@ -222,7 +223,7 @@ class ProbeData:
             for i in indices:
                 yield self._items[int(i)]
 
-    def gold(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    def gold(self, i: int) -> tuple[WordValues, WordValues]:
         """The gold tree of one sentence.
 
         :param i: a corpus index.
@@ -281,7 +282,7 @@ class ProbeData:
         vectors = self._vectors_of(i, n) if need_vectors else None
         return _Record(i, n, heads, scored, maps, root, vectors)
 
-    def _vectors_of(self, i: int, n: int) -> np.ndarray:
+    def _vectors_of(self, i: int, n: int) -> ItemWordVectors:
         if self.vectors is None:
             raise BertologyError(
                 "this probe needs word vectors: build the ProbeData with vectors=... "

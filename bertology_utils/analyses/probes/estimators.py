@@ -27,6 +27,7 @@ from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
 from bertology_utils.analyses.probes.scorers import AttentionScorer, AttentionWordsScorer, DistanceWordsScorer
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.threads import torch_threads
+from bertology_utils.core.typing import WordValues
 
 __all__ = [
     "ProbeBase",
@@ -72,10 +73,10 @@ class ProbeBase(BaseEstimator):
         if not hasattr(self, "n_sentences_fit_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(train_data) first")
 
-    def _predictions(self, X: ProbeData) -> dict[int, np.ndarray]:
+    def _predictions(self, X: ProbeData) -> dict[int, WordValues]:
         raise NotImplementedError
 
-    def predict(self, X: ProbeData) -> list[np.ndarray]:
+    def predict(self, X: ProbeData) -> list[WordValues]:
         """Predicted heads of every usable sentence.
 
         :param X: the data.
@@ -131,7 +132,7 @@ class RightBranching(ProbeBase):
         self.n_sentences_fit_ = len(X)
         return self
 
-    def _predictions(self, X: ProbeData) -> dict[int, np.ndarray]:
+    def _predictions(self, X: ProbeData) -> dict[int, WordValues]:
         out = {}
         for i in X.indices:
             n = len(X.corpus[int(i)].words)
@@ -161,7 +162,7 @@ class TrainedProbe(ProbeBase):
             raise ValueError(f"lr must be positive, not {self.lr}")
 
     def _shape_of(self, X: ProbeData) -> tuple[int, int]:
-        """(layers, heads) of X's attention, reading one item when it is not known yet."""
+        """(L, H) of X's attention, reading one item when it is not known yet."""
         if X.shape is None:
             next(iter(X.batches(1, attention=True)), None)
         if X.shape is None:
@@ -314,7 +315,7 @@ class TrainedProbe(ProbeBase):
                 out[int(i)] = best[b, :n].astype(np.int64)
         return out
 
-    def _predictions(self, X: ProbeData) -> dict[int, np.ndarray]:
+    def _predictions(self, X: ProbeData) -> dict[int, WordValues]:
         self._check_compatible(X)
         with torch_threads(self.n_jobs):
             return self._run(X)

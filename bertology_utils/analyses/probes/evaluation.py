@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from bertology_utils.analyses.probes.data import ProbeData
+from bertology_utils.core.typing import SampleValues, WordValues
 
 __all__ = ["ProbeEvaluation"]
 
@@ -19,34 +20,34 @@ __all__ = ["ProbeEvaluation"]
 class ProbeEvaluation:
     """Predicted heads of every word of a :class:`ProbeData`, and the UAS.
 
-    Arrays run over the words of the evaluated sentences, in corpus order. Heads use the UD
+    Arrays run over the N words of the evaluated sentences, in corpus order. Heads use the UD
     convention (0 = ROOT, i = the i-th word, from 1). The score of Clark et al.'s Table 3 (`What Does
     BERT Look At? <https://arxiv.org/abs/1906.04341>`_) is :attr:`uas`.
 
     :param name: the probe's name.
-    :param sentence: ``(words,)`` corpus index of each word's sentence.
-    :param position: ``(words,)`` 0-based position of the word in its sentence.
-    :param gold: ``(words,)`` gold head.
-    :param predicted: ``(words,)`` predicted head.
-    :param relation: ``(words,)`` gold relation (str).
-    :param scored: ``(words,)`` bool: counted in the UAS (not punctuation).
+    :param sentence: ``(N,)`` corpus index of each word's sentence.
+    :param position: ``(N,)`` 0-based position of the word in its sentence.
+    :param gold: ``(N,)`` gold head.
+    :param predicted: ``(N,)`` predicted head.
+    :param relation: ``(N,)`` gold relation (str).
+    :param scored: ``(N,)`` bool: counted in the UAS (not punctuation).
     :param skipped: sentences of the data left out, by reason.
     :param description: what was evaluated.
     """
 
     name: str
-    sentence: np.ndarray  #: corpus index of each word's sentence
-    position: np.ndarray  #: 0-based position of the word in its sentence
-    gold: np.ndarray  #: gold head
-    predicted: np.ndarray  #: predicted head
-    relation: np.ndarray  #: gold relation (str)
-    scored: np.ndarray  #: counted in the UAS (not punctuation)
+    sentence: SampleValues  #: corpus index of each word's sentence
+    position: SampleValues  #: 0-based position of the word in its sentence
+    gold: SampleValues  #: gold head
+    predicted: SampleValues  #: predicted head
+    relation: SampleValues  #: gold relation (str)
+    scored: SampleValues  #: counted in the UAS (not punctuation)
     skipped: dict[str, int] = field(default_factory=dict)
     description: str = ""
 
     @property
-    def correct(self) -> np.ndarray:
-        """``(words,)`` bool: the predicted head is the gold one."""
+    def correct(self) -> SampleValues:
+        """``(N,)`` bool, N the words: the predicted head is the gold one."""
         return self.gold == self.predicted
 
     @property
@@ -92,7 +93,7 @@ class ProbeEvaluation:
         table = table[table["count"] >= min_count]
         return table.sort_values(["count"], ascending=False, kind="stable")
 
-    def heads(self, index: int) -> np.ndarray:
+    def heads(self, index: int) -> WordValues:
         """The predicted heads of one sentence.
 
         :param index: a corpus index.
@@ -105,7 +106,7 @@ class ProbeEvaluation:
         return self.predicted[where]
 
     @classmethod
-    def of(cls, name: str, data: ProbeData, predictions: Mapping[int, np.ndarray]) -> ProbeEvaluation:
+    def of(cls, name: str, data: ProbeData, predictions: Mapping[int, WordValues]) -> ProbeEvaluation:
         """The evaluation of predictions against the gold trees.
 
         :param name: the probe's name.

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from bertology_utils.analyses.probes.data import Batch
+from bertology_utils.core.typing import ArcScores, ItemValues
 
 __all__ = [
     "AttentionScorer",
@@ -33,11 +34,11 @@ class AttentionScorer(torch.nn.Module):
         self.theta = torch.nn.Parameter(torch.zeros(n_features))
         self.root_scale = torch.nn.Parameter(torch.ones(2))
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def forward(self, batch: Batch) -> ArcScores:
         """Every candidate's score for every dependent of a batch.
 
         :param batch: sentences with their attention features.
-        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        :returns: ``(B, W, W + 1)`` scores, candidate 0 being ROOT.
         """
         maps = batch.maps
         assert maps is not None  # the probe reads attention, so its batches carry it
@@ -128,11 +129,11 @@ class AttentionWordsScorer(torch.nn.Module):
         torch.nn.init.zeros_(self.dependent.bias)
         self.root_scale = torch.nn.Parameter(torch.ones(2))
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def forward(self, batch: Batch) -> ArcScores:
         """Every candidate's score for every dependent of a batch.
 
         :param batch: sentences with their attention features and word vectors.
-        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        :returns: ``(B, W, W + 1)`` scores, candidate 0 being ROOT.
         """
         dep = self.dependent(batch.vectors)  # (B, N, 2K): the weights' dependent part + bias
         cand = self.candidate(batch.vectors)  # (B, N, 2K): the weights' candidate part
@@ -158,7 +159,7 @@ class AttentionWordsScorer(torch.nn.Module):
 N_DISTANCE_FEATURES = 7
 
 
-def distance_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
+def distance_features(lengths: ItemValues, N: int) -> torch.Tensor:
     """The distance features of every (dependent j, candidate) pair, candidate 0 being ROOT.
 
     For a candidate word i of a sentence of n words: how far it is ahead ``(i - j) / n`` and behind
@@ -283,11 +284,11 @@ class DistanceWordsScorer(torch.nn.Module):
         self.distance = torch.nn.Linear(N_DISTANCE_FEATURES, hidden, bias=False)
         self.out = torch.nn.Linear(hidden, 1)
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def forward(self, batch: Batch) -> ArcScores:
         """Every candidate's score for every dependent of a batch.
 
         :param batch: sentences with their word vectors.
-        :returns: ``(B, N, N + 1)`` scores, candidate 0 being ROOT.
+        :returns: ``(B, W, W + 1)`` scores, candidate 0 being ROOT.
         """
         B, N = batch.heads.shape
         cand = self.candidate(batch.vectors)

@@ -118,7 +118,7 @@ class SyntaxResult:
 
     relations: tuple[str, ...]
     fold_counts: np.ndarray  #: (folds, relations) scored dependents
-    fold_correct: np.ndarray  #: (folds, directions, relations, layers, heads) hits: credit on the gold head
+    fold_correct: np.ndarray  #: (folds, directions, relations, L, H) hits: credit on the gold head
     fold_offset_correct: np.ndarray  #: (folds, relations, offsets) hits of each fixed offset
     offsets: tuple[int, ...]
     n_sentences: int  #: sentences scored
@@ -296,7 +296,7 @@ class SyntaxResult:
         wanted = dict.fromkeys(STANFORD_TO_UD[r] for r in PAPER_TABLE1)
         return [relation for relation in wanted if relation is not None and relation in self.relations]
 
-    def head_metrics(self, prefix: str = "syntax") -> dict[str, np.ndarray]:
+    def head_metrics(self, prefix: str = "syntax") -> dict[str, HeadMatrix]:
         """Per-head metrics for every relation of :meth:`table1_relations`.
 
         :param prefix: the metrics' name prefix.

@@ -48,7 +48,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.maxima import tie_credit
-from bertology_utils.core.typing import ItemMaps
+from bertology_utils.core.typing import ItemMaps, WordValues
 from bertology_utils.data import Corpus
 
 __all__ = [
@@ -144,7 +144,7 @@ def _gold(corpus: Corpus, excluded_relations: tuple[str, ...], poss_via_clitic: 
 # --------------------------------------------------------------------------- scoring one sentence
 
 
-def real_word_positions(item: ItemAttention) -> np.ndarray:
+def real_word_positions(item: ItemAttention) -> WordValues:
     """Positions of the item's real words in its word-level map, special pseudo-words dropped.
 
     :param item: one item's word-level attention.
