@@ -15,20 +15,20 @@ from torch import nn
 from bertology_utils.core import architectures
 from bertology_utils.core.architectures import Model
 from bertology_utils.core.errors import UnsupportedArchitectureError
-from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask
+from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask, TokenVectors
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace
 from bertology_utils.interventions.mixing.norm import head_vectors, mixed_vectors, row_chunks
 
 __all__ = ["layer_norm_scale", "transformed_vectors", "alti_contributions", "AltiLayer"]
 
 
-def layer_norm_scale(model: Model, layer: int, normed_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def layer_norm_scale(model: Model, layer: int, normed_input: TokenVectors) -> tuple[torch.Tensor, torch.Tensor]:
     """The linear part of the attention layer norm, LN(z) = gamma (z - mean z) / sigma(z) + beta.
 
     :param model: the model (a LoadedModel or its torch module).
     :param layer: the layer (from 0).
-    :param normed_input: (B, T, D) z, the norm's input.
-    :returns: gamma (D,) and 1 / sigma(z_i) (B, T, 1).
+    :param normed_input: (B, T, E) z, the norm's input.
+    :returns: gamma (E,) and 1 / sigma(z_i) (B, T, 1).
     """
     norm, _ = architectures.layer_norms(architectures.torch_module(model), layer)
     eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-12)))
@@ -45,7 +45,7 @@ def transformed_vectors(
     model: Model, layer: int, t: LayerTrace, rows: slice, vectors: torch.Tensor | None = None
 ) -> torch.Tensor:
     """ALTI's T_i(x_j) for receiving tokens ``rows`` (Ferrando et al. 2022, `Measuring the Mixing of
-    Contextual Information in the Transformer <https://arxiv.org/abs/2203.04212>`_): (B, rows, T, D).
+    Contextual Information in the Transformer <https://arxiv.org/abs/2203.04212>`_): (B, rows, T, E).
 
     Post-LN, with z_i = sum_j (sum_h alpha^h_ij f_h(x_j) + [i = j] x_i) + b_O, the input of the attention
     layer norm, and its linear part L_i(u) = gamma (u - mean u) / sigma(z_i), T_i(x_j) = L_i(sum_h alpha^h_ij
@@ -58,8 +58,8 @@ def transformed_vectors(
     :param layer: the layer (from 0).
     :param t: what the layer computed.
     :param rows: the receiving tokens.
-    :param vectors: (B, H, T, D) the layer's head vectors, or None to compute them.
-    :returns: (B, rows, T, D).
+    :param vectors: (B, H, T, E) the layer's head vectors, or None to compute them.
+    :returns: (B, rows, T, E).
     """
     vectors = head_vectors(model, layer, t.values) if vectors is None else vectors
     tokens = t.hidden.shape[1]

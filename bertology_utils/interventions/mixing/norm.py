@@ -26,17 +26,17 @@ def head_vectors(model: Model, layer: int, values: torch.Tensor) -> torch.Tensor
     :param model: the model (a LoadedModel or its torch module).
     :param layer: the layer (from 0).
     :param values: (B, H, T, d) the layer's value vectors per head.
-    :returns: (B, H, T, D).
+    :returns: (B, H, T, E).
     """
     weight = architectures.attention_output(
         architectures.torch_module(model), layer
-    ).weight  # (D, H*d): heads along input columns
+    ).weight  # (E, H*d): heads along input columns
     heads, d = values.shape[1], values.shape[-1]
     return torch.einsum("bhtd,ehd->bhte", values, weight.view(weight.shape[0], heads, d))
 
 
 def row_chunks(batch: int, tokens: int, dim: int, budget: int = 1 << 24) -> list[slice]:
-    """Slices of receiving rows so that a (B, rows, T, D) tensor stays under ``budget`` elements.
+    """Slices of receiving rows so that a (B, rows, T, E) tensor stays under ``budget`` elements.
 
     :param batch: B.
     :param tokens: T.
@@ -48,13 +48,13 @@ def row_chunks(batch: int, tokens: int, dim: int, budget: int = 1 << 24) -> list
     return [slice(start, min(tokens, start + step)) for start in range(0, tokens, step)]
 
 
-def mixed_vectors(probs: torch.Tensor, vectors: torch.Tensor, rows: slice) -> torch.Tensor:
+def mixed_vectors(probs: AttentionMaps, vectors: torch.Tensor, rows: slice) -> torch.Tensor:
     """sum_h alpha^h_ij f_h(x_j) for receiving tokens ``rows``.
 
     :param probs: (B, H, T, T) attention weights.
-    :param vectors: (B, H, T, D) :func:`head_vectors`.
+    :param vectors: (B, H, T, E) :func:`head_vectors`.
     :param rows: the receiving tokens.
-    :returns: (B, rows, T, D).
+    :returns: (B, rows, T, E).
     """
     return torch.einsum("bhij,bhjd->bijd", probs[:, :, rows], vectors)
 
