@@ -49,3 +49,13 @@ def test_top_heads_rank_each_pattern_without_nan():
     top = top_heads({"next_word": np.array([[0.1, 0.9], [np.nan, 0.5]]), "delimiter": np.full((2, 2), np.nan)}, k=2)
     assert list(top["pattern"]) == ["next_word", "next_word"] and list(top["rank"]) == [1, 2]
     assert [str(h) for h in top["head"]] == ["1-2", "2-2"] and list(top["score"]) == [0.9, 0.5]
+
+
+def test_every_store_is_classified_under_its_name(monkeypatch):
+    def classify_items(store, dataset, method):
+        return pd.DataFrame({"dataset": [dataset] * len(store), "type": [method] * len(store)})
+
+    monkeypatch.setattr(surface_runs, "classify_items", classify_items)
+    kinds = surface_runs.classify_stores({"a": [1, 2], "b": [3]}, "template")  # type: ignore[dict-item]
+    assert kinds["dataset"].tolist() == ["a", "a", "b"] and set(kinds["type"]) == {"template"}
+    assert kinds.index.tolist() == [0, 1, 2]
