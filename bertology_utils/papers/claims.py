@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +51,7 @@ __all__ = [
     "spearman_rho",
     "over_seeds",
     "claims_over_seeds",
+    "claims_by_task",
     "uncertainty",
     "claims_table",
     "CLAIMS_DETAIL_COLUMNS",
@@ -451,3 +452,26 @@ def claims_over_seeds(per_seed: Iterable[Iterable[Claim]]) -> list[Claim]:
         for claim in claims:
             by_id.setdefault(claim.id, []).append(claim)
     return [over_seeds(made) if len(made) > 1 else made[0] for made in by_id.values()]
+
+
+Inputs = TypeVar("Inputs")
+
+
+def claims_by_task(
+    first: Mapping[str, Inputs],
+    seeded: Mapping[tuple[str, int], Inputs],
+    make: Callable[[str, Inputs], Iterable[Claim]],
+) -> list[Claim]:
+    """Each task's claims, made on its first seed's inputs and on each other seed's and joined over the seeds
+    (:func:`claims_over_seeds`), task by task in ``first``'s order.
+
+    :param first: the first seed's inputs, by task.
+    :param seeded: the other seeds' inputs, by ``(task, seed)``.
+    :param make: the claims on one task's inputs of one seed.
+    :returns: the claims, task by task.
+    """
+    claims: list[Claim] = []
+    for task, inputs in first.items():
+        others = [value for (of_task, _), value in seeded.items() if of_task == task]
+        claims += claims_over_seeds(make(task, made_on) for made_on in [inputs, *others])
+    return claims

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from bertology_utils.core.typing import HeadMatrix
 from bertology_utils.papers import kovaleva, michel
-from bertology_utils.papers.claims import Claim, claims_over_seeds, on_classifier
+from bertology_utils.papers.claims import Claim, claims_by_task, on_classifier
 
 if TYPE_CHECKING:
     from bertology_utils.interventions.pruning import AblationResult, PruningCurve
@@ -65,8 +65,4 @@ def pruning_claims_by_task(
         )
         return [on_classifier(claim, c.score, majority[task]) for claim in made]
 
-    claims: list[Claim] = []
-    for task, inputs in first.items():
-        others = [v for (t, _), v in seeded.items() if t == task]
-        claims += claims_over_seeds(on_one(task, c) for c in [inputs, *others])
-    return claims
+    return claims_by_task(first, seeded, on_one)

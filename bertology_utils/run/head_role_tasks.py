@@ -34,7 +34,7 @@ from bertology_utils.interventions.head_relevance import GateGradient, HeadAttri
 from bertology_utils.interventions.l0 import L0Sweep
 from bertology_utils.interventions.pruning import PruningCurve
 from bertology_utils.papers import voita
-from bertology_utils.papers.claims import Claim, claims_over_seeds, on_classifier
+from bertology_utils.papers.claims import Claim, claims_by_task, on_classifier
 from bertology_utils.papers.voita import SurvivalTest
 from bertology_utils.run.record import StageTimes, record_skipped
 from bertology_utils.run.tasks import TunedTask, fine_tune_task
@@ -439,8 +439,4 @@ def classifier_claims(
         )
         return [on_classifier(claim, c.score, majority[task]) for claim in made]
 
-    claims: list[Claim] = []
-    for task, inputs in first.items():
-        others = [v for (t, _), v in seeded.items() if t == task]
-        claims += claims_over_seeds(on_one(task, c) for c in [inputs, *others])
-    return claims
+    return claims_by_task(first, seeded, on_one)

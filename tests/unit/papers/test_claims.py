@@ -15,6 +15,7 @@ from bertology_utils.papers.claims import (
     Verdict,
     below_floor,
     bootstrap_interval,
+    claims_by_task,
     claims_over_seeds,
     claims_table,
     depth_scaled_layers,
@@ -628,6 +629,19 @@ def test_claims_over_seeds_joins_each_claim_over_the_seeds_that_made_it():
     assert joined[0].verdict is Verdict.INCONCLUSIVE and joined[0].seeds == Seeds(1, 2)
     assert joined[1] == other  # made once: as it was, with no seed count where it had none
     assert claims_over_seeds([]) == []
+
+
+def test_claims_by_task_joins_each_tasks_seeds_in_the_first_seeds_task_order():
+    made = []
+
+    def make(task, value):
+        made.append((task, value))
+        return [replace(_seeded("holds" if value > 0 else "differs", value, value - 0.1, value + 0.1), id=task)]
+
+    joined = claims_by_task({"RTE": 0.5, "SST-2": -0.4}, {("SST-2", 1): -0.3, ("RTE", 1): 0.6, ("RTE", 2): 0.4}, make)
+    assert made == [("RTE", 0.5), ("RTE", 0.6), ("RTE", 0.4), ("SST-2", -0.4), ("SST-2", -0.3)]
+    assert [c.id for c in joined] == ["RTE", "SST-2"]
+    assert joined[0].seeds == Seeds(3, 3) and joined[1].seeds == Seeds(0, 2)
 
 
 def test_a_permutation_interval_is_the_excess_over_the_nulls_central_range():
