@@ -329,3 +329,25 @@ def test_a_broken_link_or_a_missing_figure_fails_the_build(tmp_path):
     done = _mkdocs(config, tmp_path / "site")
     assert done.returncode != 0
     assert "'nowhere.md'" in done.stderr and "'figures/missing.png'" in done.stderr
+
+
+def _bench_tests():
+    sys.path.insert(0, str(ROOT / "bench"))
+    return pytest.importorskip("bench_tests")
+
+
+def test_a_tiers_junit_record_gives_its_counts_and_the_sessions_seconds(tmp_path):
+    bench_tests = _bench_tests()
+    path = tmp_path / "test.xml"
+    path.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="0" failures="1" skipped="2" '
+        'tests="7" time="61.26"><testcase classname="a" name="b" time="3.0"/></testsuite></testsuites>'
+    )
+    assert bench_tests.read_tier(path) == {"tests": 7, "skipped": 2, "failures": 1, "errors": 0, "seconds": 61.3}
+    record = {
+        "date": "d",
+        "machine": "m",
+        "jobs": 2,
+        "tiers": {t: bench_tests.read_tier(path) for t in bench_tests.TIERS},
+    }
+    assert "| `make test` |" in bench_tests.doc_block(record) and "within its target" in bench_tests.doc_block(record)
