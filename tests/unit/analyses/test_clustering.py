@@ -296,11 +296,14 @@ def test_one_or_two_heads_embed_exactly_and_one_head_has_no_tree():
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     one, two = np.zeros((1, 1)), np.array([[0.0, 3.0], [3.0, 0.0]])
     assert embed_heads(one).coords.tolist() == [[0.0, 0.0]]
     assert embed_heads(two).coords.tolist() == [[-1.5, 0.0], [1.5, 0.0]] and embed_heads(two).stress == 0.0
     assert head_linkage(one).shape == (0, 4) and head_linkage(two).shape == (1, 4)
     assert plot_dendrogram(head_linkage(one), ["1-1"]) == {}
+    plt.close(plt.gcf())  # the note it drew: a figure left open would be another test's
 
 
 def test_plot_two_models_marks_each_model_and_joins_counterparts(tmp_path):

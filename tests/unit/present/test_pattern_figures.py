@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -20,6 +21,7 @@ def test_shares_by_layer_has_one_panel_per_data_set():
     axes = fig.get_axes()
     assert [ax.get_title() for ax in axes] == ["single", "MRPC"]
     assert len(axes[0].patches) == 2 * len(TYPES)
+    plt.close(fig)
 
 
 def test_examples_draw_up_to_n_maps_per_type():
@@ -39,3 +41,4 @@ def test_examples_draw_up_to_n_maps_per_type():
     drawn = [ax for ax in fig.get_axes() if ax.axison]
     assert len(fig.get_axes()) == 2 * len(TYPES) and len(drawn) == 3
     assert {ax.get_title() for ax in drawn} == {"single L1-H1", "single L2-H2", "single L1-H2"}
+    plt.close(fig)
