@@ -336,6 +336,16 @@ def _bench_tests():
     return pytest.importorskip("bench_tests")
 
 
+def test_the_test_tiers_table_is_the_recorded_run():
+    bench_tests = _bench_tests()
+    record = json.loads(bench_tests.RECORD.read_text())
+    assert read_block(bench_tests.PAGE, bench_tests.BLOCK) == bench_tests.doc_block(record).strip(), (
+        "run make test, make test-slow, then python bench/bench_tests.py --record"
+    )
+    assert set(record["tiers"]) == set(bench_tests.TIERS)
+    assert all(tier["failures"] + tier["errors"] == 0 for tier in record["tiers"].values())
+
+
 def test_a_tiers_junit_record_gives_its_counts_and_the_sessions_seconds(tmp_path):
     bench_tests = _bench_tests()
     path = tmp_path / "test.xml"
