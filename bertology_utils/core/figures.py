@@ -9,6 +9,7 @@ figure is shown or saved, and set the label rotation they need themselves.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 from collections.abc import Sequence
@@ -23,7 +24,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.files import atomic_path
+from bertology_utils.core.figure_text import fit_for_slide, measuring, png_with_text, register_inline
+from bertology_utils.core.files import atomic_path, atomic_write_bytes
 from bertology_utils.core.typing import HeadMatrix, WordMap
 
 __all__ = [
@@ -36,6 +38,11 @@ __all__ = [
     "plot_attention_lines",
     "plot_attention_thumbnails",
 ]
+
+# Inside a Jupyter kernel, inline figures are fitted for a slide and carry their text boxes from the first import
+# of the plotting helpers on (every notebook imports them, or save_figure does, before its first figure), with
+# no extension to load; outside a kernel this does nothing.
+register_inline()
 
 #: Suffixes :func:`save_image` writes. SVG and PDF keep text as text (SVG ``<text>`` elements, PDF
 #: embedded fonts), so a figure's labels stay searchable and editable on a slide.
@@ -59,11 +66,21 @@ def image_format(path: str | os.PathLike, also: Sequence[str] = ()) -> str:
 def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
     """Write ``fig`` whole (never half written) as PNG, SVG or PDF, chosen by the suffix of ``path``; returns it.
 
-    SVG text is written as ``<text>`` elements in the viewer's fonts (``svg.fonttype: none``), not as glyph
-    outlines: the tokens of a map can be searched, checked by tests and edited on a slide.
+    The figure is first fitted for a slide (:func:`~bertology_utils.core.figure_text.fit_for_slide`: its
+    presentation only). A PNG carries the boxes of its text, measured in the draw that wrote it, in a text chunk
+    (:func:`~bertology_utils.core.figure_text.read_png_text`). SVG text is written as ``<text>`` elements in the
+    viewer's fonts (``svg.fonttype: none``), not as glyph outlines: the tokens of a map can be searched, checked by
+    tests and edited on a slide.
     """
     path = Path(path)
     suffix = image_format(path)
+    fit_for_slide(fig)
+    if suffix == ".png":
+        buffer = io.BytesIO()
+        with measuring(fig) as measured:
+            fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        atomic_write_bytes(path, png_with_text(buffer.getvalue(), measured[-1]))
+        return path
     with plt.rc_context({"svg.fonttype": "none"}), atomic_path(path) as partial:
         fig.savefig(partial, format=suffix[1:], dpi=dpi, bbox_inches="tight")
     return path

@@ -1,0 +1,473 @@
+"""A figure's text as drawn, measured and made readable at the size a slide shows it.
+
+:func:`text_boxes` records every text a figure draws (tick labels, axis labels, titles, legends, annotations,
+colour-bar labels) as a box in the saved image's pixels, origin top-left, with its font size in pixels; the
+boxes are taken inside the draw that writes the image, so a ``bbox_inches="tight"`` crop and its pad are
+already applied. :func:`text_problems` holds the rules (:data:`MIN_TEXT_PX` at the shown size, no two texts
+overlapping by more than :data:`MAX_OVERLAP` of the smaller); the decks' and lecture's browser tests read the
+same boxes from the ``<img>``'s ``data-text-boxes`` attribute (:func:`img_attribute`), filled from the PNG's text
+chunk (:func:`read_png_text`) or, for inline notebook figures, from the output's ``"bertology/text"`` metadata
+(:func:`register_inline`).
+
+:func:`fit_for_slide` changes a figure's presentation, never its data, so that it passes those rules once it is
+shown within :data:`SLIDE_BOX`: small text enlarged, crowded tick labels turned or thinned, legends inside the axes
+moved beside them.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import wraps
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, cast
+
+from matplotlib import rcParams
+from matplotlib.artist import Artist
+from matplotlib.axis import Axis
+from matplotlib.backend_bases import DrawEvent, RendererBase
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
+
+__all__ = [
+    "SLIDE_BOX",
+    "MIN_TEXT_PX",
+    "MAX_OVERLAP",
+    "TEXT_KEY",
+    "FigureText",
+    "TextBox",
+    "TextProblem",
+    "text_boxes",
+    "measuring",
+    "shown_width",
+    "text_problems",
+    "fit_for_slide",
+    "png_with_text",
+    "read_png_text",
+    "img_attribute",
+    "register_inline",
+    "load_ipython_extension",
+]
+
+#: The largest box (CSS px) a figure is shown in on a 1280 x 720 slide: the decks' CSS caps an image at
+#: 540 px high, and the slide's width less reveal.js's margins leaves about 1180 px.
+SLIDE_BOX = (1180, 540)
+#: The smallest text (px at the shown size) a slide may carry: readable from the back of a room.
+MIN_TEXT_PX = 16.0
+#: Two texts overlap when they share more than this fraction of the smaller one's box.
+MAX_OVERLAP = 0.05
+#: Where the boxes travel: the PNG text chunk's key and the inline output's metadata key.
+TEXT_KEY = "bertology/text"
+
+# A text of this many characters or more turns to vertical when an axis's labels collide, before thinning.
+_LONG_LABEL = 3
+
+
+class TextBox(NamedTuple):
+    """One drawn text: its box in image pixels (origin top-left), its font size in pixels (both to 0.1 px) and its
+    string."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    font_px: float
+    text: str
+
+
+@dataclass(frozen=True)
+class FigureText:
+    """The text of one saved image: its ``size`` ``(W, H)`` in pixels and the box of every drawn text."""
+
+    size: tuple[int, int]
+    boxes: tuple[TextBox, ...]
+
+    def to_json(self) -> str:
+        """``{"size": [W, H], "boxes": [[x0, y0, x1, y1, font_px, "text"], ...]}``, ASCII."""
+        return json.dumps({"size": list(self.size), "boxes": [list(b) for b in self.boxes]}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> FigureText:
+        """The inverse of :meth:`to_json`."""
+        data = json.loads(text)
+        width, height = data["size"]
+        return cls((int(width), int(height)), tuple(TextBox(*box) for box in data["boxes"]))
+
+
+class TextProblem(NamedTuple):
+    """A rule a figure's text breaks: ``kind`` is ``"small"`` or ``"overlap"``; ``texts`` the strings involved."""
+
+    kind: str
+    texts: tuple[str, ...]
+    detail: str
+
+
+def _points(text: Text) -> float:
+    return float(text.get_fontsize())
+
+
+def _px(renderer: RendererBase, points: float) -> float:
+    return float(renderer.points_to_pixels(points))  # type: ignore[arg-type]  # a float for a float
+
+
+def _tick_in_view(axis: Axis, loc: float) -> bool:
+    low, high = sorted(axis.get_view_interval())
+    tolerance = 1e-9 * max(abs(high - low), 1.0)
+    return bool(low - tolerance <= loc <= high + tolerance)
+
+
+def _drawn_texts(artist: Artist) -> Iterator[Text]:
+    """Every visible, non-empty text under ``artist`` that a draw puts on the canvas (ticks outside the view and
+    the axis parts of an ``axis("off")`` axes are not drawn)."""
+    if not artist.get_visible():
+        return
+    if isinstance(artist, Axis):
+        if artist.axes is not None and not artist.axes.axison:
+            return
+        yield from _drawn_texts(artist.label)
+        yield from _drawn_texts(artist.offsetText)
+        for tick in (*artist.get_major_ticks(), *artist.get_minor_ticks()):
+            if tick.get_visible() and _tick_in_view(artist, tick.get_loc()):
+                yield from (t for t in (tick.label1, tick.label2) if t.get_visible() and t.get_text())
+        return
+    if isinstance(artist, Text):
+        if artist.get_text().strip():
+            yield artist
+        return  # an Annotation's children are its arrow
+    for child in artist.get_children():
+        yield from _drawn_texts(child)
+
+
+def _measure(fig: Figure, renderer: RendererBase) -> FigureText:
+    """The drawn texts' boxes on ``renderer``'s canvas, origin top-left."""
+    width, height = (float(v) for v in fig.bbox.size)
+    size = (int(getattr(renderer, "width", round(width))), int(getattr(renderer, "height", round(height))))
+    px_per_pt = _px(renderer, 1.0)
+    boxes = []
+    for text in _drawn_texts(fig):
+        box = text.get_window_extent(renderer)
+        boxes.append(
+            TextBox(
+                round(float(box.x0), 1),
+                round(float(size[1] - box.y1), 1),
+                round(float(box.x1), 1),
+                round(float(size[1] - box.y0), 1),
+                round(_points(text) * px_per_pt, 1),
+                text.get_text(),
+            )
+        )
+    return FigureText(size, tuple(boxes))
+
+
+@contextmanager
+def measuring(fig: Figure) -> Iterator[list[FigureText]]:
+    """Within the block, every draw of ``fig`` (a save, a display) appends its :class:`FigureText` to the yielded
+    list; the last one is the image written."""
+    measured: list[FigureText] = []
+
+    def on_draw(event: DrawEvent) -> None:
+        if event.renderer is not None:  # a layout-only draw (tight bbox) comes before the one written
+            measured.append(_measure(fig, event.renderer))
+
+    # The callbacks live on the figure, so they survive savefig's switch to another canvas.
+    cid = fig.canvas.mpl_connect("draw_event", on_draw)
+    try:
+        yield measured
+    finally:
+        fig.canvas.mpl_disconnect(cid)
+
+
+def text_boxes(fig: Figure, *, dpi: float, bbox_inches: str | None = "tight") -> FigureText:
+    """The text of ``fig`` as a PNG at ``dpi`` (cropped like :func:`~bertology_utils.core.figures.save_image`)
+    shows it: each text's box in the image's pixels, origin top-left, and its font size in pixels.
+
+    :param fig: the figure, drawn once into memory here.
+    :param dpi: the resolution of the image the boxes describe.
+    :param bbox_inches: savefig's crop (``"tight"`` with its pad, as saved figures and inline displays use).
+    :returns: the image's size and its text boxes.
+    """
+    with measuring(fig) as measured:
+        fig.savefig(io.BytesIO(), format="png", dpi=dpi, bbox_inches=bbox_inches)
+    return measured[-1]
+
+
+def shown_width(size: tuple[int, int], box: tuple[int, int] = SLIDE_BOX) -> float:
+    """The width (px) an image of ``size`` is shown at when fitted within ``box``, aspect kept.
+
+    :param size: the image's ``(W, H)`` in pixels.
+    :param box: the largest ``(width, height)`` it is shown in.
+    :returns: the shown width in px.
+    """
+    return float(min(box[0], size[0] * box[1] / size[1]))
+
+
+def text_problems(
+    text: FigureText, shown_width_px: float, *, min_px: float = MIN_TEXT_PX, overlap: float = MAX_OVERLAP
+) -> list[TextProblem]:
+    """The texts smaller than ``min_px`` once the image is shown ``shown_width_px`` wide, and the pairs of texts
+    sharing more than ``overlap`` of the smaller one's box.
+
+    :param text: the figure's measured text (:func:`text_boxes`).
+    :param shown_width_px: the width the image is shown at (:func:`shown_width`).
+    :param min_px: the smallest readable font size at the shown size.
+    :param overlap: the largest shared fraction of the smaller box two texts may have.
+    :returns: one :class:`TextProblem` per small text and per overlapping pair; empty when the text passes.
+    """
+    scale = shown_width_px / text.size[0]
+    problems = [
+        TextProblem("small", (box.text,), f"{box.font_px * scale:.1f} px < {min_px:g} px")
+        for box in text.boxes
+        if box.font_px * scale < min_px - 1e-6
+    ]
+    for a, b in combinations(text.boxes, 2):
+        shared = _shared_fraction(tuple(a[:4]), tuple(b[:4]))
+        if shared > overlap:
+            problems.append(TextProblem("overlap", (a.text, b.text), f"{shared:.0%} of the smaller box"))
+    return problems
+
+
+def _shared_fraction(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """The fraction of the smaller box's area that both boxes cover."""
+    ax0, ay0, ax1, ay1 = (min(a[0], a[2]), min(a[1], a[3]), max(a[0], a[2]), max(a[1], a[3]))
+    bx0, by0, bx1, by1 = (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
+    width, height = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    if width <= 0 or height <= 0:
+        return 0.0
+    smaller = min((ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0))
+    return float(width * height / smaller) if smaller > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fitting a figure for a slide
+
+
+def _renderer(fig: Figure) -> RendererBase:
+    fig.draw_without_rendering()
+    return fig._get_renderer()  # type: ignore[attr-defined]  # the renderer draw_without_rendering laid out with
+
+
+def _min_points(fig: Figure, renderer: RendererBase, box: tuple[int, int], min_px: float) -> float:
+    """The font size (pt) that shows ``min_px`` tall once the figure's tight crop is fitted within ``box``."""
+    tight = fig.get_tightbbox(renderer)
+    pad = 2 * float(rcParams["savefig.pad_inches"])  # the crop's pad, each side
+    shown_px_per_inch = min(box[0] / (tight.width + pad), box[1] / (tight.height + pad))
+    return math.ceil(2 * min_px * 72 / shown_px_per_inch) / 2  # to half a point, rounded up
+
+
+def _enlarge(fig: Figure, renderer: RendererBase, points: float) -> bool:
+    changed = False
+    for ax in fig.axes:
+        for name, axis in ((cast(Literal["x", "y"], "x"), ax.xaxis), (cast(Literal["x", "y"], "y"), ax.yaxis)):
+            labels = [t for t in _drawn_texts(axis) if t is not axis.label and t is not axis.offsetText]
+            if labels and min(_points(t) for t in labels) < points:
+                ax.tick_params(axis=name, which="both", labelsize=points)
+                changed = True
+    for text in _drawn_texts(fig):
+        if _points(text) < points:
+            text.set_fontsize(points)
+            changed = True
+    return changed
+
+
+def _collides(boxes: list[Bbox], along: int, gap: float) -> bool:
+    """Whether neighbouring boxes (sorted along axis ``along``: 0 x, 1 y) come closer than ``gap`` px."""
+    spans = sorted((float(b.x0), float(b.x1)) if along == 0 else (float(b.y0), float(b.y1)) for b in boxes)
+    return any(lo2 - hi1 < gap for (_, hi1), (lo2, _) in zip(spans, spans[1:], strict=False))
+
+
+def _thin_axis(axis: Axis, renderer: RendererBase, gap: float) -> bool:
+    """Turn an axis's long colliding labels vertical, then keep every k-th tick until none collide."""
+    along = 0 if axis.axis_name == "x" else 1  # type: ignore[attr-defined]  # set by XAxis and YAxis
+    ticks = [t for t in axis.get_major_ticks() if _tick_in_view(axis, t.get_loc()) and t.label1.get_text()]
+    labels = [t.label1 for t in ticks if t.label1.get_visible()]
+    if len(labels) < 2 or not _collides([t.get_window_extent(renderer) for t in labels], along, gap):
+        return False
+    if along == 0 and max(len(t.get_text()) for t in labels) >= _LONG_LABEL and labels[0].get_rotation() != 90:
+        axis.set_tick_params(labelrotation=90)
+        if not _collides([t.get_window_extent(renderer) for t in labels], along, gap):
+            return True
+    extents = [(b.width if along == 0 else b.height) for b in (t.get_window_extent(renderer) for t in labels)]
+    positions = sorted(
+        (b.x0 + b.x1 if along == 0 else b.y0 + b.y1) / 2 for b in (t.get_window_extent(renderer) for t in labels)
+    )
+    spacing = min(p2 - p1 for p1, p2 in zip(positions, positions[1:], strict=False))
+    k = max(2, math.ceil((max(extents) + gap) / max(spacing, 1e-9)))
+    # The drawn ticks become fixed ones (categories keep their names; numbers keep their formatted text).
+    axis.set_ticks([t.get_loc() for t in ticks][::k], [t.label1.get_text() for t in ticks][::k])
+    return True
+
+
+def _outside_legends(fig: Figure, renderer: RendererBase) -> bool:
+    """Move each axes' legend that sits inside its axes to the right of them."""
+    changed = False
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        if _shared_fraction(tuple(box.extents), tuple(frame.extents)) > 0.5:
+            legend.set_loc("upper left")
+            legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+            changed = True
+    return changed
+
+
+def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: float = MIN_TEXT_PX) -> Figure:
+    """Make ``fig``'s text readable within ``box``: legends inside an axes moved beside it, text under ``min_px``
+    (at the size the figure shows once fitted within ``box``) enlarged, long colliding tick labels turned vertical
+    and colliding tick labels thinned to every k-th. Only presentation changes; the plotted data stay as they are.
+
+    :param fig: the figure, changed in place; a second call changes nothing more.
+    :param box: the largest ``(width, height)`` in px the figure is shown in.
+    :param min_px: the smallest font size at the shown size.
+    :returns: ``fig``.
+    """
+    if not fig.axes and not fig.texts:
+        return fig
+    renderer = _renderer(fig)
+    changed = _outside_legends(fig, renderer)
+    # Larger text widens the crop, which shrinks the shown scale: a few rounds settle it.
+    for _ in range(3):
+        if not _enlarge(fig, renderer, _min_points(fig, renderer, box, min_px)):
+            break
+        changed = True
+        renderer = _relayout(fig)
+    for _ in range(2):
+        thinned = False
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                thinned |= ax.axison and _thin_axis(axis, renderer, gap=0.2 * _px(renderer, 10))
+        if not thinned:
+            break
+        changed = True
+        renderer = _relayout(fig)
+    if changed:
+        _relayout(fig)
+    return fig
+
+
+def _relayout(fig: Figure) -> RendererBase:
+    """Lay the figure out again after its text changed: a figure with no layout engine gets tight layout."""
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("tight")
+    return _renderer(fig)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Carrying the boxes with the image
+
+
+def png_with_text(png: bytes, text: FigureText) -> bytes:
+    """``png`` with ``text`` in a ``tEXt`` chunk under :data:`TEXT_KEY` (JSON, ASCII), before its end.
+
+    :param png: a PNG file's bytes.
+    :param text: the figure's measured text.
+    :returns: the PNG's bytes with the chunk added.
+    """
+    data = TEXT_KEY.encode("latin-1") + b"\0" + text.to_json().encode("ascii")
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
+    end = png.rindex(b"IEND") - 4  # the IEND chunk starts with its 4-byte length
+    return png[:end] + chunk + png[end:]
+
+
+def read_png_text(png: str | os.PathLike | bytes) -> FigureText | None:
+    """The :class:`FigureText` a PNG (a path or its bytes) carries under :data:`TEXT_KEY`; None if it has none.
+
+    :param png: the file or its bytes.
+    :returns: the measured text, or None.
+    """
+    data = png if isinstance(png, bytes) else Path(png).read_bytes()
+    at = 8  # after the signature
+    while at + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        if kind == b"tEXt" and body.startswith(TEXT_KEY.encode("latin-1") + b"\0"):
+            return FigureText.from_json(body.split(b"\0", 1)[1].decode("latin-1"))
+        if kind == b"IEND":
+            break
+        at += 12 + length
+    return None
+
+
+def img_attribute(text: FigureText | dict[str, Any] | None) -> str:
+    """The ``<img>`` attribute that carries ``text`` to the browser tests: `` data-text-boxes='{...}'``
+    (HTML-escaped), or "" for None.
+
+    :param text: the measured text, or its JSON object (an output's ``"bertology/text"`` metadata).
+    :returns: the attribute with a leading space, or "".
+    """
+    if text is None:
+        return ""
+    value = text.to_json() if isinstance(text, FigureText) else json.dumps(text, separators=(",", ":"))
+    return f" data-text-boxes='{html.escape(value, quote=True)}'"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inline notebook figures
+
+
+def _with_text(formatter: Callable[[Figure], Any]) -> Callable[[Figure], Any]:
+    """``formatter`` (matplotlib_inline's PNG formatter) fitting the figure first and returning ``(png, metadata)``
+    with the drawn image's :class:`FigureText` under :data:`TEXT_KEY`; the PNG is the one ``formatter`` draws."""
+
+    @wraps(formatter)
+    def formatter_with_text(fig: Figure) -> Any:
+        fit_for_slide(fig)
+        with measuring(fig) as measured:
+            out = formatter(fig)
+        if out is None or not measured:
+            return out
+        data, metadata = out if isinstance(out, tuple) else (out, {})
+        return data, {**(metadata or {}), TEXT_KEY: json.loads(measured[-1].to_json())}
+
+    formatter_with_text.bertology_text = True  # type: ignore[attr-defined]  # marks it wrapped (idempotence)
+    return formatter_with_text
+
+
+def _wrap_png_formatter(shell: Any) -> None:
+    formatter = shell.display_formatter.formatters["image/png"]
+    current = formatter.type_printers.get(Figure)
+    if current is not None and not getattr(current, "bertology_text", False):
+        formatter.for_type(Figure, _with_text(current))
+
+
+def register_inline(shell: Any = None) -> bool:
+    """Wrap the PNG formatter matplotlib_inline registered for figures so that every inline figure is fitted for a
+    slide and its output carries its text boxes (metadata ``"bertology/text"``); its options (``bbox_inches``,
+    retina) are kept. Idempotent; re-applied before each cell, since ``%matplotlib inline`` or a change of
+    ``InlineBackend`` options registers a new formatter.
+
+    :param shell: the IPython shell (default: the running one).
+    :returns: whether a kernel was found to register in.
+    """
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):  # a terminal IPython shows no PNGs
+        return False
+    _wrap_png_formatter(shell)
+    if not getattr(shell, "_bertology_text_hook", False):
+        shell.events.register("pre_run_cell", lambda *_: _wrap_png_formatter(shell))
+        shell._bertology_text_hook = True
+    return True
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext bertology_utils.core.figure_text``: :func:`register_inline` in this kernel.
+
+    :param ipython: the shell IPython passes.
+    """
+    register_inline(ipython)
