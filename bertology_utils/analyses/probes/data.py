@@ -62,6 +62,9 @@ class Batch:
     :param maps: ``(B, W, W, K)`` attention features, when asked for.
     :param root: ``(B, W, 2, 2K)`` ROOT's attention features, when asked for.
     :param vectors: ``(B, W, E)`` word vectors, when asked for.
+    :param positions: ``(M,)`` flat positions ``b * W + j`` of the real words in row-major order: the rows of
+        a ``(B * W, ...)`` flattening that the loss and the predictions read, found on the host (on a GPU,
+        finding them there would wait for the device).
     """
 
     indices: np.ndarray
@@ -72,11 +75,30 @@ class Batch:
     maps: torch.Tensor | None = None
     root: torch.Tensor | None = None
     vectors: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
 
     @property
     def words(self) -> WordCodes:
         """``(B, W)`` bool: real (non-padding) words."""
         return self.heads != _IGNORE
+
+    def to(self, device: torch.device) -> Batch:
+        """The batch with its tensors on ``device`` (``indices`` stay a host array).
+
+        To a GPU the tensors go through pinned memory without waiting for the copy (the device's
+        stream orders it before the work that reads it); on the CPU the batch itself is returned.
+
+        :param device: where its tensors go.
+        :returns: a batch on ``device``.
+        """
+        if device.type == "cpu":
+            return self
+        pinned = device.type == "cuda"
+        moved = dataclasses.replace(self)
+        for field in dataclasses.fields(self):
+            if isinstance(value := getattr(self, field.name), torch.Tensor):
+                setattr(moved, field.name, (value.pin_memory() if pinned else value).to(device, non_blocking=pinned))
+        return moved
 
 
 class ProbeData:
@@ -417,7 +439,8 @@ def _collate(records: list[_Record], attention: bool, vectors: bool) -> Batch:
     words = positions[None, None, :] < lengths[:, None, None]
     valid = words & (positions[None, :, None] != positions[None, None, :])
     candidates = torch.cat([torch.ones((B, N, 1), dtype=torch.bool), valid], -1)
-    batch = Batch(np.array([r.index for r in records]), lengths, heads, scored, candidates)
+    positions = torch.nonzero(heads.flatten() != _IGNORE).squeeze(1)
+    batch = Batch(np.array([r.index for r in records]), lengths, heads, scored, candidates, positions=positions)
     if attention:
         assert records[0].maps is not None  # ProbeData._prepared_block read attention for every record
         K = records[0].maps.shape[-1]

@@ -13,6 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,20 @@ class TrainedProbe(ProbeBase):
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, not {self.lr}")
 
+    def _fit_device(self) -> torch.device:
+        """The device ``device`` names (None: the CPU), checked; ``device_`` once fitted."""
+        if self.device is None:
+            return torch.device("cpu")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(
+                f"device must be None, a torch.device or a device name such as 'cpu' or 'cuda:0', not {self.device!r}"
+            ) from error
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise BertologyError(f"device {self.device!r}: this torch sees no CUDA GPU (device=None fits on the CPU)")
+        return device
+
     def _shape_of(self, X: ProbeData) -> tuple[int, int]:
         """(L, H) of X's attention, reading one item when it is not known yet."""
         if X.shape is None:
@@ -178,6 +193,29 @@ class TrainedProbe(ProbeBase):
             shuffle=shuffle,
             seed=(int(self.seed) * 1_000_003 + epoch),
         )
+
+    def _steps(self, X: ProbeData, shuffle: bool = False, epoch: int = 0) -> Iterator[tuple[Batch, Batch]]:
+        """:meth:`_batches`, each with its copy on ``device_`` (the batch itself on the CPU).
+
+        On a GPU a thread builds and sends the next batch while the device computes this one, in the
+        same order; on the CPU that thread would take a core from the fit (fit_probes runs a fit per
+        core), so there is none.
+        """
+        batches = self._batches(X, shuffle, epoch)
+        device = self.device_
+        if device.type == "cpu":
+            yield from ((batch, batch) for batch in batches)
+            return
+
+        def ahead() -> tuple[Batch, Batch] | None:
+            batch = next(batches, None)
+            return None if batch is None else (batch, batch.to(device))
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(ahead)
+            while (step := pending.result()) is not None:
+                pending = pool.submit(ahead)
+                yield step
 
     def _check_compatible(self, X: ProbeData) -> None:
         if self.uses_attention:
@@ -233,6 +271,7 @@ class TrainedProbe(ProbeBase):
 
     def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool, bar: tqdm) -> TrainedProbe:
         started = time.perf_counter()
+        self.device_ = self._fit_device()
         if self.uses_attention:
             self.attention_shape_ = self._shape_of(X)
         if self.uses_vectors:
@@ -247,7 +286,8 @@ class TrainedProbe(ProbeBase):
         with _SEEDING:  # the initial weights come from torch's global generator
             torch.manual_seed(int(self.seed))
             module = self._build(X)
-        self.module_ = module
+        # Drawn on the CPU, then moved: one seed gives one start on every device.
+        self.module_ = module = module.to(self.device_)
         optimizer = torch.optim.Adam(module.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay))
         history: list[dict[str, float]] = []
         best_uas, best_state, best_epoch, stale = -math.inf, None, 0, 0
@@ -255,19 +295,23 @@ class TrainedProbe(ProbeBase):
         for epoch in range(int(self.max_epochs)):
             tick = time.perf_counter()
             module.train()
-            total, words, n_sentences = 0.0, 0, 0
-            for batch in self._batches(X, shuffle=True, epoch=epoch):
+            # The loss summed on the device (float64, as Python's floats were) and read once per epoch.
+            total = torch.zeros((), dtype=torch.float64, device=self.device_)
+            words, n_sentences = 0, 0
+            for _, batch in self._steps(X, shuffle=True, epoch=epoch):
                 scores = module(batch).masked_fill(~batch.candidates, _MASKED)
-                mask = batch.words
-                loss = torch.nn.functional.cross_entropy(scores[mask], batch.heads[mask])
+                real = batch.positions  # the rows a boolean mask would pick, without the device saying how many
+                assert real is not None  # every collated batch has them
+                loss = torch.nn.functional.cross_entropy(
+                    scores.flatten(0, 1).index_select(0, real), batch.heads.flatten().index_select(0, real)
+                )
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                count = int(mask.sum())
-                total += loss.item() * count
-                words += count
+                total += loss.detach().double() * real.numel()
+                words += real.numel()
                 n_sentences += len(batch.indices)
-            row = {"epoch": epoch + 1, "train_loss": total / max(words, 1)}
+            row = {"epoch": epoch + 1, "train_loss": float(total) / max(words, 1)}
             if dev is not None:
                 row["dev_uas"] = ProbeEvaluation.of("dev", dev, self._run(dev)).uas
             row["seconds"] = time.perf_counter() - tick
@@ -307,13 +351,18 @@ class TrainedProbe(ProbeBase):
     @torch.no_grad()
     def _run(self, X: ProbeData) -> dict[int, np.ndarray]:
         self.module_.eval()
-        out: dict[int, np.ndarray] = {}
-        for batch in self._batches(X):
+        best: list[torch.Tensor] = []
+        sentences: list[tuple[int, int]] = []  # (corpus index, words) of each sentence, in order
+        for host, batch in self._steps(X):
             scores = self.module_(batch).masked_fill(~batch.candidates, _MASKED)
-            best = scores.argmax(-1).numpy()
-            for b, (i, n) in enumerate(zip(batch.indices, batch.lengths.tolist())):
-                out[int(i)] = best[b, :n].astype(np.int64)
-        return out
+            assert batch.positions is not None  # every collated batch has them
+            best.append(scores.argmax(-1).flatten().index_select(0, batch.positions))  # its real words, in order
+            sentences += zip(host.indices.tolist(), host.lengths.tolist())
+        if not best:
+            return {}
+        heads = torch.cat(best).cpu().numpy()  # the one read from the device
+        ends = np.cumsum([n for _, n in sentences])
+        return {i: heads[end - n : end] for (i, n), end in zip(sentences, ends)}
 
     def _predictions(self, X: ProbeData) -> dict[int, WordValues]:
         self._check_compatible(X)
@@ -330,7 +379,7 @@ class TrainedProbe(ProbeBase):
             record["attention_shape_"] = list(self.attention_shape_)
         if self.uses_vectors:
             record["vector_dim_"] = self.vector_dim_
-        state = {k: v.detach().contiguous() for k, v in self.module_.state_dict().items()}
+        state = {k: v.detach().cpu().contiguous() for k, v in self.module_.state_dict().items()}  # any device's fit
         safetensors.torch.save_file(state, folder / "weights.safetensors")
         (folder / "probe.json").write_text(json.dumps(record, indent=1, default=float), encoding="utf-8")
 
@@ -346,9 +395,10 @@ class TrainedProbe(ProbeBase):
             self.attention_shape_ = tuple(record["attention_shape_"])
         if self.uses_vectors:
             self.vector_dim_ = int(record["vector_dim_"])
+        self.device_ = self._fit_device()
         module = self._build(X)
-        module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))
-        self.module_ = module.eval()
+        module.load_state_dict(safetensors.torch.load_file(folder / "weights.safetensors"))  # CPU tensors
+        self.module_ = module.to(self.device_).eval()
         for name in _FITTED_STATE:
             setattr(self, name, record[name])
         self._fitted_hook()
@@ -371,6 +421,8 @@ class AttentionProbe(TrainedProbe):
     :param seed: initialisation and data order.
     :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting. The batches
         are small: one thread is as fast as two here, and far faster on a busy machine.
+    :param device: where to fit and predict (``"cuda"``, ``"cuda:1"``, a ``torch.device``); None: the CPU.
+        The initial weights and the data order are drawn on the CPU from ``seed`` whatever the device.
     """
 
     uses_attention = True
@@ -388,6 +440,7 @@ class AttentionProbe(TrainedProbe):
         weight_decay: float = 0.0,
         seed: int = 0,
         n_jobs: int | None = 1,
+        device: str | torch.device | None = None,
     ) -> None:
         self.lr = lr
         self.max_epochs = max_epochs
@@ -397,6 +450,7 @@ class AttentionProbe(TrainedProbe):
         self.weight_decay = weight_decay
         self.seed = seed
         self.n_jobs = n_jobs
+        self.device = device
 
     def _build(self, X: ProbeData) -> AttentionScorer:
         L, H = self.attention_shape_
@@ -404,10 +458,10 @@ class AttentionProbe(TrainedProbe):
 
     def _fitted_hook(self) -> None:
         L, H = self.attention_shape_
-        theta = self.module_.theta.detach().numpy().copy()
+        theta = self.module_.theta.detach().cpu().numpy().copy()
         self.w_ = theta[: L * H].reshape(L, H)
         self.u_ = theta[L * H :].reshape(L, H)
-        self.root_scale_ = self.module_.root_scale.detach().numpy().copy()
+        self.root_scale_ = self.module_.root_scale.detach().cpu().numpy().copy()
 
 
 class AttentionWordsProbe(TrainedProbe):
@@ -427,6 +481,8 @@ class AttentionWordsProbe(TrainedProbe):
     :param seed: initialisation and data order.
     :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting. The batches
         are small: one thread is as fast as two here, and far faster on a busy machine.
+    :param device: where to fit and predict (``"cuda"``, ``"cuda:1"``, a ``torch.device``); None: the CPU.
+        The initial weights and the data order are drawn on the CPU from ``seed`` whatever the device.
     """
 
     uses_attention = True
@@ -445,6 +501,7 @@ class AttentionWordsProbe(TrainedProbe):
         weight_decay: float = 0.0,
         seed: int = 0,
         n_jobs: int | None = 1,
+        device: str | torch.device | None = None,
     ) -> None:
         self.lr = lr
         self.max_epochs = max_epochs
@@ -454,13 +511,14 @@ class AttentionWordsProbe(TrainedProbe):
         self.weight_decay = weight_decay
         self.seed = seed
         self.n_jobs = n_jobs
+        self.device = device
 
     def _build(self, X: ProbeData) -> AttentionWordsScorer:
         L, H = self.attention_shape_
         return AttentionWordsScorer(2 * L * H, self.vector_dim_)
 
     def _fitted_hook(self) -> None:
-        self.root_scale_ = self.module_.root_scale.detach().numpy().copy()
+        self.root_scale_ = self.module_.root_scale.detach().cpu().numpy().copy()
 
     @torch.no_grad()
     def effective_weights(self, X: ProbeData, relations: Sequence[str] = ()) -> dict[str, np.ndarray]:
@@ -478,30 +536,38 @@ class AttentionWordsProbe(TrainedProbe):
         self._check_fitted()
         self._check_compatible(X)
         L, H = self.attention_shape_
-        sums = {name: torch.zeros(2 * L * H, dtype=torch.float64) for name in ("all", *relations)}
+        sums = {name: torch.zeros(2 * L * H, dtype=torch.float64, device=self.device_) for name in ("all", *relations)}
         counts = dict.fromkeys(sums, 0)
         with torch_threads(self.n_jobs):
             self._sum_arc_weights(X, relations, sums, counts)
-        return {name: (sums[name] / max(counts[name], 1)).numpy().reshape(2, L, H) for name in sums if counts[name]}
+        return {
+            name: (sums[name] / max(counts[name], 1)).cpu().numpy().reshape(2, L, H) for name in sums if counts[name]
+        }
 
     def _sum_arc_weights(
         self, X: ProbeData, relations: Sequence[str], sums: dict[str, torch.Tensor], counts: dict[str, int]
     ) -> None:
-        for batch in self._batches(X):
+        for host, batch in self._steps(X):
             weights = self.module_.weights(batch)  # (B, N, N + 1, 2K)
             gold = batch.heads.clamp(min=0)
             arc = weights.gather(2, gold[:, :, None, None].expand(-1, -1, 1, weights.shape[-1])).squeeze(2)
-            keep = batch.scored & batch.words
-            sums["all"] += arc[keep].sum(0).double()
-            counts["all"] += int(keep.sum())
-            if relations:
-                for b, i in enumerate(batch.indices):
-                    rel = np.asarray(X.corpus[int(i)].relations, dtype=object)
-                    for name in relations:
-                        where = torch.from_numpy(rel == name) & keep[b, : len(rel)]
-                        if where.any():
-                            sums[name] += arc[b, : len(rel)][where].sum(0).double()
-                            counts[name] += int(where.sum())
+            # Which arcs each sum takes is known on the host: (name, rows of arc.flatten(0, 1)) groups, all
+            # the batch's in one index, so the device is sent one index a batch and never asked how many.
+            keep = host.scored & host.words
+            groups = [("all", torch.nonzero(keep.flatten()).squeeze(1))]
+            N = keep.shape[1]
+            for b, i in enumerate(host.indices):
+                rel = np.asarray(X.corpus[int(i)].relations, dtype=object)
+                for name in relations:
+                    where = torch.from_numpy(rel == name) & keep[b, : len(rel)]
+                    if where.any():  # per sentence, as the sums always were
+                        groups.append((name, b * N + torch.nonzero(where).squeeze(1)))
+            rows = arc.flatten(0, 1).index_select(0, torch.cat([g for _, g in groups]).to(arc.device))
+            start = 0
+            for name, group in groups:
+                sums[name] += rows[start : start + len(group)].sum(0).double()
+                counts[name] += len(group)
+                start += len(group)
 
 
 class DistanceWordsProbe(TrainedProbe):
@@ -521,6 +587,8 @@ class DistanceWordsProbe(TrainedProbe):
     :param seed: initialisation and data order.
     :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting. The batches
         are small: one thread is as fast as two here, and far faster on a busy machine.
+    :param device: where to fit and predict (``"cuda"``, ``"cuda:1"``, a ``torch.device``); None: the CPU.
+        The initial weights and the data order are drawn on the CPU from ``seed`` whatever the device.
     """
 
     uses_vectors = True
@@ -538,6 +606,7 @@ class DistanceWordsProbe(TrainedProbe):
         weight_decay: float = 0.0,
         seed: int = 0,
         n_jobs: int | None = 1,
+        device: str | torch.device | None = None,
     ) -> None:
         self.hidden_size = hidden_size
         self.lr = lr
@@ -548,6 +617,7 @@ class DistanceWordsProbe(TrainedProbe):
         self.weight_decay = weight_decay
         self.seed = seed
         self.n_jobs = n_jobs
+        self.device = device
 
     def _build(self, X: ProbeData) -> DistanceWordsScorer:
         if int(self.hidden_size) < 1:

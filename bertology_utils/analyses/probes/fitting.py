@@ -31,6 +31,7 @@ def fit_probes(
     cache: bool = False,
     cache_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    device: str | torch.device | None = None,
 ) -> dict[str, ProbeBase]:
     """Fit several probes side by side: ``{name: (probe, train, dev)}`` -> ``{name: fitted probe}``.
 
@@ -39,12 +40,14 @@ def fit_probes(
     fewer, as ``bertology run --jobs`` does), in the order given: put the slowest first. Every
     fit is the one ``probe.fit(train, dev=dev)`` would give alone (same seed, same data order,
     same thread count), and probes on the same :class:`ProbeData` share its prepared blocks.
-    The probes are fitted in place and returned by name.
+    The probes are fitted in place and returned by name. With ``device`` every trained probe fits
+    there (its ``device`` parameter is set); on a GPU they share it, each from its own thread.
 
     With ``cache``, a trained probe is stored (weights in safetensors, the rest in JSON) under
     ``cache_dir`` (default ``$BERTOLOGY_CACHE_DIR/probes``), keyed by its class and parameters,
     the fingerprints of its train and dev data (:meth:`ProbeData.fingerprint`: corpus, attention
-    store, word vectors) and :data:`PROBE_VERSION`; a later call with the same key loads it
+    store, word vectors), the device's type when it is not the CPU (a GPU's fit differs in the last
+    digits) and :data:`PROBE_VERSION`; a later call with the same key loads it
     (``from_cache_`` is True) instead of training. Probes whose data have no fingerprint are
     trained every time; a corrupt entry is trained again with a
     :class:`~bertology_utils.core.cache.CacheWarning`.
@@ -55,6 +58,8 @@ def fit_probes(
     :param cache_dir: where; ``$BERTOLOGY_CACHE_DIR/probes`` by default.
     :param progress: a bar of each trained probe's epochs, labelled with its name (none for a probe
         read from the cache).
+    :param device: where every trained probe fits (``"cuda"``, a model's ``device``...); None: each
+        probe's own ``device``.
     :returns: ``{name: fitted probe}``, the probes given, fitted in place.
     """
     for name, (probe, _, _) in jobs.items():
@@ -66,6 +71,10 @@ def fit_probes(
     if workers < 1:
         raise ValueError(f"n_jobs must be at least 1 or None, not {n_jobs}")
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
+    if device is not None:
+        for probe, _, _ in jobs.values():
+            if isinstance(probe, TrainedProbe):
+                probe.set_params(device=device)
 
     def fit(name: str, probe: ProbeBase, train: ProbeData, dev: ProbeData | None) -> ProbeBase:
         if not isinstance(probe, TrainedProbe):
@@ -102,7 +111,8 @@ def _cache_entry(
     data = {"train": train.fingerprint(**uses), "dev": None if dev is None else dev.fingerprint(**uses)}
     if data["train"] is None or (dev is not None and data["dev"] is None):
         return None
-    params = {k: v for k, v in probe.get_params().items() if k != "n_jobs"}  # threads do not change the fit
+    # Threads do not change the fit; a CPU fit's key names no device (the keys of the fits before there was one).
+    params = {k: v for k, v in probe.get_params().items() if k not in ("n_jobs", "device")}
     key = {
         "probe": type(probe).__name__,
         "params": params,
@@ -110,4 +120,6 @@ def _cache_entry(
         "version": PROBE_VERSION,
         "torch": torch.__version__,
     }
+    if (device := probe._fit_device()).type != "cpu":
+        key["device"] = device.type
     return root / entry_name(f"{type(probe).__name__}-{train.name}", key), key

@@ -172,16 +172,16 @@ def distance_features(lengths: ItemValues, N: int) -> torch.Tensor:
     :param N: the padded number of words.
     :returns: ``(B, N, N + 1, 7)`` features.
     """
-    return _offset_features(lengths, N)[:, _offset_index(N)]
+    return _offset_features(lengths, N)[:, _offset_index(N, lengths.device)]
 
 
 def _offset_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
     """(B, 2N, 7): the features of :func:`distance_features` once per offset (they depend on nothing else).
 
-    Row 0 is ROOT; row ``1 + (i - j) + N - 1`` is the offset ``i - j`` of a word candidate.
+    Row 0 is ROOT; row ``1 + (i - j) + N - 1`` is the offset ``i - j`` of a word candidate. On ``lengths``' device.
     """
     n = lengths.to(torch.float32).clamp(min=1)[:, None]
-    delta = torch.arange(-(N - 1), N, dtype=torch.float32)[None, :].expand(len(lengths), -1)
+    delta = torch.arange(-(N - 1), N, dtype=torch.float32, device=lengths.device)[None, :].expand(len(lengths), -1)
     words = torch.stack(
         [
             delta.clamp(min=0) / n,
@@ -194,15 +194,17 @@ def _offset_features(lengths: torch.Tensor, N: int) -> torch.Tensor:
         ],
         -1,
     )
-    root = torch.zeros(len(lengths), 1, N_DISTANCE_FEATURES)
+    root = torch.zeros(len(lengths), 1, N_DISTANCE_FEATURES, device=lengths.device)
     root[..., -1] = 1.0
     return torch.cat([root, words], 1)
 
 
-def _offset_index(N: int) -> torch.Tensor:
-    """(N, N + 1): the row of :func:`_offset_features` of each (dependent j, candidate), ROOT first."""
-    j, i = torch.arange(N)[:, None], torch.arange(N)[None, :]
-    return torch.cat([torch.zeros(N, 1, dtype=torch.long), i - j + N], 1)
+def _offset_index(N: int, device: torch.device | None = None) -> torch.Tensor:
+    """(N, N + 1): the row of :func:`_offset_features` of each (dependent j, candidate), ROOT first, on ``device``."""
+    positions = torch.arange(N, device=device)
+    return torch.cat(
+        [torch.zeros(N, 1, dtype=torch.long, device=device), positions[None, :] - positions[:, None] + N], 1
+    )
 
 
 class _PairTanh(torch.autograd.Function):
@@ -254,7 +256,8 @@ class _PairTanh(torch.autograd.Function):
         d_dep, d_cand = hidden.new_zeros(B, N, H), hidden.new_zeros(B, M, H)
         d_table, d_o = hidden.new_zeros(ctx.table_shape), torch.zeros_like(o)
         flat = d_table.view(-1, H)
-        rows = _offset_index(N).flip(0)[None] + (torch.arange(B) * ctx.table_shape[1])[:, None, None]
+        rows = _offset_index(N, hidden.device).flip(0)[None]
+        rows = rows + (torch.arange(B, device=hidden.device) * ctx.table_shape[1])[:, None, None]
         grad = grad.flip(1).contiguous()  # j' order, as the hidden rows
         for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
             s, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]

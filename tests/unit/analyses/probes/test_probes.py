@@ -21,6 +21,7 @@ from bertology_utils.analyses.probes import (
     RightBranching,
     distance_features,
     fit_probes,
+    fitting,
     plot_probe_weights,
     plot_tree_comparison,
     scorers,
@@ -556,6 +557,11 @@ def test_fitted_probes_are_cached_by_data_and_parameters(tiny_model_dirs, tmp_pa
         assert [p.tolist() for p in again[name].predict(data)] == [p.tolist() for p in first[name].predict(data)]
     np.testing.assert_array_equal(again["attn"].w_, first["attn"].w_)
     assert not fit_probes(jobs(seed=1), cache=True, cache_dir=cache)["attn"].from_cache_  # another key
+    # A CPU fit's key names no device (the entries made before there was one still match); another device's does.
+    on_cpu = fit_probes(jobs(), cache=True, cache_dir=cache, device=torch.device("cpu"))
+    assert on_cpu["attn"].from_cache_ and on_cpu["distances"].from_cache_
+    folder, key = fitting._cache_entry(cache, AttentionProbe(max_epochs=2, device="meta"), data, data)
+    assert key["device"] == "meta" and folder != fitting._cache_entry(cache, jobs()["attn"][0], data, data)[0]
 
     for entry in cache.glob("AttentionProbe-*/weights.safetensors"):
         entry.write_bytes(b"not safetensors")
