@@ -19,6 +19,7 @@ import sys
 from bertology_utils.cli import (
     assets,
     atlas,
+    audit,
     check,
     extract,
     findings,
@@ -37,7 +38,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: list[Command] = [
     module.COMMAND
-    for module in (run, extract, info, merge, check, slides, report, findings, atlas, assets, setup_model)
+    for module in (run, extract, info, merge, check, slides, report, findings, atlas, assets, audit, setup_model)
 ]
 
 DESCRIPTION = "See what the attention heads of BERT-style encoders do: run the notebooks, record results."

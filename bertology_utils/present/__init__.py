@@ -3,8 +3,8 @@
 run's claims and figures for a talk, its topics in ``lecture_outline``, what it reads of a run ``lecture_run``, its
 slides ``lecture_slides``), one HTML report per run, the per-head atlas of a
 run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page``, its JupyterLab
-widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), and the third-party JavaScript they
-inline so that they work offline (``assets``)."""
+widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), the third-party JavaScript they
+inline so that they work offline (``assets``), and the audit of the pages they make (``page_audit``)."""
 
 from bertology_utils.core.lazy import lazy_exports
 
@@ -25,6 +25,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "lecture": ["build_lecture"],
         "lecture_outline": ["LECTURE", "Topic"],
         "report": ["build_report"],
+        "page_audit": ["Defect", "audit_page", "audit_files"],
         "atlas": ["Atlas", "build_atlas", "read_atlas", "ColumnSpec", "COLUMNS", "Filter", "parse_filter"],
         "atlas_page": ["render_atlas_page"],
         "atlas_view": ["atlas_widget", "head_colours"],

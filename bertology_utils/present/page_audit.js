@@ -1,0 +1,142 @@
+/* The page audit's measurements in the browser (bertology_utils.present.page_audit drives it).
+
+window.bertologyAudit(options) looks at what is shown under options.root (a slide, or the whole page) and
+returns {defects: [{kind, at, text, detail}], texts: [{at, text}]}: the defects it measures itself (text
+outside the slide, text under options.minPx at slide size, overlapping text, a number cut by CSS's
+ellipsis, figures' text boxes) and every visible text, whose wording Python's rules judge.
+
+options: {slide: bool, skip: a selector of what is never shown as text (speaker notes, code input),
+          minPx: the smallest font size at slide size, overlap: the fraction of the smaller box two boxes
+          may share}.
+*/
+(function () {
+  "use strict";
+
+  // The zoom applied to el by itself and its ancestors (the deck fitter shrinks slides and tables with zoom).
+  function zoomOf(el) {
+    if (typeof el.currentCSSZoom === "number") return el.currentCSSZoom;
+    let zoom = 1;
+    for (let a = el; a; a = a.parentElement) zoom *= parseFloat(getComputedStyle(a).zoom) || 1;
+    return zoom;
+  }
+
+  function name(el) {
+    const cls = typeof el.className === "string" && el.className.trim()
+      ? "." + el.className.trim().split(/\s+/).slice(0, 2).join(".") : "";
+    return el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + cls;
+  }
+
+  function shown(el) {
+    // checkVisibility: also false inside a closed <details> (its content is content-visibility: hidden)
+    if (el.checkVisibility && !el.checkVisibility({contentVisibilityAuto: true})) return false;
+    if (el.getClientRects().length === 0) return false;
+    const style = getComputedStyle(el);
+    return style.visibility === "visible" && parseFloat(style.opacity) > 0;
+  }
+
+  function area(r) { return Math.max(0, r.right - r.left) * Math.max(0, r.bottom - r.top); }
+
+  function shared(a, b) {
+    return area({left: Math.max(a.left, b.left), right: Math.min(a.right, b.right),
+                 top: Math.max(a.top, b.top), bottom: Math.min(a.bottom, b.bottom)});
+  }
+
+  // Pairs of boxes (each {rect, owner}) of different owners sharing more than `fraction` of the smaller one.
+  function overlapping(boxes, fraction) {
+    const sorted = boxes.filter(b => area(b.rect) > 0).sort((a, b) => a.rect.top - b.rect.top);
+    const pairs = new Map();
+    for (let i = 0; i < sorted.length; i++) {
+      for (let j = i + 1; j < sorted.length && sorted[j].rect.top < sorted[i].rect.bottom; j++) {
+        const a = sorted[i], b = sorted[j];
+        if (a.owner === b.owner) continue;
+        const key = a.owner < b.owner ? a.owner + "," + b.owner : b.owner + "," + a.owner;
+        if (!pairs.has(key) && shared(a.rect, b.rect) > fraction * Math.min(area(a.rect), area(b.rect))) {
+          pairs.set(key, [a, b]);
+        }
+      }
+    }
+    return Array.from(pairs.values());
+  }
+
+  const round = r => `[${[r.left, r.top, r.right, r.bottom].map(Math.round)}]`;
+
+  window.bertologyAudit = function (options) {
+    const root = options.slide ? Reveal.getCurrentSlide() : document.body;
+    const defects = [], texts = [], boxes = [];
+    const add = (kind, el, text, detail) => defects.push({kind, at: name(el), text: text.slice(0, 80), detail});
+    // A slide: the 1280 x 720 area as reveal scales it into the window, and that scale.
+    const slides = options.slide ? document.querySelector(".reveal .slides") : null;
+    const frame = slides ? slides.getBoundingClientRect() : null;
+    const scale = slides ? frame.width / Reveal.getConfig().width : 1;
+    const outside = r => r.left < frame.left - 1 || r.top < frame.top - 1 || r.right > frame.right + 1
+      || r.bottom > frame.bottom + 1;
+    const baseZoom = slides ? zoomOf(slides) : 1;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+    const away = new Set();  // elements reported outside: their children are not reported again
+    let owner = 0;
+    for (let node = root; node; node = walker.nextNode()) {
+      const el = node.nodeType === Node.ELEMENT_NODE ? node : node.parentElement;
+      if (el.closest(options.skip) || el.closest("script, style, template, noscript") || !shown(el)) continue;
+      if (node.nodeType === Node.ELEMENT_NODE) {
+        const style = getComputedStyle(el), r = el.getBoundingClientRect();
+        if (slides && (r.width || r.height) && outside(r)) {
+          if (!away.has(el.parentElement)) add("outside", el, el.textContent.trim(), `box ${round(r)} beyond ${round(frame)}`);
+          away.add(el);
+        }
+        const clips = `${style.overflowX} ${style.overflowY}` !== "visible visible";
+        if (slides && clips && (el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1)) {
+          add("outside", el, el.textContent.trim(), `scrolls: ${el.scrollWidth}x${el.scrollHeight} in ${el.clientWidth}x${el.clientHeight}`);
+        }
+        if (style.textOverflow === "ellipsis" && el.scrollWidth > el.clientWidth + 1 && /\d/.test(el.textContent)) {
+          add("cut-number", el, el.textContent.trim(), "cut by CSS text-overflow: ellipsis");
+        }
+        continue;
+      }
+      const text = node.data.replace(/\s+/g, " ").trim();
+      if (!text) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      const rects = Array.from(range.getClientRects()).filter(r => r.width > 0 && r.height > 0);
+      if (rects.length === 0) continue;
+      owner += 1;
+      texts.push({at: name(el), text});
+      rects.forEach(rect => boxes.push({rect, owner, el, text}));
+      if (!slides) continue;
+      const out = rects.find(outside);
+      if (out && !away.has(el)) add("outside", el, text, `text at ${round(out)} beyond ${round(frame)}`);
+      // At slide size: SVG text by its transform to the screen over reveal's scale, HTML text by its zoom.
+      const svg = el.closest("svg");
+      const px = svg && el.getScreenCTM
+        ? parseFloat(getComputedStyle(el).fontSize) * Math.hypot(el.getScreenCTM().a, el.getScreenCTM().b) / scale
+        : parseFloat(getComputedStyle(el).fontSize) * zoomOf(el) / baseZoom;
+      if (px < options.minPx - 0.05) add("small-text", el, text, `${px.toFixed(1)} px at slide size`);
+    }
+    for (const [a, b] of overlapping(boxes, options.overlap)) {
+      add("overlap", a.el, a.text, `over "${b.text.slice(0, 40)}" (${name(b.el)}) at ${round(a.rect)} / ${round(b.rect)}`);
+    }
+    root.querySelectorAll("img").forEach(img => {
+      if (img.closest(options.skip) || !shown(img)) return;
+      const spec = img.getAttribute("data-text-boxes");
+      if (spec === null) {
+        if (slides) add("figure-unmeasured", img, img.alt || "", "no data-text-boxes: its text is not measured");
+        return;
+      }
+      let measured;
+      try { measured = JSON.parse(spec); } catch (error) {
+        add("figure-unmeasured", img, img.alt || "", `data-text-boxes is not JSON: ${error}`);
+        return;
+      }
+      // Boxes are in the image's own pixels; drawn at this width on the slide (or the page).
+      const ratio = img.getBoundingClientRect().width / scale / measured.size[0];
+      const labels = measured.boxes.map((b, k) => ({rect: {left: b[0], top: b[1], right: b[2], bottom: b[3]},
+                                                   owner: k + 1, px: b[4] * ratio, text: String(b[5])}));
+      labels.forEach(b => {
+        if (slides && b.px < options.minPx - 0.05) add("figure-small-text", img, b.text, `${b.px.toFixed(1)} px at slide size`);
+      });
+      for (const [a, b] of overlapping(labels, options.overlap)) {
+        add("figure-overlap", img, a.text, `over "${b.text.slice(0, 40)}" at ${round(a.rect)} / ${round(b.rect)} (image pixels)`);
+      }
+    });
+    return {defects, texts};
+  };
+})();
