@@ -23,6 +23,7 @@ __all__ = [
     "format_table_numbers",
     "machine_places",
     "scrub_paths",
+    "path_names",
     "for_people",
     "joined",
     "round_for_people",
@@ -127,6 +128,22 @@ def scrub_paths(text: str, places: Iterable[tuple[str, str]] | None = None) -> s
     return pattern.sub(lambda m: labels[m.group(0).removeprefix("file://")], text)
 
 
+def path_names(text: str, places: Iterable[tuple[str, str]] | None = None) -> str:
+    """``text`` with each path under one of ``places`` (default :func:`machine_places`) shown by its name alone.
+
+    ``/home/ann/.cache/bertology/attention/x.zarr`` (or :func:`scrub_paths`' ``<cache>/attention/x.zarr``)
+    reads ``x.zarr``: a slide or a page says which file, not where one machine keeps it. A folder named alone
+    (``<cache>``) stays.
+    """
+    places = machine_places() if places is None else list(places)
+    labels = {label for _, label in places}
+    if not labels:
+        return text
+    shortened = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w.<>/-])(?:{shortened})(?:/[\w.@+-]+)*/([\w.@+-]+)")
+    return pattern.sub(lambda m: m.group(1), scrub_paths(text, places))
+
+
 _DECIMAL = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d+|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|(?<![\w.])\d+[eE][-+]?\d+(?![\w.])")
 _P_VALUE = re.compile(r"\b(p\s*)(=|<=?)\s*(" + _DECIMAL.pattern + ")")
 
@@ -147,19 +164,20 @@ _TEXT_MIME = ("text/plain", "text/html", "text/markdown", "text/latex")
 
 
 def for_people(nb: NotebookNode, places: list[tuple[str, str]] | None = None) -> None:
-    """Tables' numbers formatted (:func:`format_table_numbers`) and this machine's paths shortened
-    (:func:`scrub_paths`, default places :func:`machine_places`) in every cell: its source (papermill's injected
-    ``output_dir``) and its outputs. Decks and the docs' notebook pages show notebooks through it."""
+    """Tables' numbers formatted (:func:`format_table_numbers`) and this machine's paths left out of every cell:
+    shown by their names (:func:`path_names`, default places :func:`machine_places`) in prose and outputs, and
+    shortened (:func:`scrub_paths`) in code (papermill's injected ``output_dir``), which still says where.
+    Decks and the docs' notebook pages show notebooks through it."""
     places = machine_places() if places is None else places
     for cell in nb.cells:
-        cell.source = scrub_paths(cell.source, places)
+        cell.source = (scrub_paths if cell.cell_type == "code" else path_names)(cell.source, places)
         for output in cell.get("outputs", []):
             if "text" in output:
-                output["text"] = scrub_paths(joined(output["text"]), places)
+                output["text"] = path_names(joined(output["text"]), places)
             data = output.get("data", {})
             for mime in _TEXT_MIME:
                 if mime in data:
-                    value = scrub_paths(joined(data[mime]), places)
+                    value = path_names(joined(data[mime]), places)
                     data[mime] = format_table_numbers(value) if mime == "text/html" else value
 
 

@@ -37,7 +37,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas import PAGE_FILE
 from bertology_utils.present.findings import claim_uncertainty
-from bertology_utils.present.readable import MISSING, format_number, machine_places, scrub_paths
+from bertology_utils.present.readable import MISSING, format_number, machine_places, path_names
 from bertology_utils.run import results
 
 __all__ = [
@@ -289,7 +289,7 @@ def _summary_section(run_dir: Path, run: dict, entries: list[dict], metrics: dic
         (
             "data",
             # a run recorded before descriptions named files only may still hold this machine's folders
-            "<br>".join(f"{_esc(stem)}: {_esc(scrub_paths(str(v), places))}" for stem, v in data)
+            "<br>".join(f"{_esc(stem)}: {_esc(path_names(str(v), places))}" for stem, v in data)
             or "<span class='muted'>not recorded</span>",
         ),
         (
@@ -472,7 +472,7 @@ def _metrics_section(metrics: dict[str, dict]) -> str:
             rows.append(
                 [
                     _esc(name),
-                    f'<span class="value">{_esc(scrub_paths(value_for_people(value), places))}</span>',
+                    f'<span class="value">{_esc(path_names(value_for_people(value), places))}</span>',
                     _esc(declared.unit) if declared else "",
                     f"<span class='muted'>{_esc(declared.meaning)}</span>" if declared else "",
                 ]
