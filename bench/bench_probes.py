@@ -4,10 +4,13 @@
             kept blocks; the first may read from disk, the second from the OS page cache
   train     each probe on UD EWT train, twice in the same run: on a ProbeData that reads the store on
             every pass (cache_size=0) and on one that keeps its prepared blocks (the default); the
-            fastest epoch after the first (which fills the blocks) of each, and their ratio
+            fastest epoch after the first (which fills the blocks) of each, and their ratio; with a
+            --device other than the CPU, a third fit there from the kept blocks, and its ratio to the
+            CPU's kept epoch measured just before
   together  every probe fitted by fit_probes, one thread each and as many at a time as there are
-            cores, against the sum of their fits one after another (same data, same epochs)
-  score     predicting UD EWT dev with the trained probe
+            cores, against the sum of their fits one after another (same data, same epochs); with a
+            --device, fit_probes there too, and its ratio to the CPU's
+  score     predicting UD EWT dev with the trained probe (on --device)
   scorer    one training step (forward and backward) of the Distances + words and the Attn + words
             scorers on the first --scorer-batches training batches: the package's fused, cache-sized
             chunks against the same formula op by op in autograd (how each was computed before), and
@@ -18,7 +21,9 @@ treebank is used (and the numbers mean little). Peak memory (max RSS) is printed
 step: kept blocks take at most the ProbeData's cache_size (about 1.1 GB for EWT train).
 
     python bench/bench_probes.py [--epochs 2] [--n-train N] [--probes attn,words,distances] [--threads 1]
-                                 [--scorer-batches 100]
+                                 [--scorer-batches 100] [--device cuda]
+
+--device defaults to the model's (load_model's: cuda when there is one); the scorer step runs on the CPU.
 """
 
 from __future__ import annotations
@@ -43,7 +48,10 @@ def main() -> None:
     parser.add_argument("--probes", default="attn,words,distances")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the probes' n_jobs)")
     parser.add_argument("--scorer-batches", type=int, default=100, help="training batches timed by the scorer step")
+    parser.add_argument("--device", default=None, help="where the probes fit besides the CPU (default: the model's)")
     args = parser.parse_args()
+
+    import torch
 
     from bertology_utils.analyses.probes import (
         AttentionProbe,
@@ -58,13 +66,17 @@ def main() -> None:
     from bertology_utils.data import treebank_splits
 
     loaded = load_model()
+    device = loaded.device if args.device is None else torch.device(args.device)
+    elsewhere = device.type != "cpu"  # then every probe fits on the CPU and there, and their ratio is printed
     splits, note = treebank_splits(n_train=args.n_train)
     stores = {name: extract_cached(corpus, loaded, progress=False) for name, corpus in splits.items()}
     vectors = default_word_vectors(loaded)
     train = ProbeData(splits["train"], stores["train"], vectors)
     streamed = ProbeData(splits["train"], stores["train"], vectors, cache_size=0)
     dev = ProbeData(splits["dev"], stores["dev"], vectors)
-    print(f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}); {note}")
+    print(
+        f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}) on {loaded.device}; probes on {device}; {note}"
+    )
     print(f"train: {train.description}")
     print(f"dev:   {dev.description}")
     print(f"max RSS after loading and extraction: {max_rss_mb():.0f} MB")
@@ -79,8 +91,6 @@ def main() -> None:
 
     # The first pass may read the store from disk, later ones from the OS page cache, as training does.
     # Same torch threads as the probes use (collation is torch work too).
-    import torch
-
     torch.set_num_threads(args.threads)
     for which in ("first", "second"):
         start = time.perf_counter()
@@ -96,37 +106,56 @@ def main() -> None:
     results = {"sentences_train": len(train), "sentences_dev": len(dev), "read_sentences_per_s": len(train) / read_s}
     results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches)
     fit_s = {}
+    fits = [("streamed", streamed, "cpu"), ("kept", train, "cpu")] + (
+        [(str(device), train, device)] if elsewhere else []
+    )
     for name in names:
         epochs = {}
-        for label, data in (("streamed", streamed), ("kept", train)):
-            probe = kinds[name](max_epochs=args.epochs, patience=None, n_jobs=args.threads).fit(data)
+        for label, data, on in fits:
+            probe = kinds[name](max_epochs=args.epochs, patience=None, n_jobs=args.threads, device=on).fit(data)
             epochs[label] = min(row["seconds"] for row in probe.history_[1:] or probe.history_)
-            fit_s[name] = probe.fit_seconds_
+            if on == "cpu":
+                fit_s[name] = probe.fit_seconds_
         start = time.perf_counter()
         uas = probe.score(dev)
         score_s = time.perf_counter() - start
+        there = (
+            f"; on {device} {epochs[str(device)]:.2f} s ({epochs['kept'] / epochs[str(device)]:.1f}x the CPU's)"
+            if elsewhere
+            else ""
+        )
         print(
             f"{name:10s} train: epoch {epochs['streamed']:.1f} s streamed, {epochs['kept']:.1f} s from kept blocks "
-            f"({epochs['streamed'] / epochs['kept']:.1f}x); score {len(dev) / score_s:6.0f} sentences/s ({score_s:.1f} s); "
+            f"({epochs['streamed'] / epochs['kept']:.1f}x){there}; score on {probe.device_} "
+            f"{len(dev) / score_s:6.0f} sentences/s ({score_s:.1f} s); "
             f"dev UAS after {args.epochs} epochs {100 * uas:.1f}; max RSS {max_rss_mb():.0f} MB"
         )
         results[name] = {
             "epoch_s_streamed": round(epochs["streamed"], 2),
             "epoch_s_kept": round(epochs["kept"], 2),
+            **({f"epoch_s_{device.type}": round(epochs[str(device)], 2)} if elsewhere else {}),
             "score_sentences_per_s": round(len(dev) / score_s, 1),
             "dev_uas": round(uas, 4),
         }
-    start = time.perf_counter()
     cores = len(os.sched_getaffinity(0))
-    fit_probes(
-        {name: (kinds[name](max_epochs=args.epochs, patience=None), train, None) for name in names}, n_jobs=cores
-    )
-    together_s = time.perf_counter() - start
+    together_s = {}
+    for on in ("cpu", device) if elsewhere else ("cpu",):
+        start = time.perf_counter()
+        jobs = {name: (kinds[name](max_epochs=args.epochs, patience=None), train, None) for name in names}
+        fit_probes(jobs, n_jobs=cores, device=on)
+        together_s[str(on)] = time.perf_counter() - start
     print(
-        f"together  {len(names)} probes side by side, {cores} at a time: {together_s:.1f} s, "
-        f"one after another {sum(fit_s.values()):.1f} s ({sum(fit_s.values()) / together_s:.2f}x)"
+        f"together  {len(names)} probes side by side, {cores} at a time: {together_s['cpu']:.1f} s, "
+        f"one after another {sum(fit_s.values()):.1f} s ({sum(fit_s.values()) / together_s['cpu']:.2f}x)"
+        + (
+            f"; on {device} {together_s[str(device)]:.1f} s ({together_s['cpu'] / together_s[str(device)]:.1f}x the CPU's)"
+            if elsewhere
+            else ""
+        )
     )
-    results["together_s"], results["one_after_another_s"] = round(together_s, 1), round(sum(fit_s.values()), 1)
+    results["together_s"], results["one_after_another_s"] = round(together_s["cpu"], 1), round(sum(fit_s.values()), 1)
+    if elsewhere:
+        results[f"together_s_{device.type}"] = round(together_s[str(device)], 1)
     results["max_rss_mb"] = round(max_rss_mb())
     print(json.dumps(results))
 
