@@ -62,6 +62,19 @@ and the batch, never the data set. The estimators follow scikit-learn's conventi
 ``predict``, ``score``, ``get_params``/``set_params``; fitted attributes end in ``_``); ``X`` is a
 :class:`ProbeData`, and the gold trees come from its corpus (``y`` is ignored).
 
+Devices
+-------
+The trained probes take a ``device`` (None: the CPU; ``"cuda"``, a model's ``device``); so does
+:func:`fit_probes`, for all of them, as notebook 04 passes its model's. The initial weights and the
+order of the data are drawn on the CPU from ``seed`` and the weights then moved, so a seed gives the
+same start everywhere; a CPU fit is the same to the last bit with or without the parameter, and a
+GPU's equals it to rounding (``tests/unit/analyses/probes/test_probe_devices.py`` states the
+tolerance). Batches are built on the host and sent to the device; inside an epoch nothing is read
+back (the loss is summed there and read once an epoch, predictions once a pass), and on a GPU a
+thread builds and sends the next batch while the device computes (not on the CPU, where it took a
+core from the fit). Fitted weights are stored as CPU tensors: the disk cache is the same for every
+device, and a CPU fit's cache key names none.
+
 Modules, lowest first: ``data`` (:class:`ProbeData`, batches), ``scorers`` (the torch modules and
 their fused autograd functions), ``evaluation`` (:class:`ProbeEvaluation`), ``estimators`` (the
 probes), ``fitting`` (:func:`fit_probes` and its disk cache), ``report`` (Table 3 and pictures).
