@@ -6,7 +6,8 @@ off [SEP] or [CLS], against a matched control), ``finetuning`` (cached GLUE clas
 targets and metrics), ``pruning`` (importance, ablation, pruning curves: Michel et al. 2019), ``head_removal``
 (heads' weights removed), ``mixing`` (context mixing beyond raw weights: norms, rollout, flow, ALTI, value
 zeroing; one file and one registered class per method),
-``attribution`` (input gradients, integrated gradients, blank-out; references registered by name),
+``attribution`` (input gradients, integrated gradients, blank-out; references registered by name), ``lrp``
+(AttnLRP and CP-LRP, opt-in references),
 ``head_relevance`` (integrated gradients over head gates: Hao et al. 2021), ``hard_concrete`` (Hard Concrete gates),
 ``l0`` (those gates trained with an L0 penalty: Voita et al. 2019) and ``query_key`` (queries and keys, and how many
 of their dimensions decide where a head attends); ``dev_sets`` (a labelled corpus encoded once), ``gated_logits``
@@ -71,6 +72,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "ReferenceScores",
             "register_reference",
         ],
+        "lrp": ["LRP_VARIANTS", "LRPRules", "lrp_rules", "lrp_relevance", "AttnLRP", "CPLRP"],
         "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],
         "hard_concrete": ["HardConcreteGates"],
         "l0": ["GateTraining", "train_gates", "L0Sweep", "l0_sweep", "training_set"],

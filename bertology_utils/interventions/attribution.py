@@ -34,9 +34,9 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
   (or logit, or regression output) is the word's importance. All blanked copies of a batch go
   through the model in chunks;
 * :func:`token_to_word_scores` — token attributions summed onto words, to compare with blank-out;
-* :func:`word_references` — the registered references (:data:`REFERENCES`: a :class:`Reference` subclass
-  each, one signature, word-level scores: :class:`BlankOut`, :class:`InputXGradient`,
-  :class:`IntegratedGradients`; :func:`register_reference` adds one) for a corpus, in corpus order.
+* :func:`word_references` — the registered references (a :class:`Reference` subclass each, one signature,
+  word-level scores: :class:`BlankOut`, :class:`InputXGradient`, :class:`IntegratedGradients`, and the opt-in
+  ones of :mod:`~bertology_utils.interventions.lrp`; :func:`register_reference` adds one) for a corpus.
 
 Models are run in eval mode (the previous mode is restored) and hooks are always removed.
 """
@@ -509,6 +509,7 @@ class Reference:
     Calling it checks the shape and, for a complete reference, that the gaps are finite."""
 
     name: str
+    default = True  #: computed by :func:`word_references` when given no names (False: only when named)
 
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
@@ -541,8 +542,8 @@ class Reference:
 
 #: Every registered reference by name, in registration order; :func:`register_reference` adds one.
 REFERENCE_REGISTRY: Registry[Reference] = Registry("attribution reference")
-#: The names of the references :func:`word_references` computes (live: references registered later appear).
-REFERENCES = Names(REFERENCE_REGISTRY)
+#: The references :func:`word_references` computes by default, those whose ``default`` is True (live).
+REFERENCES = Names(REFERENCE_REGISTRY, lambda reference: reference.default)
 R = TypeVar("R", bound=Reference)
 
 
@@ -593,8 +594,7 @@ class IntegratedGradients(Reference):
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
     ) -> ReferenceScores:
-        """(B, W) summed attributions with ``settings``' steps, baseline and tolerance (see
-        :meth:`Reference.scores`)."""
+        """(B, W) summed attributions with ``settings``' steps, baseline and tolerance (:meth:`Reference.scores`)."""
         ig = integrated_gradients(
             loaded, batch, labels, steps=settings.steps, baseline=settings.baseline, tolerance=settings.tolerance
         )
@@ -644,7 +644,7 @@ def word_references(
 
     :param loaded: the classifier.
     :param items: a corpus, or what :meth:`~bertology_utils.data.Corpus.of` takes.
-    :param references: names in :data:`REFERENCES` (default: every registered one).
+    :param references: names in :data:`REFERENCE_REGISTRY` (default: :data:`REFERENCES`).
     :param batch_size: items per batch.
     :param max_tokens: items longer (and longer than the model takes) are skipped, as
         :func:`~bertology_utils.attention.extraction.attention_for` with ``too_long="skip"`` skips them, so

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+import bertology_utils.interventions.lrp  # noqa: F401  registers the opt-in references attnlrp and cp_lrp
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.interventions import attribution, mixing
 from bertology_utils.interventions.attribution import WordReferences
