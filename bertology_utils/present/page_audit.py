@@ -61,13 +61,16 @@ TEXT_RULES: dict[str, re.Pattern[str]] = {
     # and file:// addresses. Relative paths ("notebooks/00_tour.ipynb") name the project's own files.
     "path": re.compile(r"(?<![\w.:/~<>-])/(?:[\w.@+-]+/)+[\w.@+-]*|\b[A-Za-z]:\\\w|(?<![\w/])~/|<[a-z]+>/|\bfile://"),
     # A number cut short by an ellipsis ("0.4…", "12..."): the reader cannot know the value. A range
-    # ("1…12") is not cut.
-    "cut-number": re.compile(r"\d(?:…|\.\.\.)(?!\s*\d)"),
+    # ("1…12", "−3…+3") is not cut.
+    "cut-number": re.compile(r"\d(?:…|\.\.\.)(?!\s*[-+−]?\d)"),
 }
 
-#: What is never audited as shown text: speaker notes, and code cells' input (nbconvert's decks, the docs'
-#: highlighted Python).
-_NOT_SHOWN = "aside.notes, .jp-CodeCell .jp-InputArea, .code_cell .input_area, .language-python, .language-ipython3"
+#: What is never audited as shown text: speaker notes, code cells' input (nbconvert's decks, the docs'
+#: highlighted Python), and what is not drawn.
+_NOT_SHOWN = (
+    "aside.notes, .jp-CodeCell .jp-InputArea, .code_cell .input_area, .language-python, .language-ipython3, "
+    "mjx-assistive-mml"  # MathJax's copy of a formula for screen readers, clipped to nothing on screen
+)
 _SCRIPT = Path(__file__).with_name("page_audit.js")
 _READY = "() => window.Reveal !== undefined && Reveal.isReady()"
 

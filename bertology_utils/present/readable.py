@@ -35,6 +35,8 @@ _MISSING_CELLS = frozenset({"NaN", "nan", "<NA>", "None", "NaT"})
 _FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 #: A p-value column: "p", "p-value", "p_val", "pvalue", "wilcoxon_p", "p (one-sided)"; not "top", "p_head".
 _P_COLUMN = re.compile(r"(?:^|[\s_(-])p(?:[-_ ]?val(?:ue)?s?)?(?:$|[\s)])", re.IGNORECASE)
+#: pandas' cut of a long cell ("... in layers 6-10..."): the last word may be a number cut short, so it goes too.
+_PANDAS_CUT = re.compile(r"\s*\S*\d\.\.\.$")
 #: Below this a p-value reads "< 0.001".
 P_FLOOR = 0.001
 
@@ -59,7 +61,8 @@ def format_table_numbers(page: str) -> str:
 
     Integers and text are left as they are; a column whose header names a p-value (``p``, ``p-value``,
     ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``; a cell pandas left missing (``NaN``,
-    ``<NA>``, ``None``, ``NaT``) shows ``—``.
+    ``<NA>``, ``None``, ``NaT``) shows ``—``; a text pandas cut short just after a digit (``max_colwidth``:
+    "in layers 6-10...") loses that last word, which may be a number cut ("in layers …").
     """
     if "<table" not in page:
         return page
@@ -78,6 +81,10 @@ def format_table_numbers(page: str) -> str:
                 text = cell.get_text().strip()
                 if cell.name == "td" and text in _MISSING_CELLS:
                     cell.string = MISSING
+                    changed = True
+                    continue
+                if cell.name == "td" and len(cell.contents) == 1 and _PANDAS_CUT.search(text):
+                    cell.string = _PANDAS_CUT.sub(" …", text)
                     changed = True
                     continue
                 if cell.name != "td" or len(cell.contents) != 1 or not _FLOAT.fullmatch(text):
