@@ -156,14 +156,14 @@ _P_VALUE = re.compile(r"\b(p\s*)(=|<=?)\s*(" + _DECIMAL.pattern + ")")
 
 
 def round_for_people(text: str, places: Sequence[tuple[str, str]] = ()) -> str:
-    """``text`` with this machine's paths shortened and each decimal to three significant digits;
-    ``p = 0.00002`` reads ``p < 0.001``. Integers (counts, years, head numbers) are left alone."""
+    """``text`` with this machine's paths shown by their names (:func:`path_names`) and each decimal to three
+    significant digits; ``p = 0.00002`` reads ``p < 0.001``. Integers (counts, years, head numbers) are left alone."""
 
     def p_value(m: re.Match[str]) -> str:
         shown = format_number(float(m.group(3)), p_value=True)  # "< 0.001" below the floor
         return m.group(1) + (shown if shown.startswith("<") else f"{m.group(2)} {shown}")
 
-    text = _P_VALUE.sub(p_value, scrub_paths(str(text), places))
+    text = _P_VALUE.sub(p_value, path_names(str(text), places))
     return _DECIMAL.sub(lambda m: format_number(float(m.group(0))), text)
 
 
