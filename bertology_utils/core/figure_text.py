@@ -36,6 +36,7 @@ from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.backend_bases import DrawEvent, RendererBase
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
@@ -261,7 +262,8 @@ def _min_points(fig: Figure, renderer: RendererBase, box: tuple[int, int], min_p
     tight = fig.get_tightbbox(renderer)
     pad = 2 * float(rcParams["savefig.pad_inches"])  # the crop's pad, each side
     shown_px_per_inch = min(box[0] / (tight.width + pad), box[1] / (tight.height + pad))
-    return math.ceil(2 * min_px * 72 / shown_px_per_inch) / 2  # to half a point, rounded up
+    # to half a point, rounded up, with room for the crop to grow a little as the text does
+    return math.ceil(2 * 1.03 * min_px * 72 / shown_px_per_inch) / 2
 
 
 def _enlarge(fig: Figure, renderer: RendererBase, points: float) -> bool:
@@ -308,7 +310,7 @@ def _thin_axis(axis: Axis, renderer: RendererBase, gap: float) -> bool:
 
 
 def _outside_legends(fig: Figure, renderer: RendererBase) -> bool:
-    """Move each axes' legend that sits inside its axes to the right of them."""
+    """Move each axes' legend that sits inside its axes to the right of them, in one column."""
     changed = False
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -316,6 +318,14 @@ def _outside_legends(fig: Figure, renderer: RendererBase) -> bool:
             continue
         box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
         if _shared_fraction(tuple(box.extents), tuple(frame.extents)) > 0.5:
+            if getattr(legend, "_ncols", 1) > 1:  # beside the axes a row of entries would take the plot's width
+                legend = ax.legend(
+                    [h for h in legend.legend_handles if h is not None],
+                    [t.get_text() for t in legend.get_texts()],
+                    title=legend.get_title().get_text() or None,
+                    fontsize=legend.get_texts()[0].get_fontsize(),
+                    frameon=legend.get_frame_on(),
+                )
             legend.set_loc("upper left")
             legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
             changed = True
@@ -342,11 +352,12 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
             break
         changed = True
         renderer = _relayout(fig)
-    for _ in range(2):
+    for _ in range(3):
         thinned = False
         for ax in fig.axes:
             for axis in (ax.xaxis, ax.yaxis):
                 thinned |= ax.axison and _thin_axis(axis, renderer, gap=0.2 * _px(renderer, 10))
+        thinned |= _untangle(fig, renderer)
         if not thinned:
             break
         changed = True
@@ -356,9 +367,48 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
     return fig
 
 
+def _untangle(fig: Figure, renderer: RendererBase) -> bool:
+    """Part texts that still collide: a title is wrapped onto two lines; an axes whose annotations mostly collide
+    (a quarter or more: numbers written in heatmap cells too small for them) loses them all, its colours carrying
+    the values; otherwise
+    the later of two colliding annotations is hidden, as tick labels are thinned."""
+    texts = list(_drawn_texts(fig))
+    boxes = [tuple(t.get_window_extent(renderer).extents) for t in texts]
+    titles = {id(t) for t in (*(a.title for a in fig.axes), getattr(fig, "_suptitle", None)) if t is not None}
+    annotations = {id(t): ax for ax in fig.axes for t in ax.texts}
+    colliding: dict[int, list[Text]] = {}
+    wrapped = False
+    for (i, a), (j, b) in combinations(enumerate(texts), 2):
+        if _shared_fraction(boxes[i], boxes[j]) <= MAX_OVERLAP:
+            continue
+        title = a if id(a) in titles else b if id(b) in titles else None
+        if title is not None:
+            wrapped |= _wrap(title)
+        elif id(b) in annotations or id(a) in annotations:
+            later = b if id(b) in annotations else a
+            colliding.setdefault(id(annotations[id(later)]), []).append(later)
+    for ax in fig.axes:
+        hidden = colliding.get(id(ax), [])
+        for text in ax.texts if 4 * len({id(t) for t in hidden}) >= len(ax.texts) else hidden:
+            text.set_visible(False)
+    return wrapped or bool(colliding)
+
+
+def _wrap(title: Text) -> bool:
+    """Break a one-line title at the space nearest its middle."""
+    words = title.get_text()
+    spaces = [i for i, c in enumerate(words) if c == " "]
+    if "\n" in words or not spaces:
+        return False
+    cut = min(spaces, key=lambda i: abs(i - len(words) / 2))
+    title.set_text(words[:cut] + "\n" + words[cut + 1 :])
+    return True
+
+
 def _relayout(fig: Figure) -> RendererBase:
-    """Lay the figure out again after its text changed: a figure with no layout engine gets tight layout."""
-    if fig.get_layout_engine() is None:
+    """Lay the figure out again after its text changed: a figure with no layout engine, or one laid out once by
+    ``tight_layout()`` (which leaves a placeholder), gets tight layout."""
+    if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
         fig.set_layout_engine("tight")
     return _renderer(fig)
 

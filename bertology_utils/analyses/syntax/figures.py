@@ -116,10 +116,11 @@ def plot_best_vs_baseline(table: pd.DataFrame, ax: Axes | None = None, title: st
     ax.bar(x - width, 100 * table["accuracy"], width, label="best head")
     ax.bar(x, 100 * table["held_out_accuracy"], width, label="best head, held out")
     ax.bar(x + width, 100 * table["baseline_accuracy"], width, label="best fixed offset", color="grey")
-    ax.set_xticks(x, [f"{rel}\n{h}" for rel, h in zip(table.index, table["best_head"])], rotation=90, fontsize=8)
+    # One line per relation and the legend beside the bars: every relation keeps its label at slide size.
+    ax.set_xticks(x, [f"{rel} {h}" for rel, h in zip(table.index, table["best_head"])], rotation=90)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if title:
         ax.set_title(title)
     return ax
