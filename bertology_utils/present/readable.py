@@ -36,7 +36,7 @@ _FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 #: A p-value column: "p", "p-value", "p_val", "pvalue", "wilcoxon_p", "p (one-sided)"; not "top", "p_head".
 _P_COLUMN = re.compile(r"(?:^|[\s_(-])p(?:[-_ ]?val(?:ue)?s?)?(?:$|[\s)])", re.IGNORECASE)
 #: pandas' cut of a long cell ("... in layers 6-10..."): the last word may be a number cut short, so it goes too.
-_PANDAS_CUT = re.compile(r"\s*\S*\d\.\.\.$")
+_PANDAS_CUT = re.compile(r"\s*\S*\d\.?\.\.\.$")  # "6-10...", "82...." (82.x cut after its point)
 #: Below this a p-value reads "< 0.001".
 P_FLOOR = 0.001
 

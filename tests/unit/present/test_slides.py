@@ -391,11 +391,11 @@ def test_table_decimals_are_formatted_and_p_value_columns_floored():
 
 def test_a_number_pandas_cut_is_left_out():
     table = (
-        "<table><tbody><tr><td>half of it in layers 6-10...</td><td>vs 34.7 (+1...</td><td>a word...</td>"
-        "<td>0.5</td></tr></tbody></table>"
+        "<table><tbody><tr><td>half of it in layers 6-10...</td><td>vs 34.7 (+1...</td><td>CI [-0.28, -0....</td>"
+        "<td>a word...</td><td>0.5</td></tr></tbody></table>"
     )
     cells = [td.get_text() for td in BeautifulSoup(format_table_numbers(table), "html.parser").find_all("td")]
-    assert cells == ["half of it in layers …", "vs 34.7 …", "a word...", "0.5"]
+    assert cells == ["half of it in layers …", "vs 34.7 …", "CI [-0.28, …", "a word...", "0.5"]
 
 
 def test_missing_values_read_as_a_dash():
