@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.figure_text import img_attribute, read_png_text
 from bertology_utils.papers.claims import Verdict, claim_case
 from bertology_utils.present.findings import claim_uncertainty
 from bertology_utils.present.lecture_outline import Topic, claim_id, home_notebook
@@ -44,7 +45,13 @@ def _esc(text: object) -> str:
 
 
 def _shorten(text: str, limit: int = _CLAIM_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+    """``text`` within ``limit``, cut at a word, never just after a digit (that number may be the one cut)."""
+    if len(text) <= limit:
+        return text
+    words = text[: limit - 1].split(" ")[:-1] or [text[: limit - 1]]
+    while len(words) > 1 and words[-1][-1:].isdigit():
+        words.pop()
+    return " ".join(words) + "…"
 
 
 _LAST_BRACKETS = re.compile(r"\s*\([^()]*\)(?=[^()]*$)")
@@ -257,7 +264,8 @@ def topic_slide(topic: Topic, runs: Sequence[LectureRun], places: Sequence[tuple
         layout = "wide" if width >= _WIDE * height else "side"
         caption = f"{topic.figure[0]} · {path.stem}" + (f" · {owner.short_model}" if len(runs) > 1 else "")
         picture = (
-            f'<figure><img src="{data_uri(path)}" width="{width}" height="{height}" alt="{_esc(path.stem)}">'
+            f'<figure><img src="{data_uri(path)}" width="{width}" height="{height}" alt="{_esc(path.stem)}"'
+            f"{img_attribute(read_png_text(path))}>"
             f"<figcaption>{_esc(caption)}</figcaption></figure>"
         )
     else:

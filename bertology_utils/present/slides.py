@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.figure_text import img_attribute
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.readable import for_people, machine_places
 from bertology_utils.present.reveal import (
@@ -124,6 +125,10 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{{ resources.bertology_mathjax }}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_css -%}<style type="text/css">{{ resources.bertology_css }}</style>{%- endblock html_head_css -%}
 {%- block footer_js -%}{{ resources.bertology_footer }}{%- endblock footer_js -%}
+{%- block data_png scoped -%}
+{%- set text = output | get_metadata("bertology/text", "image/png") -%}
+{{ super() | replace("<img ", "<img" ~ (text | img_attribute) ~ " ", 1) if text else super() }}
+{%- endblock data_png -%}
 """
 
 #: LaTeX in markdown, as Jupyter renders it: $...$, $$...$$, \(...\), \[...\] or an environment.
@@ -269,6 +274,7 @@ def _export(nb: NotebookNode, *, title: str, show_code: bool) -> str:
         exclude_output_prompt=True,
         embed_images=True,
     )
+    exporter.register_filter("img_attribute", img_attribute)  # an inline figure's text boxes, for the browser tests
     if "title" not in nb.metadata:
         nb.metadata["title"] = title
     resources = {
