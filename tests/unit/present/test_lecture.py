@@ -327,6 +327,15 @@ def test_a_value_is_shortened_by_its_asides_and_clauses_never_inside_a_number():
     )
 
 
+def test_a_text_is_never_cut_just_after_a_number():
+    from bertology_utils.present.lecture_slides import _shorten
+
+    text = "det: head 3-9 80.8, held out 80.8 (+1); 1817 of 2001 dependents"
+    assert _shorten(text, 46) == "det: head 3-9 80.8, held out 80.8 (+1);…"  # not "...; 1817…"
+    assert _shorten(text, 50) == "det: head 3-9 80.8, held out 80.8 (+1); 1817 of…"
+    assert _shorten(text, 100) == text
+
+
 def test_a_claim_made_on_two_tasks_reads_as_two():
     from bertology_utils.present.lecture_slides import _titled
 
