@@ -11,9 +11,8 @@ some operations replaced by a relevance rule, so one forward and one backward pa
   Propagation <https://arxiv.org/abs/2202.07304>`_.
 
 In the input x gradient form the relevance of a tensor ``z`` is ``R(z) = z * g(z)``, and a rule is a
-choice of ``g`` at an operation's input given ``g`` at its output. The rules (AttnLRP's Section 3 and
-its Propositions 3.1-3.3, as numbered in the arXiv version; the numbers were not checked against the
-ICML print):
+choice of ``g`` at an operation's input given ``g`` at its output. The rules (AttnLRP's Section 3; each is
+written out below, so nothing depends on an equation number):
 
 * linear layers (and every operation linear in its input: sums, constant scalings, the rotary rotation):
   the plain gradient, i.e. LRP-epsilon with epsilon 0; a bias ``b`` keeps ``R(b) = b * g`` (absorbed);
@@ -21,17 +20,17 @@ ICML print):
   modules of ``transformers.activations``): the identity rule ``R(x) = R(y)``, i.e.
   ``g(x) = g(y) * f(x) / x``. Epsilon 0: for these functions ``f(0) = 0`` with a finite slope, so
   ``f(x) / x`` is bounded, and where ``x == 0`` exactly it is taken as 0 (``R(x)`` is 0 there either way);
-* LayerNorm (the LN-rule; Ali et al. Section 3.2, AttnLRP Section 3.3.3): the normalisation's
+* LayerNorm (the LN-rule of Ali et al., which AttnLRP keeps): the normalisation's
   ``1 / std`` is a constant in the backward, so ``y = w * (x - mean(x)) / std + b`` is linear in ``x``
   and ``sum R(x) = sum R(y) - sum R(b)`` exactly (the centring keeps its gradient);
-* softmax ``s = softmax(x)`` (AttnLRP's Proposition 3.1, a first-order Taylor decomposition at ``x``
+* softmax ``s = softmax(x)`` (AttnLRP's softmax rule, a first-order Taylor decomposition at ``x``
   whose bias term is dropped): ``R(x_i) = x_i (R_i - s_i sum_j R_j)`` with ``R_j = s_j g_j`` the
   relevance of output ``j``; what the dropped bias takes, ``sum_j R_j - sum_i R(x_i)``, is absorbed
   (:class:`LRPRules` records it with ``record=True``). In this form the rule's ``g(x)`` is the exact
   gradient of the softmax: the backward below writes the equation out;
 * the products of two tensors that both depend on the input — ``Q K^T`` and ``A V`` in attention,
-  DeBERTa's relative-position products, ModernBERT's gated linear unit: the uniform rule (AttnLRP's
-  Propositions 3.2 and 3.3), each of the ``k`` factors gets ``1 / k`` of the relevance, i.e. the
+  DeBERTa's relative-position products, ModernBERT's gated linear unit: the uniform rule (AttnLRP's rule for
+  multiplication), each of the ``k`` factors gets ``1 / k`` of the relevance, i.e. the
   gradient to each factor is multiplied by ``1 / k``;
 * the classifier head (pooler dense and tanh, pre-classifier, dense and activation) follows the same
   rules: it is made of the same operations.
@@ -121,7 +120,7 @@ class _IdentityRule(torch.autograd.Function):
 
 
 class _SoftmaxRule(torch.autograd.Function):
-    """``s = softmax(x)`` forward (``s`` given); backward AttnLRP's Proposition 3.1:
+    """``s = softmax(x)`` forward (``s`` given); backward AttnLRP's softmax rule:
     ``x_i g(x_i) = x_i (R_i - s_i sum_j R_j)`` with ``R_j = s_j g(s_j)``."""
 
     @staticmethod
