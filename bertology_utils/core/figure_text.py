@@ -261,7 +261,7 @@ def _min_points(fig: Figure, renderer: RendererBase, box: tuple[int, int], min_p
     """The font size (pt) that shows ``min_px`` tall once the figure's tight crop is fitted within ``box``."""
     tight = fig.get_tightbbox(renderer)
     pad = 2 * float(rcParams["savefig.pad_inches"])  # the crop's pad, each side
-    shown_px_per_inch = min(box[0] / (tight.width + pad), box[1] / (tight.height + pad))
+    shown_px_per_inch = min(box[0] / (float(tight.width) + pad), box[1] / (float(tight.height) + pad))
     # to half a point, rounded up, with room for the crop to grow a little as the text does
     return math.ceil(2 * 1.03 * min_px * 72 / shown_px_per_inch) / 2
 
@@ -368,13 +368,16 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
 
 
 def _untangle(fig: Figure, renderer: RendererBase) -> bool:
-    """Part texts that still collide: a title is wrapped onto two lines; an axes whose annotations mostly collide
-    (a quarter or more: numbers written in heatmap cells too small for them) loses them all, its colours carrying
-    the values; otherwise
-    the later of two colliding annotations is hidden, as tick labels are thinned."""
+    """Part texts that still collide: a title or axis label is wrapped onto two lines; an axes whose annotations
+    mostly collide (a quarter or more: numbers written in heatmap cells too small for them) loses them all, its
+    colours carrying the values; otherwise the later of two colliding annotations is hidden, as tick labels are
+    thinned."""
     texts = list(_drawn_texts(fig))
     boxes = [tuple(t.get_window_extent(renderer).extents) for t in texts]
-    titles = {id(t) for t in (*(a.title for a in fig.axes), getattr(fig, "_suptitle", None)) if t is not None}
+    labels = [(a.title, a.xaxis.label, a.yaxis.label) for a in fig.axes]
+    titles = {
+        id(t) for t in (*(t for three in labels for t in three), getattr(fig, "_suptitle", None)) if t is not None
+    }
     annotations = {id(t): ax for ax in fig.axes for t in ax.texts}
     colliding: dict[int, list[Text]] = {}
     wrapped = False
@@ -395,7 +398,7 @@ def _untangle(fig: Figure, renderer: RendererBase) -> bool:
 
 
 def _wrap(title: Text) -> bool:
-    """Break a one-line title at the space nearest its middle."""
+    """Break a one-line title or label at the space nearest its middle."""
     words = title.get_text()
     spaces = [i for i, c in enumerate(words) if c == " "]
     if "\n" in words or not spaces:
