@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bs4 import BeautifulSoup, Tag
     from nbformat import NotebookNode
 
 __all__ = [
@@ -62,7 +63,8 @@ def format_table_numbers(page: str) -> str:
     Integers and text are left as they are; a column whose header names a p-value (``p``, ``p-value``,
     ``pval``, ``..._p``) shows values below 0.001 as ``< 0.001``; a cell pandas left missing (``NaN``,
     ``<NA>``, ``None``, ``NaT``) shows ``—``; a text pandas cut short just after a digit (``max_colwidth``:
-    "in layers 6-10...") loses that last word, which may be a number cut ("in layers …").
+    "in layers 6-10...") loses that last word, which may be a number cut ("in layers …"); a header's
+    ``snake_case`` name may break after its underscores.
     """
     if "<table" not in page:
         return page
@@ -93,7 +95,22 @@ def format_table_numbers(page: str) -> str:
                 is_p = 0 <= column < len(headers) and bool(_P_COLUMN.search(headers[column]))
                 cell.string = format_number(float(text), p_value=is_p)
                 changed = True
+        changed = _breakable_names(soup, table) or changed  # after the headers are read
     return str(soup) if changed else page
+
+
+def _breakable_names(soup: BeautifulSoup, table: Tag) -> bool:
+    """Let a header's long name break after its underscores (``masked_<wbr>embedding``), so that a wide table's
+    columns narrow to fit a slide rather than the table shrinking below readable; whether one did."""
+    named = [c for c in table.find_all("th") if c.string is not None and "_" in c.string]
+    for cell in named:
+        parts = str(cell.string).split("_")
+        cell.clear()
+        for part in parts[:-1]:
+            cell.append(part + "_")
+            cell.append(soup.new_tag("wbr"))
+        cell.append(parts[-1])
+    return bool(named)
 
 
 def machine_places(executed_ipynb: str | os.PathLike | None = None) -> list[tuple[str, str]]:

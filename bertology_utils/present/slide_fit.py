@@ -31,7 +31,7 @@ _SLIDE_LINES, _LINE_CHARS = 13, 80
 _OUTPUT_PX, _ROW_PX, _EXTRA_LINE_PX, _TABLE_CHARS, _FIGURE_PX, _TEXT_LINE_PX = 620, 29, 22, 90, 540, 27
 #: A table of at most this many rows (header rows included) wider than a slide is shown turned when that is narrower; the
 #: width a character and a cell's padding take at the tables' 18 px, and the width of a slide less its margins.
-_WIDE_TABLE_ROWS, _CHAR_PX, _CELL_PAD_PX, _SLIDE_WIDTH_PX = 12, 10, 20, 1180
+_WIDE_TABLE_ROWS, _CHAR_PX, _CELL_PAD_PX, _SLIDE_WIDTH_PX = 12, 10, 13, 1180
 #: A slide's height, less its margins, and a line of its prose.
 _SLIDE_PX, _MARKDOWN_LINE_PX = 690, 41
 

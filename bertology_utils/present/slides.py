@@ -109,7 +109,7 @@ _DECK_CSS = """
 .reveal .slides section .jp-OutputArea-output { overflow-x: auto; }
 .reveal .slides section .jp-RenderedHTMLCommon table { font-size: 18px; margin: 0.3em auto; }
 .reveal .slides section .jp-RenderedHTMLCommon td,
-.reveal .slides section .jp-RenderedHTMLCommon th { padding: 0.2em 0.6em; line-height: 1.25; }
+.reveal .slides section .jp-RenderedHTMLCommon th { padding: 0.2em 0.35em; line-height: 1.25; }
 .reveal .slides section .jp-OutputArea-output pre { font-size: 0.5em; line-height: 1.3; white-space: pre-wrap; }
 .reveal .slides section h1 { font-size: 2.4em; }
 .reveal .slides section h2 { font-size: 1.9em; }

@@ -389,6 +389,11 @@ def test_table_decimals_are_formatted_and_p_value_columns_floored():
     assert format_table_numbers("<p>0.123456</p>") == "<p>0.123456</p>"
 
 
+def test_a_header_name_may_break_after_its_underscores():
+    table = "<table><thead><tr><th>masked_embedding_norm</th><th>top</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>"
+    assert "<th>masked_<wbr/>embedding_<wbr/>norm</th><th>top</th>" in format_table_numbers(table)
+
+
 def test_a_number_pandas_cut_is_left_out():
     table = (
         "<table><tbody><tr><td>half of it in layers 6-10...</td><td>vs 34.7 (+1...</td><td>CI [-0.28, -0....</td>"
