@@ -27,8 +27,8 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
   }
 
   function shown(el) {
-    // checkVisibility: also false inside a closed <details> (its content is content-visibility: hidden)
-    if (el.checkVisibility && !el.checkVisibility({contentVisibilityAuto: true})) return false;
+    // checkVisibility: also false inside a closed <details> (content-visibility: hidden) or a transparent parent
+    if (el.checkVisibility && !el.checkVisibility({contentVisibilityAuto: true, opacityProperty: true})) return false;
     if (el.getClientRects().length === 0) return false;
     const style = getComputedStyle(el);
     return style.visibility === "visible" && parseFloat(style.opacity) > 0;
@@ -56,6 +56,37 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
       }
     }
     return Array.from(pairs.values());
+  }
+
+  // The part of rect that el's clipping ancestors (overflow other than visible) let be seen, or null.
+  function clipped(el, rect) {
+    let r = {left: rect.left, top: rect.top, right: rect.right, bottom: rect.bottom};
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      const style = getComputedStyle(a);
+      if (`${style.overflowX} ${style.overflowY}` === "visible visible") continue;
+      const box = a.getBoundingClientRect();
+      r = {left: Math.max(r.left, box.left), top: Math.max(r.top, box.top),
+           right: Math.min(r.right, box.right), bottom: Math.min(r.bottom, box.bottom)};
+      if (r.right <= r.left || r.bottom <= r.top) return null;
+    }
+    return r;
+  }
+
+  // Whether, where two texts overlap, a positioned element with a background (a sticky header over a scrolled
+  // list) is painted over the lower one: then only one is seen. Both must be hit there to judge.
+  function hidden(a, b) {
+    const x = (Math.max(a.rect.left, b.rect.left) + Math.min(a.rect.right, b.rect.right)) / 2;
+    const y = (Math.max(a.rect.top, b.rect.top) + Math.min(a.rect.bottom, b.rect.bottom)) / 2;
+    const stack = document.elementsFromPoint(x, y), ia = stack.indexOf(a.el), ib = stack.indexOf(b.el);
+    if (ia < 0 || ib < 0) return false;
+    const lower = stack[Math.max(ia, ib)];
+    return stack.slice(0, Math.max(ia, ib)).some(e => !e.contains(lower) && covers(e));
+  }
+
+  function covers(el) {
+    const style = getComputedStyle(el);
+    const colour = (style.backgroundColor.match(/[\d.]+/g) || []).map(Number);
+    return style.position !== "static" && (colour.length === 3 || (colour.length === 4 && colour[3] > 0.5));
   }
 
   const round = r => `[${[r.left, r.top, r.right, r.bottom].map(Math.round)}]`;
@@ -100,7 +131,7 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
       if (rects.length === 0) continue;
       owner += 1;
       texts.push({at: name(el), text});
-      rects.forEach(rect => boxes.push({rect, owner, el, text}));
+      rects.map(rect => clipped(el, rect)).filter(Boolean).forEach(rect => boxes.push({rect, owner, el, text}));
       if (!slides) continue;
       const out = rects.find(outside);
       if (out && !away.has(el)) add("outside", el, text, `text at ${round(out)} beyond ${round(frame)}`);
@@ -112,6 +143,7 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
       if (px < options.minPx - 0.05) add("small-text", el, text, `${px.toFixed(1)} px at slide size`);
     }
     for (const [a, b] of overlapping(boxes, options.overlap)) {
+      if (hidden(a, b)) continue;
       add("overlap", a.el, a.text, `over "${b.text.slice(0, 40)}" (${name(b.el)}) at ${round(a.rect)} / ${round(b.rect)}`);
     }
     root.querySelectorAll("img").forEach(img => {

@@ -69,6 +69,7 @@ TEXT_RULES: dict[str, re.Pattern[str]] = {
 #: highlighted Python), and what is not drawn.
 _NOT_SHOWN = (
     "aside.notes, .jp-CodeCell .jp-InputArea, .code_cell .input_area, .language-python, .language-ipython3, "
+    ".highlight code span, "  # Pygments' tokens: the docs' code (a printed output is plain text in <code>)
     "mjx-assistive-mml"  # MathJax's copy of a formula for screen readers, clipped to nothing on screen
 )
 _SCRIPT = Path(__file__).with_name("page_audit.js")

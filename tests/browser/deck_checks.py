@@ -23,3 +23,13 @@ def toggle_chalkboard(page, *, shown: bool) -> None:
     """Press ``b`` on the deck in ``page`` and wait until the chalkboard is ``shown`` (or hidden)."""
     page.keyboard.press("b")
     page.wait_for_function(_BOARD_SHOWN if shown else f"() => !({_BOARD_SHOWN})()", timeout=10_000)
+
+
+def assert_presentable(page, *, slides: bool) -> None:
+    """The page audit (present.page_audit) finds nothing on ``page`` (a deck: on any slide) but figures whose
+    text is not measured yet (``figure-unmeasured``: the figures carry their text boxes or not, another matter)."""
+    from bertology_utils.present.page_audit import VIEWPORT, audit_page
+
+    page.set_viewport_size(VIEWPORT)
+    defects = [d for d in audit_page(page, slides=slides) if d.kind != "figure-unmeasured"]
+    assert defects == [], "not presentable:\n" + "\n".join(map(str, defects))

@@ -219,3 +219,18 @@ def test_the_card_says_what_singles_a_head_out(tmp_path, offline_page):
     page.click(f'.cell[data-run="r0"][data-layer="{heads[0][0]}"][data-head="{heads[0][1]}"]')
     assert "importance (score)" in page.locator("#atlas-card .stands-out").inner_text()
     assert offline_page.errors == []
+
+
+def test_the_atlas_page_is_presentable(tmp_path, offline_page):
+    """A built atlas's page, with a head's card open: no NaN, repr, path or cut number shown, no overlaps."""
+    from atlas_checks import make_run
+    from deck_checks import assert_presentable
+
+    from bertology_utils.present.atlas import build_atlas
+
+    atlas = build_atlas(make_run(tmp_path, "a"), make_run(tmp_path, "b", layers=3, heads=4, seed=2))
+    page = offline_page.page
+    page.goto(atlas.write(tmp_path / "out")["page"].as_uri())
+    page.wait_for_selector(".cell")
+    page.click('.cell[data-run="r1"][data-layer="3"][data-head="4"]')
+    assert_presentable(page, slides=False)

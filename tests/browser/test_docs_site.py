@@ -45,3 +45,26 @@ def test_the_site_opens_offline_with_the_executed_notebook_and_its_figures(site,
     offline_page.screenshot("docs-findings")
     assert offline_page.blocked == [], f"the site tried the network: {offline_page.blocked}"
     assert offline_page.errors == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scripts/mkdocs_hooks.py's _plain_outputs drops a widget's view but keeps its text/plain repr "
+    "(AttentionExplorer(children=...) on 00_tour's page)",
+)
+def test_the_notebook_pages_are_presentable(site, offline_page):
+    """Every notebook's page of the site (the tour executed): no NaN, repr, path or cut number shown outside
+    the code, no overlapping text."""
+    from bertology_utils.present.page_audit import VIEWPORT, audit_page
+
+    pages = sorted((site / "notebooks").glob("*.html"))
+    assert any(p.stem == "00_tour" for p in pages)
+    page = offline_page.page
+    page.set_viewport_size(VIEWPORT)
+    defects = {}
+    for path in pages:
+        page.goto(path.as_uri())
+        page.wait_for_function(IMAGES_LOADED, timeout=30_000)
+        if found := audit_page(page, slides=False):
+            defects[path.name] = [str(d) for d in found]
+    assert defects == {}, defects

@@ -132,3 +132,12 @@ def test_report_opens_offline_with_its_figures(tour_run, offline_page):
     offline_page.screenshot("report")
     assert offline_page.blocked == [], f"the report tried the network: {offline_page.blocked}"
     assert offline_page.errors == []
+
+
+def test_the_report_is_presentable(tour_run, offline_page):
+    """No NaN, None, repr, path or cut number in what the report shows, no text over other text."""
+    page = offline_page.page
+    page.goto(tour_run["report"].as_uri())
+    from deck_checks import assert_presentable
+
+    assert_presentable(page, slides=False)

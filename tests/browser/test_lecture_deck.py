@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from deck_checks import pdf_pages, toggle_chalkboard
+from deck_checks import assert_presentable, pdf_pages, toggle_chalkboard
 from lecture_runs import PARTIAL_NOTEBOOKS, make_lecture_run
 
 from bertology_utils.core import settings
@@ -340,10 +340,10 @@ def test_no_path_of_this_machine_shows(lectures, offline_page, tmp_path_factory,
     runs = lectures["runs"][which]
     folders = {*runs, runs[0].parent, lectures["root"], tmp_path_factory.getbasetemp()}
     text = _assert_no_path_of_this_machine(page, lectures[which], folders)
-    # The values that held those paths are shown, with the paths shortened.
-    assert "01_patterns/attention.npz" in text
+    # The values that held those paths are shown, each file by its name.
+    assert "read from attention.npz" in text
     if which == "two":
-        assert "/glue and the network is off" in text
+        assert "no GLUE data at glue and the network is off" in text
 
 
 def test_two_runs_name_both_models_on_every_topic(lectures, offline_page):
@@ -425,3 +425,14 @@ def test_the_lecture_of_a_real_tour_run(tour_run, offline_page, tmp_path, tmp_pa
     for topic in lacking:
         assert f"{topic.figure[0]} did not run in {run.name}" in texts[topic.title]["text"], topic.title
     _assert_no_path_of_this_machine(page, deck, {run, run.parent, tmp_path, tmp_path_factory.getbasetemp()})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="present/lecture.py's CSS: a figure's caption (0.6em of 26 px) is 15.6 px, a claim's CI (.pvo .ci) 15.5 px",
+)
+@pytest.mark.parametrize("which", ["one", "two", "tour"])
+def test_the_lecture_is_presentable(lectures, offline_page, tmp_path, request, which):
+    """The synthetic runs' lectures (long values, a second model's partial run) and a real tour run's."""
+    deck = build_lecture(request.getfixturevalue("tour_run")["run"], tmp_path) if which == "tour" else lectures[which]
+    assert_presentable(_open(offline_page, deck), slides=True)

@@ -53,7 +53,7 @@ PLANTED = [
     (_stream("<object object at 0x7f3a2b1c0d90>\n"), {"repr"}),
     (_stream("read from /srv/data/ewt/train.conllu\n"), {"path"}),
     (_stream("read from C:\\Users\\ann\\train.conllu\n"), {"path"}),
-    (_stream("read from <cache>/models/bert\n"), {"path"}),
+    (_stream("read from <dir>/glue/train.tsv\n"), {"path"}),  # a shortened place the deck does not know
     (_stream("see file:///srv/report.html\n"), {"path"}),
     ("accuracy 0.4… of the heads", {"cut-number"}),
     ("12... heads", {"cut-number"}),
@@ -121,9 +121,12 @@ def test_a_clean_deck_has_no_defect(tmp_path, offline_page):
 def test_a_page_is_checked_for_its_text_and_overlaps(tmp_path, offline_page):
     clean = """<p>None of the heads is <a href="https://arxiv.org/abs/1906.04341">cited</a> in notebooks/00_tour.ipynb.</p>
       <div class="language-python highlight"><pre><code>x = None; y = np.array([1]); open("/srv/x")</code></pre></div>
+      <div class="highlight"><pre><code><span class="n">x</span> <span class="o">=</span> <span class="kc">None</span></code></pre></div>
+      <div style="position: relative"><span>a shown title</span>
+        <span style="position: absolute; left: 0; top: 0; opacity: 0"><span>a hidden title</span></span></div>
       <p style="font-size: 9px">small print is the reader's business on a page</p>"""
     planted = """<table><tr><td>NaN</td><td>&lt;NA&gt;</td><td>null</td></tr></table>
-      <p>read from /srv/data/x.csv</p>
+      <p>read from /srv/data/x.csv</p><p>notes in ~/notes.txt</p>
       <div style="width: 40px; overflow: hidden; white-space: nowrap; text-overflow: ellipsis">0.123456789</div>
       <div style="position: relative"><span>one label</span><span style="position: absolute; left: 0; top: 0">two</span></div>"""
     page_path = tmp_path / "page.html"
@@ -132,7 +135,9 @@ def test_a_page_is_checked_for_its_text_and_overlaps(tmp_path, offline_page):
     page_path.write_text(f"<!doctype html><html><body>{clean}{planted}</body></html>", encoding="utf-8")
     defects = audit_page(_open(offline_page, page_path, deck=False), slides=False)
     kinds = sorted(d.kind for d in defects)
-    assert kinds == ["cut-number", "missing-value", "missing-value", "missing-value", "overlap", "path"], defects
+    assert kinds == ["cut-number", "missing-value", "missing-value", "missing-value", "overlap", "path", "path"], (
+        defects
+    )
     assert {d.where for d in defects if d.kind == "missing-value"} == {"td"}
 
 
