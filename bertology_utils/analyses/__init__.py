@@ -73,7 +73,17 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "plot_dendrogram",
             "plot_embedding",
         ],
-        "probes": ["ProbeData", "AttentionProbe", "AttentionWordsProbe", "DistanceWordsProbe", "RightBranching"],
+        "probes": [
+            "ProbeData",
+            "AttentionProbe",
+            "AttentionWordsProbe",
+            "DistanceWordsProbe",
+            "RightBranching",
+            "StructuralData",
+            "DistanceProbe",
+            "DepthProbe",
+            "structural_probe_layers",
+        ],
         "surface_runs": [
             "pattern_corpora",
             "extract_stores",

@@ -78,6 +78,11 @@ device, and a CPU fit's cache key names none.
 Modules, lowest first: ``data`` (:class:`ProbeData`, batches), ``scorers`` (the torch modules and
 their fused autograd functions), ``evaluation`` (:class:`ProbeEvaluation`), ``estimators`` (the
 probes), ``fitting`` (:func:`fit_probes` and its disk cache), ``report`` (Table 3 and pictures).
+
+Hewitt and Manning's structural probes (`N19-1419 <https://aclanthology.org/N19-1419/>`_), which read the
+hidden states instead of the attention, live beside them: ``structural_data`` (word vectors per layer
+with the gold trees) and ``structural`` (:class:`DistanceProbe`, :class:`DepthProbe`, their metrics and
+:func:`structural_probe_layers`).
 """
 
 from bertology_utils.analyses.probes.data import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
@@ -99,6 +104,15 @@ from bertology_utils.analyses.probes.report import (
     table3,
 )
 from bertology_utils.analyses.probes.scorers import N_DISTANCE_FEATURES, distance_features
+from bertology_utils.analyses.probes.structural import (
+    DepthProbe,
+    DistanceProbe,
+    rank_grid,
+    spanning_tree_edges,
+    structural_metrics,
+    structural_probe_layers,
+)
+from bertology_utils.analyses.probes.structural_data import StructuralData, tree_distances, word_hidden_states
 
 __all__ = [
     "ProbeData",
@@ -117,4 +131,13 @@ __all__ = [
     "plot_tree_comparison",
     "N_DISTANCE_FEATURES",
     "distance_features",
+    "StructuralData",
+    "word_hidden_states",
+    "tree_distances",
+    "DistanceProbe",
+    "DepthProbe",
+    "rank_grid",
+    "spanning_tree_edges",
+    "structural_metrics",
+    "structural_probe_layers",
 ]

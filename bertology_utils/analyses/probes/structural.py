@@ -1,0 +1,506 @@
+"""Structural probes: how much of the dependency tree a layer's hidden states hold, read by a linear map.
+
+Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
+<https://aclanthology.org/N19-1419/>`_ (NAACL). A probe learns ``B`` (``rank x hidden``):
+
+* :class:`DistanceProbe`: ``||B(h_i - h_j)||^2`` should be the tree distance between words i and j.
+  Loss: L1 over every pair of a sentence, divided by the squared sentence length, averaged over sentences.
+* :class:`DepthProbe`: ``||B h_i||^2`` should be word i's depth (edges to the root). Loss: L1 over the
+  words, divided by the sentence length, averaged over sentences.
+
+Training, as the paper's released setting: Adam with learning rate 0.001, batches of 20 sentences;
+after an epoch whose dev loss is not lower, the learning rate is divided by 10; training stops when the
+dev loss has not improved by more than 1e-4 for 5 epochs, or after 40 epochs, and the weights of the
+best dev epoch are kept (without ``dev``, the training loss plays its part). ``B`` starts uniform in
+[-0.05, 0.05], drawn on the CPU from ``seed``; the data order too. The rank search of the paper's
+Figure 2 is ranks 1, 2, 4, ... up to the hidden size (:func:`rank_grid`); the default is full rank.
+
+Metrics (:func:`structural_metrics`), punctuation left out as in the paper (relation ``punct``, the
+definition of :mod:`bertology_utils.analyses.syntax.scoring`); every punctuation word is dropped
+before scoring, so a sentence's "length" below counts its other words:
+
+* UUAS: the minimum spanning tree of the predicted distances against the gold tree's edges between
+  non-punctuation words, summed over sentences (correct edges / gold edges).
+* DSpr: per word, Spearman's correlation of its predicted and gold distances to every other word;
+  averaged within each sentence, then over the sentences of each length 5 to 50, then over lengths.
+* root%: the word with the smallest predicted depth is the root, over sentences whose root is not punctuation.
+* NSpr: per sentence, Spearman's correlation of predicted and gold depths, averaged as DSpr.
+
+Sentences with fewer than two scored words have no edge to score: they are counted in ``skipped``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.sparse.csgraph import minimum_spanning_tree
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.threads import torch_threads
+from bertology_utils.data import Corpus
+
+__all__ = [
+    "SPEARMAN_LENGTHS",
+    "rank_grid",
+    "spanning_tree_edges",
+    "rowwise_spearman",
+    "structural_metrics",
+    "DistanceProbe",
+    "DepthProbe",
+    "structural_probe_layers",
+]
+
+#: Sentence lengths (scored words) whose Spearman correlations are averaged, as in the paper.
+SPEARMAN_LENGTHS = (5, 50)
+#: Stop when the dev loss has not improved by more than this for ``patience`` epochs.
+_MIN_IMPROVEMENT = 1e-4
+
+
+def rank_grid(hidden_size: int) -> list[int]:
+    """The paper's rank search: 1, 2, 4, ... below ``hidden_size``, then ``hidden_size`` (full rank).
+
+    :param hidden_size: the vectors' dimension.
+    :returns: the ranks, increasing.
+    """
+    return [2**k for k in range(int(math.log2(hidden_size)) + 1) if 2**k < hidden_size] + [int(hidden_size)]
+
+
+def spanning_tree_edges(distances: np.ndarray) -> set[tuple[int, int]]:
+    """The edges of the minimum spanning tree of a complete graph.
+
+    :param distances: ``(W, W)`` symmetric distances (only the upper triangle is read).
+    :returns: the ``W - 1`` edges as ``(i, j)`` with ``i < j``.
+    """
+    n = len(distances)
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    # Shifted to be positive (scipy reads 0 as "no edge"); a constant shift changes no spanning tree's rank.
+    weights = np.where(upper, distances - distances[upper].min() + 1.0, 0.0) if n > 1 else np.zeros((n, n))
+    tree = minimum_spanning_tree(weights).tocoo()
+    return {(int(min(i, j)), int(max(i, j))) for i, j in zip(tree.row, tree.col)}
+
+
+def rowwise_spearman(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman's correlation of each row of ``predicted`` with the same row of ``gold`` (ties share ranks).
+
+    :param predicted: ``(R, N)`` values.
+    :param gold: ``(R, N)`` values.
+    :returns: ``(R,)`` correlations; 0 for a row where either side is constant (it ranks nothing).
+    """
+    a = rankdata(predicted, axis=1)
+    b = rankdata(gold, axis=1)
+    a -= a.mean(1, keepdims=True)
+    b -= b.mean(1, keepdims=True)
+    norm = np.sqrt((a * a).sum(1) * (b * b).sum(1))
+    return np.divide((a * b).sum(1), norm, out=np.zeros(len(a)), where=norm > 0)
+
+
+def _length_average(values: dict[int, list[float]]) -> float:
+    """Mean over lengths 5-50 of the mean within each length (nan when no sentence has such a length)."""
+    lo, hi = SPEARMAN_LENGTHS
+    means = [float(np.mean(v)) for n, v in values.items() if lo <= n <= hi]
+    return float(np.mean(means)) if means else math.nan
+
+
+def structural_metrics(
+    X: StructuralData,
+    distances: Sequence[np.ndarray] | None = None,
+    depths: Sequence[np.ndarray] | None = None,
+) -> dict[str, float]:
+    """The paper's metrics of predicted distances (UUAS, DSpr) and depths (root%, NSpr) on ``X``'s trees.
+
+    :param X: the data, whose gold trees and punctuation are read.
+    :param distances: one ``(W, W)`` predicted distance matrix per sentence of ``X``, or None.
+    :param depths: one ``(W,)`` predicted depth vector per sentence of ``X``, or None.
+    :returns: fractions ``uuas`` and ``dspr`` (with distances), ``root_acc`` and ``nspr`` (with depths), and
+        counts: ``sentences``, ``skipped`` (fewer than two scored words), ``spearman_sentences`` (lengths 5-50).
+    """
+    out: dict[str, float] = {"sentences": len(X)}
+    correct = total = skipped = 0
+    roots_right = roots = 0
+    spread = 0
+    dspr: dict[int, list[float]] = defaultdict(list)
+    nspr: dict[int, list[float]] = defaultdict(list)
+    lo, hi = SPEARMAN_LENGTHS
+    for k in range(len(X)):
+        keep = np.flatnonzero(X.scored[k])
+        n = len(keep)
+        if n < 2:
+            skipped += 1
+            continue
+        gold = X.distances[k][np.ix_(keep, keep)].astype(np.float64)
+        spread += lo <= n <= hi
+        if distances is not None:
+            predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
+            gold_edges = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))}
+            correct += len(spanning_tree_edges(predicted) & gold_edges)
+            total += len(gold_edges)
+            if lo <= n <= hi:
+                others = ~np.eye(n, dtype=bool)  # a word's distances to every other word
+                rows = rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
+                dspr[n].append(float(rows.mean()))
+        if depths is not None:
+            predicted_depth = np.asarray(depths[k], dtype=np.float64)[keep]
+            root = X.roots[k]
+            if X.scored[k][root]:
+                roots += 1
+                roots_right += int(keep[np.argmin(predicted_depth)] == root)
+            if lo <= n <= hi:
+                gold_depth = X.distances[k][root, keep].astype(np.float64)
+                nspr[n].append(float(rowwise_spearman(predicted_depth[None], gold_depth[None])[0]))
+    if distances is not None:
+        out["uuas"] = correct / total if total else math.nan
+        out["dspr"] = _length_average(dspr)
+    if depths is not None:
+        out["root_acc"] = roots_right / roots if roots else math.nan
+        out["nspr"] = _length_average(nspr)
+    out["skipped"] = skipped
+    out["spearman_sentences"] = spread
+    return out
+
+
+class _StructuralProbe(BaseEstimator):
+    """What both probes share: ``B``, its training and the predictions, over :class:`StructuralData`."""
+
+    #: The probe's name in tables.
+    label = ""
+
+    def __init__(
+        self,
+        *,
+        layer: int | None = None,
+        rank: int | None = None,
+        lr: float = 0.001,
+        lr_decay: float = 0.1,
+        max_epochs: int = 40,
+        patience: int = 5,
+        batch_size: int = 20,
+        seed: int = 0,
+        n_jobs: int | None = 1,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.layer = layer
+        self.rank = rank
+        self.lr = lr
+        self.lr_decay = lr_decay
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.seed = seed
+        self.n_jobs = n_jobs
+        self.device = device
+
+    # ------------------------------------------------------------------ the probe's formula
+
+    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fitting
+
+    def _check(self, X: object) -> StructuralData:
+        if not isinstance(X, StructuralData):
+            raise TypeError(f"X must be a StructuralData, not {type(X).__name__}")
+        return X
+
+    def _fit_device(self) -> torch.device:
+        if self.device is None:
+            return torch.device("cpu")
+        device = torch.device(self.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise BertologyError(f"device {self.device!r}: this torch sees no CUDA GPU (device=None fits on the CPU)")
+        return device
+
+    def _mean_loss(self, B: torch.Tensor, X: StructuralData, layer: int) -> float:
+        """The loss averaged over the sentences of ``X`` (each batch's mean weighted by its sentences)."""
+        total = torch.zeros((), dtype=torch.float64, device=self.device_)
+        with torch.no_grad():
+            for rows, batch in X.batches(layer, int(self.batch_size)):
+                total += self._loss(B, batch.to(self.device_)).double() * len(rows)
+        return float(total) / len(X)
+
+    def fit(self, X: StructuralData, y: object = None, dev: StructuralData | None = None) -> _StructuralProbe:
+        """Learn ``B`` on ``X``, the dev loss deciding the learning-rate decay, the stop and the epoch kept.
+
+        :param X: the training data.
+        :param y: ignored (the gold trees are ``X``'s).
+        :param dev: the data whose loss steers the training; without it, the training loss does.
+        :returns: the probe, fitted: ``B_`` (``(rank, hidden)`` float32), ``rank_``, ``layer_``,
+            ``history_`` (per epoch: train and dev loss, learning rate), ``best_epoch_``, ``n_sentences_fit_``,
+            ``fit_seconds_``, ``device_``.
+        """
+        X = self._check(X)
+        layer = X.check_layer(self.layer)
+        if dev is not None:
+            self._check(dev).check_layer(layer)
+        rank = X.hidden_size if self.rank is None else int(self.rank)
+        if not 1 <= rank:
+            raise ValueError(f"rank must be at least 1, not {self.rank}")
+        started = time.perf_counter()
+        self.device_ = self._fit_device()
+        generator = torch.Generator().manual_seed(int(self.seed))
+        start = torch.rand((rank, X.hidden_size), generator=generator) * 0.1 - 0.05  # on the CPU: one start everywhere
+        B = start.to(self.device_).requires_grad_(True)
+        optimizer = torch.optim.Adam([B], lr=float(self.lr))
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=float(self.lr_decay), patience=0)
+        history: list[dict[str, float]] = []
+        best, best_B, best_epoch, stale = math.inf, B.detach().clone(), 0, 0
+        with torch_threads(self.n_jobs):
+            for epoch in range(int(self.max_epochs)):
+                tick = time.perf_counter()
+                total = torch.zeros((), dtype=torch.float64, device=self.device_)
+                seed = int(self.seed) * 1_000_003 + epoch
+                for rows, batch in X.batches(layer, int(self.batch_size), shuffle=True, seed=seed):
+                    loss = self._loss(B, batch.to(self.device_))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.detach().double() * len(rows)
+                row = {"epoch": epoch + 1, "train_loss": float(total) / len(X), "lr": optimizer.param_groups[0]["lr"]}
+                if dev is not None:
+                    row["dev_loss"] = self._mean_loss(B.detach(), dev, layer)
+                row["seconds"] = time.perf_counter() - tick
+                history.append(row)
+                watched = row["dev_loss" if dev is not None else "train_loss"]
+                scheduler.step(watched)
+                if watched < best - _MIN_IMPROVEMENT:
+                    best, best_B, best_epoch, stale = watched, B.detach().clone(), epoch + 1, 0
+                else:
+                    stale += 1
+                    if stale >= int(self.patience):
+                        break
+        self.B_ = best_B.cpu().numpy()
+        self.rank_ = rank
+        self.layer_ = layer
+        self.hidden_size_ = X.hidden_size
+        self.history_ = history
+        self.best_epoch_ = best_epoch
+        self.n_sentences_fit_ = len(X)
+        self.fit_seconds_ = time.perf_counter() - started
+        return self
+
+    # ------------------------------------------------------------------ predicting and scoring
+
+    def _check_fitted(self, X: StructuralData) -> None:
+        if not hasattr(self, "B_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(train_data) first")
+        if X.hidden_size != self.hidden_size_:
+            raise BertologyError(
+                f"this probe was fit on vectors of size {self.hidden_size_}; {X.name}'s have {X.hidden_size}"
+            )
+
+    @torch.no_grad()
+    def predict(self, X: StructuralData) -> list[np.ndarray]:
+        """Predicted squared distances (:class:`DistanceProbe`) or squared norms (:class:`DepthProbe`).
+
+        :param X: the data; its layer ``layer_`` is read.
+        :returns: one ``(W, W)`` or ``(W,)`` float32 array per sentence of ``X``, in order.
+        """
+        X = self._check(X)
+        self._check_fitted(X)
+        B = torch.from_numpy(self.B_).to(self.device_)
+        out: list[np.ndarray] = []
+        with torch_threads(self.n_jobs):
+            for _, batch in X.batches(X.check_layer(self.layer_), int(self.batch_size)):
+                values = self._outputs(B, batch.to(self.device_)).cpu().numpy()
+                lengths = batch.lengths.numpy().astype(int)
+                out += [v[tuple(slice(0, n) for _ in v.shape)] for v, n in zip(values, lengths)]
+        return out
+
+    def evaluate(self, X: StructuralData) -> dict[str, float]:
+        """The paper's metrics of this probe on ``X`` (:func:`structural_metrics`).
+
+        :param X: the data.
+        :returns: the metrics and counts.
+        """
+        raise NotImplementedError
+
+    def score(self, X: StructuralData, y: object = None) -> float:
+        """scikit-learn's ``score``: UUAS (:class:`DistanceProbe`) or root accuracy (:class:`DepthProbe`).
+
+        :param X: the data.
+        :param y: ignored.
+        :returns: a fraction.
+        """
+        raise NotImplementedError
+
+
+def _masked_l1(error: torch.Tensor, batch: StructuralBatch, power: int) -> torch.Tensor:
+    """Per sentence, the summed absolute error over real words (pairs) / length**power; mean over sentences."""
+    words = batch.words if power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
+    per_sentence = (error.abs() * words).flatten(1).sum(1) / batch.lengths**power
+    return per_sentence.mean()
+
+
+class DistanceProbe(_StructuralProbe):
+    """Hewitt and Manning's distance probe: ``||B(h_i - h_j)||^2`` is trained toward the tree distance.
+
+    `A Structural Probe for Finding Syntax in Word Representations <https://aclanthology.org/N19-1419/>`_.
+
+    :param layer: the hidden-state layer read (0: the embeddings); None: the data's only layer.
+    :param rank: rows of ``B``; None: the hidden size (full rank).
+    :param lr: Adam's initial learning rate (the paper's 0.001).
+    :param lr_decay: the factor the learning rate takes after an epoch without a lower dev loss.
+    :param max_epochs: epochs at most.
+    :param patience: epochs without a dev loss lower by 1e-4 before stopping.
+    :param batch_size: sentences per batch.
+    :param seed: the initial ``B`` and the data order, drawn on the CPU.
+    :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting.
+    :param device: where to fit and predict (``"cuda"``, a ``torch.device``); None: the CPU.
+    """
+
+    label = "distance"
+
+    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        t = batch.vectors @ B.T  # (batch, words, rank)
+        norms = (t * t).sum(-1)
+        # ||t_i - t_j||^2 from the Gram matrix: no (words x words x rank) difference tensor.
+        return (norms[:, :, None] + norms[:, None, :] - 2 * t @ t.transpose(1, 2)).clamp(min=0)
+
+    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        return _masked_l1(self._outputs(B, batch) - batch.distances, batch, 2)
+
+    def evaluate(self, X: StructuralData) -> dict[str, float]:
+        """UUAS and DSpr on ``X`` (:func:`structural_metrics`).
+
+        :param X: the data.
+        :returns: the metrics and counts.
+        """
+        return structural_metrics(X, distances=self.predict(X))
+
+    def score(self, X: StructuralData, y: object = None) -> float:
+        """UUAS on ``X``.
+
+        :param X: the data.
+        :param y: ignored.
+        :returns: a fraction.
+        """
+        return self.evaluate(X)["uuas"]
+
+
+class DepthProbe(_StructuralProbe):
+    """Hewitt and Manning's depth probe: ``||B h_i||^2`` is trained toward the word's depth in the tree.
+
+    `A Structural Probe for Finding Syntax in Word Representations <https://aclanthology.org/N19-1419/>`_.
+    Its parameters are :class:`DistanceProbe`'s.
+    """
+
+    label = "depth"
+
+    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        t = batch.vectors @ B.T
+        return (t * t).sum(-1)
+
+    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        return _masked_l1(self._outputs(B, batch) - batch.depths, batch, 1)
+
+    def evaluate(self, X: StructuralData) -> dict[str, float]:
+        """Root accuracy and NSpr on ``X`` (:func:`structural_metrics`).
+
+        :param X: the data.
+        :returns: the metrics and counts.
+        """
+        return structural_metrics(X, depths=self.predict(X))
+
+    def score(self, X: StructuralData, y: object = None) -> float:
+        """Root accuracy on ``X``.
+
+        :param X: the data.
+        :param y: ignored.
+        :returns: a fraction.
+        """
+        return self.evaluate(X)["root_acc"]
+
+
+def _layer_groups(layers: list[int], bytes_per_layer: float, budget_mb: float) -> list[list[int]]:
+    """``layers`` cut into runs whose kept vectors fit ``budget_mb`` (at least one layer per run)."""
+    per_group = max(1, int(budget_mb * 2**20 // max(bytes_per_layer, 1)))
+    return [layers[k : k + per_group] for k in range(0, len(layers), per_group)]
+
+
+def structural_probe_layers(
+    model: LoadedModel | str | None,
+    train: Corpus,
+    dev: Corpus,
+    *,
+    test: Corpus | None = None,
+    layers: Sequence[int] | None = None,
+    rank: int | None = None,
+    rank_layer: int | None = None,
+    ranks: Sequence[int] | None = None,
+    device: str | torch.device | None = None,
+    seed: int = 0,
+    max_epochs: int = 40,
+    cache_size: float = 2048,
+) -> pd.DataFrame:
+    """Both structural probes fitted at every layer of ``model``, and optionally a rank sweep at one layer.
+
+    Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
+    <https://aclanthology.org/N19-1419/>`_. Each probe is fitted on ``train`` with ``dev`` steering the
+    training, and scored on ``test`` (``dev`` when None). The word vectors of as many layers as fit
+    ``cache_size`` MB (float16) are read in one pass of the model; the rest in later passes.
+
+    :param model: a loaded model, a name or a folder (None: the default model).
+    :param train: the training treebank.
+    :param dev: the treebank whose loss steers the training.
+    :param test: the treebank scored; ``dev`` by default.
+    :param layers: hidden-state layers (0: the embeddings); all ``L + 1`` by default.
+    :param rank: the probes' rank at every layer; None: full rank.
+    :param rank_layer: a layer where both probes are also fitted at every rank of ``ranks``.
+    :param ranks: the ranks tried at ``rank_layer``; :func:`rank_grid` of the hidden size by default.
+    :param device: where the probes fit (None: the CPU).
+    :param seed: the probes' seed.
+    :param max_epochs: epochs at most per fit.
+    :param cache_size: MB of word vectors kept at a time, over the three splits.
+    :returns: a tidy table: ``layer``, ``probe`` (``distance``/``depth``), ``rank``, ``split``, ``metric``
+        (``uuas``, ``dspr``, ``root_acc``, ``nspr``, ``best_epoch``) and ``value``.
+    """
+    loaded = LoadedModel.of(model)
+    wanted = list(range(loaded.num_layers + 1)) if layers is None else [int(k) for k in layers]
+    if rank_layer is not None and int(rank_layer) not in wanted:
+        wanted.append(int(rank_layer))
+    split = "dev" if test is None else "test"
+    words = sum(len(s.words) for corpus in (train, dev, test) if corpus is not None for s in corpus)
+    bytes_per_layer = words * int(loaded.config.hidden_size) * 2
+    rows: list[dict[str, object]] = []
+    for group in _layer_groups(wanted, bytes_per_layer, cache_size):
+        data = {
+            name: StructuralData.from_model(corpus, loaded, layers=group)
+            for name, corpus in (("train", train), ("dev", dev))
+        }
+        data["scored"] = data["dev"] if test is None else StructuralData.from_model(test, loaded, layers=group)
+        hidden = data["train"].hidden_size
+        for layer in group:
+            sweep = list(ranks or rank_grid(hidden)) if layer == rank_layer else []
+            for r in dict.fromkeys([rank or hidden, *sweep]):
+                for cls in (DistanceProbe, DepthProbe):
+                    probe = cls(layer=layer, rank=r, seed=seed, device=device, max_epochs=max_epochs)
+                    probe.fit(data["train"], dev=data["dev"])
+                    metrics = probe.evaluate(data["scored"])
+                    metrics["best_epoch"] = probe.best_epoch_
+                    for metric in ("uuas", "dspr", "root_acc", "nspr", "best_epoch"):
+                        if metric in metrics:
+                            rows.append(
+                                {
+                                    "layer": layer,
+                                    "probe": cls.label,
+                                    "rank": probe.rank_,
+                                    "split": split,
+                                    "metric": metric,
+                                    "value": float(metrics[metric]),
+                                }
+                            )
+        del data
+    return pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"])

@@ -1,0 +1,281 @@
+"""The structural probes' data: word-level hidden states of every layer, with each sentence's gold tree.
+
+Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
+<https://aclanthology.org/N19-1419/>`_. A word's vector at a layer is the **average** of its word
+pieces' hidden states there (layer 0 is the embedding layer's output, layer ``L`` the last layer's).
+The average, not the first piece: it reads every piece of a word, as the project's static vectors
+(:class:`~bertology_utils.analyses.word_vectors.ModelEmbeddingVectors`) do, and is what the paper's
+released BERT features did. Sentences are tokenized one word at a time by
+:func:`~bertology_utils.attention.alignment.align`, exactly as the attention probes' maps were, and
+batched with :mod:`bertology_utils.core.batching`.
+
+:class:`StructuralData` keeps, per sentence, the vectors of the layers asked for (float16 by default:
+half the memory, and far finer than the probe's error) and the gold tree distances and depths; the
+model runs over ``block_size`` sentences at a time, so memory is bounded by the layers kept, never by
+the ``L + 1`` layers of a forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from bertology_utils.analyses.syntax.scoring import EXCLUDED_RELATIONS
+from bertology_utils.attention.alignment import WORD, align
+from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus
+
+__all__ = ["tree_distances", "word_hidden_states", "StructuralBatch", "StructuralData"]
+
+
+def tree_distances(heads: Sequence[int]) -> np.ndarray:
+    """Path lengths between every two words of a dependency tree.
+
+    :param heads: UD heads (1-based, 0 for the root) of the sentence's words.
+    :returns: ``(W, W)`` int16, edges on the path between words i and j (0 on the diagonal).
+    """
+    heads_ = np.asarray(heads, dtype=np.int64)
+    n = len(heads_)
+    child = np.flatnonzero(heads_ > 0)
+    graph = csr_matrix((np.ones(len(child)), (child, heads_[child] - 1)), shape=(n, n))
+    paths = shortest_path(graph, directed=False, unweighted=True)
+    if not np.isfinite(paths).all():
+        raise BertologyError(f"the heads {tuple(heads_.tolist())} are not one tree")
+    return paths.astype(np.int16)
+
+
+@torch.inference_mode()
+def word_hidden_states(
+    model: LoadedModel | str | None,
+    sentences: Iterable,
+    *,
+    layers: Sequence[int] | None = None,
+    batch_size: int = 32,
+    max_batch_tokens: int = 16384,
+) -> Iterator[tuple[int, np.ndarray | None]]:
+    """Each sentence's word vectors at the layers asked for: its word pieces' hidden states averaged.
+
+    :param model: a :class:`~bertology_utils.core.models.LoadedModel`, a name or a folder (None: the default model).
+    :param sentences: sentences (``Sentence``\\ s or lists of words), in order.
+    :param layers: hidden-state layers to keep, 0 (the embeddings) to ``L``; all ``L + 1`` by default.
+    :param batch_size: sentences per forward pass.
+    :param max_batch_tokens: padded tokens per forward pass at most.
+    :returns: an iterator of ``(position in sentences, vectors)`` in order, ``vectors`` being ``(W, len(layers),
+        hidden)`` float32 over the sentence's words, or None for a sentence longer than the model takes.
+    """
+    loaded = LoadedModel.of(model)
+    kept = list(range(loaded.num_layers + 1)) if layers is None else [int(k) for k in layers]
+    if not kept or min(kept) < 0 or max(kept) > loaded.num_layers:
+        raise ValueError(f"layers must lie in 0..{loaded.num_layers} (0: the embeddings), not {layers}")
+    aligned = align(loaded.tokenizer, sentences)
+    fits = [a for a in aligned if a.n_tokens <= loaded.max_tokens]
+    padding = Padding.of(loaded)
+    out: dict[int, np.ndarray] = {}
+    for rows in plan_batches([a.n_tokens for a in fits], batch_size, max_batch_tokens=max_batch_tokens):
+        batch = [fits[i] for i in rows]
+        inputs = padding.pad([a.input_ids for a in batch], [a.token_type_ids for a in batch]).inputs(loaded.device)
+        hidden = loaded.model(**inputs, output_hidden_states=True).hidden_states
+        # A (B, words, tokens) averaging matrix: word w of item b takes 1/pieces of each of its pieces.
+        t2w = torch.from_numpy(pad_rows([a.token_to_word for a in batch], -1, inputs["input_ids"].shape[1]))
+        n_words = max(a.n_words for a in batch)
+        pool = torch.nn.functional.one_hot(t2w.clamp(min=0), n_words).transpose(1, 2).float()
+        pool *= (t2w >= 0)[:, None, :]
+        pool /= pool.sum(-1, keepdim=True).clamp(min=1)
+        pool = pool.to(loaded.device)
+        words = torch.stack([pool @ hidden[k].float() for k in kept], 2).cpu().numpy()  # (B, words, layers, D)
+        for b, a in enumerate(batch):
+            out[a.index] = words[b, np.flatnonzero(a.word_kinds == WORD)]  # real words, specials dropped
+    for a in aligned:
+        yield a.index, out.pop(a.index, None)
+
+
+@dataclass
+class StructuralBatch:
+    """Padded tensors of ``B`` sentences of at most ``W`` words.
+
+    :param vectors: ``(B, W, D)`` float32 word vectors of one layer (0 on padding).
+    :param distances: ``(B, W, W)`` gold tree distances.
+    :param depths: ``(B, W)`` gold depths (edges to the root).
+    :param lengths: ``(B,)`` words per sentence.
+    :param words: ``(B, W)`` bool, real (non-padding) words.
+    """
+
+    vectors: torch.Tensor
+    distances: torch.Tensor
+    depths: torch.Tensor
+    lengths: torch.Tensor
+    words: torch.Tensor
+
+    def to(self, device: torch.device) -> StructuralBatch:
+        """The batch on ``device`` (itself on the CPU).
+
+        :param device: where the tensors go.
+        :returns: the batch there.
+        """
+        if device.type == "cpu":
+            return self
+        return StructuralBatch(*(t.to(device) for t in vars(self).values()))
+
+
+class StructuralData:
+    """A treebank's sentences with their word vectors at some layers and their gold trees: the probes' ``X``.
+
+    Sentences without a tree, and those too long for the model, are left out and counted in
+    :attr:`skipped`. Punctuation (relation ``punct``, as in
+    :mod:`bertology_utils.analyses.syntax.scoring`) is kept for training, as the paper trained on every
+    word, and marked in :attr:`scored` for the metrics to leave out.
+
+    :param corpus: sentences with trees.
+    :param vectors: one ``(W, len(layers), D)`` array per sentence of ``corpus`` (None for one to leave out),
+        e.g. from :func:`word_hidden_states`.
+    :param layers: the layers the arrays hold, in their order.
+    :param dtype: the vectors' storage type.
+    :param name: what to call the data; the corpus's name by default.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus | Sequence,
+        vectors: Iterable[np.ndarray | None],
+        layers: Sequence[int],
+        *,
+        dtype: np.dtype | type = np.float32,
+        name: str | None = None,
+    ) -> None:
+        self.corpus = corpus
+        self.layers = tuple(int(k) for k in layers)
+        self.name = name or getattr(corpus, "name", "sentences")
+        self.skipped = {"no tree": 0, "too long for the model": 0}
+        self.indices: list[int] = []
+        self.vectors: dict[int, list[np.ndarray]] = {k: [] for k in self.layers}
+        self.distances: list[np.ndarray] = []
+        self.scored: list[np.ndarray] = []  # per sentence, (W,) bool: not punctuation
+        self.roots: list[int] = []
+        given = list(vectors)
+        if len(given) != len(corpus):
+            raise BertologyError(f"{len(given)} vector arrays for the {len(corpus)} sentences of {self.name}")
+        for i, (sentence, array) in enumerate(zip(corpus, given)):
+            if not sentence.has_syntax:
+                self.skipped["no tree"] += 1
+                continue
+            if array is None:
+                self.skipped["too long for the model"] += 1
+                continue
+            if array.ndim != 3 or array.shape[:2] != (len(sentence.words), len(self.layers)):
+                raise BertologyError(
+                    f"sentence {i} of {self.name} has {len(sentence.words)} words and {len(self.layers)} layers "
+                    f"are given, but its vectors have the shape {array.shape}"
+                )
+            self.indices.append(i)
+            for k, layer in enumerate(self.layers):
+                self.vectors[layer].append(np.ascontiguousarray(array[:, k], dtype=dtype))
+            self.distances.append(tree_distances(sentence.heads))
+            self.roots.append(int(np.flatnonzero(np.asarray(sentence.heads) == 0)[0]))
+            self.scored.append(~np.isin(np.asarray(sentence.relations), EXCLUDED_RELATIONS))
+        if not self.indices:
+            raise BertologyError(f"no sentence of {self.name} can be used ({self.skipped})")
+        self.hidden_size = int(self.vectors[self.layers[0]][0].shape[1])
+
+    @classmethod
+    def from_model(
+        cls,
+        corpus: Corpus,
+        model: LoadedModel | str | None,
+        *,
+        layers: Sequence[int] | None = None,
+        block_size: int = 256,
+        batch_size: int = 32,
+        dtype: np.dtype | type = np.float16,
+    ) -> StructuralData:
+        """The word vectors of ``corpus`` at ``layers`` of ``model``, read ``block_size`` sentences at a time.
+
+        :param corpus: sentences with trees.
+        :param model: a loaded model, a name or a folder (None: the default model).
+        :param layers: hidden-state layers to keep (0: the embeddings); all by default.
+        :param block_size: sentences tokenized and run at a time: only their ``L + 1`` layers are ever in memory.
+        :param batch_size: sentences per forward pass.
+        :param dtype: the vectors' storage type.
+        :returns: the data.
+        """
+        loaded = LoadedModel.of(model)
+        kept = list(range(loaded.num_layers + 1)) if layers is None else [int(k) for k in layers]
+        sentences = list(corpus)
+        vectors: list[np.ndarray | None] = []
+        for start in range(0, len(sentences), block_size):
+            block = sentences[start : start + block_size]
+            treed = [s for s in block if s.has_syntax]  # no forward pass for a sentence without a tree
+            found = dict(word_hidden_states(loaded, treed, layers=kept, batch_size=batch_size))
+            cast = {k: None if v is None else v.astype(dtype) for k, v in found.items()}
+            positions = iter(range(len(treed)))
+            vectors += [cast[next(positions)] if s.has_syntax else None for s in block]
+        return cls(corpus, vectors, kept, dtype=dtype)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def nbytes(self) -> int:
+        """Bytes the kept vectors take."""
+        return sum(a.nbytes for arrays in self.vectors.values() for a in arrays)
+
+    def check_layer(self, layer: int | None) -> int:
+        """The layer a probe reads: ``layer``, or the only one kept when None.
+
+        :param layer: a hidden-state layer, or None.
+        :returns: the layer, checked to be kept.
+        """
+        if layer is None:
+            if len(self.layers) != 1:
+                raise BertologyError(f"{self.name} keeps layers {self.layers}: say which one the probe reads (layer=)")
+            return self.layers[0]
+        if int(layer) not in self.vectors:
+            raise BertologyError(f"{self.name} keeps layers {self.layers}, not layer {layer}")
+        return int(layer)
+
+    def batches(
+        self, layer: int, batch_size: int, *, shuffle: bool = False, seed: int = 0
+    ) -> Iterator[tuple[np.ndarray, StructuralBatch]]:
+        """Padded batches of one layer's vectors with their gold trees.
+
+        :param layer: the layer to read.
+        :param batch_size: sentences per batch.
+        :param shuffle: random batches of similar length (:func:`~bertology_utils.core.batching.length_grouped_batches`,
+            drawn from ``seed`` on the CPU); else every sentence in order.
+        :param seed: the order's seed.
+        :returns: an iterator of (positions of the batch's sentences in this data, the batch).
+        """
+        vectors = self.vectors[self.check_layer(layer)]
+        lengths = np.array([len(d) for d in self.distances])
+        if shuffle:
+            generator = torch.Generator().manual_seed(int(seed))
+            order = [b.numpy() for b in length_grouped_batches(lengths.tolist(), batch_size, generator)]
+        else:
+            order = [np.arange(k, min(k + batch_size, len(self))) for k in range(0, len(self), batch_size)]
+        for rows in order:
+            n = lengths[rows]
+            width, dim = int(n.max()), self.hidden_size
+            h = np.zeros((len(rows), width, dim), dtype=np.float32)
+            dist = np.zeros((len(rows), width, width), dtype=np.float32)
+            for b, r in enumerate(rows):
+                h[b, : n[b]] = vectors[r]
+                dist[b, : n[b], : n[b]] = self.distances[r]
+            words = np.arange(width)[None, :] < n[:, None]
+            depth = dist[
+                np.arange(len(rows)), np.asarray(self.roots)[rows]
+            ]  # a word's depth is its distance to the root
+            yield (
+                rows,
+                StructuralBatch(
+                    torch.from_numpy(h),
+                    torch.from_numpy(dist),
+                    torch.from_numpy(depth),
+                    torch.from_numpy(n.astype(np.float32)),
+                    torch.from_numpy(words),
+                ),
+            )

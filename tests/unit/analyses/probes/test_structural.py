@@ -1,0 +1,250 @@
+"""Structural probes (Hewitt and Manning 2019) on vectors whose tree geometry is known, their metrics by hand,
+and word-level hidden states of a tiny model."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from synthetic_trees import random_heads
+
+from bertology_utils.analyses.probes import (
+    DepthProbe,
+    DistanceProbe,
+    StructuralData,
+    rank_grid,
+    spanning_tree_edges,
+    structural_metrics,
+    structural_probe_layers,
+    tree_distances,
+    word_hidden_states,
+)
+from bertology_utils.core.models import load_model
+from bertology_utils.data import Corpus, Sentence
+
+FAST = dict(lr=0.01, max_epochs=100, patience=5, batch_size=10)
+DIM = 14  # longest synthetic sentence
+
+
+def tree_vectors(heads, coordinates) -> np.ndarray:
+    """Word i's vector marks its non-root ancestors-or-self (word j at ``coordinates[j]``): squared distances are
+    tree distances, squared norms depths."""
+    heads = np.asarray(heads)
+    v = np.zeros((len(heads), DIM))
+    for i in range(len(heads)):
+        j = i
+        while heads[j] != 0:
+            v[i, coordinates[j]] = 1.0
+            j = heads[j] - 1
+    return v
+
+
+def synthetic(n_sentences: int, seed: int, punct: bool = False):
+    """Sentences of random trees, their vectors mixed by a fixed random invertible map (one layer, layer 3)."""
+    rng = np.random.default_rng(seed)
+    mix = np.linalg.qr(np.random.default_rng(99).normal(size=(DIM, DIM)))[0] * 2.0  # orthogonal, scaled
+    sentences, arrays = [], []
+    for k in range(n_sentences):
+        n = int(rng.integers(5, DIM + 1))
+        heads, relations = random_heads(rng, n)
+        if not punct:
+            relations = tuple("root" if h == 0 else "dep" for h in heads)
+        sentences.append(Sentence(f"s{k}", tuple(f"w{i}" for i in range(n)), heads, relations))
+        coordinates = rng.permutation(DIM)  # every coordinate as often, whatever the sentence lengths
+        arrays.append((tree_vectors(heads, coordinates) @ np.linalg.inv(mix).T)[:, None, :])
+    return StructuralData(Corpus(tuple(sentences), "synthetic"), arrays, [3])
+
+
+@pytest.fixture(scope="module")
+def train_dev():
+    return synthetic(120, 0), synthetic(30, 1)
+
+
+def tie_ceiling(X, noise=1e-3):
+    """DSpr and NSpr of the gold distances and depths plus tiny noise: the gold values tie (a word has many words
+    at distance 2), so any inexact prediction breaks the ties at random and scores about 0.95, not 1."""
+    rng = np.random.default_rng(0)
+    distances, depths = [], []
+    for d, root in zip(X.distances, X.roots):
+        e = rng.uniform(-noise, noise, d.shape)
+        distances.append(d + (e + e.T) / 2)
+        depths.append(d[root] + rng.uniform(-noise, noise, len(d)))
+    return structural_metrics(X, distances=distances, depths=depths)
+
+
+def test_vectors_of_a_known_tree_geometry_are_found(train_dev):
+    train, dev = train_dev
+    ceiling = tie_ceiling(dev)
+    distance = DistanceProbe(**FAST).fit(train, dev=dev)
+    metrics = distance.evaluate(dev)
+    assert metrics["uuas"] == 1.0
+    errors = [np.abs(p - d).mean() for p, d in zip(distance.predict(dev), dev.distances)]
+    assert np.mean(errors) < 0.02  # the map is found: squared distances within 0.02 of the tree's
+    assert metrics["dspr"] == pytest.approx(ceiling["dspr"], abs=0.02)
+    depth = DepthProbe(**FAST).fit(train, dev=dev)
+    metrics = depth.evaluate(dev)
+    assert metrics["root_acc"] == 1.0
+    assert metrics["nspr"] == pytest.approx(ceiling["nspr"], abs=0.02)
+    assert distance.B_.shape == (DIM, DIM) and distance.rank_ == DIM and distance.layer_ == 3
+
+
+def test_a_rank_one_probe_cannot_hold_a_tree(train_dev):
+    train, dev = train_dev
+    assert DistanceProbe(rank=1, **FAST).fit(train, dev=dev).score(dev) < 0.9
+
+
+def test_same_seed_same_probe_and_cpu_device_is_bit_identical(train_dev):
+    train, dev = train_dev
+    short = dict(FAST, max_epochs=3)
+    a = DistanceProbe(seed=4, **short).fit(train, dev=dev)
+    b = DistanceProbe(seed=4, **short).fit(train, dev=dev)
+    c = DistanceProbe(seed=4, device="cpu", **short).fit(train, dev=dev)
+    d = DistanceProbe(seed=5, **short).fit(train, dev=dev)
+    assert np.array_equal(a.B_, b.B_) and np.array_equal(a.B_, c.B_)
+    assert not np.array_equal(a.B_, d.B_)
+    assert [h["train_loss"] for h in a.history_] == [h["train_loss"] for h in c.history_]
+
+
+def test_scikit_learn_conventions(train_dev):
+    probe = DepthProbe(rank=4, layer=3, max_epochs=2)
+    assert probe.get_params()["rank"] == 4
+    probe.set_params(rank=2)
+    copy = clone(probe)
+    assert copy.get_params() == probe.get_params() and not hasattr(copy, "B_")
+    copy.fit(train_dev[0])
+    assert copy.B_.shape == (2, DIM) and len(copy.history_) == 2
+    with pytest.raises(Exception, match="not fitted"):
+        probe.predict(train_dev[0])
+
+
+def test_early_stopping_and_learning_rate_decay_follow_the_dev_loss(train_dev):
+    train, dev = train_dev
+    probe = DistanceProbe(lr=0.5, max_epochs=40, patience=2).fit(train, dev=dev)  # too large a rate: the loss stalls
+    lrs = [h["lr"] for h in probe.history_]
+    assert len(probe.history_) < 40
+    assert min(lrs) < 0.5 and all(b in (a, a * 0.1) for a, b in zip(lrs, lrs[1:]))
+    # The epoch kept is the last to lower the dev loss by more than 1e-4; no later one did.
+    kept = probe.history_[probe.best_epoch_ - 1]["dev_loss"]
+    assert all(h["dev_loss"] > kept - 1e-4 for h in probe.history_[probe.best_epoch_ :])
+    assert all(h["dev_loss"] >= kept for h in probe.history_[: probe.best_epoch_ - 1])
+
+
+def corpus_of(*trees):
+    """Sentences from (heads, relations) pairs."""
+    return Corpus(
+        tuple(Sentence(f"s{k}", tuple(f"w{i}" for i in range(len(h))), h, r) for k, (h, r) in enumerate(trees)),
+        "hand",
+    )
+
+
+def data_of(*trees):
+    corpus = corpus_of(*trees)
+    return StructuralData(corpus, [np.zeros((len(s.words), 1, 2)) for s in corpus], [0])
+
+
+def test_tree_distances_by_hand():
+    d = tree_distances((2, 0, 2, 3))  # 1 <- 2 -> 3 -> 4
+    assert d.tolist() == [[0, 1, 2, 3], [1, 0, 1, 2], [2, 1, 0, 1], [3, 2, 1, 0]]
+
+
+def test_uuas_of_a_hand_spanning_tree():
+    # Gold edges (0,1), (1,2), (2,3). Predicted distances whose spanning tree is (0,1), (1,2), (1,3): 2 of 3 right.
+    predicted = np.array([[0, 1, 5, 6], [1, 0, 2, 3], [5, 2, 0, 4], [6, 3, 4, 0]], dtype=float)
+    assert spanning_tree_edges(predicted) == {(0, 1), (1, 2), (1, 3)}
+    X = data_of(((2, 0, 2, 3), ("dep", "root", "dep", "dep")))
+    assert structural_metrics(X, distances=[predicted])["uuas"] == pytest.approx(2 / 3)
+
+
+def test_punctuation_is_left_out_of_every_metric():
+    # Word 4 is punctuation: its wrong predicted edge and its smallest predicted depth count for nothing.
+    tree = ((2, 0, 2, 3, 2), ("dep", "root", "dep", "dep", "punct"))
+    gold = tree_distances(tree[0]).astype(float)
+    predicted = gold.copy()
+    predicted[4, :] = predicted[:, 4] = 0.1
+    predicted[4, 4] = 0
+    depths = np.array([1, 0, 1, 2, -5.0])
+    m = structural_metrics(data_of(tree), distances=[predicted], depths=[depths])
+    assert m["uuas"] == 1.0 and m["root_acc"] == 1.0
+
+
+def test_spearman_is_averaged_within_lengths_then_over_lengths():
+    # Two sentences of 5 scored words (+1 and -1), one of 6 (+1): (0 + 1) / 2, not the plain mean 1/3.
+    # One of 4 words and one of 51 are outside 5-50 and count for nothing.
+    def chain(n):
+        return (tuple(range(0, n)), tuple(["root"] + ["dep"] * (n - 1)))
+
+    trees = [chain(5), chain(5), chain(6), chain(4), chain(51)]
+    X = data_of(*trees)
+    signs = [1, -1, 1, -1, -1]
+    gold = [tree_distances(h).astype(float) for h, _ in trees]
+    m = structural_metrics(
+        X, distances=[s * g for s, g in zip(signs, gold)], depths=[s * g[0] for s, g in zip(signs, gold)]
+    )
+    assert m["dspr"] == pytest.approx(0.5) and m["nspr"] == pytest.approx(0.5)
+    assert m["spearman_sentences"] == 3
+
+
+def test_one_word_and_all_punctuation_sentences_are_counted_skips():
+    trees = [((0,), ("root",)), ((0, 1), ("punct", "punct")), ((2, 0, 2), ("dep", "root", "dep"))]
+    X = data_of(*trees)
+    m = structural_metrics(
+        X,
+        distances=[np.zeros((1, 1)), np.zeros((2, 2)), tree_distances((2, 0, 2))],
+        depths=[np.zeros(1), np.zeros(2), np.array([1.0, 0, 1])],
+    )
+    assert m["skipped"] == 2 and m["sentences"] == 3
+    assert m["uuas"] == 1.0 and m["root_acc"] == 1.0
+    # The probes fit and predict on such sentences too.
+    probe = DistanceProbe(max_epochs=2).fit(X)
+    assert [p.shape for p in probe.predict(X)] == [(1, 1), (2, 2), (3, 3)]
+    assert probe.score(X) == pytest.approx(probe.evaluate(X)["uuas"])
+
+
+def test_rank_grid_doubles_up_to_full_rank():
+    assert rank_grid(384) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 384]
+    assert rank_grid(8) == [1, 2, 4, 8]
+
+
+# --------------------------------------------------------------------------- a tiny model's hidden states
+
+
+def test_word_vectors_average_the_pieces_at_every_layer(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"])
+    words = ["unbelievably", "tiny", "models", "."]
+    ((_, vectors),) = list(word_hidden_states(loaded, [words]))
+    L, D = loaded.num_layers, loaded.config.hidden_size
+    assert vectors.shape == (len(words), L + 1, D)
+    encoded = loaded.tokenizer(words, is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = loaded.model(**encoded, output_hidden_states=True).hidden_states
+    ids = encoded.word_ids()
+    for w in range(len(words)):
+        pieces = [t for t, i in enumerate(ids) if i == w]
+        for layer in (0, L):
+            expected = hidden[layer][0, pieces].mean(0).numpy()
+            np.testing.assert_allclose(vectors[w, layer], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"])
+    rng = np.random.default_rng(0)
+    trees = [random_heads(rng, n) for n in (3, 6, 4, 7, 5)]
+    corpus = Corpus(
+        tuple(
+            Sentence(f"s{k}", tuple(["the", "dog", "runs", "far", "away", "now", "."][: len(h)]), h, r)
+            for k, (h, r) in enumerate(trees)
+        ),
+        "tiny",
+    )
+    whole = StructuralData.from_model(corpus, loaded, layers=[0, 2], block_size=10)
+    blocks = StructuralData.from_model(corpus, loaded, layers=[0, 2], block_size=2)
+    assert whole.hidden_size == loaded.config.hidden_size and whole.layers == (0, 2)
+    for layer in (0, 2):
+        assert all(np.array_equal(a, b) for a, b in zip(whole.vectors[layer], blocks.vectors[layer]))
+    table = structural_probe_layers(loaded, corpus, corpus, max_epochs=2, rank_layer=1, ranks=[1, 2])
+    full = loaded.config.hidden_size
+    layers = table[table["rank"] == full]
+    assert sorted(layers["layer"].unique()) == list(range(loaded.num_layers + 1))
+    assert set(layers["metric"]) == {"uuas", "dspr", "root_acc", "nspr", "best_epoch"}
+    assert sorted(table[table["layer"] == 1]["rank"].unique()) == [1, 2, full]
+    uuas = table[table["metric"] == "uuas"]["value"]
+    assert ((uuas >= 0) & (uuas <= 1)).all()
