@@ -30,9 +30,11 @@ from functools import wraps
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, cast
+from weakref import WeakSet
 
 from matplotlib import rcParams
 from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.backend_bases import DrawEvent, RendererBase
 from matplotlib.figure import Figure
@@ -53,6 +55,7 @@ __all__ = [
     "shown_width",
     "text_problems",
     "fit_for_slide",
+    "keep_every_label",
     "png_with_text",
     "read_png_text",
     "img_attribute",
@@ -69,6 +72,9 @@ MIN_TEXT_PX = 16.0
 MAX_OVERLAP = 0.05
 #: Where the boxes travel: the PNG text chunk's key and the inline output's metadata key.
 TEXT_KEY = "bertology/text"
+
+# Axes whose every label is content (a map's tokens): enlarged like any text, never thinned or hidden.
+_KEEP_EVERY_LABEL: WeakSet[Axes] = WeakSet()
 
 # A text of this many characters or more turns to vertical when an axis's labels collide, before thinning.
 _LONG_LABEL = 3
@@ -332,6 +338,17 @@ def _outside_legends(fig: Figure, renderer: RendererBase) -> bool:
     return changed
 
 
+def keep_every_label(ax: Axes) -> Axes:
+    """Tell :func:`fit_for_slide` that each of ``ax``'s tick labels and texts is content (the tokens of an attention
+    map): it may enlarge them but never thin or hide one.
+
+    :param ax: the axes.
+    :returns: ``ax``.
+    """
+    _KEEP_EVERY_LABEL.add(ax)
+    return ax
+
+
 def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: float = MIN_TEXT_PX) -> Figure:
     """Make ``fig``'s text readable within ``box``: legends inside an axes moved beside it, text under ``min_px``
     (at the size the figure shows once fitted within ``box``) enlarged, long colliding tick labels turned vertical
@@ -356,7 +373,8 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
         thinned = False
         for ax in fig.axes:
             for axis in (ax.xaxis, ax.yaxis):
-                thinned |= ax.axison and _thin_axis(axis, renderer, gap=0.2 * _px(renderer, 10))
+                if ax.axison and ax not in _KEEP_EVERY_LABEL:
+                    thinned |= _thin_axis(axis, renderer, gap=0.2 * _px(renderer, 10))
         thinned |= _untangle(fig, renderer)
         if not thinned:
             break
@@ -378,7 +396,7 @@ def _untangle(fig: Figure, renderer: RendererBase) -> bool:
     titles = {
         id(t) for t in (*(t for three in labels for t in three), getattr(fig, "_suptitle", None)) if t is not None
     }
-    annotations = {id(t): ax for ax in fig.axes for t in ax.texts}
+    annotations = {id(t): ax for ax in fig.axes if ax not in _KEEP_EVERY_LABEL for t in ax.texts}
     colliding: dict[int, list[Text]] = {}
     wrapped = False
     for (i, a), (j, b) in combinations(enumerate(texts), 2):

@@ -24,7 +24,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.figure_text import fit_for_slide, measuring, png_with_text, register_inline
+from bertology_utils.core.figure_text import (
+    fit_for_slide,
+    keep_every_label,
+    measuring,
+    png_with_text,
+    register_inline,
+)
 from bertology_utils.core.files import atomic_path, atomic_write_bytes
 from bertology_utils.core.typing import HeadMatrix, WordMap
 
@@ -115,6 +121,7 @@ def plot_attention_map(
         fmt=".2f",
         cbar_kws={"shrink": 0.7, "label": "attention"},
     )
+    keep_every_label(ax)  # the tokens are the map's content
     ax.set_xlabel("attended to")
     ax.set_ylabel("attending from")
     ax.tick_params(axis="x", labelrotation=90)
@@ -203,6 +210,7 @@ def plot_attention_lines(
             ax.axhline(boundary + 0.5, color="0.75", linewidth=0.8, linestyle=":")
     ax.set(xlim=(-0.6, 1.6), ylim=(n - 0.5, -0.5))
     ax.axis("off")
+    keep_every_label(ax)  # the tokens are the view's content
     handles = [Line2D([], [], color=colours(h % 10), linewidth=3, label=str(h + 1)) for h in heads]
     ax.legend(handles=handles, title="head", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if title:
@@ -240,7 +248,7 @@ def plot_attention_thumbnails(
         gridspec_kw={"wspace": 0.08, "hspace": 0.08},
     )
     for (r, layer), (c, head) in itertools.product(enumerate(layers), enumerate(heads)):
-        ax = axes[r, c]
+        ax = keep_every_label(axes[r, c])  # the tokens are the view's content
         ax.imshow(maps[layer, head], cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
         ax.set_xticks([])
         ax.set_yticks([])

@@ -200,3 +200,14 @@ def test_the_inline_formatter_adds_the_boxes_and_keeps_the_png(retina):
     assert text.size == png.size and "inline" in {b.text for b in text.boxes}
     if retina:
         assert metadata["width"] == png.size[0] // 2  # the formatter's own metadata kept
+
+
+def test_a_maps_tokens_are_enlarged_but_never_thinned():
+    from bertology_utils.core.figures import plot_attention_map
+
+    tokens = [f"token{i}" for i in range(40)]  # too many for the slide: a plain axis would keep every k-th
+    ax = plot_attention_map(np.full((40, 40), 1 / 40), tokens)
+    fit_for_slide(ax.figure)
+    assert [t.get_text() for t in ax.get_xticklabels()] == tokens
+    text = text_boxes(ax.figure, dpi=100)
+    assert min(b.font_px for b in text.boxes if b.text in tokens) * shown_width(text.size) / text.size[0] >= MIN_TEXT_PX
