@@ -222,6 +222,9 @@ def test_word_vectors_average_the_pieces_at_every_layer(tiny_model_dirs):
         for layer in (0, L):
             expected = hidden[layer][0, pieces].mean(0).numpy()
             np.testing.assert_allclose(vectors[w, layer], expected, rtol=1e-5, atol=1e-5)
+    other = load_model(tiny_model_dirs["roberta"])  # another tokenizer, specials and shape
+    ((_, vectors),) = list(word_hidden_states(other, [words], layers=[1, 0]))
+    assert vectors.shape == (len(words), 2, other.config.hidden_size)
 
 
 def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
