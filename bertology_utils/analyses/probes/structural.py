@@ -8,11 +8,12 @@ Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Repres
 * :class:`DepthProbe`: ``||B h_i||^2`` should be word i's depth (edges to the root). Loss: L1 over the
   words, divided by the sentence length, averaged over sentences.
 
-Training, as the paper's released setting: Adam with learning rate 0.001, batches of 20 sentences;
-after an epoch whose dev loss is not lower, the learning rate is divided by 10; training stops when the
-dev loss has not improved by more than 1e-4 for 5 epochs, or after 40 epochs, and the weights of the
-best dev epoch are kept (without ``dev``, the training loss plays its part). ``B`` starts uniform in
-[-0.05, 0.05], drawn on the CPU from ``seed``; the data order too. The rank search of the paper's
+Training follows the authors' released training loop: Adam with learning rate 0.001; after an epoch
+whose dev loss is not lower, the learning rate is divided by 10; training stops when the dev loss has
+not improved by more than 1e-4 for 5 epochs, and the weights of the last such improvement are kept
+(without ``dev``, the training loss plays its part). This project's choices: at most 40 epochs,
+batches of 20 sentences, ``B`` starting uniform in [-0.05, 0.05]; ``B`` and the data order are drawn
+on the CPU from ``seed``, so a seed gives one fit on every device. The rank search of the paper's
 Figure 2 is ranks 1, 2, 4, ... up to the hidden size (:func:`rank_grid`); the default is full rank.
 
 Metrics (:func:`structural_metrics`), punctuation left out as in the paper (relation ``punct``, the

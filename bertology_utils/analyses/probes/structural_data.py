@@ -3,9 +3,9 @@
 Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
 <https://aclanthology.org/N19-1419/>`_. A word's vector at a layer is the **average** of its word
 pieces' hidden states there (layer 0 is the embedding layer's output, layer ``L`` the last layer's).
-The average, not the first piece: it reads every piece of a word, as the project's static vectors
-(:class:`~bertology_utils.analyses.word_vectors.ModelEmbeddingVectors`) do, and is what the paper's
-released BERT features did. Sentences are tokenized one word at a time by
+The average, not the first piece: it reads every piece of a word (a first piece such as ``un`` says
+little about ``unbelievably``), as the project's static vectors
+(:class:`~bertology_utils.analyses.word_vectors.ModelEmbeddingVectors`) do. Sentences are tokenized one word at a time by
 :func:`~bertology_utils.attention.alignment.align`, exactly as the attention probes' maps were, and
 batched with :mod:`bertology_utils.core.batching`.
 
