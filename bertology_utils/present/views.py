@@ -53,6 +53,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
+from bertology_utils.core.figure_text import MIN_TEXT_PX
 from bertology_utils.core.figures import (
     DEFAULT_DPI,
     image_format,
@@ -99,6 +100,8 @@ _BERTVIZ_CONFIG = re.compile(r"require\.config\(\{\s*paths:\s*\{[^}]*\}\s*\}\);"
 _BERTVIZ_ID = re.compile(r"bertviz-[0-9a-f]{32}")
 # bertviz's template marker also sits in a comment, which its substitution fills with a second copy of the data.
 _BERTVIZ_PARAMS_COMMENT = re.compile(r"// HACK: .* is a template marker that is replaced by actual params\.")
+# bertviz draws its tokens and head numbers at 13-15 px, under the slides' smallest readable text.
+_BERTVIZ_TEXT_SIZE = re.compile(r"(const (?:HEADING_)?TEXT_SIZE = )(\d+(?:\.\d+)?);")
 #: How long a view waits for require.js from a CDN before saying it cannot draw (only without npm libraries).
 _REQUIRE_WAIT_MS = 15000
 
@@ -300,6 +303,7 @@ def _bertviz_html(view: AttentionView, level: str, element_id: str | None, decim
             "know how to make offline; bertology expects bertviz 1.4"
         )
     page = _BERTVIZ_PARAMS_COMMENT.sub("", _BERTVIZ_CONFIG.sub("", page.replace(_BERTVIZ_REQUIRE_TAG, "")))
+    page = _BERTVIZ_TEXT_SIZE.sub(lambda m: f"{m[1]}{max(float(m[2]), MIN_TEXT_PX):g};", page)
     # bertviz names its root with a random uuid; a content hash keeps the HTML deterministic. (The
     # placeholder cannot clash with a token: JSON escapes control characters.)
     body = _BERTVIZ_ID.sub("\0root\0", page)
@@ -460,7 +464,8 @@ def _explorer_class() -> type:
                 options=list(zip(items.labels, range(len(items.labels)))),
                 value=0,
                 description="sentence",
-                layout=widgets.Layout(width="32em"),
+                # within a slide narrower than 32em, its 2 px margins included
+                layout=widgets.Layout(width="32em", max_width="calc(100% - 4px)"),
             )
             self.layer = widgets.IntSlider(
                 value=layer + 1, min=1, max=layers, description="layer", continuous_update=False
@@ -474,7 +479,8 @@ def _explorer_class() -> type:
             self.state: dict | None = None
             for control in (self.sentence, self.layer, self.head, self.level):
                 control.observe(self.redraw, names="value")
-            super().__init__([self.sentence, widgets.HBox([self.layer, self.head, self.level]), self.output])
+            controls = widgets.HBox([self.layer, self.head, self.level], layout=widgets.Layout(flex_flow="row wrap"))
+            super().__init__([self.sentence, controls, self.output])
             self.add_class("bertology-explorer")
             self.redraw()
 

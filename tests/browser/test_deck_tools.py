@@ -115,11 +115,6 @@ def test_pdf_has_one_page_per_slide(tour_run, offline_page, tmp_path, chromium_p
     assert pdf_pages(pdf) == slides
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tour's saved interactive views (present/views.py) draw SVG text at 13-15 px on slides 15-16 and a "
-    "sentence widget 1284 px wide on slide 17",
-)
 def test_the_deck_is_presentable(tour_run, offline_page):
     """Every slide within 1280 x 720, no text under 16 px, none overlapping, no NaN, repr, path or cut number."""
     assert_presentable(_open(offline_page, tour_run["deck"]), slides=True)

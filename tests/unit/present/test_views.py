@@ -75,6 +75,27 @@ def test_views_are_deterministic_and_named_by_content(loaded_models):
     assert model_view(SENTENCE, bert).element_id.startswith("bertology-model-view-")
 
 
+@needs_libraries
+def test_the_views_draw_no_text_under_the_slides_smallest(loaded_models, tmp_path):
+    bert = loaded_models["bert"]
+    for view, expected in (
+        (head_view(SENTENCE, bert), {"TEXT_SIZE": 16}),
+        (
+            model_view(SENTENCE, bert),
+            {
+                "HEADING_TEXT_SIZE": 16,
+                "TEXT_SIZE": 16,
+            },
+        ),
+    ):
+        sizes = {name: float(size) for name, size in re.findall(r"const (\w*TEXT_SIZE) = ([\d.]+);", view.html)}
+        assert sizes == expected  # bertviz's 15 and 13 px raised to MIN_TEXT_PX
+    store = extract_attention(Corpus.from_texts([SENTENCE]), tmp_path / "s.zarr", bert, progress=False)
+    panel = explorer(store)
+    assert (panel.sentence.layout.width, panel.sentence.layout.max_width) == ("32em", "calc(100% - 4px)")
+    assert panel.children[1].layout.flex_flow == "row wrap"
+
+
 def test_bertviz_does_not_leak_resource_warnings(loaded_models):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
