@@ -50,6 +50,13 @@ def _run_dir() -> Path | None:
     return default if default.is_dir() else None
 
 
+def _widget_sentence(plain: str) -> str:
+    """What a page says in place of a widget: its kind, from its repr's class name, never the repr itself."""
+    name = re.match(r"[A-Za-z_]\w*", plain)
+    kind = f" ({name.group(0)})" if name and "(" in plain else ""
+    return f"An interactive widget{kind}: open the notebook in JupyterLab to use it."
+
+
 def _plain_outputs(notebook) -> None:
     """Drop what a static page cannot show: progress and warnings, widgets, and HTML that needs its scripts."""
     for cell in notebook.cells:
@@ -60,7 +67,8 @@ def _plain_outputs(notebook) -> None:
             if is_progress_output(output):
                 continue
             data = output.get("data", {})
-            data.pop("application/vnd.jupyter.widget-view+json", None)
+            if data.pop("application/vnd.jupyter.widget-view+json", None) is not None:
+                data["text/plain"] = _widget_sentence(str(data.get("text/plain", "")))
             if "<script" in str(data.get("text/html", "")):
                 data.pop("text/html")
                 data.pop("application/javascript", None)

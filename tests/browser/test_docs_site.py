@@ -47,11 +47,6 @@ def test_the_site_opens_offline_with_the_executed_notebook_and_its_figures(site,
     assert offline_page.errors == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scripts/mkdocs_hooks.py's _plain_outputs drops a widget's view but keeps its text/plain repr "
-    "(AttentionExplorer(children=...) on 00_tour's page)",
-)
 def test_the_notebook_pages_are_presentable(site, offline_page):
     """Every notebook's page of the site (the tour executed): no NaN, repr, path or cut number shown outside
     the code, no overlapping text."""
