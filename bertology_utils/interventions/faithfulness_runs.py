@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-import bertology_utils.interventions.lrp  # noqa: F401  registers the opt-in references attnlrp and cp_lrp
+import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp, which 08 computes beside IG
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.interventions import attribution, mixing
 from bertology_utils.interventions.attribution import WordReferences
@@ -47,6 +47,7 @@ def faithfulness_by_seed(
     batch_size: int,
     ig_steps: int,
     ig_tolerance: float | None,
+    references: Sequence[str] | None = None,
     cache: bool = True,
     progress: bool = True,
 ) -> SeedFaithfulness:
@@ -60,6 +61,9 @@ def faithfulness_by_seed(
     :param batch_size: examples per batch.
     :param ig_steps: Gauss-Legendre nodes per panel of the integrated-gradients reference.
     :param ig_tolerance: the panels' error tolerance (None: one fixed rule).
+    :param references: the attribution references to judge the maps by (None: every registered one, the
+        relevance propagations that :func:`~bertology_utils.interventions.attribution.word_references` leaves
+        out by default included).
     :param cache: reuse stored references.
     :param progress: progress bars.
     :returns: the tables by seed, and ``first``'s maps and references.
@@ -79,6 +83,7 @@ def faithfulness_by_seed(
         references = attribution.word_references(
             run.loaded,
             items,
+            references=tuple(attribution.REFERENCE_REGISTRY) if references is None else references,
             batch_size=batch_size,
             max_tokens=max_tokens,
             steps=ig_steps,

@@ -52,6 +52,8 @@ and (AttnLRP only) the softmaxes absorb add up to the target logit (tested per f
 :class:`AttnLRP` (``"attnlrp"``) and :class:`CPLRP` (``"cp_lrp"``) are registered attribution references
 that :func:`~bertology_utils.interventions.attribution.word_references` computes when named; they are not
 among its defaults (``Reference.default`` is False), so a corpus's default references stay as they were.
+Notebook 08 names them (:func:`~bertology_utils.interventions.faithfulness_runs.faithfulness_by_seed` computes
+every registered reference), so their faithfulness sits beside integrated gradients'.
 """
 
 from __future__ import annotations
