@@ -68,6 +68,7 @@ def faithfulness_by_seed(
     :param progress: progress bars.
     :returns: the tables by seed, and ``first``'s maps and references.
     """
+    names = tuple(attribution.REFERENCE_REGISTRY) if references is None else tuple(references)
     tables, kept = {}, None
     for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
         maps = mixing.mixing_for(
@@ -80,10 +81,10 @@ def faithfulness_by_seed(
             batch_size=batch_size,
             progress=progress,
         )
-        references = attribution.word_references(
+        scores = attribution.word_references(
             run.loaded,
             items,
-            references=tuple(attribution.REFERENCE_REGISTRY) if references is None else references,
+            references=names,
             batch_size=batch_size,
             max_tokens=max_tokens,
             steps=ig_steps,
@@ -92,9 +93,9 @@ def faithfulness_by_seed(
             progress=progress,
         )
         # faithfulness annotates invariant dicts of Sequence; it only reads these lists
-        tables[run_seed] = mixing.faithfulness(maps, references.scores)  # type: ignore[arg-type]
+        tables[run_seed] = mixing.faithfulness(maps, scores.scores)  # type: ignore[arg-type]
         if run_seed == first:
-            kept = (maps, references)
+            kept = (maps, scores)
     if kept is None:
         raise KeyError(f"no classifier of seed {first} among seeds {list(runs)}")
     return SeedFaithfulness(tables, *kept)
