@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.present.browser import chromium
 
 __all__ = ["Defect", "TEXT_RULES", "MIN_PX", "OVERLAP", "VIEWPORT", "audit_page", "audit_files"]
 
@@ -167,40 +167,25 @@ def audit_files(paths: list[str | os.PathLike[str]], *, timeout_s: float = 60) -
     :param timeout_s: how long a page may take to load (a deck to be ready).
     :returns: each file's defects, by path.
     """
-    from bertology_utils.present.slides import CHROMIUM
-
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise BertologyError("auditing pages needs Playwright: pip install playwright") from None
-    chromium = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
-    if chromium is None:
-        raise BertologyError(f"auditing pages needs Chromium at {CHROMIUM}: apt-get install chromium")
     found: dict[Path, list[Defect]] = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            context = browser.new_context(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
-            context.route(
-                "**/*",
-                lambda route: (
-                    route.continue_()
-                    if route.request.url.startswith(("file:", "data:", "blob:", "about:"))
-                    else route.abort()
-                ),
-            )
-            page = context.new_page()
-            for path in map(Path, paths):
-                if not path.is_file():
-                    raise BertologyError(f"no page at {path}")
-                page.goto(path.resolve().as_uri(), timeout=timeout_s * 1000)
-                deck = page.evaluate("() => window.Reveal !== undefined")
-                if deck:
-                    page.wait_for_function(_READY, timeout=timeout_s * 1000)
-                page.wait_for_function(
-                    "() => Array.from(document.images).every(i => i.complete)", timeout=timeout_s * 1000
-                )
-                found[path] = audit_page(page, slides=deck)
-        finally:
-            browser.close()
+    with chromium("auditing pages") as browser:
+        context = browser.new_context(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
+        context.route(
+            "**/*",
+            lambda route: (
+                route.continue_()
+                if route.request.url.startswith(("file:", "data:", "blob:", "about:"))
+                else route.abort()
+            ),
+        )
+        page = context.new_page()
+        for path in map(Path, paths):
+            if not path.is_file():
+                raise BertologyError(f"no page at {path}")
+            page.goto(path.resolve().as_uri(), timeout=timeout_s * 1000)
+            deck = page.evaluate("() => window.Reveal !== undefined")
+            if deck:
+                page.wait_for_function(_READY, timeout=timeout_s * 1000)
+            page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_s * 1000)
+            found[path] = audit_page(page, slides=deck)
     return found

@@ -35,7 +35,6 @@ import copy
 import html
 import os
 import re
-import shutil
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.figure_text import img_attribute
 from bertology_utils.core.files import atomic_write_text
+from bertology_utils.present.browser import chromium
 from bertology_utils.present.readable import for_people, machine_places
 from bertology_utils.present.reveal import (
     REVEAL,
@@ -71,7 +71,6 @@ __all__ = [
     "notebook_to_slides",
     "prepare_for_slides",
     "run_slides",
-    "CHROMIUM",
     "deck_to_pdf",
     "SLIDE_FIGURES_DIR",
     "slide_figures",
@@ -297,9 +296,6 @@ def _export(nb: NotebookNode, *, title: str, show_code: bool) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # PDF
 
-#: The Chromium that prints decks to PDF (Debian's package).
-CHROMIUM = "/usr/bin/chromium"
-
 
 def deck_to_pdf(deck: str | os.PathLike, pdf: str | os.PathLike | None = None, *, timeout_s: float = 120) -> Path:
     """Print ``deck`` (a deck's HTML) to ``pdf`` (default: beside it, ``.pdf``) with Chromium; returns the path.
@@ -309,27 +305,16 @@ def deck_to_pdf(deck: str | os.PathLike, pdf: str | os.PathLike | None = None, *
     """
     deck = Path(deck)
     out = Path(pdf) if pdf is not None else deck.with_name(deck.name.removesuffix(".html") + ".pdf")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise BertologyError("printing decks to PDF needs Playwright: pip install playwright") from None
-    chromium = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
-    if chromium is None:
-        raise BertologyError(f"printing decks to PDF needs Chromium at {CHROMIUM}: apt-get install chromium")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page()
-            page.goto(deck.resolve().as_uri() + "?print-pdf", timeout=timeout_s * 1000)
-            page.wait_for_function(
-                "() => window.Reveal !== undefined && Reveal.isReady() && document.querySelector('.pdf-page')",
-                timeout=timeout_s * 1000,
-            )
-            page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_s * 1000)
-            page.pdf(path=str(out), prefer_css_page_size=True, print_background=True)
-        finally:
-            browser.close()
+    with chromium("printing decks to PDF") as browser:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page = browser.new_page()
+        page.goto(deck.resolve().as_uri() + "?print-pdf", timeout=timeout_s * 1000)
+        page.wait_for_function(
+            "() => window.Reveal !== undefined && Reveal.isReady() && document.querySelector('.pdf-page')",
+            timeout=timeout_s * 1000,
+        )
+        page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_s * 1000)
+        page.pdf(path=str(out), prefer_css_page_size=True, print_background=True)
     return out
 
 

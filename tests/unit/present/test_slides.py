@@ -502,10 +502,10 @@ def test_deck_inlines_notes_chalkboard_and_menu_with_nothing_to_fetch(executed):
 
 def test_pdf_without_chromium_says_what_to_install(executed, monkeypatch, tmp_path):
     pytest.importorskip("playwright")
-    from bertology_utils.present import slides
+    from bertology_utils.present import browser, slides
 
-    monkeypatch.setattr(slides, "CHROMIUM", str(tmp_path / "no-chromium"))
-    monkeypatch.setattr(slides.shutil, "which", lambda name: None)
+    monkeypatch.setattr(browser, "CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
     with pytest.raises(BertologyError, match="needs Chromium.*apt-get install chromium"):
         slides.deck_to_pdf(executed)
 
