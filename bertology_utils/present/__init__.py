@@ -4,7 +4,8 @@ run's claims and figures for a talk, its topics in ``lecture_outline``, what it 
 slides ``lecture_slides``), one HTML report per run, the per-head atlas of a
 run (``atlas``: its table, its columns ``atlas_columns``, its offline page ``atlas_page``, its JupyterLab
 widget ``atlas_view`` and its pattern images ``atlas_stores``), the pattern-type labelling tool (``labelling``), the third-party JavaScript they
-inline so that they work offline (``assets``), and the audit of the pages they make (``page_audit``)."""
+inline so that they work offline (``assets``), and the audit of the pages they make (``page_audit``; decks printed and pages audited in the Chromium of
+``browser``)."""
 
 from bertology_utils.core.lazy import lazy_exports
 
