@@ -4,9 +4,10 @@ Every number on it comes from what the run recorded (each notebook's ``claims.js
 ``skipped.json`` and ``figures/``); nothing is typed in. The slides follow
 :data:`~bertology_utils.present.lecture_outline.LECTURE`, an outline of topics in the order of a talk: each
 :class:`~bertology_utils.present.lecture_outline.Topic` names the claims it shows (patterns over claim ids)
-and the figure that shows them. A topic's slide has that figure large, the paper's finding in one line,
-the verdict per model as badges, and the paper's numbers beside ours; the speaker notes (``s``) hold
-every claim with its rule of thumb's note. Around them: a title slide (model, data, date), the question
+and the figure that shows them. A topic has two slides, one below the other: its figure alone, shown at the
+size its text was fitted for (16 px labels at that size, :mod:`~bertology_utils.core.figure_text`), then the
+paper's finding in one line, the verdict per model as badges, and the paper's numbers beside ours; the speaker
+notes (``s``) of both hold every claim with its rule of thumb's note. Around them: a title slide (model, data, date), the question
 with the verdicts counted per paper, claims no topic names (so a new claim is never dropped), and a
 closing slide of what differs and why.
 
@@ -57,7 +58,7 @@ __all__ = ["LECTURE_FILE", "lecture_html", "build_lecture"]
 LECTURE_FILE = "lecture.slides.html"
 
 
-# Each topic slide shows the rows of its paper-vs-ours table that fit under or beside its figure, measured from
+# Each topic's claims slide shows the rows of its paper-vs-ours table that fit, measured from
 # the layout (row lengths vary by model and run); the rest are counted, and all are in the speaker notes.
 _FIT_JS = """
 <script>
@@ -93,21 +94,14 @@ _LECTURE_CSS = """
 .reveal table.facts { font-size: 0.8em; }
 .reveal table.overview { font-size: 0.78em; }
 .reveal table.pvo { font-size: 0.7em; line-height: 1.25; width: 100%; }
-.reveal ul.pvo { font-size: 0.7em; line-height: 1.3; margin: 0.3em 0 0 1em; }
-.reveal ul.pvo li { margin-bottom: 0.45em; }
-.reveal ul.pvo .claim { font-weight: bold; }
 .reveal .lead { font-size: 0.92em; line-height: 1.3; margin: 0 0 0.4em 0; }
 .reveal .lead .found { color: #666; font-style: italic; }
-.reveal .topic { display: flex; gap: 24px; height: 570px; }
-.reveal .topic.side .picture { flex: 0 0 60%; min-width: 0; }
-.reveal .topic.side .side { flex: 1 1 0; min-width: 0; overflow: hidden; }
-.reveal .topic.wide { flex-direction: column; gap: 8px; }
-.reveal .topic.wide .picture { flex: 0 0 auto; }
-.reveal .topic.wide .side { flex: 1 1 0; min-height: 0; overflow: hidden; }
+.reveal .topic .side { height: 570px; overflow: hidden; }
+/* reveal's down arrow (a topic's claims slide) has a hit area reaching below the window; the same arrow, within it */
+.reveal .controls .navigate-down { bottom: 0; padding-bottom: 0; }
 .reveal figure { margin: 0; }
-.reveal figure img { display: block; max-width: 100%; max-height: 520px; width: auto; height: auto; margin: 0 auto; }
-.reveal .topic.wide figure img { max-height: 280px; }
-.reveal figcaption { font-size: 0.6em; color: #777; text-align: center; }
+.reveal figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+.reveal figcaption { font-size: 16px; color: #666; text-align: center; }
 .reveal .verdicts { margin: 0.15em 0; font-size: 0.8em; }
 .reveal .verdicts .model { font-weight: bold; margin-right: 0.4em; }
 .reveal .badge { display: inline-block; border-radius: 0.8em; padding: 0.05em 0.6em; margin: 0.1em 0.25em 0.1em 0; color: #fff; font-size: 0.9em; }
@@ -117,7 +111,7 @@ _LECTURE_CSS = """
 .reveal .v-differs { background: #c62828; }
 .reveal .v-inconclusive { background: #6f42c1; }
 .reveal .v-not-testable, .reveal .not-run { background: #6e7781; }
-.reveal .pvo .ci { font-size: 0.85em; color: #666; }
+.reveal .pvo .ci { font-size: 16px; color: #666; }
 .reveal .missing { border: 2px dashed #aaa; color: #555; padding: 1em; font-size: 0.8em; }
 .reveal .more, .reveal .why { font-size: 0.65em; color: #666; margin: 0.3em 0; }
 .reveal ul.differs { font-size: 0.74em; line-height: 1.3; margin-left: 1em; }

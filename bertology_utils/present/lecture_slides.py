@@ -1,8 +1,9 @@
 """The lecture's slides as HTML: the title, the question, one slide per topic of the outline, claims no topic
 names, and what differs and why; each with its speaker notes.
 
-A topic's slide has its figure large, the paper's finding in one line, the verdict per model as badges, and the
-paper's numbers beside ours; where a run lacks what a slide needs, the slide says so and why.
+A topic has two slides, one below the other: its figure alone, as large as its text was fitted for, then the
+paper's finding in one line, the verdict per model as badges, and the paper's numbers beside ours; where a run
+lacks what a slide needs, the slide says so and why.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.figure_text import img_attribute, read_png_text
+from bertology_utils.core.figure_text import SLIDE_BOX, img_attribute, read_png_text
 from bertology_utils.papers.claims import Verdict, claim_case
 from bertology_utils.present.findings import claim_uncertainty
 from bertology_utils.present.lecture_outline import Topic, claim_id, home_notebook
@@ -31,8 +32,6 @@ _VERDICTS = [v.value for v in Verdict]
 _MAX_ROWS = 6
 #: Rows of a "more claims" slide.
 _OTHER_ROWS = 5
-#: A figure at least this much wider than tall goes above the text instead of beside it.
-_WIDE = 1.9
 #: Claims per "what differs" slide.
 _PER_CLOSING_SLIDE = 6
 _CLAIM_CHARS = 90
@@ -254,17 +253,20 @@ def _missing_box(text: str) -> str:
 
 
 def topic_slide(topic: Topic, runs: Sequence[LectureRun], places: Sequence[tuple[str, str]]) -> str:
-    """A topic's slide: its figure, the paper's finding, the verdicts as badges and the paper's numbers beside ours."""
+    """A topic's two slides, one below the other (reveal's vertical stack): its figure alone, shown at the size its
+    text was fitted for (:data:`~bertology_utils.core.figure_text.SLIDE_BOX`), then the paper's finding, the
+    verdicts as badges and the paper's numbers beside ours. Both carry the topic's speaker notes."""
     per_run = [_topic_claims(topic, run) for run in runs]
     figure = _figure(topic, runs, [item for claims in per_run for item in claims])
-    layout = "side"
     if figure is not None:
         path, owner = figure
         width, height = _png_size(path)
-        layout = "wide" if width >= _WIDE * height else "side"
+        # Shown as large as the box, never smaller: a figure's labels are 16 px at that size and no smaller.
+        scale = min(SLIDE_BOX[0] / width, SLIDE_BOX[1] / height)
         caption = f"{topic.figure[0]} · {path.stem}" + (f" · {owner.short_model}" if len(runs) > 1 else "")
         picture = (
-            f'<figure><img src="{data_uri(path)}" width="{width}" height="{height}" alt="{_esc(path.stem)}"'
+            f'<figure><img src="{data_uri(path)}" width="{round(width * scale)}" height="{round(height * scale)}" '
+            f'alt="{_esc(path.stem)}"'
             f"{img_attribute(read_png_text(path))}>"
             f"<figcaption>{_esc(caption)}</figcaption></figure>"
         )
@@ -291,22 +293,20 @@ def topic_slide(topic: Topic, runs: Sequence[LectureRun], places: Sequence[tuple
         f"{_esc(topic.lead)}</p>"
         + ("".join(badges) if topic.claims else "")
         + "".join(f'<p class="why">{_esc(_shorten(text, 220))}</p>' for text in missing_notes if topic.claims)
-        + f"</div>{_paper_vs_ours(runs, per_run, layout, places)}"
+        + f"</div>{_paper_vs_ours(runs, per_run, places)}"
     )
-    body = (
-        f'<p class="paper">{_esc(topic.paper)}</p><h2>{_esc(topic.title)}</h2>'
-        f'<div class="topic {layout}"><div class="picture">{picture}</div><div class="side">{side}</div></div>'
-    )
-    return _slide(
-        body, _topic_notes(topic, runs, per_run, places), f"topic {layout}", f' data-slide="{_esc(topic.title)}"'
-    )
+    heading = f'<p class="paper">{_esc(topic.paper)}</p><h2>{_esc(topic.title)}</h2>'
+    notes, name = _topic_notes(topic, runs, per_run, places), f' data-slide="{_esc(topic.title)}"'
+    shown = _slide(f'{heading}<div class="picture">{picture}</div>', notes, "topic figure", name)
+    told = _slide(f'{heading}<div class="side">{side}</div>', notes, "topic claims", name)
+    return f'<section class="topic"{name}>{shown}{told}</section>'
 
 
 def _paper_vs_ours(
-    runs: Sequence[LectureRun], per_run: list[list[tuple[str, dict]]], layout: str, places: Sequence[tuple[str, str]]
+    runs: Sequence[LectureRun], per_run: list[list[tuple[str, dict]]], places: Sequence[tuple[str, str]]
 ) -> str:
-    """The paper's value beside each model's, one row per claim id: a table under a wide figure, a list beside
-    a tall one. The page shows the rows that fit (the lecture's script) and counts the others into the notes."""
+    """The paper's value beside each model's, one row per claim id, as a table. The page shows the rows that fit
+    (the lecture's script) and counts the others into the notes."""
     ids: dict[str, dict] = {}
     for claims in per_run:
         for _, claim in claims:
@@ -328,28 +328,15 @@ def _paper_vs_ours(
         ids.items(), key=lambda item: all(f.get(item[0], {}).get("verdict", untested) == untested for f in by_run)
     )
     listed = order[:_MAX_ROWS]
-    if layout == "wide":
-        header = "<tr><th>claim</th><th>paper</th>" + "".join(f"<th>{_esc(r.short_model)}</th>" for r in runs)
-        rows = "".join(
-            f'<tr class="fit-row"><td>{_esc(_shorten(_titled(claim), 70))}</td>'
-            f"<td>{_esc(_shorten_value(round_for_people(claim['paper_value'], places), 45))}</td>"
-            + "".join(f"<td>{ours(found, key, 60)}</td>" for found in by_run)
-            + "</tr>"
-            for key, claim in listed
-        )
-        table = f'<table class="pvo">{header}</tr>{rows}</table>'
-    else:
-        entries = "".join(
-            f'<li class="fit-row"><span class="claim">{_esc(_shorten(_titled(claim), 75))}</span><br>'
-            f"paper: {_esc(_shorten_value(round_for_people(claim['paper_value'], places), 50))}"
-            + "".join(
-                f"<br>{_esc(run.short_model) + ': ' if len(runs) > 1 else 'ours: '}{ours(found, key, 70)}"
-                for run, found in zip(runs, by_run, strict=True)
-            )
-            + "</li>"
-            for key, claim in listed
-        )
-        table = f'<ul class="pvo">{entries}</ul>'
+    header = "<tr><th>claim</th><th>paper</th>" + "".join(f"<th>{_esc(r.short_model)}</th>" for r in runs)
+    rows = "".join(
+        f'<tr class="fit-row"><td>{_esc(_shorten(_titled(claim), 70))}</td>'
+        f"<td>{_esc(_shorten_value(round_for_people(claim['paper_value'], places), 45))}</td>"
+        + "".join(f"<td>{ours(found, key, 60)}</td>" for found in by_run)
+        + "</tr>"
+        for key, claim in listed
+    )
+    table = f'<table class="pvo">{header}</tr>{rows}</table>'
     return f'{table}<p class="more" data-unlisted="{len(ids) - len(listed)}"></p>'
 
 

@@ -11,6 +11,7 @@ from lecture_runs import PARTIAL_SKIP, make_lecture_run, make_partial_run
 from bertology_utils.cli.main import main as cli
 from bertology_utils.core import settings
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.figure_text import SLIDE_BOX
 from bertology_utils.present.lecture import LECTURE_FILE, build_lecture
 from bertology_utils.present.lecture_outline import LECTURE
 from bertology_utils.present.lecture_run import read_lecture_run
@@ -76,7 +77,12 @@ def test_each_topic_slide_has_its_figure_badges_and_every_claim_in_its_notes(one
         section = _by_name(slides, topic.title)
         img = section.select_one(".picture img")
         assert img is not None and img["src"].startswith("data:image/png;base64,"), topic.title
-        assert int(img["width"]) > 0 and int(img["height"]) > 0
+        # its figure alone on the first slide of the topic's stack, as large as the box its text was fitted for
+        figure, told = section.find_all("section", recursive=False)
+        assert figure.select_one(".picture img") is img and told.select_one(".picture") is None
+        width, height = int(img["width"]), int(img["height"])
+        assert (width == SLIDE_BOX[0] and height <= SLIDE_BOX[1]) or (height == SLIDE_BOX[1] and width <= SLIDE_BOX[0])
+        assert figure.find("aside", class_="notes").get_text() == told.find("aside", class_="notes").get_text()
         # the paper's finding is said to be the paper's, whatever our badge says
         assert section.select_one(".lead").get_text(" ", strip=True) == f"{topic.paper} found: {topic.lead}"
         mine = [c for c in claims if any(re.fullmatch(p.replace("*", ".*"), c["id"]) for p in topic.claims)]
