@@ -22,7 +22,7 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.typing import ItemValues, ItemWordVectors, WordCodes, WordValues
 from bertology_utils.data import Corpus
 
-__all__ = ["DEFAULT_CACHE_SIZE", "Batch", "ProbeData"]
+__all__ = ["DEFAULT_CACHE_SIZE", "Batch", "ProbeData", "probe_device"]
 
 #: MB of prepared sentences a :class:`ProbeData` keeps for later passes (UD EWT train with vectors: ~1.1 GB).
 DEFAULT_CACHE_SIZE = 2048
@@ -459,3 +459,24 @@ def _collate(records: list[_Record], attention: bool, vectors: bool) -> Batch:
             padded[b, : r.n] = torch.from_numpy(r.vectors)
         batch.vectors = padded
     return batch
+
+
+def probe_device(device: str | torch.device | None) -> torch.device:
+    """The device a probe's ``device`` parameter names, checked when it is fitted (None: the CPU).
+
+    :param device: None, a ``torch.device`` or a device name (``"cpu"``, ``"cuda:0"``).
+    :returns: the device.
+    :raises ValueError: for something that names no device.
+    :raises BertologyError: for a CUDA device this torch cannot see.
+    """
+    if device is None:
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device must be None, a torch.device or a device name such as 'cpu' or 'cuda:0', not {device!r}"
+        ) from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise BertologyError(f"device {device!r}: this torch sees no CUDA GPU (device=None fits on the CPU)")
+    return resolved

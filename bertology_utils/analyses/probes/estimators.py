@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from tqdm.auto import tqdm
 
-from bertology_utils.analyses.probes.data import Batch, ProbeData
+from bertology_utils.analyses.probes.data import Batch, ProbeData, probe_device
 from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
 from bertology_utils.analyses.probes.scorers import AttentionScorer, AttentionWordsScorer, DistanceWordsScorer
 from bertology_utils.core.errors import BertologyError
@@ -164,17 +164,7 @@ class TrainedProbe(ProbeBase):
 
     def _fit_device(self) -> torch.device:
         """The device ``device`` names (None: the CPU), checked; ``device_`` once fitted."""
-        if self.device is None:
-            return torch.device("cpu")
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError) as error:
-            raise ValueError(
-                f"device must be None, a torch.device or a device name such as 'cpu' or 'cuda:0', not {self.device!r}"
-            ) from error
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise BertologyError(f"device {self.device!r}: this torch sees no CUDA GPU (device=None fits on the CPU)")
-        return device
+        return probe_device(self.device)
 
     def _shape_of(self, X: ProbeData) -> tuple[int, int]:
         """(L, H) of X's attention, reading one item when it is not known yet."""

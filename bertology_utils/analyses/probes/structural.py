@@ -45,6 +45,7 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from bertology_utils.analyses.probes.data import probe_device
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
@@ -217,12 +218,7 @@ class _StructuralProbe(BaseEstimator):
         return X
 
     def _fit_device(self) -> torch.device:
-        if self.device is None:
-            return torch.device("cpu")
-        device = torch.device(self.device)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise BertologyError(f"device {self.device!r}: this torch sees no CUDA GPU (device=None fits on the CPU)")
-        return device
+        return probe_device(self.device)
 
     def _mean_loss(self, B: torch.Tensor, X: StructuralData, layer: int) -> float:
         """The loss averaged over the sentences of ``X`` (each batch's mean weighted by its sentences)."""
