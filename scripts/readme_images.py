@@ -5,7 +5,8 @@ Usage, from the repository root: python scripts/readme_images.py RUN [--out docs
 - ``atlas.png``: the run's head atlas page (built afresh from the run), coloured by the first
   importance column, its top 10% filtered, and the card of the most important head open.
 - ``lecture-question.png`` and ``lecture-claim.png``: two slides of the run's lecture (built afresh into a
-  temporary folder), the question and the finding "Heads that follow syntax", at the decks' 1280 x 720.
+  temporary folder), the question and the claims slide of the finding "Heads that follow syntax" (the second
+  of its two, below its figure), at the decks' 1280 x 720.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def atlas_image(run: str, out: Path) -> Path:
     return path
 
 
-#: The lecture's slides the README shows, by their data-slide name, and the file each goes to.
-LECTURE_SLIDES = {"question": "lecture-question.png", "Heads that follow syntax": "lecture-claim.png"}
+#: The lecture's slides the README shows, by their data-slide name and which of the slides so named (a topic's
+#: figure, then its claims), and the file each goes to.
+LECTURE_SLIDES = {("question", 0): "lecture-question.png", ("Heads that follow syntax", 1): "lecture-claim.png"}
 
 
 def lecture_images(run: str, out: Path) -> list[Path]:
@@ -63,11 +65,12 @@ def lecture_images(run: str, out: Path) -> list[Path]:
         browser, page = _offline_page(playwright, SLIDE_SIZE)
         page.goto(deck.as_uri())
         page.wait_for_function("() => window.Reveal !== undefined && Reveal.isReady()")
-        for name, file in LECTURE_SLIDES.items():
-            index = page.evaluate("name => Reveal.getSlides().findIndex(s => s.dataset.slide === name)", name)
-            if index < 0:
-                raise SystemExit(f"the lecture of {run} has no slide {name!r}")
-            page.evaluate("i => Reveal.slide(i)", index)
+        for (name, part), file in LECTURE_SLIDES.items():
+            named = "name => Reveal.getSlides().filter(s => s.dataset.slide === name).map(s => Reveal.getIndices(s))"
+            at = page.evaluate(named, name)
+            if len(at) <= part:
+                raise SystemExit(f"the lecture of {run} has no slide {name!r} ({part + 1})")
+            page.evaluate("at => Reveal.slide(at.h, at.v)", at[part])
             page.wait_for_timeout(1000)  # the slide transition
             written.append(out / file)
             page.screenshot(path=str(written[-1]))
