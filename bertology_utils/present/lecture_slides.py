@@ -76,8 +76,10 @@ def _shorten_value(text: str, limit: int) -> str:
 def _titled(claim: dict) -> str:
     """A claim's text after its case (task or relation), so a claim made on two tasks reads as two, and a
     shortened text keeps the case."""
-    case = claim_case(claim_id(claim["key"]))
-    return f"{case}: {claim['claim']}" if case else claim["claim"]
+    case, text = claim_case(claim_id(claim["key"])), claim["claim"]
+    # some claims' texts already begin with their case (Clark's Table 1: "amod: the best head ...")
+    named = text.casefold().startswith(f"{case.casefold()}:")
+    return f"{case}: {text}" if case and not named else text
 
 
 def _topic_claims(topic: Topic, run: LectureRun) -> list[tuple[str, dict]]:

@@ -348,3 +348,6 @@ def test_a_claim_made_on_two_tasks_reads_as_two():
     claim = {"key": "pruning.claims.heads_prunable.SST-2", "claim": "Most heads can be pruned"}
     assert _titled(claim) == "SST-2: Most heads can be pruned"
     assert _titled({**claim, "key": "vig.claims.positional"}) == "Most heads can be pruned"
+    # a text that already names its case is not named twice
+    table1 = {"key": "syntax.claims.table1.All", "claim": "All: the best head beats the best fixed offset"}
+    assert _titled(table1) == "All: the best head beats the best fixed offset"
