@@ -11,6 +11,8 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
     python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
+    python bench/bench_suite.py --from results/default --record   record RUN's profile: bench/results/suite.json
+                                                                 and its table in docs/benchmarks.md
 
 A number means something only on a quiet machine: other jobs on the cores slow every
 notebook (see the README's benchmark section).
@@ -19,18 +21,30 @@ notebook (see the README's benchmark section).
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "bench" / "suite_baseline.json"
+RECORD = ROOT / "bench" / "results" / "suite.json"
+PAGE = ROOT / "docs" / "benchmarks.md"
+BLOCK = "suite"
+SAMPLES = "gpu-samples.json"
 PROFILED = ("04_probes", "06_pruning", "07_head_roles")
+#: nvidia-smi's reading of one GPU: utilisation in percent, memory used in MiB.
+SMI = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
+#: A sample above this utilisation (percent) counts as busy.
+BUSY_ABOVE = 50.0
 
 
 def machine() -> dict:
@@ -58,23 +72,155 @@ def run_suite(name: str, cache: Path, jobs: int) -> Path:
     return ROOT / "results" / name
 
 
+def sampled_suite(name: str, cache: Path, jobs: int) -> Path:
+    """:func:`run_suite`, with the GPU sampled meanwhile where there is one (the samples go into the run)."""
+    if not gpu_present():
+        return run_suite(name, cache, jobs)
+    with GpuSampler() as sampler:
+        run = run_suite(name, cache, jobs)
+    (run / SAMPLES).write_text(json.dumps({"samples": sampler.samples}) + "\n")
+    return run
+
+
 def durations(run: Path) -> dict[str, float]:
     record = json.loads((run / "run.json").read_text())
     return {nb["name"]: nb["duration_s"] for nb in record["notebooks"] if nb["status"] == "ok"}
 
 
-def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str]]:
+def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str, float | None, float | None]]:
+    """The notebook's ``top`` longest code cells: seconds, first line, and when it started and ended (Unix time)."""
     path = run / stem / f"{stem}.ipynb"
     if not path.is_file():
         return []
     cells = json.loads(path.read_text())["cells"]
     timed = []
     for cell in cells:
-        seconds = cell.get("metadata", {}).get("papermill", {}).get("duration")
-        if cell["cell_type"] == "code" and seconds:
-            first = "".join(cell["source"]).strip().splitlines()[0][:70]
-            timed.append((seconds, first))
-    return sorted(timed, reverse=True)[:top]
+        meta = cell.get("metadata", {}).get("papermill", {})
+        if cell["cell_type"] == "code" and meta.get("duration"):
+            first = _first_statement("".join(cell["source"]).strip())[:70]
+            when = [_unix(meta[key]) if meta.get(key) else None for key in ("start_time", "end_time")]
+            timed.append((meta["duration"], first, *when))
+    return sorted(timed, key=lambda cell: cell[0], reverse=True)[:top]
+
+
+def _first_statement(source: str) -> str:
+    """The first line of a cell's first statement that is not an import: what names the cell best."""
+    lines = source.splitlines() or [""]
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # an IPython magic
+        return lines[0]
+    said = [node for node in body if not isinstance(node, (ast.Import, ast.ImportFrom))]
+    return lines[said[0].lineno - 1] if said else lines[0]
+
+
+def _unix(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp).timestamp()
+
+
+def gpu_present() -> bool:
+    """Whether there is a GPU to sample: nvidia-smi on the PATH and CUDA in torch."""
+    import torch
+
+    return shutil.which(SMI[0]) is not None and torch.cuda.is_available()
+
+
+def parse_smi(text: str) -> tuple[float, float] | None:
+    """The first GPU's ``(utilisation %, memory MiB)`` from one nvidia-smi reading; None when unreadable."""
+    try:
+        util, memory = text.strip().splitlines()[0].split(",")[:2]
+        return float(util), float(memory)
+    except (IndexError, ValueError):  # "[N/A]", an empty answer
+        return None
+
+
+class GpuSampler(threading.Thread):
+    """Reads the GPU's utilisation every ``interval`` seconds until stopped: ``samples`` holds
+    ``[unix time, utilisation %, memory MiB]``. A context manager: the suite runs inside it."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.samples: list[list[float]] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            now = time.time()
+            try:
+                answer = subprocess.run(SMI, capture_output=True, text=True, timeout=10).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                answer = ""
+            reading = parse_smi(answer)
+            if reading is not None:
+                self.samples.append([now, *reading])
+            self._stop_event.wait(max(0.0, self.interval - (time.time() - now)))
+
+    def __enter__(self) -> GpuSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+def busy(samples: list[list[float]] | None, start: float | None, end: float | None) -> dict:
+    """The device's share of a span ``[start, end]`` (Unix times) from the sampler's readings.
+
+    :param samples: ``[time, utilisation %, memory MiB]`` rows, or None on a machine without a GPU.
+    :returns: ``busy_pct`` (mean utilisation), ``over_half_pct`` (share of samples above 50%),
+        ``host_pct`` (100 less the mean) and ``samples``; the shares are None without a GPU or samples.
+    """
+    if samples is None or start is None or end is None:
+        return {"busy_pct": None, "over_half_pct": None, "host_pct": None, "samples": 0}
+    util = [u for t, u, _ in samples if start <= t <= end]
+    if not util:
+        return {"busy_pct": None, "over_half_pct": None, "host_pct": None, "samples": 0}
+    mean = sum(util) / len(util)
+    over = 100.0 * sum(u > BUSY_ABOVE for u in util) / len(util)
+    return {
+        "busy_pct": round(mean, 1),
+        "over_half_pct": round(over, 1),
+        "host_pct": round(100.0 - mean, 1),
+        "samples": len(util),
+    }
+
+
+def read_samples(run: Path) -> list[list[float]] | None:
+    """The GPU samples the bench took during ``run``; None when it had no GPU (or was not run by the bench)."""
+    path = run / SAMPLES
+    return json.loads(path.read_text())["samples"] if path.is_file() else None
+
+
+def profile(run: Path, samples: list[list[float]] | None) -> dict:
+    """Each notebook's wall seconds and device share, the profiled notebooks' slowest cells', and the run's."""
+    record = json.loads((run / "run.json").read_text())
+    notebooks = {}
+    for nb in record["notebooks"]:
+        if nb["status"] != "ok":
+            continue
+        start = _unix(nb["started"]) if nb.get("started") else None
+        end = start + nb["duration_s"] if start is not None else None
+        notebooks[nb["name"]] = {"wall_s": round(nb["duration_s"], 1), **busy(samples, start, end)}
+    stages = {
+        stem: [
+            {"cell": text, "wall_s": round(seconds, 1), **busy(samples, start, end)}
+            for seconds, text, start, end in slowest_cells(run, stem)
+        ]
+        for stem in PROFILED
+        if stem in notebooks
+    }
+    start, end = _unix(record["started"]), _unix(record["finished"])
+    return {
+        "run": record.get("run_name", run.name),
+        "started": record["started"],
+        "wall_s": round(end - start, 1),
+        "notebooks_s": round(sum(nb["wall_s"] for nb in notebooks.values()), 1),
+        "whole run": busy(samples, start, end),
+        "notebooks": notebooks,
+        "stages": stages,
+    }
 
 
 def timeline(record: dict, wall: float) -> str:
@@ -127,7 +273,7 @@ def report(run: Path, label: str) -> dict[str, float]:
     for stem in PROFILED:
         cells = slowest_cells(run, stem)
         if cells:
-            print(f"{stem}, slowest cells: " + "; ".join(f"{s:.0f} s {text!r}" for s, text in cells))
+            print(f"{stem}, slowest cells: " + "; ".join(f"{s:.0f} s {text!r}" for s, text, *_ in cells))
     for stem in PROFILED:
         metrics = run / stem / "metrics.json"
         values = json.loads(metrics.read_text()) if metrics.is_file() else {}
@@ -135,6 +281,67 @@ def report(run: Path, label: str) -> dict[str, float]:
             if key.count(".") == 1 and key.endswith(".seconds"):  # "<topic>.seconds": the notebook's StageTimes
                 print(f"{stem[:2]} stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
     return now
+
+
+def run_machine(run: Path) -> dict:
+    """The machine ``run`` ran on, as its run.json recorded it: CPU, cores, the CPU flags that pick
+    kernels, the GPU (None without one) and torch's version."""
+    record = json.loads((run / "run.json").read_text())
+    env, here = record.get("environment", {}), machine()
+    return {
+        "cpu": env.get("cpu", here["cpu"]),
+        "cores": env.get("cores", here["cores"]),
+        "cpu_flags": env.get("cpu_flags", []),
+        "gpu": env.get("gpu"),
+        "torch": record.get("versions", {}).get("torch", here["torch"]),
+    }
+
+
+def _share(row: dict, key: str, gpu: object) -> str:
+    if not gpu:
+        return "no GPU"
+    return "no samples" if row[key] is None else f"{row[key]:.0f}%"
+
+
+def doc_block(record: dict) -> str:
+    """The docs' table of a recorded suite profile (bench/results/suite.json)."""
+    m = record["machine"]
+    gpu = m["gpu"]
+    head = f"| {{}} | wall (s) | GPU busy: mean utilisation | samples over {BUSY_ABOVE:.0f}% busy | host share |"
+    rows = [head.format("notebook"), "|---|---|---|---|---|"]
+
+    def row(name: str, values: dict) -> str:
+        shares = " | ".join(_share(values, key, gpu) for key in ("busy_pct", "over_half_pct", "host_pct"))
+        return f"| {name} | {values['wall_s']:.1f} | {shares} |"
+
+    rows += [row(f"`{name}`", values) for name, values in record["notebooks"].items()]
+    rows.append(
+        row(
+            f"whole run, wall clock (notebooks' sum {record['notebooks_s']:.1f} s)",
+            {"wall_s": record["wall_s"], **record["whole run"]},
+        )
+    )
+    cells = [head.format("slowest cells"), "|---|---|---|---|---|"]
+    for stem, stages in record["stages"].items():
+        cells += [row(f"{stem[:2]}: `{stage['cell'].replace('|', '/')}`", stage) for stage in stages]
+    flags = ", ".join(m["cpu_flags"]) or "none recorded"
+    return (
+        f"Run `{record['run']}` of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
+        f"{m['cores']} cores (kernel-picking CPU flags: {flags}), GPU: {gpu or 'none'}, torch {m['torch']}. "
+        f"GPU busy is nvidia-smi's utilisation sampled once a second during the notebook or cell; the host share "
+        f"is 100% less that mean.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(cells)
+    )
+
+
+def record_run(run: Path) -> dict:
+    """Record ``run``'s profile in bench/results/suite.json and its table in docs/benchmarks.md."""
+    from bertology_utils.present.generated import write_block
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    record = {"commit": commit.stdout.strip(), "machine": run_machine(run), **profile(run, read_samples(run))}
+    RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    write_block(PAGE, BLOCK, doc_block(record))
+    return record
 
 
 def main() -> None:
@@ -146,16 +353,27 @@ def main() -> None:
         "--write-baseline", action="store_true", help="write the run's times to bench/suite_baseline.json"
     )
     parser.add_argument("--jobs", type=int, default=2, help="notebooks at a time (default: 2, as make run)")
+    parser.add_argument(
+        "--record", action="store_true", help="record the (first) run's profile and the documentation's table"
+    )
     args = parser.parse_args()
     if args.source is not None:
         runs = {"run": args.source}
     else:
         with tempfile.TemporaryDirectory(prefix="bench-suite-cache-") as cache:
             runs = {
-                "cold cache": run_suite("bench-suite-cold", Path(cache), args.jobs),
-                "warm cache": run_suite("bench-suite-warm", Path(cache), args.jobs),
+                "cold cache": sampled_suite("bench-suite-cold", Path(cache), args.jobs),
+                "warm cache": sampled_suite("bench-suite-warm", Path(cache), args.jobs),
             }
     results = {label: report(run, label) for label, run in runs.items()}
+    for label, run in runs.items():
+        print(
+            f"\n{label}, device profile:\n"
+            + doc_block({"commit": "now", "machine": run_machine(run), **profile(run, read_samples(run))})
+        )
+    if args.record:
+        record_run(next(iter(runs.values())))
+        print(f"wrote {RECORD} and the {BLOCK!r} block of {PAGE}")
     print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
     if args.write_baseline:
         first = next(iter(runs.values()))
