@@ -87,19 +87,20 @@ def durations(run: Path) -> dict[str, float]:
     return {nb["name"]: nb["duration_s"] for nb in record["notebooks"] if nb["status"] == "ok"}
 
 
-def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str, float | None, float | None]]:
-    """The notebook's ``top`` longest code cells: seconds, first line, and when it started and ended (Unix time)."""
+def slowest_cells(run: Path, stem: str, top: int = 4) -> list[tuple[float, str, int, float | None, float | None]]:
+    """The notebook's ``top`` longest code cells: seconds, first line, the cell's number in the notebook
+    (from 1, markdown counted) and when it started and ended (Unix time)."""
     path = run / stem / f"{stem}.ipynb"
     if not path.is_file():
         return []
     cells = json.loads(path.read_text())["cells"]
     timed = []
-    for cell in cells:
+    for number, cell in enumerate(cells, 1):
         meta = cell.get("metadata", {}).get("papermill", {})
         if cell["cell_type"] == "code" and meta.get("duration"):
             first = _first_statement("".join(cell["source"]).strip())[:70]
             when = [_unix(meta[key]) if meta.get(key) else None for key in ("start_time", "end_time")]
-            timed.append((meta["duration"], first, *when))
+            timed.append((meta["duration"], first, number, *when))
     return sorted(timed, key=lambda cell: cell[0], reverse=True)[:top]
 
 
@@ -205,8 +206,8 @@ def profile(run: Path, samples: list[list[float]] | None) -> dict:
         notebooks[nb["name"]] = {"wall_s": round(nb["duration_s"], 1), **busy(samples, start, end)}
     stages = {
         stem: [
-            {"cell": text, "wall_s": round(seconds, 1), **busy(samples, start, end)}
-            for seconds, text, start, end in slowest_cells(run, stem)
+            {"cell": number, "code": text, "wall_s": round(seconds, 1), **busy(samples, start, end)}
+            for seconds, text, number, start, end in slowest_cells(run, stem)
         ]
         for stem in PROFILED
         if stem in notebooks
@@ -323,7 +324,7 @@ def doc_block(record: dict) -> str:
     )
     cells = [head.format("slowest cells"), "|---|---|---|---|---|"]
     for stem, stages in record["stages"].items():
-        cells += [row(f"{stem[:2]}: `{stage['cell'].replace('|', '/')}`", stage) for stage in stages]
+        cells += [row(f"{stem[:2]}, cell {s['cell']}: `{s['code'].replace('|', '/')}`", s) for s in stages]
     flags = ", ".join(m["cpu_flags"]) or "none recorded"
     return (
         f"Run `{record['run']}` of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,20 @@ def test_busy_shares_of_a_span(bench):
     assert bench.busy(None, t, t + 3) == {"busy_pct": None, "over_half_pct": None, "host_pct": None, "samples": 0}
 
 
+def test_the_sampler_reads_the_gpu_until_stopped(bench, monkeypatch):
+    fake = [sys.executable, "-c", "print('42, 512')"]  # nvidia-smi's answer for one GPU
+    monkeypatch.setattr(bench, "SMI", fake)
+    deadline = time.monotonic() + 30
+    with bench.GpuSampler(interval=0.05) as sampler:
+        while len(sampler.samples) < 3 and time.monotonic() < deadline:
+            sampler.join(0.05)
+    count = len(sampler.samples)
+    sampler.join(0.2)
+    assert len(sampler.samples) == count  # stopped
+    times = [t for t, _, _ in sampler.samples]
+    assert times == sorted(times) and all(row[1:] == [42.0, 512.0] for row in sampler.samples)
+
+
 def test_parse_smi_reads_the_first_gpu_and_refuses_the_unreadable(bench):
     assert bench.parse_smi("37, 1024\n5, 10\n") == (37.0, 1024.0)
     assert bench.parse_smi("[N/A], 1024\n") is None
@@ -93,13 +108,13 @@ def test_profile_per_notebook_and_cell(bench, tmp_path):
     assert got["notebooks"]["04_probes"]["busy_pct"] == 70.0
     assert got["notebooks"]["04_probes"]["over_half_pct"] == pytest.approx(66.7)
     fit, plot = got["stages"]["04_probes"]
-    assert fit["cell"] == "fit(probe)" and fit["wall_s"] == 3.0 and fit["busy_pct"] == 70.0
-    assert plot["cell"] == "plot()" and plot["samples"] == 0 and plot["busy_pct"] is None
+    assert (fit["cell"], fit["code"], fit["wall_s"], fit["busy_pct"]) == (1, "fit(probe)", 3.0, 70.0)
+    assert (plot["cell"], plot["code"], plot["samples"], plot["busy_pct"]) == (2, "plot()", 0, None)
     assert got["whole run"]["samples"] == 5 and got["whole run"]["busy_pct"] == 50.0
 
     table = bench.doc_block({"commit": "abc", "machine": bench.run_machine(run), **got})
     assert "| `00_tour` | 10.0 | 20% | 0% | 80% |" in table
-    assert "| 04: `plot()` | 1.0 | no samples | no samples | no samples |" in table
+    assert "| 04, cell 2: `plot()` | 1.0 | no samples | no samples | no samples |" in table
 
 
 def test_without_a_gpu_the_busy_columns_say_so(bench, tmp_path):
