@@ -142,6 +142,9 @@ class GpuSampler(threading.Thread):
     def __init__(self, interval: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.interval = interval
+        # the GPU torch calls cuda:0: the first one CUDA_VISIBLE_DEVICES names (nvidia-smi takes an index or UUID)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        self.command = SMI + ([f"--id={visible}"] if visible else [])
         self.samples: list[list[float]] = []
         self._stop_event = threading.Event()
 
@@ -149,7 +152,7 @@ class GpuSampler(threading.Thread):
         while not self._stop_event.is_set():
             now = time.time()
             try:
-                answer = subprocess.run(SMI, capture_output=True, text=True, timeout=10).stdout
+                answer = subprocess.run(self.command, capture_output=True, text=True, timeout=10).stdout
             except (OSError, subprocess.TimeoutExpired):
                 answer = ""
             reading = parse_smi(answer)

@@ -67,6 +67,11 @@ def test_busy_shares_of_a_span(bench):
 def test_the_sampler_reads_the_gpu_until_stopped(bench, monkeypatch):
     fake = [sys.executable, "-c", "print('42, 512')"]  # nvidia-smi's answer for one GPU
     monkeypatch.setattr(bench, "SMI", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert bench.GpuSampler().command == fake
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert bench.GpuSampler().command == [*fake, "--id=2"]  # the GPU torch's cuda:0 is
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     deadline = time.monotonic() + 30
     with bench.GpuSampler(interval=0.05) as sampler:
         while len(sampler.samples) < 3 and time.monotonic() < deadline:
