@@ -100,6 +100,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "typical_sentence",
             "row_key",
             "row_metrics",
+            "structural_row_metrics",
         ],
         "word_vectors": ["WordVectors", "StaticVectors", "ModelEmbeddingVectors", "load_glove", "default_word_vectors"],
     },

@@ -24,7 +24,15 @@ from bertology_utils.analyses.probes.evaluation import ProbeEvaluation
 from bertology_utils.analyses.probes.report import PAPER_TABLE3, TABLE3_ROWS
 from bertology_utils.core.heads import Head
 
-__all__ = ["ProbeScores", "evaluate_probes", "weights_against_accuracy", "typical_sentence", "row_key", "row_metrics"]
+__all__ = [
+    "ProbeScores",
+    "evaluate_probes",
+    "weights_against_accuracy",
+    "typical_sentence",
+    "row_key",
+    "row_metrics",
+    "structural_row_metrics",
+]
 
 
 @dataclass
@@ -147,4 +155,25 @@ def row_metrics(fitted: Mapping[str, Any], scores: ProbeScores, prefix: str = "p
         probe = fitted[name]
         if hasattr(probe, "best_epoch_"):
             metrics |= {f"{key}.best_epoch": probe.best_epoch_, f"{key}.fit_seconds": round(probe.fit_seconds_, 1)}
+    return metrics
+
+
+def structural_row_metrics(table: pd.DataFrame, prefix: str = "probes") -> dict[str, float | int]:
+    """The structural probes' scores per layer, from :func:`~bertology_utils.analyses.probes.structural_probe_layers`.
+
+    Full-rank fits (the rank every layer gets) are ``{prefix}.structural.{probe}.layer_{k}.{split}_{metric}``
+    and ``...layer_{k}.best_epoch``; the rank sweep's other ranks add ``.rank_{r}`` after the layer.
+
+    :param table: the tidy table (``layer``, ``probe``, ``rank``, ``split``, ``metric``, ``value``).
+    :param prefix: the metrics' first part.
+    :returns: the metrics, epochs as ints.
+    """
+    full = table.groupby("layer")["rank"].transform("max")  # the layer's own rank; a sweep only adds lower ones
+    metrics: dict[str, float | int] = {}
+    for row, is_full in zip(table.itertuples(index=False), full.eq(table["rank"])):
+        where = f"{prefix}.structural.{row.probe}.layer_{row.layer}" + ("" if is_full else f".rank_{row.rank}")
+        if row.metric == "best_epoch":
+            metrics[f"{where}.best_epoch"] = int(row.value)
+        else:
+            metrics[f"{where}.{row.split}_{row.metric}"] = float(row.value)
     return metrics

@@ -100,6 +100,7 @@ from bertology_utils.analyses.probes.report import (
     PAPER_TABLE3,
     TABLE3_ROWS,
     plot_probe_weights,
+    plot_structural_layers,
     plot_tree_comparison,
     table3,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "table3",
     "plot_probe_weights",
     "plot_tree_comparison",
+    "plot_structural_layers",
     "N_DISTANCE_FEATURES",
     "distance_features",
     "StructuralData",

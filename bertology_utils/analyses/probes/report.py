@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +23,7 @@ __all__ = [
     "table3",
     "plot_probe_weights",
     "plot_tree_comparison",
+    "plot_structural_layers",
 ]
 
 #: Table 3 row names here, in the paper's order (words: GloVe there, the vectors given here).
@@ -186,6 +187,50 @@ def plot_tree_comparison(
     ax.set_xlim(-1.2, n - 0.4)
     ax.set_ylim(-1.1, 1.1)
     ax.set_axis_off()
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_structural_layers(
+    table: pd.DataFrame,
+    attention_uas: Mapping[str, float],
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """The structural probes' UUAS and root accuracy per layer, with the attention probes' UAS as lines.
+
+    The attention probes read every layer's maps at once, so each is one horizontal line; their UAS is
+    directed (the head of each word) and the structural probe's UUAS undirected (the edges of a spanning
+    tree), which the legend says.
+
+    :param table: :func:`~bertology_utils.analyses.probes.structural_probe_layers`'s table (full-rank rows
+        are drawn: each layer's highest rank).
+    :param attention_uas: UAS (fractions) of attention probes by row name, on the split of ``table``.
+    :param ax: where to draw; a new figure when None.
+    :param title: the axes' title.
+    :returns: the axes drawn on.
+    """
+    import matplotlib.pyplot as plt
+
+    full = table[table["rank"] == table.groupby("layer")["rank"].transform("max")]
+    split = full["split"].iloc[0]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.0))
+    for (probe, metric), label, marker in (
+        (("distance", "uuas"), "distance probe: UUAS (undirected)", "o"),
+        (("depth", "root_acc"), "depth probe: root accuracy", "s"),
+    ):
+        line = full[(full["probe"] == probe) & (full["metric"] == metric)].sort_values("layer")
+        ax.plot(line["layer"], 100 * line["value"], marker=marker, label=label)
+    for (name, uas), style in zip(attention_uas.items(), ("--", ":", "-.")):
+        ax.axhline(100 * uas, color="grey", ls=style, lw=1.2, label=f"{name} probe: UAS (directed, all maps)")
+    ax.set_xticks(sorted(full["layer"].unique()))
+    ax.set_xlabel("hidden-state layer (0: embeddings)")
+    ax.set_ylabel(f"{split} score (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title)
     return ax

@@ -57,6 +57,43 @@ METRICS = (
         "Spearman rho",
         "rank correlation over heads of the Attn probe's weight with the head's single-head accuracy, per direction",
     ),
+    # Hewitt and Manning's structural probes on each layer's hidden states (punctuation left out)
+    Metric(
+        "probes.structural.distance.layer_{layer}.{split}_uuas",
+        Kind.TRAINED,
+        "accuracy",
+        "UUAS of the distance probe: share of the gold tree's edges in the spanning tree of the predicted distances",
+    ),
+    Metric(
+        "probes.structural.distance.layer_{layer}.{split}_dspr",
+        Kind.TRAINED,
+        "Spearman rho",
+        "DSpr of the distance probe: predicted against gold distances, per word, averaged over sentence lengths 5-50",
+    ),
+    Metric(
+        "probes.structural.depth.layer_{layer}.{split}_root_acc",
+        Kind.TRAINED,
+        "accuracy",
+        "root% of the depth probe: share of sentences whose shallowest predicted word is the gold root",
+    ),
+    Metric(
+        "probes.structural.depth.layer_{layer}.{split}_nspr",
+        Kind.TRAINED,
+        "Spearman rho",
+        "NSpr of the depth probe: predicted against gold depths per sentence, averaged over lengths 5-50",
+    ),
+    Metric(
+        "probes.structural.{probe}.layer_{layer}.best_epoch",
+        Kind.TRAINED,
+        "epoch (from 1)",
+        "the structural probe's epoch with the lowest dev loss (kept)",
+    ),
+    Metric(
+        "probes.structural.{probe}.layer_{layer}.rank_{rank}.{quantity}",
+        Kind.TRAINED,
+        "as the full-rank key's",
+        "the rank sweep: the same metric as the full-rank key (without rank_), for the probe fitted at this rank",
+    ),
     # claims: Table 3's comparisons, as margins in UAS points
     Metric(
         "probes.claims.table3.{claim}.test_margin",

@@ -1,6 +1,7 @@
 """Table 3's fitted rows: evaluated in the paper's order, their metrics' names, the typical sentence."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
@@ -8,10 +9,12 @@ from bertology_utils.analyses.probe_runs import (
     evaluate_probes,
     row_key,
     row_metrics,
+    structural_row_metrics,
     typical_sentence,
     weights_against_accuracy,
 )
 from bertology_utils.analyses.probes import ProbeEvaluation
+from bertology_utils.papers.metrics import REGISTRY
 
 
 def evaluation(name: str, lengths: list[int], wrong: dict[int, int]) -> ProbeEvaluation:
@@ -80,3 +83,20 @@ def test_weights_against_accuracy_per_direction():
     layer, head = np.unravel_index(weights[0].argmax(), (3, 4))
     assert table.loc["dep->head", "weight"] == weights[0, layer, head]
     assert table.loc["dep->head", "accuracy"] == accuracy[0].max()
+
+
+def test_structural_metrics_name_full_rank_rows_by_layer_and_sweep_rows_by_rank():
+    rows = [(0, "distance", 8, "test", "uuas", 0.5), (0, "distance", 8, "test", "best_epoch", 3.0),
+            (2, "depth", 8, "test", "root_acc", 0.75), (2, "depth", 2, "test", "root_acc", 0.25),
+            (2, "depth", 2, "test", "best_epoch", 1.0)]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"])
+    metrics = structural_row_metrics(table)
+    assert metrics == {
+        "probes.structural.distance.layer_0.test_uuas": 0.5,
+        "probes.structural.distance.layer_0.best_epoch": 3,
+        "probes.structural.depth.layer_2.test_root_acc": 0.75,
+        "probes.structural.depth.layer_2.rank_2.test_root_acc": 0.25,
+        "probes.structural.depth.layer_2.rank_2.best_epoch": 1,
+    }
+    assert isinstance(metrics["probes.structural.distance.layer_0.best_epoch"], int)
+    REGISTRY.check(metrics)  # every key is declared
