@@ -217,7 +217,7 @@ def plot_structural_layers(
     full = table[table["rank"] == table.groupby("layer")["rank"].transform("max")]
     split = full["split"].iloc[0]
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 4.0))
+        _, ax = plt.subplots(figsize=(9.0, 4.0))
     for (probe, metric), label, marker in (
         (("distance", "uuas"), "distance probe: UUAS (undirected)", "o"),
         (("depth", "root_acc"), "depth probe: root accuracy", "s"),

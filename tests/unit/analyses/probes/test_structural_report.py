@@ -40,7 +40,7 @@ def test_the_lines_are_full_rank_percentages_and_the_attention_probes_are_horizo
 
 
 def test_the_figure_passes_the_slide_rules_at_bert_large_depth():
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(9.0, 4.0))
     try:
         plot_structural_layers(table(25), {"Attn": 0.5, "Attn + words": 0.7}, ax=ax, title="a model: per layer")
         fig.tight_layout()
