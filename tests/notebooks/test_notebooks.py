@@ -34,7 +34,14 @@ SMALL_PARAMETERS = {
         "batch_size": 4,
     },
     "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
-    "04_probes": {"n_train": 60, "n_dev": 20, "n_test": 20, "max_epochs": 2},
+    "04_probes": {
+        "n_train": 60,
+        "n_dev": 20,
+        "n_test": 20,
+        "max_epochs": 2,
+        "structural_layers": [0, 3],
+        "structural_max_epochs": 2,
+    },
     "05_clustering": {"n_sentences": 12, "n_permutations": 200},
     "06_pruning": {
         "seeds": 1,
