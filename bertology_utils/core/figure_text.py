@@ -516,7 +516,9 @@ def register_inline(shell: Any = None) -> bool:
     """Wrap the PNG formatter matplotlib_inline registered for figures so that every inline figure is fitted for a
     slide and its output carries its text boxes (metadata ``"bertology/text"``); its options (``bbox_inches``,
     retina) are kept. Idempotent; re-applied before each cell, since ``%matplotlib inline`` or a change of
-    ``InlineBackend`` options registers a new formatter.
+    ``InlineBackend`` options registers a new formatter, and after each cell: the inline backend is set up when
+    a kernel draws its first figure, inside a cell, and registers its formatter and then its ``flush_figures``
+    as ``post_execute`` callbacks; ours, registered earlier, runs first and wraps the new formatter in time.
 
     :param shell: the IPython shell (default: the running one).
     :returns: whether a kernel was found to register in.
@@ -532,6 +534,7 @@ def register_inline(shell: Any = None) -> bool:
     _wrap_png_formatter(shell)
     if not getattr(shell, "_bertology_text_hook", False):
         shell.events.register("pre_run_cell", lambda *_: _wrap_png_formatter(shell))
+        shell.events.register("post_execute", lambda *_: _wrap_png_formatter(shell))
         shell._bertology_text_hook = True
     return True
 

@@ -202,6 +202,20 @@ def test_the_inline_formatter_adds_the_boxes_and_keeps_the_png(retina):
         assert metadata["width"] == png.size[0] // 2  # the formatter's own metadata kept
 
 
+def test_a_formatter_the_backend_registers_during_a_cell_is_wrapped_before_its_figures_show():
+    # the inline backend is set up by a kernel's first figure: inside a cell, after our pre_run_cell hook ran;
+    # it then registers flush_figures after our post_execute hook, so ours runs first
+    shell = SimpleNamespace(kernel=object(), display_formatter=DisplayFormatter(), events=EventManager(None, {}))
+    shell.events = EventManager(shell, {"pre_run_cell": lambda info: None, "post_execute": lambda: None})
+    png_formatter = shell.display_formatter.formatters["image/png"]
+    assert register_inline(shell)
+    shown = []
+    png_formatter.for_type(Figure, partial(print_figure, fmt="png", base64=True))  # the backend, mid-cell
+    shell.events.register("post_execute", lambda: shown.append(png_formatter.type_printers[Figure]))
+    shell.events.trigger("post_execute")
+    assert getattr(shown[0], "bertology_text", False)
+
+
 def test_a_maps_tokens_are_enlarged_but_never_thinned():
     from bertology_utils.core.figures import plot_attention_map
 
