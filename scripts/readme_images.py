@@ -3,7 +3,7 @@
 Usage, from the repository root: python scripts/readme_images.py RUN [--out docs/images]
 
 - ``atlas.png``: the run's head atlas page (built afresh from the run), coloured by the first
-  importance column, its top 10% filtered, and the card of the most important head open.
+  importance column of a classifier that learned its task, its top 10% filtered, and the card of the most important head open.
 - ``lecture-question.png`` and ``lecture-claim.png``: two slides of the run's lecture (built afresh into a
   temporary folder), the question and the claims slide of the finding "Heads that follow syntax" (the second
   of its two, below its figure), at the decks' 1280 x 720.
@@ -24,6 +24,19 @@ def _offline_page(playwright, size: tuple[int, int]):
     return browser, page
 
 
+def _testable(run: str, column: str) -> bool:
+    """Whether ``column`` (``importance.<task>``) comes from a classifier that learned its task: the run's claim
+    on that task's importance is not "not testable" (a picture should not feature a model below its baseline)."""
+    import json
+
+    claims = Path(run) / "06_pruning" / "claims.json"
+    if not claims.is_file():
+        return True
+    task = column.split(".", 1)[1]
+    verdicts = {c["id"]: c["verdict"] for c in json.loads(claims.read_text())["claims"]}
+    return verdicts.get(f"importance_matches_ablation.{task}") != "not testable"
+
+
 def atlas_image(run: str, out: Path) -> Path:
     from playwright.sync_api import sync_playwright
 
@@ -32,7 +45,8 @@ def atlas_image(run: str, out: Path) -> Path:
     atlas = build_atlas(run)
     page_path = atlas.write()["page"]
     numbers = set(atlas.dictionary.loc[atlas.dictionary["kind"] == "number", "column"])
-    column = next((c for c in atlas.columns if c.startswith("importance.")), None) or sorted(numbers)[0]
+    column = next((c for c in atlas.columns if c.startswith("importance.") and _testable(run, c)), None)
+    column = column or sorted(numbers)[0]
     first = atlas.table[atlas.table["run"] == atlas.runs[0].name]
     best = first.loc[first[column].astype(float).idxmax()]
     view = f"#color={column}&filter={column}~top~10&card={atlas.runs[0].id}:{best['layer']}-{best['head']}"
