@@ -22,6 +22,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "neuron_view",
         ],
         "mixing_maps": ["MixingView", "mixing_view"],
+        "static_view": ["static_html", "number_the_grid"],
         "slides": ["notebook_to_slides", "run_slides", "slide_figures", "deck_to_pdf"],
         "lecture": ["build_lecture"],
         "lecture_outline": ["LECTURE", "Topic"],

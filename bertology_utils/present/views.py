@@ -9,7 +9,8 @@
   page (an nbconvert export, an earlier view) already has. A library that is not installed
   comes from its CDN with a warning. Offline, a view that cannot have its libraries says which are
   missing and how to install them, and shows a static figure of the same maps instead (the
-  selected layer's heads, or a layer x head grid for the model view), so a notebook goes on.
+  selected layer's heads, or a layer x head grid for the model view; :mod:`~bertology_utils.present.static_view`),
+  so a notebook goes on.
 * :func:`explorer` is an ipywidgets panel (sentence, layer, head, word/token level) that redraws
   one attention map, from an AttentionStore or from items and a model.
 * :func:`neuron_view` shows how one head's attention comes about, after Vig (2019): the
@@ -67,7 +68,8 @@ from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus, Sentence, SentencePair, words_of
 from bertology_utils.interventions.editing import capture_attention
 from bertology_utils.interventions.query_key import capture_query_key
-from bertology_utils.present.assets import script_tag, source_or_cdn
+from bertology_utils.present.assets import ASSETS, asset_path, script_tag, source_or_cdn
+from bertology_utils.present.static_view import number_the_grid, static_html
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,6 +96,8 @@ _Model: TypeAlias = "LoadedModel | str | os.PathLike | None"
 #: Resolutions a map can be drawn at: the model's tokens, or words (Clark et al.'s conversion).
 LEVELS = ("token", "word")
 
+# The libraries bertviz's views load (require.js, then the AMD modules it asks for).
+_BERTVIZ_ASSETS = ("require", "d3", "jquery")
 # bertviz 1.4's CDN loader and require.config, replaced by the inlined libraries.
 _BERTVIZ_REQUIRE_TAG = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'
 _BERTVIZ_CONFIG = re.compile(r"require\.config\(\{\s*paths:\s*\{[^}]*\}\s*\}\);")
@@ -230,27 +234,24 @@ def _amd_module(name: str) -> str:
     )
 
 
-def _static_fallback(view: AttentionView, missing: str) -> AttentionView:
-    """The view's image (:meth:`AttentionView.figure`) as a PNG, with a note saying what is missing: the
-    offline view without JavaScript."""
-    import matplotlib.pyplot as plt
-
+def _static_fallback(view: AttentionView, missing: Sequence[str]) -> AttentionView:
+    """The view's image (:meth:`AttentionView.figure`) under a note saying which libraries are missing and how to
+    install them: the offline view without JavaScript."""
     fig = view.figure()
-    image = png_output(fig)["data"]["image/png"]
-    plt.close(fig)
-    if view.kind == "head":
-        shown = f"layer {(view.options.get('layer') or 0) + 1} as a static figure"
-    else:
+    if view.kind == "model":
+        layers = view.options.get("include_layers") or range(view.maps.shape[0])
+        number_the_grid(fig, layers, view.options.get("include_heads") or range(view.maps.shape[1]))
         shown = "every head's map as a static grid"
-    note = f"The interactive {view.kind} view cannot draw here: {missing} Showing {shown} instead."
+    else:
+        shown = f"layer {(view.options.get('layer') or 0) + 1} as a static figure"
+    note = (
+        f"The interactive {view.kind} view cannot draw here: {', '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not installed "
+        f"(`bertology assets --install`, or `make setup` in a checkout). Showing {shown} instead."
+    )
     warnings.warn(note, stacklevel=4)  # the caller of head_view or model_view
     title = view.title.replace(" view:", " view (static):", 1)
-    element_id = f"bertology-{view.kind}-view-static-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
-    html = (
-        f'<div id="{element_id}" class="bertology-view bertology-static-view" data-fallback="static">\n'
-        f"<p><strong>{html_lib.escape(note)}</strong></p>\n"
-        f'<img alt="{html_lib.escape(title)}" src="data:image/png;base64,{image}">\n</div>'
-    )
+    html, element_id = static_html(fig, note, title, f"bertology-{view.kind}-view-static")
     return replace(view, html=html, element_id=element_id, title=title)
 
 
@@ -271,8 +272,9 @@ def _bertviz_view(
     view = AttentionView("", "", title, kind, maps, tuple(labels), segments, options)
     try:
         return _bertviz_html(view, level, element_id, decimals)
-    except AssetMissingError as missing:
-        return _static_fallback(view, str(missing))
+    except AssetMissingError:
+        missing = [f"{ASSETS[n].package}@{ASSETS[n].version}" for n in _BERTVIZ_ASSETS if asset_path(n) is None]
+        return _static_fallback(view, missing)
 
 
 def _bertviz_html(view: AttentionView, level: str, element_id: str | None, decimals: int) -> AttentionView:

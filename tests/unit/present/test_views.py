@@ -1,6 +1,7 @@
 """Offline bertviz views, the layer/head explorer and the query·key neuron view."""
 
 import base64
+import html
 import json
 import re
 import warnings
@@ -13,6 +14,7 @@ from tiny_models import ARCHS
 from bertology_utils.attention.extraction import attention_for, extract_attention
 from bertology_utils.core import settings
 from bertology_utils.core.errors import AssetMissingError, BertologyError
+from bertology_utils.core.figure_text import MIN_TEXT_PX, SLIDE_BOX, FigureText, read_png_text, text_problems
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.present import assets
@@ -105,7 +107,7 @@ def test_bertviz_does_not_leak_resource_warnings(loaded_models):
 @pytest.mark.parametrize("view", [head_view, model_view])
 def test_offline_without_the_libraries_falls_back_to_a_static_figure(loaded_models, no_js_libraries, monkeypatch, view):
     monkeypatch.setenv(settings.OFFLINE_ENV, "1")
-    with pytest.warns(UserWarning, match="cannot draw here: .* is not installed") as caught:
+    with pytest.warns(UserWarning, match="cannot draw here: .* (is|are) not installed") as caught:
         shown = (
             view(SENTENCE, loaded_models["bert"], layer=1)
             if view is head_view
@@ -114,11 +116,39 @@ def test_offline_without_the_libraries_falls_back_to_a_static_figure(loaded_mode
     # The first warning caught may be an unrelated one from an import the view triggers.
     note = next(str(w.message) for w in caught if "cannot draw here" in str(w.message))
     assert "npm" in note or "bertology assets" in note  # says how to install them
+    assert not [w for w in caught if "tight_layout" in str(w.message)]  # the grid is laid out as drawn
+    assert "`bertology assets --install`" in shown.html and "d3@5.16.0" in shown.html
     assert 'data-fallback="static"' in shown.html
-    assert re.search(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{200,}">', shown.html)
+    img = re.search(
+        r'<img alt="[^"]+" style="([^"]+)" data-text-boxes=\'([^\']+)\' src="data:image/png;base64,([A-Za-z0-9+/=]{200,})">',
+        shown.html,
+    )
+    assert img, shown.html[:1000]
     assert "<script" not in shown.html  # nothing that needs the network or JavaScript
     if view is head_view:
         assert "Showing layer 2 as a static figure" in shown.html
+    # A slide holds the note and the picture: the note at the slides' smallest text size or larger, the picture
+    # never scaled past the output area and drawn at the size it is shown, its text measured and readable there.
+    note_px = re.search(r'<p style="font-size: ([0-9.]+)px;[^"]*"><strong>The interactive', shown.html)
+    assert note_px and float(note_px[1]) >= MIN_TEXT_PX
+    assert "max-width: 100%;" in img[1] and "height: auto;" in img[1]
+    max_height = float(re.search(r"max-height: ([0-9.]+)px;", img[1])[1])
+    assert 300 <= max_height <= SLIDE_BOX[1] - 100  # room left for the note and a caption
+    text = FigureText.from_json(html.unescape(img[2]))
+    assert read_png_text(base64.b64decode(img[3])) == text
+    width, height = text.size
+    assert width <= SLIDE_BOX[0] and height <= max_height + 1 and max(width / SLIDE_BOX[0], height / max_height) > 0.95
+    assert text.boxes and min(box.font_px for box in text.boxes) >= MIN_TEXT_PX - 0.05
+    assert text_problems(text, width) == []
+    strings = {box.text for box in text.boxes}
+    if view is model_view:  # rows and columns numbered, not the grid's token labels a slide cannot hold
+        layers, heads = (
+            loaded_models["bert"].model.config.num_hidden_layers,
+            loaded_models["bert"].model.config.num_attention_heads,
+        )
+        assert strings == {"head", "layer"} | {str(k) for k in range(1, max(layers, heads) + 1)}
+    else:
+        assert {w.lower() for w in words_of(SENTENCE)} <= {s.lower() for s in strings}  # an uncased tokenizer
     assert shown.html.count("<img") == 1 and shown.kind == ("head" if view is head_view else "model")
     with pytest.raises(AssetMissingError):  # the libraries themselves still say they are missing
         assets.asset_text("d3")
