@@ -49,6 +49,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ],
         "figures": [
             "plot_attention_map",
+            "map_labels_that_fit",
             "plot_layer_head_grid",
             "plot_attention_lines",
             "plot_attention_thumbnails",

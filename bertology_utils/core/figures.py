@@ -25,6 +25,8 @@ from matplotlib.lines import Line2D
 
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.figure_text import (
+    MIN_TEXT_PX,
+    SLIDE_BOX,
     fit_for_slide,
     keep_every_label,
     measuring,
@@ -40,6 +42,7 @@ __all__ = [
     "image_format",
     "save_image",
     "plot_attention_map",
+    "map_labels_that_fit",
     "plot_layer_head_grid",
     "plot_attention_lines",
     "plot_attention_thumbnails",
@@ -100,11 +103,27 @@ def plot_attention_map(
     title: str | None = None,
     cmap: str = "Blues",
     annotate: bool = False,
+    max_labels: int | None = None,
 ) -> Axes:
-    """Heatmap of one ``(n, n)`` attention map: rows attend (from), columns are attended to."""
+    """Heatmap of one ``(n, n)`` attention map: rows attend (from), columns are attended to.
+
+    :param attention: the ``(n, n)`` map.
+    :param labels: its ``n`` tokens.
+    :param ax: the axes to draw on; a new figure when None.
+    :param title: the axes' title.
+    :param cmap: the colour map.
+    :param annotate: write the values in the cells.
+    :param max_labels: show only the map of the first this many tokens (the title says so), e.g.
+        :func:`map_labels_that_fit`: every token is a label, and a slide has room for so many rows of them.
+    :returns: the axes.
+    """
     attention = np.asarray(attention, dtype=float)
     if attention.shape != (len(labels), len(labels)):
         raise ValueError(f"a {attention.shape} map needs {attention.shape[0]} labels, got {len(labels)}")
+    if max_labels is not None and len(labels) > max_labels:
+        cropped = f"first {max_labels} of {len(labels)} tokens"
+        title = f"{title}\n({cropped})" if title else cropped
+        attention, labels = attention[:max_labels, :max_labels], labels[:max_labels]
     if ax is None:
         size = max(3.0, 0.35 * len(labels) + 1.5)
         _, ax = plt.subplots(figsize=(size + 1, size))
@@ -129,6 +148,33 @@ def plot_attention_map(
     if title:
         ax.set_title(title)
     return ax
+
+
+def map_labels_that_fit(
+    labels: Sequence[str],
+    panels_across: int = 1,
+    panels_down: int = 1,
+    *,
+    box: tuple[int, int] = SLIDE_BOX,
+    min_px: float = MIN_TEXT_PX,
+) -> int:
+    """How many of ``labels`` one of a grid of :func:`plot_attention_map` maps (their figure filling ``box``: as wide
+    as it, or as tall) shows as rows of ``min_px`` text that do not overlap: its ``max_labels``.
+
+    :param labels: the map's tokens (the longest sets the room their column takes).
+    :param panels_across: maps side by side in the figure.
+    :param panels_down: rows of maps in the figure.
+    :param box: the largest ``(width, height)`` in px the figure is shown in.
+    :param min_px: the tokens' font size at the shown size.
+    :returns: the number of tokens, at least 1.
+    """
+    line = 1.2 * min_px  # a row of text: matplotlib's line height
+    tokens = 0.62 * min_px * max(map(len, labels), default=0)  # the token column (or row): DejaVu's mean advance
+    # a panel's width also holds the axis label and the colour bar with its ticks and label (about six em); the
+    # height, the tokens along the bottom, the axis label and the title
+    width = box[0] / panels_across - tokens - line - 6 * min_px
+    height = box[1] / panels_down - tokens - 2 * line
+    return max(1, int(min(width, height) // line))
 
 
 def plot_layer_head_grid(
