@@ -101,6 +101,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "row_key",
             "row_metrics",
             "structural_row_metrics",
+            "structural_layers_in",
         ],
         "word_vectors": ["WordVectors", "StaticVectors", "ModelEmbeddingVectors", "load_glove", "default_word_vectors"],
     },

@@ -32,6 +32,7 @@ __all__ = [
     "row_key",
     "row_metrics",
     "structural_row_metrics",
+    "structural_layers_in",
 ]
 
 
@@ -177,3 +178,18 @@ def structural_row_metrics(table: pd.DataFrame, prefix: str = "probes") -> dict[
         else:
             metrics[f"{where}.{row.split}_{row.metric}"] = float(row.value)
     return metrics
+
+
+def structural_layers_in(layers: Sequence[int] | None, num_layers: int) -> tuple[list[int] | None, dict[int, str]]:
+    """The asked structural-probe layers a model has, and why each other one is skipped (a parameter written for
+    a deeper model is a counted skip on a shallower one, not a failure).
+
+    :param layers: the hidden-state layers asked for (0: the embeddings); None: every layer.
+    :param num_layers: the model's layers, so its hidden states are 0 .. ``num_layers``.
+    :returns: the layers to fit (None stays None: every layer), and a reason by layer it lacks.
+    """
+    if layers is None:
+        return None, {}
+    kept = [k for k in layers if 0 <= k <= num_layers]
+    lacking = {k: f"the model has hidden states 0..{num_layers} (0: the embeddings)" for k in layers if k not in kept}
+    return kept, lacking

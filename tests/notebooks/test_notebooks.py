@@ -258,7 +258,12 @@ UNREGISTERED_SKIPS = {
 def test_notebook_runs_on_an_unregistered_architecture(stem, tmp_path, isolated_cache, family_models):
     from tiny_models import UNREGISTERED_SHAPES
 
-    result = _run(DEFAULT_NOTEBOOKS_DIR / f"{stem}.ipynb", tmp_path, {"model_name": str(family_models("roformer"))})
+    # the tiny model has 2 layers: structural probes on layers it has, so that only the architecture skips (a
+    # layer it lacks is a counted skip of its own, seen on the unusual shape)
+    shallow = {"structural_layers": [0, 1]} if stem == "04_probes" else {}
+    result = _run(
+        DEFAULT_NOTEBOOKS_DIR / f"{stem}.ipynb", tmp_path, {"model_name": str(family_models("roformer")), **shallow}
+    )
     assert result.status == "ok", result.describe_error()
     skipped = result.skipped or []
     assert {section["section"] for section in skipped} == UNREGISTERED_SKIPS[stem], skipped

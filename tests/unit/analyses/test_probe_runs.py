@@ -100,3 +100,13 @@ def test_structural_metrics_name_full_rank_rows_by_layer_and_sweep_rows_by_rank(
     }
     assert isinstance(metrics["probes.structural.distance.layer_0.best_epoch"], int)
     REGISTRY.check(metrics)  # every key is declared
+
+
+def test_structural_layers_a_model_lacks_are_counted_skips():
+    from bertology_utils.analyses.probe_runs import structural_layers_in
+
+    kept, lacking = structural_layers_in([0, 3], num_layers=2)  # hidden states 0..2
+    assert kept == [0] and list(lacking) == [3] and "0..2" in lacking[3]
+    assert structural_layers_in([0, 3], num_layers=6) == ([0, 3], {})
+    assert structural_layers_in(None, num_layers=2) == (None, {})  # every layer
+    assert structural_layers_in([], num_layers=2) == ([], {})
