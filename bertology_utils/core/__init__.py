@@ -68,6 +68,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "fit_for_slide",
             "keep_every_label",
             "read_png_text",
+            "measured_png",
             "img_attribute",
             "register_inline",
         ],

@@ -57,6 +57,7 @@ __all__ = [
     "fit_for_slide",
     "keep_every_label",
     "png_with_text",
+    "measured_png",
     "read_png_text",
     "img_attribute",
     "register_inline",
@@ -449,6 +450,20 @@ def png_with_text(png: bytes, text: FigureText) -> bytes:
     chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
     end = png.rindex(b"IEND") - 4  # the IEND chunk starts with its 4-byte length
     return png[:end] + chunk + png[end:]
+
+
+def measured_png(fig: Figure, *, dpi: float) -> tuple[bytes, FigureText]:
+    """``fig`` as a PNG at ``dpi`` (cropped tight, as saved figures are) carrying its text, measured in the draw
+    that wrote it (:func:`png_with_text`), and that text.
+
+    :param fig: the figure.
+    :param dpi: the resolution.
+    :returns: the PNG's bytes and its :class:`FigureText`.
+    """
+    buffer = io.BytesIO()
+    with measuring(fig) as measured:
+        fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return png_with_text(buffer.getvalue(), measured[-1]), measured[-1]
 
 
 def read_png_text(png: str | os.PathLike | bytes) -> FigureText | None:

@@ -9,7 +9,6 @@ figure is shown or saved, and set the label rotation they need themselves.
 
 from __future__ import annotations
 
-import io
 import itertools
 import os
 from collections.abc import Sequence
@@ -29,8 +28,7 @@ from bertology_utils.core.figure_text import (
     SLIDE_BOX,
     fit_for_slide,
     keep_every_label,
-    measuring,
-    png_with_text,
+    measured_png,
     register_inline,
 )
 from bertology_utils.core.files import atomic_path, atomic_write_bytes
@@ -85,10 +83,7 @@ def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) 
     suffix = image_format(path)
     fit_for_slide(fig)
     if suffix == ".png":
-        buffer = io.BytesIO()
-        with measuring(fig) as measured:
-            fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-        atomic_write_bytes(path, png_with_text(buffer.getvalue(), measured[-1]))
+        atomic_write_bytes(path, measured_png(fig, dpi=dpi)[0])
         return path
     with plt.rc_context({"svg.fonttype": "none"}), atomic_path(path) as partial:
         fig.savefig(partial, format=suffix[1:], dpi=dpi, bbox_inches="tight")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html as html_lib
-import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,8 +17,7 @@ from bertology_utils.core.figure_text import (
     FigureText,
     fit_for_slide,
     img_attribute,
-    measuring,
-    png_with_text,
+    measured_png,
     text_boxes,
 )
 from bertology_utils.core.figures import DEFAULT_DPI
@@ -45,11 +43,7 @@ def _fitted_png(fig: Figure, box: tuple[int, int]) -> tuple[bytes, FigureText]:
     measured text."""
     fit_for_slide(fig, box=box)
     width, height = text_boxes(fig, dpi=DEFAULT_DPI).size
-    dpi = DEFAULT_DPI * min(box[0] / width, box[1] / height)
-    buffer = io.BytesIO()
-    with measuring(fig) as measured:
-        fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    return png_with_text(buffer.getvalue(), measured[-1]), measured[-1]
+    return measured_png(fig, dpi=DEFAULT_DPI * min(box[0] / width, box[1] / height))
 
 
 def number_the_grid(fig: Figure, layers: Sequence[int], heads: Sequence[int]) -> None:
