@@ -527,13 +527,26 @@ def _wrap_png_formatter(shell: Any) -> None:
         formatter.for_type(Figure, _with_text(current))
 
 
+def _set_up_inline_backend() -> None:
+    """Import matplotlib_inline's backend now when it is the kernel's: importing it registers its PNG formatter,
+    which otherwise happens inside the cell that draws the kernel's first figure, and a ``plt.show()`` there
+    displays that figure before any hook of ours could wrap the new formatter."""
+    import matplotlib
+
+    # the backend as set (MPLBACKEND), without resolving it: asking for the resolved one would import it anyway
+    backend = dict.__getitem__(matplotlib.rcParams, "backend")
+    if backend in ("inline", "module://matplotlib_inline.backend_inline"):
+        import matplotlib_inline.backend_inline  # noqa: F401 (the import sets the backend up)
+
+
 def register_inline(shell: Any = None) -> bool:
     """Wrap the PNG formatter matplotlib_inline registered for figures so that every inline figure is fitted for a
     slide and its output carries its text boxes (metadata ``"bertology/text"``); its options (``bbox_inches``,
     retina) are kept. Idempotent; re-applied before each cell, since ``%matplotlib inline`` or a change of
-    ``InlineBackend`` options registers a new formatter, and after each cell: the inline backend is set up when
-    a kernel draws its first figure, inside a cell, and registers its formatter and then its ``flush_figures``
-    as ``post_execute`` callbacks; ours, registered earlier, runs first and wraps the new formatter in time.
+    ``InlineBackend`` options registers a new formatter, and after each cell, before the inline backend's
+    ``flush_figures`` (registered later) shows the cell's figures. The inline backend, which matplotlib sets up
+    only when a kernel draws its first figure, is set up here first, so a ``plt.show()`` in that cell finds
+    the wrapped formatter too.
 
     :param shell: the IPython shell (default: the running one).
     :returns: whether a kernel was found to register in.
@@ -546,6 +559,7 @@ def register_inline(shell: Any = None) -> bool:
         shell = get_ipython()
     if shell is None or not hasattr(shell, "kernel"):  # a terminal IPython shows no PNGs
         return False
+    _set_up_inline_backend()
     _wrap_png_formatter(shell)
     if not getattr(shell, "_bertology_text_hook", False):
         shell.events.register("pre_run_cell", lambda *_: _wrap_png_formatter(shell))
