@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from bertology_utils.analyses.pattern_types import TYPES
+from bertology_utils.core.figure_text import SLIDE_BOX
 from bertology_utils.present.labelling import draw_map
 
 __all__ = ["plot_type_shares_by_layer", "plot_type_examples"]
@@ -54,32 +55,36 @@ def plot_type_shares_by_layer(
 def plot_type_examples(kinds: pd.DataFrame, stores: Mapping[str, Any], n: int, seed: int = 0) -> Figure:
     """A contact sheet: up to ``n`` maps drawn at random (``seed``) from those of each type, one row per type.
 
+    Drawn for a slide: the figure has the slide box's shape (:data:`~bertology_utils.core.figure_text.SLIDE_BOX`
+    at 100 px an inch), so its 12 pt text is 16 px where it is shown and nothing has to be enlarged over the maps.
+
     :param kinds: one row per classified map, with columns ``dataset``, ``item``, ``layer`` and ``head``
         (from 1) and ``type``.
     :param stores: the attention stores by data set name, indexable by item.
     :param n: maps per type (columns).
     :param seed: the draw's seed.
-    :returns: the figure (word-level maps on a fixed colour scale, titled by data set, layer and head).
+    :returns: the figure (word-level maps on a fixed colour scale, titled by layer and head over the data set).
     """
     shown = {
         t: kinds[kinds["type"] == t].sample(min(n, int((kinds["type"] == t).sum())), random_state=seed) for t in TYPES
     }
-    fig, axes = plt.subplots(len(TYPES), n, figsize=(2.1 * n, 2.3 * len(TYPES)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(TYPES), n, figsize=(SLIDE_BOX[0] / 100, SLIDE_BOX[1] / 100), squeeze=False, layout="constrained"
+    )
     for row_axes, (t, rows) in zip(axes, shown.items()):
         for ax in row_axes:
             ax.axis("off")
         for ax, row in zip(row_axes, rows.itertuples()):
             ax.axis("on")
             item = stores[row.dataset][int(row.item)]
-            draw_map(
-                ax,
-                item.attention[row.layer - 1, row.head - 1],
-                item.word_kinds,
-                item.segments,
-                title=f"{row.dataset} L{row.layer}-H{row.head}",
-            )
-        row_axes[0].text(
-            -0.15, 0.5, t, transform=row_axes[0].transAxes, rotation=90, ha="right", va="center", fontsize=12
-        )
-    fig.tight_layout()
+            draw_map(ax, item.attention[row.layer - 1, row.head - 1], item.word_kinds, item.segments)
+            ax.set_title(f"L{row.layer}-H{row.head}\n{row.dataset}", fontsize=12, linespacing=1.0)
+        # the type's name, level, left of its row (a rotated name is taller than a row); "+" starts a line
+        first = row_axes[0]
+        if rows.empty:
+            first.axis("on")
+            first.set(xticks=[], yticks=[])
+            first.spines[:].set_visible(False)
+            first.text(0.5, 0.5, "none", transform=first.transAxes, ha="center", va="center", fontsize=12)
+        first.set_ylabel(t.replace("+", " +\n"), rotation=0, ha="right", va="center", fontsize=12)
     return fig
