@@ -24,7 +24,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -493,16 +493,24 @@ def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", t
     :returns: the figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     targets, modes = list(dict.fromkeys(curves.target)), list(dict.fromkeys(curves["mode"]))
     fig, axes = plt.subplots(
-        len(targets), len(modes), figsize=(5.2 * len(modes), 3.2 * len(targets)), squeeze=False, sharex=True
+        len(targets),
+        len(modes),
+        figsize=(4.6 * len(modes) + 3, 3.2 * len(targets) + 0.6),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
     )
     names = {
         "hidden_change": "hidden-state change\n(mean ||h' - h|| / ||h||)",
         "output_change": curves.attrs.get("output_change", "output change"),
         "loss_change": "loss change",
     }
+    # one legend for the figure: a legend in each panel covers its curves, and beside each, leaves no room for them
+    legend: dict[str, Any] = {}
     for r, target in enumerate(targets):
         for c, mode in enumerate(modes):
             ax = axes[r, c]
@@ -511,7 +519,8 @@ def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", t
             twin = ax.twinx()
             twin.bar(mass.index, mass.values, color="lightgrey", alpha=0.5, width=0.6)
             twin.set_ylim(0, max(1.0, float(mass.max()) * 1.1))
-            twin.set_ylabel("mass moved", color="grey", fontsize=8)
+            if c == len(modes) - 1:
+                twin.set_ylabel("mass moved", color="grey")
             ax.set_zorder(twin.get_zorder() + 1)
             ax.patch.set_visible(False)
             for kind, color, label in (
@@ -519,19 +528,15 @@ def plot_ablation_curves(curves: pd.DataFrame, measure: str = "hidden_change", t
                 ("control", "black", "same mass off a random token"),
             ):
                 line = part[part.intervention == kind]
-                ax.errorbar(
-                    line.layer,
-                    line[measure],
-                    yerr=line.get(f"{measure}_se"),
-                    marker="o",
-                    capsize=3,
-                    color=color,
-                    label=label,
+                legend[label] = ax.errorbar(
+                    line.layer, line[measure], yerr=line.get(f"{measure}_se"), marker="o", capsize=3, color=color
                 )
-            ax.set(xlabel="layer", ylabel=names.get(measure, measure), xticks=sorted(part.layer.unique()))
-            ax.set_title(f"{KIND_LABELS[target]}, {mode}", fontsize=10)
-            ax.legend(fontsize=8, loc="best")
+            ax.set(xlabel="layer" if r == len(targets) - 1 else "", xticks=sorted(part.layer.unique()))
+            if c == 0:
+                ax.set_ylabel(names.get(measure, measure))
+            ax.set_title(f"{KIND_LABELS[target]}, {mode}")
+    legend["mass moved (right axis)"] = Patch(color="lightgrey", alpha=0.5)
+    fig.legend(legend.values(), legend.keys(), loc="outside right center")
     if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+        fig.suptitle(title)
     return fig

@@ -255,6 +255,19 @@ def atlas_grid():
     return plot_layer_head_grid(grid, title="importance: bert-base-uncased", label="importance").figure
 
 
+def ablation():
+    from bertology_utils.interventions.ablations import plot_ablation_curves
+
+    rows = [
+        {"layer": layer, "target": target, "mode": mode, "intervention": kind, "mass": RNG.random(),
+         "hidden_change": RNG.random(), "hidden_change_se": 0.05 * RNG.random()}
+        for target in ("sep", "cls") for mode in ("zero", "renormalise") for kind in ("target", "control")
+        for layer in range(1, L + 1)
+    ]  # fmt: skip
+    title = "bert-base-uncased — SST-2 classifier loss (fine-tuned bert-base-uncased)"
+    return plot_ablation_curves(pd.DataFrame(rows), title=title)
+
+
 #: The lecture's figures: (notebook, figure name pattern) as lecture_outline names them -> how the notebook draws it.
 FIGURES = {
     ("01_patterns", "relative_position_by_layer"): relative_position_by_layer,
@@ -277,12 +290,12 @@ FIGURES = {
     ("07_head_roles", "query_key_dimensions"): query_key_dimensions,
     ("08_context_mixing", "special_token_shares"): special_token_shares,
     ("08_context_mixing", "faithfulness_by_layer"): faithfulness_by_layer,
+    ("02_sep_noop", "ablation_*"): ablation,
     ("09_atlas", "atlas_grid"): atlas_grid,
 }
 #: Lecture figures not drawn here, each with why: their inputs are a model run's objects, not a few arrays.
 NOT_DRAWN = {
     ("02_sep_noop", "attention_and_gradient"): "GradientStats of a model's gradients",
-    ("02_sep_noop", "ablation_*"): "ablation curves of a model's hidden states",
 }
 
 
