@@ -99,6 +99,7 @@ def plot_attention_map(
     cmap: str = "Blues",
     annotate: bool = False,
     max_labels: int | None = None,
+    crop: bool = True,
 ) -> Axes:
     """Heatmap of one ``(n, n)`` attention map: rows attend (from), columns are attended to.
 
@@ -108,17 +109,21 @@ def plot_attention_map(
     :param title: the axes' title.
     :param cmap: the colour map.
     :param annotate: write the values in the cells.
-    :param max_labels: show only the map of the first this many tokens (the title says so), e.g.
+    :param max_labels: at most this many token labels (the title says what is shown instead), e.g.
         :func:`map_labels_that_fit`: every token is a label, and a slide has room for so many rows of them.
+    :param crop: with more tokens than ``max_labels``, show the map of the first ``max_labels`` tokens, labelled;
+        False: the whole map, its tokens unlabelled (a pattern that spans the sentence, seen whole).
     :returns: the axes.
     """
     attention = np.asarray(attention, dtype=float)
     if attention.shape != (len(labels), len(labels)):
         raise ValueError(f"a {attention.shape} map needs {attention.shape[0]} labels, got {len(labels)}")
+    unlabelled = max_labels is not None and len(labels) > max_labels and not crop
     if max_labels is not None and len(labels) > max_labels:
-        cropped = f"first {max_labels} of {len(labels)} tokens"
-        title = f"{title}\n({cropped})" if title else cropped
-        attention, labels = attention[:max_labels, :max_labels], labels[:max_labels]
+        shown = f"{len(labels)} tokens, unlabelled" if unlabelled else f"first {max_labels} of {len(labels)} tokens"
+        title = f"{title}\n({shown})" if title else shown
+        if not unlabelled:
+            attention, labels = attention[:max_labels, :max_labels], labels[:max_labels]
     if ax is None:
         size = max(3.0, 0.35 * len(labels) + 1.5)
         _, ax = plt.subplots(figsize=(size + 1, size))
@@ -135,6 +140,8 @@ def plot_attention_map(
         fmt=".2f",
         cbar_kws={"shrink": 0.7, "label": "attention"},
     )
+    if unlabelled:
+        ax.set(xticks=[], yticks=[])
     keep_every_label(ax)  # the tokens are the map's content
     ax.set_xlabel("attended to")
     ax.set_ylabel("attending from")

@@ -18,13 +18,13 @@ PAIR = (
 ).split()
 
 
-def _maps(across: int, down: int, max_labels: int | None) -> plt.Figure:
+def _maps(across: int, down: int, max_labels: int | None, *, crop: bool = True) -> plt.Figure:
     n = len(PAIR)
     # about square panels, as the notebooks draw them
     fig, axes = plt.subplots(down, across, figsize=(5.5 * across, 5.0 * down), layout="constrained")
     rows = np.random.default_rng(0).random((across * down, n, n))
     for ax, attention in zip(np.ravel(axes), rows / rows.sum(-1, keepdims=True), strict=True):
-        plot_attention_map(attention, PAIR, ax=ax, title="previous: head 2-3 (0.61)", max_labels=max_labels)
+        plot_attention_map(attention, PAIR, ax=ax, title="previous: head 2-3 (0.61)", max_labels=max_labels, crop=crop)
     return fit_for_slide(fig)
 
 
@@ -56,3 +56,18 @@ def test_every_token_of_three_maps_across_overlaps_its_neighbours() -> None:
 def test_longer_tokens_leave_room_for_fewer() -> None:
     assert map_labels_that_fit(["a"] * 30, 3) > map_labels_that_fit(["representatives"] * 30, 3) >= 1
     assert map_labels_that_fit(PAIR, 1) > map_labels_that_fit(PAIR, 3) > map_labels_that_fit(PAIR, 3, 2)
+
+
+def test_a_map_not_cropped_is_shown_whole_and_unlabelled_when_its_tokens_do_not_fit() -> None:
+    fit = map_labels_that_fit(PAIR, 3, 2)
+    fig = _maps(3, 2, fit, crop=False)
+    assert _problems(fig) == []
+    ax = fig.axes[0]
+    assert ax.collections[0].get_array().shape == (len(PAIR), len(PAIR))
+    assert ax.get_xticklabels() == [] and ax.get_yticklabels() == []
+    assert f"{len(PAIR)} tokens, unlabelled" in ax.get_title()
+    plt.close(fig)
+    fig = _maps(1, 1, len(PAIR), crop=False)  # they fit: labelled as ever
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == PAIR
+    assert "unlabelled" not in fig.axes[0].get_title()
+    plt.close(fig)
