@@ -7,7 +7,7 @@ ellipsis, figures' text boxes) and every visible text, whose wording Python's ru
 
 options: {slide: bool, skip: a selector of what is never shown as text (speaker notes, code input),
           minPx: the smallest font size at slide size, overlap: the fraction of the smaller box two boxes
-          may share}.
+          may share, textKey: the key of a PNG's tEXt chunk that holds its measured text}.
 */
 (function () {
   "use strict";
@@ -91,6 +91,23 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
 
   const round = r => `[${[r.left, r.top, r.right, r.bottom].map(Math.round)}]`;
 
+  // The measured text a PNG inlined as a data: URI carries in a tEXt chunk under key (core.figure_text's
+  // png_with_text): what a renderer that knows nothing of data-text-boxes draws (a widget's output). Else null.
+  function pngText(img, key) {
+    const prefix = "data:image/png;base64,";
+    if (!img.src.startsWith(prefix)) return null;
+    const bytes = atob(img.src.slice(prefix.length)), keyword = key + "\0";
+    const word = at => bytes.charCodeAt(at) * 2 ** 24 + (bytes.charCodeAt(at + 1) << 16) +
+                       (bytes.charCodeAt(at + 2) << 8) + bytes.charCodeAt(at + 3);
+    for (let at = 8; at + 8 <= bytes.length;) {  // the chunks after the signature: length, kind, data, CRC
+      const length = word(at), kind = bytes.slice(at + 4, at + 8);
+      if (kind === "tEXt" && bytes.startsWith(keyword, at + 8)) return bytes.slice(at + 8 + keyword.length, at + 8 + length);
+      if (kind === "IEND") break;
+      at += 12 + length;
+    }
+    return null;
+  }
+
   window.bertologyAudit = function (options) {
     const root = options.slide ? Reveal.getCurrentSlide() : document.body;
     const defects = [], texts = [], boxes = [];
@@ -148,9 +165,9 @@ options: {slide: bool, skip: a selector of what is never shown as text (speaker 
     }
     root.querySelectorAll("img").forEach(img => {
       if (img.closest(options.skip) || !shown(img)) return;
-      const spec = img.getAttribute("data-text-boxes");
+      const spec = img.getAttribute("data-text-boxes") ?? pngText(img, options.textKey);
       if (spec === null) {
-        if (slides) add("figure-unmeasured", img, img.alt || "", "no data-text-boxes: its text is not measured");
+        if (slides) add("figure-unmeasured", img, img.alt || "", "no data-text-boxes and none in the PNG: its text is not measured");
         return;
       }
       let measured;

@@ -13,10 +13,11 @@ The measurements are made in the page by ``page_audit.js`` (beside this module);
 - ``missing-value``, ``repr``, ``path``, ``cut-number``: visible text matching :data:`TEXT_RULES`
   (``cut-number`` also for a number cut by CSS's ``text-overflow: ellipsis``);
 - ``figure-small-text``, ``figure-overlap``: an ``<img>`` whose ``data-text-boxes`` (its text boxes, in
-  its own pixels: ``{"size": [W, H], "boxes": [[x0, y0, x1, y1, font_px, "text"], ...]}``) holds, at the
-  width it is drawn, text under :data:`MIN_PX` px on a slide, or two boxes overlapping as above;
-- ``figure-unmeasured``: on a slide, an ``<img>`` without ``data-text-boxes``, whose text cannot be
-  measured (a kind of its own, so that a test may require measured figures or not).
+  its own pixels: ``{"size": [W, H], "boxes": [[x0, y0, x1, y1, font_px, "text"], ...]}``), or, for a PNG
+  inlined as a ``data:`` URI, the same in its ``tEXt`` chunk (``core.figure_text.png_with_text``), holds, at
+  the width it is drawn, text under :data:`MIN_PX` px on a slide, or two boxes overlapping as above;
+- ``figure-unmeasured``: on a slide, an ``<img>`` with neither, whose text cannot be measured (a kind of
+  its own, so that a test may require measured figures or not).
 
 A slide deck (reveal.js) is checked slide by slide, each with its fragments shown, for every kind; any
 other page (the report, the atlas, the docs' pages) as a whole for the text rules, overlaps and figures'
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.figure_text import TEXT_KEY
 from bertology_utils.present.browser import chromium
 
 __all__ = ["Defect", "TEXT_RULES", "MIN_PX", "OVERLAP", "VIEWPORT", "audit_page", "audit_files"]
@@ -106,7 +108,7 @@ def _text_defects(texts: list[dict[str, str]], where: int | None) -> list[Defect
 
 
 def _measure(page: Any, *, slide: bool, where: int | None) -> list[Defect]:
-    options = {"slide": slide, "skip": _NOT_SHOWN, "minPx": MIN_PX, "overlap": OVERLAP}
+    options = {"slide": slide, "skip": _NOT_SHOWN, "minPx": MIN_PX, "overlap": OVERLAP, "textKey": TEXT_KEY}
     found = page.evaluate("options => window.bertologyAudit(options)", options)
     measured = [
         Defect(

@@ -34,7 +34,6 @@ import base64
 import functools
 import hashlib
 import html as html_lib
-import io
 import itertools
 import json
 import os
@@ -54,7 +53,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.architectures import self_attention_modules
 from bertology_utils.core.errors import AssetMissingError, BertologyError, ModelNotAvailableError
-from bertology_utils.core.figure_text import MIN_TEXT_PX
+from bertology_utils.core.figure_text import MIN_TEXT_PX, TEXT_KEY, measured_png
 from bertology_utils.core.figures import (
     DEFAULT_DPI,
     image_format,
@@ -428,13 +427,16 @@ def _first_words(words: Sequence[str], kinds: Sequence[str] | np.ndarray, n: int
 
 
 def png_output(fig: Figure) -> dict:
-    """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
+    """An Output-widget display record of a figure as PNG (set directly: works with or without a kernel).
+
+    The PNG carries its measured text (:func:`~bertology_utils.core.figure_text.measured_png`) in its own bytes,
+    where the page audit finds it: a widget's JavaScript draws the image, and no ``data-text-boxes`` with it.
+    """
+    png, text = measured_png(fig, dpi=fig.dpi)
     return {
         "output_type": "display_data",
-        "metadata": {},
-        "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"), "text/plain": "<attention map>"},
+        "metadata": {"image/png": {TEXT_KEY: json.loads(text.to_json())}},
+        "data": {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": "<attention map>"},
     }
 
 

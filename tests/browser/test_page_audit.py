@@ -9,6 +9,7 @@ import sys
 import nbformat
 import pytest
 
+from bertology_utils.core.figure_text import FigureText, png_with_text
 from bertology_utils.present.page_audit import VIEWPORT, audit_page
 from bertology_utils.present.slides import notebook_to_slides
 
@@ -31,6 +32,14 @@ def _figure(boxes: list, width: int = 640) -> str:
     """An image 1000 x 500 in its own pixels, drawn ``width`` px wide, carrying ``boxes``."""
     spec = json.dumps({"size": [1000, 500], "boxes": boxes})
     return f"<img src='{PIXEL}' width='{width}' height='{width // 2}' alt='figure' data-text-boxes='{spec}'>"
+
+
+def _png_figure(boxes: list, width: int = 640) -> str:
+    """As :func:`_figure`, the boxes in the PNG's own tEXt chunk (as a widget's output carries them)."""
+    text = FigureText.from_json(json.dumps({"size": [1000, 500], "boxes": boxes}))
+    png = png_with_text(base64.b64decode(PIXEL.split(",", 1)[1]), text)
+    src = "data:image/png;base64," + base64.b64encode(png).decode()
+    return f"<img src='{src}' width='{width}' height='{width // 2}' alt='figure'>"
 
 
 def _stream(text: str) -> nbformat.NotebookNode:
@@ -60,6 +69,7 @@ PLANTED = [
     (_figure([[10, 10, 300, 40, 14, "tick label"]]), {"figure-small-text"}),
     (_figure([[10, 10, 300, 60, 40, "legend"], [20, 15, 280, 55, 40, "title"]]), {"figure-overlap"}),
     (f"<img src='{PIXEL}' width='300' height='150' alt='not measured'>", {"figure-unmeasured"}),
+    (_png_figure([[10, 10, 300, 60, 40, "legend"], [20, 15, 280, 55, 40, "title"]]), {"figure-overlap"}),
 ]
 
 
@@ -113,8 +123,9 @@ def test_a_deck_shrunk_by_the_fitter_is_measured_at_its_zoom(tmp_path, offline_p
 
 
 def test_a_clean_deck_has_no_defect(tmp_path, offline_page):
-    figure = _figure([[10, 10, 400, 60, 40, "title"], [10, 400, 400, 460, 30, "axis label"]])
-    deck = _deck(tmp_path, [PLANTED[0][0], "## Results\n\n| head | accuracy |\n|---|---|\n| 3-2 | 0.41 |", figure])
+    boxes = [[10, 10, 400, 60, 40, "title"], [10, 400, 400, 460, 30, "axis label"]]
+    table = "## Results\n\n| head | accuracy |\n|---|---|\n| 3-2 | 0.41 |"
+    deck = _deck(tmp_path, [PLANTED[0][0], table, _figure(boxes), _png_figure(boxes)])
     assert audit_page(_open(offline_page, deck, deck=True), slides=True) == []
 
 

@@ -14,7 +14,14 @@ from tiny_models import ARCHS
 from bertology_utils.attention.extraction import attention_for, extract_attention
 from bertology_utils.core import settings
 from bertology_utils.core.errors import AssetMissingError, BertologyError
-from bertology_utils.core.figure_text import MIN_TEXT_PX, SLIDE_BOX, FigureText, read_png_text, text_problems
+from bertology_utils.core.figure_text import (
+    MIN_TEXT_PX,
+    SLIDE_BOX,
+    TEXT_KEY,
+    FigureText,
+    read_png_text,
+    text_problems,
+)
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, SentencePair, words_of
 from bertology_utils.present import assets
@@ -242,6 +249,10 @@ def test_explorer_on_a_store_redraws_when_a_control_changes(loaded_models, tmp_p
     assert panel.state == {"index": 0, "layer": 0, "head": 0, "level": "word"}
     before = _png(panel)
     np.testing.assert_array_equal(panel.current, store[0].attention[0, 0])
+    # the picture carries its measured text, in its bytes (for the page audit) and in the output's metadata
+    text = read_png_text(before)
+    assert text is not None and "layer 1, head 1" in " ".join(b.text for b in text.boxes)
+    assert panel.output.outputs[0]["metadata"]["image/png"][TEXT_KEY] == json.loads(text.to_json())
 
     panel.layer.value = 2
     assert panel.state["layer"] == 1 and _png(panel) != before
