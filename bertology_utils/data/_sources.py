@@ -112,7 +112,7 @@ _MRPC_HOW = (
     "MRPC has no single canonical download file: GLUE's download_glue_data.py "
     "(https://github.com/nyu-mll/GLUE-baselines, `--tasks MRPC`) builds MRPC/train.tsv and "
     "MRPC/dev.tsv from the Microsoft Research Paraphrase Corpus; put them in "
-    "<dir>/glue/MRPC/ and set BERTOLOGY_DATA_DIR=<dir>"
+    "glue/MRPC/ in a data folder and point BERTOLOGY_DATA_DIR to it"
 )
 
 
@@ -298,7 +298,8 @@ def resolve_data_file(dataset: str, split: str, path: str | os.PathLike | None =
             reason = str(error)
     if file.url is not None:
         what = f"the file {file.member} inside {file.url}" if file.member else file.url
-        how = f"download {what} to <dir>/{file.path} and set {settings.DATA_DIR_ENV}=<dir>, or go online"
+        # no placeholder path ("<dir>/..."): the reason is shown on slides, where a path reads as a machine's
+        how = f"download {what} as {file.path} in a data folder and point {settings.DATA_DIR_ENV} to it, or go online"
     else:
         how = spec.how_to_get
     raise DataNotFoundError(

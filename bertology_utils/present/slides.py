@@ -190,7 +190,7 @@ def _add_skipped_slide(nb: NotebookNode, folder: Path) -> None:
     if not skipped["sections"]:
         return
     lead = "Nothing in this notebook was computed" if skipped["everything"] else "Not computed in this run"
-    # Reasons hold paths such as "<dir>/glue/...": escaped, or markdown would read them as HTML tags.
+    # Reasons are a program's text, which may hold "<" and "&": escaped, or markdown would read them as HTML.
     lines = [f"### {lead}", ""] + [
         f"* **{html.escape(s['section'])}**: {html.escape(s['reason'])}" for s in skipped["sections"]
     ]
