@@ -468,6 +468,7 @@ def _explorer_class() -> type:
                 options=list(zip(items.labels, range(len(items.labels)))),
                 value=0,
                 description="sentence",
+                style={"description_width": "initial"},  # the default width cuts "sentence" to "sente…"
                 # within a slide narrower than 32em, its 2 px margins included
                 layout=widgets.Layout(width="32em", max_width="calc(100% - 4px)"),
             )
