@@ -563,17 +563,23 @@ def plot_special_token_shares(
     task (``fine_tuned``: task -> frame indexed by layer, a column per kind), its pre-trained model's dotted in
     the same colour. Returns the figure."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     titles = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punctuation"}
-    fig, axes = plt.subplots(1, len(kinds), figsize=(13 / 3 * len(kinds), 3.6), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(kinds), figsize=(13 / 3 * len(kinds) + 2, 3.6), sharex=True, squeeze=False, layout="constrained"
+    )
     for ax, kind in zip(axes[0], kinds):
         for i, task in enumerate(fine_tuned):
             color = f"C{i}"
             ax.plot(fine_tuned[task].index, fine_tuned[task][kind], "o-", color=color, label=task)
             ax.plot(pretrained[task].index, pretrained[task][kind], ":", color=color)
-        ax.set(title=f"attention on {titles.get(kind, kind)}", xlabel="layer", ylabel="share")
-    axes[0, 0].legend(fontsize=8, title="fine-tuned (dotted: pre-trained)")
-    fig.tight_layout()
+        ax.set(title=f"attention on {titles.get(kind, kind)}", xlabel="layer")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
+    axes[0, 0].set_ylabel("share")
+    # one legend for the figure, beside the panels: one inside the first panel covers its lines
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="fine-tuned\n(dotted: pre-trained)", loc="outside right center")
     return fig
 
 
