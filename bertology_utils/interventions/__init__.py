@@ -71,6 +71,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Reference",
             "ReferenceScores",
             "register_reference",
+            "reference_title",
         ],
         "lrp": ["LRP_VARIANTS", "LRPRules", "lrp_rules", "lrp_relevance", "AttnLRP", "CPLRP"],
         "head_relevance": ["HeadAttribution", "GateGradient", "head_attribution", "gate_times_gradient"],

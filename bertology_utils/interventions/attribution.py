@@ -85,6 +85,7 @@ __all__ = [
     "REFERENCE_REGISTRY",
     "REFERENCES",
     "register_reference",
+    "reference_title",
     "BlankOut",
     "InputXGradient",
     "IntegratedGradients",
@@ -510,6 +511,8 @@ class Reference:
 
     name: str
     default = True  #: computed by :func:`word_references` when given no names (False: only when named)
+    #: What figures and claims call it (None: its name, words apart); see :func:`reference_title`.
+    title: str | None = None
 
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
@@ -547,6 +550,14 @@ REFERENCES = Names(REFERENCE_REGISTRY, lambda reference: reference.default)
 R = TypeVar("R", bound=Reference)
 
 
+def reference_title(name: str) -> str:
+    """What figures and claims call the reference ``name``: its :attr:`Reference.title`, else the name with its
+    words apart (``integrated_gradients``: "integrated gradients")."""
+    reference = REFERENCE_REGISTRY.get(name)
+    title = reference.title if reference is not None else None
+    return title or name.replace("_", " ")
+
+
 def register_reference(reference: R, *, replace: bool = False) -> R:
     """Add ``reference`` to :data:`REFERENCE_REGISTRY` under its name.
 
@@ -563,6 +574,7 @@ class BlankOut(Reference):
     <https://arxiv.org/abs/2005.00928>`_), word level by construction."""
 
     name = "blank_out"
+    title = "blank-out"
 
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
@@ -576,6 +588,7 @@ class InputXGradient(Reference):
     <https://arxiv.org/abs/1605.01713>`_), each word's tokens summed."""
 
     name = "input_x_gradient"
+    title = "input × gradient"
 
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings

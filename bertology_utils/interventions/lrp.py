@@ -323,6 +323,7 @@ class AttnLRP(Reference):
     defaults: name it."""
 
     name = "attnlrp"
+    title = "AttnLRP"
     default = False
     variant = "attnlrp"
 
@@ -340,6 +341,7 @@ class CPLRP(AttnLRP):
     each word's tokens summed; opt-in as :class:`AttnLRP`."""
 
     name = "cp_lrp"
+    title = "CP-LRP"
     variant = "cp_lrp"
 
 

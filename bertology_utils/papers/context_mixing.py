@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bertology_utils.interventions.attribution import reference_title
 from bertology_utils.papers.claims import (
     Claim,
     Draws,
@@ -175,7 +176,7 @@ def rollout_and_flow_beat_raw(
     suffix = f".{task}" if task else ""
     return Claim(
         f"rollout_flow_beat_raw.{reference}.layer{layer}{suffix}",
-        f"Rollout and flow agree with {reference.replace('_', ' ')} better than raw attention (raw < rollout <= flow)",
+        f"Rollout and flow agree with {reference_title(reference)} better than raw attention (raw < rollout <= flow)",
         ABNAR,
         ABNAR_TABLE.get(reference, "raw < rollout <= flow"),
         f"raw {means['attention']:.2f}, rollout {means['rollout']:.2f}, flow {means['flow']:.2f} "
@@ -242,7 +243,7 @@ def value_zeroing_agrees_best(
     suffix = f".{task}" if task else ""
     return Claim(
         f"value_zeroing_best.{reference}.layer{layer}{suffix}",
-        f"Value zeroing agrees with {reference.replace('_', ' ')} better than raw, rollout and norm-based maps",
+        f"Value zeroing agrees with {reference_title(reference)} better than raw, rollout and norm-based maps",
         MOHEBBI,
         "higher correlation than the other maps",
         ", ".join(f"{m} {v:.2f}" for m, v in means.items())

@@ -50,19 +50,30 @@ def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = 
     """
     import matplotlib.pyplot as plt
 
+    import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp: their titles
+    from bertology_utils.interventions.attribution import reference_title
+
     references = list(dict.fromkeys(summary.reference)) if references is None else list(references)
-    fig, axes = plt.subplots(1, len(references), figsize=(5 * len(references), 3.8), squeeze=False, sharey=True)
-    for ax, reference in zip(axes[0], references):
+    # at most three panels a row: five side by side on a slide are each too flat to read a curve
+    columns = min(3, len(references))
+    rows = -(-len(references) // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4.2 * columns + 2.5, 3.2 * rows), squeeze=False, sharey=True, layout="constrained"
+    )
+    for ax in axes.flat[len(references) :]:
+        ax.set_visible(False)
+    for ax, reference in zip(axes.flat, references):
         part = summary[summary.reference == reference]
-        for method, rows in part.groupby("method", sort=False):
-            ax.plot(rows.layer, rows["mean"], marker="o", label=method)
+        for method, rows_of in part.groupby("method", sort=False):
+            ax.plot(rows_of.layer, rows_of["mean"], marker="o", label=str(method).replace("_", " "))
         ax.axhline(0, color="grey", linewidth=0.8)
-        ax.set_title(f"against {reference.replace('_', ' ')}")
+        ax.set_title(f"against {reference_title(reference)}")
         ax.set_xlabel("layer")
         ax.set_xticks(sorted(part.layer.unique()))
-    axes[0][0].set_ylabel("mean Spearman rho")
-    axes[0][-1].legend(fontsize="small", frameon=False, loc="center left", bbox_to_anchor=(1, 0.5))
-    fig.tight_layout()
+    for row in axes:
+        row[0].set_ylabel("mean Spearman rho")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, frameon=False, loc="outside right center")
     return fig
 
 

@@ -430,3 +430,16 @@ def test_a_new_reference_is_one_registered_class_that_word_references_and_faithf
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="unknown attribution reference 'saliency'; choose from blank_out"):
         attribution_module.word_references(loaded, data, references=["saliency"])
+
+
+def test_a_reference_is_called_by_its_title_else_by_its_name_with_its_words_apart():
+    import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp
+    from bertology_utils.interventions.attribution import reference_title
+
+    assert [reference_title(n) for n in ("blank_out", "input_x_gradient", "integrated_gradients")] == [
+        "blank-out",
+        "input × gradient",
+        "integrated gradients",
+    ]
+    assert (reference_title("attnlrp"), reference_title("cp_lrp")) == ("AttnLRP", "CP-LRP")
+    assert reference_title("my_own_reference") == "my own reference"  # not registered

@@ -277,7 +277,7 @@ def test_plot_special_token_shares_draws_each_task_fine_tuned_and_pretrained():
     assert len(lines) == 4  # per task: fine-tuned, then pre-trained dotted, in the task's colour
     assert lines[0].get_ydata().tolist() == [0, 0.5, 0] and lines[1].get_linestyle() == ":"
     assert lines[2].get_color() == lines[3].get_color() != lines[0].get_color()
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["SST-2", "RTE"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["SST-2", "RTE"]  # one legend, for the figure
     plt.close("all")
 
 
