@@ -156,8 +156,8 @@ clean-results: ## delete the results/ folder
 .PHONY: refresh-references
 refresh-references: setup ## rewrite tests/references/small/ from a run with the tests' small parameters, tolerances measured under perturbations (CPU instruction sets, threads)
 	rm -rf results/.refresh-references-cache results/references-small.perturbed-*
-	$(VENV_PYTHON) -c 'import json, sys; sys.path.insert(0, "tests/notebooks"); \
-		from test_notebooks import SMALL_PARAMETERS; print(json.dumps(SMALL_PARAMETERS))' \
+	$(VENV_PYTHON) -c 'import json, sys; sys.path.insert(0, "tests"); \
+		from notebook_runs import SMALL_PARAMETERS; print(json.dumps(SMALL_PARAMETERS))' \
 	| BERTOLOGY_CACHE_DIR=$(CURDIR)/results/.refresh-references-cache $(VENV)/bin/bertology run \
 		--params-file - --run-name references-small --update-reference tests/references/small --perturb
 	# the perturbed runs' metrics: tests/unit/run/test_metric_kinds.py checks that they pass the new references

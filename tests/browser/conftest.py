@@ -184,25 +184,18 @@ def jupyterlab(tmp_path_factory, browser_env, chromium_path):
 
 
 @pytest.fixture(scope="session")
-def tour_run(tmp_path_factory, browser_env):
-    """The tour executed by the harness with the test suite's small parameters: its run folder, deck and report."""
-    from bertology_utils.core import settings
+def tour_run(small_runs):
+    """The tour's run with the test suite's small parameters (the notebook tests' own): its run folder, the cache
+    it used, its deck and report."""
     from bertology_utils.present.report import build_report
     from bertology_utils.present.slides import notebook_to_slides
-    from bertology_utils.run import regression
-    from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
-    root = tmp_path_factory.mktemp("results")
-    small = regression.read_reference(settings.PROJECT_ROOT / "tests" / "references" / "small" / "00_tour.json")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BERTOLOGY_CACHE_DIR", browser_env["BERTOLOGY_CACHE_DIR"])
-        report = run_notebooks(
-            [DEFAULT_NOTEBOOKS_DIR / "00_tour.ipynb"],
-            run_name="browser",
-            parameters=small.parameters,
-            results_root=root,
-            progress=False,
-        )
-    assert report.ok, report.summary()
-    run = root / "browser"
-    return {"run": run, "deck": notebook_to_slides(run / "00_tour" / "00_tour.ipynb"), "report": build_report(run)}
+    result = small_runs.get("00_tour")
+    assert result.ok, result.describe_error()
+    run = small_runs.run_dir("00_tour")
+    return {
+        "run": run,
+        "cache": small_runs.cache_dir(),
+        "deck": notebook_to_slides(run / "00_tour" / "00_tour.ipynb"),
+        "report": build_report(run),
+    }

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from atlas_checks import assert_cells_are_recorded
-from test_notebooks import SMALL_PARAMETERS
+from notebook_runs import SMALL_PARAMETERS
 
 from bertology_utils.present.atlas import PAGE_FILE, TABLE_FILE, read_atlas
 from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks

@@ -11,80 +11,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_runs import NOTEBOOKS, SMALL_PARAMETERS
 
 from bertology_utils.run import regression
 from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
 
-NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references" / "small"
 REFRESH = "a change on purpose? `make refresh-references`, then review `git diff tests/references`"
-
-#: Notebook stem -> parameters small enough for the test suite (the defaults are for real runs).
-SMALL_PARAMETERS = {
-    "00_tour": {"n_sentences": 4},
-    "01_patterns": {"n_sentences": 8, "n_pairs": 4, "n_glue": 4},
-    "02_sep_noop": {
-        "seeds": 1,
-        "n_sentences": 8,
-        "n_sst2": 8,
-        "sst2_train_examples": 32,
-        "sst2_epochs": 1,
-        "sst2_eval_examples": 32,
-        "n_ablation": 4,
-        "batch_size": 4,
-    },
-    "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
-    "04_probes": {
-        "n_train": 60,
-        "n_dev": 20,
-        "n_test": 20,
-        "max_epochs": 2,
-        "structural_layers": [0, 3],
-        "structural_max_epochs": 2,
-    },
-    "05_clustering": {"n_sentences": 12, "n_permutations": 200},
-    "06_pruning": {
-        "seeds": 1,
-        "tasks": ["SST-2"],
-        "train_examples": 32,
-        "epochs": 1,
-        "eval_examples": 16,
-        "dev_examples": 8,
-        "cosine_examples": 8,
-        "random_seeds": [0, 1],
-        "step": 0.25,
-        "batch_size": 8,
-    },
-    "07_head_roles": {
-        "seeds": 1,
-        "n_sentences": 40,
-        "tasks": ["SST-2"],
-        "share_tasks": ["SST-2", "RTE"],
-        "n_share_examples": 8,
-        "train_examples": 32,
-        "epochs": 1,
-        "eval_examples": 16,
-        "dev_examples": 8,
-        "ig_steps": 4,
-        "lambdas": [0.03, 0.3, 3.0],
-        "gate_steps": 60,
-        "n_qk_sentences": 16,
-        "step": 0.25,
-        "random_seeds": [0, 1],
-        "n_permutations": 200,
-        "batch_size": 8,
-    },
-    "08_context_mixing": {
-        "seeds": 1,
-        "n_sentences": 8,
-        "n_examples": 12,
-        "train_examples": 32,
-        "epochs": 1,
-        "eval_examples": 32,
-        "batch_size": 4,
-    },
-    "09_atlas": {},  # alone, it finds no other notebook's results and records that it skipped
-}
 
 
 @pytest.fixture(scope="module")
@@ -102,20 +35,15 @@ def _stem(path):
 @pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
-def test_notebook_runs(notebook, tmp_path, isolated_cache):
-    report = run_notebooks(
-        [notebook],
-        run_name="test",
-        parameters=SMALL_PARAMETERS.get(notebook.stem, {}),
-        results_root=tmp_path,
-        progress=False,
-    )
-    assert report.ok, report.summary()
-    path = tmp_path / "test" / notebook.stem / "metrics.json"
+def test_notebook_runs(notebook, small_runs):
+    result = small_runs.get(notebook.stem)
+    assert result.ok, result.describe_error()
+    run = small_runs.run_dir(notebook.stem)
+    path = run / notebook.stem / "metrics.json"
     assert path.is_file(), f"{notebook.name} wrote no metrics.json: it must call record_metrics"
     assert json.loads(path.read_text()), f"{notebook.name} recorded no metrics"
     reference = regression.read_reference(REFERENCE_DIR / f"{notebook.stem}.json")
-    result = regression.check_run(tmp_path / "test", REFERENCE_DIR, {notebook.stem: reference})
+    result = regression.check_run(run, REFERENCE_DIR, {notebook.stem: reference})
     assert result.ok, f"{result.report()}\n{REFRESH}"
 
 
@@ -154,19 +82,12 @@ def test_claims_on_classifiers_are_made_on_every_seed(stem, tmp_path, isolated_c
     assert counted and all(r.value == 2 for r in counted)
 
 
-@pytest.fixture
-def no_data_no_network(monkeypatch):
-    """A fresh clone offline: no data folder (only the project's own sample), no network."""
-    monkeypatch.delenv("BERTOLOGY_DATA_DIR", raising=False)
-    for variable in ("BERTOLOGY_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.setenv(variable, "1")
-
-
 @pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_stem)
-def test_notebook_without_data_or_network_finishes(notebook, tmp_path, isolated_cache, no_data_no_network):
-    result = _run(notebook, tmp_path)
+def test_notebook_without_data_or_network_finishes(notebook, small_runs):
+    """A fresh clone offline: no data folder (only the project's own sample), no network."""
+    result = small_runs.get(notebook.stem, "no-data")
     assert result.status in ("ok", "skipped"), result.describe_error()
     for section in result.skipped or []:  # each skipped section says how to get its data
         assert "to get it" in section["reason"] or "nothing below" in section["reason"], section

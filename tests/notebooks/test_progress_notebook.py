@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from test_notebooks import SMALL_PARAMETERS
+from notebook_runs import SMALL_PARAMETERS
 
 from bertology_utils.run import display
 from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR, run_notebooks
