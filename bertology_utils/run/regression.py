@@ -48,6 +48,7 @@ A refresh (:mod:`bertology_utils.run.refresh`) rewrites the references from a ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -144,6 +145,11 @@ class Reference:
     raw: dict  # the file as read (a refresh keeps its comments and notes)
     versions: dict | None = None  # what the run that made it was made with; None: unknown
     status: str = "ok"  # the notebook's status in the run that made it ("skipped": it computed nothing)
+
+    def values_sha256(self) -> str:
+        """A digest of the reference's values, not its tolerances: what a run kept as evidence (a device's,
+        ``tests/references/devices/``) was checked against, so that a refresh that moved them is seen."""
+        return hashlib.sha256(json.dumps(self.metrics, sort_keys=True).encode()).hexdigest()
 
 
 def read_reference(path: str | os.PathLike) -> Reference:

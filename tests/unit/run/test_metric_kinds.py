@@ -2,7 +2,6 @@
 compares verdicts first and gives each number the tolerance its kind allows; a refresh under perturbations
 measures tolerances; a run planted with real faults fails while runs on other CPUs' kernels pass."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from bertology_utils.papers.metrics import (
 from bertology_utils.run import perturb, regression
 from bertology_utils.run.record import record_claims, record_metrics
 from bertology_utils.run.refresh import CHANGES_FACTOR, SAFETY_FACTOR, update_references
-from bertology_utils.run.regression import check_run
+from bertology_utils.run.regression import check_run, read_references
 from bertology_utils.run.results import CLAIMS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -276,27 +275,21 @@ def test_runs_under_perturbations_pass_the_small_references(tmp_path):
         assert result.ok, f"{name}:\n{result.report()}"
 
 
-def references_sha256(values: dict) -> str:
-    """A digest of small references' values (not their tolerances), as a device run records them."""
-    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
-
-
 @pytest.mark.parametrize("device", sorted(p.name for p in DEVICES.iterdir() if p.is_dir()))
 def test_a_run_on_another_device_passes_the_references_it_was_checked_against(device, tmp_path):
     folder = DEVICES / device
     record = json.loads((folder / "device.json").read_text())
-    values = reference_values()
+    references = read_references(SMALL)
     metrics = {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("0*.json"))}
-    assert set(metrics) == set(values), "a device run holds every notebook's metrics"
+    assert set(metrics) == set(references), "a device run holds every notebook's metrics"
     # A refresh that moved one notebook's reference values leaves the others' check standing.
     checked = record["references_sha256_by_notebook"]
-    same = sorted(stem for stem in values if checked.get(stem) == references_sha256(values[stem]))
+    same = sorted(stem for stem, reference in references.items() if checked.get(stem) == reference.values_sha256())
     if not same:
         pytest.skip(
             f"{device}: the references were refreshed since this run on {record['device']}; run the small check "
-            "there again (docs/regression.md) and keep its metrics here"
+            "there again (docs/regression.md, scripts/device_record.py) and keep its metrics here"
         )
-    assert record["references_sha256"] != references_sha256(values) or len(same) == len(values)
     result = check_run(run_from(tmp_path / device, {stem: metrics[stem] for stem in same}), SMALL)
     assert record["check_ok"] and result.ok, f"{device}:\n{result.report()}"
 
