@@ -181,7 +181,8 @@ def _read_params_file(path: Path, notebooks: list[Path]) -> dict[str, dict]:
 def _update_reference(run_dir: Path, reference_dir: Path, perturbed: dict[str, Path] | None = None) -> None:
     from bertology_utils.run.refresh import update_references
 
-    refresh = update_references(run_dir, reference_dir, perturbed)
+    verdicts_only = [p.name for p in perturb.standard_perturbations() if not p.numbers]
+    refresh = update_references(run_dir, reference_dir, perturbed, verdicts_only)
     print(refresh.changes.report(heading="the old references in"))
     if refresh.unsettled:
         print("moved under a perturbation though their kind says they cannot (look into each):")

@@ -50,6 +50,11 @@ __all__ = [
     "autocast",
 ]
 
+# A perturbation's setting (run.perturb), for every process that loads models through this module (a notebook's
+# kernel): its float32 products in bf16 where the CPU has native bf16, a torch setting no environment variable sets.
+if os.environ.get(settings.FP32_PRODUCTS_ENV) == "bf16" and hasattr(torch.backends.mkldnn, "matmul"):
+    torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+
 HEADS = {
     "base": AutoModel,
     "masked-lm": AutoModelForMaskedLM,

@@ -31,6 +31,9 @@ DATA_DIR_ENV = "BERTOLOGY_DATA_DIR"
 CACHE_DIR_ENV = "BERTOLOGY_CACHE_DIR"
 #: Set to 1 to forbid any network access (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1 do the same).
 OFFLINE_ENV = "BERTOLOGY_OFFLINE"
+#: Set to ``bf16`` to compute float32 matrix products in bf16 on a CPU with native bf16 (oneDNN), as such a
+#: machine may be set to: a perturbation of :mod:`bertology_utils.run.perturb`, applied where models are loaded.
+FP32_PRODUCTS_ENV = "BERTOLOGY_FP32_PRODUCTS"
 
 #: Hub name of the default model; offline it comes from the PyPI package below.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -3,7 +3,8 @@
 Another CPU computes the same forward passes with other kernels: oneDNN picks them by the instruction
 set, so lowering ``ONEDNN_MAX_CPU_ISA`` gives, on this machine, the float results of an older CPU
 (an AVX2 machine's on an AVX-512 one, an SSE4.1 machine's on an AVX2 one). Another thread count
-sums in another order. A refresh (``bertology run --update-reference DIR --perturb``) runs the same
+sums in another order. Products in bf16, where the CPU has it natively, lower the precision itself: such a
+run holds the verdicts, not the numbers (:attr:`Perturbation.numbers`). A refresh (``bertology run --update-reference DIR --perturb``) runs the same
 notebooks under each of :func:`standard_perturbations`, every run with a cache of its own (a shared
 cache would hand back the first run's numbers), and :func:`~bertology_utils.run.refresh.update_references`
 sets each metric's tolerance from how far it moved.
@@ -22,7 +23,15 @@ from typing import Any
 from bertology_utils.core import machine_environment, settings, threads
 from bertology_utils.run import harness
 
-__all__ = ["Perturbation", "ISA_LEVELS", "standard_perturbations", "run_perturbed", "perturbed_run_name"]
+__all__ = [
+    "Perturbation",
+    "ISA_LEVELS",
+    "BF16_PRODUCTS",
+    "BF16_FLAGS",
+    "standard_perturbations",
+    "run_perturbed",
+    "perturbed_run_name",
+]
 
 #: oneDNN's instruction-set levels a run can be lowered to (``ONEDNN_MAX_CPU_ISA``), highest first, each with
 #: the CPU flag that says the machine has more than it.
@@ -42,11 +51,27 @@ class Perturbation:
     name: str
     environment: Mapping[str, str] = field(default_factory=dict)
     why: str = ""
+    #: Whether its numbers set the tolerances. False: it lowers the arithmetic's precision, its numbers move
+    #: past any float tolerance worth keeping, and only its verdicts are held to the reference's.
+    numbers: bool = True
+
+
+#: Float32 matrix products computed in bf16, as a CPU with native bf16 (AVX-512 bf16, AMX) may be set to:
+#: verdicts only (on the small suite many numbers moved past any float tolerance worth keeping; no verdict did).
+BF16_PRODUCTS = Perturbation(
+    "bf16-products",
+    {settings.FP32_PRODUCTS_ENV: "bf16"},
+    "float32 products computed in bf16 (this CPU has native bf16): its verdicts must hold, its numbers not",
+    numbers=False,
+)
+#: CPU flags that say the machine multiplies bf16 natively.
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 def standard_perturbations(environment: Mapping | None = None) -> list[Perturbation]:
-    """The perturbations this machine offers: each oneDNN level below its CPU's own, and one thread
-    instead of several when it has more than one core. ``environment``: :func:`machine_environment`'s."""
+    """The perturbations this machine offers: each oneDNN level below its CPU's own, one thread instead of
+    several when it has more than one core, and :data:`BF16_PRODUCTS` where the CPU has native bf16.
+    ``environment``: :func:`machine_environment`'s."""
     environment = machine_environment() if environment is None else environment
     flags = set(environment.get("cpu_flags") or [])
     found = [
@@ -66,6 +91,8 @@ def standard_perturbations(environment: Mapping | None = None) -> list[Perturbat
                 "one thread: every sum over cores in another order",
             )
         )
+    if flags & BF16_FLAGS:
+        found.append(BF16_PRODUCTS)
     return found
 
 

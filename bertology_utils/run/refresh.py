@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ def update_references(
     run_dir: str | os.PathLike,
     reference_dir: str | os.PathLike,
     perturbed: Mapping[str, str | os.PathLike] | None = None,
+    verdicts_only: Collection[str] = (),
 ) -> Refresh:
     """Rewrite ``<reference_dir>/<stem>.json`` for each notebook of the run that ran.
 
@@ -66,7 +67,8 @@ def update_references(
     it, every compared metric's tolerance is set from what it measured: :data:`SAFETY_FACTOR` times the
     largest move of a number, :data:`CHANGES_FACTOR` times the elements that flipped, never below the kind's
     floor (:func:`kind_tolerance`), nor below a stated tolerance that gives its reason (a ``note``: what was
-    measured on machines the refresh cannot try). Without it, a metric already in the reference keeps
+    measured on machines the refresh cannot try). The perturbations named in ``verdicts_only`` set no
+    tolerance: only a verdict that moved under them is reported (``unsettled``). Without it, a metric already in the reference keeps
     its tolerance and note, and a new one gets its kind's floor (undeclared: the file's ``default``, else
     DEFAULT_TOLERANCE, when it holds floats, not compared when its name says it is a time in seconds, else
     exact). Metrics the run no longer records are dropped. Failed notebooks are left alone. Every existing
@@ -102,7 +104,14 @@ def update_references(
             if other_status[name].get(stem) == nb.get("status")
         }
         reference = _reference_object(
-            old.get(stem), metrics.get(stem, {}), nb.get("parameters"), versions, measured, context, nb.get("status")
+            old.get(stem),
+            metrics.get(stem, {}),
+            nb.get("parameters"),
+            versions,
+            measured,
+            context,
+            nb.get("status"),
+            verdicts_only,
         )
         unsettled += [f"{stem} {line}" for line in reference.pop("_unsettled")]
         path = reference_dir / f"{stem}.json"
@@ -120,6 +129,7 @@ def _reference_object(
     measured: Mapping[str, dict] | None = None,
     context: Mapping[str, object] | None = None,
     status: str | None = None,
+    verdicts_only: Collection[str] = (),
 ) -> dict:
     raw = old.raw if old is not None else {}
     default = raw.get("default", {"abs": DEFAULT_TOLERANCE.abs, "rel": DEFAULT_TOLERANCE.rel})
@@ -128,7 +138,7 @@ def _reference_object(
         kind, floor = kind_tolerance(name, value, metrics)
         stated = raw["metrics"][name] if old is not None and name in old.metrics else None
         if kind is not None and measured:
-            tolerance, seen, problems = _measured_tolerance(name, value, kind, floor, measured)
+            tolerance, seen, problems = _measured_tolerance(name, value, kind, floor, measured, verdicts_only)
             if old is not None and stated is not None and "note" in stated:
                 # a tolerance with its reason was measured where this refresh cannot go (another machine): kept
                 tolerance = tolerance.widened(old.tolerances[name])
@@ -170,15 +180,17 @@ def _tolerance_entry(tolerance: Tolerance) -> dict:
 
 
 def _measured_tolerance(
-    name: str, value: Any, kind: str, floor: Tolerance, runs: Mapping[str, dict]
+    name: str, value: Any, kind: str, floor: Tolerance, runs: Mapping[str, dict], verdicts_only: Collection[str] = ()
 ) -> tuple[Tolerance, dict, list[str]]:
     """A metric's tolerance from how far it moved in the perturbed ``runs`` (name -> metrics), what was
     measured (largest move, flipped elements, the perturbations that moved it), and what moved that its kind
-    says cannot."""
+    says cannot; the runs named in ``verdicts_only`` are read for verdicts alone."""
     if floor.ignore is not None:
         return floor, {}, []
     largest, flips, moved, problems = 0.0, 0, [], []
     for perturbation, metrics in runs.items():
+        if perturbation in verdicts_only and kind != Kind.VERDICT.value:
+            continue
         if name not in metrics:
             problems.append(f"{name}: not recorded under {perturbation}")
             continue

@@ -3,6 +3,7 @@ compares verdicts first and gives each number the tolerance its kind allows; a r
 measures tolerances; a run planted with real faults fails while runs on other CPUs' kernels pass."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from bertology_utils.papers.metrics import (
 from bertology_utils.run import perturb, regression
 from bertology_utils.run.record import record_claims, record_metrics
 from bertology_utils.run.refresh import CHANGES_FACTOR, SAFETY_FACTOR, update_references
-from bertology_utils.run.regression import check_run, read_references
+from bertology_utils.run.regression import check_run, compare_metrics, read_references
 from bertology_utils.run.results import CLAIMS_FILE, METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -244,6 +245,38 @@ def test_standard_perturbations_follow_the_cpu():
     assert avx2[1].environment == {"ONEDNN_MAX_CPU_ISA": "SSE41"}
     zen4 = perturb.standard_perturbations({"cpu_flags": ["avx", "avx2", "avx512f", "avx512_vnni"], "cores": 1})
     assert [p.name for p in zen4] == ["isa-avx512_core", "isa-avx2", "isa-avx", "isa-sse41"]
+    assert all(p.numbers for p in avx2 + zen4)
+    amx = perturb.standard_perturbations({"cpu_flags": ["avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"]})
+    assert amx[-1] == perturb.BF16_PRODUCTS and not amx[-1].numbers
+    assert amx[-1].environment == {"BERTOLOGY_FP32_PRODUCTS": "bf16"}
+
+
+def test_a_perturbation_of_the_precision_holds_the_verdicts_not_the_numbers(tmp_path):
+    base = {"tour.mean_attention_to_cls": 0.5, "syntax.claims.table1.amod.verdict": "holds"}
+    lower = {"tour.mean_attention_to_cls": 0.51, "syntax.claims.table1.amod.verdict": "holds"}
+    run = make_run(tmp_path / "run", {"03_syntax_coref": base}, versions=VERSIONS)
+    refs = tmp_path / "refs"
+    name = perturb.BF16_PRODUCTS.name
+    refresh = update_references(run, refs, {name: make_run(tmp_path / "bf16", {"03_syntax_coref": lower})}, [name])
+    metrics = json.loads((refs / "03_syntax_coref.json").read_text())["metrics"]
+    assert metrics["tour.mean_attention_to_cls"] == {"value": 0.5, "kind": "float", "abs": 1e-6, "rel": 1e-4}
+    assert refresh.unsettled == []
+    flipped = {**lower, "syntax.claims.table1.amod.verdict": "differs"}
+    refresh = update_references(run, refs, {name: make_run(tmp_path / "flipped", {"03_syntax_coref": flipped})}, [name])
+    assert refresh.unsettled == [
+        f"03_syntax_coref syntax.claims.table1.amod.verdict: a verdict verdict value moved under {name}"
+    ]
+
+
+def test_products_in_bf16_are_set_where_models_are_loaded():
+    import subprocess
+    import sys
+
+    code = "import torch, bertology_utils.core.models; print(torch.backends.mkldnn.matmul.fp32_precision)"
+    for value, expected in (("bf16", "bf16"), ("", "none")):
+        env = {**os.environ, "BERTOLOGY_FP32_PRODUCTS": value}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert done.stdout.split() == [expected], done.stderr
 
 
 # --------------------------------------------------------------------------- faults are caught, other CPUs pass
@@ -271,6 +304,14 @@ def test_runs_under_perturbations_pass_the_small_references(tmp_path):
     assert runs, f"no perturbed runs in {PERTURBED}: make refresh-references writes them"
     for name, folder in runs.items():
         metrics = {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))}
+        if name == perturb.BF16_PRODUCTS.name:  # a lower precision: its verdicts, not its numbers
+            references = read_references(SMALL)
+            rows = [row for stem, found in metrics.items() for row in compare_metrics(stem, references[stem], found)]
+            verdicts = [row for row in rows if row.kind == Kind.VERDICT.value]
+            assert verdicts and all(row.status == regression.OK for row in verdicts), [
+                row for row in verdicts if row.status != regression.OK
+            ]
+            continue
         result = check_run(run_from(tmp_path / name, metrics), SMALL)
         assert result.ok, f"{name}:\n{result.report()}"
 
