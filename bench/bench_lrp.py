@@ -53,8 +53,9 @@ def main() -> None:
 
     from bertology_utils.data import resolve_task
     from bertology_utils.interventions import lrp  # noqa: F401  registers attnlrp and cp_lrp
-    from bertology_utils.interventions.attribution import REFERENCE_REGISTRY, ReferenceSettings, predicted_labels
+    from bertology_utils.interventions.attribution import predicted_labels
     from bertology_utils.interventions.objectives import token_batches
+    from bertology_utils.interventions.references import REFERENCE_REGISTRY, ReferenceSettings
 
     loaded = classifier()
     data = resolve_task("SST-2").dev[: args.sentences]

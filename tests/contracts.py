@@ -10,7 +10,7 @@ from torch import nn
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.core import architectures
 from bertology_utils.core.architectures import ArchSpec
-from bertology_utils.interventions import attribution, mixing
+from bertology_utils.interventions import attribution, mixing, references
 
 
 def check_mixing_method(loaded, inputs: dict[str, torch.Tensor], name: str) -> None:
@@ -33,7 +33,7 @@ def check_reference(loaded, batch, name: str) -> None:
     """Reference ``name`` scores each word of each item of ``batch`` (a classifier's), NaN past an item's
     words, with a gap and a panel count per item when it has a completeness property."""
     labels = attribution.predicted_labels(loaded, batch)
-    out = attribution.REFERENCE_REGISTRY[name](loaded, batch, labels, attribution.ReferenceSettings(8))
+    out = references.REFERENCE_REGISTRY[name](loaded, batch, labels, references.ReferenceSettings(8))
     width = max(a.n_words for a in batch.items)
     assert out.words.shape == (len(batch.items), width)
     for row, item in zip(out.words.numpy(), batch.items):

@@ -65,6 +65,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "integrated_gradients",
             "IntegratedGradientsResult",
             "blank_out",
+        ],
+        "references": [
             "word_references",
             "WordReferences",
             "REFERENCES",

@@ -5,7 +5,7 @@ ranked the methods by how well each one's input attribution for the [CLS] row ma
 blank-out-based references (Spearman's rho per example). :func:`faithfulness_by_seed` computes that table
 for each seed's classifier (every method from one traced pass per batch,
 :func:`~bertology_utils.interventions.mixing.mixing_for`; the references from
-:func:`~bertology_utils.interventions.attribution.word_references`) and keeps one seed's maps and
+:func:`~bertology_utils.interventions.references.word_references`) and keeps one seed's maps and
 references for the figures.
 """
 
@@ -20,9 +20,9 @@ from tqdm.auto import tqdm
 
 import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp, which 08 computes beside IG
 from bertology_utils.attention.word_attention import ItemAttention
-from bertology_utils.interventions import attribution, mixing
-from bertology_utils.interventions.attribution import WordReferences
+from bertology_utils.interventions import mixing
 from bertology_utils.interventions.finetuning import FineTuned
+from bertology_utils.interventions.references import REFERENCE_REGISTRY, WordReferences, word_references
 
 __all__ = ["SeedFaithfulness", "faithfulness_by_seed"]
 
@@ -62,13 +62,13 @@ def faithfulness_by_seed(
     :param ig_steps: Gauss-Legendre nodes per panel of the integrated-gradients reference.
     :param ig_tolerance: the panels' error tolerance (None: one fixed rule).
     :param references: the attribution references to judge the maps by (None: every registered one, the
-        relevance propagations that :func:`~bertology_utils.interventions.attribution.word_references` leaves
+        relevance propagations that :func:`~bertology_utils.interventions.references.word_references` leaves
         out by default included).
     :param cache: reuse stored references.
     :param progress: progress bars.
     :returns: the tables by seed, and ``first``'s maps and references.
     """
-    names = tuple(attribution.REFERENCE_REGISTRY) if references is None else tuple(references)
+    names = tuple(REFERENCE_REGISTRY) if references is None else tuple(references)
     tables, kept = {}, None
     for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
         maps = mixing.mixing_for(
@@ -81,7 +81,7 @@ def faithfulness_by_seed(
             batch_size=batch_size,
             progress=progress,
         )
-        scores = attribution.word_references(
+        scores = word_references(
             run.loaded,
             items,
             references=names,

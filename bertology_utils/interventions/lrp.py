@@ -50,7 +50,7 @@ for a LayerNorm. Conservation: the token relevances plus what biases, position a
 and (AttnLRP only) the softmaxes absorb add up to the target logit (tested per family in float64).
 
 :class:`AttnLRP` (``"attnlrp"``) and :class:`CPLRP` (``"cp_lrp"``) are registered attribution references
-that :func:`~bertology_utils.interventions.attribution.word_references` computes when named; they are not
+that :func:`~bertology_utils.interventions.references.word_references` computes when named; they are not
 among its defaults (``Reference.default`` is False), so a corpus's default references stay as they were.
 Notebook 08 names them (:func:`~bertology_utils.interventions.faithfulness_runs.faithfulness_by_seed` computes
 every registered reference), so their faithfulness sits beside integrated gradients'.
@@ -70,16 +70,9 @@ from torch.overrides import TorchFunctionMode
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import TokenScores
-from bertology_utils.interventions.attribution import (
-    Labels,
-    Reference,
-    ReferenceScores,
-    ReferenceSettings,
-    input_x_gradient,
-    register_reference,
-    token_to_word_scores,
-)
+from bertology_utils.interventions.attribution import Labels, input_x_gradient, token_to_word_scores
 from bertology_utils.interventions.objectives import TokenBatch
+from bertology_utils.interventions.references import Reference, ReferenceScores, ReferenceSettings, register_reference
 
 __all__ = ["LRP_VARIANTS", "LRPRules", "lrp_rules", "lrp_relevance", "AttnLRP", "CPLRP"]
 
@@ -319,7 +312,7 @@ def lrp_relevance(
 
 class AttnLRP(Reference):
     """``attnlrp``: :func:`lrp_relevance` (Achtibat et al. 2024, `AttnLRP <https://arxiv.org/abs/2402.05602>`_),
-    each word's tokens summed. Not among :func:`~bertology_utils.interventions.attribution.word_references`'
+    each word's tokens summed. Not among :func:`~bertology_utils.interventions.references.word_references`'
     defaults: name it."""
 
     name = "attnlrp"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bertology_utils.interventions.attribution import reference_title
+from bertology_utils.interventions.references import reference_title
 from bertology_utils.papers.claims import (
     Claim,
     Draws,

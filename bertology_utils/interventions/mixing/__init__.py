@@ -35,7 +35,7 @@ and across layers (row i of layer l: how much output token i at layer l draws on
 with ``maps=``): batching, word-level conversion, stores and resumption are extraction's own.
 :func:`mixing_for` gives several methods' word-level maps from one pass of that pipeline.
 :func:`faithfulness` compares each method's input attribution with the attribution references
-(:data:`bertology_utils.interventions.attribution.REFERENCES`) as Abnar & Zuidema's Table 3 does.
+(:data:`bertology_utils.interventions.references.REFERENCES`) as Abnar & Zuidema's Table 3 does.
 
 An attention block is post-LN, LN(x + W_O ctx + b_O) (BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA,
 DistilBERT, MPNet, DeBERTa-v2), or pre-LN, x + W_O ctx(LN(x)) + b_O (ModernBERT, whose fused query-key-value

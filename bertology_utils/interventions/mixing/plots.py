@@ -51,7 +51,7 @@ def plot_faithfulness(summary: pd.DataFrame, references: Sequence[str] | None = 
     import matplotlib.pyplot as plt
 
     import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp: their titles
-    from bertology_utils.interventions.attribution import reference_title
+    from bertology_utils.interventions.references import reference_title
 
     references = list(dict.fromkeys(summary.reference)) if references is None else list(references)
     # at most three panels a row: five side by side on a slide are each too flat to read a curve

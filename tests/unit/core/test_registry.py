@@ -14,7 +14,7 @@ from bertology_utils.core import architectures
 from bertology_utils.core.models import load_model
 from bertology_utils.core.registry import Registry
 from bertology_utils.data import Corpus
-from bertology_utils.interventions import attribution, mixing
+from bertology_utils.interventions import mixing, references
 from bertology_utils.interventions.objectives import token_batches
 
 #: A user's module: one item of each registry, each registered on import.
@@ -27,7 +27,7 @@ TOY_MODULE = textwrap.dedent(
     import torch
 
     from bertology_utils.core.architectures import arch_spec, register_architecture
-    from bertology_utils.interventions.attribution import Reference, ReferenceScores, register_reference
+    from bertology_utils.interventions.references import Reference, ReferenceScores, register_reference
     from bertology_utils.interventions.mixing import LayerMethod, register
 
 
@@ -74,14 +74,14 @@ def toy_module(tmp_path, monkeypatch):
         yield module
     finally:
         mixing.REGISTRY.unregister(module.METHOD.name)
-        attribution.REFERENCE_REGISTRY.unregister(module.REFERENCE.name)
+        references.REFERENCE_REGISTRY.unregister(module.REFERENCE.name)
         architectures.ARCHITECTURE_REGISTRY.unregister(module.ARCHITECTURE.model_type)
         sys.modules.pop("toy_registrations")
 
 
 def test_items_registered_by_a_module_of_their_own_meet_every_contract(toy_module, tiny_model_dirs):
     assert "toy_even" in mixing.LAYER_METHODS and mixing.METHODS.index("toy_even") < mixing.METHODS.index("rollout")
-    assert attribution.REFERENCES[-1] == "toy_word_position"
+    assert references.REFERENCES[-1] == "toy_word_position"
     assert architectures.registered_architectures()[-1] == "toy-bert"
     loaded = load_model(tiny_model_dirs["roberta"], device="cpu")
     (batch,), _ = token_batches(loaded, Corpus.from_texts(["The old sailor reads .", "Hello !"], name="t"))

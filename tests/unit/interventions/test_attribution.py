@@ -14,7 +14,7 @@ from bertology_utils.attention.alignment import WORD
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions import attribution as attribution_module
+from bertology_utils.interventions import references
 from bertology_utils.interventions.attribution import (
     blank_out,
     input_x_gradient,
@@ -331,7 +331,7 @@ def test_training_mode_is_restored_and_dropout_is_off_meanwhile(tiny_model_dirs)
 
 def test_word_references_line_up_with_extraction_in_corpus_order(tiny_model_dirs):
     from bertology_utils.attention import attention_for
-    from bertology_utils.interventions.attribution import REFERENCES, word_references
+    from bertology_utils.interventions.references import REFERENCES, word_references
 
     loaded = classifier(tiny_model_dirs["bert"])
     items = corpus(10)
@@ -352,21 +352,20 @@ def test_word_references_line_up_with_extraction_in_corpus_order(tiny_model_dirs
 
 def test_word_references_are_stored_and_read_back(tiny_model_dirs, tmp_path, monkeypatch):
     from bertology_utils.core import settings
-    from bertology_utils.interventions import attribution
 
     monkeypatch.setenv(settings.CACHE_DIR_ENV, str(tmp_path / "cache"))
     loaded = classifier(tiny_model_dirs["bert"])
     long = Sentence("long", tuple(["film"] * 40))
     data = Corpus.from_items([*corpus(7).items[:3], long, *corpus(7).items[3:]], "toy+long")
     settings_ = dict(batch_size=3, max_tokens=20, steps=4, tolerance=0.01)
-    fresh = attribution.word_references(loaded, data, **settings_)
+    fresh = references.word_references(loaded, data, **settings_)
     calls = []
-    original = attribution.integrated_gradients
-    monkeypatch.setattr(attribution, "integrated_gradients", lambda *a, **k: calls.append(1) or original(*a, **k))
-    stored = attribution.word_references(loaded, data, cache=True, **settings_)
+    original = references.integrated_gradients
+    monkeypatch.setattr(references, "integrated_gradients", lambda *a, **k: calls.append(1) or original(*a, **k))
+    stored = references.word_references(loaded, data, cache=True, **settings_)
     computed = len(calls)
     assert computed == 3  # three batches of the seven kept items
-    reused = attribution.word_references(loaded, data, cache=True, **settings_)
+    reused = references.word_references(loaded, data, cache=True, **settings_)
     assert len(calls) == computed  # read back: no integrated gradients run
     for refs in (stored, reused):
         assert [a.item_id for a in refs.skipped] == ["long"]
@@ -375,22 +374,22 @@ def test_word_references_are_stored_and_read_back(tiny_model_dirs, tmp_path, mon
             assert len(refs.scores[name]) == len(rows) == 7
             for got, want in zip(refs.scores[name], rows):
                 np.testing.assert_array_equal(got, want)  # NaN where fresh has NaN, bit for bit elsewhere
-    attribution.word_references(loaded, data, cache=True, **{**settings_, "steps": 8})  # other settings
+    references.word_references(loaded, data, cache=True, **{**settings_, "steps": 8})  # other settings
     assert len(calls) == computed + 3
-    attribution.word_references(loaded, data[:5], cache=True, **settings_)  # other items
+    references.word_references(loaded, data[:5], cache=True, **settings_)  # other items
     assert len(calls) == computed + 5
 
 
 # --------------------------------------------------------------------------- the registry of references
 
 
-@pytest.mark.parametrize("name", attribution_module.REFERENCES)
+@pytest.mark.parametrize("name", references.REFERENCES)
 def test_every_registered_reference_scores_each_word_of_each_item(tiny_model_dirs, name):
     loaded = classifier(tiny_model_dirs["roberta"])
     check_reference(loaded, one_batch(loaded), name)
 
 
-class WordPosition(attribution_module.Reference):
+class WordPosition(references.Reference):
     """A null reference, as a new reference's file would define it: later words matter more."""
 
     name = "word_position_for_test"
@@ -398,7 +397,7 @@ class WordPosition(attribution_module.Reference):
     def scores(self, loaded, batch, labels, settings):
         width = max(a.n_words for a in batch.items)
         rows = [np.r_[np.arange(a.n_words, dtype=np.float32), np.full(width - a.n_words, np.nan)] for a in batch.items]
-        return attribution_module.ReferenceScores(torch.from_numpy(np.stack(rows)))
+        return references.ReferenceScores(torch.from_numpy(np.stack(rows)))
 
 
 def test_a_new_reference_is_one_registered_class_that_word_references_and_faithfulness_take(tiny_model_dirs):
@@ -407,34 +406,34 @@ def test_a_new_reference_is_one_registered_class_that_word_references_and_faithf
 
     loaded = classifier(tiny_model_dirs["bert"])
     data = corpus(6)
-    attribution_module.register_reference(WordPosition())
+    references.register_reference(WordPosition())
     try:
-        assert attribution_module.REFERENCES[-1] == WordPosition.name
-        refs = attribution_module.word_references(loaded, data, batch_size=4, steps=4)
-        only = attribution_module.word_references(
+        assert references.REFERENCES[-1] == WordPosition.name
+        refs = references.word_references(loaded, data, batch_size=4, steps=4)
+        only = references.word_references(
             loaded, data, references=[WordPosition.name, "blank_out"], batch_size=4, steps=4
         )
         with pytest.raises(ValueError, match="already registered"):
-            attribution_module.register_reference(WordPosition())
+            references.register_reference(WordPosition())
     finally:
-        attribution_module.REFERENCE_REGISTRY.unregister(WordPosition.name)
+        references.REFERENCE_REGISTRY.unregister(WordPosition.name)
     assert list(refs.scores) == ["blank_out", "input_x_gradient", "integrated_gradients", WordPosition.name]
     for scores, item in zip(refs.scores[WordPosition.name], data.items):
         np.testing.assert_array_equal(scores, np.arange(len(scores)))
         assert len(scores) >= len(item.words)
     maps = {"attention": attention_for(data, loaded)}
     table = mixing.faithfulness(maps, refs.scores)
-    assert set(table.reference) == {*attribution_module.REFERENCES, WordPosition.name}
+    assert set(table.reference) == {*references.REFERENCES, WordPosition.name}
     assert list(only.scores) == [WordPosition.name, "blank_out"] and (only.ig_relative_gap, only.ig_panels) == (0, 1)
     for a, b in zip(only.scores["blank_out"], refs.scores["blank_out"]):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="unknown attribution reference 'saliency'; choose from blank_out"):
-        attribution_module.word_references(loaded, data, references=["saliency"])
+        references.word_references(loaded, data, references=["saliency"])
 
 
 def test_a_reference_is_called_by_its_title_else_by_its_name_with_its_words_apart():
     import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp
-    from bertology_utils.interventions.attribution import reference_title
+    from bertology_utils.interventions.references import reference_title
 
     assert [reference_title(n) for n in ("blank_out", "input_x_gradient", "integrated_gradients")] == [
         "blank-out",

@@ -5,7 +5,7 @@ import types
 import pandas as pd
 import pytest
 
-from bertology_utils.interventions import attribution, mixing
+from bertology_utils.interventions import faithfulness_runs, mixing, references
 from bertology_utils.interventions.faithfulness_runs import faithfulness_by_seed
 
 
@@ -14,7 +14,7 @@ def test_each_seed_gets_its_table_and_the_first_keeps_its_maps(monkeypatch):
     monkeypatch.setattr(mixing, "mixing_for", lambda items, loaded, methods, **kw: {"attention": [loaded]})
     asked = []
     monkeypatch.setattr(
-        attribution,
+        faithfulness_runs,
         "word_references",
         lambda loaded, items, **kw: asked.append(kw["references"]) or types.SimpleNamespace(scores=loaded, kw=kw),
     )
@@ -37,7 +37,7 @@ def test_each_seed_gets_its_table_and_the_first_keeps_its_maps(monkeypatch):
     assert found.maps == {"attention": ["model 1"]} and found.references.scores == "model 1"
     assert found.references.kw["steps"] == 4 and found.references.kw["cache"] is True
     # every seed is judged by every registered reference, AttnLRP and CP-LRP included
-    assert asked == [tuple(attribution.REFERENCE_REGISTRY)] * 2 and {"attnlrp", "cp_lrp"} <= set(asked[0])
+    assert asked == [tuple(references.REFERENCE_REGISTRY)] * 2 and {"attnlrp", "cp_lrp"} <= set(asked[0])
     with pytest.raises(KeyError, match="seed 2"):
         faithfulness_by_seed(
             runs, [], [], first=2, max_tokens=None, batch_size=1, ig_steps=1, ig_tolerance=None, progress=False

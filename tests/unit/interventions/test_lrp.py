@@ -21,7 +21,7 @@ from test_attribution import classifier, corpus, one_batch
 from tiny_models import ALL_FAMILIES
 from transformers.activations import NewGELUActivation
 
-from bertology_utils.interventions import attribution
+from bertology_utils.interventions import attribution, references
 from bertology_utils.interventions.attribution import input_x_gradient, predicted_labels
 from bertology_utils.interventions.lrp import CPLRP, LRP_VARIANTS, AttnLRP, LRPRules, lrp_relevance, lrp_rules
 from bertology_utils.interventions.objectives import token_batches
@@ -230,15 +230,15 @@ def test_the_mode_and_hooks_are_removed_when_the_forward_raises(tiny_model_dirs)
 def test_lrp_references_meet_the_contract_and_are_opt_in(tiny_model_dirs, reference):
     loaded = classifier(tiny_model_dirs["roberta"])
     check_reference(loaded, one_batch(loaded), reference.name)
-    assert attribution.REFERENCE_REGISTRY[reference.name].variant == reference.variant
-    assert reference.name not in attribution.REFERENCES
+    assert references.REFERENCE_REGISTRY[reference.name].variant == reference.variant
+    assert reference.name not in references.REFERENCES
 
 
 def test_word_references_compute_lrp_by_name_only(tiny_model_dirs):
     loaded = classifier(tiny_model_dirs["bert"])
     data = corpus(5)
-    default = attribution.word_references(loaded, data, batch_size=4, steps=4, progress=False)
-    named = attribution.word_references(loaded, data, references=["attnlrp", "cp_lrp"], batch_size=4, progress=False)
+    default = references.word_references(loaded, data, batch_size=4, steps=4, progress=False)
+    named = references.word_references(loaded, data, references=["attnlrp", "cp_lrp"], batch_size=4, progress=False)
     assert list(default.scores) == ["blank_out", "input_x_gradient", "integrated_gradients"]
     assert list(named.scores) == ["attnlrp", "cp_lrp"] and (named.ig_relative_gap, named.ig_panels) == (0, 1)
     batch = one_batch(loaded, data)

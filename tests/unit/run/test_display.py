@@ -16,7 +16,7 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
-from bertology_utils.interventions import attribution, dev_sets, gated_logits, head_relevance, l0, pruning
+from bertology_utils.interventions import dev_sets, gated_logits, head_relevance, l0, pruning, references
 from bertology_utils.run.display import RunDisplay, expected_seconds, format_duration, notebook_sections
 
 WORDS = ["the", "movie", "was", "good", "bad", "and", "very", "story", "film", "acting"]
@@ -79,7 +79,7 @@ STEPS = {
     ),
     "gate x gradient": lambda m, dev, items, progress: head_relevance.gate_times_gradient(m, dev, progress=progress),
     "L0 gates": lambda m, dev, items, progress: l0.l0_sweep(m, dev, dev, [0.1, 1.0], steps=7, progress=progress),
-    "word references": lambda m, dev, items, progress: attribution.word_references(
+    "word references": lambda m, dev, items, progress: references.word_references(
         m, items, batch_size=BATCH, steps=2, tolerance=0.05, progress=progress
     ),
     "probes": lambda m, dev, items, progress: fit_probes(
@@ -124,7 +124,7 @@ def bars(monkeypatch):
             self.shown = not self.disable  # close() sets disable
             made.append(self)
 
-    for module in (gated_logits, pruning, head_relevance, l0, attribution, estimators):
+    for module in (gated_logits, pruning, head_relevance, l0, references, estimators):
         monkeypatch.setattr(module, "tqdm", Recorded)
     return made
 
