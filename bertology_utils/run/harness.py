@@ -348,13 +348,30 @@ class _Kernels:
         self.stopped: set[str] | None = None  # after stop(): the notebooks whose kernels it killed
 
     def manager_class(self, stem: str) -> type:
-        """nbclient's default kernel manager, reporting when the kernel of notebook ``stem`` starts and ends."""
+        """nbclient's default kernel manager, reporting when the kernel of notebook ``stem`` starts and ends.
+
+        On POSIX it talks to its kernel over Unix sockets in a folder of its own (zmq's ``ipc`` transport): TCP
+        ports are picked free and taken later by the kernel, and another process may take one in between, which
+        failed a notebook with "Address already in use" when kernels started side by side.
+        """
         from jupyter_client import AsyncKernelManager
+        from traitlets import CaselessStrEnum, default
 
         kernels = self
 
         # jupyter_client types these as KernelManager's synchronous methods; AsyncKernelManager's are coroutines
         class Manager(AsyncKernelManager):
+            transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc" if os.name == "posix" else "tcp")
+            sockets_dir: str | None = None
+
+            @default("ip")
+            def _ip_default(self) -> str:
+                if self.transport != "ipc":
+                    return super()._ip_default()
+                # the sockets' path prefix: ipc's default is one name in the working folder, shared by all kernels
+                self.sockets_dir = tempfile.mkdtemp(prefix="bertology-kernel-")
+                return os.path.join(self.sockets_dir, "k")
+
             async def start_kernel(self, **kw: object) -> None:  # type: ignore[override]
                 await super().start_kernel(**kw)
                 kernels.started(self.provisioner, stem)
@@ -362,6 +379,8 @@ class _Kernels:
             async def cleanup_resources(self, restart: bool = False) -> None:  # type: ignore[override]
                 kernels.ended(self.provisioner)
                 await super().cleanup_resources(restart=restart)
+                if self.sockets_dir is not None and not restart:
+                    shutil.rmtree(self.sockets_dir, ignore_errors=True)
 
         return Manager
 

@@ -522,3 +522,17 @@ def test_a_notebook_after_others_starts_once_every_other_has_finished(tmp_path, 
     assert {stem for what, stem in events[:-2] if what == "end"} == {p.stem for p in others}
     if jobs == 2:  # the others still run side by side, longest first
         assert events[:2] == [("start", "03_other"), ("start", "02_other")]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="zmq's ipc transport is POSIX's")
+def test_each_kernel_talks_over_sockets_of_its_own_not_tcp_ports(tmp_path):
+    """TCP ports are picked free and taken by the kernel later, so kernels started side by side could collide
+    ("Address already in use"); Unix sockets in a folder per kernel cannot."""
+    from bertology_utils.run.harness import _Kernels
+
+    managers = [_Kernels().manager_class("00_x")(kernel_name="python3") for _ in range(2)]
+    prefixes = [manager.ip for manager in managers]
+    assert [manager.transport for manager in managers] == ["ipc", "ipc"]
+    assert prefixes[0] != prefixes[1] and all(Path(p).parent.name.startswith("bertology-kernel-") for p in prefixes)
+    for manager in managers:
+        Path(manager.sockets_dir).rmdir()
