@@ -1,4 +1,5 @@
-"""The documentation site, built with an executed run, opened from disk in a real browser with the network cut off."""
+"""The documentation site, built with an executed run (with and without the data folder), opened from disk in a real
+browser with the network cut off."""
 
 import os
 import subprocess
@@ -6,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from notebook_runs import NOTEBOOKS, VARIANTS, whole_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -14,12 +16,15 @@ MKDOCS = Path(sys.executable).with_name("mkdocs")
 IMAGES_LOADED = """() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"""
 
 
-@pytest.fixture(scope="module")
-def site(tour_run, tmp_path_factory):
+@pytest.fixture(scope="module", params=VARIANTS)
+def site(request, small_runs, tmp_path_factory):
+    """The site built with every notebook executed: the test suite's small runs joined into one, with the data
+    folder, then as a fresh clone offline (a run with missing data)."""
     if not MKDOCS.exists():
         pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
+    run = whole_run(small_runs, request.param, tmp_path_factory.mktemp("run") / "run")
     out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, BERTOLOGY_DOCS_RUN=str(tour_run["run"]), NO_MKDOCS_2_WARNING="1")
+    env = dict(os.environ, BERTOLOGY_DOCS_RUN=str(run), NO_MKDOCS_2_WARNING="1")
     done = subprocess.run(
         [str(MKDOCS), "build", "--strict", "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True
     )
@@ -48,12 +53,12 @@ def test_the_site_opens_offline_with_the_executed_notebook_and_its_figures(site,
 
 
 def test_the_notebook_pages_are_presentable(site, offline_page):
-    """Every notebook's page of the site (the tour executed): no NaN, repr, path or cut number shown outside
-    the code, no overlapping text."""
+    """Every notebook's page of the site, each executed: no NaN, repr, path or cut number shown outside the
+    code, no overlapping text."""
     from bertology_utils.present.page_audit import VIEWPORT, audit_page
 
     pages = sorted((site / "notebooks").glob("*.html"))
-    assert any(p.stem == "00_tour" for p in pages)
+    assert {p.stem for p in pages} >= {n.stem for n in NOTEBOOKS}
     page = offline_page.page
     page.set_viewport_size(VIEWPORT)
     defects = {}
