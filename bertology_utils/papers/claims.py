@@ -49,6 +49,8 @@ __all__ = [
     "Draws",
     "permutation_interval",
     "spearman_rho",
+    "SEEDS_RULE",
+    "seeds_verdict",
     "over_seeds",
     "claims_over_seeds",
     "claims_by_task",
@@ -392,14 +394,39 @@ def greater(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[float, float, float, fl
 # --------------------------------------------------------------------------- seeds
 
 
+#: How :func:`seeds_verdict` joins the seeds' verdicts, as a claim's rule says it.
+SEEDS_RULE = "the verdict most seeds give, where no seed gives another; else inconclusive"
+
+
+def seeds_verdict(verdicts: Iterable[Verdict]) -> Verdict:
+    """One verdict from the same claim's verdicts on several seeds: the verdict more than half of the testable
+    seeds give, where every other testable seed is INCONCLUSIVE; INCONCLUSIVE otherwise (seeds that decide
+    differently, or no majority). NOT_TESTABLE seeds are left out; NOT_TESTABLE when all are.
+
+    A seed whose interval straddles the threshold does not speak against the others, so it does not veto them:
+    with a veto, the chance that some seed straddles grows with the number of seeds, and more seeds, more evidence,
+    would read inconclusive more often. Seeds that decide against each other do: the finding then depends on the
+    seed.
+    """
+    testable = [Verdict(v) for v in verdicts if Verdict(v) is not Verdict.NOT_TESTABLE]
+    if not testable:
+        return Verdict.NOT_TESTABLE
+    decided = {v for v in testable if v is not Verdict.INCONCLUSIVE}
+    if len(decided) != 1:
+        return Verdict.INCONCLUSIVE
+    verdict = decided.pop()
+    return verdict if 2 * testable.count(verdict) > len(testable) else Verdict.INCONCLUSIVE
+
+
 def over_seeds(claims: Iterable[Claim]) -> Claim:
     """One claim from the same claim made once per seed (in seed order).
 
-    The verdict is the seeds' common verdict; INCONCLUSIVE when the testable seeds disagree. NOT_TESTABLE seeds
-    (a model that learned nothing) are left out of the verdict, the values and the interval, unless all are, and
-    counted in :class:`Seeds`. Numeric values are averaged over the seeds that gave them (``{name}_sd`` beside
-    each, with two or more); an interval is the envelope of the seeds' intervals. The first seed's text stands
-    for "ours", with the seed count after it.
+    The verdict is :func:`seeds_verdict`'s: the one most testable seeds give when no seed gives another, else
+    INCONCLUSIVE. NOT_TESTABLE seeds (a model that learned nothing) are left out of the verdict, the values and the
+    interval, unless all are, and counted in :class:`Seeds`. Numeric values are averaged over the seeds that gave
+    them (``{name}_sd`` beside each, with two or more). The interval is the median seed's: the median of the
+    seeds' lower ends and of their upper ends, so a rule decided by one interval against a threshold reads the
+    same off it as off the seeds' majority. The first seed's text stands for "ours", with the seed count after it.
     """
     claims = list(claims)
     if not claims:
@@ -408,11 +435,7 @@ def over_seeds(claims: Iterable[Claim]) -> Claim:
         raise ValueError(f"over_seeds joins one claim's seeds, not {sorted({c.id for c in claims})}")
     first = claims[0]
     testable = [c for c in claims if c.verdict != Verdict.NOT_TESTABLE]
-    verdicts = {c.verdict for c in testable}
-    if not testable:
-        verdict = Verdict.NOT_TESTABLE
-    else:
-        verdict = verdicts.pop() if len(verdicts) == 1 else Verdict.INCONCLUSIVE
+    verdict = seeds_verdict([c.verdict for c in claims])
     seeds = Seeds(sum(c.verdict == Verdict.HOLDS for c in claims), len(claims), len(claims) - len(testable))
     read = testable or claims  # the seeds whose numbers count
     values: dict = {}
@@ -429,13 +452,13 @@ def over_seeds(claims: Iterable[Claim]) -> Claim:
     interval = first.interval
     if len(claims) > 1 and intervals:
         interval = Interval(
-            min(i.low for i in intervals),
-            max(i.high for i in intervals),
+            float(np.median([i.low for i in intervals])),
+            float(np.median([i.high for i in intervals])),
             intervals[0].level,
-            f"envelope of {len(intervals)} seeds' {intervals[0].method}",
+            f"median of {len(intervals)} seeds' {intervals[0].method}",
         )
     ours = first.ours if len(claims) == 1 else f"first seed: {first.ours}; {seeds}"
-    rule = first.rule if len(claims) == 1 else f"{first.rule}; over seeds: their common verdict, else inconclusive"
+    rule = first.rule if len(claims) == 1 else f"{first.rule}; over seeds: {SEEDS_RULE}"
     return replace(first, verdict=verdict, ours=ours, rule=rule, values=values, interval=interval, seeds=seeds)
 
 

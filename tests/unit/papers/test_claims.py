@@ -8,6 +8,7 @@ from scipy import stats
 
 from bertology_utils.papers import clark, context_mixing, kovaleva, michel, voita
 from bertology_utils.papers.claims import (
+    SEEDS_RULE,
     Claim,
     Draws,
     Interval,
@@ -23,6 +24,7 @@ from bertology_utils.papers.claims import (
     on_classifier,
     over_seeds,
     permutation_interval,
+    seeds_verdict,
     spearman_rho,
 )
 
@@ -590,14 +592,44 @@ def _seeded(verdict, rho, low, high, seed_text="s"):
     )
 
 
-def test_over_seeds_keeps_a_common_verdict_and_is_inconclusive_otherwise():
+def test_seeds_verdict_is_the_majoritys_where_no_seed_decides_otherwise():
+    H, D, P, I, N = (Verdict(v) for v in ("holds", "differs", "partly", "inconclusive", "not testable"))
+    assert seeds_verdict([H, H, H]) is H and seeds_verdict([D]) is D
+    assert seeds_verdict([H, H, I]) is H and seeds_verdict([I, D, D]) is D and seeds_verdict([P, I, P]) is P
+    assert seeds_verdict([H, I]) is I and seeds_verdict([H, I, I]) is I  # no majority
+    assert seeds_verdict([H, H, D]) is I and seeds_verdict([H, H, P]) is I  # seeds that decide differently
+    assert seeds_verdict([N, H, I]) is I and seeds_verdict([N, N, H]) is H and seeds_verdict([N, N]) is N
+    assert seeds_verdict(["holds", "holds", "inconclusive"]) is H
+
+
+def test_more_seeds_of_a_real_effect_read_holds_more_often_not_less():
+    # each seed's interval clears the threshold 80% of the time and straddles it otherwise: a veto by any
+    # straddling seed would read this effect inconclusive ever more often as seeds are added
+    rng = np.random.default_rng(0)
+
+    def holding(n):
+        draws = rng.random((2000, n)) < 0.8
+        verdicts = np.where(draws, Verdict.HOLDS, Verdict.INCONCLUSIVE)
+        return np.mean([seeds_verdict(row) is Verdict.HOLDS for row in verdicts])
+
+    assert holding(1) < holding(3) < holding(9) and holding(9) > 0.95
+
+
+def test_over_seeds_joins_the_seeds_verdicts_values_and_intervals():
     same = over_seeds([_seeded("holds", 0.5, 0.2, 0.7), _seeded("holds", 0.3, 0.1, 0.6)])
     assert same.verdict is Verdict.HOLDS and same.seeds == Seeds(2, 2) and str(same.seeds) == "holds in 2 of 2 seeds"
     assert same.values["spearman"] == pytest.approx(0.4) and same.values["spearman_sd"] == pytest.approx(0.1414, 1e-3)
-    assert same.values["kind"] == "raw" and (same.interval.low, same.interval.high) == (0.1, 0.7)
-    assert "envelope of 2 seeds" in same.interval.method and same.ours.endswith("holds in 2 of 2 seeds")
+    assert same.values["kind"] == "raw" and (same.interval.low, same.interval.high) == pytest.approx((0.15, 0.65))
+    assert "median of 2 seeds" in same.interval.method and same.ours.endswith("holds in 2 of 2 seeds")
+    assert SEEDS_RULE in same.rule
     split = over_seeds([_seeded("holds", 0.5, 0.2, 0.7), _seeded("inconclusive", 0.1, -0.1, 0.3)])
     assert split.verdict is Verdict.INCONCLUSIVE and split.seeds == Seeds(1, 2)
+    # the median seed's interval reads as the majority does: above 0 where two of three seeds' intervals are
+    three = [_seeded("holds", 0.5, 0.2, 0.7), _seeded("inconclusive", 0.1, -0.1, 0.3), _seeded("holds", 0.4, 0.05, 0.8)]
+    most = over_seeds(three)
+    assert most.verdict is Verdict.HOLDS and most.seeds == Seeds(2, 3)
+    assert (most.interval.low, most.interval.high) == (0.05, 0.7)
+    assert Verdict.by_interval(most.interval) is most.verdict
     untestable = _seeded("not testable", math.nan, math.nan, math.nan)
     # a seed whose classifier learned nothing has its numbers kept out of the mean and the interval, and is counted
     untestable = replace(untestable, values={"spearman": 0.9, "kind": "raw"}, interval=Interval(0.8, 0.95))
