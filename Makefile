@@ -137,12 +137,15 @@ report: setup ## one offline HTML page for the run results/$(RUN_NAME) (after ma
 FINDINGS := $(sort $(wildcard docs/findings/*.json))
 # Runs of the default model that differ only in their base seed (docs/regression.md's seeds table).
 SEED_FINDINGS := $(sort $(wildcard docs/findings/seeds/*.json))
+# Runs of the default model that differ only in their precision (docs/guide/models.md's precision table).
+PRECISION_FINDINGS := $(sort $(wildcard docs/findings/precision/*.json))
 # The run whose executed notebooks the docs' notebook pages show (a run name or folder; none: the notebooks unexecuted).
 DOCS_RUN ?= $(RUN_NAME)
 
-findings: setup ## regenerate the findings tables of README.md, docs/findings.md and docs/regression.md from docs/findings/
+findings: setup ## regenerate the findings tables of README.md, docs/findings.md, docs/regression.md and docs/guide/models.md from docs/findings/
 	$(VENV)/bin/bertology findings $(FINDINGS) --update README.md --update docs/findings.md
 	$(if $(SEED_FINDINGS),$(VENV)/bin/bertology findings $(SEED_FINDINGS) --update docs/regression.md)
+	$(if $(PRECISION_FINDINGS),$(VENV)/bin/bertology findings $(PRECISION_FINDINGS) --update docs/guide/models.md)
 
 docs: setup ## build the documentation site into site/ offline, strict (DOCS_RUN=... the executed run it shows)
 	NO_MKDOCS_2_WARNING=1 BERTOLOGY_DOCS_RUN=$(if $(wildcard results/$(DOCS_RUN) $(DOCS_RUN)),$(DOCS_RUN)) $(VENV)/bin/mkdocs build --strict

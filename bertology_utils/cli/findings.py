@@ -14,10 +14,11 @@ FINDINGS_DESCRIPTION = """\
 Print what one or more runs found: one line per claim of the papers with each run's verdicts
 (holds / partly / differs / inconclusive / not testable), or with --full every claim with the paper's
 value and ours (and its interval and seed count, where the claims have them), notebook by notebook, or
-with --seeds the claims of runs that differ only in their base seed (`-p seed N`), each run's verdict,
-interval and seed count, and whether they agree. A SOURCE is a run folder, a run name under
-results/, or a findings record (.json) written by --record. --update rewrites the generated blocks of Markdown
-pages (`findings` the summary, `findings-full` the full tables of the first SOURCE, `seeds` the seeds table).
+with --seeds the claims of runs that differ only in one setting (a base seed, `-p seed N`, or a
+precision, `-p precision auto`), each run's verdict, interval and seed count, and whether they agree.
+A SOURCE is a run folder, a run name under results/, or a findings record (.json) written by --record.
+--update rewrites the generated blocks of Markdown pages (`findings` the summary, `findings-full` the full tables of the first SOURCE, `seeds` and `precision`
+the runs side by side).
 """
 
 FINDINGS_EPILOG = """\
@@ -27,6 +28,7 @@ examples:
   bertology findings default --record docs/findings/minilm.json
   bertology findings docs/findings/*.json --update README.md --update docs/findings.md
   bertology findings seed0 seed3 --seeds              do two base seeds give the same verdicts?
+  bertology findings fp32 auto --seeds                 ... two precisions?
 
 Exit status: 0, or 2 when a run or record is missing, holds no claims, or a page has no block to update.
 """
@@ -38,7 +40,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
         action="store_true",
-        help="runs of one model with other base seeds side by side: each claim's verdicts, the same or flipped",
+        help="runs of one model with another base seed or precision side by side: each claim's verdicts, the same or "
+        "flipped",
     )
     parser.add_argument("--record", type=Path, metavar="FILE", help="write the findings record of the one SOURCE")
     parser.add_argument(
@@ -50,8 +53,8 @@ def _handle(args: argparse.Namespace) -> int:
     from bertology_utils.present.findings import (
         claims_tables,
         load_findings,
+        runs_table,
         save_findings,
-        seeds_table,
         summary_table,
     )
     from bertology_utils.present.generated import has_block, write_block
@@ -62,10 +65,11 @@ def _handle(args: argparse.Namespace) -> int:
             raise BertologyError("--record takes one SOURCE")
         print(save_findings(records[0], args.record))
         return EXIT_OK
-    blocks = {  # made only where asked: a seeds table needs records of one model
+    blocks = {  # made only where asked: a table of runs needs records of one model
         "findings": lambda: summary_table(records),
         "findings-full": lambda: claims_tables(records[0]),
-        "seeds": lambda: seeds_table(records),
+        "seeds": lambda: runs_table(records),
+        "precision": lambda: runs_table(records),
     }
     for page in args.update:
         found = [name for name in blocks if has_block(page, name)]

@@ -8,8 +8,8 @@ Tables are made from records, never typed: :func:`summary_table` gives one short
 with the verdicts of each record (a claim checked on several tasks, relations or objectives is
 one line with its verdicts counted); :func:`claims_tables` gives every claim with its numbers,
 notebook by notebook, and, where the record has them, its interval and seed count (:func:`claim_uncertainty`, the
-text every view of claims shows for them); :func:`seeds_table` sets runs of one model with different base seeds side
-by side, claim by claim. ``bertology findings`` prints either, and ``--update`` rewrites the
+text every view of claims shows for them); :func:`runs_table` sets runs of one model with another base seed or precision
+side by side, claim by claim. ``bertology findings`` prints either, and ``--update`` rewrites the
 generated blocks of a Markdown page (:mod:`bertology_utils.present.generated`).
 """
 
@@ -36,7 +36,7 @@ __all__ = [
     "load_findings",
     "summary_table",
     "claims_tables",
-    "seeds_table",
+    "runs_table",
     "claim_uncertainty",
 ]
 
@@ -227,31 +227,36 @@ def claims_tables(record: Mapping, notebooks: Iterable[str] | None = None, headi
     return "\n\n".join(parts)
 
 
-#: How the records of :func:`seeds_table` compare on one claim.
+#: How the records of :func:`runs_table` compare on one claim.
 SAME, ONE_INCONCLUSIVE, FLIPPED = "same", "inconclusive on one side", "flipped"
 _OUTCOMES = (SAME, ONE_INCONCLUSIVE, FLIPPED)
 
 
-def _run_label(record: Mapping) -> str:
-    """A record's column in :func:`seeds_table`: its base seed where the run set one, else its run name."""
-    seed = record.get("parameters", {}).get("seed")
-    return f"seed {seed}" if seed is not None else str(record.get("run", "run"))
+def _run_labels(records: Sequence[Mapping]) -> list[str]:
+    """Each record's column in :func:`runs_table`: the run parameters whose values differ between the records
+    ("seed 3", "precision auto"; a parameter a run did not set reads "default"), else its run name."""
+    given = [r.get("parameters") or {} for r in records]
+    differ = sorted(k for k in set().union(*given) if len({repr(p.get(k)) for p in given}) > 1)
+    if not differ:
+        return [str(r.get("run", "run")) for r in records]
+    return [", ".join(f"{k} {p[k]}" if k in p else f"{k} default" for k in differ) for p in given]
 
 
-def seeds_table(records: Sequence[Mapping]) -> str:
-    """Runs of one model that differ in their base seed, claim by claim: each record's verdict with its interval
+def runs_table(records: Sequence[Mapping]) -> str:
+    """Runs of one model that differ in one setting (a base seed, a precision), claim by claim, each column named
+    by the parameters that differ (:func:`_run_labels`): each record's verdict with its interval
     and seed count ("one seed", "holds in k of n seeds"), and whether the verdicts are the same, one side
     inconclusive (no regression, as ``bertology check`` reads it), or flipped. A line above counts them, and those
     on trained models (with a seed count) apart. Only the claims every record made are compared."""
     if len(records) < 2:
-        raise BertologyError("a seeds table compares at least two findings records (runs with other base seeds)")
+        raise BertologyError("a table of runs compares at least two findings records (runs with another setting)")
     models = sorted({str(r["model"]) for r in records})
     if len(models) != 1:
-        raise BertologyError(f"a seeds table compares runs of one model, not {models}")
+        raise BertologyError(f"a table of runs compares runs of one model, not {models}")
     found = [{(nb["name"], c["key"]): c for nb in record["notebooks"] for c in nb["claims"]} for record in records]
     keys = [key for key in found[0] if all(key in claims for claims in found[1:])]
     if not keys:
-        raise BertologyError("the records share no claim: run the same notebooks with each base seed")
+        raise BertologyError("the records share no claim: run the same notebooks with each setting")
     rows: list[list[str]] = []
     outcomes: Counter[tuple[str, bool]] = Counter()
     for key in keys:
@@ -274,7 +279,7 @@ def seeds_table(records: Sequence[Mapping]) -> str:
     line = f"{len(keys)} claims: {counted(None)}" + (
         f"; of them {trained} on trained models: {counted(True)}" if trained else ""
     )
-    header = ["notebook", "claim", *(_run_label(r) for r in records), "verdicts"]
+    header = ["notebook", "claim", *_run_labels(records), "verdicts"]
     return f"{line}.\n\n" + _markdown(header, rows)
 
 

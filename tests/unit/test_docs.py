@@ -22,8 +22,8 @@ from bertology_utils.present.findings import (
     claims_tables,
     load_findings,
     record_findings,
+    runs_table,
     save_findings,
-    seeds_table,
     summary_table,
 )
 from bertology_utils.present.generated import has_block, read_block, write_block
@@ -193,7 +193,7 @@ def test_bad_runs_and_records_get_one_clear_error(tmp_path):
         load_findings(tmp_path / "none.json")
 
 
-def test_the_seeds_table_sets_base_seeds_side_by_side(tmp_path, capsys):
+def test_the_runs_table_sets_base_seeds_side_by_side(tmp_path, capsys):
     def run(name, seed, verdicts):
         made = [
             _claim(id_, f"claim {id_}", v, interval=Interval(-0.1, 0.3), seeds=Seeds(int(v == "holds"), 3))
@@ -206,7 +206,7 @@ def test_the_seeds_table_sets_base_seeds_side_by_side(tmp_path, capsys):
 
     first = run("s0", 0, {"a": "holds", "b": "differs", "c": "inconclusive", "d": "holds"})
     second = run("s3", 3, {"a": "holds", "b": "holds", "c": "differs"})
-    lines = seeds_table([first, second]).splitlines()
+    lines = runs_table([first, second]).splitlines()
     assert lines[0] == (
         "4 claims: 2 same, 1 inconclusive on one side, 1 flipped; "
         "of them 3 on trained models: 1 same, 1 inconclusive on one side, 1 flipped."
@@ -220,12 +220,20 @@ def test_the_seeds_table_sets_base_seeds_side_by_side(tmp_path, capsys):
     assert lines[7] == "| 06_a | topic.claims.pretrained | differs | differs | same |"
     assert len(lines) == 8  # d is in one record only
     with pytest.raises(BertologyError, match="at least two"):
-        seeds_table([first])
+        runs_table([first])
     with pytest.raises(BertologyError, match="one model"):
-        seeds_table([first, {**second, "model": "org/other"}])
+        runs_table([first, {**second, "model": "org/other"}])
     capsys.readouterr()
     assert main(["findings", str(tmp_path / "s0"), str(tmp_path / "s3"), "--seeds"]) == 0
     assert capsys.readouterr().out.startswith("4 claims: 2 same")
+    # runs that differ in another setting are named by it; one that left it unset reads "default"
+    fp32, auto = ({**first, "parameters": p} for p in ({"seed": 0}, {"seed": 0, "precision": "auto"}))
+    assert (
+        runs_table([fp32, auto]).splitlines()[2]
+        == "| notebook | claim | precision default | precision auto | verdicts |"
+    )
+    same = [{**first, "run": "a"}, {**second, "run": "b", "parameters": {"seed": 0}}]
+    assert runs_table(same).splitlines()[2] == "| notebook | claim | a | b | verdicts |"
 
 
 def test_the_command_records_prints_and_updates_pages(tmp_path, capsys):
@@ -267,7 +275,10 @@ def test_the_committed_findings_tables_are_generated_from_the_committed_records(
     assert read_block(ROOT / "docs" / "findings.md", "findings-full") == claims_tables(records[0])
     seeded = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "seeds").glob("*.json"))]
     assert len(seeded) >= 2, "docs/findings/seeds/ holds a record per base seed (docs/regression.md)"
-    assert read_block(ROOT / "docs" / "regression.md", "seeds") == seeds_table(seeded), "run make findings"
+    assert read_block(ROOT / "docs" / "regression.md", "seeds") == runs_table(seeded), "run make findings"
+    precisions = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "precision").glob("*.json"))]
+    assert len(precisions) >= 2, "docs/findings/precision/ holds a record per precision (docs/guide/models.md)"
+    assert read_block(ROOT / "docs" / "guide" / "models.md", "precision") == runs_table(precisions), "make findings"
 
 
 def test_the_readme_is_a_front_page():
