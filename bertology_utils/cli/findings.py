@@ -17,8 +17,8 @@ value and ours (and its interval and seed count, where the claims have them), no
 with --seeds the claims of runs that differ only in one setting (a base seed, `-p seed N`, or a
 precision, `-p precision auto`), each run's verdict, interval and seed count, and whether they agree.
 A SOURCE is a run folder, a run name under results/, or a findings record (.json) written by --record.
---update rewrites the generated blocks of Markdown pages (`findings` the summary, `findings-full` the full tables of the first SOURCE, `seeds` and `precision`
-the runs side by side).
+--update rewrites the generated blocks of Markdown pages (`findings` the summary, `findings-full` the
+full tables of the first SOURCE, `seeds` and `precision` the runs side by side).
 """
 
 FINDINGS_EPILOG = """\
