@@ -19,26 +19,52 @@ from bertology_utils.core.typing import AttentionMaps, MixingMatrix, TokenMask, 
 from bertology_utils.interventions.mixing.base import LayerMethod, LayerTrace
 from bertology_utils.interventions.mixing.norm import head_vectors, mixed_vectors, row_chunks
 
-__all__ = ["layer_norm_scale", "transformed_vectors", "alti_contributions", "AltiLayer"]
+__all__ = ["layer_norm_scale", "layer_norm_part", "transformed_vectors", "alti_contributions", "AltiLayer"]
 
 
-def layer_norm_scale(model: Model, layer: int, normed_input: TokenVectors) -> tuple[torch.Tensor, torch.Tensor]:
-    """The linear part of the attention layer norm, LN(z) = gamma (z - mean z) / sigma(z) + beta.
+def layer_norm_scale(
+    model: Model, layer: int, normed_input: TokenVectors, *, output_norm: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The linear part of a post-LN layer norm, LN(z) = gamma (z - mean z) / sigma(z) + beta.
 
     :param model: the model (a LoadedModel or its torch module).
     :param layer: the layer (from 0).
     :param normed_input: (B, T, E) z, the norm's input.
+    :param output_norm: the norm after the feed-forward block, the layer's last (else the attention norm).
     :returns: gamma (E,) and 1 / sigma(z_i) (B, T, 1).
     """
-    norm, _ = architectures.layer_norms(architectures.torch_module(model), layer)
+    norm = architectures.layer_norms(architectures.torch_module(model), layer)[1 if output_norm else 0]
     eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 1e-12)))
     var = normed_input.var(-1, unbiased=False, keepdim=True)
     gamma = norm.weight
     if not isinstance(gamma, torch.Tensor):
-        raise UnsupportedArchitectureError(
-            f"layer {layer}'s attention layer norm has no weight", model_type=None, missing=["attention_layer_norm"]
-        )
+        which = "output_layer_norm" if output_norm else "attention_layer_norm"
+        raise UnsupportedArchitectureError(f"layer {layer}'s {which} has no weight", model_type=None, missing=[which])
     return gamma, torch.rsqrt(var + eps)
+
+
+def layer_norm_part(
+    model: Model,
+    layer: int,
+    normed_input: TokenVectors,
+    vectors: torch.Tensor,
+    rows: slice,
+    *,
+    output_norm: bool = False,
+) -> torch.Tensor:
+    """A post-LN layer norm's linear part L_i(u) = gamma (u - mean u) / sigma(z_i) applied to each of ``vectors``,
+    the decomposition of z_i, i in ``rows``: the parts add up to LN(z_i) - beta less L_i of what they leave out.
+
+    :param model: the model (a LoadedModel or its torch module).
+    :param layer: the layer (from 0).
+    :param normed_input: (B, T, E) z, the norm's input (its statistics, sigma(z_i), scale every part of z_i).
+    :param vectors: (B, rows, T, E) the parts of z_i.
+    :param rows: the receiving tokens i.
+    :param output_norm: the norm after the feed-forward block (see :func:`layer_norm_scale`).
+    :returns: (B, rows, T, E).
+    """
+    gamma, inv_sigma = layer_norm_scale(model, layer, normed_input, output_norm=output_norm)
+    return gamma * (vectors - vectors.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
 
 
 def transformed_vectors(
@@ -67,8 +93,7 @@ def transformed_vectors(
     z = mixed_vectors(t.probs, vectors, rows) + eye[None, :, :, None] * t.hidden[:, rows, None, :]
     if architectures.is_pre_layer_norm(architectures.torch_module(model)):
         return z
-    gamma, inv_sigma = layer_norm_scale(model, layer, t.hidden + t.dense)
-    return gamma * (z - z.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
+    return layer_norm_part(model, layer, t.hidden + t.dense, z, rows)
 
 
 def alti_contributions(model: Model, layer: int, t: LayerTrace, real: TokenMask) -> MixingMatrix:

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: The parts of a layer's computation a method may read besides the attention weights (``probs``).
-PARTS = frozenset({"hidden", "values", "dense", "normed", "output", "call"})
+PARTS = frozenset({"hidden", "values", "dense", "normed", "ffn", "output", "call"})
 #: Tolerance of the post-LN check in :func:`trace` (float32 over a layer).
 _DECOMPOSITION_TOL = 1e-4
 
@@ -64,13 +64,14 @@ _DECOMPOSITION_TOL = 1e-4
 @dataclass
 class LayerParts:
     """The parts of one layer's computation besides its attention weights (see :class:`LayerTrace`): the
-    layer's input, value vectors, attention output projection, the attention block's output, the layer's
-    output and its own arguments."""
+    layer's input, value vectors, attention output projection, the attention block's output, what the
+    feed-forward block adds to it, the layer's output and its own arguments."""
 
     hidden: TokenVectors
     values: torch.Tensor
     dense: TokenVectors
     normed: TokenVectors
+    ffn: TokenVectors
     output: TokenVectors
     call: tuple[Any, ...] = field(repr=False, default=((), {}))
 
@@ -83,8 +84,9 @@ class LayerTrace:
     weights asked for): ``hidden`` (B, T, E) the layer's input x; ``values`` (B, H, T, d) the value vectors
     per head (W_V x + b_V, or W_V LN(x) + b_V in a pre-LN block); ``dense`` (B, T, E) the attention output
     projection W_O ctx + b_O; ``normed`` (B, T, E) the attention block's output, LN(x + dense) post-LN or
-    x + dense pre-LN; ``output`` (B, T, E) the layer's output; ``call`` the layer's own arguments, to run it
-    again.
+    x + dense pre-LN; ``ffn`` (B, T, E) what the feed-forward block adds to it through the second residual,
+    the layer's output being LN2(normed + ffn) post-LN, normed + ffn pre-LN; ``output`` (B, T, E) the layer's
+    output; ``call`` the layer's own arguments, to run it again.
     """
 
     probs: AttentionMaps
@@ -99,6 +101,7 @@ class LayerTrace:
     values = property(lambda self: self._parts().values)
     dense = property(lambda self: self._parts().dense)
     normed = property(lambda self: self._parts().normed)
+    ffn = property(lambda self: self._parts().ffn)
     output = property(lambda self: self._parts().output)
     call = property(lambda self: self._parts().call)
 
@@ -147,13 +150,14 @@ def first_output(output: Any) -> Any:
 
 def _layer_parts(
     model: nn.Module, layer: int, pre_ln: bool
-) -> tuple[nn.Module, nn.Module | None, nn.Module, nn.Module]:
+) -> tuple[nn.Module, nn.Module | None, nn.Module | None, nn.Module, nn.Module]:
     """What :func:`trace` hooks in ``layer`` besides the block itself: the norm whose input is x + dense (post-LN
-    the attention norm, pre-LN the feed-forward norm), the norm whose output is the block's (post-LN only), the
-    module giving the values and the attention output projection. Raises where the architecture cannot give them."""
-    after_attention, before_ffn = architectures.layer_norms(model, layer, pre_ln=pre_ln)
-    summed, normed = (before_ffn, None) if pre_ln else (after_attention, after_attention)
-    return summed, normed, value_projection(model, layer), architectures.attention_output(model, layer)
+    the attention norm, pre-LN the feed-forward norm), the norm whose output is the block's and the norm whose
+    output is the layer's (post-LN only), the module giving the values and the attention output projection.
+    Raises where the architecture cannot give them."""
+    first, second = architectures.layer_norms(model, layer, pre_ln=pre_ln)
+    summed, normed, last = (second, None, None) if pre_ln else (first, first, second)
+    return summed, normed, last, value_projection(model, layer), architectures.attention_output(model, layer)
 
 
 @torch.no_grad()
@@ -163,7 +167,8 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
     ``reads``: the parts kept besides the weights; with none, only the weights are captured (no hook on
     the layers' parts, no decomposition check). With parts, raises UnsupportedArchitectureError when an
     attention block is neither LN(x + W_O ctx + b_O) (post-LN) nor x + W_O ctx(LN(x)) + b_O (pre-LN,
-    :func:`~bertology_utils.core.architectures.is_pre_layer_norm`), the decompositions the methods rely on.
+    :func:`~bertology_utils.core.architectures.is_pre_layer_norm`), or a post-LN layer's output is not its
+    output layer norm's, the decompositions the methods rely on.
 
     :param loaded: a LoadedModel or its torch module.
     :param inputs: the batch's model inputs.
@@ -180,7 +185,8 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
     blocks = architectures.layers(model)
     n = len(blocks)
     pre_ln = architectures.is_pre_layer_norm(model)
-    kept: dict[str, list[Any]] = {name: [None] * n for name in ("call", "values", "dense", "sum", "normed", "output")}
+    names = ("call", "values", "dense", "sum", "normed", "last", "output")
+    kept: dict[str, list[Any]] = {name: [None] * n for name in names}
     handles = []
 
     def keep(name: str, layer: int, pick: Callable[..., Any]) -> Callable[..., None]:
@@ -190,7 +196,7 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
         return hook
 
     for layer, block in enumerate(blocks):
-        summed, normed, value, output = _layer_parts(model, layer, pre_ln)
+        summed, normed, last, value, output = _layer_parts(model, layer, pre_ln)
         handles += [
             block.register_forward_pre_hook(keep("call", layer, lambda m, a, k: (a, k)), with_kwargs=True),
             block.register_forward_hook(keep("output", layer, lambda m, a, o: first_output(o))),
@@ -200,6 +206,8 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
         ]
         if normed is not None:
             handles.append(normed.register_forward_hook(keep("normed", layer, lambda m, a, o: o)))
+        if last is not None:  # the layer's last norm: its input and output
+            handles.append(last.register_forward_hook(keep("last", layer, lambda m, a, o: (a[0], o))))
     try:
         with capture_attention(model, retain_grad=False) as capture:
             model(**inputs)
@@ -221,8 +229,22 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
                 model_type=getattr(model.config, "model_type", None),
                 missing=["attention_layer_norm"],
             )
-        normed = kept["sum"][layer] if pre_ln else kept["normed"][layer]
-        parts = LayerParts(hidden, values, kept["dense"][layer], normed, kept["output"][layer], (args, kwargs))
+        normed, output = (kept["sum"][layer] if pre_ln else kept["normed"][layer]), kept["output"][layer]
+        if pre_ln:
+            ffn = output - normed
+        else:
+            second_sum, second_normed = kept["last"][layer]
+            off = (second_normed - output).abs().max()
+            if off > _DECOMPOSITION_TOL * max(1.0, float(output.abs().max())):
+                raise UnsupportedArchitectureError(
+                    f"layer {layer} of {type(model).__name__}: the layer's output is not its output layer norm's (off "
+                    f"by {float(off):.2g}); context-mixing maps of the whole layer need a post-LN layer "
+                    "LN2(y + FFN(y))",
+                    model_type=getattr(model.config, "model_type", None),
+                    missing=["output_layer_norm"],
+                )
+            ffn = second_sum - normed
+        parts = LayerParts(hidden, values, kept["dense"][layer], normed, ffn, output, (args, kwargs))
         traces.append(LayerTrace(probs, parts))
     return traces
 
