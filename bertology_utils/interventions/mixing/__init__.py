@@ -17,6 +17,9 @@ literature proposes instead. One method, one file; the package registers the bui
 ``value_zeroing``  Mohebbi et al. (2023): zero token j's value vectors (every head) in one layer and
                    measure the cosine distance of each output of that layer from the original,
                    rows normalised to sum to 1 (``value_zeroing.py``);
+``globenc_layer``  Modarressi et al. (2022): N_Enc, the norm of input j's part of the whole layer's output i,
+                   ALTI's decomposition carried through the second residual and layer norm, the feed-forward
+                   block left out (``globenc.py``);
 
 and across layers (row i of layer l: how much output token i at layer l draws on input token j):
 
@@ -27,7 +30,9 @@ and across layers (row i of layer l: how much output token i at layer l draws on
              (``flow.py``; O(n^4) per item, so its inputs have a length limit: its options
              ``flow_max_tokens`` and ``flow_rows``, which :func:`mixing_maps` and the map sources pass on);
 ``alti``     ALTI as the paper defines it: ``alti_layer`` rolled out;
-``value_zeroing_rollout``  ``value_zeroing`` rolled out (Mohebbi et al.'s aggregate).
+``value_zeroing_rollout``  ``value_zeroing`` rolled out (Mohebbi et al.'s aggregate);
+``globenc``  GlobEnc as the paper defines it: ``globenc_layer``'s norms multiplied through the layers, rows
+             rescaled to sum to 1.
 
 :func:`mixing_maps` computes any of them for a batch from one traced forward pass;
 :class:`MixingMaps` is one method as a map source for the extraction pipeline
@@ -63,6 +68,7 @@ from bertology_utils.interventions.mixing.base import (
 )
 from bertology_utils.interventions.mixing.faithfulness import faithfulness, faithfulness_summary, input_attribution
 from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS, Flow, attention_flow
+from bertology_utils.interventions.mixing.globenc import GlobEncLayer, encoder_vectors, globenc_contributions
 from bertology_utils.interventions.mixing.maps import MixingMaps, mixing_for, mixing_maps
 from bertology_utils.interventions.mixing.norm import Norm, head_vectors
 from bertology_utils.interventions.mixing.norm_layer import NormLayer
@@ -84,6 +90,8 @@ def _register_built_in() -> None:
         Rollout("alti", of="alti_layer"),
         ValueZeroing(),
         Rollout("value_zeroing_rollout", of="value_zeroing"),
+        GlobEncLayer(),
+        Rollout("globenc", of="globenc_layer", renormalise=True),
     ):
         register(method)
 
@@ -108,6 +116,7 @@ __all__ = [
     "NormLayer",
     "AltiLayer",
     "ValueZeroing",
+    "GlobEncLayer",
     "Rollout",
     "Flow",
     "LayerTrace",
@@ -118,6 +127,8 @@ __all__ = [
     "head_vectors",
     "transformed_vectors",
     "alti_contributions",
+    "encoder_vectors",
+    "globenc_contributions",
     "value_zeroing",
     "residual_attention",
     "aggregate",
