@@ -83,6 +83,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "DistanceProbe",
             "DepthProbe",
             "structural_probe_layers",
+            "fit_jointly",
         ],
         "surface_runs": [
             "pattern_corpora",

@@ -81,8 +81,8 @@ probes), ``fitting`` (:func:`fit_probes` and its disk cache), ``report`` (Table 
 
 Hewitt and Manning's structural probes (`N19-1419 <https://aclanthology.org/N19-1419/>`_), which read the
 hidden states instead of the attention, live beside them: ``structural_data`` (word vectors per layer
-with the gold trees) and ``structural`` (:class:`DistanceProbe`, :class:`DepthProbe`, their metrics and
-:func:`structural_probe_layers`).
+with the gold trees), ``structural`` (:class:`DistanceProbe`, :class:`DepthProbe`, their metrics and
+:func:`structural_probe_layers`) and ``structural_fit`` (:func:`fit_jointly`: many probes in one pass).
 """
 
 from bertology_utils.analyses.probes.data import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
@@ -114,6 +114,7 @@ from bertology_utils.analyses.probes.structural import (
     structural_probe_layers,
 )
 from bertology_utils.analyses.probes.structural_data import StructuralData, tree_distances, word_hidden_states
+from bertology_utils.analyses.probes.structural_fit import fit_jointly
 
 __all__ = [
     "ProbeData",
@@ -142,4 +143,5 @@ __all__ = [
     "spanning_tree_edges",
     "structural_metrics",
     "structural_probe_layers",
+    "fit_jointly",
 ]

@@ -33,7 +33,6 @@ Sentences with fewer than two scored words have no edge to score: they are count
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -45,8 +44,8 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from bertology_utils.analyses.probes.data import probe_device
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
+from bertology_utils.analyses.probes.structural_fit import fit_jointly
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.threads import torch_threads
@@ -65,8 +64,6 @@ __all__ = [
 
 #: Sentence lengths (scored words) whose Spearman correlations are averaged, as in the paper.
 SPEARMAN_LENGTHS = (5, 50)
-#: Stop when the dev loss has not improved by more than this for ``patience`` epochs.
-_MIN_IMPROVEMENT = 1e-4
 
 
 def rank_grid(hidden_size: int) -> list[int]:
@@ -204,11 +201,26 @@ class _StructuralProbe(BaseEstimator):
 
     # ------------------------------------------------------------------ the probe's formula
 
-    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+    #: The power of the sentence length that divides a sentence's summed error (2: over pairs, 1: over words).
+    _power = 1
+
+    @staticmethod
+    def _outputs(t: torch.Tensor) -> torch.Tensor:
+        """The predictions from the projected words ``t`` (``(..., W, rank)``): distances or squared norms."""
         raise NotImplementedError
 
-    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+    @staticmethod
+    def _target(batch: StructuralBatch) -> torch.Tensor:
+        """The gold values the predictions are trained toward."""
         raise NotImplementedError
+
+    @classmethod
+    def _losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        """``(P,)``: the loss of each of ``P`` probes, from their projected words ``t`` (``(P, B, W, rank)``)."""
+        error = (cls._outputs(t) - cls._target(batch)).abs()
+        words = batch.words if cls._power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
+        per_sentence = (error * words).flatten(2).sum(2) / batch.lengths**cls._power
+        return per_sentence.mean(1)
 
     # ------------------------------------------------------------------ fitting
 
@@ -217,19 +229,11 @@ class _StructuralProbe(BaseEstimator):
             raise TypeError(f"X must be a StructuralData, not {type(X).__name__}")
         return X
 
-    def _fit_device(self) -> torch.device:
-        return probe_device(self.device)
-
-    def _mean_loss(self, B: torch.Tensor, X: StructuralData, layer: int) -> float:
-        """The loss averaged over the sentences of ``X`` (each batch's mean weighted by its sentences)."""
-        total = torch.zeros((), dtype=torch.float64, device=self.device_)
-        with torch.no_grad():
-            for rows, batch in X.batches(layer, int(self.batch_size)):
-                total += self._loss(B, batch.to(self.device_)).double() * len(rows)
-        return float(total) / len(X)
-
     def fit(self, X: StructuralData, y: object = None, dev: StructuralData | None = None) -> _StructuralProbe:
         """Learn ``B`` on ``X``, the dev loss deciding the learning-rate decay, the stop and the epoch kept.
+
+        :func:`~bertology_utils.analyses.probes.structural_fit.fit_jointly` fits several probes in one pass
+        and leaves each as this does.
 
         :param X: the training data.
         :param y: ignored (the gold trees are ``X``'s).
@@ -238,54 +242,7 @@ class _StructuralProbe(BaseEstimator):
             ``history_`` (per epoch: train and dev loss, learning rate), ``best_epoch_``, ``n_sentences_fit_``,
             ``fit_seconds_``, ``device_``.
         """
-        X = self._check(X)
-        layer = X.check_layer(self.layer)
-        if dev is not None:
-            self._check(dev).check_layer(layer)
-        rank = X.hidden_size if self.rank is None else int(self.rank)
-        if not 1 <= rank:
-            raise ValueError(f"rank must be at least 1, not {self.rank}")
-        started = time.perf_counter()
-        self.device_ = self._fit_device()
-        generator = torch.Generator().manual_seed(int(self.seed))
-        start = torch.rand((rank, X.hidden_size), generator=generator) * 0.1 - 0.05  # on the CPU: one start everywhere
-        B = start.to(self.device_).requires_grad_(True)
-        optimizer = torch.optim.Adam([B], lr=float(self.lr))
-        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=float(self.lr_decay), patience=0)
-        history: list[dict[str, float]] = []
-        best, best_B, best_epoch, stale = math.inf, B.detach().clone(), 0, 0
-        with torch_threads(self.n_jobs):
-            for epoch in range(int(self.max_epochs)):
-                tick = time.perf_counter()
-                total = torch.zeros((), dtype=torch.float64, device=self.device_)
-                seed = int(self.seed) * 1_000_003 + epoch
-                for rows, batch in X.batches(layer, int(self.batch_size), shuffle=True, seed=seed):
-                    loss = self._loss(B, batch.to(self.device_))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    total += loss.detach().double() * len(rows)
-                row = {"epoch": epoch + 1, "train_loss": float(total) / len(X), "lr": optimizer.param_groups[0]["lr"]}
-                if dev is not None:
-                    row["dev_loss"] = self._mean_loss(B.detach(), dev, layer)
-                row["seconds"] = time.perf_counter() - tick
-                history.append(row)
-                watched = row["dev_loss" if dev is not None else "train_loss"]
-                scheduler.step(watched)
-                if watched < best - _MIN_IMPROVEMENT:
-                    best, best_B, best_epoch, stale = watched, B.detach().clone(), epoch + 1, 0
-                else:
-                    stale += 1
-                    if stale >= int(self.patience):
-                        break
-        self.B_ = best_B.cpu().numpy()
-        self.rank_ = rank
-        self.layer_ = layer
-        self.hidden_size_ = X.hidden_size
-        self.history_ = history
-        self.best_epoch_ = best_epoch
-        self.n_sentences_fit_ = len(X)
-        self.fit_seconds_ = time.perf_counter() - started
+        fit_jointly([self], X, dev)
         return self
 
     # ------------------------------------------------------------------ predicting and scoring
@@ -310,8 +267,8 @@ class _StructuralProbe(BaseEstimator):
         B = torch.from_numpy(self.B_).to(self.device_)
         out: list[np.ndarray] = []
         with torch_threads(self.n_jobs):
-            for _, batch in X.batches(X.check_layer(self.layer_), int(self.batch_size)):
-                values = self._outputs(B, batch.to(self.device_)).cpu().numpy()
+            for _, batch in X.batches(X.check_layer(self.layer_), int(self.batch_size), device=self.device_):
+                values = self._outputs(batch.vectors @ B.T).cpu().numpy()
                 lengths = batch.lengths.numpy().astype(int)
                 out += [v[tuple(slice(0, n) for _ in v.shape)] for v, n in zip(values, lengths)]
         return out
@@ -334,13 +291,6 @@ class _StructuralProbe(BaseEstimator):
         raise NotImplementedError
 
 
-def _masked_l1(error: torch.Tensor, batch: StructuralBatch, power: int) -> torch.Tensor:
-    """Per sentence, the summed absolute error over real words (pairs) / length**power; mean over sentences."""
-    words = batch.words if power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
-    per_sentence = (error.abs() * words).flatten(1).sum(1) / batch.lengths**power
-    return per_sentence.mean()
-
-
 class DistanceProbe(_StructuralProbe):
     """Hewitt and Manning's distance probe: ``||B(h_i - h_j)||^2`` is trained toward the tree distance.
 
@@ -359,15 +309,17 @@ class DistanceProbe(_StructuralProbe):
     """
 
     label = "distance"
+    _power = 2
 
-    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
-        t = batch.vectors @ B.T  # (batch, words, rank)
+    @staticmethod
+    def _outputs(t: torch.Tensor) -> torch.Tensor:
         norms = (t * t).sum(-1)
         # ||t_i - t_j||^2 from the Gram matrix: no (words x words x rank) difference tensor.
-        return (norms[:, :, None] + norms[:, None, :] - 2 * t @ t.transpose(1, 2)).clamp(min=0)
+        return (norms[..., :, None] + norms[..., None, :] - 2 * t @ t.transpose(-1, -2)).clamp(min=0)
 
-    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
-        return _masked_l1(self._outputs(B, batch) - batch.distances, batch, 2)
+    @staticmethod
+    def _target(batch: StructuralBatch) -> torch.Tensor:
+        return batch.distances
 
     def evaluate(self, X: StructuralData) -> dict[str, float]:
         """UUAS and DSpr on ``X`` (:func:`structural_metrics`).
@@ -396,12 +348,13 @@ class DepthProbe(_StructuralProbe):
 
     label = "depth"
 
-    def _outputs(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
-        t = batch.vectors @ B.T
+    @staticmethod
+    def _outputs(t: torch.Tensor) -> torch.Tensor:
         return (t * t).sum(-1)
 
-    def _loss(self, B: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
-        return _masked_l1(self._outputs(B, batch) - batch.depths, batch, 1)
+    @staticmethod
+    def _target(batch: StructuralBatch) -> torch.Tensor:
+        return batch.depths
 
     def evaluate(self, X: StructuralData) -> dict[str, float]:
         """Root accuracy and NSpr on ``X`` (:func:`structural_metrics`).
@@ -447,7 +400,8 @@ def structural_probe_layers(
     Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
     <https://aclanthology.org/N19-1419/>`_. Each probe is fitted on ``train`` with ``dev`` steering the
     training, and scored on ``test`` (``dev`` when None). The word vectors of as many layers as fit
-    ``cache_size`` MB (float16) are read in one pass of the model; the rest in later passes.
+    ``cache_size`` MB (float16) are read in one pass of the model, and all those layers' probes are fitted
+    together (:func:`~bertology_utils.analyses.probes.structural_fit.fit_jointly`); the rest in later passes.
 
     :param model: a loaded model, a name or a folder (None: the default model).
     :param train: the training treebank.
@@ -479,25 +433,25 @@ def structural_probe_layers(
         }
         data["scored"] = data["dev"] if test is None else StructuralData.from_model(test, loaded, layers=group)
         hidden = data["train"].hidden_size
-        for layer in group:
-            sweep = list(ranks or rank_grid(hidden)) if layer == rank_layer else []
-            for r in dict.fromkeys([rank or hidden, *sweep]):
-                for cls in (DistanceProbe, DepthProbe):
-                    probe = cls(layer=layer, rank=r, seed=seed, device=device, max_epochs=max_epochs)
-                    probe.fit(data["train"], dev=data["dev"])
-                    metrics = probe.evaluate(data["scored"])
-                    metrics["best_epoch"] = probe.best_epoch_
-                    for metric in ("uuas", "dspr", "root_acc", "nspr", "best_epoch"):
-                        if metric in metrics:
-                            rows.append(
-                                {
-                                    "layer": layer,
-                                    "probe": cls.label,
-                                    "rank": probe.rank_,
-                                    "split": split,
-                                    "metric": metric,
-                                    "value": float(metrics[metric]),
-                                }
-                            )
+        probes = [
+            cls(layer=layer, rank=r, seed=seed, device=device, max_epochs=max_epochs)
+            for layer in group
+            for r in dict.fromkeys([rank or hidden, *(list(ranks or rank_grid(hidden)) if layer == rank_layer else [])])
+            for cls in (DistanceProbe, DepthProbe)
+        ]
+        for probe in fit_jointly(probes, data["train"], data["dev"]):
+            metrics = {**probe.evaluate(data["scored"]), "best_epoch": probe.best_epoch_}
+            rows += [
+                {
+                    "layer": probe.layer_,
+                    "probe": probe.label,
+                    "rank": probe.rank_,
+                    "split": split,
+                    "metric": metric,
+                    "value": float(metrics[metric]),
+                }
+                for metric in ("uuas", "dspr", "root_acc", "nspr", "best_epoch")
+                if metric in metrics
+            ]
         del data
     return pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"])

@@ -98,9 +98,10 @@ def word_hidden_states(
 
 @dataclass
 class StructuralBatch:
-    """Padded tensors of ``B`` sentences of at most ``W`` words.
+    """Padded tensors of ``B`` sentences of at most ``W`` words, on the device they were built on.
 
-    :param vectors: ``(B, W, D)`` float32 word vectors of one layer (0 on padding).
+    :param vectors: ``(B, W, D)`` float32 word vectors of one layer, or ``(K, B, W, D)`` of ``K`` layers (0 on
+        padding).
     :param distances: ``(B, W, W)`` gold tree distances.
     :param depths: ``(B, W)`` gold depths (edges to the root).
     :param lengths: ``(B,)`` words per sentence.
@@ -112,16 +113,6 @@ class StructuralBatch:
     depths: torch.Tensor
     lengths: torch.Tensor
     words: torch.Tensor
-
-    def to(self, device: torch.device) -> StructuralBatch:
-        """The batch on ``device`` (itself on the CPU).
-
-        :param device: where the tensors go.
-        :returns: the batch there.
-        """
-        if device.type == "cpu":
-            return self
-        return StructuralBatch(*(t.to(device) for t in vars(self).values()))
 
 
 class StructuralData:
@@ -159,6 +150,7 @@ class StructuralData:
         self.scored: list[np.ndarray] = []  # per sentence, (W,) bool: not punctuation
         self.roots: list[int] = []
         given = list(vectors)
+        kept: list[np.ndarray] = []
         if len(given) != len(corpus):
             raise BertologyError(f"{len(given)} vector arrays for the {len(corpus)} sentences of {self.name}")
         for i, (sentence, array) in enumerate(zip(corpus, given)):
@@ -174,14 +166,27 @@ class StructuralData:
                     f"are given, but its vectors have the shape {array.shape}"
                 )
             self.indices.append(i)
-            for k, layer in enumerate(self.layers):
-                self.vectors[layer].append(np.ascontiguousarray(array[:, k], dtype=dtype))
+            kept.append(array)
             self.distances.append(tree_distances(sentence.heads))
             self.roots.append(int(np.flatnonzero(np.asarray(sentence.heads) == 0)[0]))
             self.scored.append(~np.isin(np.asarray(sentence.relations), EXCLUDED_RELATIONS))
         if not self.indices:
             raise BertologyError(f"no sentence of {self.name} can be used ({self.skipped})")
-        self.hidden_size = int(self.vectors[self.layers[0]][0].shape[1])
+        self.hidden_size = int(kept[0].shape[2])
+        self.lengths = np.array([len(d) for d in self.distances], dtype=np.int64)
+        # Every sentence's words end to end, one row per layer, and a zero row last for padding to read: a batch
+        # of any layers is then one gather (on the device the probes fit on, where it is copied once).
+        starts = np.concatenate([[0], np.cumsum(self.lengths)])
+        self._packed = np.zeros((len(self.layers), starts[-1] + 1, self.hidden_size), dtype=dtype)
+        for array, a, b in zip(kept, starts[:-1], starts[1:]):
+            self._packed[:, a:b] = array.transpose(1, 0, 2)
+        self._starts = starts[:-1]
+        for k, layer in enumerate(self.layers):
+            self.vectors[layer] = [self._packed[k, a:b] for a, b in zip(starts[:-1], starts[1:])]
+        squares = np.concatenate([[0], np.cumsum(self.lengths**2)])
+        self._packed_distances = np.concatenate([*(d.ravel() for d in self.distances), [0]]).astype(np.float32)
+        self._distance_starts = squares[:-1]
+        self._on_device: dict[str, dict[str, torch.Tensor]] = {}
 
     @classmethod
     def from_model(
@@ -238,44 +243,70 @@ class StructuralData:
             raise BertologyError(f"{self.name} keeps layers {self.layers}, not layer {layer}")
         return int(layer)
 
-    def batches(
-        self, layer: int, batch_size: int, *, shuffle: bool = False, seed: int = 0
-    ) -> Iterator[tuple[np.ndarray, StructuralBatch]]:
-        """Padded batches of one layer's vectors with their gold trees.
+    def _tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The packed vectors, distances and offsets as tensors on ``device`` (copied there once)."""
+        key = str(device)
+        if key not in self._on_device:
+            arrays = {
+                "vectors": self._packed,
+                "distances": self._packed_distances,
+                "starts": self._starts,
+                "distance_starts": self._distance_starts,
+                "lengths": self.lengths,
+                "roots": np.asarray(self.roots, dtype=np.int64),
+            }
+            self._on_device[key] = {name: torch.from_numpy(a).to(device) for name, a in arrays.items()}
+        return self._on_device[key]
 
-        :param layer: the layer to read.
+    def batches(
+        self,
+        layer: int | Sequence[int],
+        batch_size: int,
+        *,
+        shuffle: bool = False,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+    ) -> Iterator[tuple[np.ndarray, StructuralBatch]]:
+        """Padded batches of some layers' vectors with their gold trees, gathered on ``device``.
+
+        :param layer: the layer to read; or several, stacked along a first axis of the vectors.
         :param batch_size: sentences per batch.
         :param shuffle: random batches of similar length (:func:`~bertology_utils.core.batching.length_grouped_batches`,
             drawn from ``seed`` on the CPU); else every sentence in order.
         :param seed: the order's seed.
+        :param device: where the batches are built (None: the CPU); the data is copied there on first use.
         :returns: an iterator of (positions of the batch's sentences in this data, the batch).
         """
-        vectors = self.vectors[self.check_layer(layer)]
-        lengths = np.array([len(d) for d in self.distances])
+        several = not isinstance(layer, (int, np.integer))
+        asked: Sequence[int] = layer if isinstance(layer, Sequence) else [int(layer)]
+        wanted = [self.check_layer(k) for k in asked]
+        on = self._tensors(torch.device("cpu") if device is None else torch.device(device))
+        index = torch.tensor([self.layers.index(k) for k in wanted], device=on["vectors"].device)[:, None, None]
+        padding_row, padding_pair = len(on["vectors"][0]) - 1, len(on["distances"]) - 1
         if shuffle:
             generator = torch.Generator().manual_seed(int(seed))
-            order = [b.numpy() for b in length_grouped_batches(lengths.tolist(), batch_size, generator)]
+            order = [b.numpy() for b in length_grouped_batches(self.lengths.tolist(), batch_size, generator)]
         else:
             order = [np.arange(k, min(k + batch_size, len(self))) for k in range(0, len(self), batch_size)]
         for rows in order:
-            n = lengths[rows]
-            width, dim = int(n.max()), self.hidden_size
-            h = np.zeros((len(rows), width, dim), dtype=np.float32)
-            dist = np.zeros((len(rows), width, width), dtype=np.float32)
-            for b, r in enumerate(rows):
-                h[b, : n[b]] = vectors[r]
-                dist[b, : n[b], : n[b]] = self.distances[r]
-            words = np.arange(width)[None, :] < n[:, None]
-            depth = dist[
-                np.arange(len(rows)), np.asarray(self.roots)[rows]
-            ]  # a word's depth is its distance to the root
+            width = int(self.lengths[rows].max())
+            at = torch.from_numpy(rows).to(on["lengths"].device)
+            n = on["lengths"][at]
+            positions = torch.arange(width, device=n.device)
+            words = positions[None, :] < n[:, None]
+            gather = torch.where(words, on["starts"][at, None] + positions, padding_row)
+            vectors = on["vectors"][index, gather]  # (layers, B, W, D): one gather, whatever the layers
+            pairs = words[:, :, None] & words[:, None, :]
+            flat = on["distance_starts"][at, None, None] + positions[:, None] * n[:, None, None] + positions
+            distances = on["distances"][torch.where(pairs, flat, padding_pair)]
+            depths = distances[torch.arange(len(rows), device=n.device), on["roots"][at]]  # distance to the root
             yield (
                 rows,
                 StructuralBatch(
-                    torch.from_numpy(h),
-                    torch.from_numpy(dist),
-                    torch.from_numpy(depth),
-                    torch.from_numpy(n.astype(np.float32)),
-                    torch.from_numpy(words),
+                    vectors.float() if several else vectors[0].float(),
+                    distances,
+                    depths,
+                    n.float(),
+                    words,
                 ),
             )

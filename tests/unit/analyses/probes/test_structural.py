@@ -11,6 +11,7 @@ from bertology_utils.analyses.probes import (
     DepthProbe,
     DistanceProbe,
     StructuralData,
+    fit_jointly,
     rank_grid,
     spanning_tree_edges,
     structural_metrics,
@@ -18,6 +19,7 @@ from bertology_utils.analyses.probes import (
     tree_distances,
     word_hidden_states,
 )
+from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
 
@@ -130,6 +132,98 @@ def test_early_stopping_and_learning_rate_decay_follow_the_dev_loss(train_dev):
     kept = probe.history_[probe.best_epoch_ - 1]["dev_loss"]
     assert all(h["dev_loss"] > kept - 1e-4 for h in probe.history_[probe.best_epoch_ :])
     assert all(h["dev_loss"] >= kept for h in probe.history_[: probe.best_epoch_ - 1])
+
+
+def two_layers(n_sentences: int, seed: int) -> StructuralData:
+    """``synthetic``'s sentences at layer 3 and, at layer 5, the same vectors plus noise: two layers to fit."""
+    one = synthetic(n_sentences, seed)
+    rng = np.random.default_rng(seed + 7)
+    arrays = [np.stack([v, v + rng.normal(scale=0.3, size=v.shape)], 1) for v in one.vectors[3]]
+    return StructuralData(one.corpus, arrays, [3, 5])
+
+
+def fitted_with_torch(probe, X, dev):
+    """The training rule spelt out with torch's own Adam and ReduceLROnPlateau, one probe at a time: the
+    reference the joint fit is held to (``B_`` kept, epochs run, learning rates)."""
+    layer = X.check_layer(probe.layer)
+    rank = X.hidden_size if probe.rank is None else probe.rank
+    start = torch.rand((rank, X.hidden_size), generator=torch.Generator().manual_seed(probe.seed)) * 0.1 - 0.05
+    B = start.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([B], lr=probe.lr)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=probe.lr_decay, patience=0)
+
+    def loss_of(batch):
+        return type(probe)._losses((batch.vectors @ B.T)[None], batch)[0]
+
+    best, kept, stale, lrs = np.inf, None, 0, []
+    for epoch in range(probe.max_epochs):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        for _, batch in X.batches(layer, probe.batch_size, shuffle=True, seed=probe.seed * 1_000_003 + epoch):
+            loss = loss_of(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            watched = sum(float(loss_of(b)) * len(rows) for rows, b in dev.batches(layer, probe.batch_size)) / len(dev)
+        scheduler.step(watched)
+        if watched < best - 1e-4:
+            best, kept, stale = watched, B.detach().clone().numpy(), 0
+        else:
+            stale += 1
+            if stale >= probe.patience:
+                break
+    return kept, epoch + 1, lrs
+
+
+def test_a_fit_follows_torchs_adam_and_plateau_rule(train_dev):
+    train, dev = train_dev[0], synthetic(30, 1, noise=True)  # a dev loss that stops improving: decays and a stop
+    for cls in (DistanceProbe, DepthProbe):
+        probe = cls(lr=0.05, max_epochs=30, patience=3, seed=2).fit(train, dev=dev)
+        B, epochs, lrs = fitted_with_torch(probe, train, dev)
+        assert len(probe.history_) == epochs < 30 and [h["lr"] for h in probe.history_] == lrs
+        assert len(set(lrs)) > 1
+        np.testing.assert_allclose(probe.B_, B, rtol=1e-4, atol=1e-6)
+
+
+def test_probes_fitted_together_equal_probes_fitted_alone():
+    train, dev = two_layers(80, 0), two_layers(20, 1)
+    settings = [
+        (DistanceProbe, 3, None, dict()),
+        (DepthProbe, 3, None, dict(patience=2)),
+        (DistanceProbe, 5, None, dict(max_epochs=4)),  # leaves the stack early
+        (DepthProbe, 5, 2, dict()),  # another rank: another stack
+        (DistanceProbe, 5, 2, dict(lr=0.02)),
+    ]
+
+    def probes():
+        return [cls(layer=layer, rank=rank, **{"max_epochs": 12, **kw}) for cls, layer, rank, kw in settings]
+
+    together = fit_jointly(probes(), train, dev)
+    alone = [probe.fit(train, dev=dev) for probe in probes()]
+    for a, b in zip(together, alone):
+        assert (a.layer_, a.rank_, a.best_epoch_) == (b.layer_, b.rank_, b.best_epoch_)
+        assert [h["lr"] for h in a.history_] == [h["lr"] for h in b.history_]
+        np.testing.assert_allclose(a.B_, b.B_, rtol=1e-4, atol=1e-6)
+    assert len(together[2].history_) == 4 and len(together[0].history_) > 4
+    with pytest.raises(BertologyError, match="share batch_size"):
+        fit_jointly([DistanceProbe(layer=3), DepthProbe(layer=3, batch_size=7)], train)
+
+
+def test_batches_of_several_layers_stack_each_layers_batch(train_dev):
+    X = two_layers(30, 3)
+    for (rows, both), (same, three), (_, five) in zip(
+        X.batches([5, 3], 8, shuffle=True, seed=1),
+        X.batches(3, 8, shuffle=True, seed=1),
+        X.batches(5, 8, shuffle=True, seed=1),
+    ):
+        assert np.array_equal(rows, same)
+        assert torch.equal(both.vectors[0], five.vectors) and torch.equal(both.vectors[1], three.vectors)
+        assert torch.equal(both.distances, three.distances) and torch.equal(both.depths, three.depths)
+        for b, r in enumerate(rows):
+            n = len(X.distances[r])
+            assert torch.equal(three.vectors[b, :n], torch.from_numpy(X.vectors[3][r]).float())
+            assert not three.vectors[b, n:].any() and not three.distances[b, n:].any()
+            assert torch.equal(three.depths[b, :n], torch.from_numpy(X.distances[r][X.roots[r]]).float())
 
 
 def corpus_of(*trees):

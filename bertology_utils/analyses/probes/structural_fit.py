@@ -1,0 +1,240 @@
+"""Structural probes fitted together: one pass over the data for every layer and probe.
+
+Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
+<https://aclanthology.org/N19-1419/>`_. Fitting a probe per layer one after another builds every batch,
+and launches every small product, once per probe. :func:`fit_jointly` builds each batch once for all the
+layers its probes read (one gather on their device), projects it with all probes of one kind and rank
+in one batched product, and updates them with one vectorised Adam step.
+
+Each probe still trains exactly as it would alone: the same batches in the same order, Adam's update
+element for element (as ``torch.optim.Adam`` computes it) with the probe's own learning rate, its own
+decay after an epoch whose dev loss is not lower (``ReduceLROnPlateau``'s rule, patience 0), its own
+stop and its own kept epoch. So probes fitted together equal probes fitted one by one, up to the float
+rounding of a batched product; a test holds them to that. A probe that stops leaves the stack, and the
+later steps no longer compute it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from bertology_utils.analyses.probes.data import probe_device
+from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
+from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.threads import torch_threads
+
+if TYPE_CHECKING:  # the estimators import this module
+    from bertology_utils.analyses.probes.structural import _StructuralProbe
+
+__all__ = ["fit_jointly"]
+
+#: Stop when the dev loss has not improved by more than this for ``patience`` epochs (the authors' code).
+MIN_IMPROVEMENT = 1e-4
+#: ``torch.optim.Adam``'s defaults, which the authors' code uses.
+_BETAS, _EPS = (0.9, 0.999), 1e-8
+#: ``ReduceLROnPlateau``'s defaults: a relative threshold, and no change smaller than eps.
+_PLATEAU_THRESHOLD, _PLATEAU_EPS = 1e-4, 1e-8
+#: What every probe fitted together must share: the batches, their order, the device and the threads.
+_SHARED = ("batch_size", "seed", "device", "n_jobs")
+
+
+@dataclass
+class _Track:
+    """One probe's training state."""
+
+    probe: _StructuralProbe
+    layer: int
+    rank: int
+    lr: float
+    best: float = math.inf
+    best_B: torch.Tensor | None = None
+    best_epoch: int = 0
+    stale: int = 0
+    plateau_best: float = math.inf
+    history: list[dict[str, float]] = field(default_factory=list)
+    done: bool = False
+
+
+class _Stack:
+    """The probes of one kind and rank, their ``B`` stacked ``(P, rank, hidden)``, with Adam's moments."""
+
+    def __init__(self, tracks: list[_Track], starts: list[torch.Tensor]) -> None:
+        self.tracks = tracks
+        self.kind = type(tracks[0].probe)
+        self.B = torch.stack(starts).requires_grad_(True)
+        self.m = torch.zeros_like(self.B)
+        self.v = torch.zeros_like(self.B)
+        self.lrs = self.B.new_zeros(len(tracks), dtype=torch.float64)
+
+    def start_epoch(self) -> None:
+        """Each probe's learning rate for the epoch, on the device: no copy to it at every step."""
+        self.lrs = torch.tensor([t.lr for t in self.tracks], dtype=torch.float64, device=self.B.device)
+
+    def project(self, batch: StructuralBatch, positions: dict[int, int]) -> torch.Tensor:
+        """``(P, B, W, rank)``: each probe's ``B`` applied to its layer's words."""
+        k, b, w, d = batch.vectors.shape
+        at = [positions[t.layer] for t in self.tracks]
+        words = batch.vectors.view(k, b * w, d)
+        words = words if at == list(range(k)) else words[torch.tensor(at, dtype=torch.long, device=words.device)]
+        return torch.bmm(words, self.B.transpose(1, 2)).view(len(at), b, w, -1)
+
+    def losses(self, batch: StructuralBatch, positions: dict[int, int]) -> torch.Tensor:
+        """``(P,)``: each probe's loss on the batch."""
+        return self.kind._losses(self.project(batch, positions), batch)
+
+    @torch.no_grad()
+    def adam_step(self, step: int) -> None:
+        """Adam's update (``torch.optim.Adam``'s single-tensor formula), each probe at its own learning rate."""
+        g = self.B.grad
+        assert g is not None
+        (beta1, beta2) = _BETAS
+        self.m.lerp_(g, 1 - beta1)
+        self.v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        correction1, correction2 = 1 - beta1**step, 1 - beta2**step
+        sizes = (self.lrs / -correction1).to(self.B.dtype)  # in float64, then rounded, as torch's scalar is
+        denominator = (self.v.sqrt() / correction2**0.5).add_(_EPS)
+        self.B.add_(self.m.mul(sizes[:, None, None]).div_(denominator))
+        self.B.grad = None
+
+    def keep(self, kept: list[int]) -> None:
+        """Only the probes at ``kept`` go on."""
+        if len(kept) == len(self.tracks):
+            return
+        at = torch.tensor(kept, dtype=torch.long, device=self.B.device)
+        self.tracks = [self.tracks[k] for k in kept]
+        self.B = self.B.detach()[at].requires_grad_(True)
+        self.m, self.v = self.m[at], self.v[at]
+
+
+def _check(probes: Sequence[_StructuralProbe], X: StructuralData, dev: StructuralData | None) -> list[_Track]:
+    """The probes' training states, after checking that they can be fitted together on ``X``."""
+    if not probes:
+        raise ValueError("no probe to fit")
+    first = probes[0]
+    for probe in probes:
+        for name in _SHARED:
+            if str(getattr(probe, name)) != str(getattr(first, name)):
+                raise BertologyError(
+                    f"probes fitted together share {name}: {getattr(probe, name)} vs {getattr(first, name)}"
+                )
+    tracks = []
+    for probe in probes:
+        probe._check(X)
+        layer = X.check_layer(probe.layer)
+        if dev is not None:
+            probe._check(dev).check_layer(layer)
+        rank = X.hidden_size if probe.rank is None else int(probe.rank)
+        if rank < 1:
+            raise ValueError(f"rank must be at least 1, not {probe.rank}")
+        if int(probe.max_epochs) < 1:
+            raise ValueError(f"max_epochs must be at least 1, not {probe.max_epochs}")
+        tracks.append(_Track(probe, layer, rank, float(probe.lr)))
+    return tracks
+
+
+def _mean_losses(stacks: list[_Stack], X: StructuralData, device: torch.device, batch_size: int) -> list[torch.Tensor]:
+    """Each stack's ``(P,)`` losses averaged over ``X``'s sentences (each batch's mean weighted by its sentences)."""
+    layers = sorted({t.layer for s in stacks for t in s.tracks})
+    positions = {layer: k for k, layer in enumerate(layers)}
+    totals = [torch.zeros(len(s.tracks), dtype=torch.float64, device=device) for s in stacks]
+    with torch.no_grad():
+        for rows, batch in X.batches(layers, batch_size, device=device):
+            for total, stack in zip(totals, stacks):
+                total += stack.losses(batch, positions).double() * len(rows)
+    return [total / len(X) for total in totals]
+
+
+def _end_epoch(track: _Track, row: dict[str, float], B: torch.Tensor, epoch: int) -> None:
+    """The epoch's row, the learning rate's decay and the stop, for one probe."""
+    probe = track.probe
+    track.history.append(row)
+    watched = row["dev_loss" if "dev_loss" in row else "train_loss"]
+    # ReduceLROnPlateau(mode="min", patience=0): any epoch not below its best by the relative threshold decays
+    if watched < track.plateau_best * (1 - _PLATEAU_THRESHOLD):
+        track.plateau_best = watched
+    else:
+        lower = track.lr * float(probe.lr_decay)
+        if track.lr - lower > _PLATEAU_EPS:
+            track.lr = lower
+    if watched < track.best - MIN_IMPROVEMENT:
+        track.best, track.best_B, track.best_epoch, track.stale = watched, B.detach().clone(), epoch + 1, 0
+    else:
+        track.stale += 1
+        track.done = track.stale >= int(probe.patience)
+    track.done = track.done or epoch + 1 >= int(probe.max_epochs)
+
+
+def fit_jointly(
+    probes: Sequence[_StructuralProbe], X: StructuralData, dev: StructuralData | None = None
+) -> list[_StructuralProbe]:
+    """Fit structural probes of any layers, kinds and ranks in one pass over ``X`` per epoch.
+
+    Each probe ends as its own ``fit`` would leave it (see the module's docstring); ``fit_seconds_`` and each
+    history row's ``seconds`` are the whole joint fit's.
+
+    :param probes: :class:`~bertology_utils.analyses.probes.DistanceProbe` and
+        :class:`~bertology_utils.analyses.probes.DepthProbe` estimators, sharing ``batch_size``, ``seed``,
+        ``device`` and ``n_jobs``; each reads its own ``layer`` of ``X``.
+    :param X: the training data, holding every layer the probes read.
+    :param dev: the data whose loss steers each probe's training; without it, the training loss does.
+    :returns: the probes, fitted.
+    """
+    tracks = _check(probes, X, dev)
+    started = time.perf_counter()
+    first = probes[0]
+    device = probe_device(first.device)
+    batch_size, seed = int(first.batch_size), int(first.seed)
+    grouped: dict[tuple[type, int], list[_Track]] = {}
+    for track in tracks:
+        grouped.setdefault((type(track.probe), track.rank), []).append(track)
+    stacks = []
+    for (_, rank), members in grouped.items():
+        generator = torch.Generator().manual_seed(seed)  # drawn on the CPU: one start on every device
+        start = torch.rand((rank, X.hidden_size), generator=generator) * 0.1 - 0.05
+        stacks.append(_Stack(members, [start.to(device)] * len(members)))
+    step = 0
+    with torch_threads(first.n_jobs):
+        for epoch in range(max(int(p.max_epochs) for p in probes)):
+            stacks = [s for s in stacks if s.tracks]
+            if not stacks:
+                break
+            tick = time.perf_counter()
+            layers = sorted({t.layer for s in stacks for t in s.tracks})
+            positions = {layer: k for k, layer in enumerate(layers)}
+            totals = [torch.zeros(len(s.tracks), dtype=torch.float64, device=device) for s in stacks]
+            for stack in stacks:
+                stack.start_epoch()
+            order = seed * 1_000_003 + epoch
+            for rows, batch in X.batches(layers, batch_size, shuffle=True, seed=order, device=device):
+                step += 1
+                losses = [stack.losses(batch, positions) for stack in stacks]
+                torch.stack([loss.sum() for loss in losses]).sum().backward()
+                for stack, loss, total in zip(stacks, losses, totals):
+                    stack.adam_step(step)
+                    total += loss.detach().double() * len(rows)
+            dev_losses = None if dev is None else _mean_losses(stacks, dev, device, batch_size)
+            seconds = time.perf_counter() - tick
+            for k, stack in enumerate(stacks):
+                train = (totals[k] / len(X)).tolist()
+                held = None if dev_losses is None else dev_losses[k].tolist()
+                for p, track in enumerate(stack.tracks):
+                    row = {"epoch": epoch + 1, "train_loss": train[p], "lr": track.lr}
+                    if held is not None:
+                        row["dev_loss"] = held[p]
+                    _end_epoch(track, {**row, "seconds": seconds}, stack.B[p], epoch)
+                stack.keep([p for p, track in enumerate(stack.tracks) if not track.done])
+    elapsed = time.perf_counter() - started
+    for track in tracks:
+        probe = track.probe
+        assert track.best_B is not None  # the first epoch always improves on an infinite best
+        probe.B_ = track.best_B.cpu().numpy()
+        probe.rank_, probe.layer_, probe.hidden_size_ = track.rank, track.layer, X.hidden_size
+        probe.history_, probe.best_epoch_ = track.history, track.best_epoch
+        probe.n_sentences_fit_, probe.fit_seconds_, probe.device_ = len(X), elapsed, device
+    return list(probes)
