@@ -84,6 +84,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "DepthProbe",
             "structural_probe_layers",
             "fit_jointly",
+            "StructuralLayers",
         ],
         "surface_runs": [
             "pattern_corpora",

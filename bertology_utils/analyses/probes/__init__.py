@@ -108,10 +108,12 @@ from bertology_utils.analyses.probes.scorers import N_DISTANCE_FEATURES, distanc
 from bertology_utils.analyses.probes.structural import (
     DepthProbe,
     DistanceProbe,
+    StructuralLayers,
     rank_grid,
     spanning_tree_edges,
     structural_metrics,
     structural_probe_layers,
+    uuas_by_sentence,
 )
 from bertology_utils.analyses.probes.structural_data import StructuralData, tree_distances, word_hidden_states
 from bertology_utils.analyses.probes.structural_fit import fit_jointly
@@ -144,4 +146,6 @@ __all__ = [
     "structural_metrics",
     "structural_probe_layers",
     "fit_jointly",
+    "StructuralLayers",
+    "uuas_by_sentence",
 ]

@@ -81,6 +81,24 @@ class ProbeEvaluation:
         right = np.bincount(row, weights=self.correct & self.scored, minlength=len(index)).astype(np.int64)
         return index, right, scored
 
+    def edges_by_sentence(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per evaluated sentence, the gold tree's edges the predicted heads hold, undirected: UUAS's counts.
+
+        A gold edge joins a word and its head, both scored (punctuation left out), as the structural probes'
+        UUAS counts them (:func:`~bertology_utils.analyses.probes.structural.structural_metrics`); it is found
+        when either word's predicted head is the other.
+
+        :returns: ``(index, found, edges)``, each ``(sentences,)`` by corpus index, ascending.
+        """
+        index, row = np.unique(self.sentence, return_inverse=True)
+        first = np.searchsorted(self.sentence, index)  # words run sentence by sentence, in order
+        head_row = first[row] + np.maximum(self.gold - 1, 0)
+        edge = (self.gold > 0) & self.scored & self.scored[head_row]
+        found = (self.predicted == self.gold) | (self.predicted[head_row] == self.position + 1)
+        edges = np.bincount(row, weights=edge, minlength=len(index)).astype(np.int64)
+        right = np.bincount(row, weights=edge & found, minlength=len(index)).astype(np.int64)
+        return index, right, edges
+
     def by_relation(self, min_count: int = 0) -> pd.DataFrame:
         """UAS per gold relation (punctuation left out).
 

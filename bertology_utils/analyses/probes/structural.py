@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -57,9 +58,11 @@ __all__ = [
     "spanning_tree_edges",
     "rowwise_spearman",
     "structural_metrics",
+    "uuas_by_sentence",
     "DistanceProbe",
     "DepthProbe",
     "structural_probe_layers",
+    "StructuralLayers",
 ]
 
 #: Sentence lengths (scored words) whose Spearman correlations are averaged, as in the paper.
@@ -111,6 +114,31 @@ def _length_average(values: dict[int, list[float]]) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
+def uuas_by_sentence(X: StructuralData, distances: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per sentence of ``X``, the gold edges the minimum spanning tree of the predicted distances holds.
+
+    Punctuation is left out of both trees, as :func:`structural_metrics` does; a sentence of fewer than two
+    scored words has no edge.
+
+    :param X: the data, whose gold trees and punctuation are read.
+    :param distances: one ``(W, W)`` predicted distance matrix per sentence of ``X``.
+    :returns: ``(index, found, edges)``, each ``(sentences,)``: the sentence's index in ``X``'s corpus, its gold
+        edges found and its gold edges.
+    """
+    found = np.zeros(len(X), dtype=np.int64)
+    edges = np.zeros(len(X), dtype=np.int64)
+    for k in range(len(X)):
+        keep = np.flatnonzero(X.scored[k])
+        if len(keep) < 2:
+            continue
+        gold = X.distances[k][np.ix_(keep, keep)]
+        gold_edges = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))}
+        predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
+        found[k] = len(spanning_tree_edges(predicted) & gold_edges)
+        edges[k] = len(gold_edges)
+    return np.asarray(X.indices, dtype=np.int64), found, edges
+
+
 def structural_metrics(
     X: StructuralData,
     distances: Sequence[np.ndarray] | None = None,
@@ -125,7 +153,7 @@ def structural_metrics(
         counts: ``sentences``, ``skipped`` (fewer than two scored words), ``spearman_sentences`` (lengths 5-50).
     """
     out: dict[str, float] = {"sentences": len(X)}
-    correct = total = skipped = 0
+    skipped = 0
     roots_right = roots = 0
     spread = 0
     dspr: dict[int, list[float]] = defaultdict(list)
@@ -139,15 +167,11 @@ def structural_metrics(
             continue
         gold = X.distances[k][np.ix_(keep, keep)].astype(np.float64)
         spread += lo <= n <= hi
-        if distances is not None:
+        if distances is not None and lo <= n <= hi:
             predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
-            gold_edges = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))}
-            correct += len(spanning_tree_edges(predicted) & gold_edges)
-            total += len(gold_edges)
-            if lo <= n <= hi:
-                others = ~np.eye(n, dtype=bool)  # a word's distances to every other word
-                rows = rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
-                dspr[n].append(float(rows.mean()))
+            others = ~np.eye(n, dtype=bool)  # a word's distances to every other word
+            rows = rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
+            dspr[n].append(float(rows.mean()))
         if depths is not None:
             predicted_depth = np.asarray(depths[k], dtype=np.float64)[keep]
             root = X.roots[k]
@@ -158,7 +182,8 @@ def structural_metrics(
                 gold_depth = X.distances[k][root, keep].astype(np.float64)
                 nspr[n].append(float(rowwise_spearman(predicted_depth[None], gold_depth[None])[0]))
     if distances is not None:
-        out["uuas"] = correct / total if total else math.nan
+        _, correct, total = uuas_by_sentence(X, distances)
+        out["uuas"] = correct.sum() / total.sum() if total.sum() else math.nan
         out["dspr"] = _length_average(dspr)
     if depths is not None:
         out["root_acc"] = roots_right / roots if roots else math.nan
@@ -374,6 +399,26 @@ class DepthProbe(_StructuralProbe):
         return self.evaluate(X)["root_acc"]
 
 
+_EDGE_COLUMNS = ["layer", "rank", "sentence", "found", "edges"]
+
+
+@dataclass
+class StructuralLayers:
+    """What :func:`structural_probe_layers` found.
+
+    :param table: a tidy table: ``layer``, ``probe`` (``distance``/``depth``), ``rank``, ``split``, ``metric``
+        (``uuas``, ``dspr``, ``root_acc``, ``nspr``, ``best_epoch``) and ``value``.
+    :param edges: the distance probes' UUAS counts per scored sentence, for intervals over sentences:
+        ``layer``, ``rank``, ``sentence`` (its index in the scored corpus), ``found`` and ``edges``
+        (:func:`uuas_by_sentence`).
+    :param split: the split scored (``test``, or ``dev`` without one).
+    """
+
+    table: pd.DataFrame
+    edges: pd.DataFrame
+    split: str
+
+
 def _layer_groups(layers: list[int], bytes_per_layer: float, budget_mb: float) -> list[list[int]]:
     """``layers`` cut into runs whose kept vectors fit ``budget_mb`` (at least one layer per run)."""
     per_group = max(1, int(budget_mb * 2**20 // max(bytes_per_layer, 1)))
@@ -394,7 +439,7 @@ def structural_probe_layers(
     seed: int = 0,
     max_epochs: int = 40,
     cache_size: float = 2048,
-) -> pd.DataFrame:
+) -> StructuralLayers:
     """Both structural probes fitted at every layer of ``model``, and optionally a rank sweep at one layer.
 
     Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
@@ -415,8 +460,7 @@ def structural_probe_layers(
     :param seed: the probes' seed.
     :param max_epochs: epochs at most per fit.
     :param cache_size: MB of word vectors kept at a time, over the three splits.
-    :returns: a tidy table: ``layer``, ``probe`` (``distance``/``depth``), ``rank``, ``split``, ``metric``
-        (``uuas``, ``dspr``, ``root_acc``, ``nspr``, ``best_epoch``) and ``value``.
+    :returns: the scores per layer (:class:`StructuralLayers`).
     """
     loaded = LoadedModel.of(model)
     wanted = list(range(loaded.num_layers + 1)) if layers is None else [int(k) for k in layers]
@@ -426,6 +470,7 @@ def structural_probe_layers(
     words = sum(len(s.words) for corpus in (train, dev, test) if corpus is not None for s in corpus)
     bytes_per_layer = words * int(loaded.config.hidden_size) * 2
     rows: list[dict[str, object]] = []
+    edges: list[pd.DataFrame] = []
     for group in _layer_groups(wanted, bytes_per_layer, cache_size):
         data = {
             name: StructuralData.from_model(corpus, loaded, layers=group)
@@ -440,7 +485,15 @@ def structural_probe_layers(
             for cls in (DistanceProbe, DepthProbe)
         ]
         for probe in fit_jointly(probes, data["train"], data["dev"]):
-            metrics = {**probe.evaluate(data["scored"]), "best_epoch": probe.best_epoch_}
+            predicted = probe.predict(data["scored"])
+            if isinstance(probe, DistanceProbe):
+                metrics = structural_metrics(data["scored"], distances=predicted)
+                index, found, total = uuas_by_sentence(data["scored"], predicted)
+                edges.append(pd.DataFrame({"layer": probe.layer_, "rank": probe.rank_, "sentence": index,
+                                           "found": found, "edges": total}))  # fmt: skip
+            else:
+                metrics = structural_metrics(data["scored"], depths=predicted)
+            metrics["best_epoch"] = probe.best_epoch_
             rows += [
                 {
                     "layer": probe.layer_,
@@ -454,4 +507,8 @@ def structural_probe_layers(
                 if metric in metrics
             ]
         del data
-    return pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"])
+    return StructuralLayers(
+        pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"]),
+        pd.concat(edges, ignore_index=True) if edges else pd.DataFrame(columns=_EDGE_COLUMNS),
+        split,
+    )

@@ -341,7 +341,13 @@ def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
     assert whole.hidden_size == loaded.config.hidden_size and whole.layers == (0, 2)
     for layer in (0, 2):
         assert all(np.array_equal(a, b) for a, b in zip(whole.vectors[layer], blocks.vectors[layer]))
-    table = structural_probe_layers(loaded, corpus, corpus, max_epochs=2, rank_layer=1, ranks=[1, 2])
+    found = structural_probe_layers(loaded, corpus, corpus, max_epochs=2, rank_layer=1, ranks=[1, 2])
+    table = found.table
+    assert found.split == "dev" and set(found.edges["sentence"]) == set(range(len(corpus)))
+    # the per-sentence counts add up to each distance probe's UUAS
+    sums = found.edges.groupby(["layer", "rank"])[["found", "edges"]].sum()
+    uuas = table[table["metric"] == "uuas"].set_index(["layer", "rank"])["value"]
+    np.testing.assert_allclose((sums["found"] / sums["edges"]).loc[uuas.index], uuas)
     full = loaded.config.hidden_size
     layers = table[table["rank"] == full]
     assert sorted(layers["layer"].unique()) == list(range(loaded.num_layers + 1))
