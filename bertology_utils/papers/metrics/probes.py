@@ -101,6 +101,37 @@ METRICS = (
         "percent UAS points",
         "test UAS of the row the claim says is better minus the other row's",
     ),
+    # claims: Hewitt and Manning's layer curve, and the hidden states against the attention maps (UUAS points)
+    Metric(
+        "probes.claims.structural.{claim}.best_layer",
+        Kind.TRAINED,
+        "layer (0: embeddings)",
+        "the hidden-state layer whose full-rank distance probe has the highest test UUAS",
+    ),
+    Metric(
+        "probes.claims.structural.peak_in_middle.best_uuas",
+        Kind.TRAINED,
+        "percent UUAS",
+        "the highest test UUAS of a layer's full-rank distance probe",
+    ),
+    Metric(
+        "probes.claims.structural.peak_in_middle.middle_minus_others",
+        Kind.TRAINED,
+        "percent UUAS points",
+        "the best test UUAS among the middle half of the layers minus the best among the others",
+    ),
+    Metric(
+        "probes.claims.structural.vectors_beat_maps.maps_uuas",
+        Kind.TRAINED,
+        "percent UUAS",
+        "the attention probe's predicted heads as undirected edges: test UUAS on the sentences both probes scored",
+    ),
+    Metric(
+        "probes.claims.structural.vectors_beat_maps.layer_{layer}_minus_maps",
+        Kind.TRAINED,
+        "percent UUAS points",
+        "the layer's full-rank distance probe's test UUAS minus the attention probe's, on the same sentences",
+    ),
     Metric(
         "probes.claims.table3.{claim}.dev_margin",
         Kind.TRAINED,
