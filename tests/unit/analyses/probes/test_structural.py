@@ -209,6 +209,22 @@ def test_probes_fitted_together_equal_probes_fitted_alone():
         fit_jointly([DistanceProbe(layer=3), DepthProbe(layer=3, batch_size=7)], train)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_probes_fitted_together_on_a_gpu_equal_the_cpu_fits_within_tolerance():
+    """The batches are gathered on the GPU and its kernels sum in other orders: the same kept epochs, B within
+    rtol 1e-3 (atol 1e-5), dev UUAS within 1e-3."""
+    train, dev = two_layers(80, 0), two_layers(20, 1)
+
+    def probes(device):
+        return [cls(layer=k, max_epochs=12, device=device) for k in (3, 5) for cls in (DistanceProbe, DepthProbe)]
+
+    cpu, cuda = fit_jointly(probes(None), train, dev), fit_jointly(probes("cuda"), train, dev)
+    for a, b in zip(cpu, cuda):
+        assert b.device_.type == "cuda" and a.best_epoch_ == b.best_epoch_
+        np.testing.assert_allclose(b.B_, a.B_, rtol=1e-3, atol=1e-5)
+        assert abs(a.score(dev) - b.score(dev)) <= 1e-3
+
+
 def test_batches_of_several_layers_stack_each_layers_batch(train_dev):
     X = two_layers(30, 3)
     for (rows, both), (same, three), (_, five) in zip(
