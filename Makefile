@@ -139,13 +139,16 @@ FINDINGS := $(sort $(wildcard docs/findings/*.json))
 SEED_FINDINGS := $(sort $(wildcard docs/findings/seeds/*.json))
 # Runs of the default model that differ only in their precision (docs/guide/models.md's precision table).
 PRECISION_FINDINGS := $(sort $(wildcard docs/findings/precision/*.json))
+# MPNet-base's notebook runs at reduced budgets, each a record of its own (docs/mpnet.md)
+MPNET_FINDINGS := $(sort $(wildcard docs/findings/mpnet/*.json))
 # The run whose executed notebooks the docs' notebook pages show (a run name or folder; none: the notebooks unexecuted).
 DOCS_RUN ?= $(RUN_NAME)
 
-findings: setup ## regenerate the findings tables of README.md, docs/findings.md, docs/regression.md and docs/guide/models.md from docs/findings/
+findings: setup ## regenerate the findings tables of README.md, docs/findings.md, docs/regression.md, docs/guide/models.md and docs/mpnet.md from docs/findings/
 	$(VENV)/bin/bertology findings $(FINDINGS) --update README.md --update docs/findings.md
 	$(if $(SEED_FINDINGS),$(VENV)/bin/bertology findings $(SEED_FINDINGS) --update docs/regression.md)
 	$(if $(PRECISION_FINDINGS),$(VENV)/bin/bertology findings $(PRECISION_FINDINGS) --update docs/guide/models.md)
+	$(if $(MPNET_FINDINGS),$(VENV)/bin/bertology findings $(MPNET_FINDINGS) --update docs/mpnet.md)
 
 docs: setup ## build the documentation site into site/ offline, strict (DOCS_RUN=... the executed run it shows)
 	NO_MKDOCS_2_WARNING=1 BERTOLOGY_DOCS_RUN=$(if $(wildcard results/$(DOCS_RUN) $(DOCS_RUN)),$(DOCS_RUN)) $(VENV)/bin/mkdocs build --strict
