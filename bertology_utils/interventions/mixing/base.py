@@ -160,6 +160,20 @@ def _layer_parts(
     return summed, normed, last, value_projection(model, layer), architectures.attention_output(model, layer)
 
 
+def _check_decomposed(
+    model: nn.Module, got: torch.Tensor, expected: torch.Tensor, what: str, need: str, part: str
+) -> None:
+    """Refuse a model whose layer does not add up as the methods' decomposition assumes (``got`` is not ``expected``
+    within :data:`_DECOMPOSITION_TOL` of its scale)."""
+    off = (got - expected).abs().max()
+    if off > _DECOMPOSITION_TOL * max(1.0, float(expected.abs().max())):
+        raise UnsupportedArchitectureError(
+            f"{type(model).__name__}, {what} (off by {float(off):.2g}); {need}",
+            model_type=getattr(model.config, "model_type", None),
+            missing=[part],
+        )
+
+
 @torch.no_grad()
 def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] = PARTS) -> list[LayerTrace]:
     """Run ``inputs`` through the model once and keep, for every layer, what :class:`LayerTrace` holds.
@@ -220,29 +234,27 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
         hidden = args[0] if args else kwargs["hidden_states"]
         probs = capture.probs[layer]
         values = value_vectors(model, layer, kept["values"][layer], probs.shape[1])
-        residual = (kept["sum"][layer] - kept["dense"][layer] - hidden).abs().max()
-        if residual > _DECOMPOSITION_TOL * max(1.0, float(hidden.abs().max())):
-            raise UnsupportedArchitectureError(
-                f"layer {layer} of {type(model).__name__}: the attention block's residual sum is not the layer input "
-                f"plus the attention output (off by {float(residual):.2g}); context-mixing maps need a post-LN block "
-                "LN(x + W_O ctx + b_O) or a pre-LN one x + W_O ctx(LN(x)) + b_O",
-                model_type=getattr(model.config, "model_type", None),
-                missing=["attention_layer_norm"],
-            )
+        _check_decomposed(
+            model,
+            kept["sum"][layer],
+            kept["dense"][layer] + hidden,
+            f"layer {layer}: the attention block's residual sum is not the layer input plus the attention output",
+            "context-mixing maps need a post-LN block LN(x + W_O ctx + b_O) or a pre-LN one x + W_O ctx(LN(x)) + b_O",
+            "attention_layer_norm",
+        )
         normed, output = (kept["sum"][layer] if pre_ln else kept["normed"][layer]), kept["output"][layer]
         if pre_ln:
             ffn = output - normed
         else:
             second_sum, second_normed = kept["last"][layer]
-            off = (second_normed - output).abs().max()
-            if off > _DECOMPOSITION_TOL * max(1.0, float(output.abs().max())):
-                raise UnsupportedArchitectureError(
-                    f"layer {layer} of {type(model).__name__}: the layer's output is not its output layer norm's (off "
-                    f"by {float(off):.2g}); context-mixing maps of the whole layer need a post-LN layer "
-                    "LN2(y + FFN(y))",
-                    model_type=getattr(model.config, "model_type", None),
-                    missing=["output_layer_norm"],
-                )
+            _check_decomposed(
+                model,
+                second_normed,
+                output,
+                f"layer {layer}: the layer's output is not its output layer norm's",
+                "context-mixing maps of the whole layer need a post-LN layer LN2(y + FFN(y))",
+                "output_layer_norm",
+            )
             ffn = second_sum - normed
         parts = LayerParts(hidden, values, kept["dense"][layer], normed, ffn, output, (args, kwargs))
         traces.append(LayerTrace(probs, parts))
