@@ -87,6 +87,13 @@ LECTURE: tuple[Topic, ...] = (
         ("04_probes", "uas_by_relation"),
     ),
     Topic(
+        "Syntax in the maps or in the vectors?",
+        "Hewitt & Manning 2019",
+        "A linear map of one layer's hidden states recovers the tree's distances, best in the middle layers.",
+        ("structural.*",),
+        ("04_probes", "structural_probes"),
+    ),
+    Topic(
         "Heads cluster",
         "Clark et al. 2019",
         "Heads in one layer behave alike, and heads group by what they do.",

@@ -112,6 +112,24 @@ def uas_by_relation():
     return fig
 
 
+def structural_probes():
+    from bertology_utils.analyses.probes import plot_structural_layers
+
+    rows = [
+        {"layer": k, "probe": probe, "rank": 384, "split": "test", "metric": metric, "value": value}
+        for k in range(L + 1)
+        for probe, metric, value in (
+            ("distance", "uuas", 0.4 + 0.3 * RNG.random()),
+            ("depth", "root_acc", RNG.random()),
+        )
+    ]
+    fig, ax = plt.subplots(figsize=(9.0, 4.0))  # as notebook 04 draws it
+    plot_structural_layers(pd.DataFrame(rows), {"Attn": 0.55, "Attn + words": 0.72}, ax=ax,
+                           title="bert-base-uncased: structural probes per layer (test)")  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
 def mds_behaviours():
     from bertology_utils.analyses.clustering.figures import plot_embedding
 
@@ -278,6 +296,7 @@ FIGURES = {
     ("03_syntax_coref", "best_head_vs_baseline"): best_head_vs_baseline,
     ("03_syntax_coref", "coreference_head"): coreference_head,
     ("04_probes", "uas_by_relation"): uas_by_relation,
+    ("04_probes", "structural_probes"): structural_probes,
     ("05_clustering", "mds_behaviours"): mds_behaviours,
     ("01_patterns", "pattern_types_by_layer"): pattern_types_by_layer,
     ("07_head_roles", "special_token_shares_by_task"): special_token_shares_by_task,
