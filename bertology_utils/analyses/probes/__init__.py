@@ -81,8 +81,9 @@ probes), ``fitting`` (:func:`fit_probes` and its disk cache), ``report`` (Table 
 
 Hewitt and Manning's structural probes (`N19-1419 <https://aclanthology.org/N19-1419/>`_), which read the
 hidden states instead of the attention, live beside them: ``structural_data`` (word vectors per layer
-with the gold trees), ``structural`` (:class:`DistanceProbe`, :class:`DepthProbe`, their metrics and
-:func:`structural_probe_layers`) and ``structural_fit`` (:func:`fit_jointly`: many probes in one pass).
+with the gold trees), ``structural`` (:class:`DistanceProbe`, :class:`DepthProbe`, their metrics,
+:func:`fit_jointly` and :func:`structural_probe_layers`) and ``structural_fit`` (the training loop of many
+probes in one pass).
 """
 
 from bertology_utils.analyses.probes.data import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
@@ -109,6 +110,7 @@ from bertology_utils.analyses.probes.structural import (
     DepthProbe,
     DistanceProbe,
     StructuralLayers,
+    fit_jointly,
     rank_grid,
     spanning_tree_edges,
     structural_metrics,
@@ -116,7 +118,6 @@ from bertology_utils.analyses.probes.structural import (
     uuas_by_sentence,
 )
 from bertology_utils.analyses.probes.structural_data import StructuralData, tree_distances, word_hidden_states
-from bertology_utils.analyses.probes.structural_fit import fit_jointly
 
 __all__ = [
     "ProbeData",

@@ -46,7 +46,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
-from bertology_utils.analyses.probes.structural_fit import fit_jointly
+from bertology_utils.analyses.probes.structural_fit import StructuralFit, train_jointly
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.threads import torch_threads
@@ -63,6 +63,7 @@ __all__ = [
     "DepthProbe",
     "structural_probe_layers",
     "StructuralLayers",
+    "fit_jointly",
 ]
 
 #: Sentence lengths (scored words) whose Spearman correlations are averaged, as in the paper.
@@ -240,8 +241,14 @@ class _StructuralProbe(BaseEstimator):
         raise NotImplementedError
 
     @classmethod
-    def _losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
-        """``(P,)``: the loss of each of ``P`` probes, from their projected words ``t`` (``(P, B, W, rank)``)."""
+    def losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        """The loss of each of ``P`` probes of this kind on a batch, from their projected words.
+
+        :param t: ``(P, B, W, rank)``: the batch's words projected by each probe's ``B``.
+        :param batch: the batch, whose gold trees are read.
+        :returns: ``(P,)`` losses (per sentence, the summed absolute error over words or pairs divided by the
+            length to the power :attr:`_power`; averaged over sentences).
+        """
         error = (cls._outputs(t) - cls._target(batch)).abs()
         words = batch.words if cls._power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
         per_sentence = (error * words).flatten(2).sum(2) / batch.lengths**cls._power
@@ -257,8 +264,7 @@ class _StructuralProbe(BaseEstimator):
     def fit(self, X: StructuralData, y: object = None, dev: StructuralData | None = None) -> _StructuralProbe:
         """Learn ``B`` on ``X``, the dev loss deciding the learning-rate decay, the stop and the epoch kept.
 
-        :func:`~bertology_utils.analyses.probes.structural_fit.fit_jointly` fits several probes in one pass
-        and leaves each as this does.
+        :func:`fit_jointly` fits several probes in one pass and leaves each as this does.
 
         :param X: the training data.
         :param y: ignored (the gold trees are ``X``'s).
@@ -269,6 +275,12 @@ class _StructuralProbe(BaseEstimator):
         """
         fit_jointly([self], X, dev)
         return self
+
+    def _take(self, fit: StructuralFit, X: StructuralData) -> None:
+        """The fitted attributes, from a training on ``X``."""
+        self.B_, self.rank_, self.layer_, self.hidden_size_ = fit.B, fit.rank, fit.layer, X.hidden_size
+        self.history_, self.best_epoch_, self.n_sentences_fit_ = fit.history, fit.best_epoch, len(X)
+        self.fit_seconds_, self.device_ = fit.seconds, fit.device
 
     # ------------------------------------------------------------------ predicting and scoring
 
@@ -399,6 +411,26 @@ class DepthProbe(_StructuralProbe):
         return self.evaluate(X)["root_acc"]
 
 
+def fit_jointly(
+    probes: Sequence[_StructuralProbe], X: StructuralData, dev: StructuralData | None = None
+) -> list[_StructuralProbe]:
+    """Fit structural probes of any layers, kinds and ranks in one pass over ``X`` per epoch.
+
+    Each ends as its own ``fit`` would leave it, up to the float rounding of a batched product
+    (:func:`~bertology_utils.analyses.probes.structural_fit.train_jointly`); ``fit_seconds_`` and each history
+    row's ``seconds`` are the whole joint fit's.
+
+    :param probes: :class:`DistanceProbe` and :class:`DepthProbe` estimators, sharing ``batch_size``, ``seed``,
+        ``device`` and ``n_jobs``; each reads its own ``layer`` of ``X``.
+    :param X: the training data, holding every layer the probes read.
+    :param dev: the data whose loss steers each probe's training; without it, the training loss does.
+    :returns: the probes, fitted.
+    """
+    for probe, fit in zip(probes, train_jointly(probes, X, dev)):
+        probe._take(fit, X)
+    return list(probes)
+
+
 _EDGE_COLUMNS = ["layer", "rank", "sentence", "found", "edges"]
 
 
@@ -446,7 +478,7 @@ def structural_probe_layers(
     <https://aclanthology.org/N19-1419/>`_. Each probe is fitted on ``train`` with ``dev`` steering the
     training, and scored on ``test`` (``dev`` when None). The word vectors of as many layers as fit
     ``cache_size`` MB (float16) are read in one pass of the model, and all those layers' probes are fitted
-    together (:func:`~bertology_utils.analyses.probes.structural_fit.fit_jointly`); the rest in later passes.
+    together (:func:`fit_jointly`); the rest in later passes.
 
     :param model: a loaded model, a name or a folder (None: the default model).
     :param train: the training treebank.

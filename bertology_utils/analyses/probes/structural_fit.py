@@ -1,10 +1,12 @@
-"""Structural probes fitted together: one pass over the data for every layer and probe.
+"""Structural probes trained together: one pass over the data for every layer and probe.
 
 Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Representations
 <https://aclanthology.org/N19-1419/>`_. Fitting a probe per layer one after another builds every batch,
 and launches every small product, once per probe. :func:`fit_jointly` builds each batch once for all the
 layers its probes read (one gather on their device), projects it with all probes of one kind and rank
-in one batched product, and updates them with one vectorised Adam step.
+in one batched product, and updates them with one vectorised Adam step. :func:`train_jointly` trains
+any estimators that follow :class:`StructuralEstimator` (the probes of
+:mod:`~bertology_utils.analyses.probes.structural`, whose ``fit_jointly`` fits them with it).
 
 Each probe still trains exactly as it would alone: the same batches in the same order, Adam's update
 element for element (as ``torch.optim.Adam`` computes it) with the probe's own learning rate, its own
@@ -20,8 +22,9 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import numpy as np
 import torch
 
 from bertology_utils.analyses.probes.data import probe_device
@@ -29,10 +32,42 @@ from bertology_utils.analyses.probes.structural_data import StructuralBatch, Str
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.threads import torch_threads
 
-if TYPE_CHECKING:  # the estimators import this module
-    from bertology_utils.analyses.probes.structural import _StructuralProbe
+__all__ = ["StructuralEstimator", "StructuralFit", "train_jointly"]
 
-__all__ = ["fit_jointly"]
+
+class StructuralEstimator(Protocol):
+    """What :func:`train_jointly` reads of a probe: its settings, and its loss from projected words."""
+
+    layer: int | None
+    rank: int | None
+    lr: float
+    lr_decay: float
+    max_epochs: int
+    patience: int
+    batch_size: int
+    seed: int
+    n_jobs: int | None
+    device: str | torch.device | None
+
+    @classmethod
+    def losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
+        """``(P,)``: the loss of each of ``P`` probes from their projected words ``t`` (``(P, B, W, rank)``)."""
+        ...
+
+
+@dataclass
+class StructuralFit:
+    """One probe's training: ``B`` of its kept epoch, its rank and layer, the per-epoch history, the kept epoch, the
+    joint training's seconds and device."""
+
+    B: np.ndarray
+    rank: int
+    layer: int
+    history: list[dict[str, float]]
+    best_epoch: int
+    seconds: float
+    device: torch.device
+
 
 #: Stop when the dev loss has not improved by more than this for ``patience`` epochs (the authors' code).
 MIN_IMPROVEMENT = 1e-4
@@ -48,7 +83,7 @@ _SHARED = ("batch_size", "seed", "device", "n_jobs")
 class _Track:
     """One probe's training state."""
 
-    probe: _StructuralProbe
+    probe: StructuralEstimator
     layer: int
     rank: int
     lr: float
@@ -86,7 +121,7 @@ class _Stack:
 
     def losses(self, batch: StructuralBatch, positions: dict[int, int]) -> torch.Tensor:
         """``(P,)``: each probe's loss on the batch."""
-        return self.kind._losses(self.project(batch, positions), batch)
+        return self.kind.losses(self.project(batch, positions), batch)
 
     @torch.no_grad()
     def adam_step(self, step: int) -> None:
@@ -112,10 +147,14 @@ class _Stack:
         self.m, self.v = self.m[at], self.v[at]
 
 
-def _check(probes: Sequence[_StructuralProbe], X: StructuralData, dev: StructuralData | None) -> list[_Track]:
-    """The probes' training states, after checking that they can be fitted together on ``X``."""
+def _check(probes: Sequence[StructuralEstimator], X: object, dev: object) -> list[_Track]:
+    """The probes' training states, after checking that they can be trained together on ``X``."""
     if not probes:
         raise ValueError("no probe to fit")
+    for data in (X, dev):
+        if data is not None and not isinstance(data, StructuralData):
+            raise TypeError(f"X and dev must be StructuralData, not {type(data).__name__}")
+    assert isinstance(X, StructuralData)
     first = probes[0]
     for probe in probes:
         for name in _SHARED:
@@ -125,10 +164,9 @@ def _check(probes: Sequence[_StructuralProbe], X: StructuralData, dev: Structura
                 )
     tracks = []
     for probe in probes:
-        probe._check(X)
         layer = X.check_layer(probe.layer)
-        if dev is not None:
-            probe._check(dev).check_layer(layer)
+        if isinstance(dev, StructuralData):
+            dev.check_layer(layer)
         rank = X.hidden_size if probe.rank is None else int(probe.rank)
         if rank < 1:
             raise ValueError(f"rank must be at least 1, not {probe.rank}")
@@ -170,20 +208,19 @@ def _end_epoch(track: _Track, row: dict[str, float], B: torch.Tensor, epoch: int
     track.done = track.done or epoch + 1 >= int(probe.max_epochs)
 
 
-def fit_jointly(
-    probes: Sequence[_StructuralProbe], X: StructuralData, dev: StructuralData | None = None
-) -> list[_StructuralProbe]:
-    """Fit structural probes of any layers, kinds and ranks in one pass over ``X`` per epoch.
+def train_jointly(
+    probes: Sequence[StructuralEstimator], X: StructuralData, dev: StructuralData | None = None
+) -> list[StructuralFit]:
+    """Train structural probes of any layers, kinds and ranks in one pass over ``X`` per epoch.
 
-    Each probe ends as its own ``fit`` would leave it (see the module's docstring); ``fit_seconds_`` and each
-    history row's ``seconds`` are the whole joint fit's.
+    Each probe trains as it would alone (see the module's docstring).
 
-    :param probes: :class:`~bertology_utils.analyses.probes.DistanceProbe` and
-        :class:`~bertology_utils.analyses.probes.DepthProbe` estimators, sharing ``batch_size``, ``seed``,
-        ``device`` and ``n_jobs``; each reads its own ``layer`` of ``X``.
+    :param probes: the estimators, sharing ``batch_size``, ``seed``, ``device`` and ``n_jobs``; each reads its own
+        ``layer`` of ``X``.
     :param X: the training data, holding every layer the probes read.
     :param dev: the data whose loss steers each probe's training; without it, the training loss does.
-    :returns: the probes, fitted.
+    :returns: each probe's training, in order; ``seconds`` and each history row's ``seconds`` are the whole joint
+        training's.
     """
     tracks = _check(probes, X, dev)
     started = time.perf_counter()
@@ -230,11 +267,9 @@ def fit_jointly(
                     _end_epoch(track, {**row, "seconds": seconds}, stack.B[p], epoch)
                 stack.keep([p for p, track in enumerate(stack.tracks) if not track.done])
     elapsed = time.perf_counter() - started
+    fits = []
     for track in tracks:
-        probe = track.probe
         assert track.best_B is not None  # the first epoch always improves on an infinite best
-        probe.B_ = track.best_B.cpu().numpy()
-        probe.rank_, probe.layer_, probe.hidden_size_ = track.rank, track.layer, X.hidden_size
-        probe.history_, probe.best_epoch_ = track.history, track.best_epoch
-        probe.n_sentences_fit_, probe.fit_seconds_, probe.device_ = len(X), elapsed, device
-    return list(probes)
+        B = track.best_B.cpu().numpy()
+        fits.append(StructuralFit(B, track.rank, track.layer, track.history, track.best_epoch, elapsed, device))
+    return fits

@@ -127,6 +127,7 @@ NOT_ATTENTION_ROWS = {
         "interventions/gated_logits.py",
         "first = torch.where(touched.any(-1), touched.float().argmax(-1), torch.tensor(gate_stack.shape[1]))",
     ): "first pruning step that touches a head",
+    ("papers/hewitt.py", "best = fitted[int(np.nanargmax(uuas))]"): "the layer of highest UUAS",
     ("papers/kovaleva.py", "lowest = set(np.argsort(by_layer)[:2].tolist())"): "layers by similarity",
     ("papers/kovaleva.py", "best = int(np.nanargmax(d))"): "the head that improves most",
     ("papers/kovaleva.py", "best = int(np.nanargmax(d)) if np.isfinite(d).any() else None"): "layer differences",

@@ -153,7 +153,7 @@ def fitted_with_torch(probe, X, dev):
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=probe.lr_decay, patience=0)
 
     def loss_of(batch):
-        return type(probe)._losses((batch.vectors @ B.T)[None], batch)[0]
+        return type(probe).losses((batch.vectors @ B.T)[None], batch)[0]
 
     best, kept, stale, lrs = np.inf, None, 0, []
     for epoch in range(probe.max_epochs):
