@@ -144,12 +144,16 @@ def structural_metrics(
     X: StructuralData,
     distances: Sequence[np.ndarray] | None = None,
     depths: Sequence[np.ndarray] | None = None,
+    *,
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """The paper's metrics of predicted distances (UUAS, DSpr) and depths (root%, NSpr) on ``X``'s trees.
 
     :param X: the data, whose gold trees and punctuation are read.
     :param distances: one ``(W, W)`` predicted distance matrix per sentence of ``X``, or None.
     :param depths: one ``(W,)`` predicted depth vector per sentence of ``X``, or None.
+    :param edges: :func:`uuas_by_sentence` of ``distances`` where the caller has it (its spanning trees are not
+        found again); None computes it.
     :returns: fractions ``uuas`` and ``dspr`` (with distances), ``root_acc`` and ``nspr`` (with depths), and
         counts: ``sentences``, ``skipped`` (fewer than two scored words), ``spearman_sentences`` (lengths 5-50).
     """
@@ -183,7 +187,7 @@ def structural_metrics(
                 gold_depth = X.distances[k][root, keep].astype(np.float64)
                 nspr[n].append(float(rowwise_spearman(predicted_depth[None], gold_depth[None])[0]))
     if distances is not None:
-        _, correct, total = uuas_by_sentence(X, distances)
+        _, correct, total = uuas_by_sentence(X, distances) if edges is None else edges
         out["uuas"] = correct.sum() / total.sum() if total.sum() else math.nan
         out["dspr"] = _length_average(dspr)
     if depths is not None:
@@ -519,8 +523,8 @@ def structural_probe_layers(
         for probe in fit_jointly(probes, data["train"], data["dev"]):
             predicted = probe.predict(data["scored"])
             if isinstance(probe, DistanceProbe):
-                metrics = structural_metrics(data["scored"], distances=predicted)
                 index, found, total = uuas_by_sentence(data["scored"], predicted)
+                metrics = structural_metrics(data["scored"], distances=predicted, edges=(index, found, total))
                 edges.append(pd.DataFrame({"layer": probe.layer_, "rank": probe.rank_, "sentence": index,
                                            "found": found, "edges": total}))  # fmt: skip
             else:

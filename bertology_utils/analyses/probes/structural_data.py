@@ -145,7 +145,7 @@ class StructuralData:
         self.name = name or getattr(corpus, "name", "sentences")
         self.skipped = {"no tree": 0, "too long for the model": 0}
         self.indices: list[int] = []
-        self.vectors: dict[int, list[np.ndarray]] = {k: [] for k in self.layers}
+        self.vectors: dict[int, list[np.ndarray]] = {}  # per layer, views of the packed vectors (below)
         self.distances: list[np.ndarray] = []
         self.scored: list[np.ndarray] = []  # per sentence, (W,) bool: not punctuation
         self.roots: list[int] = []
@@ -277,9 +277,8 @@ class StructuralData:
         :param device: where the batches are built (None: the CPU); the data is copied there on first use.
         :returns: an iterator of (positions of the batch's sentences in this data, the batch).
         """
-        several = not isinstance(layer, (int, np.integer))
-        asked: Sequence[int] = layer if isinstance(layer, Sequence) else [int(layer)]
-        wanted = [self.check_layer(k) for k in asked]
+        several = isinstance(layer, Sequence)
+        wanted = [self.check_layer(k) for k in (layer if isinstance(layer, Sequence) else [layer])]
         on = self._tensors(torch.device("cpu") if device is None else torch.device(device))
         index = torch.tensor([self.layers.index(k) for k in wanted], device=on["vectors"].device)[:, None, None]
         padding_row, padding_pair = len(on["vectors"][0]) - 1, len(on["distances"]) - 1

@@ -106,22 +106,26 @@ class _Stack:
         self.m = torch.zeros_like(self.B)
         self.v = torch.zeros_like(self.B)
         self.lrs = self.B.new_zeros(len(tracks), dtype=torch.float64)
+        self.at: torch.Tensor | None = None
 
-    def start_epoch(self) -> None:
-        """Each probe's learning rate for the epoch, on the device: no copy to it at every step."""
+    def start_epoch(self, positions: dict[int, int]) -> None:
+        """Each probe's learning rate for the epoch, and where its layer is among the batches' layers (``positions``),
+        as tensors on the device: nothing is copied there at every step."""
         self.lrs = torch.tensor([t.lr for t in self.tracks], dtype=torch.float64, device=self.B.device)
+        at = [positions[t.layer] for t in self.tracks]
+        identity = at == list(range(len(positions)))
+        self.at = None if identity else torch.tensor(at, dtype=torch.long, device=self.B.device)
 
-    def project(self, batch: StructuralBatch, positions: dict[int, int]) -> torch.Tensor:
+    def project(self, batch: StructuralBatch) -> torch.Tensor:
         """``(P, B, W, rank)``: each probe's ``B`` applied to its layer's words."""
         k, b, w, d = batch.vectors.shape
-        at = [positions[t.layer] for t in self.tracks]
         words = batch.vectors.view(k, b * w, d)
-        words = words if at == list(range(k)) else words[torch.tensor(at, dtype=torch.long, device=words.device)]
-        return torch.bmm(words, self.B.transpose(1, 2)).view(len(at), b, w, -1)
+        words = words if self.at is None else words[self.at]
+        return torch.bmm(words, self.B.transpose(1, 2)).view(len(self.tracks), b, w, -1)
 
-    def losses(self, batch: StructuralBatch, positions: dict[int, int]) -> torch.Tensor:
+    def losses(self, batch: StructuralBatch) -> torch.Tensor:
         """``(P,)``: each probe's loss on the batch."""
-        return self.kind.losses(self.project(batch, positions), batch)
+        return self.kind.losses(self.project(batch), batch)
 
     @torch.no_grad()
     def adam_step(self, step: int) -> None:
@@ -176,15 +180,16 @@ def _check(probes: Sequence[StructuralEstimator], X: object, dev: object) -> lis
     return tracks
 
 
-def _mean_losses(stacks: list[_Stack], X: StructuralData, device: torch.device, batch_size: int) -> list[torch.Tensor]:
-    """Each stack's ``(P,)`` losses averaged over ``X``'s sentences (each batch's mean weighted by its sentences)."""
-    layers = sorted({t.layer for s in stacks for t in s.tracks})
-    positions = {layer: k for k, layer in enumerate(layers)}
+def _mean_losses(
+    stacks: list[_Stack], X: StructuralData, layers: list[int], device: torch.device, batch_size: int
+) -> list[torch.Tensor]:
+    """Each stack's ``(P,)`` losses averaged over ``X``'s sentences (each batch's mean weighted by its sentences), on
+    batches of the epoch's ``layers``."""
     totals = [torch.zeros(len(s.tracks), dtype=torch.float64, device=device) for s in stacks]
     with torch.no_grad():
         for rows, batch in X.batches(layers, batch_size, device=device):
             for total, stack in zip(totals, stacks):
-                total += stack.losses(batch, positions).double() * len(rows)
+                total += stack.losses(batch).double() * len(rows)
     return [total / len(X) for total in totals]
 
 
@@ -246,16 +251,16 @@ def train_jointly(
             positions = {layer: k for k, layer in enumerate(layers)}
             totals = [torch.zeros(len(s.tracks), dtype=torch.float64, device=device) for s in stacks]
             for stack in stacks:
-                stack.start_epoch()
+                stack.start_epoch(positions)
             order = seed * 1_000_003 + epoch
             for rows, batch in X.batches(layers, batch_size, shuffle=True, seed=order, device=device):
                 step += 1
-                losses = [stack.losses(batch, positions) for stack in stacks]
+                losses = [stack.losses(batch) for stack in stacks]
                 torch.stack([loss.sum() for loss in losses]).sum().backward()
                 for stack, loss, total in zip(stacks, losses, totals):
                     stack.adam_step(step)
                     total += loss.detach().double() * len(rows)
-            dev_losses = None if dev is None else _mean_losses(stacks, dev, device, batch_size)
+            dev_losses = None if dev is None else _mean_losses(stacks, dev, layers, device, batch_size)
             seconds = time.perf_counter() - tick
             for k, stack in enumerate(stacks):
                 train = (totals[k] / len(X)).tolist()
