@@ -35,13 +35,18 @@ def layer_output(model, layer, inputs, zero_token=None):
     handles = [architectures.layers(model)[layer].register_forward_hook(keep)]
     if zero_token is not None:
         handles.append(value.register_forward_hook(zero))
+    forward_with(model, inputs, handles)
+    return kept["out"][0].double()
+
+
+def forward_with(model, inputs, handles):
+    """One forward pass of ``model`` on ``inputs`` without gradients, the hooks of ``handles`` removed after it."""
     try:
         with torch.no_grad():
             model(**inputs)
     finally:
         for h in handles:
             h.remove()
-    return kept["out"][0].double()
 
 
 #: Families whose layers' parts the methods read; ALBERT shares one layer's weights across depth.

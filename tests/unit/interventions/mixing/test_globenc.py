@@ -8,7 +8,7 @@ decomposition; BERT for the authors' recipe and the rows.
 
 import pytest
 import torch
-from mixing_checks import TEXTS, batch_inputs
+from mixing_checks import TEXTS, batch_inputs, forward_with
 
 from bertology_utils.core import architectures
 from bertology_utils.core.errors import UnsupportedArchitectureError
@@ -24,12 +24,7 @@ def second_sums(model, inputs):
         n.register_forward_hook(lambda m, a, o, layer=layer: kept.__setitem__(layer, a[0]))
         for layer, n in enumerate(norms)
     ]
-    try:
-        with torch.no_grad():
-            model(**inputs)
-    finally:
-        for h in handles:
-            h.remove()
+    forward_with(model, inputs, handles)
     return kept
 
 
