@@ -59,6 +59,23 @@ def test_storing_in_float16_never_breaks_a_tie():
 #: Every place the package takes an arg-maximum or ranks values, and why it is not an attention row's
 #: maximum (those go through tie_credit). A new one fails the test below until it is listed here or converted.
 NOT_ATTENTION_ROWS = {
+    ("interventions/sink_interventions.py", 'kept[np.argsort(-mass, kind="stable")[:others]] = True'): (
+        "the sink heads that park most, by their mean attention on sinks"
+    ),
+    ("interventions/sink_interventions.py", 'order = np.argsort(indices, kind="stable")'): "corpus order of items",
+    ("interventions/sinks.py", "modal = [np.bincount(column).argmax() for column in self.peak_dim.T]"): (
+        "the most frequent dimension of the largest activation"
+    ),
+    ("interventions/sinks.py", 'order = [int(d) for d in np.argsort(-counts, kind="stable")[:k] if counts[d] > 0]'): (
+        "dimensions by their count of outlier activations"
+    ),
+    ("interventions/sinks.py", 'order = np.argsort(indices, kind="stable")  # corpus order, whatever the batching'): (
+        "corpus order of items"
+    ),
+    (
+        "papers/sinks.py",
+        'peak = int(np.argmax(observed["log_ratio"]))',
+    ): "the hidden state with the largest activation ratio",
     ("analyses/coreference.py", "return Head.argmax(self.accuracy)"): "best head of an accuracy grid",
     ("analyses/coreference.py", "pick = int(flat[half == chosen_on].mean(0).argmax())"): "held-out head choice",
     (
