@@ -15,6 +15,7 @@ from bertology_utils.papers.metrics import (
     probes,
     pruning,
     sep_noop,
+    sinks,
     syntax_coref,
     tour,
 )
@@ -35,6 +36,7 @@ for _topic in (
     pruning,
     head_roles,
     context_mixing,
+    sinks,
     atlas,
 ):
     REGISTRY.declare(_topic.METRICS)
