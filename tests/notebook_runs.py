@@ -84,6 +84,7 @@ SMALL_PARAMETERS = {
         "batch_size": 4,
     },
     "09_atlas": {},  # alone, it finds no other notebook's results and records that it skipped
+    "10_sinks": {"n_sentences": 12, "batch_size": 4},
 }
 
 NOTEBOOKS = sorted(DEFAULT_NOTEBOOKS_DIR.glob("*.ipynb"))

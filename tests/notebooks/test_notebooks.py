@@ -127,6 +127,7 @@ FAMILY_RUNS = sorted(
     {(nb.stem, OTHER_FAMILIES[i % len(OTHER_FAMILIES)]) for i, nb in enumerate(MODEL_NOTEBOOKS)}
     | {("00_tour", family) for family in OTHER_FAMILIES}
     | {("07_head_roles", "albert"), ("08_context_mixing", "albert")}
+    | {("10_sinks", "modernbert")}  # pre-LN, where the outliers live in the residual stream
 )
 
 
