@@ -1,4 +1,4 @@
-"""Rewrite the capability table (family x capability) of the README and the docs from tiny random models of every family.
+"""Rewrite the capability table (family x capability) of the docs from tiny random models of every family.
 
 Usage, from the repository root: python scripts/capability_table.py
 """

@@ -1,4 +1,4 @@
-"""What each encoder family can do, tried on its tiny random model: the capability table of the README and the docs.
+"""What each encoder family can do, tried on its tiny random model: the capability table of the docs.
 
 Each capability is one call; it either runs (and its result is checked by the conformance tests in
 tests/unit/test_families.py and tests/unit/interventions/mixing/test_methods.py) or raises the package's own error, whose reason the table
@@ -28,8 +28,7 @@ from bertology_utils.interventions.query_key import capture_query_key
 #: The generated block (bertology_utils.present.generated) holding the table, and the pages that show it.
 BLOCK = "capabilities"
 PAGES = [
-    Path(__file__).resolve().parents[1] / page
-    for page in ("README.md", "docs/guide/families.md", "docs/guide/context-mixing.md")
+    Path(__file__).resolve().parents[1] / page for page in ("docs/guide/families.md", "docs/guide/context-mixing.md")
 ]
 TEXTS = ["The old sailor reads an interesting story near the station .", "Hello world !"]
 

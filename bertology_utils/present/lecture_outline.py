@@ -192,6 +192,20 @@ LECTURE: tuple[Topic, ...] = (
         ("08_context_mixing", "faithfulness_by_layer"),
     ),
     Topic(
+        "Sinks: heads that park on small vectors",
+        "Kobayashi et al. 2020; Bondarenko et al. 2023",
+        "Heads park on tokens that send little, so they barely change the residual stream: a no-op.",
+        ("kobayashi.*", "bondarenko.sinks_do_little", "no_op.*"),
+        ("10_sinks", "sink_heads"),
+    ),
+    Topic(
+        "Massive activations and the outlier token",
+        "Sun et al. 2024; Bondarenko et al. 2023",
+        "A few activations, many times the median, sit on the first and delimiter tokens; heads park there.",
+        ("sun.*", "bondarenko.sinks_on_outlier_token", "bondarenko.clipping_lowers_outliers"),
+        ("10_sinks", "outliers_by_state"),
+    ),
+    Topic(
         "Every head on one page",
         "this project's atlas",
         "Each head's numbers from every notebook side by side: open atlas.html beside the run.",

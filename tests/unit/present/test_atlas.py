@@ -307,6 +307,11 @@ READ_BEFORE = {
     "syntax.head.nmod_poss": "syntax.nmod_poss",
     "syntax.head.nsubj": "syntax.nsubj",
     "syntax.head.obj": "syntax.obj",
+    "sinks.head.is_sink": "sinks.is_sink",
+    "sinks.head.peak_mass": "sinks.peak_mass",
+    "sinks.head.sink_mass": "sinks.mass",
+    "sinks.head.update": "sinks.update",
+    "sinks.head.value_ratio": "sinks.value_ratio",
 }
 
 

@@ -288,6 +288,39 @@ def ablation():
     return plot_ablation_curves(pd.DataFrame(rows), title=title)
 
 
+def _sink_statistics():
+    from bertology_utils.interventions.sinks import SinkStatistics
+
+    n, e = 8, 16
+    counts = np.zeros((L + 1, e), dtype=np.int64)
+    counts[:, 3] = 40
+    return SinkStatistics(
+        model="bert-base-uncased", num_layers=L, num_heads=H, multiple=10.0, items=np.arange(n),
+        mass=RNG.random((n, 3, L, H)) / 3, norm_share=RNG.random((n, 3, L, H)) / 3,
+        sink_norm=RNG.uniform(0.1, 1, (n, L, H)), other_norm=np.ones((n, L, H)), update=RNG.random((n, L, H)),
+        peak_mass=RNG.random((n, L, H)), layer_norm_share=RNG.random((n, 3, L)) / 3,
+        ratio=RNG.uniform(5, 300, (n, L + 1)), inf_norm=RNG.uniform(1, 20, (n, L + 1)),
+        kurtosis=RNG.uniform(3, 100, (n, L + 1)), peak_kind=RNG.integers(0, 4, (n, L + 1)),
+        peak_dim=np.full((n, L + 1), 3), outliers_by_kind=RNG.integers(0, 20, (n, L + 1, 4)),
+        tokens_by_kind=np.tile([1, 1, 3, 20], (n, 1)), outlier_dims=counts,
+    )  # fmt: skip
+
+
+def sink_heads():
+    from bertology_utils.interventions.sink_figures import plot_sink_heads
+
+    stats = _sink_statistics()
+    fig = plot_sink_heads(stats, stats.sink_mass.mean(0) > 0.5)
+    fig.suptitle("bert-base-uncased: sinks per head", y=1.02)
+    return fig
+
+
+def outliers_by_state():
+    from bertology_utils.interventions.sink_figures import plot_outliers
+
+    return plot_outliers(_sink_statistics())
+
+
 #: The lecture's figures: (notebook, figure name pattern) as lecture_outline names them -> how the notebook draws it.
 FIGURES = {
     ("01_patterns", "relative_position_by_layer"): relative_position_by_layer,
@@ -313,6 +346,8 @@ FIGURES = {
     ("08_context_mixing", "faithfulness_by_layer"): faithfulness_by_layer,
     ("02_sep_noop", "ablation_*"): ablation,
     ("09_atlas", "atlas_grid"): atlas_grid,
+    ("10_sinks", "sink_heads"): sink_heads,
+    ("10_sinks", "outliers_by_state"): outliers_by_state,
 }
 #: Lecture figures not drawn here, each with why: their inputs are a model run's objects, not a few arrays.
 NOT_DRAWN = {
