@@ -24,16 +24,7 @@ from unittest import mock
 
 import numpy as np
 import torch
-
-
-def _best(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from _timing import best_of
 
 
 def main() -> None:
@@ -84,8 +75,8 @@ def main() -> None:
         t_full = t_pruned = float("inf")
         for _ in range(args.repeats):  # interleaved, so load changes hit both
             with torch.no_grad():
-                t_full = min(t_full, _best(lambda batch=batch: full.model(**batch), 1))
-                t_pruned = min(t_pruned, _best(lambda batch=batch: pruned.model(**batch), 1))
+                t_full = min(t_full, best_of(1, lambda batch=batch: full.model(**batch)))
+                t_pruned = min(t_pruned, best_of(1, lambda batch=batch: pruned.model(**batch)))
         print(
             f"batch {batch_size:>2}: full {t_full * 1e3:8.2f} ms, pruned {t_pruned * 1e3:8.2f} ms, "
             f"speed-up x{t_full / t_pruned:.2f} (max |pruned - gated| {err:.1e})"

@@ -331,7 +331,8 @@ def _batch_statistics(
             "other_norm": _ratio_of_sums(
                 (weighted * other[:, None, None, :]).sum(-1), (p * other[:, None, None, :]).sum(-1), real
             ),
-            "update": _row_mean(torch.einsum("bhij,bhje->bhie", p, vectors).norm(dim=-1), real),
+            # W_O^h is linear: sum_j alpha_ij W_O^h v_j = W_O^h (sum_j alpha_ij v_j), the mix in d, not E, dimensions
+            "update": _row_mean(head_vectors(loaded, layer, p @ t.values.float()).norm(dim=-1), real),
             "peak_mass": _row_mean((p * peaks[layer][:, None, None, :]).sum(-1), real),
         }
         for name, value in entry.items():
