@@ -20,12 +20,12 @@ Each claim is one a frozen encoder can test, decided by a 95% bootstrap interval
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertology_utils.core.uncertainty import Draws, bootstrap_interval, spearman_rho
+from bertology_utils.core.uncertainty import bootstrap_interval, spearman_rho
 from bertology_utils.papers.claims import Claim, Verdict
 
 if TYPE_CHECKING:
@@ -103,32 +103,27 @@ def small_sink_vectors(stats: SinkStatistics, *, seed: int = 0) -> Claim:
 
 
 def _spearman_claim(
-    claim_id: str,
-    claim: str,
-    paper: str,
-    paper_value: str,
-    x: np.ndarray,
-    y: np.ndarray,
-    x_draws: np.ndarray,
-    y_draws: np.ndarray,
+    stats: SinkStatistics,
+    seed: int,
+    texts: tuple[str, str, str, str],
+    x: Callable[[Mapping[str, np.ndarray]], np.ndarray],
+    y: Callable[[Mapping[str, np.ndarray]], np.ndarray],
     what: str,
     *,
     below: bool,
-    over: str,
 ) -> Claim:
-    """A rank correlation over heads, with its interval over the sentences' resamples."""
-    x, y = x.reshape(-1), y.reshape(-1)
-    keep = np.isfinite(x) & np.isfinite(y)
+    """A rank correlation over heads of ``x`` and ``y`` (each read from :meth:`SinkStatistics.means`), with its
+    interval over the sentences' resamples. ``texts``: the claim's id, claim, paper and paper value."""
+    claim_id, claim, paper, paper_value = texts
+    observed, drawn = stats.means(), stats.draws(seed=seed)
+    xs, ys = x(observed).reshape(-1), y(observed).reshape(-1)
+    keep = np.isfinite(xs) & np.isfinite(ys)
     rule = _rule(f"Spearman's rho over heads of {what}", below=below)
     if keep.sum() < 3:
-        return Claim(
-            claim_id, claim, paper, paper_value, "not testable: fewer than 3 heads", Verdict.NOT_TESTABLE, rule
-        )
-    rho = float(spearman_rho(x[keep], y[keep]))
-    drawn = spearman_rho(
-        x_draws.reshape(len(x_draws), -1)[:, keep], y_draws.reshape(len(y_draws), -1)[:, keep], axis=-1
-    )
-    interval = Draws({}, over).interval(drawn)
+        return Claim(*texts, "not testable: fewer than 3 heads", Verdict.NOT_TESTABLE, rule)
+    rho = float(spearman_rho(xs[keep], ys[keep]))
+    x_drawn, y_drawn = (v.reshape(len(v), -1)[:, keep] for v in (x(drawn.values), y(drawn.values)))
+    interval = drawn.interval(spearman_rho(x_drawn, y_drawn, axis=-1))
     return Claim(
         claim_id,
         claim,
@@ -142,6 +137,10 @@ def _spearman_claim(
     )
 
 
+def _sink_mass(means: Mapping[str, np.ndarray]) -> np.ndarray:
+    return means["sink_mass"]
+
+
 def mass_against_norm(stats: SinkStatistics, *, seed: int = 0) -> Claim:
     """The more attention a head parks on sinks, the smaller the vectors it parks on: Spearman's rho over heads of
     sink mass and log(sink tokens' ‖f(x)‖ / other tokens') lies below 0.
@@ -150,20 +149,14 @@ def mass_against_norm(stats: SinkStatistics, *, seed: int = 0) -> Claim:
     :param seed: the bootstrap's seed.
     :returns: the claim.
     """
-    observed, drawn = stats.means(), stats.draws(seed=seed)
-    return _spearman_claim(
+    texts = (
         "kobayashi.mass_against_norm",
         "Heads that park more attention park it on smaller vectors",
         KOBAYASHI,
         "high weights on [CLS], [SEP] and punctuation meet small ‖f(x)‖: the weight and the norm cancel",
-        observed["sink_mass"],
-        _log_value_ratio(observed),
-        drawn["sink_mass"],
-        _log_value_ratio(drawn.values),
-        "sink mass and log(sink tokens' ‖f(x)‖ / other tokens')",
-        below=True,
-        over=drawn.over,
     )
+    what = "sink mass and log(sink tokens' ‖f(x)‖ / other tokens')"
+    return _spearman_claim(stats, seed, texts, _sink_mass, _log_value_ratio, what, below=True)
 
 
 def massive_activations(stats: SinkStatistics, *, seed: int = 0) -> Claim:
@@ -219,26 +212,20 @@ def peaks_on_sinks(stats: SinkStatistics, *, seed: int = 0) -> Claim:
 
 def sinks_do_little(stats: SinkStatistics, *, seed: int = 0) -> Claim:
     """The heads that park change the residual stream least: Spearman's rho over heads of sink mass and the mean
-    norm of the head's output ||sum_j alpha_ij f_h(x_j)|| lies below 0.
+    norm of the head's output ‖sum_j alpha_ij f_h(x_j)‖ lies below 0.
 
     :param stats: the measures.
     :param seed: the bootstrap's seed.
     :returns: the claim.
     """
-    observed, drawn = stats.means(), stats.draws(seed=seed)
-    return _spearman_claim(
+    texts = (
         "bondarenko.sinks_do_little",
         "Heads that park their attention leave the residual stream nearly unchanged (a no-op)",
         BONDARENKO,
         "no-op heads put their mass on delimiters with small values, so the update is small",
-        observed["sink_mass"],
-        observed["update"],
-        drawn["sink_mass"],
-        drawn["update"],
-        "sink mass and the norm of the head's output",
-        below=True,
-        over=drawn.over,
     )
+    what = "sink mass and the norm of the head's output"
+    return _spearman_claim(stats, seed, texts, _sink_mass, lambda m: m["update"], what, below=True)
 
 
 def sinks_on_outlier_token(stats: SinkStatistics, *, seed: int = 0) -> Claim:
@@ -249,20 +236,14 @@ def sinks_on_outlier_token(stats: SinkStatistics, *, seed: int = 0) -> Claim:
     :param seed: the bootstrap's seed.
     :returns: the claim.
     """
-    observed, drawn = stats.means(), stats.draws(seed=seed)
-    return _spearman_claim(
+    texts = (
         "bondarenko.sinks_on_outlier_token",
         "Heads park their attention on the token that carries the outlier activation",
         BONDARENKO,
         "the outliers sit on the delimiter tokens the no-op heads attend to",
-        observed["sink_mass"],
-        observed["peak_mass"],
-        drawn["sink_mass"],
-        drawn["peak_mass"],
-        "sink mass and the attention on the token with the layer input's largest activation",
-        below=False,
-        over=drawn.over,
     )
+    what = "sink mass and the attention on the token with the layer input's largest activation"
+    return _spearman_claim(stats, seed, texts, _sink_mass, lambda m: m["peak_mass"], what, below=False)
 
 
 def _paired_claim(
