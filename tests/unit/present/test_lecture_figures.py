@@ -263,7 +263,16 @@ def faithfulness_by_layer():
 
     # every reference 08 judges against, and its methods
     references = ("blank_out", "input_x_gradient", "integrated_gradients", "attnlrp", "cp_lrp")
-    methods = ("attention", "norm_layer", "rollout", "flow", "alti", "value_zeroing", "value_zeroing_rollout")
+    methods = (
+        "attention",
+        "norm_layer",
+        "rollout",
+        "flow",
+        "alti",
+        "globenc",
+        "value_zeroing",
+        "value_zeroing_rollout",
+    )
     rows = [{"reference": r, "method": m, "layer": layer, "mean": RNG.uniform(-0.2, 0.8)}
             for r in references for m in methods for layer in range(1, L + 1)]  # fmt: skip
     return mixing.plot_faithfulness(pd.DataFrame(rows))
