@@ -28,9 +28,10 @@ LONG_STAGES = {
         "attention",
         "norm",
         "fine-tune SST-2",
-        "attention+norm_layer+rollout+flow+alti+value_zeroing+value_zeroing_rollout",
+        "attention+norm_layer+rollout+flow+alti+globenc+value_zeroing+value_zeroing_rollout",
         "word references",
     ],
+    "10_sinks": ["sinks", "sink interventions"],
 }
 
 
