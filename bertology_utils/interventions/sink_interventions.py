@@ -161,7 +161,7 @@ class SinkInterventions:
         :param prefix: the metric names' prefix.
         :returns: metric name -> number.
         """
-        out = {f"{prefix}.objective": self.objective, f"{prefix}.n_sink_heads": self.n_heads_removed}
+        out = {f"{prefix}.objective": self.objective, f"{prefix}.n_heads_removed": self.n_heads_removed}
         out[f"{prefix}.n_control_sets"] = len(self.controls)
         for name, row in self.summary().iterrows():
             key = f"{prefix}.intervention.{str(name).replace(' ', '_')}"

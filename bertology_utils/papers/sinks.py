@@ -289,7 +289,7 @@ def removal_matters_less(result: SinkInterventions) -> Claim:
         claim,
         paper,
         paper_value,
-        f"loss change {sinks.mean():+.3f} without the {result.n_heads_removed} sink heads, {controls.mean():+.3f} "
+        f"loss change {sinks.mean():+.3f} without {result.n_heads_removed} sink heads, {controls.mean():+.3f} "
         f"without as many others",
         sinks - controls,
         "the loss change without the sink heads minus that without the control heads",

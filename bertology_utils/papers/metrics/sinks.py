@@ -103,7 +103,13 @@ METRICS = (
         "per hidden state, how often the largest activation sits on [CLS], [SEP] or punctuation",
     ),
     # the interventions
-    Metric("sinks.n_sink_heads", Kind.MAXIMUM, "count", "sink heads found (and removed)"),
+    Metric("sinks.n_sink_heads", Kind.MAXIMUM, "count", "sink heads found (mean attention on sinks at the threshold)"),
+    Metric(
+        "sinks.n_heads_removed",
+        Kind.MAXIMUM,
+        "count",
+        "sink heads removed: all of them, or the most parking ones, as many as the other heads",
+    ),
     Metric("sinks.n_control_sets", Kind.MAXIMUM, "count", "distinct sets of other heads removed in their place"),
     Metric(
         "sinks.intervention.{condition}.loss_change",
