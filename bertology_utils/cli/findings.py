@@ -18,7 +18,8 @@ with --seeds the claims of runs that differ only in one setting (a base seed, `-
 precision, `-p precision auto`), each run's verdict, interval and seed count, and whether they agree.
 A SOURCE is a run folder, a run name under results/, or a findings record (.json) written by --record.
 --update rewrites the generated blocks of Markdown pages (`findings` the summary, `findings-full` the
-full tables of the first SOURCE, `seeds` and `precision` the runs side by side).
+full tables of the first SOURCE and of every other SOURCE of its model, `seeds` and `precision` the runs side
+by side).
 """
 
 FINDINGS_EPILOG = """\
@@ -67,7 +68,8 @@ def _handle(args: argparse.Namespace) -> int:
         return EXIT_OK
     blocks = {  # made only where asked: a table of runs needs records of one model
         "findings": lambda: summary_table(records),
-        "findings-full": lambda: claims_tables(records[0]),
+        # every record of the first SOURCE's model in turn (one model's runs of different notebooks, one page)
+        "findings-full": lambda: "\n\n".join(claims_tables(r) for r in records if r["model"] == records[0]["model"]),
         "seeds": lambda: runs_table(records),
         "precision": lambda: runs_table(records),
     }

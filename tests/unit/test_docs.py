@@ -273,6 +273,8 @@ def test_the_committed_findings_tables_are_generated_from_the_committed_records(
     for page in (ROOT / "README.md", ROOT / "docs" / "findings.md"):
         assert read_block(page, "findings") == summary, f"{page.name}: run make findings"
     assert read_block(ROOT / "docs" / "findings.md", "findings-full") == claims_tables(records[0])
+    mpnet = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "mpnet").glob("*.json"))]
+    assert read_block(ROOT / "docs" / "mpnet.md", "findings-full") == "\n\n".join(map(claims_tables, mpnet))
     seeded = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "seeds").glob("*.json"))]
     assert len(seeded) >= 2, "docs/findings/seeds/ holds a record per base seed (docs/regression.md)"
     assert read_block(ROOT / "docs" / "regression.md", "seeds") == runs_table(seeded), "run make findings"
