@@ -21,7 +21,7 @@ median of \\|N(0, 1)\\| is 0.674, and 6.7 standard deviations has odds under 1e-
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -156,7 +156,6 @@ class SinkStatistics:
     tokens_by_kind: np.ndarray
     outlier_dims: np.ndarray
     n_skipped: int = 0
-    description: str = field(default="", repr=False)
 
     @property
     def n(self) -> int:
@@ -244,11 +243,6 @@ class SinkStatistics:
             f"{prefix}.num_heads": self.num_heads,
             f"{prefix}.outlier_multiple": self.multiple,
         }
-
-    def token_share(self) -> np.ndarray:
-        """(4,) each token kind's share of all tokens (the outliers' share on a kind is read against it)."""
-        counts = self.tokens_by_kind.sum(0)
-        return counts / counts.sum()
 
     def draws(self, n_resamples: int = 2000, seed: int = 0) -> Draws:
         """Bootstrap draws over sentences of the means a claim reads (NaN-aware: a sentence without a value is left
@@ -410,5 +404,5 @@ def sink_statistics(
         items=np.asarray(indices)[order],
         outlier_dims=np.sum(dims, axis=0),
         n_skipped=len(skipped),
-        **joined,  # type: ignore[arg-type]  # the per-sentence arrays, by field name
+        **joined,  # the per-sentence arrays, by field name
     )
