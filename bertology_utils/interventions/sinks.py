@@ -52,10 +52,12 @@ _SINK_CODES = (CLS, SEP, PUNCT)
 OUTLIER_MULTIPLE = 10.0
 
 
-def _masked_median(magnitude: torch.Tensor, real: TokenMask) -> torch.Tensor:
-    """(B,) the median of ``magnitude`` (B, T, E) over each item's real tokens and every dimension."""
-    flat = magnitude.masked_fill(~real[..., None], float("nan")).flatten(1)
-    return flat.nanmedian(dim=1).values
+def _peak(magnitude: torch.Tensor, real: TokenMask) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B,) each item's largest magnitude over its real tokens, its flat (token, dimension) index, and the median
+    magnitude over those tokens and every dimension (of ``magnitude``, (B, T, E))."""
+    largest, at = magnitude.masked_fill(~real[..., None], 0).flatten(1).max(dim=1)
+    median = magnitude.masked_fill(~real[..., None], float("nan")).flatten(1).nanmedian(dim=1).values
+    return largest, at, median
 
 
 def outlier_profile(
@@ -73,8 +75,7 @@ def outlier_profile(
     """
     x = hidden.float()
     magnitude = x.abs()
-    median = _masked_median(magnitude, real)
-    largest, at = magnitude.masked_fill(~real[..., None], 0).flatten(1).max(dim=1)
+    largest, at, median = _peak(magnitude, real)
     centred = x - x.mean(-1, keepdim=True)
     variance = centred.pow(2).mean(-1)
     kurtosis = centred.pow(4).mean(-1) / variance.pow(2).clamp_min(torch.finfo(x.dtype).tiny)
@@ -96,12 +97,8 @@ def peak_ratio(hidden_states: Iterable[TokenVectors], real: TokenMask) -> torch.
     :param real: (B, T) bool.
     :returns: (B, S).
     """
-    ratios = []
-    for h in hidden_states:
-        magnitude = h.float().abs()
-        largest = magnitude.masked_fill(~real[..., None], 0).flatten(1).amax(dim=1)
-        ratios.append(largest / _masked_median(magnitude, real))
-    return torch.stack(ratios, 1)
+    peaks = [_peak(h.float().abs(), real) for h in hidden_states]
+    return torch.stack([largest / median for largest, _, median in peaks], 1)
 
 
 def _row_mean(per_row: torch.Tensor, real: TokenMask) -> torch.Tensor:
