@@ -52,6 +52,7 @@ __all__ = [
     "qkv",
     "fused_qkv",
     "attention_output",
+    "feed_forward",
     "layer_norms",
     "is_pre_layer_norm",
     "final_layer_norm",
@@ -122,6 +123,12 @@ class ArchSpec:
     #: and position-to-content attention, with a scaling of its own): queries and keys read from the projections
     #: (and what the module is passed) then do not rebuild its scores.
     internal_score_terms: bool = False
+    #: From a layer: the feed-forward block W_2 act(W_1 y + b_1) + b_2's W_1, act (a module) and W_2, and whether
+    #: act's output is multiplied by a second half of W_1's (a gated linear unit, ModernBERT's).
+    ffn_in: str = "intermediate.dense"
+    ffn_activation: str = "intermediate.intermediate_act_fn"
+    ffn_out: str = "output.dense"
+    gated_ffn: bool = False
 
 
 class WrapsModule(Protocol):
@@ -134,6 +141,8 @@ class WrapsModule(Protocol):
 #: What the accessors take: a LoadedModel (its ``.model`` is used) or a torch module.
 Model: TypeAlias = "WrapsModule | nn.Module"
 
+#: The feed-forward block's fields (:func:`feed_forward`).
+_FEED_FORWARD = ("ffn_in", "ffn_activation", "ffn_out")
 #: Module fields: (field, what it is resolved from).
 _MODULE_FIELDS = (
     ("layers", "base model"),
@@ -149,10 +158,11 @@ _MODULE_FIELDS = (
     ("value", "self-attention"),
     ("fused_qkv", "self-attention"),
     ("dropout_edit_point", "self-attention"),
+    *((name, "layer") for name in _FEED_FORWARD),
 )
 _CONFIG_FIELDS = ("num_layers_attr", "num_heads_attr")
 #: Fields an architecture may lack.
-_OPTIONAL = ("position_bias", "final_layer_norm", "fused_qkv", "dropout_edit_point")
+_OPTIONAL = ("position_bias", "final_layer_norm", "fused_qkv", "dropout_edit_point", *_FEED_FORWARD)
 
 _BERT = ArchSpec(
     model_type="bert",
@@ -207,6 +217,9 @@ register_architecture(
         num_heads_attr="n_heads",
         heads_attr="n_heads",
         classifier_reads_first_token=True,
+        ffn_in="ffn.lin1",
+        ffn_activation="ffn.activation",
+        ffn_out="ffn.lin2",
     )
 )
 # MPNet computes its softmax inline, then applies its attention dropout to the probabilities.
@@ -245,6 +258,9 @@ register_architecture(
         output_layer_norm="albert_layers.0.full_layer_layer_norm",
         shared_layers=True,
         classifier_reads_first_token=True,
+        ffn_in="albert_layers.0.ffn",
+        ffn_activation="albert_layers.0.activation",
+        ffn_out="albert_layers.0.ffn_output",
     )
 )
 # DeBERTa-v2/v3 computes its disentangled attention inline, then applies its attention dropout to the
@@ -283,6 +299,10 @@ register_architecture(
         pre_layer_norm=True,
         token_type_ids=False,
         heads_attr=None,
+        ffn_in="mlp.Wi",
+        ffn_activation="mlp.act",
+        ffn_out="mlp.Wo",
+        gated_ffn=True,
     )
 )
 
@@ -540,6 +560,21 @@ def fused_qkv(model: Model, layer: int) -> nn.Linear | None:
 def attention_output(model: Model, layer: int) -> nn.Linear:
     """The attention output projection of ``layer`` (from 0)."""
     return _part(arch_spec(model), layers(model)[layer], "attention_output", model, nn.Linear)
+
+
+def feed_forward(model: Model, layer: int) -> tuple[nn.Linear, nn.Module, nn.Linear]:
+    """``layer``'s feed-forward block W_2 act(W_1 y + b_1) + b_2 as (W_1, act, W_2); UnsupportedArchitectureError
+    for a gated one (:attr:`ArchSpec.gated_ffn`), which is not of that form."""
+    spec, block = arch_spec(model), layers(model)[layer]
+    if spec.gated_ffn:
+        raise UnsupportedArchitectureError(
+            f"{_describe(model)}'s feed-forward block is a gated linear unit (ArchSpec.gated_ffn): the activation of "
+            "one half of its first projection multiplies the other half, so it is not W_2 act(W_1 y + b_1) + b_2",
+            model_type=spec.model_type,
+            missing=["ffn_in"],
+        )
+    first, second = (_part(spec, block, name, model, nn.Linear) for name in ("ffn_in", "ffn_out"))
+    return first, _part(spec, block, "ffn_activation", model, nn.Module), second
 
 
 def layer_norms(model: Model, layer: int, *, pre_ln: bool = False) -> tuple[nn.Module, nn.Module]:

@@ -32,7 +32,11 @@ and across layers (row i of layer l: how much output token i at layer l draws on
 ``alti``     ALTI as the paper defines it: ``alti_layer`` rolled out;
 ``value_zeroing_rollout``  ``value_zeroing`` rolled out (Mohebbi et al.'s aggregate);
 ``globenc``  GlobEnc as the paper defines it: ``globenc_layer``'s norms multiplied through the layers, rows
-             rescaled to sum to 1.
+             rescaled to sum to 1;
+``decompx``  Modarressi et al. (2023): each token's vector decomposed into one part per input token and carried
+             through every layer (feed-forward block included), the parts' norms, rows rescaled to sum to 1
+             (``decompx.py``, which also registers the attribution reference ``decompx_logit``: the parts carried
+             on through the classifier head). A per-layer method whose maps are already across layers.
 
 :func:`mixing_maps` computes any of them for a batch from one traced forward pass;
 :class:`MixingMaps` is one method as a map source for the extraction pipeline
@@ -66,6 +70,7 @@ from bertology_utils.interventions.mixing.base import (
     trace,
     unsupported_methods,
 )
+from bertology_utils.interventions.mixing.decompx import DecompX, DecompXLogit, decompose, decompx_logits
 from bertology_utils.interventions.mixing.faithfulness import faithfulness, faithfulness_summary, input_attribution
 from bertology_utils.interventions.mixing.flow import FLOW_MAX_TOKENS, Flow, attention_flow
 from bertology_utils.interventions.mixing.globenc import GlobEncLayer, encoder_vectors, globenc_contributions
@@ -92,6 +97,7 @@ def _register_built_in() -> None:
         Rollout("value_zeroing_rollout", of="value_zeroing"),
         GlobEncLayer(),
         Rollout("globenc", of="globenc_layer", renormalise=True),
+        DecompX(),
     ):
         register(method)
 
@@ -117,6 +123,8 @@ __all__ = [
     "AltiLayer",
     "ValueZeroing",
     "GlobEncLayer",
+    "DecompX",
+    "DecompXLogit",
     "Rollout",
     "Flow",
     "LayerTrace",
@@ -129,6 +137,8 @@ __all__ = [
     "alti_contributions",
     "encoder_vectors",
     "globenc_contributions",
+    "decompose",
+    "decompx_logits",
     "value_zeroing",
     "residual_attention",
     "aggregate",

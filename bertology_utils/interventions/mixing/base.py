@@ -287,6 +287,13 @@ class MixingMethod:
         """
         return layer_heads if self.per_head else 1
 
+    def check_model(self, model: nn.Module) -> None:
+        """Raise UnsupportedArchitectureError when the method cannot run on ``model`` for a reason of its own,
+        beyond the layer parts it reads (no-op by default; :func:`unsupported_methods` asks).
+
+        :param model: the torch module.
+        """
+
     def max_tokens(self, options: Mapping[str, Any]) -> int | None:
         """The longest item (in tokens) the method takes with ``options`` (see :func:`method_options`); None
         for no limit of its own."""
@@ -452,20 +459,28 @@ def unsupported_methods(model: Model, methods: Sequence[str] = METHODS) -> dict[
 
     A method that reads a layer's parts besides its attention weights (and a method across layers that combines
     one) needs them for every layer; the architecture alone says whether they can be had, so no forward pass
-    is run (the decomposition check of :func:`trace` still comes with the first batch). The others (``attention``,
-    ``rollout``, ``flow``) run on every registered architecture. Unknown names raise ValueError.
+    is run (the decomposition check of :func:`trace` still comes with the first batch). A method may refuse a model
+    for a reason of its own (:meth:`MixingMethod.check_model`). The others (``attention``, ``rollout``, ``flow``) run
+    on every registered architecture. Unknown names raise ValueError.
 
     :param model: a LoadedModel or its torch module.
     :param methods: names in :data:`METHODS`.
     :returns: method -> reason, for those that cannot run.
     """
     needing = [name for name in methods if layer_method(get_method(name)).reads & PARTS]
+    module = architectures.torch_module(model)
     if needing:
-        module = architectures.torch_module(model)
         pre_ln = architectures.is_pre_layer_norm(module)
         try:
             for layer in range(len(architectures.layers(module))):
                 _layer_parts(module, layer, pre_ln)
         except UnsupportedArchitectureError as error:
             return dict.fromkeys(needing, str(error))
-    return {}
+    refused = {}
+    for name in methods:
+        try:
+            for method in dict.fromkeys((get_method(name), layer_method(get_method(name)))):
+                method.check_model(module)
+        except UnsupportedArchitectureError as error:
+            refused[name] = str(error)
+    return refused
