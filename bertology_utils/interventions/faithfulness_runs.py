@@ -35,6 +35,8 @@ class SeedFaithfulness:
     tables: dict[int, pd.DataFrame]
     maps: dict[str, list[ItemAttention]]
     references: WordReferences
+    #: The references the classifiers' architecture refuses, each with the reason (:meth:`Reference.unsupported`).
+    refused: dict[str, str]
 
 
 def faithfulness_by_seed(
@@ -66,9 +68,13 @@ def faithfulness_by_seed(
         out by default included).
     :param cache: reuse stored references.
     :param progress: progress bars.
-    :returns: the tables by seed, and ``first``'s maps and references.
+    :returns: the tables by seed, ``first``'s maps and references, and the references the architecture refuses
+        (computed for none of the seeds).
     """
     names = tuple(REFERENCE_REGISTRY) if references is None else tuple(references)
+    some = next(iter(runs.values())).loaded if runs else None
+    refused = {n: why for n in names if some is not None and (why := REFERENCE_REGISTRY[n].unsupported(some))}
+    names = tuple(n for n in names if n not in refused)
     tables, kept = {}, None
     for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
         maps = mixing.mixing_for(
@@ -98,4 +104,4 @@ def faithfulness_by_seed(
             kept = (maps, scores)
     if kept is None:
         raise KeyError(f"no classifier of seed {first} among seeds {list(runs)}")
-    return SeedFaithfulness(tables, *kept)
+    return SeedFaithfulness(tables, *kept, refused)

@@ -83,6 +83,14 @@ class Reference:
     #: What figures and claims call it (None: its name, words apart); see :func:`reference_title`.
     title: str | None = None
 
+    def unsupported(self, loaded: LoadedModel) -> str | None:
+        """Why the reference cannot run on ``loaded``'s architecture, or None where it can (the default).
+
+        :param loaded: the classifier.
+        :returns: the reason, or None.
+        """
+        return None
+
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings
     ) -> ReferenceScores:

@@ -219,6 +219,7 @@ def decompx_logits(loaded: LoadedModel, batch: TokenBatch) -> torch.Tensor:
     :returns: (B, T, C) float32, summing over T to the logits; zero on padding.
     """
     model = loaded.model
+    _check_model(model)
     if not architectures.arch_spec(model).classifier_reads_first_token:
         raise UnsupportedArchitectureError(
             f"{loaded.name}'s classifier head does not read the first token alone, as DecompX's head rules assume",
@@ -257,6 +258,14 @@ class DecompXLogit(Reference):
     name = "decompx_logit"
     title = "DecompX"
     default = False
+
+    def unsupported(self, loaded: LoadedModel) -> str | None:
+        """The decomposition's refusal (:func:`decompose`: pre-LN, gated feed-forward, shared layers), or None."""
+        try:
+            _check_model(loaded.model)
+        except UnsupportedArchitectureError as error:
+            return str(error)
+        return None
 
     def scores(
         self, loaded: LoadedModel, batch: TokenBatch, labels: Labels, settings: ReferenceSettings

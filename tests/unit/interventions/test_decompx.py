@@ -176,6 +176,9 @@ def test_refused_where_the_decomposition_does_not_hold(family_model_dirs):
             mixing.mixing_maps(loaded, batch_inputs(loaded), ["decompx"])
     bert = load_model(family_model_dirs["bert"], device="cpu")
     assert mixing.unsupported_methods(bert, ["decompx"]) == {}
+    reference = references.REFERENCE_REGISTRY["decompx_logit"]
+    assert "gated linear unit" in reference.unsupported(classifier(family_model_dirs["modernbert"]))
+    assert reference.unsupported(classifier(family_model_dirs["bert"])) is None
 
 
 def test_the_logit_reference_meets_the_contract_and_is_opt_in(tiny_model_dirs):
