@@ -1,11 +1,11 @@
-"""AttnLRP and CP-LRP against integrated gradients: the cost of each token-attribution reference of notebook 08.
+"""AttnLRP, CP-LRP and DecompX against integrated gradients: the cost of each token-attribution reference of notebook 08.
 
 On the default model (MiniLM, loaded through ``load_model`` with a randomly initialised classification head;
 the tiny random BERT of the tests when the default model is not installed), for the first SST-2 dev sentences
 in 08's batches (``batch_size`` 8, at most 48 tokens), each reference is timed through the registry as
 ``word_references`` calls it: integrated gradients with 08's defaults (4-node Gauss-Legendre panels, tolerance
-0.01), AttnLRP and CP-LRP (one forward and one backward pass each), and input x gradient, their plain-gradient
-counterpart. The time ratios are to integrated gradients measured in the same run (best of --repeats); the
+0.01), AttnLRP and CP-LRP (one forward and one backward pass each), DecompX's logit parts (``decompx_logit``: one
+traced pass, the decomposition, one pass through the head) and input x gradient, the plain-gradient counterpart. The time ratios are to integrated gradients measured in the same run (best of --repeats); the
 mean Spearman rho of each reference's word scores with integrated gradients' is printed beside them.
 
     python bench/bench_lrp.py [--sentences 64] [--repeats 3]
@@ -24,7 +24,7 @@ from scipy.stats import spearmanr
 
 #: notebook 08's integrated-gradients settings (its parameters cell: ig_steps, ig_tolerance, batch_size, max_tokens)
 IG_STEPS, IG_TOLERANCE, BATCH_SIZE, MAX_TOKENS = 4, 0.01, 8, 48
-REFERENCES = ("integrated_gradients", "attnlrp", "cp_lrp", "input_x_gradient")
+REFERENCES = ("integrated_gradients", "attnlrp", "cp_lrp", "decompx_logit", "input_x_gradient")
 
 
 def classifier() -> object:
@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertology_utils.data import resolve_task
-    from bertology_utils.interventions import lrp  # noqa: F401  registers attnlrp and cp_lrp
+    from bertology_utils.interventions import lrp, mixing  # noqa: F401  register attnlrp, cp_lrp and decompx_logit
     from bertology_utils.interventions.attribution import predicted_labels
     from bertology_utils.interventions.objectives import token_batches
     from bertology_utils.interventions.references import REFERENCE_REGISTRY, ReferenceSettings

@@ -5,7 +5,8 @@
    "rollout", "norm") through the same pipeline: iter_attention with the same batch size and
    word conversion, consumed without keeping the results. Target: each < 2 x plain.
    Informative, on smaller subsets (--subset, --vz-subset), each against plain extraction of the
-   same sentences: ALTI ("alti"), GlobEnc ("globenc", ALTI's vectors through the second layer norm)
+   same sentences: ALTI ("alti"), GlobEnc ("globenc", ALTI's vectors through the second layer norm),
+   DecompX ("decompx", one vector per input token through every layer: about T forward passes for T tokens)
    and value zeroing ("value_zeroing", one layer pass per token).
 2. Attention flow (O(n^4) per item: L n^2 maximum flows), limited to mixing.FLOW_MAX_TOKENS tokens:
    seconds per item of attention_flow for real EWT sentences of about --flow-lengths tokens
@@ -147,7 +148,10 @@ def peak_rss(n: int, batch_size: int, repeat: int = 1, method: str = "rollout") 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="sentences for the rollout / norm cost (default 1000)")
-    parser.add_argument("--subset", type=int, default=200, help="sentences for the ALTI and GlobEnc cost (default 200)")
+    parser.add_argument(
+        "--subset", type=int, default=200, help="sentences for the ALTI, GlobEnc and DecompX cost (default 200)"
+    )
+    parser.add_argument("--only", default=None, help="comma-separated informative methods to time (default: all)")
     parser.add_argument("--vz-subset", type=int, default=64, help="sentences for value zeroing (default 64)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2, help="runs per measurement; the fastest counts")
@@ -209,7 +213,15 @@ def main() -> None:
             f"| {name} maps, {n:,} EWT dev sentences | {main_t[name]:.1f} s vs {plain:.1f} s plain | "
             f"**{ratio:.2f}x** plain extraction (target < 2x) |"
         )
-    for name, size in (("alti", args.subset), ("globenc", args.subset), ("value_zeroing", args.vz_subset)):
+    informative = (
+        ("alti", args.subset),
+        ("globenc", args.subset),
+        ("decompx", args.subset),
+        ("value_zeroing", args.vz_subset),
+    )
+    for name, size in informative:
+        if args.only and name not in args.only.split(","):
+            continue
         sub = corpus[: min(size, n)]
         consume(sub[: min(8, len(sub))], loaded, bs, MixingMaps(name))  # warm-up
         t = timed(sub, loaded, bs, {"plain": None, name: MixingMaps(name)}, args.repeats)

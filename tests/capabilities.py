@@ -72,6 +72,7 @@ CAPABILITIES = {
     "rollout, flow": lambda loaded, folder: _mixing("rollout", "flow")(loaded),
     "norms, ALTI": lambda loaded, folder: _mixing("norm", "alti")(loaded),
     "value zeroing": lambda loaded, folder: _mixing("value_zeroing")(loaded),
+    "DecompX": lambda loaded, folder: _mixing("decompx")(loaded),
     "integrated gradients (inputs)": _integrated_gradients,
 }
 

@@ -1,7 +1,7 @@
 """Beyond raw attention weights: the context-mixing papers' claims, checked against our numbers.
 
-Kobayashi et al. 2020 (norm-weighted attention), Abnar & Zuidema 2020 (rollout and flow) and
-Mohebbi et al. 2023 (value zeroing); paper values are from ../shared/reference/papers.md. The
+Kobayashi et al. 2020 (norm-weighted attention), Abnar & Zuidema 2020 (rollout and flow),
+Mohebbi et al. 2023 (value zeroing) and Modarressi et al. 2023 (DecompX); paper values are from ../shared/reference/papers.md. The
 numbers come from :mod:`bertology_utils.interventions.mixing`: per-layer shares of attention on
 special tokens, and the per-item Spearman correlations of :func:`~bertology_utils.interventions.mixing.faithfulness`.
 The faithfulness claims are judged on a fine-tuned classifier: the notebook passes them through
@@ -33,10 +33,12 @@ __all__ = [
     "KOBAYASHI",
     "ABNAR",
     "MOHEBBI",
+    "MODARRESSI",
     "ABNAR_TABLE",
     "norm_discounts_special_tokens",
     "rollout_and_flow_beat_raw",
     "value_zeroing_agrees_best",
+    "decompx_agrees_best",
     "faithfulness_claims_by_seed",
     "paired_rho",
 ]
@@ -44,6 +46,7 @@ __all__ = [
 KOBAYASHI = "Kobayashi et al. 2020"
 ABNAR = "Abnar & Zuidema 2020"
 MOHEBBI = "Mohebbi et al. 2023"
+MODARRESSI = "Modarressi et al. 2023"
 #: Abnar & Zuidema's last-layer Spearman correlations (verb-agreement model; SST-2 DistilBERT for gradients).
 ABNAR_TABLE = {
     "blank_out": "raw 0.29, rollout 0.71, flow 0.70 (last layer; layer 3: -0.11, 0.51, 0.70)",
@@ -201,25 +204,27 @@ def rollout_and_flow_beat_raw(
     )
 
 
-def value_zeroing_agrees_best(
+def _agrees_best(
     table: pd.DataFrame,
     reference: str,
     layer: int,
+    method: str,
+    rivals: Sequence[str],
     *,
-    method: str = "value_zeroing_rollout",
-    rivals: Sequence[str] = ("attention", "rollout", "norm_layer"),
-    alpha: float = 0.05,
-    task: str = "",
-    seed: int = 0,
+    claim: tuple[str, str, str, str],
+    alpha: float,
+    task: str,
+    seed: int,
 ) -> Claim:
-    """Mohebbi et al.: value zeroing agrees with ``reference`` better than raw, rollout and norm-based maps.
+    """``method`` agrees with ``reference`` better than every one of ``rivals`` at ``layer``, paired by item.
 
-    Paired by item at ``layer``. The statistic is the margin over the closest rival: the minimum over ``rivals``
-    of the mean per-item rho difference ``method`` - rival, with a percentile bootstrap interval over items
-    (``seed``; the rivals resampled together, item by item) at level 1 - ``alpha``. Holds when the interval lies
-    above 0 (``method`` beats every rival), differs when it lies at or below 0 (some rival is at least as good),
-    inconclusive when it straddles 0. ``beaten`` counts the rivals whose own interval of the mean difference lies
-    above 0. Not testable with fewer than ``MIN_ITEMS`` items having every method.
+    The statistic is the margin over the closest rival: the minimum over ``rivals`` of the mean per-item rho
+    difference ``method`` - rival, with a percentile bootstrap interval over items (``seed``; the rivals resampled
+    together, item by item) at level 1 - ``alpha``. Holds when the interval lies above 0 (``method`` beats every
+    rival), differs when it lies at or below 0 (some rival is at least as good), inconclusive when it straddles 0.
+    ``beaten`` counts the rivals whose own interval of the mean difference lies above 0. Not testable with fewer
+    than ``MIN_ITEMS`` items having every method (a method the model refused has none). ``claim``: the claim's
+    id prefix, statement, paper and what the paper found.
     """
     wide = paired_rho(table, reference, layer, (method, *rivals))
     n = len(wide)
@@ -240,12 +245,12 @@ def value_zeroing_agrees_best(
         interval = Interval(math.nan, math.nan, level, f"bootstrap over {n} items")
         beaten = []
         verdict = Verdict.NOT_TESTABLE
-    suffix = f".{task}" if task else ""
+    prefix, statement, paper, expected = claim
     return Claim(
-        f"value_zeroing_best.{reference}.layer{layer}{suffix}",
-        f"Value zeroing agrees with {reference_title(reference)} better than raw, rollout and norm-based maps",
-        MOHEBBI,
-        "higher correlation than the other maps",
+        f"{prefix}.{reference}.layer{layer}" + (f".{task}" if task else ""),
+        statement.format(reference=reference_title(reference)),
+        paper,
+        expected,
         ", ".join(f"{m} {v:.2f}" for m, v in means.items())
         + f" (mean Spearman, layer {layer}, {n} items); margin over the closest rival {interval}",
         verdict,
@@ -258,13 +263,60 @@ def value_zeroing_agrees_best(
     )
 
 
+def value_zeroing_agrees_best(
+    table: pd.DataFrame,
+    reference: str,
+    layer: int,
+    *,
+    method: str = "value_zeroing_rollout",
+    rivals: Sequence[str] = ("attention", "rollout", "norm_layer"),
+    alpha: float = 0.05,
+    task: str = "",
+    seed: int = 0,
+) -> Claim:
+    """Mohebbi et al.: value zeroing agrees with ``reference`` better than raw, rollout and norm-based maps, by the
+    margin over the closest rival (:func:`_agrees_best`; ``table``: :func:`~bertology_utils.interventions.mixing.
+    faithfulness` rows)."""
+    claim = (
+        "value_zeroing_best",
+        "Value zeroing agrees with {reference} better than raw, rollout and norm-based maps",
+        MOHEBBI,
+        "higher correlation than the other maps",
+    )
+    return _agrees_best(table, reference, layer, method, rivals, claim=claim, alpha=alpha, task=task, seed=seed)
+
+
+def decompx_agrees_best(
+    table: pd.DataFrame,
+    reference: str,
+    layer: int,
+    *,
+    method: str = "decompx",
+    rivals: Sequence[str] = ("globenc", "alti"),
+    alpha: float = 0.05,
+    task: str = "",
+    seed: int = 0,
+) -> Claim:
+    """Modarressi et al. 2023: DecompX, whose decomposition goes through the feed-forward blocks, agrees with
+    ``reference`` better than the vector-based maps that leave them out (GlobEnc, ALTI), by the margin over the
+    closest rival (:func:`_agrees_best`). The paper's own test perturbs the input by DecompX's ranking with the
+    classifier head included; this one reads the map's first-token row, as every map here is read."""
+    claim = (
+        "decompx_best",
+        "DecompX, carried through the feed-forward blocks, agrees with {reference} better than GlobEnc and ALTI",
+        MODARRESSI,
+        "more faithful than GlobEnc and ALTI (input perturbation, with the classifier head)",
+    )
+    return _agrees_best(table, reference, layer, method, rivals, claim=claim, alpha=alpha, task=task, seed=seed)
+
+
 def faithfulness_claims_by_seed(
     tables: Mapping[int, pd.DataFrame], scores: Mapping[int, float], majority: float, layer: int, *, task: str
 ) -> list[Claim]:
     """The faithfulness claims on each seed's classifier, each joined over the seeds.
 
-    Abnar & Zuidema's ordering against blank-out and against input x gradient, and Mohebbi et al.'s value
-    zeroing against blank-out; a classifier that does not beat the majority class makes none
+    Abnar & Zuidema's ordering against blank-out and against input x gradient, Mohebbi et al.'s value
+    zeroing and Modarressi et al.'s DecompX against blank-out; a classifier that does not beat the majority class makes none
     (:func:`~bertology_utils.papers.claims.on_classifier`).
 
     :param tables: each seed's :func:`~bertology_utils.interventions.mixing.faithfulness` rows, the first seed's
@@ -273,7 +325,7 @@ def faithfulness_claims_by_seed(
     :param majority: the task's majority-class dev score.
     :param layer: the layer the maps are judged at.
     :param task: the task's name.
-    :returns: the three claims, each over the seeds.
+    :returns: the four claims, each over the seeds.
     """
     return claims_over_seeds(
         [
@@ -284,6 +336,7 @@ def faithfulness_claims_by_seed(
                     for reference in ("blank_out", "input_x_gradient")
                 ),
                 value_zeroing_agrees_best(t, "blank_out", layer, task=task),
+                decompx_agrees_best(t, "blank_out", layer, task=task),
             )
         ]
         for s, t in tables.items()

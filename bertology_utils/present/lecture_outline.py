@@ -186,9 +186,10 @@ LECTURE: tuple[Topic, ...] = (
     ),
     Topic(
         "Which map explains the prediction?",
-        "Abnar & Zuidema 2020; Mohebbi et al. 2023",
-        "Rollout, flow and value zeroing agree with attribution methods better than raw attention.",
-        ("rollout_flow_beat_raw.*", "value_zeroing_best.*"),
+        "Abnar & Zuidema 2020; Mohebbi et al. 2023; Modarressi et al. 2023",
+        "Rollout and flow agree with attribution methods better than raw attention; value zeroing and DecompX, "
+        "better than the other maps.",
+        ("rollout_flow_beat_raw.*", "value_zeroing_best.*", "decompx_best.*"),
         ("08_context_mixing", "faithfulness_by_layer"),
     ),
     Topic(

@@ -28,7 +28,7 @@ LONG_STAGES = {
         "attention",
         "norm",
         "fine-tune SST-2",
-        "attention+norm_layer+rollout+flow+alti+globenc+value_zeroing+value_zeroing_rollout",
+        "attention+norm_layer+rollout+flow+alti+globenc+decompx+value_zeroing+value_zeroing_rollout",
         "word references",
     ],
     "10_sinks": ["sinks", "sink interventions"],

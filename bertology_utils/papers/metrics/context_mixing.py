@@ -4,6 +4,7 @@ from bertology_utils.papers.metrics.base import Kind, Metric
 
 _ROLLOUT = "mixing.claims.rollout_flow_beat_raw.{reference}.layer{layer}.{task}"
 _VZ = "mixing.claims.value_zeroing_best.{reference}.layer{layer}.{task}"
+_DX = "mixing.claims.decompx_best.{reference}.layer{layer}.{task}"
 _NORM = "mixing.claims.norm_discounts_special_tokens"
 
 METRICS = (
@@ -135,4 +136,18 @@ METRICS = (
         "rival maps value zeroing beats (bootstrap interval over examples of the mean rho difference above 0)",
     ),
     Metric(_VZ + ".n_items", Kind.EXACT, "count", "examples having every compared map, paired in the tests"),
+    # claims' numbers: Modarressi et al. 2023 (the fine-tuned classifier)
+    Metric(
+        _DX + ".rho.{method}",
+        Kind.TRAINED,
+        "Spearman rho",
+        "mean per-example rank correlation of the method's map (DecompX, GlobEnc, ALTI) with the reference at the layer",
+    ),
+    Metric(
+        _DX + ".beaten",
+        Kind.TRAINED,
+        "count",
+        "rival maps DecompX beats (bootstrap interval over examples of the mean rho difference above 0)",
+    ),
+    Metric(_DX + ".n_items", Kind.EXACT, "count", "examples having every compared map, paired in the tests"),
 )

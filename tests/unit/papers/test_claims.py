@@ -449,6 +449,9 @@ CLASSIFIER_CLAIMS = {
         "blank_out",
         6,
     ),
+    "08 decompx_agrees_best": lambda: context_mixing.decompx_agrees_best(
+        _faithfulness({m: _RHO + 0.3 * (m == "decompx") for m in ("decompx", "globenc", "alti")}), "blank_out", 6
+    ),
 }
 
 

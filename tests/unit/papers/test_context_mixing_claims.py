@@ -137,10 +137,25 @@ def test_value_zeroing_with_noisy_items_is_inconclusive_and_few_items_not_testab
     assert few.verdict == Verdict.NOT_TESTABLE and few.values["beaten"] == 0 and not few.interval.finite
 
 
+def test_decompx_against_globenc_and_alti_and_not_testable_without_its_maps():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0, 0.3, size=20)
+    rhos = {"decompx": base + 0.2, "globenc": base + 0.1, "alti": base, "attention": base + 0.5}
+    claim = context_mixing.decompx_agrees_best(table(rhos), "blank_out", 6, task="SST-2")
+    assert claim.id == "decompx_best.blank_out.layer6.SST-2" and claim.paper == context_mixing.MODARRESSI
+    assert claim.verdict == Verdict.HOLDS and claim.values["beaten"] == 2  # raw attention is no rival here
+    assert claim.interval.low == pytest.approx(0.1) and "globenc, alti" in claim.rule
+    rhos["globenc"] = base + 0.25
+    assert context_mixing.decompx_agrees_best(table(rhos), "blank_out", 6).verdict == Verdict.DIFFERS
+    refused = table({m: v for m, v in rhos.items() if m != "decompx"})  # ModernBERT: no DecompX maps
+    assert context_mixing.decompx_agrees_best(refused, "blank_out", 6).verdict == Verdict.NOT_TESTABLE
+
+
 def test_faithfulness_claims_are_made_on_every_seed_and_joined():
     base = np.random.default_rng(2).uniform(0, 0.3, size=20)
     rhos = {"attention": base, "rollout": base + 0.2, "flow": base + 0.2, "value_zeroing_rollout": base + 0.3}
     rhos["norm_layer"] = base
+    rhos.update(decompx=base + 0.1, globenc=base, alti=base)
     both = pd.concat([table(rhos), table(rhos, reference="input_x_gradient")])
     tables = {0: both, 1: both}
     claims = context_mixing.faithfulness_claims_by_seed(tables, {0: 0.9, 1: 0.5}, 0.5, 6, task="SST-2")
@@ -148,6 +163,7 @@ def test_faithfulness_claims_are_made_on_every_seed_and_joined():
         "rollout_flow_beat_raw.blank_out.layer6.SST-2",
         "rollout_flow_beat_raw.input_x_gradient.layer6.SST-2",
         "value_zeroing_best.blank_out.layer6.SST-2",
+        "decompx_best.blank_out.layer6.SST-2",
     ]
     assert all(c.seeds.n == 2 and c.seeds.not_testable == 1 for c in claims)
     assert claims[0].verdict == Verdict.HOLDS

@@ -308,8 +308,11 @@ def test_runs_under_perturbations_pass_the_small_references(tmp_path):
             references = read_references(SMALL)
             rows = [row for stem, found in metrics.items() for row in compare_metrics(stem, references[stem], found)]
             verdicts = [row for row in rows if row.kind == Kind.VERDICT.value]
-            assert verdicts and all(row.status == regression.OK for row in verdicts), [
-                row for row in verdicts if row.status != regression.OK
+            # Only a CPU with native bf16 writes this run (perturb.BF16_FLAGS), so a claim added by a refresh on
+            # another CPU has no verdict in it until a refresh there: such a verdict is missing, never different.
+            checked = [row for row in verdicts if row.status != regression.MISSING]
+            assert checked and all(row.status == regression.OK for row in checked), [
+                row for row in checked if row.status != regression.OK
             ]
             continue
         result = check_run(run_from(tmp_path / name, metrics), SMALL)
