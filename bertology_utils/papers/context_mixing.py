@@ -1,7 +1,7 @@
 """Beyond raw attention weights: the context-mixing papers' claims, checked against our numbers.
 
-Kobayashi et al. 2020 (norm-weighted attention), Abnar & Zuidema 2020 (rollout and flow),
-Mohebbi et al. 2023 (value zeroing) and Modarressi et al. 2023 (DecompX); paper values are from ../shared/reference/papers.md. The
+Kobayashi et al. 2020 (norm-weighted attention), Abnar & Zuidema 2020 (rollout and flow), Mohebbi et al. 2023
+(value zeroing) and Modarressi et al. 2023 (DecompX); paper values are from ../shared/reference/papers.md. The
 numbers come from :mod:`bertology_utils.interventions.mixing`: per-layer shares of attention on
 special tokens, and the per-item Spearman correlations of :func:`~bertology_utils.interventions.mixing.faithfulness`.
 The faithfulness claims are judged on a fine-tuned classifier: the notebook passes them through
@@ -315,9 +315,9 @@ def faithfulness_claims_by_seed(
 ) -> list[Claim]:
     """The faithfulness claims on each seed's classifier, each joined over the seeds.
 
-    Abnar & Zuidema's ordering against blank-out and against input x gradient, Mohebbi et al.'s value
-    zeroing and Modarressi et al.'s DecompX against blank-out; a classifier that does not beat the majority class makes none
-    (:func:`~bertology_utils.papers.claims.on_classifier`).
+    Abnar & Zuidema's ordering against blank-out and against input x gradient, Mohebbi et al.'s value zeroing
+    and Modarressi et al.'s DecompX against blank-out; a classifier that does not beat the majority class makes
+    none (:func:`~bertology_utils.papers.claims.on_classifier`).
 
     :param tables: each seed's :func:`~bertology_utils.interventions.mixing.faithfulness` rows, the first seed's
         first.
