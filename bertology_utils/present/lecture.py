@@ -83,6 +83,9 @@ Reveal.on("slidechanged", function (event) { bertologyFit(event.currentSlide); }
 _LECTURE_CSS = """
 .reveal { font-size: 26px; }
 .reveal .slides section { text-align: left; height: 100%; }
+/* the PDF lays a slide out as the screen does, from the top: reveal's print layout centres it by a height it
+   measures before the page's print styles apply, which can push a full slide's foot off the page */
+html.print-pdf .reveal .slides section { top: 0 !important; }
 .reveal h1 { font-size: 1.9em; line-height: 1.15; margin: 0 0 0.4em 0; text-transform: none; }
 .reveal h2 { font-size: 1.45em; margin: 0 0 0.3em 0; text-transform: none; }
 .reveal .title-slide h1 { margin-top: 110px; }
@@ -92,7 +95,6 @@ _LECTURE_CSS = """
 .reveal table { border-collapse: collapse; margin: 0.4em 0; }
 .reveal table th, .reveal table td { border-bottom: 1px solid #ddd; padding: 0.2em 0.45em; vertical-align: top; text-align: left; }
 .reveal table.facts { font-size: 0.8em; }
-.reveal table.overview { font-size: 0.78em; }
 .reveal table.pvo { font-size: 0.7em; line-height: 1.25; width: 100%; }
 .reveal .lead { font-size: 0.92em; line-height: 1.3; margin: 0 0 0.4em 0; }
 .reveal .lead .found { color: #666; font-style: italic; }

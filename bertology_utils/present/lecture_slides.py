@@ -9,6 +9,7 @@ lacks what a slide needs, the slide says so and why.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -37,6 +38,12 @@ _PER_CLOSING_SLIDE = 6
 _CLAIM_CHARS = 90
 #: Characters of a claim's interval and seed count on a slide (the interval without its method is about 40).
 _UNCERTAINTY_CHARS = 50
+#: The question slide's overview, one row per paper: its type size, the pixels between the question and the menu
+#: button it may fill at that size, and what it takes there (as measured in Chromium): the header, each row's
+#: padding and each of its lines; a paper's name wraps at about _PAPER_CHARS characters, the runs' badges together
+#: at about _BADGE_CHARS (a badge: its text and 3 for its padding). A taller table's type shrinks in proportion.
+OVERVIEW_EM = 0.78
+_OVERVIEW_PX, _HEADER_PX, _ROW_PX, _LINE_PX, _PAPER_CHARS, _BADGE_CHARS = 550, 32, 8, 27, 50, 80
 
 
 def _esc(text: object) -> str:
@@ -228,8 +235,11 @@ def question_slide(runs: Sequence[LectureRun]) -> str:
         f"<tr><td>{_esc(paper)}</td>" + "".join(f"<td>{_pills(found)}</td>" for found in per_run) + "</tr>"
         for paper, per_run in papers.items()
     )
+    size = OVERVIEW_EM * min(1.0, _OVERVIEW_PX / _overview_px(papers, len(runs)))
     table = (
-        f'<table class="overview">{header}{rows}</table>' if papers else _missing_box("No notebook recorded a claim.")
+        f'<table class="overview" style="font-size: {size:.3f}em">{header}{rows}</table>'
+        if papers
+        else _missing_box("No notebook recorded a claim.")
     )
     body = (
         "<h2>The question</h2>"
@@ -242,6 +252,21 @@ def question_slide(runs: Sequence[LectureRun]) -> str:
         "or not testable (the data here cannot show it)."
     )
     return _slide(body, notes, "question-slide", ' data-slide="question"')
+
+
+def _overview_px(papers: dict[str, list[list[dict]]], runs: int) -> float:
+    """The overview's estimated height at :data:`OVERVIEW_EM` (see its constants): each row as tall as its name's
+    lines or its widest run's badges' lines."""
+
+    def badge_lines(claims: list[dict]) -> int:
+        chars = sum(len(f"{n} {v}") + 3 for v, n in _counts(claims)) if claims else len("none") + 3
+        return math.ceil(chars * runs / _BADGE_CHARS)
+
+    rows = (
+        max(math.ceil(len(paper) / _PAPER_CHARS), *(badge_lines(found) for found in per_run))
+        for paper, per_run in papers.items()
+    )
+    return _HEADER_PX + sum(_ROW_PX + _LINE_PX * lines for lines in rows)
 
 
 def _pills(claims: list[dict]) -> str:
