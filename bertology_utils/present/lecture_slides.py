@@ -41,8 +41,9 @@ _UNCERTAINTY_CHARS = 50
 #: The question slide's overview, one row per paper: its type size, the pixels between the question and the menu
 #: button it may fill at that size, and what it takes there (as measured in Chromium): the header, each row's
 #: padding and each of its lines; a paper's name wraps at about _PAPER_CHARS characters, the runs' badges together
-#: at about _BADGE_CHARS (a badge: its text and 3 for its padding). A taller table's type shrinks in proportion.
-OVERVIEW_EM = 0.78
+#: at about _BADGE_CHARS (a badge: its text and 3 for its padding). A taller table's type shrinks in proportion,
+#: to OVERVIEW_MIN_EM at the least: there a badge (0.9 of it) is still 16 px, the decks' smallest text.
+OVERVIEW_EM, OVERVIEW_MIN_EM = 0.78, 0.7
 _OVERVIEW_PX, _HEADER_PX, _ROW_PX, _LINE_PX, _PAPER_CHARS, _BADGE_CHARS = 550, 32, 8, 27, 50, 80
 
 
@@ -235,7 +236,7 @@ def question_slide(runs: Sequence[LectureRun]) -> str:
         f"<tr><td>{_esc(paper)}</td>" + "".join(f"<td>{_pills(found)}</td>" for found in per_run) + "</tr>"
         for paper, per_run in papers.items()
     )
-    size = OVERVIEW_EM * min(1.0, _OVERVIEW_PX / _overview_px(papers, len(runs)))
+    size = max(OVERVIEW_MIN_EM, OVERVIEW_EM * min(1.0, _OVERVIEW_PX / _overview_px(papers, len(runs))))
     table = (
         f'<table class="overview" style="font-size: {size:.3f}em">{header}{rows}</table>'
         if papers
