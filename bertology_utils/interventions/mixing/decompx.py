@@ -145,10 +145,11 @@ def decompose(loaded: Model, traces: Sequence[LayerTrace]) -> Iterator[torch.Ten
         block = _attention(model, layer, t, parts)
         out = torch.empty_like(block)
         width = architectures.feed_forward(model, layer)[0].out_features
+        first_input, second_input = t.hidden + t.dense, t.normed + t.ffn  # the two norms' real inputs
         for rows in row_chunks(t.hidden.shape[0], t.hidden.shape[1], width):
-            normed = _layer_norm(model, layer, t.hidden + t.dense, block[:, rows], rows, out=False)
+            normed = _layer_norm(model, layer, first_input, block[:, rows], rows, out=False)
             summed = normed + _feed_forward(model, layer, t.normed[:, rows], normed)
-            out[:, rows] = _layer_norm(model, layer, t.normed + t.ffn, summed, rows, out=True)
+            out[:, rows] = _layer_norm(model, layer, second_input, summed, rows, out=True)
         parts = out
         yield parts
 
