@@ -40,8 +40,9 @@ def store_items(layers, heads, lengths, seed):
 def make_run(
     root, name="run", layers=2, heads=3, seed=0, model="tiny/model", store=True, corpus="c0", lengths=(14, 13, 15, 9)
 ):
-    """A run of notebooks 05, 06 and 07 recording per-head metrics, 03 that skipped its coreference
-    section, and with ``store`` 00's attention store of sentences of ``lengths`` words (specials included)."""
+    """A run of notebooks 05, 06 and 07 recording per-head metrics, 04 and 10 recording per-state ones, 03
+    that skipped its coreference section, and with ``store`` 00's attention store of sentences of ``lengths``
+    words (specials included)."""
     rng = np.random.default_rng(seed)
     run = root / name
     shape = {"num_layers": layers, "num_heads": heads}
@@ -98,12 +99,31 @@ def make_run(
             "clustering.head.nearest_distance": [[[0.5] for _ in range(heads)] for _ in range(layers)],
         },
     )
+    # a hidden state's metrics: one key per state (the last layer's missing), and a list over the states
+    write_json(
+        run / "04_probes" / "metrics.json",
+        {
+            "probes.model": model,
+            **{f"probes.structural.distance.layer_{s}.test_uuas": round(float(rng.random()), 6) for s in range(layers)},
+            "probes.structural.distance.layer_1.dev_uuas": 0.5,  # another split: not a column
+            "probes.structural.distance.layer_1.rank_4.test_uuas": 0.5,  # the rank sweep: not a column
+        },
+    )
+    write_json(
+        run / "10_sinks" / "metrics.json",
+        {
+            "sinks.model": model,
+            "sinks.outliers_by_state": rng.random(layers + 1).round(6).tolist(),
+            "sinks.ratio_by_state": rng.random(layers).tolist(),  # not one per state: not a column
+        },
+    )
     write_json(run / "03_syntax_coref" / "metrics.json", {"syntax.model": model})
     write_json(
         run / "03_syntax_coref" / "skipped.json",
         {"everything": False, "sections": [{"section": "coref", "reason": "GAP data missing"}]},
     )
-    entries = [{"name": n, "status": "ok"} for n in ("03_syntax_coref", "05_clustering", "06_pruning", "07_head_roles")]
+    names = ("03_syntax_coref", "04_probes", "05_clustering", "06_pruning", "07_head_roles", "10_sinks")
+    entries = [{"name": n, "status": "ok"} for n in names]
     if store:
         items = store_items(layers, heads, lengths, seed)
         metadata = {"model": {"name": model, **shape}, "corpus": {"name": "toy", "sha256": corpus}}
@@ -135,6 +155,19 @@ def assert_cells_are_recorded(atlas, folders: dict) -> int:
         for row in rows.itertuples():
             path = folder / row.notebook / "metrics.json"
             metrics = _flat(json.loads(path.read_text())) if path.is_file() else {}
+            if "{layer}" in row.metric:  # one key per hidden state: each layer's heads show its output's
+                for layer, cells in part.groupby("layer")[row.column]:
+                    expected = metrics.get(row.metric.format(layer=layer))
+                    assert cells.isna().all() if expected is None else (cells == expected).all(), (run, row.column)
+                    compared += len(cells)
+                continue
+            if row.metric in metrics and row.metric.endswith("_by_state"):
+                value = np.repeat(
+                    np.array(metrics[row.metric][1:], dtype=object), len(part) // (len(metrics[row.metric]) - 1)
+                )
+                assert list(part[row.column]) == list(value), (run, row.column)
+                compared += len(part)
+                continue
             if row.metric not in metrics:
                 assert part[row.column].isna().all(), (run, row.column)
                 continue

@@ -18,7 +18,8 @@ the cards (from a store the run already wrote, ``00_tour``'s by default):
 Column descriptions live in :data:`~bertology_utils.present.atlas_columns.COLUMNS`, one
 :class:`~bertology_utils.present.atlas_columns.ColumnSpec` per metric declaration it reads
 (:mod:`bertology_utils.papers.metrics`); a ``(layers, heads)`` metric no spec describes still
-becomes a column, named after its key.
+becomes a column, named after its key. A few columns are a layer's rather than a head's (the structural
+probes, the outlier activations): every head of a layer shows the hidden state its layer writes.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ OPERATORS = ("ge", "le", "gt", "lt", "eq", "ne", "top", "bottom")
 #: Nearest heads listed per head (notebook 05's distances).
 _NEAREST = "clustering.head.nearest"
 _NEAREST_DISTANCE = "clustering.head.nearest_distance"
+#: the columns a scalar can feed: one key per hidden state
+_STATE_COLUMNS = tuple(spec for spec in COLUMNS if spec.per_state)
 
 
 @dataclass(frozen=True)
@@ -252,14 +255,35 @@ def _read_run(folder: Path, run_id: str) -> _Run:
     return run
 
 
-def _add_column(run: _Run, notebook: str, key: str, value: object, flat: Mapping) -> None:
-    if not isinstance(value, list):  # no grid: not worth looking its declaration up
+def _add_state_column(
+    run: _Run, spec: ColumnSpec, groups: Mapping[str, str], key: str, value: object, notebook: str
+) -> None:
+    """Spread a per-state metric over the heads of each layer (:attr:`ColumnSpec.per_state`)."""
+    name = _format(spec.name, groups)
+    if isinstance(value, list):
+        states = _as_grid(value, (run.layers + 1,))
+        if states is None or states.dtype == object:
+            return
+        run.columns[name] = np.repeat(states[1:, None], run.heads, axis=1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and groups.get("layer", "").isdigit():
+        state = int(groups["layer"])
+        if not 1 <= state <= run.layers:  # the embeddings (0) have no heads
+            return
+        run.columns.setdefault(name, np.full((run.layers, run.heads), np.nan))[state - 1] = value
+    else:
         return
+    run.sources[name] = (spec, key, notebook)
+
+
+def _add_column(run: _Run, notebook: str, key: str, value: object, flat: Mapping) -> None:
     shape = (run.layers, run.heads)
-    for spec in COLUMNS:
+    for spec in COLUMNS if isinstance(value, list) else _STATE_COLUMNS:  # a grid is a list
         groups = spec.match(key)
         if groups is None:
             continue
+        if spec.per_state:
+            _add_state_column(run, spec, groups, key, value, notebook)
+            return
         if spec.along is not None:
             labels = flat.get(_format(spec.along, groups))
             grid = _as_grid(value, (len(labels), *shape)) if isinstance(labels, list) else None
@@ -368,7 +392,7 @@ class Atlas:
                     "notebook": notebook,
                     "paper": spec.paper if spec else "",
                     "paper_value": spec.paper_value or "" if spec else "",
-                    "metric": key,
+                    "metric": spec.metric_of(key) if spec else key,
                     "status": "recorded",
                     "reason": "",
                 }

@@ -35,6 +35,11 @@ class ColumnSpec:
     recorded under those keys, or under keys starting with them and a dot, read the column). ``along``
     names a sibling metric (a template like ``name``) whose values label the leading axis of a
     ``(n, layers, heads)`` metric: one column per value, filled in as ``{along}``.
+
+    ``per_state`` marks a metric of the hidden states rather than the heads: a list of ``layers + 1``
+    values (the embeddings first), or one key per state whose ``{layer}`` field counts from 0 for the
+    embeddings. Every head of a layer shows the state its layer writes (its output), so such a column is
+    constant along each layer; the embeddings have no heads and are left out.
     """
 
     metric: str
@@ -47,6 +52,7 @@ class ColumnSpec:
     claims: tuple[str, ...] = ()
     along: str | None = None
     values: Mapping[str, str] = field(default_factory=dict, hash=False)
+    per_state: bool = False
 
     @cached_property
     def declaration(self) -> Metric:
@@ -72,6 +78,13 @@ class ColumnSpec:
     def fields(self) -> set[str]:
         """The names the templates may use: the declaration's placeholders and ``values``."""
         return set(self.declaration.pattern.groupindex) | set(self.values)
+
+    def metric_of(self, key: str) -> str:
+        """The metric a column fed by ``key`` shows: ``key``, or for one key per state the keys' template."""
+        groups = self.match(key)
+        if not self.per_state or groups is None or "layer" not in groups:
+            return key
+        return self.metric.format_map({**groups, "layer": "{layer}"})
 
     def match(self, key: str) -> dict[str, str] | None:
         """The values of the column's fields when ``key`` feeds it, else None."""
@@ -120,6 +133,8 @@ _CLARK = "Clark et al. 2019"
 _KOVALEVA = "Kovaleva et al. 2019"
 _MICHEL = "Michel et al. 2019"
 _VOITA = "Voita et al. 2019"
+#: both read the full-rank distance probe's test UUAS per layer
+_STRUCTURAL_CLAIMS = ("probes.claims.structural.peak_in_middle", "probes.claims.structural.vectors_beat_maps")
 
 
 COLUMNS: tuple[ColumnSpec, ...] = (
@@ -490,5 +505,43 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         "Clark et al. 2019",
         paper_value="heads that park their attention on [SEP], [CLS] or punctuation",
         claims=("sinks.claims.no_op.removal_matters_less",),
+    ),
+    *(
+        ColumnSpec(
+            f"sinks.{metric}_by_state",
+            f"sinks.{metric}_out",
+            label,
+            "10_sinks",
+            "Bondarenko et al. 2023",
+            f"{meaning} in the hidden state the head's layer writes (all its heads together)",
+            "outliers in a few dimensions, on the delimiter tokens",
+            ("sinks.claims.bondarenko.sinks_on_outlier_token",),
+            per_state=True,
+        )
+        for metric, label, meaning in (
+            ("outliers", "outliers in the layer's output", "outlier activations per sentence"),
+            ("ratio", "largest activation in the layer's output", "the largest activation over the median magnitude"),
+        )
+    ),
+    *(
+        ColumnSpec(
+            f"probes.structural.{probe}.layer_{{layer}}.{{split}}_{metric}",
+            f"structural.{metric}",
+            f"{what} in the layer's output ({name})",
+            "04_probes",
+            "Hewitt & Manning 2019",
+            f"{name} of the {probe} probe fitted on the hidden state the head's layer writes (all its heads "
+            "together), on the test split",
+            "highest in the middle layers",
+            claims,
+            values={"split": "test"},
+            per_state=True,
+        )
+        for probe, metric, name, what, claims in (
+            ("distance", "uuas", "UUAS", "tree distances", _STRUCTURAL_CLAIMS),
+            ("distance", "dspr", "DSpr", "tree distances", ()),
+            ("depth", "root_acc", "root%", "tree depths", ()),
+            ("depth", "nspr", "NSpr", "tree depths", ()),
+        )
     ),
 )

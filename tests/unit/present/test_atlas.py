@@ -201,7 +201,8 @@ def test_an_older_run_without_per_head_metrics_says_so(tmp_path):
     run = make_run(tmp_path, store=False)
     for path in run.glob("*/metrics.json"):
         data = json.loads(path.read_text())
-        path.write_text(json.dumps({k: v for k, v in data.items() if not isinstance(v, list)}))
+        kept = {k: v for k, v in data.items() if not isinstance(v, list) and ".structural." not in k}
+        path.write_text(json.dumps(kept))  # no grids, and none of the structural probes' keys per layer
     atlas = build_atlas(run)
     assert atlas.columns == []
     assert (atlas.dictionary["status"] == "absent").all()
@@ -312,6 +313,17 @@ READ_BEFORE = {
     "sinks.head.sink_mass": "sinks.mass",
     "sinks.head.update": "sinks.update",
     "sinks.head.value_ratio": "sinks.value_ratio",
+    # a hidden state's, shown by every head of the layer that writes it (ColumnSpec.per_state)
+    "probes.structural.depth.layer_0.test_nspr": "structural.nspr",
+    "probes.structural.depth.layer_0.test_root_acc": "structural.root_acc",
+    "probes.structural.depth.layer_3.test_nspr": "structural.nspr",
+    "probes.structural.depth.layer_3.test_root_acc": "structural.root_acc",
+    "probes.structural.distance.layer_0.test_dspr": "structural.dspr",
+    "probes.structural.distance.layer_0.test_uuas": "structural.uuas",
+    "probes.structural.distance.layer_3.test_dspr": "structural.dspr",
+    "probes.structural.distance.layer_3.test_uuas": "structural.uuas",
+    "sinks.outliers_by_state": "sinks.outliers_out",
+    "sinks.ratio_by_state": "sinks.ratio_out",
 }
 
 
@@ -422,3 +434,27 @@ def test_column_labels_name_objectives_and_token_kinds_as_readers_do():
         "kind": "[SEP]",
         "relation": "nsubj",
     }
+
+
+def test_a_hidden_states_metric_is_shown_by_every_head_of_the_layer_that_writes_it(run):
+    """State 0 is the embeddings, which no head writes; state l is layer l's output."""
+    probes = json.loads((run / "04_probes" / "metrics.json").read_text())
+    outliers = json.loads((run / "10_sinks" / "metrics.json").read_text())["sinks.outliers_by_state"]
+    (claim,) = json.loads((run / "06_pruning" / "claims.json").read_text())["claims"]
+    claim.update(key="probes.claims.structural.peak_in_middle", id="peak_in_middle")
+    (run / "04_probes" / "claims.json").write_text(json.dumps({"claims": [claim]}))
+    atlas = build_atlas(run, maps=False)
+    t = atlas.table.set_index(["layer", "head"])
+    uuas = probes["probes.structural.distance.layer_1.test_uuas"]
+    assert t.loc[1, "structural.uuas"].tolist() == [uuas] * 3
+    assert t.loc[2, "structural.uuas"].isna().all(), "the last layer's key is missing: no value, not another's"
+    assert t.loc[1, "sinks.outliers_out"].tolist() == [outliers[1]] * 3
+    assert t.loc[2, "sinks.outliers_out"].tolist() == [outliers[2]] * 3
+    d = atlas.dictionary.set_index("column")
+    assert d.loc["structural.uuas", "metric"] == "probes.structural.distance.layer_{layer}.test_uuas"
+    assert d.loc["structural.uuas", "label"] == "tree distances in the layer's output (UUAS)"
+    assert d.loc["sinks.ratio_out", "status"] == "absent", "a list that is not one value per state is no column"
+    assert not [c for c in atlas.columns if "rank" in c or "dev" in c]
+    columns = {c["name"]: c for c in atlas.payload()["columns"]}
+    assert [c["verdict"] for c in columns["structural.uuas"]["claims"]] == ["holds"]
+    assert atlas.query(["structural.uuas~ge~0"]).sum() == 3
