@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,6 +77,8 @@ KIND_LABELS = {"sep": "[SEP]", "cls": "[CLS]", "punct": "punctuation", "other": 
 KIND_COLORS = {"sep": "tab:red", "cls": "tab:blue", "punct": "tab:green", "other": "tab:grey"}
 #: How a reader names each objective key that is not a classifier's (see :func:`objective_label`).
 OBJECTIVE_LABELS = {"mlm": "masked LM", "masked_embedding": "masked-word embedding"}
+#: A layer as claim ids and metric keys name it (``layer6``, ``layer_6``).
+_LAYER_PART = re.compile(r"layer_?(\d+)")
 SEP, CLS, PUNCT, OTHER = range(4)
 #: Inputs longer than this are skipped by default (Clark et al. used segments of at most 128 tokens).
 DEFAULT_MAX_TOKENS = 128
@@ -466,12 +469,14 @@ def objective_label(key: str) -> str:
 
 
 def readable_name(part: str) -> str:
-    """A part of a metric key or claim id as a reader names it: a kind of token (:data:`KIND_LABELS`) or an
-    objective (:func:`objective_label`); anything else is itself.
+    """A part of a metric key or claim id as a reader names it: a kind of token (:data:`KIND_LABELS`), a layer
+    (``layer6``: "layer 6") or an objective (:func:`objective_label`); anything else is itself.
 
     :param part: one part of a metric key or claim id.
     :returns: its readable name.
     """
+    if layer := _LAYER_PART.fullmatch(part):
+        return f"layer {layer[1]}"
     return KIND_LABELS.get(part) or objective_label(part)
 
 

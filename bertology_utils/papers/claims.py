@@ -260,10 +260,15 @@ def claim_case(claim_id: str) -> str:
     """What tells one case of a claim from another made by the same rule, as a reader names it: the parts of its
     id after the claim's name (``heads_prunable.SST-2`` -> ``SST-2``, ``table1.auxpass`` -> ``auxpass``), an
     objective or a kind of token by its name (``ablation.sst2.cls.zero`` -> ``SST-2 classifier · [CLS] · zero``);
-    "" for a claim made once."""
+    "" for a claim made once. An attribution reference reads as its title (``blank_out``: "blank-out")."""
     from bertology_utils.interventions.objectives import readable_name
+    from bertology_utils.interventions.references import REFERENCE_REGISTRY
 
-    return " · ".join(readable_name(p) for p in claim_id.split(".")[1:] if p)
+    def name(part: str) -> str:
+        reference = REFERENCE_REGISTRY.get(part)
+        return reference.title if reference is not None and reference.title else readable_name(part)
+
+    return " · ".join(name(p) for p in claim_id.split(".")[1:] if p)
 
 
 #: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the

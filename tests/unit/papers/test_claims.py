@@ -785,4 +785,7 @@ def test_a_claims_case_reads_as_people_name_it():
     assert claim_case("heads_prunable.SST-2") == "SST-2"
     assert claim_case("table1.auxpass") == "auxpass"
     assert claim_case("ablation.sst2.cls.zero") == "SST-2 classifier · [CLS] · zero"
+    assert claim_case("decompx_best.blank_out.layer6.SST-2") == "blank-out · layer 6 · SST-2"
+    assert claim_case("beat_raw.input_x_gradient.layer_12.RTE") == "input × gradient · layer 12 · RTE"
+    assert claim_case("layered.layer6x") == "layer6x", "only a whole part names a layer"
     assert claim_case("positional") == ""
