@@ -262,13 +262,10 @@ def claim_case(claim_id: str) -> str:
     objective or a kind of token by its name (``ablation.sst2.cls.zero`` -> ``SST-2 classifier · [CLS] · zero``);
     "" for a claim made once. An attribution reference reads as its title (``blank_out``: "blank-out")."""
     from bertology_utils.interventions.objectives import readable_name
-    from bertology_utils.interventions.references import REFERENCE_REGISTRY
+    from bertology_utils.interventions.references import REFERENCE_REGISTRY, reference_title
 
-    def name(part: str) -> str:
-        reference = REFERENCE_REGISTRY.get(part)
-        return reference.title if reference is not None and reference.title else readable_name(part)
-
-    return " · ".join(name(p) for p in claim_id.split(".")[1:] if p)
+    parts = [p for p in claim_id.split(".")[1:] if p]
+    return " · ".join(reference_title(p) if p in REFERENCE_REGISTRY else readable_name(p) for p in parts)
 
 
 #: The columns of :func:`claims_table` that explain a verdict rather than give it: a slide leaves them out (the

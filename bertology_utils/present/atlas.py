@@ -277,7 +277,10 @@ def _add_state_column(
 
 def _add_column(run: _Run, notebook: str, key: str, value: object, flat: Mapping) -> None:
     shape = (run.layers, run.heads)
-    for spec in COLUMNS if isinstance(value, list) else _STATE_COLUMNS:  # a grid is a list
+    # a grid is a list; a scalar can only feed a per-state column, and one regex tells whether it might before
+    # the registry is searched for its declaration
+    specs = COLUMNS if isinstance(value, list) else [s for s in _STATE_COLUMNS if s.declaration.match(key)]
+    for spec in specs:
         groups = spec.match(key)
         if groups is None:
             continue
