@@ -66,6 +66,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "text_problems",
             "shown_width",
             "fit_for_slide",
+            "fitted_for_slide",
             "keep_every_label",
             "read_png_text",
             "measured_png",

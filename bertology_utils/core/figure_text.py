@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, cast
 from weakref import WeakSet
 
+import numpy as np
 from matplotlib import rcParams
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -55,6 +55,7 @@ __all__ = [
     "shown_width",
     "text_problems",
     "fit_for_slide",
+    "fitted_for_slide",
     "keep_every_label",
     "png_with_text",
     "measured_png",
@@ -237,22 +238,34 @@ def text_problems(
         for box in text.boxes
         if box.font_px * scale < min_px - 1e-6
     ]
-    for a, b in combinations(text.boxes, 2):
-        shared = _shared_fraction(tuple(a[:4]), tuple(b[:4]))
-        if shared > overlap:
-            problems.append(TextProblem("overlap", (a.text, b.text), f"{shared:.0%} of the smaller box"))
+    boxes = text.boxes
+    for i, j, shared in _overlapping_pairs([box[:4] for box in boxes], overlap):
+        problems.append(TextProblem("overlap", (boxes[i].text, boxes[j].text), f"{shared:.0%} of the smaller box"))
     return problems
 
 
-def _shared_fraction(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """The fraction of the smaller box's area that both boxes cover."""
-    ax0, ay0, ax1, ay1 = (min(a[0], a[2]), min(a[1], a[3]), max(a[0], a[2]), max(a[1], a[3]))
-    bx0, by0, bx1, by1 = (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
-    width, height = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
-    if width <= 0 or height <= 0:
-        return 0.0
-    smaller = min((ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0))
-    return float(width * height / smaller) if smaller > 0 else 0.0
+def _shared_fractions(a: Any, b: Any) -> np.ndarray:
+    """For boxes ``a`` (m x 4) and ``b`` (n x 4), corners in any order: the (m, n) fractions of the smaller box's area
+    that both boxes cover (0 for boxes that only touch, or have no area)."""
+    a, b = np.asarray(a, dtype=float).reshape(-1, 4), np.asarray(b, dtype=float).reshape(-1, 4)
+    lows_a, highs_a = np.minimum(a[:, :2], a[:, 2:]), np.maximum(a[:, :2], a[:, 2:])
+    lows_b, highs_b = np.minimum(b[:, :2], b[:, 2:]), np.maximum(b[:, :2], b[:, 2:])
+    sides = np.minimum(highs_a[:, None], highs_b[None]) - np.maximum(lows_a[:, None], lows_b[None])  # (m, n, 2)
+    area_a, area_b = np.prod(highs_a - lows_a, axis=1), np.prod(highs_b - lows_b, axis=1)
+    smaller = np.minimum(area_a[:, None], area_b[None])
+    apart = (sides <= 0).any(axis=2) | (smaller <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(apart, 0.0, sides[..., 0] * sides[..., 1] / np.where(apart, 1.0, smaller))
+
+
+def _overlapping_pairs(boxes: Any, overlap: float) -> list[tuple[int, int, float]]:
+    """The pairs ``(i, j, fraction)``, i < j in ``itertools.combinations``' order, of ``boxes`` that share more than
+    ``overlap`` of the smaller one's area: every pair at once, since a figure can carry a thousand texts."""
+    if len(boxes) < 2:
+        return []
+    shared = _shared_fractions(boxes, boxes)
+    rows, columns = np.nonzero(np.triu(shared > overlap, k=1))
+    return [(int(i), int(j), float(shared[i, j])) for i, j in zip(rows, columns, strict=True)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -324,7 +337,7 @@ def _outside_legends(fig: Figure, renderer: RendererBase) -> bool:
         if legend is None or not legend.get_visible():
             continue
         box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
-        if _shared_fraction(tuple(box.extents), tuple(frame.extents)) > 0.5:
+        if _shared_fractions(box.extents, frame.extents)[0, 0] > 0.5:
             if getattr(legend, "_ncols", 1) > 1:  # beside the axes a row of entries would take the plot's width
                 legend = ax.legend(
                     [h for h in legend.legend_handles if h is not None],
@@ -363,13 +376,12 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
     if not fig.axes and not fig.texts:
         return fig
     renderer = _renderer(fig)
-    changed = _outside_legends(fig, renderer)
+    moved = _outside_legends(fig, renderer)  # laid out by the next relayout, or the last one here
     # Larger text widens the crop, which shrinks the shown scale: a few rounds settle it.
     for _ in range(3):
         if not _enlarge(fig, renderer, _min_points(fig, renderer, box, min_px)):
             break
-        changed = True
-        renderer = _relayout(fig)
+        renderer, moved = _relayout(fig), False
     for _ in range(3):
         thinned = False
         for ax in fig.axes:
@@ -379,11 +391,37 @@ def fit_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: floa
         thinned |= _untangle(fig, renderer)
         if not thinned:
             break
-        changed = True
-        renderer = _relayout(fig)
-    if changed:
+        renderer, moved = _relayout(fig), False
+    if moved:
         _relayout(fig)
     return fig
+
+
+@contextmanager
+def fitted_for_slide(fig: Figure, *, box: tuple[int, int] = SLIDE_BOX, min_px: float = MIN_TEXT_PX) -> Iterator[Figure]:
+    """:func:`fit_for_slide`, then, within the block, the figure's layout held where the fitting left it, its layout
+    engine back after the block.
+
+    A figure written as a PNG and an SVG, or saved and shown inline, is drawn twice per image (``bbox_inches="tight"``
+    measures in a draw of its own); its layout engine would lay it out again in each draw, at the cost of most of the
+    draw. A layout depends on the resolution only through rounding, so the layout the fitting ended with serves them
+    all.
+
+    :param fig: the figure, fitted in place.
+    :param box: as :func:`fit_for_slide`.
+    :param min_px: as :func:`fit_for_slide`.
+    :returns: a context manager yielding ``fig``.
+    """
+    fit_for_slide(fig, box=box, min_px=min_px)  # ends with a draw that laid out its last change
+    engine = fig.get_layout_engine()
+    if engine is None or isinstance(engine, PlaceHolderLayoutEngine):
+        yield fig
+        return
+    fig.set_layout_engine("none")  # a placeholder with the engine's colour-bar rules: the switch back is allowed
+    try:
+        yield fig
+    finally:
+        fig.set_layout_engine(engine)
 
 
 def _untangle(fig: Figure, renderer: RendererBase) -> bool:
@@ -392,7 +430,7 @@ def _untangle(fig: Figure, renderer: RendererBase) -> bool:
     colours carrying the values; otherwise the later of two colliding annotations is hidden, as tick labels are
     thinned."""
     texts = list(_drawn_texts(fig))
-    boxes = [tuple(t.get_window_extent(renderer).extents) for t in texts]
+    boxes = [t.get_window_extent(renderer).extents for t in texts]
     labels = [(a.title, a.xaxis.label, a.yaxis.label) for a in fig.axes]
     titles = {
         id(t) for t in (*(t for three in labels for t in three), getattr(fig, "_suptitle", None)) if t is not None
@@ -400,9 +438,8 @@ def _untangle(fig: Figure, renderer: RendererBase) -> bool:
     annotations = {id(t): ax for ax in fig.axes if ax not in _KEEP_EVERY_LABEL for t in ax.texts}
     colliding: dict[int, list[Text]] = {}
     wrapped = False
-    for (i, a), (j, b) in combinations(enumerate(texts), 2):
-        if _shared_fraction(boxes[i], boxes[j]) <= MAX_OVERLAP:
-            continue
+    for i, j, _ in _overlapping_pairs(boxes, MAX_OVERLAP):
+        a, b = texts[i], texts[j]
         title = a if id(a) in titles else b if id(b) in titles else None
         if title is not None:
             wrapped |= _wrap(title)
@@ -508,8 +545,7 @@ def _with_text(formatter: Callable[[Figure], Any]) -> Callable[[Figure], Any]:
 
     @wraps(formatter)
     def formatter_with_text(fig: Figure) -> Any:
-        fit_for_slide(fig)
-        with measuring(fig) as measured:
+        with fitted_for_slide(fig), measuring(fig) as measured:
             out = formatter(fig)
         if out is None or not measured:
             return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -26,7 +27,7 @@ from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.figure_text import (
     MIN_TEXT_PX,
     SLIDE_BOX,
-    fit_for_slide,
+    fitted_for_slide,
     keep_every_label,
     measured_png,
     register_inline,
@@ -70,7 +71,7 @@ def image_format(path: str | os.PathLike, also: Sequence[str] = ()) -> str:
     return suffix
 
 
-def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) -> Path:
+def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, fit: bool = True) -> Path:
     """Write ``fig`` whole (never half written) as PNG, SVG or PDF, chosen by the suffix of ``path``; returns it.
 
     The figure is first fitted for a slide (:func:`~bertology_utils.core.figure_text.fit_for_slide`: its
@@ -78,15 +79,22 @@ def save_image(fig: Figure, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI) 
     (:func:`~bertology_utils.core.figure_text.read_png_text`). SVG text is written as ``<text>`` elements in the
     viewer's fonts (``svg.fonttype: none``), not as glyph outlines: the tokens of a map can be searched, checked by
     tests and edited on a slide.
+
+    :param fig: the figure.
+    :param path: the file to write; its suffix picks the format.
+    :param dpi: the resolution of a PNG.
+    :param fit: fit the figure first; False inside the caller's
+        :func:`~bertology_utils.core.figure_text.fitted_for_slide` (one figure written in several formats).
+    :returns: ``path``.
     """
     path = Path(path)
     suffix = image_format(path)
-    fit_for_slide(fig)
-    if suffix == ".png":
-        atomic_write_bytes(path, measured_png(fig, dpi=dpi)[0])
-        return path
-    with plt.rc_context({"svg.fonttype": "none"}), atomic_path(path) as partial:
-        fig.savefig(partial, format=suffix[1:], dpi=dpi, bbox_inches="tight")
+    with fitted_for_slide(fig) if fit else nullcontext(fig):
+        if suffix == ".png":
+            atomic_write_bytes(path, measured_png(fig, dpi=dpi)[0])
+            return path
+        with plt.rc_context({"svg.fonttype": "none"}), atomic_path(path) as partial:
+            fig.savefig(partial, format=suffix[1:], dpi=dpi, bbox_inches="tight")
     return path
 
 

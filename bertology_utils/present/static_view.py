@@ -15,7 +15,7 @@ from bertology_utils.core.figure_text import (
     MIN_TEXT_PX,
     SLIDE_BOX,
     FigureText,
-    fit_for_slide,
+    fitted_for_slide,
     img_attribute,
     measured_png,
     text_boxes,
@@ -41,9 +41,9 @@ def _fitted_png(fig: Figure, box: tuple[int, int]) -> tuple[bytes, FigureText]:
     """``fig`` fitted for ``box`` (:func:`fit_for_slide`) as a PNG whose own size is the size it is shown at
     within ``box`` (a browser never scales it up, so its text is as large as the fitting made it), with its
     measured text."""
-    fit_for_slide(fig, box=box)
-    width, height = text_boxes(fig, dpi=DEFAULT_DPI).size
-    return measured_png(fig, dpi=DEFAULT_DPI * min(box[0] / width, box[1] / height))
+    with fitted_for_slide(fig, box=box):
+        width, height = text_boxes(fig, dpi=DEFAULT_DPI).size
+        return measured_png(fig, dpi=DEFAULT_DPI * min(box[0] / width, box[1] / height))
 
 
 def number_the_grid(fig: Figure, layers: Sequence[int], heads: Sequence[int]) -> None:

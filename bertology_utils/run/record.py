@@ -196,7 +196,8 @@ def save_figure(
     ``bertology slides --figures``). ``name`` is reduced to letters, digits, ``_``, ``.`` and ``-``;
     ``output_dir=None`` as in ``record_metrics``. Returns the written paths.
     """
-    from bertology_utils.core.figures import save_image  # matplotlib: not for the command line's start
+    from bertology_utils.core.figure_text import fitted_for_slide  # matplotlib: not for the command line's start
+    from bertology_utils.core.figures import save_image
 
     stem = _UNSAFE_CHARS.sub("_", name).strip(".")
     if not stem:
@@ -204,7 +205,8 @@ def save_figure(
     folder = _output_folder(output_dir) / "figures"
     folder.mkdir(parents=True, exist_ok=True)
     formats = [formats] if isinstance(formats, str) else formats
-    return [save_image(fig, folder / f"{stem}.{fmt.lstrip('.')}", dpi=dpi) for fmt in formats]
+    with fitted_for_slide(fig):  # fitted and laid out once for every format
+        return [save_image(fig, folder / f"{stem}.{fmt.lstrip('.')}", dpi=dpi, fit=False) for fmt in formats]
 
 
 def _output_folder(output_dir: str | os.PathLike | None) -> Path:
