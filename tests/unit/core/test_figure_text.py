@@ -4,6 +4,7 @@ the PNG chunk and the inline formatter's metadata."""
 import io
 import json
 from functools import partial
+from itertools import combinations
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -21,6 +22,7 @@ from bertology_utils.core.figure_text import (
     FigureText,
     TextBox,
     fit_for_slide,
+    fitted_for_slide,
     img_attribute,
     png_with_text,
     read_png_text,
@@ -29,7 +31,8 @@ from bertology_utils.core.figure_text import (
     text_boxes,
     text_problems,
 )
-from bertology_utils.core.figures import save_image
+from bertology_utils.core.figures import plot_layer_head_grid, save_image
+from bertology_utils.run.record import save_figure
 
 
 @pytest.fixture(autouse=True)
@@ -94,6 +97,28 @@ def test_text_problems_finds_small_and_overlapping_text():
     # Shown at half its width, the 20 px texts are 10 px: too small.
     assert {p.texts for p in text_problems(text, 500) if p.kind == "small"} == {("big",), ("tiny",), ("over big",)}
     assert text_problems(text, 1000, overlap=0.5, min_px=5) == []
+
+
+def _shared(a, b) -> float:
+    """The fraction of the smaller box's area both boxes cover, read one pair at a time (the rule's definition)."""
+    (ax0, ax1), (ay0, ay1) = sorted(a[0::2]), sorted(a[1::2])
+    (bx0, bx1), (by0, by1) = sorted(b[0::2]), sorted(b[1::2])
+    width, height = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    smaller = min((ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0))
+    return width * height / smaller if width > 0 and height > 0 and smaller > 0 else 0.0
+
+
+def test_overlaps_are_found_in_one_pass_as_a_pair_by_pair_reading_finds_them():
+    rng = np.random.default_rng(0)
+    corners = rng.integers(0, 40, size=(300, 4)).astype(float)  # a coarse grid: shared edges and corners
+    corners[::7, 2] = corners[::7, 0]  # boxes without area
+    corners[::5] = corners[::5][:, [2, 3, 0, 1]]  # corners in the other order
+    text = _text(*((*box, 20, f"t{i}") for i, box in enumerate(corners)))
+    expected = [(f"t{i}", f"t{j}") for (i, a), (j, b) in combinations(enumerate(corners), 2) if _shared(a, b) > 0.05]
+    assert len(expected) > 100
+    found = [p.texts for p in text_problems(text, 1000, min_px=0)]
+    assert found == expected  # the same pairs, in combinations' order
+    assert text_problems(_text((0, 0, 10, 10, 20, "a"), (10, 0, 20, 10, 20, "b")), 1000, min_px=0) == []  # touching
 
 
 def test_planted_defects_in_a_drawn_figure_are_found():
@@ -162,6 +187,47 @@ def test_save_image_writes_the_boxes_into_the_png(tmp_path):
     assert _box(text, "λ is kept").font_px == pytest.approx(fig.axes[0].title.get_fontsize() * 150 / 72, abs=0.05)
     assert read_png_text(_png(fig, 50)) is None  # a PNG without the chunk
     assert read_png_text(png_with_text(_png(fig, 50), text)) == text
+
+
+def _grid_figure():
+    fig, axes = plt.subplots(2, 2, figsize=(12, 6), layout="constrained")
+    for k, ax in enumerate(axes.ravel()):
+        plot_layer_head_grid(np.random.default_rng(k).random((3, 4)), ax=ax, title=f"statistic {k}", annotate=True)
+    return fig
+
+
+def test_fitted_for_slide_lays_the_figure_out_once_for_every_image_and_gives_its_engine_back(monkeypatch):
+    fig = _grid_figure()
+    engine = fig.get_layout_engine()
+    runs = []
+    monkeypatch.setattr(engine, "execute", lambda f, run=engine.execute: runs.append(1) or run(f))
+    with fitted_for_slide(fig) as fitted:
+        assert fitted is fig and fig.get_layout_engine() is not engine
+        laid_out = len(runs)
+        held = [text_boxes(fig, dpi=dpi) for dpi in (100, 150)]
+        _png(fig, 150, bbox_inches="tight")
+    assert laid_out >= 1 and len(runs) == laid_out  # the images' draws laid nothing out again
+    assert fig.get_layout_engine() is engine
+    again = [text_boxes(fig, dpi=dpi) for dpi in (100, 150)]  # laid out at each resolution
+    assert len(runs) > laid_out
+    for h, a in zip(held, again, strict=True):
+        assert [b.text for b in h.boxes] == [b.text for b in a.boxes]
+        moved = np.abs(np.array([b[:5] for b in h.boxes]) - np.array([b[:5] for b in a.boxes])).max()
+        assert moved <= 0.01 * max(h.size)  # rounding: the same layout
+        assert text_problems(h, shown_width(h.size)) == []
+
+
+def test_save_figure_fits_a_figure_once_for_all_its_formats(tmp_path, monkeypatch):
+    import bertology_utils.core.figure_text as figure_text
+
+    fits = []
+    monkeypatch.setattr(figure_text, "fit_for_slide", lambda fig, **kw: fits.append(fig) or fit_for_slide(fig, **kw))
+    fig = _grid_figure()
+    png, svg = save_figure(fig, "grid", tmp_path, formats=("png", "svg"))
+    assert fits == [fig]
+    text = read_png_text(png)
+    assert text is not None and text_problems(text, shown_width(text.size)) == []
+    assert "statistic 3" in svg.read_text()
 
 
 def test_img_attribute_carries_the_json_escaped():
