@@ -11,8 +11,9 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
     python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
-    python bench/bench_suite.py --from results/default --record   record RUN's profile: bench/results/suite.json
-                                                                 and its table in docs/benchmarks.md
+    python bench/bench_suite.py --from results/default --record --cache cold
+        record RUN's profile (bench/results/suite.json and its table in docs/benchmarks.md), and its wall time
+        in bench/results/suite-runs.json, one entry per kind of machine and cache, which the README lists
 
 A number means something only on a quiet machine: other jobs on the cores slow every
 notebook (see the README's benchmark section).
@@ -39,6 +40,11 @@ BASELINE = ROOT / "bench" / "suite_baseline.json"
 RECORD = ROOT / "bench" / "results" / "suite.json"
 PAGE = ROOT / "docs" / "benchmarks.md"
 BLOCK = "suite"
+#: Every recorded run's wall time, one per kind of machine and cache, and the README's block listing them.
+RUNS = ROOT / "bench" / "results" / "suite-runs.json"
+README = ROOT / "README.md"
+README_BLOCK = "make-run"
+CACHES = ("cold", "warm")
 SAMPLES = "gpu-samples.json"
 PROFILED = ("04_probes", "06_pruning", "07_head_roles")
 #: nvidia-smi's reading of one GPU: utilisation in percent, memory used in MiB.
@@ -307,6 +313,35 @@ def _share(row: dict, key: str, gpu: object) -> str:
     return "no samples" if row[key] is None else f"{row[key]:.0f}%"
 
 
+def machine_kind(m: dict) -> str:
+    """What sets a suite's speed on the machine ``m`` (:func:`run_machine`), in words: its GPU, or its cores and
+    the widest kernels its CPU runs (bfloat16 units decide ``precision="auto"``)."""
+    if m.get("gpu"):
+        return f"one {m['gpu']}"
+    flags = set(m.get("cpu_flags", []))
+    if "amx_bf16" in flags:
+        units = "AMX: bfloat16 units"
+    elif "avx512_bf16" in flags:
+        units = "AVX-512 with bfloat16"
+    elif "avx512f" in flags:
+        units = "AVX-512, no bfloat16 units"
+    else:
+        units = "AVX2 only" if "avx2" in flags else "no AVX2"
+    return f"{m['cores']} cores of {m['cpu']} ({units})"
+
+
+def runs_block(entries: list[dict]) -> str:
+    """The README's line: each recorded run's wall time, machine, cache, commit and date, slowest first."""
+    parts = [
+        f"**{e['wall_s'] / 60:.0f} min** on {e['kind']} with a {e['cache']} cache ({e['notebooks']} notebooks, "
+        f"`{e['commit']}`, {e['started'][:10]})"
+        for e in sorted(entries, key=lambda e: -e["wall_s"])
+    ]
+    if not any(e["machine"].get("gpu") for e in entries):
+        parts.append("on a GPU: not recorded yet")
+    return "; ".join(parts) + "."
+
+
 def doc_block(record: dict) -> str:
     """The docs' table of a recorded suite profile (bench/results/suite.json)."""
     m = record["machine"]
@@ -329,22 +364,46 @@ def doc_block(record: dict) -> str:
     for stem, stages in record["stages"].items():
         cells += [row(f"{stem[:2]}, cell {s['cell']}: `{s['code'].replace('|', '/')}`", s) for s in stages]
     flags = ", ".join(m["cpu_flags"]) or "none recorded"
+    cache = f" ({record['cache']} cache)" if record.get("cache") else ""
     return (
-        f"Run `{record['run']}` of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
+        f"Run `{record['run']}`{cache} of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
         f"{m['cores']} cores (kernel-picking CPU flags: {flags}), GPU: {gpu or 'none'}, torch {m['torch']}. "
         f"GPU busy is nvidia-smi's utilisation sampled once a second during the notebook or cell; the host share "
         f"is 100% less that mean.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(cells)
     )
 
 
-def record_run(run: Path) -> dict:
-    """Record ``run``'s profile in bench/results/suite.json and its table in docs/benchmarks.md."""
+def record_run(run: Path, cache: str, commit: str | None = None) -> dict:
+    """Record ``run``'s profile in bench/results/suite.json and its table in docs/benchmarks.md, and its wall time in
+    bench/results/suite-runs.json (replacing the entry of the same kind of machine and cache) and the README.
+
+    :param run: a finished run of the whole suite.
+    :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
+    :param commit: the commit the run was made at (default: HEAD).
+    """
     from bertology_utils.present.generated import write_block
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    record = {"commit": commit.stdout.strip(), "machine": run_machine(run), **profile(run, read_samples(run))}
+    if cache not in CACHES:
+        raise SystemExit(f"--cache: say {' or '.join(CACHES)}, not {cache!r}")
+    if commit is None:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+        commit = head.stdout.strip()
+    record = {"commit": commit, "cache": cache, "machine": run_machine(run), **profile(run, read_samples(run))}
     RECORD.write_text(json.dumps(record, indent=1) + "\n")
     write_block(PAGE, BLOCK, doc_block(record))
+    entry = {
+        "kind": machine_kind(record["machine"]),
+        "cache": cache,
+        "commit": commit,
+        "started": record["started"],
+        "wall_s": record["wall_s"],
+        "notebooks": len(record["notebooks"]),
+        "machine": record["machine"],
+    }
+    entries = json.loads(RUNS.read_text()) if RUNS.is_file() else []
+    entries = [e for e in entries if (e["kind"], e["cache"]) != (entry["kind"], cache)] + [entry]
+    RUNS.write_text(json.dumps(entries, indent=1) + "\n")
+    write_block(README, README_BLOCK, runs_block(entries))
     return record
 
 
@@ -360,7 +419,13 @@ def main() -> None:
     parser.add_argument(
         "--record", action="store_true", help="record the (first) run's profile and the documentation's table"
     )
+    parser.add_argument(
+        "--cache", choices=CACHES, help="with --from and --record: whether RUN started from an empty cache folder"
+    )
+    parser.add_argument("--commit", help="with --from and --record: the commit RUN was made at (default: HEAD)")
     args = parser.parse_args()
+    if args.record and args.source is not None and args.cache is None:
+        parser.error("--record --from RUN needs --cache cold (RUN started from an empty cache folder) or --cache warm")
     if args.source is not None:
         runs = {"run": args.source}
     else:
@@ -376,7 +441,7 @@ def main() -> None:
             + doc_block({"commit": "now", "machine": run_machine(run), **profile(run, read_samples(run))})
         )
     if args.record:
-        record_run(next(iter(runs.values())))
+        record_run(next(iter(runs.values())), args.cache or "cold", args.commit)
         print(f"wrote {RECORD} and the {BLOCK!r} block of {PAGE}")
     print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
     if args.write_baseline:
