@@ -86,8 +86,8 @@ def bench_saving(repeats: int) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from bertology_utils.core.figure_text import fit_for_slide, measured_png, text_problems
-    from bertology_utils.core.figures import plot_layer_head_grid
+    from bertology_utils.core.figure_text import fit_for_slide, text_problems
+    from bertology_utils.core.figures import plot_layer_head_grid, save_image
     from bertology_utils.run.record import save_figure
 
     def grid(annotate: bool):
@@ -97,14 +97,10 @@ def bench_saving(repeats: int) -> None:
             plot_layer_head_grid(values, ax=ax, title=f"statistic {k}", annotate=annotate, label="")
         return fig
 
-    def per_image(fig, folder):
+    def per_image(fig, folder):  # as before: fitted for each image, and laid out again in every draw
         for suffix in ("png", "svg"):
             fit_for_slide(fig)
-            if suffix == "png":
-                (folder / "f.png").write_bytes(measured_png(fig, dpi=150)[0])
-            else:
-                with plt.rc_context({"svg.fonttype": "none"}):
-                    fig.savefig(folder / "f.svg", dpi=150, bbox_inches="tight")
+            save_image(fig, folder / f"f.{suffix}", fit=False)
 
     folder = Path(tempfile.mkdtemp(prefix="bench-figures-save-"))
     for annotate in (False, True):
