@@ -12,7 +12,7 @@ gives a new entry instead of a stale one.
   (:func:`bertology_utils.core.files.atomic_path`), so a crash never leaves half an entry.
 * :func:`cached`: a value computed once, written with its key and read back on later runs when
   the key matches; an entry that cannot be read is computed again with a :class:`CacheWarning`.
-  :func:`cached_arrays` is that for numpy arrays (npz, no pickle).
+  :func:`cached_arrays` is that for numpy arrays (npz, no pickle), :func:`cached_frames` for tables.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -37,7 +37,10 @@ try:
 except ImportError:  # not POSIX: no cross-process locking, as before
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["cache_lock", "key_digest", "entry_name", "cached", "cached_arrays", "CacheWarning"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["cache_lock", "key_digest", "entry_name", "cached", "cached_arrays", "cached_frames", "CacheWarning"]
 
 T = TypeVar("T")
 
@@ -134,3 +137,39 @@ def cached_arrays(
             return {name: stored[name] for name in stored.files}
 
     return cached(folder, key, lambda: {name: np.asarray(v) for name, v in compute().items()}, write, read)
+
+
+def cached_frames(
+    folder: str | Path, key: Mapping, compute: Callable[[], Mapping[str, pd.DataFrame]]
+) -> tuple[dict[str, pd.DataFrame], bool]:
+    """:func:`cached` for named tables: each column one array of ``frames.npz`` (text as unicode, no pickle).
+
+    A table reads back with its columns in order and every value exact (floats are stored as they are, not
+    printed); its index is not kept.
+
+    :param folder: the entry, named by ``key`` (:func:`entry_name`).
+    :param key: what the tables depend on.
+    :param compute: makes the tables, name -> table (names and columns without ``/``).
+    :returns: (name -> table, whether they were read).
+    """
+    import pandas as pd
+
+    def write(frames: Mapping[str, pd.DataFrame], partial: Path) -> None:
+        arrays = {"names": np.array(list(frames), dtype=str)}
+        for name, frame in frames.items():
+            arrays[f"{name}/columns"] = np.array(list(frame.columns), dtype=str)
+            for k, column in enumerate(frame.columns):
+                values = frame[column].to_numpy()
+                arrays[f"{name}/{k}"] = values.astype(str) if values.dtype.kind in "OUT" else values
+        np.savez(partial / "frames.npz", allow_pickle=False, **arrays)
+
+    def read(entry: Path) -> dict[str, pd.DataFrame]:
+        with np.load(entry / "frames.npz", allow_pickle=False) as stored:
+            return {
+                name: pd.DataFrame(
+                    {column: stored[f"{name}/{k}"] for k, column in enumerate(stored[f"{name}/columns"].tolist())}
+                )
+                for name in stored["names"].tolist()
+            }
+
+    return cached(folder, key, lambda: dict(compute()), write, read)

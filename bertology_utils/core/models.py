@@ -198,6 +198,11 @@ class LoadedModel:
             "transformers_version": transformers.__version__,
         }
 
+    def weights_fingerprint(self) -> dict[str, Any]:
+        """:meth:`fingerprint` without the name and source: what a cache key of a computation with this model holds,
+        so that one model reached by two names shares its entries."""
+        return {k: v for k, v in self.fingerprint().items() if k not in ("name", "source")}
+
     def precision_key(self) -> dict[str, str]:
         """What a cache key of a classifier pass adds for :attr:`precision`: nothing for fp32, so that
         entries stored before precision existed still match; ``{"precision": ...}`` otherwise."""

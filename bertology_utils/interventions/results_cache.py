@@ -45,9 +45,8 @@ def cached_results(
     """
     if not cache:
         return {name: np.asarray(value) for name, value in compute().items()}
-    model = {k: v for k, v in loaded.fingerprint().items() if k not in ("name", "source")}  # the weights, not names
     key = {
-        "model": model,
+        "model": loaded.weights_fingerprint(),
         "dev": data,
         **fields,
         "version": RESULTS_VERSION,

@@ -6,9 +6,10 @@ import threading
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, entry_name, key_digest
+from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, cached_frames, entry_name, key_digest
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path):
@@ -78,3 +79,38 @@ def test_cached_arrays_compute_once_and_check_their_key(tmp_path):
     np.testing.assert_array_equal(rebuilt["logits"], first["logits"])
     with pytest.warns(CacheWarning, match="recorded key"):  # a folder holding another key's arrays
         cached_arrays(folder, {"what": "other"}, compute)
+
+
+def test_cached_frames_read_back_every_value_and_column_in_order(tmp_path):
+    rng = np.random.default_rng(0)
+    tables = {
+        "table": pd.DataFrame(
+            {
+                "metric": ["uuas", "dspr", "é, “odd” text", ""],
+                "value": rng.random(4) / 3,  # floats no short decimal prints exactly
+                "layer": np.array([3, 0, 12, 1], dtype=np.int64),
+                "flag": [True, False, True, True],
+            }
+        ),
+        "empty": pd.DataFrame({"layer": np.zeros(0, dtype=np.int64), "value": np.zeros(0)}),
+    }
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return tables
+
+    key = {"what": "tables"}
+    folder = tmp_path / entry_name("tables", key)
+    first, reused = cached_frames(folder, key, compute)
+    again, reused_again = cached_frames(folder, key, compute)
+    assert (reused, reused_again, len(calls)) == (False, True, 1)
+    assert list(again) == ["table", "empty"]
+    for name, table in tables.items():
+        assert list(again[name].columns) == list(table.columns)
+        pd.testing.assert_frame_equal(again[name], table, check_exact=True, check_dtype=False)
+        assert [again[name][c].dtype.kind for c in table.columns] == [table[c].dtype.kind for c in table.columns]
+    (folder / "frames.npz").write_bytes(b"garbage")
+    with pytest.warns(CacheWarning, match="corrupt"):
+        _, reused = cached_frames(folder, key, compute)
+    assert not reused and len(calls) == 2
