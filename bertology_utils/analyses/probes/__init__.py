@@ -107,6 +107,7 @@ from bertology_utils.analyses.probes.report import (
 )
 from bertology_utils.analyses.probes.scorers import N_DISTANCE_FEATURES, distance_features
 from bertology_utils.analyses.probes.structural import (
+    STRUCTURAL_VERSION,
     DepthProbe,
     DistanceProbe,
     StructuralLayers,
@@ -148,5 +149,6 @@ __all__ = [
     "structural_probe_layers",
     "fit_jointly",
     "StructuralLayers",
+    "STRUCTURAL_VERSION",
     "uuas_by_sentence",
 ]

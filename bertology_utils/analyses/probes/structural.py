@@ -33,9 +33,12 @@ Sentences with fewer than two scored words have no edge to score: they are count
 from __future__ import annotations
 
 import math
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,8 +48,11 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from bertology_utils.analyses.probes.data import probe_device
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
 from bertology_utils.analyses.probes.structural_fit import StructuralFit, train_jointly
+from bertology_utils.core import settings
+from bertology_utils.core.cache import cached_frames, entry_name
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.threads import torch_threads
@@ -64,6 +70,7 @@ __all__ = [
     "structural_probe_layers",
     "StructuralLayers",
     "fit_jointly",
+    "STRUCTURAL_VERSION",
 ]
 
 #: Sentence lengths (scored words) whose Spearman correlations are averaged, as in the paper.
@@ -436,6 +443,10 @@ def fit_jointly(
 
 
 _EDGE_COLUMNS = ["layer", "rank", "sentence", "found", "edges"]
+_TABLE_COLUMNS = ["layer", "probe", "rank", "split", "metric", "value"]
+
+#: Bump when fitting or scoring structural probes changes what they find: stored results stop matching.
+STRUCTURAL_VERSION = 1
 
 
 @dataclass
@@ -448,17 +459,48 @@ class StructuralLayers:
         ``layer``, ``rank``, ``sentence`` (its index in the scored corpus), ``found`` and ``edges``
         (:func:`uuas_by_sentence`).
     :param split: the split scored (``test``, or ``dev`` without one).
+    :param from_cache: whether the results were read from the cache instead of fitted.
     """
 
     table: pd.DataFrame
     edges: pd.DataFrame
     split: str
+    from_cache: bool = False
 
 
 def _layer_groups(layers: list[int], bytes_per_layer: float, budget_mb: float) -> list[list[int]]:
     """``layers`` cut into runs whose kept vectors fit ``budget_mb`` (at least one layer per run)."""
     per_group = max(1, int(budget_mb * 2**20 // max(bytes_per_layer, 1)))
     return [layers[k : k + per_group] for k in range(0, len(layers), per_group)]
+
+
+def _cache_entry(
+    loaded: LoadedModel,
+    corpora: dict[str, Corpus | None],
+    fields: dict[str, Any],
+    device: str | torch.device | None,
+    cache_dir: str | os.PathLike | None,
+) -> tuple[Path, dict[str, Any]]:
+    """Folder and key of the results of ``loaded``'s probes on ``corpora`` with ``fields``.
+
+    Threads and ``cache_size`` are not in the key: they change a fit by a batched product's rounding at most
+    (:func:`fit_jointly`). A CPU fit's key names no device; another device's names its type (its fit differs in
+    the last digits), as the attention probes' keys do.
+    """
+    given = {name: Corpus.of(corpus) for name, corpus in corpora.items() if corpus is not None}
+    key: dict[str, Any] = {
+        "model": loaded.weights_fingerprint(),
+        **loaded.precision_key(),
+        **{name: None for name in corpora},
+        **{name: {"sha256": corpus.sha256, "items": len(corpus)} for name, corpus in given.items()},
+        **fields,
+        "version": STRUCTURAL_VERSION,
+        "torch": torch.__version__,
+    }
+    if (on := probe_device(device)).type != "cpu":
+        key["device"] = on.type
+    root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
+    return root / entry_name(f"structural-{given['train'].name}", key), key
 
 
 def structural_probe_layers(
@@ -475,6 +517,8 @@ def structural_probe_layers(
     seed: int = 0,
     max_epochs: int = 40,
     cache_size: float = 2048,
+    cache: bool = False,
+    cache_dir: str | os.PathLike | None = None,
 ) -> StructuralLayers:
     """Both structural probes fitted at every layer of ``model``, and optionally a rank sweep at one layer.
 
@@ -483,6 +527,12 @@ def structural_probe_layers(
     training, and scored on ``test`` (``dev`` when None). The word vectors of as many layers as fit
     ``cache_size`` MB (float16) are read in one pass of the model, and all those layers' probes are fitted
     together (:func:`fit_jointly`); the rest in later passes.
+
+    With ``cache``, the scores are stored under ``cache_dir`` (default ``$BERTOLOGY_CACHE_DIR/probes``), keyed by
+    the model's weights and precision, the three treebanks' contents, the settings above but ``cache_size``,
+    :data:`STRUCTURAL_VERSION`, torch's version and the device's type when it is not the CPU; a later call with the
+    same key reads them (``from_cache`` is True) instead of running the model and fitting. A corrupt entry is
+    fitted again with a :class:`~bertology_utils.core.cache.CacheWarning`.
 
     :param model: a loaded model, a name or a folder (None: the default model).
     :param train: the training treebank.
@@ -496,28 +546,61 @@ def structural_probe_layers(
     :param seed: the probes' seed.
     :param max_epochs: epochs at most per fit.
     :param cache_size: MB of word vectors kept at a time, over the three splits.
+    :param cache: read and store the scores on disk.
+    :param cache_dir: where; ``$BERTOLOGY_CACHE_DIR/probes`` by default.
     :returns: the scores per layer (:class:`StructuralLayers`).
     """
     loaded = LoadedModel.of(model)
     wanted = list(range(loaded.num_layers + 1)) if layers is None else [int(k) for k in layers]
     if rank_layer is not None and int(rank_layer) not in wanted:
         wanted.append(int(rank_layer))
+    hidden = int(loaded.config.hidden_size)
+    fields = {
+        "layers": wanted,
+        "rank": int(rank or hidden),
+        "rank_layer": None if rank_layer is None else int(rank_layer),
+        "ranks": [int(r) for r in (ranks or rank_grid(hidden))] if rank_layer is not None else None,
+        "seed": int(seed),
+        "max_epochs": int(max_epochs),
+    }
+    split = "dev" if test is None else "test"
+
+    def compute() -> dict[str, pd.DataFrame]:
+        return _fit_layers(loaded, train, dev, test, fields, device, cache_size)
+
+    if not cache:
+        return StructuralLayers(**compute(), split=split)
+    entry = _cache_entry(loaded, {"train": train, "dev": dev, "test": test}, fields, device, cache_dir)
+    frames, from_cache = cached_frames(*entry, compute)
+    return StructuralLayers(**frames, split=split, from_cache=from_cache)
+
+
+def _fit_layers(
+    loaded: LoadedModel,
+    train: Corpus,
+    dev: Corpus,
+    test: Corpus | None,
+    fields: dict[str, Any],
+    device: str | torch.device | None,
+    cache_size: float,
+) -> dict[str, pd.DataFrame]:
+    """:func:`structural_probe_layers`' ``table`` and ``edges``: the probes fitted on ``train``, steered by ``dev``
+    and scored on ``test`` (``dev`` when None), with the resolved ``fields``."""
     split = "dev" if test is None else "test"
     words = sum(len(s.words) for corpus in (train, dev, test) if corpus is not None for s in corpus)
     bytes_per_layer = words * int(loaded.config.hidden_size) * 2
     rows: list[dict[str, object]] = []
     edges: list[pd.DataFrame] = []
-    for group in _layer_groups(wanted, bytes_per_layer, cache_size):
+    for group in _layer_groups(fields["layers"], bytes_per_layer, cache_size):
         data = {
             name: StructuralData.from_model(corpus, loaded, layers=group)
             for name, corpus in (("train", train), ("dev", dev))
         }
         data["scored"] = data["dev"] if test is None else StructuralData.from_model(test, loaded, layers=group)
-        hidden = data["train"].hidden_size
         probes = [
-            cls(layer=layer, rank=r, seed=seed, device=device, max_epochs=max_epochs)
+            cls(layer=layer, rank=r, seed=fields["seed"], device=device, max_epochs=fields["max_epochs"])
             for layer in group
-            for r in dict.fromkeys([rank or hidden, *(list(ranks or rank_grid(hidden)) if layer == rank_layer else [])])
+            for r in dict.fromkeys([fields["rank"], *(fields["ranks"] if layer == fields["rank_layer"] else [])])
             for cls in (DistanceProbe, DepthProbe)
         ]
         for probe in fit_jointly(probes, data["train"], data["dev"]):
@@ -543,8 +626,7 @@ def structural_probe_layers(
                 if metric in metrics
             ]
         del data
-    return StructuralLayers(
-        pd.DataFrame(rows, columns=["layer", "probe", "rank", "split", "metric", "value"]),
-        pd.concat(edges, ignore_index=True) if edges else pd.DataFrame(columns=_EDGE_COLUMNS),
-        split,
-    )
+    return {
+        "table": pd.DataFrame(rows, columns=_TABLE_COLUMNS),
+        "edges": pd.concat(edges, ignore_index=True) if edges else pd.DataFrame(columns=_EDGE_COLUMNS),
+    }

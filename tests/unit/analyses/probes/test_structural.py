@@ -2,6 +2,7 @@
 and word-level hidden states of a tiny model."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from sklearn.base import clone
@@ -19,6 +20,7 @@ from bertology_utils.analyses.probes import (
     tree_distances,
     word_hidden_states,
 )
+from bertology_utils.core.cache import CacheWarning
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
 from bertology_utils.data import Corpus, Sentence
@@ -341,17 +343,21 @@ def test_word_vectors_average_the_pieces_at_every_layer(tiny_model_dirs):
     assert vectors.shape == (len(words), 2, other.config.hidden_size)
 
 
-def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
-    loaded = load_model(tiny_model_dirs["bert"])
+def tiny_treebank() -> Corpus:
     rng = np.random.default_rng(0)
     trees = [random_heads(rng, n) for n in (3, 6, 4, 7, 5)]
-    corpus = Corpus(
+    return Corpus(
         tuple(
             Sentence(f"s{k}", tuple(["the", "dog", "runs", "far", "away", "now", "."][: len(h)]), h, r)
             for k, (h, r) in enumerate(trees)
         ),
         "tiny",
     )
+
+
+def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
+    loaded = load_model(tiny_model_dirs["bert"])
+    corpus = tiny_treebank()
     whole = StructuralData.from_model(corpus, loaded, layers=[0, 2], block_size=10)
     blocks = StructuralData.from_model(corpus, loaded, layers=[0, 2], block_size=2)
     assert whole.hidden_size == loaded.config.hidden_size and whole.layers == (0, 2)
@@ -371,3 +377,34 @@ def test_data_from_a_model_in_blocks_and_the_layer_table(tiny_model_dirs):
     assert sorted(table[table["layer"] == 1]["rank"].unique()) == [1, 2, full]
     uuas = table[table["metric"] == "uuas"]["value"]
     assert ((uuas >= 0) & (uuas <= 1)).all()
+
+
+def test_layer_scores_are_cached_by_model_data_and_settings(tiny_model_dirs, tmp_path):
+    loaded = load_model(tiny_model_dirs["bert"])
+    corpus = tiny_treebank()
+    cache = tmp_path / "probes"
+
+    def scores(**kwargs):
+        settings = dict(max_epochs=2, rank_layer=1, ranks=[1, 2], cache=True, cache_dir=cache)
+        return structural_probe_layers(loaded, corpus, corpus[:4], **{**settings, **kwargs})
+
+    first = scores()
+    assert not first.from_cache
+    again = scores(cache_size=1e-6)  # a layer at a time: the same fits up to rounding, the same entry
+    assert again.from_cache and again.split == first.split
+    for name in ("table", "edges"):
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(first, name), check_exact=True, check_dtype=False)
+    uncached = structural_probe_layers(loaded, corpus, corpus[:4], max_epochs=2, rank_layer=1, ranks=[1, 2])
+    pd.testing.assert_frame_equal(uncached.table, first.table, check_exact=True)
+    # any input the scores depend on makes another entry
+    assert not scores(seed=1).from_cache
+    assert not scores(ranks=[1]).from_cache
+    assert not scores(test=corpus[1:]).from_cache
+    assert scores(test=corpus[1:]).split == "test"
+    assert not structural_probe_layers(load_model(tiny_model_dirs["roberta"]), corpus, corpus[:4], max_epochs=2,
+                                       cache=True, cache_dir=cache).from_cache  # fmt: skip
+    for entry in cache.glob("structural-*/frames.npz"):
+        entry.write_bytes(b"not npz")
+    with pytest.warns(CacheWarning, match="corrupt"):
+        assert not scores().from_cache
+    assert scores().from_cache
