@@ -484,8 +484,8 @@ def _cache_entry(
     """Folder and key of the results of ``loaded``'s probes on ``corpora`` with ``fields``.
 
     Threads and ``cache_size`` are not in the key: they change a fit by a batched product's rounding at most
-    (:func:`fit_jointly`). A CPU fit's key names no device; another device's names its type (its fit differs in
-    the last digits), as the attention probes' keys do.
+    (:func:`fit_jointly`). A key names no device when the model and the probes ran on the CPU; otherwise it names
+    the devices' types (their results differ in the last digits), as the attention probes' keys do.
     """
     given = {name: Corpus.of(corpus) for name, corpus in corpora.items() if corpus is not None}
     key: dict[str, Any] = {
@@ -497,8 +497,9 @@ def _cache_entry(
         "version": STRUCTURAL_VERSION,
         "torch": torch.__version__,
     }
-    if (on := probe_device(device)).type != "cpu":
-        key["device"] = on.type
+    # the model's device too: a GPU's forward gives other hidden states in the last digits
+    if devices := sorted({probe_device(device).type, torch.device(loaded.device).type} - {"cpu"}):
+        key["device"] = "+".join(devices)
     root = Path(cache_dir) if cache_dir is not None else settings.cache_dir() / "probes"
     return root / entry_name(f"structural-{given['train'].name}", key), key
 
@@ -530,9 +531,9 @@ def structural_probe_layers(
 
     With ``cache``, the scores are stored under ``cache_dir`` (default ``$BERTOLOGY_CACHE_DIR/probes``), keyed by
     the model's weights and precision, the three treebanks' contents, the settings above but ``cache_size``,
-    :data:`STRUCTURAL_VERSION`, torch's version and the device's type when it is not the CPU; a later call with the
-    same key reads them (``from_cache`` is True) instead of running the model and fitting. A corrupt entry is
-    fitted again with a :class:`~bertology_utils.core.cache.CacheWarning`.
+    :data:`STRUCTURAL_VERSION`, torch's version and the model's and probes' device types other than the CPU; a
+    later call with the same key reads them (``from_cache`` is True) instead of running the model and fitting. A
+    corrupt entry is fitted again with a :class:`~bertology_utils.core.cache.CacheWarning`.
 
     :param model: a loaded model, a name or a folder (None: the default model).
     :param train: the training treebank.

@@ -15,6 +15,7 @@ from bertology_utils.analyses.probes import (
     fit_jointly,
     rank_grid,
     spanning_tree_edges,
+    structural,
     structural_metrics,
     structural_probe_layers,
     tree_distances,
@@ -403,6 +404,11 @@ def test_layer_scores_are_cached_by_model_data_and_settings(tiny_model_dirs, tmp
     assert scores(test=corpus[1:]).split == "test"
     assert not structural_probe_layers(load_model(tiny_model_dirs["roberta"]), corpus, corpus[:4], max_epochs=2,
                                        cache=True, cache_dir=cache).from_cache  # fmt: skip
+    # a CPU fit's key names no device; another device's names it (its fit differs in the last digits)
+    fields = {"layers": [0], "seed": 0}
+    on_cpu = structural._cache_entry(loaded, {"train": corpus, "test": None}, fields, "cpu", cache)[1]
+    on_meta = structural._cache_entry(loaded, {"train": corpus, "test": None}, fields, "meta", cache)[1]
+    assert "device" not in on_cpu and on_meta["device"] == "meta" and on_cpu["test"] is None
     for entry in cache.glob("structural-*/frames.npz"):
         entry.write_bytes(b"not npz")
     with pytest.warns(CacheWarning, match="corrupt"):
