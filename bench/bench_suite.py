@@ -8,12 +8,12 @@ stages of notebooks 04, 06 and 07: the cells that took longest (papermill's per-
 and the stage timings 06 and 07 record, and the run's timeline: when each notebook started and
 ended, and how long the last one ran alone (with --jobs N it then has every core).
 
-    python bench/bench_suite.py [--jobs 2]            cold and warm runs into results/bench-suite-*
+    python bench/bench_suite.py [--jobs 2] [--record] cold and warm runs into results/bench-suite-* (--record: both)
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
     python bench/bench_suite.py --from results/default --record --cache cold
-        record RUN's profile (bench/results/suite.json and its table in docs/benchmarks.md), and its wall time
-        in bench/results/suite-runs.json, one entry per kind of machine and cache, which the README lists
+        record RUN's wall time in bench/results/suite-runs.json, one entry per kind of machine and cache, which
+        the README lists; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md)
 
 A number means something only on a quiet machine: other jobs on the cores slow every
 notebook (see the README's benchmark section).
@@ -374,8 +374,9 @@ def doc_block(record: dict) -> str:
 
 
 def record_run(run: Path, cache: str, commit: str | None = None) -> dict:
-    """Record ``run``'s profile in bench/results/suite.json and its table in docs/benchmarks.md, and its wall time in
-    bench/results/suite-runs.json (replacing the entry of the same kind of machine and cache) and the README.
+    """Record ``run``'s wall time in bench/results/suite-runs.json (replacing the entry of the same kind of machine and
+    cache) and the README; and a cold run's profile in bench/results/suite.json and its table in docs/benchmarks.md
+    (a warm run's cells mostly read the cache: the profile says where the time goes when they do not).
 
     :param run: a finished run of the whole suite.
     :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
@@ -389,8 +390,9 @@ def record_run(run: Path, cache: str, commit: str | None = None) -> dict:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
         commit = head.stdout.strip()
     record = {"commit": commit, "cache": cache, "machine": run_machine(run), **profile(run, read_samples(run))}
-    RECORD.write_text(json.dumps(record, indent=1) + "\n")
-    write_block(PAGE, BLOCK, doc_block(record))
+    if cache == "cold":
+        RECORD.write_text(json.dumps(record, indent=1) + "\n")
+        write_block(PAGE, BLOCK, doc_block(record))
     entry = {
         "kind": machine_kind(record["machine"]),
         "cache": cache,
@@ -417,7 +419,9 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=2, help="notebooks at a time (default: 2, as make run)")
     parser.add_argument(
-        "--record", action="store_true", help="record the (first) run's profile and the documentation's table"
+        "--record",
+        action="store_true",
+        help="record each run's wall time (README) and the cold run's profile (the documentation's table)",
     )
     parser.add_argument(
         "--cache", choices=CACHES, help="with --from and --record: whether RUN started from an empty cache folder"
@@ -441,8 +445,10 @@ def main() -> None:
             + doc_block({"commit": "now", "machine": run_machine(run), **profile(run, read_samples(run))})
         )
     if args.record:
-        record_run(next(iter(runs.values())), args.cache or "cold", args.commit)
-        print(f"wrote {RECORD} and the {BLOCK!r} block of {PAGE}")
+        caches = [args.cache] if args.source is not None else CACHES  # the suite runs cold, then warm
+        for cache_state, run in zip(caches, runs.values()):
+            record_run(run, cache_state, args.commit)
+        print(f"wrote {RUNS} and the README's {README_BLOCK!r} block; the cold run's profile: {RECORD}, {PAGE}")
     print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
     if args.write_baseline:
         first = next(iter(runs.values()))

@@ -158,6 +158,9 @@ def test_record_round_trips_into_the_docs_block(bench, tmp_path, monkeypatch):
     # the same kind of machine and cache replaces its entry; another cache adds one
     bench.record_run(run, "cold", commit="def")
     bench.record_run(run, "warm", commit="def")
+    # a warm run's wall time joins the README, while the docs keep the cold run's profile
+    assert json.loads((tmp_path / "suite.json").read_text())["cache"] == "cold"
+    assert "(cold cache)" in read_block(page, bench.BLOCK)
     entries = json.loads((tmp_path / "suite-runs.json").read_text())
     assert [(e["kind"], e["cache"], e["commit"]) for e in entries] == [(kind, "cold", "def"), (kind, "warm", "def")]
     assert read_block(readme, bench.README_BLOCK) == bench.runs_block(entries)
