@@ -331,15 +331,24 @@ def machine_kind(m: dict) -> str:
 
 
 def runs_block(entries: list[dict]) -> str:
-    """The README's line: each recorded run's wall time, machine, cache, commit and date, slowest first."""
+    """The README's line: per kind of machine (the slowest first), each recorded run's wall time, cache, commit and
+    date, the cold run first."""
+    kinds: dict[str, list[dict]] = {}
+    for e in sorted(entries, key=lambda e: (CACHES.index(e["cache"]), -e["wall_s"])):
+        kinds.setdefault(e["kind"], []).append(e)
     parts = [
-        f"**{e['wall_s'] / 60:.0f} min** on {e['kind']} with a {e['cache']} cache ({e['notebooks']} notebooks, "
-        f"`{e['commit']}`, {e['started'][:10]})"
-        for e in sorted(entries, key=lambda e: -e["wall_s"])
+        f"on {kind}: "
+        + ", ".join(
+            f"**{e['wall_s'] / 60:.0f} min** with a {e['cache']} cache ({e['notebooks']} notebooks, `{e['commit']}`, "
+            f"{e['started'][:10]})"
+            for e in runs
+        )
+        for kind, runs in sorted(kinds.items(), key=lambda item: -max(e["wall_s"] for e in item[1]))
     ]
     if not any(e["machine"].get("gpu") for e in entries):
         parts.append("on a GPU: not recorded yet")
-    return "; ".join(parts) + "."
+    line = "; ".join(parts) + "."
+    return line[0].upper() + line[1:]
 
 
 def doc_block(record: dict) -> str:

@@ -153,7 +153,7 @@ def test_record_round_trips_into_the_docs_block(bench, tmp_path, monkeypatch):
     assert "(cold cache)" in read_block(page, bench.BLOCK)
     kind = "2 cores of Test CPU (AVX2 only)"
     assert read_block(readme, bench.README_BLOCK) == (
-        f"**0 min** on {kind} with a cold cache (2 notebooks, `abc`, 2026-11-27); on a GPU: not recorded yet."
+        f"On {kind}: **0 min** with a cold cache (2 notebooks, `abc`, 2026-11-27); on a GPU: not recorded yet."
     )
     # the same kind of machine and cache replaces its entry; another cache adds one
     bench.record_run(run, "cold", commit="def")
@@ -164,6 +164,8 @@ def test_record_round_trips_into_the_docs_block(bench, tmp_path, monkeypatch):
     entries = json.loads((tmp_path / "suite-runs.json").read_text())
     assert [(e["kind"], e["cache"], e["commit"]) for e in entries] == [(kind, "cold", "def"), (kind, "warm", "def")]
     assert read_block(readme, bench.README_BLOCK) == bench.runs_block(entries)
+    assert bench.runs_block(entries).startswith(f"On {kind}: **0 min** with a cold cache (2 notebooks, `def`")
+    assert ", **0 min** with a warm cache (2 notebooks, `def`" in bench.runs_block(entries)
     with pytest.raises(SystemExit, match="cold or warm"):
         bench.record_run(run, "lukewarm")
 
@@ -189,7 +191,8 @@ def test_a_machine_is_named_by_what_sets_its_speed(bench):
         "machine": {"gpu": "NVIDIA H200"},
     }
     assert (
-        bench.runs_block([gpu_run]) == "**2 min** on one NVIDIA H200 with a cold cache (11 notebooks, `a`, 2026-11-29)."
+        bench.runs_block([gpu_run])
+        == "On one NVIDIA H200: **2 min** with a cold cache (11 notebooks, `a`, 2026-11-29)."
     )
 
 
