@@ -11,6 +11,7 @@ references for the figures.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,12 @@ from tqdm.auto import tqdm
 
 import bertology_utils.interventions.lrp  # noqa: F401  registers attnlrp and cp_lrp, which 08 computes beside IG
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.models import LoadedModel
+from bertology_utils.data import Corpus
 from bertology_utils.interventions import mixing
 from bertology_utils.interventions.finetuning import FineTuned
 from bertology_utils.interventions.references import REFERENCE_REGISTRY, WordReferences, word_references
+from bertology_utils.interventions.results_cache import cached_tables
 
 __all__ = ["SeedFaithfulness", "faithfulness_by_seed"]
 
@@ -66,7 +70,8 @@ def faithfulness_by_seed(
     :param references: the attribution references to judge the maps by (None: every registered one, the
         relevance propagations that :func:`~bertology_utils.interventions.references.word_references` leaves
         out by default included).
-    :param cache: reuse stored references.
+    :param cache: reuse stored references, and the tables of the seeds other than ``first`` (stored whole: a warm
+        run computes only ``first``'s maps).
     :param progress: progress bars.
     :returns: the tables by seed, ``first``'s maps and references, and the references the architecture refuses
         (computed for none of the seeds).
@@ -75,11 +80,17 @@ def faithfulness_by_seed(
     some = next(iter(runs.values())).loaded if runs else None
     refused = {n: why for n in names if some is not None and (why := REFERENCE_REGISTRY[n].unsupported(some))}
     names = tuple(n for n in names if n not in refused)
-    tables, kept = {}, None
-    for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
+    if first not in runs:
+        raise KeyError(f"no classifier of seed {first} among seeds {list(runs)}")
+    corpus = Corpus.of(items)
+    fields = {"items": len(corpus), "methods": list(methods), "references": list(names), "max_tokens": max_tokens}
+    fields |= {"batch_size": batch_size, "steps": ig_steps, "tolerance": ig_tolerance}
+
+    def computed(loaded: LoadedModel) -> tuple[dict[str, list[ItemAttention]], WordReferences]:
+        """One classifier's maps (every method from one pass per batch) and references."""
         maps = mixing.mixing_for(
-            items,
-            run.loaded,
+            corpus,
+            loaded,
             methods,
             flow_rows=(0,),
             too_long="skip",
@@ -88,8 +99,8 @@ def faithfulness_by_seed(
             progress=progress,
         )
         scores = word_references(
-            run.loaded,
-            items,
+            loaded,
+            corpus,
             references=names,
             batch_size=batch_size,
             max_tokens=max_tokens,
@@ -98,10 +109,28 @@ def faithfulness_by_seed(
             cache=cache,
             progress=progress,
         )
+        return maps, scores
+
+    def table(maps: dict[str, list[ItemAttention]], scores: WordReferences) -> pd.DataFrame:
         # faithfulness annotates invariant dicts of Sequence; it only reads these lists
-        tables[run_seed] = mixing.faithfulness(maps, scores.scores)  # type: ignore[arg-type]
-        if run_seed == first:
-            kept = (maps, scores)
-    if kept is None:
-        raise KeyError(f"no classifier of seed {first} among seeds {list(runs)}")
+        return mixing.faithfulness(maps, scores.scores)  # type: ignore[arg-type]
+
+    def stored(loaded: LoadedModel) -> dict[str, pd.DataFrame]:
+        return {"table": table(*computed(loaded))}
+
+    tables, kept = {}, None
+    for run_seed, run in tqdm(runs.items(), desc="seeds", unit="classifier", disable=not progress):
+        if run_seed == first:  # the figures' seed: its maps and references are kept, so they are computed
+            kept = computed(run.loaded)
+            tables[run_seed] = table(*kept)
+        else:  # only the table is kept: stored whole, so a warm run does not compute these maps again
+            tables[run_seed] = cached_tables(
+                "mixing-faithfulness",
+                run.loaded,
+                corpus.sha256,
+                fields,
+                functools.partial(stored, run.loaded),
+                cache,
+            )["table"]
+    assert kept is not None
     return SeedFaithfulness(tables, *kept, refused)

@@ -7,6 +7,7 @@ asks for the same, so a re-run of a notebook redoes only the cheap steps.
 
 * :func:`cached_results` — a dict of arrays, keyed by the weights, a digest of the data, the
   caller's fields, :data:`RESULTS_VERSION`, torch's version and the model's precision;
+* :func:`cached_tables` — tables, under the same key;
 * :func:`cached_result` — one array computed on a :class:`~bertology_utils.interventions.dev_sets.DevSet`
   (an entry of :func:`cached_results` named after the task, so the two share one layout).
 """
@@ -16,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 
 from bertology_utils.core import settings
-from bertology_utils.core.cache import cached_arrays, entry_name
+from bertology_utils.core.cache import cached_arrays, cached_frames, entry_name
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.interventions.dev_sets import DevSet
 
-__all__ = ["RESULTS_VERSION", "cached_results", "cached_result"]
+__all__ = ["RESULTS_VERSION", "cached_results", "cached_result", "cached_tables"]
 
 #: Bump when gating or scoring changes what it computes: stored logits and importances stop matching.
 RESULTS_VERSION = 1
@@ -45,7 +47,37 @@ def cached_results(
     """
     if not cache:
         return {name: np.asarray(value) for name, value in compute().items()}
-    key = {
+    key = _key(loaded, data, fields)
+    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
+
+
+def cached_tables(
+    label: str,
+    loaded: LoadedModel,
+    data: str,
+    fields: dict,
+    compute: Callable[[], dict[str, pd.DataFrame]],
+    cache: bool,
+) -> dict[str, pd.DataFrame]:
+    """:func:`cached_results` for tables (:func:`~bertology_utils.core.cache.cached_frames`), under the same key.
+
+    :param label: the entry's name.
+    :param loaded: the model.
+    :param data: a digest of the data ``compute`` reads.
+    :param fields: the caller's settings that change the result.
+    :param compute: makes the tables, name -> table.
+    :param cache: read or store the entry.
+    :returns: name -> table.
+    """
+    if not cache:
+        return compute()
+    key = _key(loaded, data, fields)
+    return cached_frames(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
+
+
+def _key(loaded: LoadedModel, data: str, fields: dict) -> dict:
+    """A results entry's key: the weights, the data's digest, the caller's fields, the versions and the precision."""
+    return {
         "model": loaded.weights_fingerprint(),
         "dev": data,
         **fields,
@@ -53,7 +85,6 @@ def cached_results(
         "torch": torch.__version__,
         **loaded.precision_key(),
     }
-    return cached_arrays(settings.cache_dir() / "results" / entry_name(label, key), key, compute)[0]
 
 
 def cached_result(
