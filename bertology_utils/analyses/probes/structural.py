@@ -313,12 +313,14 @@ class _StructuralProbe(BaseEstimator):
         X = self._check(X)
         self._check_fitted(X)
         B = torch.from_numpy(self.B_).to(self.device_)
-        out: list[np.ndarray] = []
+        computed: list[tuple[np.ndarray, torch.Tensor]] = []
         with torch_threads(self.n_jobs):
-            for _, batch in X.batches(X.check_layer(self.layer_), int(self.batch_size), device=self.device_):
-                values = self._outputs(batch.vectors @ B.T).cpu().numpy()
-                lengths = batch.lengths.numpy().astype(int)
-                out += [v[tuple(slice(0, n) for _ in v.shape)] for v, n in zip(values, lengths)]
+            for rows, batch in X.batches(X.check_layer(self.layer_), int(self.batch_size), device=self.device_):
+                computed.append((X.lengths[rows], self._outputs(batch.vectors @ B.T)))  # lengths from the host
+        out: list[np.ndarray] = []
+        for lengths, values in computed:  # read back once the device has computed every batch
+            host = values.cpu().numpy()
+            out += [v[tuple(slice(0, int(n)) for _ in v.shape)] for v, n in zip(host, lengths)]
         return out
 
     def evaluate(self, X: StructuralData) -> dict[str, float]:

@@ -1,6 +1,9 @@
 """Structural probes (Hewitt and Manning 2019) on vectors whose tree geometry is known, their metrics by hand,
 and word-level hidden states of a tiny model."""
 
+import math
+import traceback
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -226,6 +229,39 @@ def test_probes_fitted_together_on_a_gpu_equal_the_cpu_fits_within_tolerance():
         assert b.device_.type == "cuda" and a.best_epoch_ == b.best_epoch_
         np.testing.assert_allclose(b.B_, a.B_, rtol=1e-3, atol=1e-5)
         assert abs(a.score(dev) - b.score(dev)) <= 1e-3
+
+
+def _first_read(call):
+    """The project's deepest frame where ``call`` failed on the meta device (shapes, no values): the first value read
+    back from the device, where a GPU run would first wait for it."""
+    with pytest.raises((RuntimeError, NotImplementedError), match="meta") as failure:
+        call()
+    return [frame for frame in traceback.extract_tb(failure.tb) if "bertology_utils" in frame.filename][-1]
+
+
+def test_a_fit_on_a_device_reads_it_once_an_epoch():
+    train, dev = two_layers(30, 0), two_layers(10, 1)
+    probes = [cls(layer=k, max_epochs=3, device="meta") for k in (3, 5) for cls in (DistanceProbe, DepthProbe)]
+    frame = _first_read(lambda: fit_jointly(probes, train, dev))
+    assert frame.name == "train_jointly" and "tolist()" in frame.line  # the epoch's losses, after every step
+
+
+@pytest.mark.parametrize("cls", [DistanceProbe, DepthProbe])
+def test_predictions_on_a_device_are_read_back_after_every_batch_ran(cls, monkeypatch):
+    """On a GPU, predict read each batch's lengths from the device with ``numpy()``, which only a CPU tensor has."""
+    train, dev = two_layers(30, 0), two_layers(25, 1)
+    probe = cls(layer=3, max_epochs=2, batch_size=4).fit(train)
+    expected = probe.predict(dev)
+    computed = []
+    outputs = cls._outputs
+    monkeypatch.setattr(cls, "_outputs", staticmethod(lambda t: computed.append(t.device) or outputs(t)))
+    probe.device_ = torch.device("meta")
+    frame = _first_read(lambda: probe.predict(dev))
+    assert frame.name == "predict" and "values.cpu()" in frame.line
+    assert computed == [torch.device("meta")] * math.ceil(len(dev) / 4)  # every batch ran before the first read
+    probe.device_ = torch.device("cpu")
+    for a, b in zip(probe.predict(dev), expected, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_batches_of_several_layers_stack_each_layers_batch(train_dev):
