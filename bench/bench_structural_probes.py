@@ -11,11 +11,19 @@
               structural_probe_layers does now): seconds, the ratio, and how far apart the two
               fits' B matrices, kept epochs and dev scores are
 
+  host        (--host) the host's part of the probes, what no device speeds up: every EWT test
+              sentence's gold tree distances, and the paper's four metrics of one distance and
+              one depth prediction per sentence (random, seeded), as this package computes them
+              (tree distances from the ancestors' overlap; every spanning tree in one scipy call;
+              one Spearman call per sentence length) against one sentence at a time with scipy's
+              shortest paths and spanning tree, as before: seconds, ratios, and whether the
+              numbers are the same
+
 Both on the default model and UD EWT ($BERTOLOGY_DATA_DIR), the first --n-train training and
 --n-dev dev sentences, the CPU, one torch thread per fit. Prints each part's seconds, the epochs
 each fit ran, and the ratio.
 
-    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together]
+    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --host]
 """
 
 from __future__ import annotations
@@ -32,7 +40,11 @@ def main() -> None:
     parser.add_argument("--n-dev", type=int, default=100, help="first N dev sentences")
     parser.add_argument("--layer", type=int, default=None, help="hidden-state layer (default: the middle one)")
     parser.add_argument("--together", action="store_true", help="every layer's probes together vs one by one")
+    parser.add_argument("--host", action="store_true", help="the tree distances and metrics, against one by one")
     args = parser.parse_args()
+    if args.host:
+        host()
+        return
     if args.together:
         together(args.n_train, args.n_dev)
         return
@@ -110,6 +122,94 @@ def together(n_train: int, n_dev: int) -> None:
         f"= {one_by_one / joint_seconds:.2f}x; largest |B difference| {gap:.2g}, same kept epochs: {same_epochs}, "
         f"largest dev UUAS / root% difference {scores:.2g}"
     )
+
+
+def _scipy_tree_distances(heads: tuple[int, ...]):
+    """The baseline: a tree's distances by scipy's shortest paths, one sentence at a time."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    heads_ = np.asarray(heads, dtype=np.int64)
+    child = np.flatnonzero(heads_ > 0)
+    graph = csr_matrix((np.ones(len(child)), (child, heads_[child] - 1)), shape=(len(heads_), len(heads_)))
+    return shortest_path(graph, directed=False, unweighted=True).astype(np.int16)
+
+
+def _one_by_one_metrics(X, distances: list, depths: list) -> dict[str, float]:
+    """The baseline: the paper's metrics a sentence at a time (a spanning tree and Spearman calls per sentence)."""
+    from collections import defaultdict
+
+    import numpy as np
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    from bertology_utils.analyses.probes.structural import rowwise_spearman
+
+    found = edges = roots = roots_right = 0
+    dspr, nspr = defaultdict(list), defaultdict(list)
+    for k in range(len(X)):
+        keep = np.flatnonzero(X.scored[k])
+        n = len(keep)
+        if n < 2:
+            continue
+        gold = X.distances[k][np.ix_(keep, keep)].astype(np.float64)
+        predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
+        upper = np.triu(np.ones((n, n), dtype=bool), 1)
+        tree = minimum_spanning_tree(np.where(upper, predicted - predicted[upper].min() + 1.0, 0.0)).tocoo()
+        gold_edges = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))}
+        found += len({(int(min(i, j)), int(max(i, j))) for i, j in zip(tree.row, tree.col)} & gold_edges)
+        edges += len(gold_edges)
+        predicted_depth = np.asarray(depths[k], dtype=np.float64)[keep]
+        if X.scored[k][X.roots[k]]:
+            roots += 1
+            roots_right += int(keep[np.argmin(predicted_depth)] == X.roots[k])
+        if 5 <= n <= 50:
+            others = ~np.eye(n, dtype=bool)
+            rows = rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
+            dspr[n].append(float(rows.mean()))
+            gold_depth = X.distances[k][X.roots[k], keep].astype(np.float64)[None]
+            nspr[n].append(float(rowwise_spearman(predicted_depth[None], gold_depth)[0]))
+    return {
+        "uuas": found / edges,
+        "dspr": float(np.mean([np.mean(v) for v in dspr.values()])),
+        "root_acc": roots_right / roots,
+        "nspr": float(np.mean([np.mean(v) for v in nspr.values()])),
+    }
+
+
+def host() -> None:
+    """The host's part of the structural probes on EWT test, as computed now and one sentence at a time."""
+    import numpy as np
+
+    from bertology_utils.analyses.probes import StructuralData, structural_metrics, tree_distances
+    from bertology_utils.data import load_treebank
+
+    test = [s for s in load_treebank("test") if s.has_syntax]
+    rng = np.random.default_rng(0)
+    points = [rng.normal(size=(len(s.words), 1, 8)).astype(np.float32) for s in test]
+    X = StructuralData(test, points, [0])
+    distances = [((p[:, 0, None] - p[None, :, 0]) ** 2).sum(-1) for p in points]
+    depths = [(p[:, 0] ** 2).sum(-1) for p in points]
+    print(f"UD EWT test: {len(X)} sentences, {int(X.lengths.sum())} words")
+
+    def best_of(call, repeats: int = 3) -> tuple[float, object]:
+        times, result = [], None
+        for _ in range(repeats):
+            start = time.perf_counter()
+            result = call()
+            times.append(time.perf_counter() - start)
+        return min(times), result
+
+    old_trees, old = best_of(lambda: [_scipy_tree_distances(s.heads) for s in test])
+    new_trees, new = best_of(lambda: [tree_distances(s.heads) for s in test])
+    same_trees = all(np.array_equal(a, b) for a, b in zip(old, new))
+    print(f"tree distances: one by one {old_trees:.2f} s, now {new_trees:.2f} s = {old_trees / new_trees:.1f}x; "
+          f"the same: {same_trees}")  # fmt: skip
+    old_metrics, old = best_of(lambda: _one_by_one_metrics(X, distances, depths))
+    new_metrics, new = best_of(lambda: structural_metrics(X, distances=distances, depths=depths))
+    same = all(old[name] == new[name] for name in old)
+    print(f"metrics (UUAS, DSpr, root%, NSpr): one by one {old_metrics:.2f} s, now {new_metrics:.2f} s "
+          f"= {old_metrics / new_metrics:.1f}x; the same: {same} ({', '.join(f'{k} {v:.4f}' for k, v in new.items() if k in old)})")  # fmt: skip
 
 
 if __name__ == "__main__":

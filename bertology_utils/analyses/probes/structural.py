@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import minimum_spanning_tree
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
@@ -62,6 +63,7 @@ __all__ = [
     "SPEARMAN_LENGTHS",
     "rank_grid",
     "spanning_tree_edges",
+    "spanning_trees",
     "rowwise_spearman",
     "structural_metrics",
     "uuas_by_sentence",
@@ -92,12 +94,38 @@ def spanning_tree_edges(distances: np.ndarray) -> set[tuple[int, int]]:
     :param distances: ``(W, W)`` symmetric distances (only the upper triangle is read).
     :returns: the ``W - 1`` edges as ``(i, j)`` with ``i < j``.
     """
-    n = len(distances)
-    upper = np.triu(np.ones((n, n), dtype=bool), 1)
-    # Shifted to be positive (scipy reads 0 as "no edge"); a constant shift changes no spanning tree's rank.
-    weights = np.where(upper, distances - distances[upper].min() + 1.0, 0.0) if n > 1 else np.zeros((n, n))
-    tree = minimum_spanning_tree(weights).tocoo()
-    return {(int(min(i, j)), int(max(i, j))) for i, j in zip(tree.row, tree.col)}
+    return spanning_trees([distances])[0]
+
+
+def spanning_trees(distances: Sequence[np.ndarray]) -> list[set[tuple[int, int]]]:
+    """The edges of each complete graph's minimum spanning tree, all found by one call to scipy.
+
+    The graphs are laid side by side as one graph of disconnected blocks: its minimum spanning forest is each
+    block's minimum spanning tree.
+
+    :param distances: ``(W, W)`` symmetric distances per graph (only the upper triangles are read).
+    :returns: per graph, its ``W - 1`` edges as ``(i, j)`` with ``i < j``.
+    """
+    starts = np.concatenate([[0], np.cumsum([len(d) for d in distances])]).astype(np.int64)
+    rows, columns, weights = [], [], []
+    for matrix, start in zip(distances, starts):
+        if len(matrix) < 2:
+            continue
+        i, j = np.triu_indices(len(matrix), 1)
+        upper = np.asarray(matrix, dtype=np.float64)[i, j]
+        # Shifted to be positive (scipy reads 0 as "no edge"); a constant shift changes no spanning tree's rank.
+        rows.append(i + start), columns.append(j + start), weights.append(upper - upper.min() + 1.0)
+    trees: list[set[tuple[int, int]]] = [set() for _ in distances]
+    if weights:
+        size = int(starts[-1])
+        graph = csr_matrix((np.concatenate(weights), (np.concatenate(rows), np.concatenate(columns))), (size, size))
+        forest = minimum_spanning_tree(graph).tocoo()
+        owner = np.searchsorted(starts, forest.row, side="right") - 1
+        for k, a, b in zip(
+            owner.tolist(), (forest.row - starts[owner]).tolist(), (forest.col - starts[owner]).tolist()
+        ):
+            trees[k].add((min(a, b), max(a, b)))
+    return trees
 
 
 def rowwise_spearman(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -122,6 +150,12 @@ def _length_average(values: dict[int, list[float]]) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
+def _spearman_stack(rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """:func:`rowwise_spearman` of (predicted, gold) arrays of one width, stacked: every row's correlation."""
+    predicted, gold = zip(*rows)
+    return rowwise_spearman(np.vstack(predicted), np.vstack(gold))
+
+
 def uuas_by_sentence(X: StructuralData, distances: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per sentence of ``X``, the gold edges the minimum spanning tree of the predicted distances holds.
 
@@ -135,15 +169,17 @@ def uuas_by_sentence(X: StructuralData, distances: Sequence[np.ndarray]) -> tupl
     """
     found = np.zeros(len(X), dtype=np.int64)
     edges = np.zeros(len(X), dtype=np.int64)
+    gold_edges: list[set[tuple[int, int]]] = []
+    predicted: list[np.ndarray] = []
     for k in range(len(X)):
         keep = np.flatnonzero(X.scored[k])
-        if len(keep) < 2:
-            continue
         gold = X.distances[k][np.ix_(keep, keep)]
-        gold_edges = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))}
-        predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
-        found[k] = len(spanning_tree_edges(predicted) & gold_edges)
-        edges[k] = len(gold_edges)
+        gold_edges.append(
+            {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(gold == 1)))} if len(keep) > 1 else set()
+        )
+        predicted.append(np.asarray(distances[k])[np.ix_(keep, keep)])
+    for k, (tree, gold_tree) in enumerate(zip(spanning_trees(predicted), gold_edges)):
+        found[k], edges[k] = len(tree & gold_tree), len(gold_tree)
     return np.asarray(X.indices, dtype=np.int64), found, edges
 
 
@@ -168,8 +204,9 @@ def structural_metrics(
     skipped = 0
     roots_right = roots = 0
     spread = 0
-    dspr: dict[int, list[float]] = defaultdict(list)
-    nspr: dict[int, list[float]] = defaultdict(list)
+    # per length, each sentence's (predicted, gold) rows: one Spearman call per length, not per sentence
+    distance_rows: dict[int, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    depth_rows: dict[int, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     lo, hi = SPEARMAN_LENGTHS
     for k in range(len(X)):
         keep = np.flatnonzero(X.scored[k])
@@ -177,13 +214,12 @@ def structural_metrics(
         if n < 2:
             skipped += 1
             continue
-        gold = X.distances[k][np.ix_(keep, keep)].astype(np.float64)
         spread += lo <= n <= hi
         if distances is not None and lo <= n <= hi:
+            gold = X.distances[k][np.ix_(keep, keep)].astype(np.float64)
             predicted = np.asarray(distances[k], dtype=np.float64)[np.ix_(keep, keep)]
             others = ~np.eye(n, dtype=bool)  # a word's distances to every other word
-            rows = rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
-            dspr[n].append(float(rows.mean()))
+            distance_rows[n].append((predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1)))
         if depths is not None:
             predicted_depth = np.asarray(depths[k], dtype=np.float64)[keep]
             root = X.roots[k]
@@ -191,8 +227,9 @@ def structural_metrics(
                 roots += 1
                 roots_right += int(keep[np.argmin(predicted_depth)] == root)
             if lo <= n <= hi:
-                gold_depth = X.distances[k][root, keep].astype(np.float64)
-                nspr[n].append(float(rowwise_spearman(predicted_depth[None], gold_depth[None])[0]))
+                depth_rows[n].append((predicted_depth, X.distances[k][root, keep].astype(np.float64)))
+    dspr = {n: _spearman_stack(rows).reshape(len(rows), n).mean(1).tolist() for n, rows in distance_rows.items()}
+    nspr = {n: _spearman_stack(rows).tolist() for n, rows in depth_rows.items()}
     if distances is not None:
         _, correct, total = uuas_by_sentence(X, distances) if edges is None else edges
         out["uuas"] = correct.sum() / total.sum() if total.sum() else math.nan

@@ -3,11 +3,13 @@ and word-level hidden states of a tiny model."""
 
 import math
 import traceback
+from collections import defaultdict
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
 from sklearn.base import clone
 from synthetic_trees import random_heads
 
@@ -18,6 +20,7 @@ from bertology_utils.analyses.probes import (
     fit_jointly,
     rank_grid,
     spanning_tree_edges,
+    spanning_trees,
     structural,
     structural_metrics,
     structural_probe_layers,
@@ -297,6 +300,58 @@ def data_of(*trees):
 def test_tree_distances_by_hand():
     d = tree_distances((2, 0, 2, 3))  # 1 <- 2 -> 3 -> 4
     assert d.tolist() == [[0, 1, 2, 3], [1, 0, 1, 2], [2, 1, 0, 1], [3, 2, 1, 0]]
+
+
+def test_tree_distances_are_the_shortest_paths_of_any_tree():
+    rng = np.random.default_rng(5)
+    trees = [random_heads(rng, int(n))[0] for n in rng.integers(1, 60, 200)] + [(0, *range(1, 80))]  # and a chain
+    for heads in trees:
+        edges = np.zeros((len(heads), len(heads)))
+        for word, head in enumerate(heads):
+            if head:
+                edges[word, head - 1] = 1
+        expected = shortest_path(edges, directed=False, unweighted=True)
+        assert tree_distances(heads).dtype == np.int16
+        np.testing.assert_array_equal(tree_distances(heads), expected)
+    for heads in [(2, 1), (0, 0), (0, 3, 2), (0, 4), (-1, 0), ()]:  # no root, two roots, a cycle, out of range, empty
+        with pytest.raises(BertologyError, match="not one tree"):
+            tree_distances(heads)
+
+
+def test_spanning_trees_of_many_graphs_at_once_are_each_graphs_own():
+    rng = np.random.default_rng(6)
+    graphs = []
+    for n in [0, 1, 2, *rng.integers(3, 40, 60)]:
+        points = rng.normal(size=(int(n), 5))
+        graphs.append(((points[:, None] - points[None]) ** 2).sum(-1) - 3.0)  # negative weights too
+    for tree, graph in zip(spanning_trees(graphs), graphs, strict=True):
+        own = minimum_spanning_tree(np.triu(graph - graph.min() + 1.0, 1) if len(graph) > 1 else graph).tocoo()
+        assert tree == {(int(i), int(j)) for i, j in zip(own.row, own.col)} and len(tree) == max(len(graph) - 1, 0)
+    assert spanning_trees([]) == []
+
+
+def test_spearman_correlations_grouped_by_length_equal_each_sentences_own():
+    """structural_metrics correlates all sentences of one length in one call: the same numbers as one by one."""
+    rng = np.random.default_rng(7)
+    trees = [random_heads(rng, int(n)) for n in rng.integers(1, 30, 120)]
+    X = data_of(*trees)
+    distances = [rng.random((len(h), len(h))) + rng.random((len(h), len(h))).T for h, _ in trees]
+    depths = [rng.random(len(h)) for h, _ in trees]
+    dspr, nspr = defaultdict(list), defaultdict(list)
+    for k in range(len(trees)):
+        keep = np.flatnonzero(X.scored[k])
+        n = len(keep)
+        if 5 <= n <= 50:
+            others = ~np.eye(n, dtype=bool)
+            gold, predicted = X.distances[k][np.ix_(keep, keep)], distances[k][np.ix_(keep, keep)]
+            rows = structural.rowwise_spearman(predicted[others].reshape(n, n - 1), gold[others].reshape(n, n - 1))
+            dspr[n].append(rows.mean())
+            nspr[n].append(
+                structural.rowwise_spearman(depths[k][keep][None], X.distances[k][X.roots[k], keep][None])[0]
+            )
+    m = structural_metrics(X, distances=distances, depths=depths)
+    assert m["dspr"] == np.mean([np.mean(v) for v in dspr.values()])
+    assert m["nspr"] == np.mean([np.mean(v) for v in nspr.values()])
 
 
 def test_uuas_of_a_hand_spanning_tree():
