@@ -408,6 +408,10 @@ def subsample(n: int, size: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
+#: Steps whose mean loss the progress bar shows, read from the device once per as many steps.
+_SHOWN_LOSSES = 20
+
+
 def _train(
     loaded: LoadedModel,
     encodings: list[dict],
@@ -468,13 +472,16 @@ def _train(
                     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                     optimizer.step()
                     scheduler.step()
-                    losses.append(float(loss.detach()))
+                    losses.append(loss.detach())  # on the device: reading it would wait for the step
                     bar.update(1)
-                    bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
+                    if progress and len(losses) % _SHOWN_LOSSES == 0:  # the bar's mean: a read every few steps
+                        shown = torch.stack(losses[-_SHOWN_LOSSES:]).double().mean()
+                        bar.set_postfix(loss=f"{float(shown):.3f}", refresh=False)
     finally:
         model.eval()
         optimizer.zero_grad(set_to_none=True)
-    curve = np.array_split(np.asarray(losses), min(10, len(losses)))
+    values = torch.stack(losses).double().cpu().numpy() if losses else np.zeros(0)
+    curve = np.array_split(values, min(10, len(values)))
     return [float(np.mean(chunk)) for chunk in curve if len(chunk)], nondeterministic
 
 
