@@ -133,7 +133,8 @@ def predict_with_gates(
     :raises ModelNotAvailableError: when the model does not return one row of logits per gated copy.
     """
     loaded = require_loaded(loaded)
-    gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32)
+    # on the host, detached: its digest reads it, whatever device or graph the caller's gates came from
+    gate_stack = torch.as_tensor(gate_stack, dtype=torch.float32).detach().cpu()
     if gate_stack.dim() == 2:
         gate_stack = gate_stack[None]
     fields = {"gates": gates_digest(gate_stack.numpy()), "configs_per_pass": configs_per_pass, "rows": rows_per_pass}

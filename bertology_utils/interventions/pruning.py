@@ -298,7 +298,10 @@ def head_importance(
     """
     loaded = require_loaded(loaded)
     n_layers, n_heads = gate_shape(loaded)
-    mask_t = torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32)
+    # on the host, detached: its digest reads it, whatever device or graph the caller's mask came from
+    mask_t = (
+        torch.ones(n_layers, n_heads) if mask is None else torch.as_tensor(mask, dtype=torch.float32).detach().cpu()
+    )
     importance = cached_result(
         "importance",
         loaded,

@@ -168,6 +168,12 @@ def test_importance_is_finite_normalised_and_matches_finite_differences(tiny_mod
     mask = np.ones((layers, heads))
     mask[0, 1] = 0
     assert head_importance(loaded, dev, mask=mask)[0, 1] == 0
+    # a mask or gates with a graph (as trained gates have) or on a device are read on the host, as numpy's are
+    graph = torch.as_tensor(mask, dtype=torch.float32).requires_grad_(True) * 1
+    np.testing.assert_array_equal(head_importance(loaded, dev, mask=graph), head_importance(loaded, dev, mask=mask))
+    np.testing.assert_array_equal(
+        predict_with_gates(loaded, dev, graph[None]), predict_with_gates(loaded, dev, mask[None].astype(np.float32))
+    )
 
 
 def test_ablation_sweep_shapes_and_consistency(tiny_model_dirs, data):
