@@ -17,21 +17,33 @@
               (tree distances from the ancestors' overlap; every spanning tree in one scipy call;
               one Spearman call per sentence length) against one sentence at a time with scipy's
               shortest paths and spanning tree, as before: seconds, ratios, and whether the
-              numbers are the same
+              numbers are the same (--record: bench/results/structural-host.json and the
+              benchmarks page's table from it)
 
 Both on the default model and UD EWT ($BERTOLOGY_DATA_DIR), the first --n-train training and
 --n-dev dev sentences, the CPU, one torch thread per fit. Prints each part's seconds, the epochs
 each fit ran, and the ratio.
 
-    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --host]
+    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --host [--record]]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _machine import machine  # noqa: E402
+
+RECORD = ROOT / "bench" / "results" / "structural-host.json"
+#: The generated block (bertology_utils.present.generated) that shows the recorded --host run, and its page.
+BLOCK = "structural-host"
+PAGE = ROOT / "docs" / "benchmarks.md"
 
 
 def main() -> None:
@@ -41,9 +53,12 @@ def main() -> None:
     parser.add_argument("--layer", type=int, default=None, help="hidden-state layer (default: the middle one)")
     parser.add_argument("--together", action="store_true", help="every layer's probes together vs one by one")
     parser.add_argument("--host", action="store_true", help="the tree distances and metrics, against one by one")
+    parser.add_argument("--record", action="store_true", help="with --host: record it and the benchmarks page's table")
     args = parser.parse_args()
+    if args.record and not args.host:
+        parser.error("--record records --host")
     if args.host:
-        host()
+        host(args.record)
         return
     if args.together:
         together(args.n_train, args.n_dev)
@@ -177,8 +192,27 @@ def _one_by_one_metrics(X, distances: list, depths: list) -> dict[str, float]:
     }
 
 
-def host() -> None:
+def doc_block(record: dict) -> str:
+    """The benchmarks page's block for a recorded ``--host`` run."""
+    head = (
+        f"UD EWT test, {record['sentences']:,} sentences and {record['words']:,} words, one distance and one depth "
+        f"prediction per sentence (random, seeded), fastest of {record['repeats']} ({record['date']}, "
+        f"{record['machine']}). Baseline: the same numbers one sentence at a time with scipy's shortest paths and "
+        "spanning tree, as the package computed them before."
+    )
+    rows = [
+        f"| {r['part']} | {r['one_by_one_s']:.2f} | {r['now_s']:.2f} | {r['one_by_one_s'] / r['now_s']:.1f}x | "
+        f"{'yes' if r['same'] else 'no'} |"
+        for r in record["rows"]
+    ]
+    table = ["| host part | one by one (s) | now (s) | speed-up | the same numbers |", "|---|---|---|---|---|", *rows]
+    return "\n".join([head, "", *table])
+
+
+def host(record: bool) -> None:
     """The host's part of the structural probes on EWT test, as computed now and one sentence at a time."""
+    import json
+
     import numpy as np
 
     from bertology_utils.analyses.probes import StructuralData, structural_metrics, tree_distances
@@ -190,9 +224,9 @@ def host() -> None:
     X = StructuralData(test, points, [0])
     distances = [((p[:, 0, None] - p[None, :, 0]) ** 2).sum(-1) for p in points]
     depths = [(p[:, 0] ** 2).sum(-1) for p in points]
-    print(f"UD EWT test: {len(X)} sentences, {int(X.lengths.sum())} words")
+    repeats = 3
 
-    def best_of(call, repeats: int = 3) -> tuple[float, object]:
+    def fastest(call) -> tuple[float, object]:
         times, result = [], None
         for _ in range(repeats):
             start = time.perf_counter()
@@ -200,16 +234,30 @@ def host() -> None:
             times.append(time.perf_counter() - start)
         return min(times), result
 
-    old_trees, old = best_of(lambda: [_scipy_tree_distances(s.heads) for s in test])
-    new_trees, new = best_of(lambda: [tree_distances(s.heads) for s in test])
-    same_trees = all(np.array_equal(a, b) for a, b in zip(old, new))
-    print(f"tree distances: one by one {old_trees:.2f} s, now {new_trees:.2f} s = {old_trees / new_trees:.1f}x; "
-          f"the same: {same_trees}")  # fmt: skip
-    old_metrics, old = best_of(lambda: _one_by_one_metrics(X, distances, depths))
-    new_metrics, new = best_of(lambda: structural_metrics(X, distances=distances, depths=depths))
+    rows = []
+    old_s, old = fastest(lambda: [_scipy_tree_distances(s.heads) for s in test])
+    new_s, new = fastest(lambda: [tree_distances(s.heads) for s in test])
+    same = all(np.array_equal(a, b) for a, b in zip(old, new))
+    rows.append({"part": "gold tree distances", "one_by_one_s": old_s, "now_s": new_s, "same": same})
+    old_s, old = fastest(lambda: _one_by_one_metrics(X, distances, depths))
+    new_s, new = fastest(lambda: structural_metrics(X, distances=distances, depths=depths))
     same = all(old[name] == new[name] for name in old)
-    print(f"metrics (UUAS, DSpr, root%, NSpr): one by one {old_metrics:.2f} s, now {new_metrics:.2f} s "
-          f"= {old_metrics / new_metrics:.1f}x; the same: {same} ({', '.join(f'{k} {v:.4f}' for k, v in new.items() if k in old)})")  # fmt: skip
+    rows.append({"part": "UUAS, DSpr, root% and NSpr", "one_by_one_s": old_s, "now_s": new_s, "same": same})
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "sentences": len(X),
+        "words": int(X.lengths.sum()),
+        "repeats": repeats,
+        "rows": rows,
+    }
+    print(doc_block(result))
+    if record:
+        RECORD.parent.mkdir(parents=True, exist_ok=True)
+        RECORD.write_text(json.dumps(result, indent=2) + "\n")
+        from bertology_utils.present.generated import write_block
+
+        write_block(PAGE, BLOCK, doc_block(result))
 
 
 if __name__ == "__main__":

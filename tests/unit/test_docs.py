@@ -359,6 +359,16 @@ def test_the_test_tiers_table_is_the_recorded_run():
     assert all(tier["failures"] + tier["errors"] == 0 for tier in record["tiers"].values())
 
 
+def test_the_structural_host_table_is_the_recorded_run():
+    sys.path.insert(0, str(ROOT / "bench"))
+    bench = pytest.importorskip("bench_structural_probes")
+    record = json.loads(bench.RECORD.read_text())
+    assert read_block(bench.PAGE, bench.BLOCK) == bench.doc_block(record).strip(), (
+        "run python bench/bench_structural_probes.py --host --record"
+    )
+    assert all(row["same"] for row in record["rows"])
+
+
 def test_a_tiers_junit_record_gives_its_counts_and_the_sessions_seconds(tmp_path):
     bench_tests = _bench_tests()
     path = tmp_path / "test.xml"
