@@ -114,7 +114,9 @@ def spanning_trees(distances: Sequence[np.ndarray]) -> list[set[tuple[int, int]]
         i, j = np.triu_indices(len(matrix), 1)
         upper = np.asarray(matrix, dtype=np.float64)[i, j]
         # Shifted to be positive (scipy reads 0 as "no edge"); a constant shift changes no spanning tree's rank.
-        rows.append(i + start), columns.append(j + start), weights.append(upper - upper.min() + 1.0)
+        rows.append(i + start)
+        columns.append(j + start)
+        weights.append(upper - upper.min() + 1.0)
     trees: list[set[tuple[int, int]]] = [set() for _ in distances]
     if weights:
         size = int(starts[-1])
