@@ -160,18 +160,26 @@ def _layer_parts(
     return summed, normed, last, value_projection(model, layer), architectures.attention_output(model, layer)
 
 
-def _check_decomposed(
-    model: nn.Module, got: torch.Tensor, expected: torch.Tensor, what: str, need: str, part: str
-) -> None:
-    """Refuse a model whose layer does not add up as the methods' decomposition assumes (``got`` is not ``expected``
-    within :data:`_DECOMPOSITION_TOL` of its scale)."""
-    off = (got - expected).abs().max()
-    if off > _DECOMPOSITION_TOL * max(1.0, float(expected.abs().max())):
-        raise UnsupportedArchitectureError(
-            f"{type(model).__name__}, {what} (off by {float(off):.2g}); {need}",
-            model_type=getattr(model.config, "model_type", None),
-            missing=[part],
-        )
+def _gap(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """``(off, scale)``: how far ``got`` is from ``expected`` at most, and ``expected``'s largest magnitude, left on the
+    device for :func:`_check_decomposed` to read with every other layer's."""
+    return torch.stack([(got - expected).abs().max(), expected.abs().max()]).double()
+
+
+def _check_decomposed(model: nn.Module, checks: list[tuple[torch.Tensor, str, str, str]]) -> None:
+    """Refuse a model whose layer does not add up as the methods' decomposition assumes (a :func:`_gap` whose ``off``
+    is over :data:`_DECOMPOSITION_TOL` of its scale). ``checks`` holds each gap with what was checked, what the
+    methods need and the part concerned; every layer's gaps are read from the device at once."""
+    if not checks:
+        return
+    gaps = torch.stack([gap for gap, *_ in checks]).cpu().tolist()
+    for (off, scale), (_, what, need, part) in zip(gaps, checks):
+        if off > _DECOMPOSITION_TOL * max(1.0, scale):
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}, {what} (off by {off:.2g}); {need}",
+                model_type=getattr(model.config, "model_type", None),
+                missing=[part],
+            )
 
 
 @torch.no_grad()
@@ -229,35 +237,33 @@ def trace(loaded: Model, inputs: dict[str, torch.Tensor], reads: frozenset[str] 
         for handle in handles:
             handle.remove()
     traces = []
+    checks: list[tuple[torch.Tensor, str, str, str]] = []
     for layer in range(n):
         args, kwargs = kept["call"][layer]
         hidden = args[0] if args else kwargs["hidden_states"]
         probs = capture.probs[layer]
         values = value_vectors(model, layer, kept["values"][layer], probs.shape[1])
-        _check_decomposed(
-            model,
-            kept["sum"][layer],
-            kept["dense"][layer] + hidden,
+        checks.append((
+            _gap(kept["sum"][layer], kept["dense"][layer] + hidden),
             f"layer {layer}: the attention block's residual sum is not the layer input plus the attention output",
             "context-mixing maps need a post-LN block LN(x + W_O ctx + b_O) or a pre-LN one x + W_O ctx(LN(x)) + b_O",
             "attention_layer_norm",
-        )
+        ))  # fmt: skip
         normed, output = (kept["sum"][layer] if pre_ln else kept["normed"][layer]), kept["output"][layer]
         if pre_ln:
             ffn = output - normed
         else:
             second_sum, second_normed = kept["last"][layer]
-            _check_decomposed(
-                model,
-                second_normed,
-                output,
+            checks.append((
+                _gap(second_normed, output),
                 f"layer {layer}: the layer's output is not its output layer norm's",
                 "context-mixing maps of the whole layer need a post-LN layer LN2(y + FFN(y))",
                 "output_layer_norm",
-            )
+            ))  # fmt: skip
             ffn = second_sum - normed
         parts = LayerParts(hidden, values, kept["dense"][layer], normed, ffn, output, (args, kwargs))
         traces.append(LayerTrace(probs, parts))
+    _check_decomposed(model, checks)  # one read of the device for every layer's checks
     return traces
 
 
