@@ -182,7 +182,8 @@ def _predict_with_gates(
                     if f == len(layers):  # every gate 1: one plain pass serves all
                         logits = np.tile(model(**batch).logits.float().cpu().numpy(), (c, 1))
                     else:
-                        gates = gate_stack[index].repeat_interleave(b, dim=0)  # copy k: configuration index[k]
+                        # copy k: configuration index[k]; on the device in one copy, not one per layer
+                        gates = gate_stack[index].repeat_interleave(b, dim=0).to(loaded.device)
                         late = c > 1 and f > 0 and not shared  # copies made at layer f (one copy needs none)
                         with contextlib.ExitStack() as stack:
                             stack.enter_context(edit_attention(model, gate_edit(gates, f if late else 0)))
