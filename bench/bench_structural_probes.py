@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
+from _timing import fastest_call  # noqa: E402
 
 RECORD = ROOT / "bench" / "results" / "structural-host.json"
 #: The generated block (bertology_utils.present.generated) that shows the recorded --host run, and its page.
@@ -226,21 +227,13 @@ def host(record: bool) -> None:
     depths = [(p[:, 0] ** 2).sum(-1) for p in points]
     repeats = 3
 
-    def fastest(call) -> tuple[float, object]:
-        times, result = [], None
-        for _ in range(repeats):
-            start = time.perf_counter()
-            result = call()
-            times.append(time.perf_counter() - start)
-        return min(times), result
-
     rows = []
-    old_s, old = fastest(lambda: [_scipy_tree_distances(s.heads) for s in test])
-    new_s, new = fastest(lambda: [tree_distances(s.heads) for s in test])
+    old_s, old = fastest_call(repeats, lambda: [_scipy_tree_distances(s.heads) for s in test])
+    new_s, new = fastest_call(repeats, lambda: [tree_distances(s.heads) for s in test])
     same = all(np.array_equal(a, b) for a, b in zip(old, new))
     rows.append({"part": "gold tree distances", "one_by_one_s": old_s, "now_s": new_s, "same": same})
-    old_s, old = fastest(lambda: _one_by_one_metrics(X, distances, depths))
-    new_s, new = fastest(lambda: structural_metrics(X, distances=distances, depths=depths))
+    old_s, old = fastest_call(repeats, lambda: _one_by_one_metrics(X, distances, depths))
+    new_s, new = fastest_call(repeats, lambda: structural_metrics(X, distances=distances, depths=depths))
     same = all(old[name] == new[name] for name in old)
     rows.append({"part": "UUAS, DSpr, root% and NSpr", "one_by_one_s": old_s, "now_s": new_s, "same": same})
     result = {

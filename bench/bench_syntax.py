@@ -22,6 +22,7 @@ import json
 import time
 
 import numpy as np
+from _timing import fastest_call
 
 
 def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
@@ -54,15 +55,6 @@ def loop_counts(corpus, items, num_layers: int, num_heads: int) -> dict:
     return hits
 
 
-def best_of(repeats: int, fn):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
@@ -79,9 +71,9 @@ def main() -> None:
     store = extract_cached(corpus, loaded, progress=False)
     print(f"model {loaded.name} ({loaded.num_layers}x{loaded.num_heads}); {corpus.description}")
 
-    store_s, result = best_of(args.repeats, lambda: score_syntax(corpus, store))
+    store_s, result = fastest_call(args.repeats, lambda: score_syntax(corpus, store))
     items = list(store.iter_items())
-    vector_s, _ = best_of(args.repeats, lambda: score_syntax(corpus, items))
+    vector_s, _ = fastest_call(args.repeats, lambda: score_syntax(corpus, items))
 
     step = max(1, len(items) // args.loop_sentences)
     chosen = items[::step][: args.loop_sentences]
