@@ -302,9 +302,11 @@ class StructuralData:
             order = [b.numpy() for b in length_grouped_batches(self.lengths.tolist(), batch_size, generator)]
         else:
             order = [np.arange(k, min(k + batch_size, len(self))) for k in range(0, len(self), batch_size)]
-        for rows in order:
+        # every batch's rows go to the device in one copy: a copy per batch would wait for the device at every step
+        on_device = torch.from_numpy(np.concatenate(order)).to(on["lengths"].device)
+        for rows, end in zip(order, np.cumsum([len(rows) for rows in order])):
             width = int(self.lengths[rows].max())
-            at = torch.from_numpy(rows).to(on["lengths"].device)
+            at = on_device[end - len(rows) : end]
             n = on["lengths"][at]
             positions = torch.arange(width, device=n.device)
             words = positions[None, :] < n[:, None]

@@ -267,6 +267,18 @@ def test_predictions_on_a_device_are_read_back_after_every_batch_ran(cls, monkey
         np.testing.assert_array_equal(a, b)
 
 
+def test_an_epochs_batches_copy_their_rows_to_the_device_once(monkeypatch):
+    """A copy from the host per batch would wait for the device at every training step."""
+    X = two_layers(30, 0)
+    list(X.batches(3, 4, device="meta"))  # the data itself is copied there on first use
+    copies = []
+    to = torch.Tensor.to
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **k: copies.append(self.device) or to(self, *a, **k))
+    batches = list(X.batches([3, 5], 4, shuffle=True, seed=1, device="meta"))
+    assert len(batches) == math.ceil(30 / 4) and copies == [torch.device("cpu")]
+    assert all(batch.vectors.device.type == "meta" for _, batch in batches)
+
+
 def test_batches_of_several_layers_stack_each_layers_batch(train_dev):
     X = two_layers(30, 3)
     for (rows, both), (same, three), (_, five) in zip(
