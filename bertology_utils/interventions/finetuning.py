@@ -480,7 +480,7 @@ def _train(
     finally:
         model.eval()
         optimizer.zero_grad(set_to_none=True)
-    values = torch.stack(losses).double().cpu().numpy() if losses else np.zeros(0)
+    values = torch.stack(losses).double().cpu().numpy()
     curve = np.array_split(values, min(10, len(values)))
     return [float(np.mean(chunk)) for chunk in curve if len(chunk)], nondeterministic
 
