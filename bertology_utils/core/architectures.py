@@ -129,6 +129,10 @@ class ArchSpec:
     ffn_activation: str = "intermediate.intermediate_act_fn"
     ffn_out: str = "output.dense"
     gated_ffn: bool = False
+    #: The 4-D masks the base model makes of a 2-D padding mask with transformers' mask functions, which
+    #: :mod:`~bertology_utils.core.masks` builds ahead: "bidirectional" (one mask), "by layer type" (a dict keyed by
+    #: ``config.layer_types``: ModernBERT's local layers get sliding-window masks), or None (its own masks).
+    attention_mask: str | None = "bidirectional"
 
 
 class WrapsModule(Protocol):
@@ -279,6 +283,7 @@ register_architecture(
         dropout_edit_point="dropout",
         internal_score_terms=True,
         classifier_reads_first_token=True,  # its ContextPooler reads the first token
+        attention_mask=None,
     )
 )
 # ModernBERT: pre-LN blocks (its first layer's attention norm is an Identity), one fused Wqkv, rotary
@@ -303,6 +308,7 @@ register_architecture(
         ffn_activation="mlp.act",
         ffn_out="mlp.Wo",
         gated_ffn=True,
+        attention_mask="by layer type",
     )
 )
 

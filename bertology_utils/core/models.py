@@ -33,6 +33,7 @@ from bertology_utils.core.errors import (
     UnregisteredArchitectureWarning,
     UnsupportedArchitectureError,
 )
+from bertology_utils.core.masks import prepare_attention_masks
 from bertology_utils.core.settings import default_model_path
 
 __all__ = [
@@ -360,6 +361,7 @@ def load_model(
     _refuse_non_encoder(model, name)
     if architectures.is_registered(model):
         architectures.check_architecture(model)  # an unexpected layout fails here, saying what to register
+        prepare_attention_masks(model)  # no wait for the device at each forward (see core.masks)
     else:
         warnings.warn(UnregisteredArchitectureWarning(_read_only(model)), stacklevel=2)
     vocabulary = model.get_input_embeddings().num_embeddings
