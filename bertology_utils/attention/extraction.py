@@ -33,7 +33,7 @@ from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention, SkippedItem, WordConversion
 from bertology_utils.core import __version__, settings
 from bertology_utils.core.architectures import is_registered, self_attention_modules, shares_layers
-from bertology_utils.core.batching import Padding, pad_rows, plan_batches
+from bertology_utils.core.batching import Padding, pad_rows, plan_batches, to_device
 from bertology_utils.core.cache import cache_lock, entry_name
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
@@ -217,7 +217,7 @@ class _Forward:
         shape = (len(batch), self.loaded.num_layers, self.heads)
         words = torch.from_numpy(self._scratch("words", shape + (n_words, n_words)))
         tokens = torch.from_numpy(self._scratch("tokens", shape + (n_tok, n_tok))) if self.keep_tokens else None
-        convert = WordConversion(torch.from_numpy(t2w).to(device), self.from_rule, n_words=n_words)
+        convert = WordConversion(to_device(t2w, device), self.from_rule, n_words=n_words)
         for layer, att in enumerate(attentions):  # layer by layer: no stacked copy of every map
             words[:, layer].copy_(convert(att))  # float32 -> float16 (unless asked otherwise) in the copy
             if tokens is not None:

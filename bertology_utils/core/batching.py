@@ -19,7 +19,7 @@ import torch
 
 from bertology_utils.core import architectures
 
-__all__ = ["Padding", "PaddedBatch", "pad_rows", "plan_batches", "length_grouped_batches"]
+__all__ = ["Padding", "PaddedBatch", "pad_rows", "to_device", "plan_batches", "length_grouped_batches"]
 
 
 def pad_rows(rows: Sequence, fill: int, width: int | None = None, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
@@ -32,6 +32,24 @@ def pad_rows(rows: Sequence, fill: int, width: int | None = None, dtype: npt.DTy
     for b, row in enumerate(rows):
         out[b, : len(row)] = row
     return out
+
+
+def to_device(values: torch.Tensor | np.ndarray, device: str | torch.device | None) -> torch.Tensor:
+    """``values`` from the host on ``device``, without the host waiting for the device.
+
+    A copy to a GPU from ordinary (pageable) memory waits until the device has finished all the work queued
+    before it; from pinned memory the copy is queued on the device's stream, ahead of the work that reads it,
+    and the host goes on. Other devices get a plain copy (none to the CPU).
+
+    :param values: a tensor or an array on the host.
+    :param device: where to (None: the CPU).
+    :returns: the tensor on ``device``.
+    """
+    tensor = torch.as_tensor(values)
+    target = torch.device("cpu" if device is None else device)
+    if target.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(target, non_blocking=True)
+    return tensor.to(target)
 
 
 @dataclass(frozen=True)
@@ -49,12 +67,9 @@ class PaddedBatch:
 
     def inputs(self, device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
         """The model's keyword inputs, as tensors on ``device``."""
-        out = {
-            "input_ids": torch.from_numpy(self.input_ids).to(device),
-            "attention_mask": torch.from_numpy(self.attention_mask).to(device),
-        }
+        out = {"input_ids": to_device(self.input_ids, device), "attention_mask": to_device(self.attention_mask, device)}
         if self.token_type_ids is not None:
-            out["token_type_ids"] = torch.from_numpy(self.token_type_ids).to(device)
+            out["token_type_ids"] = to_device(self.token_type_ids, device)
         return out
 
 

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from bertology_utils.core.batching import to_device
+
 __all__ = [
     "training_seeds",
     "derived_seed",
@@ -91,7 +93,7 @@ class HostDropout(TorchFunctionMode):
         if p == 1.0:
             return input.zero_() if inplace else torch.zeros_like(input)
         keep = torch.rand(input.shape, generator=self.generator) >= p
-        scale = keep.to(device=input.device, dtype=input.dtype).div_(1.0 - p)
+        scale = to_device(keep, input.device).to(input.dtype).div_(1.0 - p)  # queued: no wait for a GPU per mask
         return input.mul_(scale) if inplace else input * scale
 
 

@@ -46,7 +46,7 @@ from transformers.utils import logging as hf_logging
 
 from bertology_utils.attention.alignment import item_texts
 from bertology_utils.core import __version__, settings
-from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches
+from bertology_utils.core.batching import Padding, length_grouped_batches, plan_batches, to_device
 from bertology_utils.core.cache import CacheWarning, cache_lock, entry_name, key_digest
 from bertology_utils.core.determinism import derived_seed, deterministic_algorithms, host_dropout
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
@@ -464,7 +464,7 @@ def _train(
                 for chosen in epoch:
                     rows = chosen.numpy()
                     batch = padding.collate([encodings[i] for i in rows], loaded.device)
-                    labels = torch.as_tensor(targets[rows], dtype=target_dtype, device=loaded.device)
+                    labels = to_device(torch.as_tensor(targets[rows], dtype=target_dtype), loaded.device)
                     with autocast(loaded):
                         loss = model(**batch, labels=labels).loss
                     optimizer.zero_grad(set_to_none=True)

@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadDraws, HeadTensor
 from bertology_utils.interventions.gated_logits import gate_shape
@@ -82,7 +83,7 @@ class HardConcreteGates(nn.Module):
         """
         la = self.log_alpha
         device = la.device if generator is None else generator.device  # the generator's own device draws
-        u = torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device).to(la.device)
+        u = to_device(torch.rand((n, *la.shape), generator=generator, dtype=la.dtype, device=device), la.device)
         return u.clamp(self._EPS, 1 - self._EPS)
 
     def from_noise(self, u: HeadDraws) -> HeadDraws:

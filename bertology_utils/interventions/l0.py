@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadMatrix, HeadSamples, SampleValues
 from bertology_utils.data import Corpus, Task, load_glue
@@ -348,7 +349,7 @@ def _train(
             repeated = {k: v.repeat(len(sets), *([1] * (v.dim() - 1))) for k, v in batch.items()}
             with edit_attention(model, gate_edit(z)):
                 logits = model(**repeated).logits
-            wanted = targets[torch.as_tensor(rows, device=targets.device)].repeat(len(sets))
+            wanted = targets[to_device(rows, targets.device)].repeat(len(sets))
             task = example_losses(logits, wanted, regression).reshape(len(sets), len(rows)).mean(1)
             l0 = torch.stack([g.expected_l0() for g in sets])
             optimizer.zero_grad(set_to_none=True)

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadMatrix, HeadSamples, HeadTensor, LayerValues, SampleValues
@@ -319,7 +320,9 @@ def _importance(
     n_layers, n_heads = mask_t.shape
     regression = task_spec(dev.task).is_regression
     model = loaded.model
-    total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    # summed on the device and read once: a read per batch would wait for the device at every batch
+    total = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=loaded.device)
+    on_device = to_device(mask_t, loaded.device)
     with (
         classifier_inference(loaded),
         tqdm(total=len(dev), desc=f"importance {dev.task}", unit="example", disable=not progress) as bar,
@@ -327,16 +330,16 @@ def _importance(
         for batch, rows in zip(dev.batches, dev.rows):
             b = len(rows)
             gates = torch.ones(b if per_example else 1, n_layers, n_heads, device=loaded.device, requires_grad=True)
-            applied = (gates * mask_t.to(loaded.device)).expand(b, n_layers, n_heads)
-            targets = torch.as_tensor(dev.labels[rows], device=loaded.device)
+            applied = (gates * on_device).expand(b, n_layers, n_heads)
+            targets = to_device(dev.labels[rows], loaded.device)
             with edit_attention(model, gate_edit(applied)):
                 loss = example_losses(model(**batch).logits, targets, regression)
             # the gates' gradient alone: backward() would also fill every weight's .grad, work nobody reads
             (grad,) = torch.autograd.grad(loss.sum(), gates)
-            grad = grad.abs().double().cpu()
+            grad = grad.abs().double()
             total += grad.sum(0) if per_example else grad[0]
             bar.update(b)
-    return (total / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
+    return (total.cpu() / (len(dev) if per_example else len(dev.batches))).numpy() * mask_t.numpy()
 
 
 # --------------------------------------------------------------------------- pruning curves

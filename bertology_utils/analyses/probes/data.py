@@ -18,6 +18,7 @@ from bertology_utils.analyses.word_vectors import WordVectors
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.typing import ItemValues, ItemWordVectors, WordCodes, WordValues
 from bertology_utils.data import Corpus
@@ -93,11 +94,10 @@ class Batch:
         """
         if device.type == "cpu":
             return self
-        pinned = device.type == "cuda"
         moved = dataclasses.replace(self)
         for field in dataclasses.fields(self):
             if isinstance(value := getattr(self, field.name), torch.Tensor):
-                setattr(moved, field.name, (value.pin_memory() if pinned else value).to(device, non_blocking=pinned))
+                setattr(moved, field.name, to_device(value, device))
         return moved
 
 

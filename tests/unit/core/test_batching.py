@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches
+from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches, to_device
 from bertology_utils.core.models import load_model
 
 
@@ -123,3 +123,29 @@ def test_length_grouped_batches_cover_every_item_once_with_little_padding():
     # The long batches are not all first: their order is shuffled.
     longest = [int(lengths[b.numpy()].max()) for b in batches]
     assert longest != sorted(longest, reverse=True)
+
+
+def test_to_device_keeps_values_and_dtype():
+    array = np.arange(6, dtype=np.int64).reshape(2, 3)
+    on_cpu = to_device(array, None)
+    assert on_cpu.dtype == torch.int64 and np.array_equal(on_cpu.numpy(), array)
+    floats = torch.tensor([0.5, 1.5])
+    assert to_device(floats, "cpu") is floats  # nothing to copy on the host
+    assert to_device(floats, "meta").device.type == "meta"
+
+
+def test_to_device_queues_a_copy_to_a_gpu_from_pinned_memory(monkeypatch):
+    """A copy to a GPU from pageable memory waits for the device: the host copy is pinned and not waited for."""
+    calls = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *args, **kwargs: calls.append((args, kwargs)) or self)
+    to_device(np.ones(3), "cuda:0")
+    assert calls == ["pin", ((torch.device("cuda:0"),), {"non_blocking": True})]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_to_device_on_a_gpu_gives_the_values():
+    array = np.random.default_rng(0).normal(size=(64, 33)).astype(np.float32)
+    batches = [to_device(array + k, "cuda") for k in range(4)]  # queued one after another, none waited for
+    for k, batch in enumerate(batches):
+        assert np.array_equal(batch.cpu().numpy(), array + k)
