@@ -53,7 +53,7 @@ import torch.nn.functional as F
 
 from bertology_utils.attention.alignment import WORD
 from bertology_utils.attention.word_attention import WordConversion
-from bertology_utils.core.batching import pad_rows
+from bertology_utils.core.batching import pad_rows, to_device
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import ItemValues, Logits, TokenMask, TokenScores, TokenVectors, WordScores
@@ -112,13 +112,16 @@ def _is_regression(loaded: LoadedModel) -> bool:
 
 
 def _label_tensor(loaded: LoadedModel, labels: Labels, rows: int, device: torch.device | str) -> ItemValues:
-    labels = torch.as_tensor(labels, dtype=torch.long, device=device).reshape(-1)
+    labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
     if labels.shape[0] != rows:
         raise ValueError(f"{labels.shape[0]} labels for {rows} items")
     classes = loaded.config.num_labels
-    if not _is_regression(loaded) and rows and classes and (labels.min() < 0 or labels.max() >= classes):
-        raise ValueError(f"labels must be class ids in [0, {classes}), got {labels.tolist()}")
-    return labels
+    if not _is_regression(loaded) and rows and classes:
+        if labels.device.type != "cpu":  # checked where they are, without waiting for the device to read them
+            torch._assert_async(((labels >= 0) & (labels < classes)).all(), "labels must be class ids")
+        elif labels.min() < 0 or labels.max() >= classes:
+            raise ValueError(f"labels must be class ids in [0, {classes}), got {labels.tolist()}")
+    return to_device(labels, device)
 
 
 def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> ItemValues:

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD, AlignedItem, align
-from bertology_utils.core.batching import Padding, pad_rows, plan_batches
+from bertology_utils.core.batching import Padding, pad_rows, plan_batches, to_device
 from bertology_utils.core.errors import BertologyError, ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel, load_model
 from bertology_utils.core.typing import ItemValues, TokenIds, TokenMask, TokenToWord, TokenValues, TokenVectors
@@ -150,8 +150,8 @@ def make_batch(loaded: LoadedModel, items: Sequence[AlignedItem]) -> TokenBatch:
         input_ids=inputs["input_ids"],
         attention_mask=inputs["attention_mask"],
         token_type_ids=inputs.get("token_type_ids"),
-        kinds=torch.from_numpy(pad_rows([token_kinds(a) for a in items], -1, width)).to(device),
-        token_to_word=torch.from_numpy(pad_rows([a.token_to_word for a in items], -1, width)).to(device),
+        kinds=to_device(pad_rows([token_kinds(a) for a in items], -1, width), device),
+        token_to_word=to_device(pad_rows([a.token_to_word for a in items], -1, width), device),
     )
 
 
@@ -180,10 +180,11 @@ def token_batches(
 # --------------------------------------------------------------------------- word masking
 
 
-def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> TokenMask:
-    """(B, T) bool: all tokens of ``fraction`` of each item's real words (at least one), seeded per item."""
+def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> np.ndarray:
+    """(B, T) bool, on the host: all tokens of ``fraction`` of each item's real words (at least one), seeded per
+    item."""
     chosen = np.zeros(tuple(batch.input_ids.shape), dtype=bool)
-    t2w = batch.token_to_word.cpu().numpy()
+    t2w = pad_rows([item.token_to_word for item in batch.items], -1, chosen.shape[1])  # the host's copy: no read
     for b, item in enumerate(batch.items):
         words = np.flatnonzero(item.word_kinds == WORD)
         if len(words) == 0:
@@ -191,15 +192,18 @@ def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> TokenMas
         k = min(len(words), max(1, int(round(fraction * len(words)))))
         picked = np.random.default_rng([seed, item.index]).choice(words, size=k, replace=False)
         chosen[b] = np.isin(t2w[b], picked) & (t2w[b] >= 0)
-    return torch.from_numpy(chosen).to(batch.input_ids.device)
+    return chosen
 
 
 def _mask_words(batch: TokenBatch, mask_id: int, fraction: float, seed: int) -> TokenBatch:
-    positions = _masked_positions(batch, fraction, seed)
+    chosen = _masked_positions(batch, fraction, seed)
+    positions = to_device(chosen, batch.input_ids.device)
     masked_ids = batch.input_ids.masked_fill(positions, mask_id)
     # A masked punctuation mark is no longer punctuation: it is a [MASK] token, kind "other".
     kinds = batch.kinds.masked_fill(positions, OTHER)
-    extras = {**batch.extras, "masked": positions, "original_ids": batch.input_ids}
+    # (2, N) item and position of each masked token, found on the host: nonzero() on the device would wait for it
+    at = to_device(np.stack(np.nonzero(chosen)), batch.input_ids.device)
+    extras = {**batch.extras, "masked": positions, "masked_at": at, "original_ids": batch.input_ids}
     return replace(batch, input_ids=masked_ids, kinds=kinds, extras=extras)
 
 
@@ -379,7 +383,7 @@ class MaskedLMObjective(Objective):
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
         """Each item's mean cross-entropy over its masked tokens (see :meth:`Objective.forward`)."""
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
-        item, position = batch.extras["masked"].nonzero(as_tuple=True)
+        item, position = batch.extras["masked_at"]
         log_probs = F.log_softmax(_full(out.logits[item, position]), dim=-1)  # (N, V)
         targets = batch.extras["original_ids"][item, position]
         nll = -log_probs.gather(1, targets[:, None])[:, 0]
@@ -388,7 +392,7 @@ class MaskedLMObjective(Objective):
 
     def output_change(self, base: ObjectiveOutput, new: ObjectiveOutput, batch: TokenBatch) -> ItemValues:
         """Per item, the mean KL divergence of the masked tokens' predicted distributions: ``(B,)``."""
-        item, _ = batch.extras["masked"].nonzero(as_tuple=True)
+        item = batch.extras["masked_at"][0]
         kl = (base.prediction.exp() * (base.prediction - new.prediction)).sum(-1)
         return _per_item_mean(kl, item, len(batch.items))
 
@@ -427,8 +431,7 @@ class ClassifierObjective(Objective):
     def forward(self, batch: TokenBatch) -> ObjectiveOutput:
         """Each item's cross-entropy for its label (squared error for a regression)."""
         out = self.loaded.model(**batch.model_inputs(), output_hidden_states=True)
-        index = torch.as_tensor([a.index for a in batch.items], device=out.logits.device)
-        y = torch.as_tensor(self.targets, device=out.logits.device)[index]
+        y = to_device(np.asarray(self.targets)[[a.index for a in batch.items]], out.logits.device)
         if self.spec.is_regression:
             y = y.to(_full(out.logits).dtype)
         logits = _full(out.logits)

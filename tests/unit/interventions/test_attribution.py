@@ -442,3 +442,14 @@ def test_a_reference_is_called_by_its_title_else_by_its_name_with_its_words_apar
     ]
     assert (reference_title("attnlrp"), reference_title("cp_lrp")) == ("AttnLRP", "CP-LRP")
     assert reference_title("my_own_reference") == "my own reference"  # not registered
+
+
+def test_labels_on_a_device_are_checked_there(tiny_model_dirs):
+    """Labels already on a device are checked without reading them (the meta device fails on a read); labels
+    from the host keep their clear error."""
+    loaded = classifier(tiny_model_dirs["electra"])
+    logits = torch.zeros(3, 2, device="meta")
+    scores = target_scores(loaded, logits, torch.zeros(3, dtype=torch.long, device="meta"))
+    assert scores.shape == (3,) and scores.device.type == "meta"
+    with pytest.raises(ValueError, match="class ids"):
+        target_scores(loaded, torch.zeros(3, 2), [0, 2, 1])

@@ -355,3 +355,26 @@ def test_ablation_curves_on_albert_run_every_pass_in_full(family_model_dirs):
     assert len(curves) == albert.num_layers * 2 and sorted(set(curves.layer)) == list(range(1, albert.num_layers + 1))
     target = curves[curves.intervention == "target"].set_index("layer")
     assert (target.hidden_change > 0).all() and target.hidden_change.nunique() == albert.num_layers
+
+
+@pytest.mark.parametrize("head", ["masked-lm", "sequence-classification"])
+def test_an_objective_reads_nothing_from_the_device(head, mlm, tiny_model_dirs):
+    """On the meta device a read of a value fails: batching, masking, the forward pass and the losses need none."""
+    if head == "masked-lm":
+        loaded = copy.deepcopy(mlm)
+        objective = MaskedLMObjective(loaded)
+    else:
+        loaded = load_model(tiny_model_dirs["bert"], head="sequence-classification", num_labels=2)
+        objective = ClassifierObjective(loaded, [i % 2 for i in range(len(SENTENCES))])
+    on_cpu = [objective.forward(objective.prepare(b)) for b in token_batches(loaded, SENTENCES, batch_size=3)[0]]
+    loaded.model.to("meta")
+    on_meta = [objective.forward(objective.prepare(b)) for b in token_batches(loaded, SENTENCES, batch_size=3)[0]]
+    assert [out.losses.device.type for out in on_meta] == ["meta"] * len(on_cpu)
+    assert [out.losses.shape for out in on_meta] == [out.losses.shape for out in on_cpu]
+
+
+def test_masked_tokens_are_found_on_the_host(mlm):
+    objective = MaskedLMObjective(mlm)
+    for batch in token_batches(mlm, SENTENCES, batch_size=3)[0]:
+        extras = objective.prepare(batch).extras
+        assert torch.equal(extras["masked_at"], extras["masked"].nonzero().T)  # the device's order, row by row
