@@ -235,20 +235,18 @@ def predict(
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     encodings = encode(loaded.tokenizer, items, limit)
     plan = plan_batches([len(e["input_ids"]) for e in encodings], batch_size)
-    with classifier_inference(loaded):
-        padding = Padding.of(loaded)
-        out = None
-        for rows in tqdm(plan, desc="predict", unit="batch", disable=not progress, leave=False):
-            batch = padding.collate([encodings[i] for i in rows], loaded.device)
-            logits = loaded.model(**batch).logits.float().cpu().numpy()
-            if out is None:
-                out = np.zeros((len(items), logits.shape[-1]), dtype=np.float32)
-            out[rows] = logits
-    if out is not None:
-        return out
     classes = loaded.config.num_labels
     assert classes is not None  # a sequence classifier's config counts its labels
-    return np.zeros((0, classes), dtype=np.float32)
+    out = np.zeros((len(items), classes), dtype=np.float32)
+    done = []  # each batch's logits stay on the device, read in one copy: a read per batch would wait for it
+    with classifier_inference(loaded):
+        padding = Padding.of(loaded)
+        for rows in tqdm(plan, desc="predict", unit="batch", disable=not progress, leave=False):
+            batch = padding.collate([encodings[i] for i in rows], loaded.device)
+            done.append(loaded.model(**batch).logits.float())
+    if done:
+        out[np.concatenate(plan)] = torch.cat(done).cpu().numpy()
+    return out
 
 
 def evaluate(

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertology_utils.core import architectures
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.core.typing import HeadDraws, SampleValues
@@ -164,7 +165,8 @@ def _predict_with_gates(
     layers = architectures.layers(model, shared=True)
     first = _first_gated_layers(gate_stack)
     groups = [np.nonzero(first == f)[0] for f in np.unique(first)]
-    out: np.ndarray | None = None
+    # each pass's logits stay on the device, read in one copy at the end: a read per pass would wait for the device
+    done: list[tuple[np.ndarray, np.ndarray, torch.Tensor]] = []
 
     def configs_at_once(b: int) -> int:
         return configs_per_pass or max(1, rows_per_pass // b)
@@ -180,26 +182,29 @@ def _predict_with_gates(
                     index = group[lo : lo + per_pass]
                     c = len(index)
                     if f == len(layers):  # every gate 1: one plain pass serves all
-                        logits = np.tile(model(**batch).logits.float().cpu().numpy(), (c, 1))
+                        logits = model(**batch).logits.float().repeat(c, 1)
                     else:
                         # copy k: configuration index[k]; on the device in one copy, not one per layer
-                        gates = gate_stack[index].repeat_interleave(b, dim=0).to(loaded.device)
+                        gates = to_device(gate_stack[index].repeat_interleave(b, dim=0), loaded.device)
                         late = c > 1 and f > 0 and not shared  # copies made at layer f (one copy needs none)
                         with contextlib.ExitStack() as stack:
                             stack.enter_context(edit_attention(model, gate_edit(gates, f if late else 0)))
                             if late:
                                 stack.enter_context(_copies_from(layers, f, b, c))
-                            logits = model(**(batch if late else _repeat(batch, c))).logits.float().cpu().numpy()
+                            logits = model(**(batch if late else _repeat(batch, c))).logits.float()
                     if logits.shape[0] != b * c:
                         raise ModelNotAvailableError(
                             f"{type(model).__name__}: expected {b * c} rows of logits, got {logits.shape[0]}"
                         )
-                    if out is None:
-                        out = np.zeros((n_configs, len(dev), logits.shape[-1]), dtype=np.float32)
-                    out[np.ix_(index, rows)] = logits.reshape(c, b, -1)
+                    done.append((index, rows, logits))
                     bar.update()
-    if out is None:
+    if not done:
         raise ValueError(f"{dev.task}: the dev set has no examples")
+    values = torch.cat([logits for *_, logits in done]).cpu().numpy()
+    out = np.zeros((n_configs, len(dev), values.shape[-1]), dtype=np.float32)
+    starts = np.cumsum([0] + [len(logits) for *_, logits in done])
+    for (index, rows, _), start, end in zip(done, starts[:-1], starts[1:]):
+        out[np.ix_(index, rows)] = values[start:end].reshape(len(index), len(rows), -1)
     return out
 
 

@@ -446,3 +446,29 @@ def test_michel_plot_importance_scatters_raw_importance_against_the_loss_change(
     np.testing.assert_array_equal(points.get_array(), [1, 1, 2, 2])  # coloured by layer, from 1
     assert scatter.get_title() == "Spearman ρ = 1.00 (p = 0)"
     plt.close("all")
+
+
+def test_classifier_passes_read_the_device_once_at_the_end(tiny_model_dirs, data):
+    """Gated passes, Michel importance and predictions keep each pass's result on the device: on a GPU a read per
+    batch waits for it. On the meta device (shapes, no values) the first read is the last line's."""
+    from device_reads import first_read, on_meta
+
+    from bertology_utils.interventions.finetuning import predict
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    dev = dev_set(loaded, data, "SST-2", batch_size=5)
+    layers, heads = gate_shape(loaded)
+    loaded.model.to("meta")
+    dev = dataclasses.replace(dev, batches=on_meta(dev.batches))
+    stack = torch.ones(3, layers, heads)
+    stack[1:, 0, 0] = 0
+    passes = []
+    forward = loaded.model.forward
+    loaded.model.forward = lambda *a, **k: passes.append(1) or forward(*a, **k)
+    frame = first_read(lambda: predict_with_gates(loaded, dev, stack, configs_per_pass=1, cache=False))
+    assert frame.name == "_predict_with_gates" and ".cpu()" in frame.line
+    assert len(passes) == len(dev.batches) * 3  # every pass ran before the read
+    frame = first_read(lambda: head_importance(loaded, dev, cache=False))
+    assert frame.name == "_importance" and "total.cpu()" in frame.line
+    frame = first_read(lambda: predict(loaded, data))
+    assert frame.name == "predict" and "torch.cat(done).cpu()" in frame.line

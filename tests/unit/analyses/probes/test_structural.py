@@ -2,13 +2,13 @@
 and word-level hidden states of a tiny model."""
 
 import math
-import traceback
 from collections import defaultdict
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from device_reads import first_read
 from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
 from sklearn.base import clone
 from synthetic_trees import random_heads
@@ -234,18 +234,10 @@ def test_probes_fitted_together_on_a_gpu_equal_the_cpu_fits_within_tolerance():
         assert abs(a.score(dev) - b.score(dev)) <= 1e-3
 
 
-def _first_read(call):
-    """The project's deepest frame where ``call`` failed on the meta device (shapes, no values): the first value read
-    back from the device, where a GPU run would first wait for it."""
-    with pytest.raises((RuntimeError, NotImplementedError), match="meta") as failure:
-        call()
-    return [frame for frame in traceback.extract_tb(failure.tb) if "bertology_utils" in frame.filename][-1]
-
-
 def test_a_fit_on_a_device_reads_it_once_an_epoch():
     train, dev = two_layers(30, 0), two_layers(10, 1)
     probes = [cls(layer=k, max_epochs=3, device="meta") for k in (3, 5) for cls in (DistanceProbe, DepthProbe)]
-    frame = _first_read(lambda: fit_jointly(probes, train, dev))
+    frame = first_read(lambda: fit_jointly(probes, train, dev))
     assert frame.name == "train_jointly" and "tolist()" in frame.line  # the epoch's losses, after every step
 
 
@@ -259,7 +251,7 @@ def test_predictions_on_a_device_are_read_back_after_every_batch_ran(cls, monkey
     outputs = cls._outputs
     monkeypatch.setattr(cls, "_outputs", staticmethod(lambda t: computed.append(t.device) or outputs(t)))
     probe.device_ = torch.device("meta")
-    frame = _first_read(lambda: probe.predict(dev))
+    frame = first_read(lambda: probe.predict(dev))
     assert frame.name == "predict" and "values.cpu()" in frame.line
     assert computed == [torch.device("meta")] * math.ceil(len(dev) / 4)  # every batch ran before the first read
     probe.device_ = torch.device("cpu")
