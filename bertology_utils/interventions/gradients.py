@@ -253,18 +253,18 @@ class GradientStats:
 
 
 class _Totals:
-    """Running sums of the statistics, vectorized over items, layers, heads and tokens."""
+    """Running sums of the statistics, vectorized over items, layers, heads and tokens, kept on the device until
+    :meth:`read`: a read per batch would wait for a GPU at every batch."""
+
+    #: What :attr:`sums` holds, in order.
+    NAMES = ("share", "gradient", "logit", "norm", "head_norm", "weights", "tokens", "loss")
 
     def __init__(self) -> None:
-        #: Summed over batches: share (L, H, kinds), gradient and logit gradient (L, H, kinds), norm (L,), head norm
-        #: (L, H); empty before the first batch.
-        self.sums: list[np.ndarray] = []
-        self.rows = 0.0
-        self.weights = np.zeros(len(KINDS))
+        #: Summed over batches, float64: share, gradient and logit gradient (L, H, kinds), norm (L,), head norm
+        #: (L, H), weights (kinds,), real tokens and loss (scalars); empty before the first batch.
+        self.sums: list[torch.Tensor] = []
         self.items = 0
-        self.loss = 0.0
-        self.tokens = 0
-        self.per_item: dict[str, list] = {"gradient": [], "weights": [], "norm": [], "pair": []}
+        self.per_item: dict[str, list[torch.Tensor]] = {"gradient": [], "weights": [], "norm": [], "pair": []}
 
     def add(self, probs: AllAttentionMaps, grads: AllAttentionMaps, batch: TokenBatch, losses: ItemValues) -> None:
         # probs, grads: (B, L, H, T, T) float
@@ -274,14 +274,13 @@ class _Totals:
         grads = grads * pair
         share = torch.einsum("blhqk,bkc,bq->lhc", probs, onehot, real)
         item_grad = torch.einsum("blhqk,bkc,bq->blhc", grads.abs(), onehot, real)  # each item's own sums
-        grad = item_grad.sum(0)
         logit_grads = probs * (grads - (probs * grads).sum(-1, keepdim=True))
         logit = torch.einsum("blhqk,bkc,bq->lhc", logit_grads.abs(), onehot, real)
         head_norm = grads.pow(2).sum((-1, -2)).sqrt()  # (B, L, H)
         norm = grads.pow(2).sum((-1, -2, -3)).sqrt()  # (B, L)
         item_weights = torch.einsum("bq,bkc->bc", real, onehot)
-        weights = item_weights.sum(0)
-        values = [v.double().cpu().numpy() for v in (share, grad, logit, norm.sum(0), head_norm.sum(0))]
+        values = [share, item_grad.sum(0), logit, norm.sum(0), head_norm.sum(0), item_weights.sum(0), real.sum()]
+        values = [v.double() for v in values] + [losses.detach().double().sum()]
         pair = ((batch.kinds == SEP) & batch.real.bool()).sum(-1) >= 2
         for name, per_item in (
             ("gradient", item_grad.sum(2)),
@@ -289,17 +288,22 @@ class _Totals:
             ("norm", norm),
             ("pair", pair),
         ):
-            self.per_item[name].append(per_item.detach().cpu().numpy())
+            self.per_item[name].append(per_item.detach())
         if not self.sums:
             self.sums = values
         else:
             for total, value in zip(self.sums, values):
                 total += value
-        self.rows += float(real.sum())
-        self.weights += weights.double().cpu().numpy()
         self.items += len(batch.items)
-        self.loss += float(losses.detach().double().sum())
-        self.tokens += int(real.sum())
+
+    def read(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The sums by name (:attr:`NAMES`), and each item's own sums, in batch order, read from the device."""
+        sums = {name: total.cpu().numpy() for name, total in zip(self.NAMES, self.sums)}
+        per_item = {
+            name: torch.cat(chunks).cpu().numpy().astype(bool if name == "pair" else np.float64)
+            for name, chunks in self.per_item.items()
+        }
+        return sums, per_item
 
 
 def batch_attention_gradients(
@@ -385,29 +389,26 @@ def attention_gradients(
             batch = objective.prepare(batch)
             probs, grads, output = batch_attention_gradients(objective, batch)
             totals.add(probs.float(), grads.float(), batch, output.losses)
-    weights = np.where(totals.weights > 0, totals.weights, np.nan)
-    share_sum, grad_sum, logit_sum, norm_sum, head_norm_sum = totals.sums
-    share = share_sum / totals.rows
-    grad, logit = grad_sum / weights, logit_sum / weights
-    overall = float(grad_sum.sum() / (totals.weights.sum() * grad.shape[0] * grad.shape[1]))
+    sums, per_item = totals.read()
+    weights = np.where(sums["weights"] > 0, sums["weights"], np.nan)
+    share = sums["share"] / sums["tokens"]
+    grad, logit = sums["gradient"] / weights, sums["logit"] / weights
+    overall = float(sums["gradient"].sum() / (sums["weights"].sum() * grad.shape[0] * grad.shape[1]))
     return GradientStats(
         model=loaded.name,
         objective=objective.name,
         n_items=totals.items,
         n_skipped=len(skipped),
-        n_tokens=totals.tokens,
-        mean_loss=totals.loss / max(totals.items, 1),
+        n_tokens=int(sums["tokens"]),
+        mean_loss=float(sums["loss"]) / max(totals.items, 1),
         attention={k: share[..., i] for i, k in enumerate(KINDS)},
         gradient={k: grad[..., i] for i, k in enumerate(KINDS)},
         logit_gradient={k: logit[..., i] for i, k in enumerate(KINDS)},
-        weights_per_kind={k: int(totals.weights[i]) for i, k in enumerate(KINDS)},
+        weights_per_kind={k: int(sums["weights"][i]) for i, k in enumerate(KINDS)},
         overall_gradient=overall,
-        gradient_norm=norm_sum / totals.items,
-        head_gradient_norm=head_norm_sum / totals.items,
-        per_item={
-            name: np.concatenate(chunks).astype(bool if name == "pair" else np.float64)
-            for name, chunks in totals.per_item.items()
-        },
+        gradient_norm=sums["norm"] / totals.items,
+        head_gradient_norm=sums["head_norm"] / totals.items,
+        per_item=per_item,
     )
 
 

@@ -378,3 +378,18 @@ def test_masked_tokens_are_found_on_the_host(mlm):
     for batch in token_batches(mlm, SENTENCES, batch_size=3)[0]:
         extras = objective.prepare(batch).extras
         assert torch.equal(extras["masked_at"], extras["masked"].nonzero().T)  # the device's order, row by row
+
+
+def test_gradient_statistics_read_the_device_once_at_the_end(mlm):
+    """Every batch's forward and backward pass and its sums run before the first read (on the meta device, shapes
+    and no values, a read fails): a read per batch would wait for a GPU at every batch."""
+    from device_reads import first_read
+
+    loaded = copy.deepcopy(mlm)
+    loaded.model.to("meta")
+    passes = []
+    forward = loaded.model.forward
+    loaded.model.forward = lambda *a, **k: passes.append(1) or forward(*a, **k)
+    frame = first_read(lambda: attention_gradients(SENTENCES, MaskedLMObjective(loaded), batch_size=2, progress=False))
+    assert frame.filename.endswith("gradients.py") and "total.cpu()" in frame.line  # _Totals.read
+    assert len(passes) == len(token_batches(mlm, SENTENCES, batch_size=2)[0])
