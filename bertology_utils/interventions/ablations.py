@@ -352,8 +352,9 @@ def _ablations(
 ) -> dict[str, np.ndarray]:
     """:func:`ablation_curves`' passes: its frame as one array per column (strings as str), and the null change."""
     loaded = objective.loaded
-    records: dict[tuple, dict[str, list]] = {}
-    null_change = 0.0
+    # every value stays on the device until all passes ran: a read per pass would wait for a GPU at every pass
+    records: dict[tuple, dict[str, list[torch.Tensor]]] = {}
+    null_changes: list[torch.Tensor] = []
     shared = shares_layers(loaded.model)  # one module at every depth: nothing to record or replay
     with evaluating(loaded.model):
         total = len(batches) * (1 + len(targets) * len(modes) * len(layers) * 2)
@@ -369,7 +370,7 @@ def _ablations(
                 real = batch.real
                 with ablate_tokens(loaded.model, torch.zeros_like(real), None, "renormalise"):
                     nothing = objective.forward(batch)
-                null_change = max(null_change, float((nothing.hidden - base.hidden).abs().max()))
+                null_changes.append((nothing.hidden - base.hidden).abs().max())
                 bar.update(1)
                 token = _random_tokens(batch, seed)
                 rows = real.to(probs.dtype)
@@ -401,13 +402,13 @@ def _ablations(
                                     values["negative_share"] = negative_share(probs[:, layer], reference, token, real)
                                 entry = records.setdefault((layer + 1, target, kind, mode), {})
                                 for name, value in values.items():
-                                    entry.setdefault(name, []).append(value.detach().double().cpu().numpy())
+                                    entry.setdefault(name, []).append(value.detach().double())
                                 bar.update(1)
     rows_out = []
     for (layer, target, kind, mode), entry in records.items():
         row = {"layer": layer, "target": target, "intervention": kind, "mode": mode}
         for name, chunks in entry.items():
-            samples = np.concatenate(chunks)
+            samples = torch.cat(chunks).cpu().numpy()
             row[name] = float(samples.mean())
             row[f"{name}_se"] = float(samples.std(ddof=1) / np.sqrt(len(samples))) if len(samples) > 1 else np.nan
             if name in ITEM_MEASURES:
@@ -419,6 +420,8 @@ def _ablations(
     arrays = {f"column {c}": frame[c].to_numpy() for c in frame.columns}
     arrays = {name: a.astype(str) if a.dtype == object else a for name, a in arrays.items()}  # npz: no pickle
     columns = np.asarray(frame.columns, dtype=str)
+    changes = torch.stack(null_changes) if null_changes else torch.zeros(1)
+    null_change = float(changes.where(~changes.isnan(), 0.0).max())  # at least 0, a NaN pass skipped
     return {"columns": columns, "null_change": np.asarray(null_change), **arrays, **per_item}
 
 

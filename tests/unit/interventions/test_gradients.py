@@ -393,3 +393,21 @@ def test_gradient_statistics_read_the_device_once_at_the_end(mlm):
     frame = first_read(lambda: attention_gradients(SENTENCES, MaskedLMObjective(loaded), batch_size=2, progress=False))
     assert frame.filename.endswith("gradients.py") and "total.cpu()" in frame.line  # _Totals.read
     assert len(passes) == len(token_batches(mlm, SENTENCES, batch_size=2)[0])
+
+
+def test_ablation_curves_read_the_device_once_their_passes_ran(mlm, monkeypatch):
+    """Every ablated pass of every batch runs before the first read (on the meta device a read fails); only the
+    control's random token, drawn on the host from each batch's token kinds, is read once a batch (left out here)."""
+    from device_reads import first_read
+
+    loaded = copy.deepcopy(mlm)
+    loaded.model.to("meta")
+    monkeypatch.setattr(ablations, "_random_tokens", lambda batch, seed: batch.input_ids[:, 1])
+    passes = []
+    forward = loaded.model.forward
+    loaded.model.forward = lambda *a, **k: passes.append(1) or forward(*a, **k)
+    objective = MaskedLMObjective(loaded)
+    frame = first_read(lambda: ablation_curves(SENTENCES, objective, targets=("sep",), batch_size=4, progress=False))
+    assert frame.name == "_ablations" and ".cpu()" in frame.line
+    batches = len(token_batches(mlm, SENTENCES, batch_size=4)[0])
+    assert len(passes) == batches * (2 + mlm.num_layers * len(ablations.REMOVAL_MODES) * 2)
