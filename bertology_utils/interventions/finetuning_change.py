@@ -67,7 +67,7 @@ def attention_change(
                 dot = (x * y).sum((-1, -2))
                 norm = x.pow(2).sum((-1, -2)).sqrt() * y.pow(2).sum((-1, -2)).sqrt()
                 per_layer.append(dot / norm.clamp_min(1e-12))
-            sims = torch.stack(per_layer, 1).double().sum(0).cpu()  # (L, H)
+            sims = torch.stack(per_layer, 1).double().sum(0)  # (L, H), summed on the device: read once, at the end
             total = sims if total is None else total + sims
             n += len(chunk)
     finally:
@@ -75,7 +75,7 @@ def attention_change(
             m.model.train(was)
     if total is None:
         raise ValueError("no items to compare")
-    return (total / n).numpy()
+    return (total.cpu() / n).numpy()
 
 
 def layer_means(values: HeadMatrix) -> LayerValues:
