@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertology_utils.core.architectures import Model, self_attention_modules, shares_layers
+from bertology_utils.core.batching import to_device
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import evaluating
 from bertology_utils.core.typing import AttentionMaps, ItemValues, TokenMask, TokenVectors
@@ -244,7 +245,7 @@ def _random_tokens(batch: TokenBatch, seed: int) -> ItemValues:
         if len(candidates) == 0:
             raise BertologyError(f"item {item.item_id} has no non-special token to serve as the control")
         chosen[b] = np.random.default_rng([seed, item.index, 1]).choice(candidates)
-    return torch.from_numpy(chosen).to(batch.input_ids.device)
+    return to_device(chosen, batch.input_ids.device)
 
 
 def _hidden_change(base: TokenVectors, new: TokenVectors, real: TokenMask) -> ItemValues:
@@ -420,8 +421,7 @@ def _ablations(
     arrays = {f"column {c}": frame[c].to_numpy() for c in frame.columns}
     arrays = {name: a.astype(str) if a.dtype == object else a for name, a in arrays.items()}  # npz: no pickle
     columns = np.asarray(frame.columns, dtype=str)
-    changes = torch.stack(null_changes) if null_changes else torch.zeros(1)
-    null_change = float(changes.where(~changes.isnan(), 0.0).max())  # at least 0, a NaN pass skipped
+    null_change = float(torch.stack(null_changes).max())  # every batch's (ablation_curves refuses no batch)
     return {"columns": columns, "null_change": np.asarray(null_change), **arrays, **per_item}
 
 

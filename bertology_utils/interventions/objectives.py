@@ -184,14 +184,14 @@ def _masked_positions(batch: TokenBatch, fraction: float, seed: int) -> np.ndarr
     """(B, T) bool, on the host: all tokens of ``fraction`` of each item's real words (at least one), seeded per
     item."""
     chosen = np.zeros(tuple(batch.input_ids.shape), dtype=bool)
-    t2w = pad_rows([item.token_to_word for item in batch.items], -1, chosen.shape[1])  # the host's copy: no read
-    for b, item in enumerate(batch.items):
+    for b, item in enumerate(batch.items):  # each item's own token-to-word map, on the host: no read of the batch
         words = np.flatnonzero(item.word_kinds == WORD)
         if len(words) == 0:
             continue
         k = min(len(words), max(1, int(round(fraction * len(words)))))
         picked = np.random.default_rng([seed, item.index]).choice(words, size=k, replace=False)
-        chosen[b] = np.isin(t2w[b], picked) & (t2w[b] >= 0)
+        t2w = np.asarray(item.token_to_word)
+        chosen[b, : len(t2w)] = np.isin(t2w, picked) & (t2w >= 0)
     return chosen
 
 

@@ -25,7 +25,7 @@ import torch
 
 from bertology_utils.analyses.syntax.scoring import EXCLUDED_RELATIONS
 from bertology_utils.attention.alignment import WORD, align
-from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches
+from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches, to_device
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import LoadedModel
 from bertology_utils.data import Corpus
@@ -270,7 +270,7 @@ class StructuralData:
                 "lengths": self.lengths,
                 "roots": np.asarray(self.roots, dtype=np.int64),
             }
-            self._on_device[key] = {name: torch.from_numpy(a).to(device) for name, a in arrays.items()}
+            self._on_device[key] = {name: to_device(a, device) for name, a in arrays.items()}
         return self._on_device[key]
 
     def batches(
@@ -303,7 +303,7 @@ class StructuralData:
         else:
             order = [np.arange(k, min(k + batch_size, len(self))) for k in range(0, len(self), batch_size)]
         # every batch's rows go to the device in one copy: a copy per batch would wait for the device at every step
-        on_device = torch.from_numpy(np.concatenate(order)).to(on["lengths"].device)
+        on_device = to_device(np.concatenate(order), on["lengths"].device)
         for rows, end in zip(order, np.cumsum([len(rows) for rows in order])):
             width = int(self.lengths[rows].max())
             at = on_device[end - len(rows) : end]
