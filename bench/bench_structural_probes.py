@@ -11,6 +11,11 @@
               structural_probe_layers does now): seconds, the ratio, and how far apart the two
               fits' B matrices, kept epochs and dev scores are
 
+  loss        (--loss) every layer's probes fitted together for --epochs epochs, their losses'
+              gradient by each prediction's own formula (what the package does) against autograd
+              through the same formula, as before: seconds, the ratio, and how far apart the two
+              fits' B matrices and dev scores are
+
   host        (--host) the host's part of the probes, what no device speeds up: every EWT test
               sentence's gold tree distances, and the paper's four metrics of one distance and
               one depth prediction per sentence (random, seeded), as this package computes them
@@ -24,7 +29,7 @@ Both on the default model and UD EWT ($BERTOLOGY_DATA_DIR), the first --n-train 
 --n-dev dev sentences, the CPU, one torch thread per fit. Prints each part's seconds, the epochs
 each fit ran, and the ratio.
 
-    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --host [--record]]
+    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --loss [--epochs 3] | --host [--record]]
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ def main() -> None:
     parser.add_argument("--n-dev", type=int, default=100, help="first N dev sentences")
     parser.add_argument("--layer", type=int, default=None, help="hidden-state layer (default: the middle one)")
     parser.add_argument("--together", action="store_true", help="every layer's probes together vs one by one")
+    parser.add_argument("--loss", action="store_true", help="the losses' own gradient vs autograd through them")
+    parser.add_argument("--epochs", type=int, default=3, help="with --loss: epochs per fit")
     parser.add_argument("--host", action="store_true", help="the tree distances and metrics, against one by one")
     parser.add_argument("--record", action="store_true", help="with --host: record it and the benchmarks page's table")
     args = parser.parse_args()
@@ -63,6 +70,9 @@ def main() -> None:
         return
     if args.together:
         together(args.n_train, args.n_dev)
+        return
+    if args.loss:
+        loss(args.n_train, args.n_dev, args.epochs)
         return
 
     from bertology_utils.analyses.probes import AttentionProbe, DepthProbe, DistanceProbe, ProbeData, StructuralData
@@ -137,6 +147,57 @@ def together(n_train: int, n_dev: int) -> None:
         f"{len(alone)} probes, {epochs} epochs in all: one by one {one_by_one:.1f} s, together {joint_seconds:.1f} s "
         f"= {one_by_one / joint_seconds:.2f}x; largest |B difference| {gap:.2g}, same kept epochs: {same_epochs}, "
         f"largest dev UUAS / root% difference {scores:.2g}"
+    )
+
+
+def _autograd_losses(cls, t, batch):
+    """The baseline: a probe kind's losses differentiated by autograd through its prediction formula."""
+    error = (cls._outputs(t) - cls._target(batch)).abs()
+    words = batch.words if cls._power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
+    return ((error * words).flatten(2).sum(2) / batch.lengths**cls._power).mean(1)
+
+
+def loss(n_train: int, n_dev: int, epochs: int) -> None:
+    """Every layer's probes fitted together with the package's losses, and with autograd through them, twice each
+    in alternation (the faster of each pair of runs is printed)."""
+    from unittest import mock
+
+    import numpy as np
+
+    from bertology_utils.analyses.probes import DepthProbe, DistanceProbe, StructuralData, fit_jointly
+    from bertology_utils.analyses.probes.structural import _StructuralProbe
+    from bertology_utils.core.models import load_model
+    from bertology_utils.data import load_treebank
+
+    loaded = load_model(None, device="cpu")
+    train, dev = load_treebank("train")[:n_train], load_treebank("dev")[:n_dev]
+    data = {name: StructuralData.from_model(c, loaded) for name, c in (("train", train), ("dev", dev))}
+    layers = list(range(loaded.num_layers + 1))
+    print(f"{loaded.label}; train {len(train)}, dev {len(dev)} sentences of UD EWT; layers {layers}, full rank")
+
+    def fit() -> tuple[float, list]:
+        probes = [
+            cls(layer=k, max_epochs=epochs, patience=epochs) for k in layers for cls in (DistanceProbe, DepthProbe)
+        ]
+        start = time.perf_counter()
+        fitted = fit_jointly(probes, data["train"], data["dev"])
+        return time.perf_counter() - start, fitted
+
+    seconds: dict[str, list[float]] = {"autograd": [], "own": []}
+    fits = {}
+    for _ in range(2):
+        with mock.patch.object(_StructuralProbe, "losses", classmethod(_autograd_losses)):
+            took, fits["autograd"] = fit()
+        seconds["autograd"].append(took)
+        took, fits["own"] = fit()
+        seconds["own"].append(took)
+    base, own = min(seconds["autograd"]), min(seconds["own"])
+    gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(fits["autograd"], fits["own"]))
+    scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(fits["autograd"], fits["own"]))
+    print(
+        f"{len(fits['own'])} probes x {epochs} epochs: autograd {base:.1f} s, own gradient {own:.1f} s = "
+        f"{base / own:.2f}x (runs: {', '.join(f'{a:.1f}/{b:.1f}' for a, b in zip(seconds['autograd'], seconds['own']))} s); "
+        f"largest |B difference| / largest |B| {gap:.2g}, largest dev UUAS / root% difference {scores:.2g}"
     )
 
 

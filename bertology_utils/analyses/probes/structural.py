@@ -51,7 +51,7 @@ from sklearn.exceptions import NotFittedError
 
 from bertology_utils.analyses.probes.data import probe_device
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
-from bertology_utils.analyses.probes.structural_fit import StructuralFit, train_jointly
+from bertology_utils.analyses.probes.structural_fit import StructuralFit, l1_losses, train_jointly
 from bertology_utils.core import settings
 from bertology_utils.core.cache import cached_frames, entry_name
 from bertology_utils.core.errors import BertologyError
@@ -290,6 +290,11 @@ class _StructuralProbe(BaseEstimator):
         """The gold values the predictions are trained toward."""
         raise NotImplementedError
 
+    @staticmethod
+    def _pullback(t: torch.Tensor, s: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+        """The gradient at ``t`` of ``sum(s * _outputs(t))``, given the ``predicted`` outputs at ``t``."""
+        raise NotImplementedError
+
     @classmethod
     def losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
         """The loss of each of ``P`` probes of this kind on a batch, from their projected words.
@@ -299,10 +304,9 @@ class _StructuralProbe(BaseEstimator):
         :returns: ``(P,)`` losses (per sentence, the summed absolute error over words or pairs divided by the
             length to the power :attr:`_power`; averaged over sentences).
         """
-        error = (cls._outputs(t) - cls._target(batch)).abs()
         words = batch.words if cls._power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
-        per_sentence = (error * words).flatten(2).sum(2) / batch.lengths**cls._power
-        return per_sentence.mean(1)
+        weights = words / batch.lengths.view(-1, *[1] * (words.dim() - 1)) ** cls._power
+        return l1_losses(t, cls._target(batch), weights, cls._outputs, cls._pullback).mean(1)
 
     # ------------------------------------------------------------------ fitting
 
@@ -407,6 +411,12 @@ class DistanceProbe(_StructuralProbe):
         return (norms[..., :, None] + norms[..., None, :] - 2 * t @ t.transpose(-1, -2)).clamp(min=0)
 
     @staticmethod
+    def _pullback(t: torch.Tensor, s: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+        s = s * (predicted > 0)  # the clamp's zeros pass nothing back, as autograd's clamp
+        s = s + s.transpose(-1, -2)  # each pair's error moves both words
+        return 2 * (s.sum(-1, keepdim=True) * t - s @ t)
+
+    @staticmethod
     def _target(batch: StructuralBatch) -> torch.Tensor:
         return batch.distances
 
@@ -440,6 +450,10 @@ class DepthProbe(_StructuralProbe):
     @staticmethod
     def _outputs(t: torch.Tensor) -> torch.Tensor:
         return (t * t).sum(-1)
+
+    @staticmethod
+    def _pullback(t: torch.Tensor, s: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+        return 2 * s[..., None] * t
 
     @staticmethod
     def _target(batch: StructuralBatch) -> torch.Tensor:

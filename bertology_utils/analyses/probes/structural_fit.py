@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from bertology_utils.analyses.probes.structural_data import StructuralBatch, Str
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.threads import torch_threads
 
-__all__ = ["StructuralEstimator", "StructuralFit", "train_jointly"]
+__all__ = ["StructuralEstimator", "StructuralFit", "l1_losses", "train_jointly"]
 
 
 class StructuralEstimator(Protocol):
@@ -67,6 +67,52 @@ class StructuralFit:
     best_epoch: int
     seconds: float
     device: torch.device
+
+
+class _L1Losses(torch.autograd.Function):
+    """Per sentence, the weighted absolute error of predictions computed from ``t``, differentiated by the
+    prediction's own gradient formula (its ``pullback``): autograd through the formula kept and walked back
+    every intermediate of it, (P, B, W, rank) tensors that cost more than the formula's one small product."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        t: torch.Tensor,
+        target: torch.Tensor,
+        weights: torch.Tensor,
+        outputs: Callable[[torch.Tensor], torch.Tensor],
+        pullback: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        predicted = outputs(t)
+        error = predicted - target
+        ctx.save_for_backward(t, error, predicted, weights)
+        ctx.pullback = pullback
+        return (error.abs() * weights).flatten(2).sum(2)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        t, error, predicted, weights = ctx.saved_tensors
+        s = torch.sign(error) * weights * grad.view(*grad.shape, *[1] * (error.dim() - 2))
+        return ctx.pullback(t, s, predicted), None, None, None, None
+
+
+def l1_losses(
+    t: torch.Tensor,
+    target: torch.Tensor,
+    weights: torch.Tensor,
+    outputs: Callable[[torch.Tensor], torch.Tensor],
+    pullback: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Each sentence's weighted L1 error, for ``P`` probes, of predictions computed from projected words.
+
+    :param t: ``(P, B, W, rank)``: the words projected by each probe.
+    :param target: the gold values, ``(B, W)`` or ``(B, W, W)``, as the predictions.
+    :param weights: each gold value's weight (0 on padding), shaped as ``target``.
+    :param outputs: the predictions from ``t``: ``(P, *target.shape)``.
+    :param pullback: ``pullback(t, s, predicted)``, the gradient at ``t`` of ``sum(s * outputs(t))``.
+    :returns: ``(P, B)``: ``sum(|outputs(t) - target| * weights)`` per sentence, with its gradient for ``t``.
+    """
+    return _L1Losses.apply(t, target, weights, outputs, pullback)
 
 
 #: Stop when the dev loss has not improved by more than this for ``patience`` epochs (the authors' code).

@@ -184,6 +184,36 @@ def fitted_with_torch(probe, X, dev):
     return kept, epoch + 1, lrs
 
 
+@pytest.mark.parametrize("cls", [DistanceProbe, DepthProbe])
+def test_the_losses_gradient_is_autograds_through_the_papers_formula(cls):
+    """The losses differentiate their predictions by a formula of their own; autograd through the paper's formula
+    (||B(h_i - h_j)||^2 or ||B h_i||^2, L1 over pairs or words, over length^2 or length, the mean over
+    sentences) is the reference, in float64, on padded batches of two layers, at ranks 3 and 1 (the batch's
+    lengths and weights are float32: their rounding bounds the agreement)."""
+    X = two_layers(12, 0)
+    _, batch = next(X.batches([3, 5], 12, shuffle=True))
+    vectors = batch.vectors.double()
+    generator = torch.Generator().manual_seed(0)
+    for rank in (3, 1):
+        start = torch.randn(2, rank, X.hidden_size, dtype=torch.float64, generator=generator)
+        weights = start.clone().requires_grad_(True)
+        t = torch.einsum("kbwd,krd->kbwr", vectors, weights)
+        own = cls.losses(t, batch)
+        (grad,) = torch.autograd.grad(own.sum(), weights)
+        weights = start.clone().requires_grad_(True)
+        t = torch.einsum("kbwd,krd->kbwr", vectors, weights)
+        words = batch.words.double()
+        if cls is DistanceProbe:
+            predicted = ((t[:, :, :, None] - t[:, :, None, :]) ** 2).sum(-1)
+            error = (predicted - batch.distances).abs() * words[:, :, None] * words[:, None, :]
+        else:
+            error = ((t**2).sum(-1) - batch.depths).abs() * words
+        paper = (error.flatten(2).sum(2) / batch.lengths.double() ** cls._power).mean(1)
+        (expected,) = torch.autograd.grad(paper.sum(), weights)
+        torch.testing.assert_close(own, paper, rtol=1e-6, atol=0)
+        torch.testing.assert_close(grad, expected, rtol=1e-6, atol=1e-9 * float(expected.abs().max()))
+
+
 def test_a_fit_follows_torchs_adam_and_plateau_rule(train_dev):
     train, dev = train_dev[0], synthetic(30, 1, noise=True)  # a dev loss that stops improving: decays and a stop
     for cls in (DistanceProbe, DepthProbe):
