@@ -11,10 +11,11 @@
               structural_probe_layers does now): seconds, the ratio, and how far apart the two
               fits' B matrices, kept epochs and dev scores are
 
-  loss        (--loss) every layer's probes fitted together for --epochs epochs, their losses'
-              gradient by each prediction's own formula (what the package does) against autograd
-              through the same formula, as before: seconds, the ratio, and how far apart the two
-              fits' B matrices and dev scores are
+  step        (--step) every layer's probes fitted together for --epochs epochs as the package
+              fits them (each loss's gradient by its prediction's own formula, torch's fused Adam)
+              and with the parts of a step as they were before (autograd through the losses, Adam
+              op by op, both): seconds, the ratios, and how far apart the fits' B matrices and dev
+              scores are
 
   host        (--host) the host's part of the probes, what no device speeds up: every EWT test
               sentence's gold tree distances, and the paper's four metrics of one distance and
@@ -29,7 +30,7 @@ Both on the default model and UD EWT ($BERTOLOGY_DATA_DIR), the first --n-train 
 --n-dev dev sentences, the CPU, one torch thread per fit. Prints each part's seconds, the epochs
 each fit ran, and the ratio.
 
-    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --loss [--epochs 3] | --host [--record]]
+    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --step [--epochs 3] | --host [--record]]
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def main() -> None:
     parser.add_argument("--n-dev", type=int, default=100, help="first N dev sentences")
     parser.add_argument("--layer", type=int, default=None, help="hidden-state layer (default: the middle one)")
     parser.add_argument("--together", action="store_true", help="every layer's probes together vs one by one")
-    parser.add_argument("--loss", action="store_true", help="the losses' own gradient vs autograd through them")
-    parser.add_argument("--epochs", type=int, default=3, help="with --loss: epochs per fit")
+    parser.add_argument("--step", action="store_true", help="a training step's parts vs what they replaced")
+    parser.add_argument("--epochs", type=int, default=3, help="with --step: epochs per fit")
     parser.add_argument("--host", action="store_true", help="the tree distances and metrics, against one by one")
     parser.add_argument("--record", action="store_true", help="with --host: record it and the benchmarks page's table")
     args = parser.parse_args()
@@ -71,8 +72,8 @@ def main() -> None:
     if args.together:
         together(args.n_train, args.n_dev)
         return
-    if args.loss:
-        loss(args.n_train, args.n_dev, args.epochs)
+    if args.step:
+        step(args.n_train, args.n_dev, args.epochs)
         return
 
     from bertology_utils.analyses.probes import AttentionProbe, DepthProbe, DistanceProbe, ProbeData, StructuralData
@@ -151,21 +152,43 @@ def together(n_train: int, n_dev: int) -> None:
 
 
 def _autograd_losses(cls, t, batch):
-    """The baseline: a probe kind's losses differentiated by autograd through its prediction formula."""
+    """Baseline: a probe kind's losses differentiated by autograd through its prediction formula."""
     error = (cls._outputs(t) - cls._target(batch)).abs()
     words = batch.words if cls._power == 1 else batch.words[:, :, None] & batch.words[:, None, :]
     return ((error * words).flatten(2).sum(2) / batch.lengths**cls._power).mean(1)
 
 
-def loss(n_train: int, n_dev: int, epochs: int) -> None:
-    """Every layer's probes fitted together with the package's losses, and with autograd through them, twice each
-    in alternation (the faster of each pair of runs is printed)."""
+def _op_by_op_adam(stack) -> None:
+    """Baseline: Adam's update as torch.optim.Adam's single-tensor formula, op by op, each probe at its own rate."""
+    import torch
+
+    from bertology_utils.analyses.probes.structural_fit import _BETAS, _EPS
+
+    with torch.no_grad():
+        g, (beta1, beta2) = stack.B.grad, _BETAS
+        stack.steps.add_(1)
+        step = int(stack.steps)
+        lrs = torch.tensor([t.lr for t in stack.tracks], dtype=torch.float64)
+        stack.m.lerp_(g, 1 - beta1)
+        stack.v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        sizes = (lrs / -(1 - beta1**step)).to(stack.B.dtype)
+        denominator = (stack.v.sqrt() / (1 - beta2**step) ** 0.5).add_(_EPS)
+        stack.B.add_(stack.m.mul(sizes[:, None, None]).div_(denominator))
+        stack.B.grad = None
+
+
+def step(n_train: int, n_dev: int, epochs: int) -> None:
+    """Every layer's probes fitted together as the package fits them, and with each part of a training step as it was
+    before (the losses differentiated by autograd, Adam op by op, both), two rounds in alternation (the faster of
+    each variant's runs is printed)."""
+    from contextlib import ExitStack
     from unittest import mock
 
     import numpy as np
 
     from bertology_utils.analyses.probes import DepthProbe, DistanceProbe, StructuralData, fit_jointly
     from bertology_utils.analyses.probes.structural import _StructuralProbe
+    from bertology_utils.analyses.probes.structural_fit import _Stack
     from bertology_utils.core.models import load_model
     from bertology_utils.data import load_treebank
 
@@ -174,31 +197,43 @@ def loss(n_train: int, n_dev: int, epochs: int) -> None:
     data = {name: StructuralData.from_model(c, loaded) for name, c in (("train", train), ("dev", dev))}
     layers = list(range(loaded.num_layers + 1))
     print(f"{loaded.label}; train {len(train)}, dev {len(dev)} sentences of UD EWT; layers {layers}, full rank")
+    patches = {
+        "losses": lambda: mock.patch.object(_StructuralProbe, "losses", classmethod(_autograd_losses)),
+        "adam": lambda: mock.patch.object(_Stack, "adam_step", _op_by_op_adam),
+    }
+    variants = {
+        "before (both)": ("losses", "adam"),
+        "autograd losses": ("losses",),
+        "op-by-op Adam": ("adam",),
+        "now": (),
+    }
 
-    def fit() -> tuple[float, list]:
+    def fit(patched: tuple[str, ...]) -> tuple[float, list]:
         probes = [
             cls(layer=k, max_epochs=epochs, patience=epochs) for k in layers for cls in (DistanceProbe, DepthProbe)
         ]
-        start = time.perf_counter()
-        fitted = fit_jointly(probes, data["train"], data["dev"])
+        with ExitStack() as stack:
+            for name in patched:
+                stack.enter_context(patches[name]())
+            start = time.perf_counter()
+            fitted = fit_jointly(probes, data["train"], data["dev"])
         return time.perf_counter() - start, fitted
 
-    seconds: dict[str, list[float]] = {"autograd": [], "own": []}
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
     fits = {}
     for _ in range(2):
-        with mock.patch.object(_StructuralProbe, "losses", classmethod(_autograd_losses)):
-            took, fits["autograd"] = fit()
-        seconds["autograd"].append(took)
-        took, fits["own"] = fit()
-        seconds["own"].append(took)
-    base, own = min(seconds["autograd"]), min(seconds["own"])
-    gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(fits["autograd"], fits["own"]))
-    scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(fits["autograd"], fits["own"]))
-    print(
-        f"{len(fits['own'])} probes x {epochs} epochs: autograd {base:.1f} s, own gradient {own:.1f} s = "
-        f"{base / own:.2f}x (runs: {', '.join(f'{a:.1f}/{b:.1f}' for a, b in zip(seconds['autograd'], seconds['own']))} s); "
-        f"largest |B difference| / largest |B| {gap:.2g}, largest dev UUAS / root% difference {scores:.2g}"
-    )
+        for name, patched in variants.items():
+            took, fits[name] = fit(patched)
+            seconds[name].append(took)
+    base = min(seconds["before (both)"])
+    for name in variants:
+        print(f"{name}: {min(seconds[name]):.1f} s (runs {', '.join(f'{t:.1f}' for t in seconds[name])}), "
+              f"{base / min(seconds[name]):.2f}x the code before")  # fmt: skip
+    before, now = fits["before (both)"], fits["now"]
+    gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(before, now))
+    scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now))
+    print(f"{len(now)} probes x {epochs} epochs; now vs before: largest |B difference| / largest |B| {gap:.2g}, "
+          f"largest dev UUAS / root% difference {scores:.2g}")  # fmt: skip
 
 
 def _scipy_tree_distances(heads: tuple[int, ...]):

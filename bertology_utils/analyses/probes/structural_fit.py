@@ -4,12 +4,12 @@ Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Repres
 <https://aclanthology.org/N19-1419/>`_. Fitting a probe per layer one after another builds every batch,
 and launches every small product, once per probe. :func:`fit_jointly` builds each batch once for all the
 layers its probes read (one gather on their device), projects it with all probes of one kind and rank
-in one batched product, and updates them with one vectorised Adam step. :func:`train_jointly` trains
+in one batched product, and updates them with torch's fused Adam kernel, one call per learning rate. :func:`train_jointly` trains
 any estimators that follow :class:`StructuralEstimator` (the probes of
 :mod:`~bertology_utils.analyses.probes.structural`, whose ``fit_jointly`` fits them with it).
 
 Each probe still trains exactly as it would alone: the same batches in the same order, Adam's update
-element for element (as ``torch.optim.Adam`` computes it) with the probe's own learning rate, its own
+(as ``torch.optim.Adam(fused=True)`` computes it) with the probe's own learning rate, its own
 decay after an epoch whose dev loss is not lower (``ReduceLROnPlateau``'s rule, patience 0), its own
 stop and its own kept epoch. So probes fitted together equal probes fitted one by one, up to the float
 rounding of a batched product; a test holds them to that. A probe that stops leaves the stack, and the
@@ -151,13 +151,16 @@ class _Stack:
         self.B = torch.stack(starts).requires_grad_(True)
         self.m = torch.zeros_like(self.B)
         self.v = torch.zeros_like(self.B)
-        self.lrs = self.B.new_zeros(len(tracks), dtype=torch.float64)
+        self.steps = self.B.new_zeros(())  # Adam's step count, on the device as torch's fused Adam keeps it
+        self.by_lr: dict[float, list[int]] = {}
         self.at: torch.Tensor | None = None
 
     def start_epoch(self, positions: dict[int, int]) -> None:
-        """Each probe's learning rate for the epoch, and where its layer is among the batches' layers (``positions``),
-        as tensors on the device: nothing is copied there at every step."""
-        self.lrs = torch.tensor([t.lr for t in self.tracks], dtype=torch.float64, device=self.B.device)
+        """The probes grouped by their learning rate for the epoch, and where each one's layer is among the batches'
+        layers (``positions``), on the device: nothing is copied there at every step."""
+        self.by_lr = {}
+        for p, track in enumerate(self.tracks):
+            self.by_lr.setdefault(track.lr, []).append(p)
         at = [positions[t.layer] for t in self.tracks]
         identity = at == list(range(len(positions)))
         self.at = None if identity else torch.tensor(at, dtype=torch.long, device=self.B.device)
@@ -174,17 +177,30 @@ class _Stack:
         return self.kind.losses(self.project(batch), batch)
 
     @torch.no_grad()
-    def adam_step(self, step: int) -> None:
-        """Adam's update (``torch.optim.Adam``'s single-tensor formula), each probe at its own learning rate."""
+    def adam_step(self) -> None:
+        """Adam's update by torch's fused kernel (what ``torch.optim.Adam(fused=True)`` calls), each probe at its own
+        learning rate: one pass over ``B``, its gradient and moments, where the formula op by op took nine."""
         g = self.B.grad
         assert g is not None
+        self.steps.add_(1)
         (beta1, beta2) = _BETAS
-        self.m.lerp_(g, 1 - beta1)
-        self.v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        correction1, correction2 = 1 - beta1**step, 1 - beta2**step
-        sizes = (self.lrs / -correction1).to(self.B.dtype)  # in float64, then rounded, as torch's scalar is
-        denominator = (self.v.sqrt() / correction2**0.5).add_(_EPS)
-        self.B.add_(self.m.mul(sizes[:, None, None]).div_(denominator))
+        for lr, members in self.by_lr.items():
+            B, grads, m, v = ([tensor[p] for p in members] for tensor in (self.B, g, self.m, self.v))
+            torch._fused_adam_(
+                B,
+                grads,
+                m,
+                v,
+                [],
+                [self.steps] * len(members),
+                lr=lr,
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=0.0,
+                eps=_EPS,
+                amsgrad=False,
+                maximize=False,
+            )
         self.B.grad = None
 
     def keep(self, kept: list[int]) -> None:
@@ -286,7 +302,6 @@ def train_jointly(
         generator = torch.Generator().manual_seed(seed)  # drawn on the CPU: one start on every device
         start = torch.rand((rank, X.hidden_size), generator=generator) * 0.1 - 0.05
         stacks.append(_Stack(members, [start.to(device)] * len(members)))
-    step = 0
     with torch_threads(first.n_jobs):
         for epoch in range(max(int(p.max_epochs) for p in probes)):
             stacks = [s for s in stacks if s.tracks]
@@ -300,11 +315,10 @@ def train_jointly(
                 stack.start_epoch(positions)
             order = seed * 1_000_003 + epoch
             for rows, batch in X.batches(layers, batch_size, shuffle=True, seed=order, device=device):
-                step += 1
                 losses = [stack.losses(batch) for stack in stacks]
                 torch.stack([loss.sum() for loss in losses]).sum().backward()
                 for stack, loss, total in zip(stacks, losses, totals):
-                    stack.adam_step(step)
+                    stack.adam_step()
                     total += loss.detach().double() * len(rows)
             dev_losses = None if dev is None else _mean_losses(stacks, dev, layers, device, batch_size)
             seconds = time.perf_counter() - tick

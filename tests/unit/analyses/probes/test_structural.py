@@ -158,7 +158,7 @@ def fitted_with_torch(probe, X, dev):
     rank = X.hidden_size if probe.rank is None else probe.rank
     start = torch.rand((rank, X.hidden_size), generator=torch.Generator().manual_seed(probe.seed)) * 0.1 - 0.05
     B = start.clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([B], lr=probe.lr)
+    optimizer = torch.optim.Adam([B], lr=probe.lr, fused=True)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=probe.lr_decay, patience=0)
 
     def loss_of(batch):
