@@ -69,6 +69,11 @@ class StructuralFit:
     device: torch.device
 
 
+#: A probe's predictions from its projected words, and their vector-Jacobian product (``pullback(t, s, predicted)``).
+_Outputs = Callable[[torch.Tensor], torch.Tensor]
+_Pullback = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
 class _L1Losses(torch.autograd.Function):
     """Per sentence, the weighted absolute error of predictions computed from ``t``, differentiated by the
     prediction's own gradient formula (its ``pullback``): autograd through the formula kept and walked back
@@ -80,8 +85,8 @@ class _L1Losses(torch.autograd.Function):
         t: torch.Tensor,
         target: torch.Tensor,
         weights: torch.Tensor,
-        outputs: Callable[[torch.Tensor], torch.Tensor],
-        pullback: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+        outputs: _Outputs,
+        pullback: _Pullback,
     ) -> torch.Tensor:
         predicted = outputs(t)
         error = predicted - target
@@ -97,11 +102,7 @@ class _L1Losses(torch.autograd.Function):
 
 
 def l1_losses(
-    t: torch.Tensor,
-    target: torch.Tensor,
-    weights: torch.Tensor,
-    outputs: Callable[[torch.Tensor], torch.Tensor],
-    pullback: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    t: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, outputs: _Outputs, pullback: _Pullback
 ) -> torch.Tensor:
     """Each sentence's weighted L1 error, for ``P`` probes, of predictions computed from projected words.
 
