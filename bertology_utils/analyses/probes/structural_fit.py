@@ -4,8 +4,8 @@ Hewitt and Manning (2019), `A Structural Probe for Finding Syntax in Word Repres
 <https://aclanthology.org/N19-1419/>`_. Fitting a probe per layer one after another builds every batch,
 and launches every small product, once per probe. :func:`fit_jointly` builds each batch once for all the
 layers its probes read (one gather on their device), projects it with all probes of one kind and rank
-in one batched product, and updates them with torch's fused Adam kernel, one call per learning rate. :func:`train_jointly` trains
-any estimators that follow :class:`StructuralEstimator` (the probes of
+in one batched product, and updates them with torch's fused Adam kernel, one call per learning rate.
+:func:`train_jointly` trains any estimators that follow :class:`StructuralEstimator` (the probes of
 :mod:`~bertology_utils.analyses.probes.structural`, whose ``fit_jointly`` fits them with it).
 
 Each probe still trains exactly as it would alone: the same batches in the same order, Adam's update
@@ -157,8 +157,9 @@ class _Stack:
         self.at: torch.Tensor | None = None
 
     def start_epoch(self, positions: dict[int, int]) -> None:
-        """The probes grouped by their learning rate for the epoch, and where each one's layer is among the batches'
-        layers (``positions``), on the device: nothing is copied there at every step."""
+        """The probes grouped by their learning rate for the epoch (the fused Adam's calls), and where each one's layer
+        is among the batches' layers (``positions``), as a tensor on the device: nothing is copied there at every
+        step."""
         self.by_lr = {}
         for p, track in enumerate(self.tracks):
             self.by_lr.setdefault(track.lr, []).append(p)
