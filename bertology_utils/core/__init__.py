@@ -13,7 +13,7 @@ from bertology_utils.core.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "_version": ["__version__", "library_versions", "machine_environment"],
+        "_version": ["__version__", "library_versions", "machine_environment", "gpu_name"],
         "errors": [
             "BertologyError",
             "DataFormatError",

@@ -5,7 +5,7 @@ Apart from ``bertology_utils/__init__`` so that any layer can read them (through
 
 from __future__ import annotations
 
-__all__ = ["__version__", "LIBRARIES", "library_versions", "machine_environment", "CPU_FLAGS"]
+__all__ = ["__version__", "LIBRARIES", "library_versions", "machine_environment", "gpu_name", "CPU_FLAGS"]
 
 __version__ = "0.1.0"
 
@@ -46,7 +46,7 @@ _ENVIRONMENT_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "CUDA_VISIBLE
 
 def machine_environment() -> dict[str, object]:
     """What the numbers of a run depend on besides the libraries: the CPU and its features, the cores,
-    the GPU (``nvidia-smi -L``'s first line) and the variables that pick kernels and thread counts.
+    the GPU (:func:`gpu_name` of ``nvidia-smi -L``'s first line) and the variables that pick kernels and thread counts.
 
     Imports nothing heavy; an entry it cannot read is None.
     """
@@ -71,7 +71,7 @@ def machine_environment() -> dict[str, object]:
     if shutil.which("nvidia-smi"):
         try:
             listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False)
-            gpu = listed.stdout.splitlines()[0].strip() if listed.returncode == 0 and listed.stdout.strip() else None
+            gpu = gpu_name(listed.stdout.splitlines()[0]) if listed.returncode == 0 and listed.stdout.strip() else None
         except (OSError, subprocess.SubprocessError):
             gpu = None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -82,3 +82,14 @@ def machine_environment() -> dict[str, object]:
         "gpu": gpu,
         **{name: os.environ.get(name) for name in _ENVIRONMENT_VARIABLES},
     }
+
+
+def gpu_name(listing: str) -> str:
+    """The GPU's model in a line of ``nvidia-smi -L``: ``"GPU 0: NVIDIA H200 (UUID: GPU-...)"`` -> ``"NVIDIA H200"``.
+
+    The index and the UUID name one card, not the kind of machine a run's numbers depend on; a line of another form
+    is returned stripped.
+    """
+    import re
+
+    return re.sub(r"^GPU \d+:\s*|\s*\(UUID:[^)]*\)\s*$", "", listing.strip()).strip()

@@ -33,6 +33,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from bertology_utils.core import gpu_name
 from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.present.atlas import PAGE_FILE
@@ -264,7 +265,7 @@ def _machine(environment: dict) -> str:
     parts = [f"{cpu}, {cores} cores" if cores else cpu]
     if flags:
         parts.append("with " + " ".join(flags))
-    parts.append(f"GPU: {gpu}" if gpu else "no GPU: the notebooks ran on the CPU")
+    parts.append(f"GPU: {gpu_name(gpu)}" if gpu else "no GPU: the notebooks ran on the CPU")  # older runs kept its UUID
     return _esc("; ".join(parts))
 
 

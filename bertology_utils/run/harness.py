@@ -171,6 +171,8 @@ class RunReport:
     not_run: list[str] = field(default_factory=list)
     #: The machine: CPU and its features, cores, GPU, kernel-picking variables (core.machine_environment)
     environment: dict = field(default_factory=dict)
+    #: Notebooks run at a time (``--jobs``): with the machine, what the run's wall time depends on.
+    jobs: int = 1
 
     @property
     def ok(self) -> bool:
@@ -285,7 +287,16 @@ def run_notebooks(
     def write(done: dict[Path, NotebookResult], **interrupted: list[str]) -> RunReport:
         results = [done[path] for path in paths if path in done]
         report = RunReport(
-            run_name, run_dir, started, _now(), params, results, library_versions(), **interrupted, environment=machine
+            run_name,
+            run_dir,
+            started,
+            _now(),
+            params,
+            results,
+            library_versions(),
+            **interrupted,
+            environment=machine,
+            jobs=jobs,
         )
         atomic_write_text(
             run_dir / RUN_FILE, json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) + "\n"

@@ -111,6 +111,7 @@ def test_run_json(run):
     assert [(nb["name"], nb["status"]) for nb in data["notebooks"]] == [("01_bad", "failed"), ("00_good", "ok")]
     assert data["versions"] == library_versions()
     assert data["started"] <= data["finished"]
+    assert data["jobs"] == 1  # one notebook at a time, the default
 
 
 @pytest.mark.notebook
@@ -406,9 +407,9 @@ def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_pat
     started = [datetime.datetime.fromisoformat(nb.started) for nb in report.notebooks]  # the run's timeline
     first, last = (datetime.datetime.fromisoformat(t) for t in (report.started, report.finished))
     assert all(first <= t <= last for t in started)
-    assert [nb["started"] for nb in json.loads((report.run_dir / results.RUN_FILE).read_text())["notebooks"]] == [
-        nb.started for nb in report.notebooks
-    ]
+    written = json.loads((report.run_dir / results.RUN_FILE).read_text())
+    assert [nb["started"] for nb in written["notebooks"]] == [nb.started for nb in report.notebooks]
+    assert written["jobs"] == report.jobs == 2  # with the machine, what the run's wall time depends on
     assert "OMP_NUM_THREADS" not in harness.os.environ  # the harness's own environment is restored
     with pytest.raises(BertologyError, match="jobs must be at least 1"):
         harness.run_notebooks(paths, run_name="j", results_root=tmp_path / "results", progress=False, jobs=0)
