@@ -9,6 +9,7 @@ and the stage timings 06 and 07 record, and the run's timeline: when each notebo
 ended, and how long the last one ran alone (with --jobs N it then has every core).
 
     python bench/bench_suite.py [--jobs 2] [--record] cold and warm runs into results/bench-suite-* (--record: both)
+    python bench/bench_suite.py --cold-only --limit 480   the cold run alone, stopped after 480 s (a lent GPU's time)
     python bench/bench_suite.py --from results/default   report an existing run, run nothing
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
     python bench/bench_suite.py --from results/default --record --cache cold
@@ -70,20 +71,34 @@ def machine() -> dict:
     }
 
 
-def run_suite(name: str, cache: Path, jobs: int) -> Path:
+def run_suite(name: str, cache: Path, jobs: int, limit: float | None = None) -> Path:
+    """``bertology run`` of every notebook into results/``name`` with ``cache`` as its cache folder.
+
+    :param limit: seconds after which the run is stopped with SIGTERM, as a kill would: it then writes what finished
+        into its run.json, which the profile reads (a device lent for a fixed time still yields a record).
+    """
     env = dict(os.environ, BERTOLOGY_CACHE_DIR=str(cache))
-    command = [str(Path(sys.executable).parent / "bertology"), "run", "--run-name", name, "--jobs", str(jobs)]
+    # the module, not the console script: a checkout put on PYTHONPATH without installing has no script
+    command = [sys.executable, "-m", "bertology_utils", "run", "--run-name", name, "--jobs", str(jobs)]
     print("$", " ".join(command), f"(BERTOLOGY_CACHE_DIR={cache})", flush=True)
-    subprocess.run(command, env=env, check=True, cwd=ROOT)
+    process = subprocess.Popen(command, env=env, cwd=ROOT)
+    try:
+        status = process.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        print(f"stopping the run after its limit of {limit:.0f} s", flush=True)
+        process.terminate()
+        status = process.wait()
+    if status != 0 and not (ROOT / "results" / name / "run.json").is_file():
+        raise SystemExit(f"bertology run exited with {status} and wrote no run.json")
     return ROOT / "results" / name
 
 
-def sampled_suite(name: str, cache: Path, jobs: int) -> Path:
+def sampled_suite(name: str, cache: Path, jobs: int, limit: float | None = None) -> Path:
     """:func:`run_suite`, with the GPU sampled meanwhile where there is one (the samples go into the run)."""
     if not gpu_present():
-        return run_suite(name, cache, jobs)
+        return run_suite(name, cache, jobs, limit)
     with GpuSampler() as sampler:
-        run = run_suite(name, cache, jobs)
+        run = run_suite(name, cache, jobs, limit)
     (run / SAMPLES).write_text(json.dumps({"samples": sampler.samples}) + "\n")
     return run
 
@@ -295,16 +310,23 @@ def report(run: Path, label: str) -> dict[str, float]:
 
 def run_machine(run: Path) -> dict:
     """The machine ``run`` ran on, as its run.json recorded it: CPU, cores, the CPU flags that pick
-    kernels, the GPU (None without one) and torch's version."""
+    kernels, the GPU's model (None without one) and torch's version."""
+    from bertology_utils.core import gpu_name
+
     record = json.loads((run / "run.json").read_text())
     env, here = record.get("environment", {}), machine()
     return {
         "cpu": env.get("cpu", here["cpu"]),
         "cores": env.get("cores", here["cores"]),
         "cpu_flags": env.get("cpu_flags", []),
-        "gpu": env.get("gpu"),
+        "gpu": gpu_name(env["gpu"]) if env.get("gpu") else None,  # runs before gpu_name kept the card's UUID
         "torch": record.get("versions", {}).get("torch", here["torch"]),
     }
+
+
+def run_jobs(run: Path, said: int | None = None) -> int | None:
+    """Notebooks ``run`` ran at a time: its run.json's ``jobs``, else ``said`` (runs from before it was recorded)."""
+    return json.loads((run / "run.json").read_text()).get("jobs", said)
 
 
 def _share(row: dict, key: str, gpu: object) -> str:
@@ -339,8 +361,9 @@ def runs_block(entries: list[dict]) -> str:
     parts = [
         f"on {kind}: "
         + ", ".join(
-            f"**{e['wall_s'] / 60:.0f} min** with a {e['cache']} cache ({e['notebooks']} notebooks, `{e['commit']}`, "
-            f"{e['started'][:10]})"
+            f"**{e['wall_s'] / 60:.0f} min** with a {e['cache']} cache ({e['notebooks']} notebooks"
+            + (f", {e['jobs']} at a time" if e.get("jobs") else "")
+            + f", `{e['commit']}`, {e['started'][:10]})"
             for e in runs
         )
         for kind, runs in sorted(kinds.items(), key=lambda item: -max(e["wall_s"] for e in item[1]))
@@ -374,22 +397,35 @@ def doc_block(record: dict) -> str:
         cells += [row(f"{stem[:2]}, cell {s['cell']}: `{s['code'].replace('|', '/')}`", s) for s in stages]
     flags = ", ".join(m["cpu_flags"]) or "none recorded"
     cache = f" ({record['cache']} cache)" if record.get("cache") else ""
+    jobs = f", {record['jobs']} notebooks at a time" if record.get("jobs") else ""
     return (
-        f"Run `{record['run']}`{cache} of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
+        f"Run `{record['run']}`{cache}{jobs} of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
         f"{m['cores']} cores (kernel-picking CPU flags: {flags}), GPU: {gpu or 'none'}, torch {m['torch']}. "
         f"GPU busy is nvidia-smi's utilisation sampled once a second during the notebook or cell; the host share "
         f"is 100% less that mean.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(cells)
     )
 
 
-def record_run(run: Path, cache: str, commit: str | None = None) -> dict:
+def read_profiles() -> list[dict]:
+    """The recorded cold runs' profiles (bench/results/suite.json), one per kind of machine."""
+    return json.loads(RECORD.read_text())["profiles"] if RECORD.is_file() else []
+
+
+def profiles_block(profiles: list[dict]) -> str:
+    """The docs' tables of the recorded profiles, the slowest kind of machine first."""
+    return "\n\n".join(doc_block(p) for p in sorted(profiles, key=lambda p: -p["wall_s"]))
+
+
+def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | None = None) -> dict:
     """Record ``run``'s wall time in bench/results/suite-runs.json (replacing the entry of the same kind of machine and
-    cache) and the README; and a cold run's profile in bench/results/suite.json and its table in docs/benchmarks.md
-    (a warm run's cells mostly read the cache: the profile says where the time goes when they do not).
+    cache) and the README; and a cold run's profile in bench/results/suite.json (replacing that of the same kind of
+    machine) and the tables in docs/benchmarks.md (a warm run's cells mostly read the cache: the profile says where
+    the time goes when they do not).
 
     :param run: a finished run of the whole suite.
     :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
     :param commit: the commit the run was made at (default: HEAD).
+    :param jobs: notebooks the run ran at a time, for a run.json from before it recorded them.
     """
     from bertology_utils.present.generated import write_block
 
@@ -398,17 +434,26 @@ def record_run(run: Path, cache: str, commit: str | None = None) -> dict:
     if commit is None:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
         commit = head.stdout.strip()
-    record = {"commit": commit, "cache": cache, "machine": run_machine(run), **profile(run, read_samples(run))}
+    record = {
+        "commit": commit,
+        "cache": cache,
+        "jobs": run_jobs(run, jobs),
+        "machine": run_machine(run),
+        **profile(run, read_samples(run)),
+    }
+    kind = machine_kind(record["machine"])
     if cache == "cold":
-        RECORD.write_text(json.dumps(record, indent=1) + "\n")
-        write_block(PAGE, BLOCK, doc_block(record))
+        profiles = [p for p in read_profiles() if machine_kind(p["machine"]) != kind] + [record]
+        RECORD.write_text(json.dumps({"profiles": profiles}, indent=1) + "\n")
+        write_block(PAGE, BLOCK, profiles_block(profiles))
     entry = {
-        "kind": machine_kind(record["machine"]),
+        "kind": kind,
         "cache": cache,
         "commit": commit,
         "started": record["started"],
         "wall_s": record["wall_s"],
         "notebooks": len(record["notebooks"]),
+        "jobs": record["jobs"],
         "machine": record["machine"],
     }
     entries = json.loads(RUNS.read_text()) if RUNS.is_file() else []
@@ -426,7 +471,11 @@ def main() -> None:
     parser.add_argument(
         "--write-baseline", action="store_true", help="write the run's times to bench/suite_baseline.json"
     )
-    parser.add_argument("--jobs", type=int, default=2, help="notebooks at a time (default: 2, as make run)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="notebooks at a time (default: 2, as make run); with --from --record: those of a run.json that has none",
+    )
     parser.add_argument(
         "--record",
         action="store_true",
@@ -436,6 +485,10 @@ def main() -> None:
         "--cache", choices=CACHES, help="with --from and --record: whether RUN started from an empty cache folder"
     )
     parser.add_argument("--commit", help="with --from and --record: the commit RUN was made at (default: HEAD)")
+    parser.add_argument("--cold-only", action="store_true", help="run the suite with a cold cache only")
+    parser.add_argument(
+        "--limit", type=float, metavar="SECONDS", help="stop each run after this long; it records what finished"
+    )
     args = parser.parse_args()
     if args.record and args.source is not None and args.cache is None:
         parser.error("--record --from RUN needs --cache cold (RUN started from an empty cache folder) or --cache warm")
@@ -443,20 +496,21 @@ def main() -> None:
         runs = {"run": args.source}
     else:
         with tempfile.TemporaryDirectory(prefix="bench-suite-cache-") as cache:
-            runs = {
-                "cold cache": sampled_suite("bench-suite-cold", Path(cache), args.jobs),
-                "warm cache": sampled_suite("bench-suite-warm", Path(cache), args.jobs),
-            }
+            runs = {"cold cache": sampled_suite("bench-suite-cold", Path(cache), args.jobs or 2, args.limit)}
+            if not args.cold_only:
+                runs["warm cache"] = sampled_suite("bench-suite-warm", Path(cache), args.jobs or 2, args.limit)
     results = {label: report(run, label) for label, run in runs.items()}
     for label, run in runs.items():
         print(
             f"\n{label}, device profile:\n"
-            + doc_block({"commit": "now", "machine": run_machine(run), **profile(run, read_samples(run))})
+            + doc_block(
+                {"commit": "now", "jobs": run_jobs(run), "machine": run_machine(run), **profile(run, read_samples(run))}
+            )
         )
     if args.record:
         caches = [args.cache] if args.source is not None else CACHES  # the suite runs cold, then warm
         for cache_state, run in zip(caches, runs.values()):
-            record_run(run, cache_state, args.commit)
+            record_run(run, cache_state, args.commit, args.jobs)
         print(f"wrote {RUNS} and the README's {README_BLOCK!r} block; the cold run's profile: {RECORD}, {PAGE}")
     print(json.dumps({label: {"total_s": round(sum(t.values()), 1), **t} for label, t in results.items()}))
     if args.write_baseline:
