@@ -396,10 +396,11 @@ def doc_block(record: dict) -> str:
     for stem, stages in record["stages"].items():
         cells += [row(f"{stem[:2]}, cell {s['cell']}: `{s['code'].replace('|', '/')}`", s) for s in stages]
     flags = ", ".join(m["cpu_flags"]) or "none recorded"
-    cache = f" ({record['cache']} cache)" if record.get("cache") else ""
-    jobs = f", {record['jobs']} notebooks at a time" if record.get("jobs") else ""
+    said = [f"{record['cache']} cache"] if record.get("cache") else []
+    said += [f"{record['jobs']} notebooks at a time"] if record.get("jobs") else []
+    how = f" ({', '.join(said)})" if said else ""
     return (
-        f"Run `{record['run']}`{cache}{jobs} of {record['started'][:10]}, recorded at {record['commit']}: {m['cpu']}, "
+        f"Run `{record['run']}` of {record['started'][:10]}{how}, recorded at {record['commit']}: {m['cpu']}, "
         f"{m['cores']} cores (kernel-picking CPU flags: {flags}), GPU: {gpu or 'none'}, torch {m['torch']}. "
         f"GPU busy is nvidia-smi's utilisation sampled once a second during the notebook or cell; the host share "
         f"is 100% less that mean.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(cells)

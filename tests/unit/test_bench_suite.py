@@ -192,7 +192,7 @@ def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, monkeypatch):
     assert bench.read_profiles() == [cpu, gpu]
     block = read_block(page, bench.BLOCK)
     assert block == bench.profiles_block([cpu, gpu]).strip()
-    assert "Run `synthetic` (cold cache), 4 notebooks at a time of 2026-11-27, recorded at def" in block
+    assert "Run `synthetic` of 2026-11-27 (cold cache, 4 notebooks at a time), recorded at def" in block
     assert "UUID" not in block and "UUID" not in read_block(readme, bench.README_BLOCK)
     assert "on one NVIDIA H200: **0 min** with a cold cache (2 notebooks, 4 at a time, `def`, 2026-11-27)." in (
         read_block(readme, bench.README_BLOCK)
