@@ -423,7 +423,7 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
     machine) and the tables in docs/benchmarks.md (a warm run's cells mostly read the cache: the profile says where
     the time goes when they do not).
 
-    :param run: a finished run of the whole suite.
+    :param run: a finished run of the whole suite (one stopped early, by ``--limit`` say, is refused).
     :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
     :param commit: the commit the run was made at (default: HEAD).
     :param jobs: notebooks the run ran at a time, for a run.json from before it recorded them.
@@ -432,6 +432,13 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
 
     if cache not in CACHES:
         raise SystemExit(f"--cache: say {' or '.join(CACHES)}, not {cache!r}")
+    stopped = {
+        key: names
+        for key in ("interrupted", "not_run")
+        if (names := json.loads((run / "run.json").read_text()).get(key))
+    }
+    if stopped:  # a suite's time is that of every notebook
+        raise SystemExit(f"{run} was stopped before it finished ({stopped}): its profile is printed, not recorded")
     if commit is None:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
         commit = head.stdout.strip()
@@ -488,7 +495,10 @@ def main() -> None:
     parser.add_argument("--commit", help="with --from and --record: the commit RUN was made at (default: HEAD)")
     parser.add_argument("--cold-only", action="store_true", help="run the suite with a cold cache only")
     parser.add_argument(
-        "--limit", type=float, metavar="SECONDS", help="stop each run after this long; it records what finished"
+        "--limit",
+        type=float,
+        metavar="SECONDS",
+        help="stop each run after this long: its run.json keeps what finished, which is profiled but not recorded",
     )
     args = parser.parse_args()
     if args.record and args.source is not None and args.cache is None:

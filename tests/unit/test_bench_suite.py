@@ -168,6 +168,11 @@ def test_record_round_trips_into_the_docs_block(bench, tmp_path, monkeypatch):
     assert ", **0 min** with a warm cache (2 notebooks, `def`" in bench.runs_block(entries)
     with pytest.raises(SystemExit, match="cold or warm"):
         bench.record_run(run, "lukewarm")
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "interrupted": ["04_probes"], "not_run": ["09_atlas"]}))
+    with pytest.raises(SystemExit, match="stopped before it finished"):  # --limit cut it: not the suite's time
+        bench.record_run(run, "cold", commit="ghi")
+    assert bench.read_profiles()[0]["commit"] == "def"
 
 
 def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, monkeypatch):
