@@ -45,9 +45,10 @@ BUDGET_FILE_ENV = "BERTOLOGY_THREAD_BUDGET_FILE"
 #: How often a following kernel reads the budget file (seconds).
 POLL_SECONDS = 1.0
 
-# The kernel's own state: the budget last applied, what a new one asks for, and how deep the main
-# thread is inside torch_threads blocks (a budget arriving there waits for the outermost one to end).
-_state: dict = {"budget": None, "requested": None, "depth": 0, "following": False}
+# The kernel's own state: the budget last applied, what a new one asks for, how deep the main thread is
+# inside torch_threads blocks (a budget arriving there waits for the outermost one to end), and whether a
+# request came while torch was being imported (the helper then asks again).
+_state: dict = {"budget": None, "requested": None, "depth": 0, "following": False, "again": False}
 _lock = threading.Lock()
 
 
@@ -131,7 +132,9 @@ def _poll(path: Path) -> None:
     seen = None
     while True:
         threads = read_budget(path)
-        if threads is not None and threads != seen:
+        with _lock:
+            again, _state["again"] = _state["again"], False
+        if threads is not None and (threads != seen or again):
             seen = threads
             with _lock:
                 _state["requested"] = threads
@@ -140,14 +143,28 @@ def _poll(path: Path) -> None:
 
 
 def _on_request(_signum: int, _frame: FrameType | None) -> None:
-    """On the main thread: apply the requested budget, now or when the outermost torch_threads block ends."""
+    """On the main thread: apply the requested budget, now or when the outermost torch_threads block ends.
+
+    The main thread may be inside ``import torch`` (the handler runs between any two Python instructions): torch is
+    then in ``sys.modules`` half made, so the request waits and the helper thread asks again at its next poll.
+    """
+    torch = sys.modules.get("torch")
     with _lock:
         threads = _state["requested"]
         if threads is None:
             return
+        if torch is not None and _importing(torch):
+            _state["again"] = True
+            return
         _state["budget"] = threads
         pinned = _state["depth"] > 0
     os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))  # torch imported later starts with it
-    torch = sys.modules.get("torch")
     if torch is not None and not pinned:
         torch.set_num_threads(threads)
+
+
+def _importing(module: object) -> bool:
+    """Whether ``module`` is still being imported: the import system's own mark on its spec while its code runs."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False)) or not hasattr(
+        module, "set_num_threads"
+    )

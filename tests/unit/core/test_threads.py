@@ -109,3 +109,38 @@ def test_a_budget_arriving_in_a_pinned_block_waits_for_its_end(tmp_path):
     print(inside, inner, torch.get_num_threads())
     """
     assert _run(script, tmp_path) == ["1", "1", "2"]
+
+
+def test_a_budget_arriving_while_torch_is_imported_waits_for_the_import(tmp_path):
+    # A torch whose import runs Python for three polls, so the handler fires while it is half made (a kernel that
+    # imports torch just as the notebook beside it finishes): it must not call into it, and must apply the budget after.
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "import time\n"
+        "until = time.time() + 3 * POLL\n"
+        "while time.time() < until:\n"
+        "    time.sleep(0.01)\n"
+        "applied = []\n"
+        "def set_num_threads(n):\n"
+        "    applied.append(n)\n".replace("POLL", str(threads.POLL_SECONDS))
+    )
+    budget = tmp_path / "threads"
+    threads.write_budget(budget, 1)
+    script = f"""
+    import sys, time
+    sys.path.insert(0, {str(fake.parent)!r})
+    from bertology_utils.core import threads
+    assert "torch" not in sys.modules and threads.follow_budget({str(budget)!r})
+    threads.write_budget({str(budget)!r}, 2)
+    import torch
+    until = time.time() + 10 * threads.POLL_SECONDS
+    while 2 not in torch.applied and time.time() < until:
+        time.sleep(0.05)
+    print(torch.applied[-1])
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2"]
