@@ -432,11 +432,8 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
 
     if cache not in CACHES:
         raise SystemExit(f"--cache: say {' or '.join(CACHES)}, not {cache!r}")
-    stopped = {
-        key: names
-        for key in ("interrupted", "not_run")
-        if (names := json.loads((run / "run.json").read_text()).get(key))
-    }
+    written = json.loads((run / "run.json").read_text())
+    stopped = {key: written[key] for key in ("interrupted", "not_run") if written.get(key)}
     if stopped:  # a suite's time is that of every notebook
         raise SystemExit(f"{run} was stopped before it finished ({stopped}): its profile is printed, not recorded")
     if commit is None:
@@ -506,10 +503,11 @@ def main() -> None:
     if args.source is not None:
         runs = {"run": args.source}
     else:
+        jobs = args.jobs or 2  # make run's
         with tempfile.TemporaryDirectory(prefix="bench-suite-cache-") as cache:
-            runs = {"cold cache": sampled_suite("bench-suite-cold", Path(cache), args.jobs or 2, args.limit)}
+            runs = {"cold cache": sampled_suite("bench-suite-cold", Path(cache), jobs, args.limit)}
             if not args.cold_only:
-                runs["warm cache"] = sampled_suite("bench-suite-warm", Path(cache), args.jobs or 2, args.limit)
+                runs["warm cache"] = sampled_suite("bench-suite-warm", Path(cache), jobs, args.limit)
     results = {label: report(run, label) for label, run in runs.items()}
     for label, run in runs.items():
         print(
