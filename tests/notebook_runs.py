@@ -54,6 +54,7 @@ SMALL_PARAMETERS = {
         "random_seeds": [0, 1],
         "step": 0.25,
         "batch_size": 8,
+        "precision": "fp32",  # the default, "auto", is bf16 where the CPU has bfloat16 units: references are fp32
     },
     "07_head_roles": {
         "seeds": 1,
@@ -73,6 +74,7 @@ SMALL_PARAMETERS = {
         "random_seeds": [0, 1],
         "n_permutations": 200,
         "batch_size": 8,
+        "precision": "fp32",
     },
     "08_context_mixing": {
         "seeds": 1,
