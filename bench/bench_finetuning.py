@@ -1,8 +1,9 @@
 """Fine-tuning with length-grouped batches vs plain random batches, with AdamW's fused step vs
 torch's per-tensor loop, with the last layer's feed-forward block on the first token alone vs on
-every token, in bf16 vs fp32 precision, and with dropout masks from a CPU generator (the default:
-the same on every device) vs torch's own dropout on the device's generator: training time and dev
-score.
+every token, in bf16 vs fp32 precision, with dropout masks from a CPU generator (the default:
+the same on every device) vs torch's own dropout on the device's generator, and with torch's
+deterministic mode filling every fresh tensor with NaN (its default) vs not (ours): training time and
+dev score.
 
 Each task is fine-tuned once with the default recipe (batches grouped by length, fused step, the
 first-token block, fp32) and once per variant, from the same start (same examples, seed and budget),
@@ -28,9 +29,13 @@ VERSUS = {
     "full": ("last block on every token", "on the first token"),
     "bf16": ("fp32", "bf16"),
     "native": ("dropout masks from a CPU generator", "from the device's"),
+    "fill": ("bf16 with fresh tensors filled (torch's deterministic default)", "not filled"),
 }
 #: Variants that are the faster side of their comparison (the others are slower than the default recipe).
 FASTER = {"bf16", "native"}
+#: Variants compared with another run than the default recipe: the fill matters where autocast makes many fresh
+#: tensors, so it is measured in bf16 on both sides.
+BASES = {"fill": "bf16"}
 
 
 def main() -> None:
@@ -42,17 +47,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument(
         "--variants",
-        default="random,loop,full,bf16,native",
+        default="random,loop,full,bf16,native,fill",
         help="what to compare with the default recipe (grouped)",
     )
     args = parser.parse_args()
     variants = ["grouped", *(v for v in args.variants.split(",") if v != "grouped")]
+    variants += [base for v, base in BASES.items() if v in variants and base not in variants]
     unknown = sorted(set(variants[1:]) - set(VERSUS))
     if unknown:
         parser.error(f"unknown variants {unknown}: choose from {sorted(VERSUS)}")
 
     import torch
 
+    from bertology_utils.core.determinism import deterministic_algorithms
     from bertology_utils.core.errors import DataNotFoundError
     from bertology_utils.data import resolve_task
     from bertology_utils.interventions import finetuning
@@ -72,12 +79,19 @@ def main() -> None:
         torch.manual_seed(generator.initial_seed())  # torch's dropout, on the model's device's generator
         yield None
 
+    @contextlib.contextmanager
+    def filling_determinism():
+        with deterministic_algorithms() as missing:  # restores the fill setting it found when it ends
+            torch.utils.deterministic.fill_uninitialized_memory = True
+            yield missing
+
     patches = {
         # grouped batches, but AdamW as torch runs it unless told to fuse (one loop over the tensors)
         "loop": lambda: mock.patch.object(torch.optim, "AdamW", per_tensor),
         # grouped batches, the last layer's feed-forward block on every token
         "full": lambda: mock.patch.object(finetuning, "first_token_readout", every_token),
         "native": lambda: mock.patch.object(finetuning, "host_dropout", device_dropout),
+        "fill": lambda: mock.patch.object(finetuning, "deterministic_algorithms", filling_determinism),
     }
 
     if args.threads:
@@ -95,11 +109,12 @@ def main() -> None:
                 default_budget(task), group_by_length=variant != "random", train_examples=args.examples
             )
             with patches.get(variant, contextlib.nullcontext)():
-                precision = "bf16" if variant == "bf16" else "fp32"
+                precision = "bf16" if "bf16" in (variant, BASES.get(variant)) else "fp32"
                 run = fine_tune(task, None, budget=budget, cache=False, precision=precision, progress=False)
             seconds[variant], scores[variant] = run.train_seconds, run.metrics["score"]
         for variant in variants[1:]:
-            slow, fast = ("grouped", variant) if variant in FASTER else (variant, "grouped")
+            base = BASES.get(variant, "grouped")
+            slow, fast = (base, variant) if variant in FASTER else (variant, base)
             names = VERSUS[variant]
             print(
                 f"{task.name}: {args.examples} examples, {names[0]} {seconds[slow]:.1f} s, {names[1]} "

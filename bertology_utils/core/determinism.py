@@ -107,13 +107,21 @@ def host_dropout(generator: torch.Generator) -> Iterator[HostDropout]:
 @contextlib.contextmanager
 def deterministic_algorithms() -> Iterator[list[str]]:
     """Run a block with torch's deterministic algorithms; yields a list that, once the block ends, names each operation
-    that had no deterministic implementation on this device. The previous setting is restored."""
+    that had no deterministic implementation on this device. The previous settings are restored.
+
+    Fresh tensors are not filled: torch fills every ``empty`` tensor with NaN in this mode by default, a check for
+    reads of uninitialised memory that changes no result and, in bf16 where autocast makes a fresh copy of every
+    weight at each step, took a tenth of a fine-tuning step (``bench/bench_finetuning.py --variants fill``).
+    """
     was = torch.are_deterministic_algorithms_enabled()
     was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    filling = torch.utils.deterministic  # its setting is a property of the module's class, which mypy does not see
+    was_filling = filling.fill_uninitialized_memory  # type: ignore[attr-defined]
     if torch.cuda.is_available():
         os.environ.setdefault(*CUBLAS_WORKSPACE)
     missing: list[str] = []
     torch.use_deterministic_algorithms(True, warn_only=True)
+    filling.fill_uninitialized_memory = False  # type: ignore[attr-defined]
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as recorded:
@@ -124,6 +132,7 @@ def deterministic_algorithms() -> Iterator[list[str]]:
                 caught = list(recorded)
     finally:
         torch.use_deterministic_algorithms(was, warn_only=was_warn_only)
+        filling.fill_uninitialized_memory = was_filling  # type: ignore[attr-defined]
     # outside the recording block: a warning passed on must not land in the list being read
     for warning in caught:
         text = str(warning.message)

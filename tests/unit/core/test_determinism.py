@@ -84,10 +84,13 @@ def test_host_dropout_in_place_and_refusals():
 
 def test_deterministic_algorithms_names_what_had_none_and_restores_the_setting():
     before = torch.are_deterministic_algorithms_enabled()
+    filling = torch.utils.deterministic.fill_uninitialized_memory
     with pytest.warns(UserWarning, match="unrelated"), deterministic_algorithms() as missing:
         assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.utils.deterministic.fill_uninitialized_memory  # no NaN fill of every fresh tensor
         for _ in range(2):  # torch's own words, as its warn_only mode says them
             warnings.warn("scatter_add_cuda_kernel does not have a deterministic implementation, but ...", stacklevel=1)
         warnings.warn("unrelated", stacklevel=1)  # passed on, not swallowed
     assert missing == ["scatter_add_cuda_kernel"]
     assert torch.are_deterministic_algorithms_enabled() == before
+    assert torch.utils.deterministic.fill_uninitialized_memory == filling
