@@ -14,7 +14,9 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
     python bench/bench_suite.py --from results/default --record --cache cold
         record RUN's wall time in bench/results/suite-runs.json, one entry per kind of machine and cache, which
-        the README lists; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md)
+        the README lists; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md);
+        a cold run on a CPU also sets each notebook's typical_seconds (its metadata), by which a first run of the
+        suite, with no run of its own to go by, starts the longest notebooks first
 
 A number means something only on a quiet machine: other jobs on the cores slow every
 notebook (see the README's benchmark section).
@@ -44,6 +46,8 @@ BLOCK = "suite"
 #: Every recorded run's wall time, one per kind of machine and cache, and the README's block listing them.
 RUNS = ROOT / "bench" / "results" / "suite-runs.json"
 README = ROOT / "README.md"
+#: The notebooks whose metadata a recorded cold CPU run times.
+NOTEBOOKS = ROOT / "notebooks"
 README_BLOCK = "make-run"
 CACHES = ("cold", "warm")
 SAMPLES = "gpu-samples.json"
@@ -417,11 +421,33 @@ def profiles_block(profiles: list[dict]) -> str:
     return "\n\n".join(doc_block(p) for p in sorted(profiles, key=lambda p: -p["wall_s"]))
 
 
+def write_typical_seconds(seconds: dict[str, float]) -> list[str]:
+    """Set each notebook's ``bertology.typical_seconds`` metadata to its time in a recorded run: what the harness
+    orders a first run by, longest first, before any run of its own (``run.harness._longest_first``).
+
+    :param seconds: notebook stem -> seconds; stems with no notebook in :data:`NOTEBOOKS` are passed over.
+    :returns: the stems whose metadata changed.
+    """
+    changed = []
+    for stem, taken in seconds.items():
+        path = NOTEBOOKS / f"{stem}.ipynb"
+        if not path.is_file():
+            continue
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        meta = notebook["metadata"].setdefault("bertology", {})
+        if meta.get("typical_seconds") != (rounded := max(1, round(taken))):
+            meta["typical_seconds"] = rounded
+            path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            changed.append(stem)
+    return changed
+
+
 def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | None = None) -> dict:
     """Record ``run``'s wall time in bench/results/suite-runs.json (replacing the entry of the same kind of machine and
     cache) and the README; and a cold run's profile in bench/results/suite.json (replacing that of the same kind of
     machine) and the tables in docs/benchmarks.md (a warm run's cells mostly read the cache: the profile says where
-    the time goes when they do not).
+    the time goes when they do not). A cold run on a CPU sets the notebooks' typical seconds
+    (:func:`write_typical_seconds`).
 
     :param run: a finished run of the whole suite (one stopped early, by ``--limit`` say, is refused).
     :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
@@ -461,6 +487,8 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
         "jobs": record["jobs"],
         "machine": record["machine"],
     }
+    if cache == "cold" and record["machine"].get("gpu") is None:
+        write_typical_seconds({stem: n["wall_s"] for stem, n in record["notebooks"].items()})
     entries = json.loads(RUNS.read_text()) if RUNS.is_file() else []
     entries = [e for e in entries if (e["kind"], e["cache"]) != (entry["kind"], cache)] + [entry]
     RUNS.write_text(json.dumps(entries, indent=1) + "\n")
