@@ -14,8 +14,10 @@
   step        (--step) every layer's probes fitted together for --epochs epochs as the package
               fits them (each loss's gradient by its prediction's own formula, torch's fused Adam)
               and with the parts of a step as they were before (autograd through the losses, Adam
-              op by op, both): seconds, the ratios, and how far apart the fits' B matrices and dev
-              scores are
+              op by op, both; B kept (rank, hidden), its gradient copied out of the product
+              transposed at every step; the pair formulas with their passes over the projected
+              words, the squared norms' own and the gradient's three; both of those): seconds, the
+              ratios, and how far apart the fits' B matrices and dev scores are
 
   host        (--host) the host's part of the probes, what no device speeds up: every EWT test
               sentence's gold tree distances, and the paper's four metrics of one distance and
@@ -177,6 +179,72 @@ def _op_by_op_adam(stack) -> None:
         stack.B.grad = None
 
 
+def _outputs_with_norms(t):
+    """Baseline: the distance probe's squared distances with the squared norms summed over ``t`` again."""
+    norms = (t * t).sum(-1)
+    return (norms[..., :, None] + norms[..., None, :] - 2 * t @ t.transpose(-1, -2)).clamp(min=0)
+
+
+def _pullback_on_words(t, s, predicted):
+    """Baseline: the distance probe's gradient with its row sums, difference and factor 2 applied to ``t``'s size."""
+    s = s * (predicted > 0)
+    s = s + s.transpose(-1, -2)
+    return 2 * (s.sum(-1, keepdim=True) * t - s @ t)
+
+
+def _pair_formulas_before():
+    """Baseline: both probes' formulas as they were, with their passes over the projected words."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    from bertology_utils.analyses.probes import DepthProbe, DistanceProbe
+
+    formulas = {
+        (DistanceProbe, "_outputs"): _outputs_with_norms,
+        (DistanceProbe, "_pullback"): _pullback_on_words,
+        (DepthProbe, "_outputs"): lambda t: (t * t).sum(-1),
+        (DepthProbe, "_pullback"): lambda t, s, predicted: 2 * s[..., None] * t,
+    }
+    stack = ExitStack()
+    for (cls, name), formula in formulas.items():
+        stack.enter_context(mock.patch.object(cls, name, staticmethod(formula)))
+    return stack
+
+
+def _row_major_B():
+    """Baseline: ``B`` kept ``(P, rank, hidden)`` and transposed in the product, as it was: its gradient leaves the
+    product transposed and is copied into ``B``'s layout at every step."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    import torch
+
+    from bertology_utils.analyses.probes import structural_fit
+    from bertology_utils.analyses.probes.structural_fit import _Stack
+
+    init, end_epoch = _Stack.__init__, structural_fit._end_epoch
+
+    def __init__(self, tracks, starts) -> None:
+        init(self, tracks, starts)
+        self.B = self.B.detach().transpose(1, 2).contiguous().requires_grad_(True)
+
+    def project(self, batch):
+        k, b, w, d = batch.vectors.shape
+        words = batch.vectors.view(k, b * w, d)
+        words = words if self.at is None else words[self.at]
+        return torch.bmm(words, self.B.transpose(1, 2)).view(len(self.tracks), b, w, -1)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(_Stack, "__init__", __init__))
+    stack.enter_context(mock.patch.object(_Stack, "project", project))
+    stack.enter_context(mock.patch.object(structural_fit, "_end_epoch", lambda t, row, B, e: end_epoch(t, row, B.T, e)))
+    return stack
+
+
+#: The variants of ``--step`` that the others are measured against: the code before each of its two changes.
+_BASES = ("before (both)", "B (rank, hidden) and the pair formulas as before")
+
+
 def step(n_train: int, n_dev: int, epochs: int) -> None:
     """Every layer's probes fitted together as the package fits them, and with each part of a training step as it was
     before (the losses differentiated by autograd, Adam op by op, both), two rounds in alternation (the faster of
@@ -200,11 +268,16 @@ def step(n_train: int, n_dev: int, epochs: int) -> None:
     patches = {
         "losses": lambda: mock.patch.object(_StructuralProbe, "losses", classmethod(_autograd_losses)),
         "adam": lambda: mock.patch.object(_Stack, "adam_step", _op_by_op_adam),
+        "layout": _row_major_B,
+        "pairs": _pair_formulas_before,
     }
     variants = {
         "before (both)": ("losses", "adam"),
         "autograd losses": ("losses",),
         "op-by-op Adam": ("adam",),
+        "B (rank, hidden) and the pair formulas as before": ("layout", "pairs"),
+        "B (rank, hidden)": ("layout",),
+        "pair formulas as before": ("pairs",),
         "now": (),
     }
 
@@ -225,15 +298,15 @@ def step(n_train: int, n_dev: int, epochs: int) -> None:
         for name, patched in variants.items():
             took, fits[name] = fit(patched)
             seconds[name].append(took)
-    base = min(seconds["before (both)"])
     for name in variants:
-        print(f"{name}: {min(seconds[name]):.1f} s (runs {', '.join(f'{t:.1f}' for t in seconds[name])}), "
-              f"{base / min(seconds[name]):.2f}x the code before")  # fmt: skip
-    before, now = fits["before (both)"], fits["now"]
-    gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(before, now))
-    scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now))
-    print(f"{len(now)} probes x {epochs} epochs; now vs before: largest |B difference| / largest |B| {gap:.2g}, "
-          f"largest dev UUAS / root% difference {scores:.2g}")  # fmt: skip
+        ratios = ", ".join(f"{min(seconds[base]) / min(seconds[name]):.2f}x {base}" for base in _BASES)
+        print(f"{name}: {min(seconds[name]):.1f} s (runs {', '.join(f'{t:.1f}' for t in seconds[name])}); {ratios}")
+    for base in _BASES:
+        before, now = fits[base], fits["now"]
+        gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(before, now))
+        scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now))
+        print(f"{len(now)} probes x {epochs} epochs; now vs {base}: largest |B difference| / largest |B| {gap:.2g}, "
+              f"largest dev UUAS / root% difference {scores:.2g}")  # fmt: skip
 
 
 def _scipy_tree_distances(heads: tuple[int, ...]):

@@ -406,15 +406,21 @@ class DistanceProbe(_StructuralProbe):
 
     @staticmethod
     def _outputs(t: torch.Tensor) -> torch.Tensor:
-        norms = (t * t).sum(-1)
-        # ||t_i - t_j||^2 from the Gram matrix: no (words x words x rank) difference tensor.
-        return (norms[..., :, None] + norms[..., None, :] - 2 * t @ t.transpose(-1, -2)).clamp(min=0)
+        # ||t_i - t_j||^2 from the Gram matrix, whose diagonal holds the squared norms: no (words x words x rank)
+        # difference tensor, and no pass over t beyond the product
+        gram = t @ t.transpose(-1, -2)
+        norms = gram.diagonal(dim1=-2, dim2=-1)
+        return (norms[..., :, None] + norms[..., None, :] - 2 * gram).clamp(min=0)
 
     @staticmethod
     def _pullback(t: torch.Tensor, s: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
         s = s * (predicted > 0)  # the clamp's zeros pass nothing back, as autograd's clamp
         s = s + s.transpose(-1, -2)  # each pair's error moves both words
-        return 2 * (s.sum(-1, keepdim=True) * t - s @ t)
+        # 2 (rowsum(s) t - s t) as one product by the (words x words) Laplacian of s: every elementwise step is on
+        # the small matrix, none on the (words x rank) t
+        laplacian = -2 * s
+        laplacian.diagonal(dim1=-2, dim2=-1).add_(2 * s.sum(-1))
+        return laplacian @ t
 
     @staticmethod
     def _target(batch: StructuralBatch) -> torch.Tensor:
@@ -449,11 +455,11 @@ class DepthProbe(_StructuralProbe):
 
     @staticmethod
     def _outputs(t: torch.Tensor) -> torch.Tensor:
-        return (t * t).sum(-1)
+        return torch.linalg.vecdot(t, t)
 
     @staticmethod
     def _pullback(t: torch.Tensor, s: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
-        return 2 * s[..., None] * t
+        return (2 * s)[..., None] * t  # the 2 on the small factor: one pass over t
 
     @staticmethod
     def _target(batch: StructuralBatch) -> torch.Tensor:

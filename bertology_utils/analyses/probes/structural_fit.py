@@ -144,12 +144,16 @@ class _Track:
 
 
 class _Stack:
-    """The probes of one kind and rank, their ``B`` stacked ``(P, rank, hidden)``, with Adam's moments."""
+    """The probes of one kind and rank, their ``B`` stacked and transposed, ``(P, hidden, rank)``, with Adam's moments.
+
+    Kept transposed, ``B`` is the right factor of the projection as it is: its gradient comes out of the product in
+    ``B``'s own layout, where ``(P, rank, hidden)`` took a transposing copy of it at every step.
+    """
 
     def __init__(self, tracks: list[_Track], starts: list[torch.Tensor]) -> None:
         self.tracks = tracks
         self.kind = type(tracks[0].probe)
-        self.B = torch.stack(starts).requires_grad_(True)
+        self.B = torch.stack([start.T for start in starts]).requires_grad_(True)
         self.m = torch.zeros_like(self.B)
         self.v = torch.zeros_like(self.B)
         self.steps = self.B.new_zeros(())  # Adam's step count, on the device as torch's fused Adam keeps it
@@ -172,7 +176,7 @@ class _Stack:
         k, b, w, d = batch.vectors.shape
         words = batch.vectors.view(k, b * w, d)
         words = words if self.at is None else words[self.at]
-        return torch.bmm(words, self.B.transpose(1, 2)).view(len(self.tracks), b, w, -1)
+        return torch.bmm(words, self.B).view(len(self.tracks), b, w, -1)
 
     def losses(self, batch: StructuralBatch) -> torch.Tensor:
         """``(P,)``: each probe's loss on the batch."""
@@ -257,8 +261,9 @@ def _mean_losses(
     return [total / len(X) for total in totals]
 
 
-def _end_epoch(track: _Track, row: dict[str, float], B: torch.Tensor, epoch: int) -> None:
-    """The epoch's row, the learning rate's decay and the stop, for one probe."""
+def _end_epoch(track: _Track, row: dict[str, float], Bt: torch.Tensor, epoch: int) -> None:
+    """The epoch's row, the learning rate's decay and the stop, for one probe whose ``B`` is ``Bt.T`` (its row of the
+    stack)."""
     probe = track.probe
     track.history.append(row)
     watched = row["dev_loss" if "dev_loss" in row else "train_loss"]
@@ -270,7 +275,12 @@ def _end_epoch(track: _Track, row: dict[str, float], B: torch.Tensor, epoch: int
         if track.lr - lower > _PLATEAU_EPS:
             track.lr = lower
     if watched < track.best - MIN_IMPROVEMENT:
-        track.best, track.best_B, track.best_epoch, track.stale = watched, B.detach().clone(), epoch + 1, 0
+        track.best, track.best_B, track.best_epoch, track.stale = (
+            watched,
+            Bt.detach().T.clone(memory_format=torch.contiguous_format),
+            epoch + 1,
+            0,
+        )
     else:
         track.stale += 1
         track.done = track.stale >= int(probe.patience)
