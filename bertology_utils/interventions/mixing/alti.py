@@ -64,7 +64,8 @@ def layer_norm_part(
     :returns: (B, rows, T, E).
     """
     gamma, inv_sigma = layer_norm_scale(model, layer, normed_input, output_norm=output_norm)
-    return gamma * (vectors - vectors.mean(-1, keepdim=True)) * inv_sigma[:, rows, None, :]
+    # in place on the one (B, rows, T, E) temporary: the same products, in the same order, as gamma * (...) * inv_sigma
+    return (vectors - vectors.mean(-1, keepdim=True)).mul_(gamma).mul_(inv_sigma[:, rows, None, :])
 
 
 def transformed_vectors(
@@ -88,9 +89,9 @@ def transformed_vectors(
     :returns: (B, rows, T, E).
     """
     vectors = head_vectors(model, layer, t.values) if vectors is None else vectors
-    tokens = t.hidden.shape[1]
-    eye = torch.eye(tokens, dtype=t.hidden.dtype, device=t.hidden.device)[rows]
-    z = mixed_vectors(t.probs, vectors, rows) + eye[None, :, :, None] * t.hidden[:, rows, None, :]
+    z = mixed_vectors(t.probs, vectors, rows)
+    # the residual [i = j] x_i, added where it is not zero: token i's own column of its row, z[:, r, start + r]
+    z.diagonal(offset=rows.indices(t.hidden.shape[1])[0], dim1=1, dim2=2).add_(t.hidden[:, rows].transpose(1, 2))
     if architectures.is_pre_layer_norm(architectures.torch_module(model)):
         return z
     return layer_norm_part(model, layer, t.hidden + t.dense, z, rows)
@@ -115,7 +116,7 @@ def alti_contributions(model: Model, layer: int, t: LayerTrace, real: TokenMask)
     for rows in row_chunks(*t.hidden.shape):
         y = t.normed[:, rows, None, :]
         transformed = transformed_vectors(model, layer, t, rows, vectors)
-        out[:, rows] = (y.abs().sum(-1) - (y - transformed).abs().sum(-1)).clamp_min(0)
+        out[:, rows] = (y.abs().sum(-1) - transformed.sub_(y).abs_().sum(-1)).clamp_min(0)  # |y - T| in place
     out = out * real[:, None, :]
     return out / out.sum(-1, keepdim=True).clamp_min(torch.finfo(out.dtype).tiny)
 

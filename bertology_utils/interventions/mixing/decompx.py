@@ -62,18 +62,22 @@ __all__ = ["shared_bias", "zero_origin", "decompose", "decompx_logits", "DecompX
 _ACTIVATIONS: frozenset[Callable[..., Any]] = frozenset({torch.tanh, torch.Tensor.tanh, F.gelu, F.relu, torch.relu})
 
 
-def shared_bias(parts: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def shared_bias(parts: torch.Tensor, bias: torch.Tensor | None, *, in_place: bool = False) -> torch.Tensor:
     """``parts`` plus each part's share of ``bias``, in proportion to |part . bias| (DecompX's "absdot" rule).
 
     :param parts: (..., K, D) the parts of one vector each, along the last but one axis.
     :param bias: (D,) or (..., D), broadcast over the parts; None for none.
+    :param in_place: add the shares to ``parts`` itself, which is returned: for a caller's temporary, where a
+        second tensor of its size would be one more pass through memory.
     :returns: (..., K, D), adding up to ``parts.sum(-2) + bias``.
     """
     if bias is None:
         return parts
-    bias = bias.unsqueeze(-2)
-    weights = (parts * bias).sum(-1, keepdim=True).abs()
-    return parts + weights / weights.sum(-2, keepdim=True).clamp_min(torch.finfo(weights.dtype).tiny) * bias
+    # the dot products as one product with the bias, not an elementwise one of the parts' size and its sum
+    dots = parts @ bias if bias.dim() == 1 else (parts * bias.unsqueeze(-2)).sum(-1)
+    weights = dots.abs_().unsqueeze(-1)
+    shares = weights / weights.sum(-2, keepdim=True).clamp_min(torch.finfo(weights.dtype).tiny)
+    return (parts if in_place else parts.clone()).addcmul_(shares, bias.unsqueeze(-2))
 
 
 def zero_origin(activation: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch.Tensor:
@@ -93,15 +97,16 @@ def _layer_norm(
     """A post-LN norm on the parts of its input ``z``'s rows: its linear part, beta shared."""
     beta = architectures.layer_norms(model, layer)[1 if out else 0].bias
     linear = layer_norm_part(model, layer, z, parts, rows, output_norm=out)
-    return shared_bias(linear, beta if isinstance(beta, torch.Tensor) else None)
+    return shared_bias(linear, beta if isinstance(beta, torch.Tensor) else None, in_place=True)
 
 
 def _feed_forward(model: nn.Module, layer: int, y: torch.Tensor, parts: torch.Tensor) -> torch.Tensor:
     """W_2 (theta (W_1 y_k + shared b_1)) + shared b_2 of each part y_k of the real input rows ``y``."""
     first, activation, second = architectures.feed_forward(model, layer)
     theta = zero_origin(activation, first(y))
-    hidden = shared_bias(F.linear(parts, first.weight), first.bias) * theta[:, :, None, :]
-    return shared_bias(F.linear(hidden, second.weight), second.bias)
+    # in place on the products' own outputs: the (B, rows, T, 4E) hidden parts are the largest tensors here
+    hidden = shared_bias(F.linear(parts, first.weight), first.bias, in_place=True).mul_(theta[:, :, None, :])
+    return shared_bias(F.linear(hidden, second.weight), second.bias, in_place=True)
 
 
 def _attention(model: nn.Module, layer: int, t: LayerTrace, parts: torch.Tensor | None) -> torch.Tensor:
@@ -119,7 +124,7 @@ def _attention(model: nn.Module, layer: int, t: LayerTrace, parts: torch.Tensor 
         values = F.linear(parts, projection.weight).view(batch, tokens, tokens, heads, size).permute(0, 3, 1, 2, 4)
         bias = output.bias if projection.bias is None else F.linear(projection.bias, output.weight, output.bias)
     mixed = torch.einsum("bhij,bhjkd->bikhd", t.probs, values).reshape(batch, tokens, tokens, heads * size)
-    return shared_bias(F.linear(mixed, output.weight) + parts, bias)
+    return shared_bias(F.linear(mixed, output.weight).add_(parts), bias, in_place=True)
 
 
 def _check_model(model: nn.Module) -> None:
@@ -148,7 +153,7 @@ def decompose(loaded: Model, traces: Sequence[LayerTrace]) -> Iterator[torch.Ten
         first_input, second_input = t.hidden + t.dense, t.normed + t.ffn  # the two norms' real inputs
         for rows in row_chunks(t.hidden.shape[0], t.hidden.shape[1], width):
             normed = _layer_norm(model, layer, first_input, block[:, rows], rows, out=False)
-            summed = normed + _feed_forward(model, layer, t.normed[:, rows], normed)
+            summed = _feed_forward(model, layer, t.normed[:, rows], normed).add_(normed)
             out[:, rows] = _layer_norm(model, layer, second_input, summed, rows, out=True)
         parts = out
         yield parts
@@ -201,8 +206,8 @@ class _DecomposedHead(TorchFunctionMode):
             out = F.linear(x, weight)
             if bias is None:
                 return out
-            grouped = self._grouped(out).movedim(1, -2)  # (B, ..., K, D)
-            return shared_bias(grouped, bias).movedim(-2, 1).reshape(out.shape)
+            grouped = self._grouped(out).movedim(1, -2)  # (B, ..., K, D), a view of the product's own output
+            return shared_bias(grouped, bias, in_place=True).movedim(-2, 1).reshape(out.shape)
         if func in _ACTIVATIONS:
             x = args[0]
             theta = zero_origin(lambda z: func(z, *args[1:], **kwargs), self._grouped(x).sum(1))
