@@ -156,6 +156,21 @@ def test_a_bias_is_shared_in_proportion_to_each_part_s_dot_product_with_it():
     assert shared_bias(parts, None) is parts
 
 
+def test_a_bias_shared_in_place_is_added_to_the_parts_given_and_equals_the_copy():
+    parts = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))
+    bias = torch.randn(5, generator=torch.Generator().manual_seed(1))
+    given = parts.clone()
+    copied = shared_bias(given, bias)
+    torch.testing.assert_close(given, parts, rtol=0, atol=0)  # the copy leaves its input alone
+    shared = shared_bias(given, bias, in_place=True)
+    assert shared is given
+    torch.testing.assert_close(shared, copied)
+    torch.testing.assert_close(shared.sum(-2), parts.sum(-2) + bias)
+    # a bias per vector (..., D) is shared among that vector's parts, as a (D,) one among all
+    per_vector = bias.expand(2, 3, 5)
+    torch.testing.assert_close(shared_bias(parts, per_vector), copied)
+
+
 def test_zero_origin_slope_is_act_over_input_and_zero_at_zero():
     z = torch.tensor([-2.0, 0.0, 0.5, 3.0])
     theta = zero_origin(torch.nn.functional.gelu, z)
