@@ -18,10 +18,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _timing import fastest_call  # noqa: E402
+
 METHODS = ("decompx", "alti", "globenc")
 
 
@@ -53,11 +56,10 @@ def child(out: Path, n: int, batch_size: int, repeats: int) -> None:
     results = {}
     with torch.no_grad():
         traced = [(trace(model, batch), batch["attention_mask"].bool()) for batch in batches]
-        for _ in range(repeats):
-            for name, method in methods.items():
-                start = time.perf_counter()
-                results[name] = [method(traces, real) for traces, real in traced]
-                seconds[name] = min(seconds.get(name, float("inf")), time.perf_counter() - start)
+        for name, method in methods.items():
+            seconds[name], results[name] = fastest_call(
+                repeats, lambda method=method: [method(traces, real) for traces, real in traced]
+            )
     torch.save(results, out / "results.pt")
     (out / "seconds.json").write_text(json.dumps({**seconds, "module": str(Path(decompx.__file__).parents[3])}))
 
