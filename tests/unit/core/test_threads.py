@@ -114,10 +114,17 @@ def test_a_budget_arriving_in_a_pinned_block_waits_for_its_end(tmp_path):
 def test_a_budget_arriving_while_torch_is_imported_waits_for_the_import(tmp_path):
     # A torch whose import runs Python for three polls, so the handler fires while it is half made (a kernel that
     # imports torch just as the notebook beside it finishes): it must not call into it, and must apply the budget after.
+    # The new budget is written once the import has begun: written before it, a helper thread slowed by a loaded
+    # machine could hand it over before torch existed (then only the environment takes it, which this torch does not
+    # read), and the test failed so once under CI beside another job.
+    budget = tmp_path / "threads"
+    threads.write_budget(budget, 1)
     fake = tmp_path / "fake" / "torch"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text(
         "import time\n"
+        "from bertology_utils.core import threads\n"
+        f"threads.write_budget({str(budget)!r}, 2)\n"
         "until = time.time() + 3 * POLL\n"
         "while time.time() < until:\n"
         "    time.sleep(0.01)\n"
@@ -125,14 +132,11 @@ def test_a_budget_arriving_while_torch_is_imported_waits_for_the_import(tmp_path
         "def set_num_threads(n):\n"
         "    applied.append(n)\n".replace("POLL", str(threads.POLL_SECONDS))
     )
-    budget = tmp_path / "threads"
-    threads.write_budget(budget, 1)
     script = f"""
     import sys, time
     sys.path.insert(0, {str(fake.parent)!r})
     from bertology_utils.core import threads
     assert "torch" not in sys.modules and threads.follow_budget({str(budget)!r})
-    threads.write_budget({str(budget)!r}, 2)
     import torch
     until = time.time() + 10 * threads.POLL_SECONDS
     while 2 not in torch.applied and time.time() < until:
