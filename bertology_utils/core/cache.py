@@ -7,7 +7,8 @@ gives a new entry instead of a stale one.
 
 * :func:`cache_lock`: notebooks run side by side (``bertology run --jobs 2``, two JupyterLab
   kernels) can ask for the same entry at once; the second waits for the first and then finds
-  the entry complete, instead of both building it into the same folder.
+  the entry complete, instead of both building it into the same folder. Asked not to wait, it
+  raises :class:`EntryBusy`, so a caller with other entries to build can build those first.
 * an entry is written into a temporary folder beside it and renamed into place
   (:func:`bertology_utils.core.files.atomic_path`), so a crash never leaves half an entry.
 * :func:`cached`: a value computed once, written with its key and read back on later runs when
@@ -40,7 +41,16 @@ except ImportError:  # not POSIX: no cross-process locking, as before
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["cache_lock", "key_digest", "entry_name", "cached", "cached_arrays", "cached_frames", "CacheWarning"]
+__all__ = [
+    "cache_lock",
+    "key_digest",
+    "entry_name",
+    "cached",
+    "cached_arrays",
+    "cached_frames",
+    "CacheWarning",
+    "EntryBusy",
+]
 
 T = TypeVar("T")
 
@@ -60,13 +70,22 @@ def entry_name(label: str, key: Mapping, max_label: int = 80) -> str:
     return f"{slug}-{key_digest(key)}"
 
 
+class EntryBusy(Exception):
+    """Another process holds the lock of a cache entry, and :func:`cache_lock` was asked not to wait for it.
+
+    Not a :class:`~bertology_utils.core.errors.BertologyError`: it says "later", not that anything failed."""
+
+
 @contextlib.contextmanager
-def cache_lock(path: str | Path) -> Iterator[None]:
+def cache_lock(path: str | Path, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive lock for the cache entry ``path`` while building or reading it.
 
     The lock is an advisory ``flock`` on ``.locks/<name>.lock`` beside the entry, released when
     the process dies; lock files stay (removing one while another process waits on it would let
     a third take it too).
+
+    :param path: the entry's folder.
+    :param wait: wait while another process holds it; else raise :class:`EntryBusy` at once.
     """
     path = Path(path)
     if fcntl is None:
@@ -78,6 +97,8 @@ def cache_lock(path: str | Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                raise EntryBusy(f"another process is building {path.name}") from None
             start = time.perf_counter()
             print(f"waiting for another process to finish {path.name}", file=sys.stderr, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)

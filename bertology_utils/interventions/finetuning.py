@@ -518,6 +518,7 @@ def fine_tune(
     cache_dir: str | os.PathLike | None = None,
     precision: str | None = None,
     progress: bool = True,
+    wait: bool = True,
 ) -> FineTuned:
     """Fine-tune ``model`` (a name, folder or LoadedModel; None: the default model) on a task.
 
@@ -545,6 +546,8 @@ def fine_tune(
     :param cache_dir: where they are kept (:func:`finetuned_cache_dir`).
     :param precision: what the steps compute in.
     :param progress: show a progress bar of the steps.
+    :param wait: with ``cache``, wait while another process trains this checkpoint (then reuse it); else raise
+        :class:`~bertology_utils.core.cache.EntryBusy` at once.
     :returns: the classifier and how it was made.
     """
     if precision is None:
@@ -576,7 +579,7 @@ def fine_tune(
         )
     )
 
-    with cache_lock(folder) if cache else contextlib.nullcontext():  # one process trains a checkpoint, others wait
+    with cache_lock(folder, wait) if cache else contextlib.nullcontext():  # one process trains a checkpoint
         return _cached_or_trained(
             folder, key, key_fields, initial, spec, train, dev_eval, budget, seed, init, cache, progress
         )

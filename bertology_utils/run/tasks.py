@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tqdm.auto import tqdm
 
+from bertology_utils.core.cache import EntryBusy
 from bertology_utils.core.errors import BertologyError, DataNotFoundError
 from bertology_utils.data import Task, resolve_task
 from bertology_utils.interventions.finetuning import Budget, FineTuned, default_budget, fine_tune
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from bertology_utils.core.models import LoadedModel
 
 __all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task", "fine_tune_tasks", "fine_tune_seeds"]
+
+K = TypeVar("K")
 
 #: ``train_examples`` value that keeps the task's default budget (an int, or None for all, overrides it).
 DEFAULT = "default"
@@ -78,6 +81,7 @@ def fine_tune_task(
     skip_failures: bool = False,
     output_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    wait: bool = True,
 ) -> TunedTask | None:
     """Fine-tune ``model`` on a task parameter (a GLUE name, task folder or Task), or record why not.
 
@@ -85,7 +89,9 @@ def fine_tune_task(
     skipped ``section`` and gives None; so does any other failure to fine-tune when ``skip_failures``
     (e.g. an architecture without a classifier head). ``times`` adds the fine-tuning's seconds under
     ``(task name, "fine-tune")`` (``"fine-tune (<init> init)"`` for another init). Prints the run's
-    one-line description. ``progress``: bars of the training steps and the dev predictions.
+    one-line description. ``progress``: bars of the training steps and the dev predictions. ``wait``: see
+    :func:`~bertology_utils.interventions.finetuning.fine_tune` (:class:`~bertology_utils.core.cache.EntryBusy`
+    passes through).
     """
     try:
         data = task if isinstance(task, Task) else resolve_task(task)
@@ -96,7 +102,9 @@ def fine_tune_task(
     stage = "fine-tune" if init == "pretrained" else f"fine-tune ({init} init)"
     try:
         with times.timed(data.name, stage) if times is not None else contextlib.nullcontext():
-            tuned = fine_tune(data, model, budget=budget, seed=seed, init=init, precision=precision, progress=progress)
+            tuned = fine_tune(
+                data, model, budget=budget, seed=seed, init=init, precision=precision, progress=progress, wait=wait
+            )
     except DataNotFoundError as missing:
         record_skipped(section, missing.short(), output_dir)
         return None
@@ -126,10 +134,13 @@ def fine_tune_tasks(
     :param settings: the other keyword arguments of :func:`fine_tune_task` (budget, seed, skip_failures, ...).
     :returns: each source's classifier, None where it was skipped (and why is recorded).
     """
-    found: dict[str | os.PathLike, TunedTask | None] = {}
-    for source in tqdm(list(sources), desc=f"{section}: tasks", unit="task", disable=not progress):
-        found[source] = fine_tune_task(source, model, section=f"{section}.{source}", progress=progress, **settings)
-    return found
+
+    def one(source: str | os.PathLike, wait: bool) -> TunedTask | None:
+        return fine_tune_task(source, model, section=f"{section}.{source}", progress=progress, wait=wait, **settings)
+
+    ordered = list(sources)
+    with tqdm(total=len(ordered), desc=f"{section}: tasks", unit="task", disable=not progress) as bar:
+        return _busy_last(ordered, one, bar)
 
 
 def fine_tune_seeds(
@@ -151,10 +162,44 @@ def fine_tune_seeds(
     :param settings: the other keyword arguments of :func:`fine_tune_task` (budget, precision, output folder).
     :returns: each seed's classifier, in the order of ``seeds``; empty where the data is missing.
     """
-    found: dict[int, TunedTask] = {}
-    for run_seed in tqdm(seeds, desc=f"{section}: seeds", unit="seed", disable=not progress):
-        run = fine_tune_task(task, model, section=section, seed=run_seed, progress=progress, **settings)
-        if run is None:  # the data is missing, for every seed alike
+
+    def one(run_seed: int, wait: bool) -> TunedTask | None:
+        return fine_tune_task(task, model, section=section, seed=run_seed, progress=progress, wait=wait, **settings)
+
+    with tqdm(total=len(seeds), desc=f"{section}: seeds", unit="seed", disable=not progress) as bar:
+        found = _busy_last(seeds, one, bar, stop_at_none=True)  # the data is missing, for every seed alike
+    return {s: run for s, run in found.items() if run is not None}
+
+
+def _busy_last(
+    keys: Sequence[K], run: Callable[[K, bool], TunedTask | None], bar: tqdm, stop_at_none: bool = False
+) -> dict[K, TunedTask | None]:
+    """``run(key, wait)`` for every key, in order, except that a checkpoint another process is training
+    (:class:`~bertology_utils.core.cache.EntryBusy` when not waiting) is left for after the others, and waited for
+    then. Two notebooks side by side that need the same classifiers (02 and 08 the same SST-2 seeds) thus train
+    different ones, each reusing the other's, where the second waited idle for the first to train them all.
+
+    :param keys: the tasks or seeds, in order.
+    :param run: fine-tunes one; ``wait`` False raises ``EntryBusy`` where another process holds its checkpoint.
+    :param bar: advanced once per key done.
+    :param stop_at_none: stop at the first None (the data missing for every key alike).
+    :returns: each key's result, in the order of ``keys`` (up to a None with ``stop_at_none``).
+    """
+    found: dict[K, TunedTask | None] = {}
+    busy: list[K] = []
+    for key in keys:
+        try:
+            found[key] = run(key, False)
+        except EntryBusy:
+            busy.append(key)
+            continue
+        bar.update()
+        if stop_at_none and found[key] is None:
             break
-        found[run_seed] = run
-    return found
+    else:
+        for key in busy:
+            found[key] = run(key, True)
+            bar.update()
+            if stop_at_none and found[key] is None:
+                break
+    return {key: found[key] for key in keys if key in found}

@@ -9,7 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology_utils.core.cache import CacheWarning, cache_lock, cached_arrays, cached_frames, entry_name, key_digest
+from bertology_utils.core.cache import (
+    CacheWarning,
+    EntryBusy,
+    cache_lock,
+    cached_arrays,
+    cached_frames,
+    entry_name,
+    key_digest,
+)
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path):
@@ -31,6 +39,17 @@ def test_a_second_holder_waits_for_the_first(tmp_path):
     thread.join()
     assert events == ["first done", "second in"]
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [".locks"]  # nothing beside the entries
+
+
+def test_a_holder_that_will_not_wait_is_told_at_once(tmp_path):
+    entry = tmp_path / "cache" / "checkpoint"
+    with cache_lock(entry):
+        start = time.perf_counter()
+        with pytest.raises(EntryBusy, match="checkpoint"), cache_lock(entry, wait=False):
+            pass
+        assert time.perf_counter() - start < 0.5
+    with cache_lock(entry, wait=False):  # free again: taken without waiting
+        pass
 
 
 def test_other_entries_and_other_processes(tmp_path):
