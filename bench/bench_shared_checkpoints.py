@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -44,7 +46,7 @@ def child(variant: str, seeds: int, train_examples: int, eval_examples: int, go:
     torch.set_num_threads(1)
     if variant == "in order":  # every seed in order, waiting where the other process trains it (as before)
 
-        def in_order(keys, run, bar, stop_at_none=False):  # noqa: ANN001, ANN202
+        def in_order(keys: list, run: Callable, bar: Any, stop_at_none: bool = False) -> dict:
             found = {}
             for key in keys:
                 found[key] = run(key, True)
