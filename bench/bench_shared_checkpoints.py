@@ -24,9 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -46,16 +45,11 @@ def child(variant: str, seeds: int, train_examples: int, eval_examples: int, go:
     torch.set_num_threads(1)
     if variant == "in order":  # every seed in order, waiting where the other process trains it (as before)
 
-        def in_order(keys: list, run: Callable, bar: Any, stop_at_none: bool = False) -> dict:
-            found = {}
+        def in_order(keys: Iterable, build: Callable) -> Iterator[tuple]:
             for key in keys:
-                found[key] = run(key, True)
-                bar.update()
-                if stop_at_none and found[key] is None:
-                    break
-            return found
+                yield key, build(key, True)
 
-        tasks._busy_last = in_order
+        tasks.busy_last = in_order
     model = load_model(None, device="cpu")
     print("ready", flush=True)
     while not go.exists():

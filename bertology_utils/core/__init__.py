@@ -26,7 +26,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AssetMissingError",
         ],
         "heads": ["Head", "all_heads"],
-        "cache": ["cache_lock", "cached_arrays", "cached_frames", "CacheWarning", "EntryBusy"],
+        "cache": ["cache_lock", "busy_last", "cached_arrays", "cached_frames", "CacheWarning", "EntryBusy"],
         "models": [
             "LoadedModel",
             "load_model",

@@ -8,7 +8,8 @@ gives a new entry instead of a stale one.
 * :func:`cache_lock`: notebooks run side by side (``bertology run --jobs 2``, two JupyterLab
   kernels) can ask for the same entry at once; the second waits for the first and then finds
   the entry complete, instead of both building it into the same folder. Asked not to wait, it
-  raises :class:`EntryBusy`, so a caller with other entries to build can build those first.
+  raises :class:`EntryBusy`, so a caller with other entries to build can build those first
+  (:func:`busy_last`).
 * an entry is written into a temporary folder beside it and renamed into place
   (:func:`bertology_utils.core.files.atomic_path`), so a crash never leaves half an entry.
 * :func:`cached`: a value computed once, written with its key and read back on later runs when
@@ -25,7 +26,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -50,6 +51,7 @@ __all__ = [
     "cached_frames",
     "CacheWarning",
     "EntryBusy",
+    "busy_last",
 ]
 
 T = TypeVar("T")
@@ -107,6 +109,31 @@ def cache_lock(path: str | Path, wait: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+K = TypeVar("K")
+
+
+def busy_last(keys: Iterable[K], build: Callable[[K, bool], T]) -> Iterator[tuple[K, T]]:
+    """``(key, build(key, wait))`` for every key, in order, except that a key whose entry another process is building
+    (``build(key, False)`` raises :class:`EntryBusy`) comes after the others, built then with ``wait=True``. Two
+    notebooks side by side that need the same entries (02 and 08 the same SST-2 classifiers) thus build different
+    ones and reuse each other's, where the second waited idle for the first to build them all.
+
+    :param keys: what to build, in order.
+    :param build: builds one; with ``wait`` False it raises ``EntryBusy`` where another process holds the entry.
+    :returns: an iterator of each key with what ``build`` gave, the busy ones last; stopping it builds no more.
+    """
+    busy = []
+    for key in keys:
+        try:
+            value = build(key, False)
+        except EntryBusy:
+            busy.append(key)
+            continue
+        yield key, value
+    for key in busy:
+        yield key, build(key, True)
 
 
 def _plain(key: Mapping) -> dict:

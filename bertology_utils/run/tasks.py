@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from bertology_utils.core.cache import EntryBusy
+from bertology_utils.core.cache import busy_last
 from bertology_utils.core.errors import BertologyError, DataNotFoundError
 from bertology_utils.data import Task, resolve_task
 from bertology_utils.interventions.finetuning import Budget, FineTuned, default_budget, fine_tune
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from bertology_utils.core.models import LoadedModel
 
 __all__ = ["DEFAULT", "TunedTask", "task_budget", "fine_tune_task", "fine_tune_tasks", "fine_tune_seeds"]
-
-K = TypeVar("K")
 
 #: ``train_examples`` value that keeps the task's default budget (an int, or None for all, overrides it).
 DEFAULT = "default"
@@ -139,8 +137,12 @@ def fine_tune_tasks(
         return fine_tune_task(source, model, section=f"{section}.{source}", progress=progress, wait=wait, **settings)
 
     ordered = list(sources)
+    found: dict[str | os.PathLike, TunedTask | None] = {}
     with tqdm(total=len(ordered), desc=f"{section}: tasks", unit="task", disable=not progress) as bar:
-        return _busy_last(ordered, one, bar)
+        for source, run in busy_last(ordered, one):  # a checkpoint another process is training: after the others
+            found[source] = run
+            bar.update()
+    return {source: found[source] for source in ordered}
 
 
 def fine_tune_seeds(
@@ -166,40 +168,11 @@ def fine_tune_seeds(
     def one(run_seed: int, wait: bool) -> TunedTask | None:
         return fine_tune_task(task, model, section=section, seed=run_seed, progress=progress, wait=wait, **settings)
 
+    found: dict[int, TunedTask] = {}
     with tqdm(total=len(seeds), desc=f"{section}: seeds", unit="seed", disable=not progress) as bar:
-        found = _busy_last(seeds, one, bar, stop_at_none=True)  # the data is missing, for every seed alike
-    return {s: run for s, run in found.items() if run is not None}
-
-
-def _busy_last(
-    keys: Sequence[K], run: Callable[[K, bool], TunedTask | None], bar: tqdm, stop_at_none: bool = False
-) -> dict[K, TunedTask | None]:
-    """``run(key, wait)`` for every key, in order, except that a checkpoint another process is training
-    (:class:`~bertology_utils.core.cache.EntryBusy` when not waiting) is left for after the others, and waited for
-    then. Two notebooks side by side that need the same classifiers (02 and 08 the same SST-2 seeds) thus train
-    different ones, each reusing the other's, where the second waited idle for the first to train them all.
-
-    :param keys: the tasks or seeds, in order.
-    :param run: fine-tunes one; ``wait`` False raises ``EntryBusy`` where another process holds its checkpoint.
-    :param bar: advanced once per key done.
-    :param stop_at_none: stop at the first None (the data missing for every key alike).
-    :returns: each key's result, in the order of ``keys`` (up to a None with ``stop_at_none``).
-    """
-    found: dict[K, TunedTask | None] = {}
-    busy: list[K] = []
-    for key in keys:
-        try:
-            found[key] = run(key, False)
-        except EntryBusy:
-            busy.append(key)
-            continue
-        bar.update()
-        if stop_at_none and found[key] is None:
-            break
-    else:
-        for key in busy:
-            found[key] = run(key, True)
+        for run_seed, run in busy_last(seeds, one):  # a checkpoint another process is training: after the others
+            if run is None:  # the data is missing, for every seed alike
+                return {}
+            found[run_seed] = run
             bar.update()
-            if stop_at_none and found[key] is None:
-                break
-    return {key: found[key] for key in keys if key in found}
+    return {s: found[s] for s in seeds}

@@ -12,6 +12,7 @@ import pytest
 from bertology_utils.core.cache import (
     CacheWarning,
     EntryBusy,
+    busy_last,
     cache_lock,
     cached_arrays,
     cached_frames,
@@ -50,6 +51,24 @@ def test_a_holder_that_will_not_wait_is_told_at_once(tmp_path):
         assert time.perf_counter() - start < 0.5
     with cache_lock(entry, wait=False):  # free again: taken without waiting
         pass
+
+
+def test_entries_another_process_is_building_come_last():
+    calls, building = [], {"b", "d"}
+
+    def build(key, wait):
+        calls.append((key, wait))
+        if key in building and not wait:
+            raise EntryBusy(key)
+        return key.upper()
+
+    assert list(busy_last("abcd", build)) == [("a", "A"), ("c", "C"), ("b", "B"), ("d", "D")]
+    assert calls == [("a", False), ("b", False), ("c", False), ("d", False), ("b", True), ("d", True)]
+    calls.clear()
+    first = busy_last("abcd", build)
+    assert next(first) == ("a", "A")
+    first.close()  # stopped after the first: nothing more is built
+    assert calls == [("a", False)]
 
 
 def test_other_entries_and_other_processes(tmp_path):
