@@ -7,7 +7,8 @@ VENV ?= .venv
 # (Linux x86_64, Python 3.11, CPU torch); `make lock` re-resolves it from pyproject.toml and requirements/lock.in.
 LOCK := requirements/lock-linux-py311-cpu.txt
 # The lock names the +cpu torch wheel (a plain torch from PyPI is a multi-GB CUDA build). This machine's
-# pip finds it in /opt/wheels; elsewhere add TORCH_PIP_ARGS='--find-links https://download.pytorch.org/whl/torch/'.
+# pip finds it in /opt/wheels; elsewhere add TORCH_PIP_ARGS='--find-links https://download.pytorch.org/whl/torch/'
+# (given to the installer: uv takes pip's --find-links and --index-url too).
 TORCH_PIP_ARGS ?=
 # TORCH=cuda: after the lock, the same torch version's CUDA build from PyPI, with the NVIDIA libraries it asks
 # for (several GB, not in the lock, so not hash-checked); the rest of the environment stays the lock's.
