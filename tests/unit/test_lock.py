@@ -3,6 +3,8 @@ the installer's lock (requirements/uv.txt) is its pin with hashes."""
 
 import importlib.metadata
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -88,3 +90,33 @@ def test_the_environment_is_the_lock():
         if installed is None or Version(installed) != version:
             wrong.append(f"{name} {installed or 'not installed'} (locked: {version})")
     assert wrong == [], f"this environment is not the lock's: {', '.join(wrong)}; run make setup"
+
+
+def setup_commands(venv: Path, installer: str) -> subprocess.CompletedProcess:
+    """What ``make setup`` would run to build ``venv`` with ``installer`` (a dry run: nothing is installed)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    target = str(venv / ".setup-lock.stamp")
+    command = ["make", "--dry-run", "--no-print-directory", f"VENV={venv}", f"INSTALLER={installer}", target]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_make_setup_installs_the_lock_hash_checked_with_the_installer(tmp_path, installer):
+    done = setup_commands(tmp_path / "venv", installer)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    [lock] = [line for line in lines if f"-r {LOCK.relative_to(ROOT)}" in line]
+    assert "--require-hashes" in lock
+    assert ("/bin/uv pip install" in lock) == (installer == "uv")
+    assert ("-m pip install" in lock) == (installer == "pip")
+    # uv itself comes from its own lock, hash-checked, before it installs anything
+    first = [k for k, line in enumerate(lines) if f"-r {UV_LOCK.relative_to(ROOT)}" in line]
+    assert (first == [lines.index(lock) - 1]) if installer == "uv" else first == []
+    if installer == "uv":
+        assert "--require-hashes" in lines[first[0]] and "--compile-bytecode" in lock
+
+
+def test_make_setup_refuses_an_unknown_installer(tmp_path):
+    done = setup_commands(tmp_path / "venv", "conda")
+    assert done.returncode != 0 and 'INSTALLER must be uv or pip, not "conda"' in done.stderr
