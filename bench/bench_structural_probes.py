@@ -19,6 +19,12 @@
               words, the squared norms' own and the gradient's three; both of those): seconds, the
               ratios, and how far apart the fits' B matrices and dev scores are
 
+  precision   (--precision) every layer's probes fitted together for --epochs epochs with float32
+              products and with products from bfloat16-rounded inputs (precision="bf16":
+              fast_fp32_products; the CPU must have bfloat16 units for it to differ), two rounds in
+              alternation: seconds, the ratio, and how far apart the fits' B matrices, kept epochs
+              and dev scores are
+
   host        (--host) the host's part of the probes, what no device speeds up: every EWT test
               sentence's gold tree distances, and the paper's four metrics of one distance and
               one depth prediction per sentence (random, seeded), as this package computes them
@@ -32,7 +38,8 @@ Both on the default model and UD EWT ($BERTOLOGY_DATA_DIR), the first --n-train 
 --n-dev dev sentences, the CPU, one torch thread per fit. Prints each part's seconds, the epochs
 each fit ran, and the ratio.
 
-    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --step [--epochs 3] | --host [--record]]
+    python bench/bench_structural_probes.py [--n-train 300] [--n-dev 100] [--layer 3] [--together | --step [--epochs 3] | --precision [--epochs 3]
+                                       | --host [--record]]
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ def main() -> None:
     parser.add_argument("--layer", type=int, default=None, help="hidden-state layer (default: the middle one)")
     parser.add_argument("--together", action="store_true", help="every layer's probes together vs one by one")
     parser.add_argument("--step", action="store_true", help="a training step's parts vs what they replaced")
-    parser.add_argument("--epochs", type=int, default=3, help="with --step: epochs per fit")
+    parser.add_argument("--precision", action="store_true", help="fp32 products vs bf16-rounded inputs")
+    parser.add_argument("--epochs", type=int, default=3, help="with --step or --precision: epochs per fit")
     parser.add_argument("--host", action="store_true", help="the tree distances and metrics, against one by one")
     parser.add_argument("--record", action="store_true", help="with --host: record it and the benchmarks page's table")
     args = parser.parse_args()
@@ -76,6 +84,9 @@ def main() -> None:
         return
     if args.step:
         step(args.n_train, args.n_dev, args.epochs)
+        return
+    if args.precision:
+        precision(args.n_train, args.n_dev, args.epochs)
         return
 
     from bertology_utils.analyses.probes import AttentionProbe, DepthProbe, DistanceProbe, ProbeData, StructuralData
@@ -307,6 +318,46 @@ def step(n_train: int, n_dev: int, epochs: int) -> None:
         scores = max(abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now))
         print(f"{len(now)} probes x {epochs} epochs; now vs {base}: largest |B difference| / largest |B| {gap:.2g}, "
               f"largest dev UUAS / root% difference {scores:.2g}")  # fmt: skip
+
+
+def precision(n_train: int, n_dev: int, epochs: int) -> None:
+    """Every layer's probes fitted together with float32 products and with bfloat16-rounded inputs, two rounds in
+    alternation (the faster of each variant's runs is printed), and how far apart the fits are."""
+    import numpy as np
+
+    from bertology_utils.analyses.probes import DepthProbe, DistanceProbe, StructuralData, fit_jointly
+    from bertology_utils.core.models import load_model, resolve_precision
+    from bertology_utils.data import load_treebank
+
+    loaded = load_model(None, device="cpu")
+    train, dev = load_treebank("train")[:n_train], load_treebank("dev")[:n_dev]
+    data = {name: StructuralData.from_model(c, loaded) for name, c in (("train", train), ("dev", dev))}
+    layers = list(range(loaded.num_layers + 1))
+    print(f"{loaded.label}; train {len(train)}, dev {len(dev)} sentences of UD EWT; layers {layers}, full rank; "
+          f"precision auto is {resolve_precision('auto', 'cpu')} on this CPU")  # fmt: skip
+
+    def fit(name: str) -> list:
+        probes = [
+            cls(layer=k, max_epochs=epochs, precision=name) for k in layers for cls in (DistanceProbe, DepthProbe)
+        ]
+        return fit_jointly(probes, data["train"], data["dev"])
+
+    seconds: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    fits = {}
+    for _ in range(2):
+        for name in seconds:
+            took, fits[name] = fastest_call(1, lambda name=name: fit(name))
+            seconds[name].append(took)
+    for name, runs in seconds.items():
+        print(f"{name}: {min(runs):.1f} s (runs {', '.join(f'{t:.1f}' for t in runs)})")
+    print(f"fp32 / bf16: {min(seconds['fp32']) / min(seconds['bf16']):.2f}x")
+    before, now = fits["fp32"], fits["bf16"]
+    gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(before, now))
+    scores = [abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now)]
+    same = sum(a.best_epoch_ == b.best_epoch_ for a, b in zip(before, now))
+    print(f"{len(now)} probes, at most {epochs} epochs; largest |B difference| / largest |B| {gap:.2g}; kept epochs "
+          f"the same for {same} of {len(now)}; dev UUAS differences {max(scores[::2]):.3g} at most, root% "
+          f"{max(scores[1::2]):.3g}")  # fmt: skip
 
 
 def _scipy_tree_distances(heads: tuple[int, ...]):

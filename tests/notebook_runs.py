@@ -41,6 +41,7 @@ SMALL_PARAMETERS = {
         "max_epochs": 2,
         "structural_layers": [0, 3],
         "structural_max_epochs": 2,
+        "precision": "fp32",  # the default, "auto", is bf16 where the CPU has bfloat16 units: references are fp32
     },
     "05_clustering": {"n_sentences": 12, "n_permutations": 200},
     "06_pruning": {
@@ -54,7 +55,7 @@ SMALL_PARAMETERS = {
         "random_seeds": [0, 1],
         "step": 0.25,
         "batch_size": 8,
-        "precision": "fp32",  # the default, "auto", is bf16 where the CPU has bfloat16 units: references are fp32
+        "precision": "fp32",
     },
     "07_head_roles": {
         "seeds": 1,

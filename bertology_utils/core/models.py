@@ -14,7 +14,9 @@ import inspect
 import json
 import os
 import re
+import threading
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,7 @@ __all__ = [
     "check_precision",
     "resolve_precision",
     "autocast",
+    "fast_fp32_products",
 ]
 
 # A perturbation's setting (run.perturb), for every process that loads models through this module (a notebook's
@@ -529,6 +532,47 @@ def autocast(loaded: LoadedModel, precision: str | None = None) -> Iterator[None
         )
     with torch.autocast(device.type, dtype=torch.bfloat16):
         yield
+
+
+#: The backend whose float32 matrix products :func:`fast_fp32_products` speeds up, per device type, and the internal
+#: format it picks: oneDNN's bfloat16 on a CPU, TF32 on CUDA (whose float32 products offer no bfloat16).
+_FAST_FP32 = {"cpu": ("mkldnn", "bf16"), "cuda": ("cuda", "tf32")}
+_fast_lock = threading.Lock()
+_fast_users: Counter[str] = Counter()
+_fast_before: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def fast_fp32_products(precision: str, device: str | torch.device) -> Iterator[None]:
+    """Float32 matrix products inside the block computed from bfloat16-rounded inputs (TF32 on CUDA) where
+    ``precision`` resolves to "bf16" on ``device`` and the device has the units for it; fp32 products elsewhere.
+
+    Tensors stay float32 and are summed in float32: only each product's inputs are rounded, inside the kernel. For
+    loops whose own tensors must stay float32 (the structural probes' training), where autocast would copy them to
+    bfloat16 and back at every step. torch keeps this setting per process, not per thread: blocks entered from
+    several threads share it, and the last one to leave restores what was set before the first.
+
+    :param precision: "fp32", "bf16" or "auto" (:func:`resolve_precision`).
+    :param device: where the products run.
+    """
+    device = torch.device(device)
+    if resolve_precision(precision, device) == "fp32" or not _native_bf16(device):
+        yield
+        return
+    backend, internal = _FAST_FP32[device.type]
+    matmul = getattr(torch.backends, backend).matmul
+    with _fast_lock:
+        if not _fast_users[device.type]:
+            _fast_before[device.type] = matmul.fp32_precision
+            matmul.fp32_precision = internal
+        _fast_users[device.type] += 1
+    try:
+        yield
+    finally:
+        with _fast_lock:
+            _fast_users[device.type] -= 1
+            if not _fast_users[device.type]:
+                matmul.fp32_precision = _fast_before.pop(device.type)
 
 
 @contextlib.contextmanager

@@ -203,9 +203,9 @@ USER_TASK = Path(__file__).resolve().parents[1] / "data" / "user_task"
 USER_DATA = {
     "01_patterns": {"treebank": str(GERMAN), "pair_sets": []},
     "03_syntax_coref": {"treebank": str(GERMAN)},
-    "04_probes": {"treebank": str(GERMAN)},
+    "04_probes": {"treebank": str(GERMAN), "precision": "bf16"},
     "05_clustering": {"treebank": str(GERMAN)},
-    # 06 and 07 also in bf16 precision, as a user with bfloat16 units (or a GPU) would run them
+    # 04, 06 and 07 also in bf16 precision, as a user with bfloat16 units (or a GPU) would run them
     "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2, "precision": "bf16"},
     "07_head_roles": {
         "treebank": str(GERMAN),

@@ -55,7 +55,7 @@ from bertology_utils.analyses.probes.structural_fit import StructuralFit, l1_los
 from bertology_utils.core import settings
 from bertology_utils.core.cache import cached_frames, entry_name
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.models import LoadedModel, resolve_precision
 from bertology_utils.core.threads import torch_threads
 from bertology_utils.data import Corpus
 
@@ -263,6 +263,7 @@ class _StructuralProbe(BaseEstimator):
         seed: int = 0,
         n_jobs: int | None = 1,
         device: str | torch.device | None = None,
+        precision: str = "fp32",
     ) -> None:
         self.layer = layer
         self.rank = rank
@@ -274,6 +275,7 @@ class _StructuralProbe(BaseEstimator):
         self.seed = seed
         self.n_jobs = n_jobs
         self.device = device
+        self.precision = precision
 
     # ------------------------------------------------------------------ the probe's formula
 
@@ -399,6 +401,8 @@ class DistanceProbe(_StructuralProbe):
     :param seed: the initial ``B`` and the data order, drawn on the CPU.
     :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting.
     :param device: where to fit and predict (``"cuda"``, a ``torch.device``); None: the CPU.
+    :param precision: the training's matrix products: "fp32"; "bf16" or "auto" (:func:`~bertology_utils.core.models.
+        fast_fp32_products`), tensors staying float32. Predictions and scores are float32 whatever it is.
     """
 
     label = "distance"
@@ -493,7 +497,7 @@ def fit_jointly(
     row's ``seconds`` are the whole joint fit's.
 
     :param probes: :class:`DistanceProbe` and :class:`DepthProbe` estimators, sharing ``batch_size``, ``seed``,
-        ``device`` and ``n_jobs``; each reads its own ``layer`` of ``X``.
+        ``device``, ``n_jobs`` and ``precision``; each reads its own ``layer`` of ``X``.
     :param X: the training data, holding every layer the probes read.
     :param dev: the data whose loss steers each probe's training; without it, the training loss does.
     :returns: the probes, fitted.
@@ -578,6 +582,7 @@ def structural_probe_layers(
     device: str | torch.device | None = None,
     seed: int = 0,
     max_epochs: int = 40,
+    precision: str = "fp32",
     cache_size: float = 2048,
     cache: bool = False,
     cache_dir: str | os.PathLike | None = None,
@@ -607,6 +612,8 @@ def structural_probe_layers(
     :param device: where the probes fit (None: the CPU).
     :param seed: the probes' seed.
     :param max_epochs: epochs at most per fit.
+    :param precision: the fits' matrix products (:class:`DistanceProbe`'s ``precision``), resolved on the probes'
+        device; the word vectors and the scores are float32 whatever it is.
     :param cache_size: MB of word vectors kept at a time, over the three splits.
     :param cache: read and store the scores on disk.
     :param cache_dir: where; ``$BERTOLOGY_CACHE_DIR/probes`` by default.
@@ -625,6 +632,8 @@ def structural_probe_layers(
         "seed": int(seed),
         "max_epochs": int(max_epochs),
     }
+    if (resolved := resolve_precision(precision, probe_device(device))) != "fp32":
+        fields["probe_precision"] = resolved  # fp32 keys as before precision: their stored entries still match
     split = "dev" if test is None else "test"
 
     def compute() -> dict[str, pd.DataFrame]:
@@ -651,6 +660,8 @@ def _fit_layers(
     split = "dev" if test is None else "test"
     words = sum(len(s.words) for corpus in (train, dev, test) if corpus is not None for s in corpus)
     bytes_per_layer = words * int(loaded.config.hidden_size) * 2
+    shared = {"device": device, "precision": fields.get("probe_precision", "fp32")}
+    shared |= {name: fields[name] for name in ("seed", "max_epochs")}
     rows: list[dict[str, object]] = []
     edges: list[pd.DataFrame] = []
     for group in _layer_groups(fields["layers"], bytes_per_layer, cache_size):
@@ -660,7 +671,7 @@ def _fit_layers(
         }
         data["scored"] = data["dev"] if test is None else StructuralData.from_model(test, loaded, layers=group)
         probes = [
-            cls(layer=layer, rank=r, seed=fields["seed"], device=device, max_epochs=fields["max_epochs"])
+            cls(layer=layer, rank=r, **shared)
             for layer in group
             for r in dict.fromkeys([fields["rank"], *(fields["ranks"] if layer == fields["rank_layer"] else [])])
             for cls in (DistanceProbe, DepthProbe)
@@ -676,16 +687,9 @@ def _fit_layers(
                 metrics = structural_metrics(data["scored"], depths=predicted)
             metrics["best_epoch"] = probe.best_epoch_
             rows += [
-                {
-                    "layer": probe.layer_,
-                    "probe": probe.label,
-                    "rank": probe.rank_,
-                    "split": split,
-                    "metric": metric,
-                    "value": float(metrics[metric]),
-                }
+                dict(zip(_TABLE_COLUMNS, (probe.layer_, probe.label, probe.rank_, split, metric, float(value))))
                 for metric in ("uuas", "dspr", "root_acc", "nspr", "best_epoch")
-                if metric in metrics
+                if (value := metrics.get(metric)) is not None
             ]
         del data
     return {

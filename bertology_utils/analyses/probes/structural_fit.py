@@ -14,6 +14,11 @@ decay after an epoch whose dev loss is not lower (``ReduceLROnPlateau``'s rule, 
 stop and its own kept epoch. So probes fitted together equal probes fitted one by one, up to the float
 rounding of a batched product; a test holds them to that. A probe that stops leaves the stack, and the
 later steps no longer compute it.
+
+With ``precision`` "bf16" (or "auto" on a device with bfloat16 units) every matrix product of the training takes
+bfloat16-rounded inputs inside the kernel (:func:`~bertology_utils.core.models.fast_fp32_products`), while ``B``,
+the projected words, the gradients and Adam's state stay float32: the fits are bound by their full-rank
+projections, which run several times faster that way, and no tensor is copied to another format and back.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import torch
 from bertology_utils.analyses.probes.data import probe_device
 from bertology_utils.analyses.probes.structural_data import StructuralBatch, StructuralData
 from bertology_utils.core.errors import BertologyError
+from bertology_utils.core.models import check_precision, fast_fp32_products
 from bertology_utils.core.threads import torch_threads
 
 __all__ = ["StructuralEstimator", "StructuralFit", "l1_losses", "train_jointly"]
@@ -48,6 +54,7 @@ class StructuralEstimator(Protocol):
     seed: int
     n_jobs: int | None
     device: str | torch.device | None
+    precision: str
 
     @classmethod
     def losses(cls, t: torch.Tensor, batch: StructuralBatch) -> torch.Tensor:
@@ -122,8 +129,8 @@ MIN_IMPROVEMENT = 1e-4
 _BETAS, _EPS = (0.9, 0.999), 1e-8
 #: ``ReduceLROnPlateau``'s defaults: a relative threshold, and no change smaller than eps.
 _PLATEAU_THRESHOLD, _PLATEAU_EPS = 1e-4, 1e-8
-#: What every probe fitted together must share: the batches, their order, the device and the threads.
-_SHARED = ("batch_size", "seed", "device", "n_jobs")
+#: What every probe fitted together must share: the batches, their order, the device, the threads and the precision.
+_SHARED = ("batch_size", "seed", "device", "n_jobs", "precision")
 
 
 @dataclass
@@ -228,6 +235,7 @@ def _check(probes: Sequence[StructuralEstimator], X: object, dev: object) -> lis
             raise TypeError(f"X and dev must be StructuralData, not {type(data).__name__}")
     assert isinstance(X, StructuralData)
     first = probes[0]
+    check_precision(first.precision)
     for probe in probes:
         for name in _SHARED:
             if str(getattr(probe, name)) != str(getattr(first, name)):
@@ -294,8 +302,8 @@ def train_jointly(
 
     Each probe trains as it would alone (see the module's docstring).
 
-    :param probes: the estimators, sharing ``batch_size``, ``seed``, ``device`` and ``n_jobs``; each reads its own
-        ``layer`` of ``X``.
+    :param probes: the estimators, sharing ``batch_size``, ``seed``, ``device``, ``n_jobs`` and ``precision``; each
+        reads its own ``layer`` of ``X``.
     :param X: the training data, holding every layer the probes read.
     :param dev: the data whose loss steers each probe's training; without it, the training loss does.
     :returns: each probe's training, in order; ``seconds`` and each history row's ``seconds`` are the whole joint
@@ -314,7 +322,7 @@ def train_jointly(
         generator = torch.Generator().manual_seed(seed)  # drawn on the CPU: one start on every device
         start = torch.rand((rank, X.hidden_size), generator=generator) * 0.1 - 0.05
         stacks.append(_Stack(members, [start.to(device)] * len(members)))
-    with torch_threads(first.n_jobs):
+    with torch_threads(first.n_jobs), fast_fp32_products(first.precision, device):
         for epoch in range(max(int(p.max_epochs) for p in probes)):
             stacks = [s for s in stacks if s.tracks]
             if not stacks:

@@ -11,13 +11,14 @@ import torch
 import transformers
 from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
 
-from bertology_utils.core import settings
+from bertology_utils.core import models, settings
 from bertology_utils.core.errors import ModelNotAvailableError
 from bertology_utils.core.models import (
     LoadedModel,
     check_attentions,
     default_model_path,
     describe_model,
+    fast_fp32_products,
     load_model,
     resolve_precision,
 )
@@ -248,3 +249,39 @@ def test_random_init_copy(tiny_model_dirs):
     assert (copy.num_layers, copy.num_heads) == (loaded.num_layers, loaded.num_heads)
     assert copy.weights_sha256 == again.weights_sha256 != loaded.weights_sha256
     assert copy.tokenizer_sha256 == loaded.tokenizer_sha256 and "random init" in copy.name
+
+
+def test_fast_fp32_products_set_the_devices_backend_while_any_block_is_open(monkeypatch):
+    """bf16 (or auto) on a device with the units: oneDNN's bfloat16 on a CPU, TF32 on CUDA, until the last of
+    overlapping blocks (other threads') closes; fp32, or no units, changes nothing."""
+    cpu, cuda = torch.backends.mkldnn.matmul, torch.backends.cuda.matmul
+    before = (cpu.fp32_precision, cuda.fp32_precision)
+    monkeypatch.setattr(models, "_native_bf16", lambda device: False)
+    with fast_fp32_products("bf16", "cpu"), fast_fp32_products("auto", "cuda"):
+        assert (cpu.fp32_precision, cuda.fp32_precision) == before
+    monkeypatch.setattr(models, "_native_bf16", lambda device: True)
+    with fast_fp32_products("fp32", "cpu"):
+        assert cpu.fp32_precision == before[0]
+    outer = fast_fp32_products("auto", "cpu")
+    outer.__enter__()
+    with fast_fp32_products("bf16", "cpu"), fast_fp32_products("bf16", "cuda"):
+        assert (cpu.fp32_precision, cuda.fp32_precision) == ("bf16", "tf32")
+    assert (cpu.fp32_precision, cuda.fp32_precision) == ("bf16", before[1])  # the outer block is still open
+    outer.__exit__(None, None, None)
+    assert (cpu.fp32_precision, cuda.fp32_precision) == before
+    with pytest.raises(ValueError, match="precision must be one of"), fast_fp32_products("half", "cpu"):
+        pass
+
+
+@pytest.mark.skipif(resolve_precision("auto", "cpu") == "fp32", reason="needs a CPU with bfloat16 units")
+def test_fast_fp32_products_round_the_inputs_and_keep_float32():
+    """On a CPU with bfloat16 units a product inside the block is about bfloat16's rounding off float64's (not
+    float32's), and float32 still."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 384, generator=generator), torch.randn(384, 96, generator=generator)
+    exact = a.double() @ b.double()
+    with fast_fp32_products("auto", "cpu"):
+        fast = a @ b
+    plain = a @ b
+    assert fast.dtype == torch.float32
+    assert (plain - exact).abs().max() < 1e-4 < (fast - exact).abs().max() < 0.5

@@ -27,6 +27,7 @@ from bertology_utils.analyses.probes import (
     tree_distances,
     word_hidden_states,
 )
+from bertology_utils.core import models
 from bertology_utils.core.cache import CacheWarning
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.models import load_model
@@ -246,6 +247,41 @@ def test_probes_fitted_together_equal_probes_fitted_alone():
     assert len(together[2].history_) == 4 and len(together[0].history_) > 4
     with pytest.raises(BertologyError, match="share batch_size"):
         fit_jointly([DistanceProbe(layer=3), DepthProbe(layer=3, batch_size=7)], train)
+
+
+def test_precision_sets_the_products_of_the_training_only_and_is_shared(train_dev, monkeypatch):
+    """precision="auto" on a device with bfloat16 units: every loss of the training (dev losses too) is computed
+    with the fast products set, predictions after it without; probes fitted together share one precision."""
+    train, dev = train_dev
+    seen = []
+    outputs = DistanceProbe._outputs
+
+    def spy(t):
+        seen.append(torch.backends.mkldnn.matmul.fp32_precision)
+        return outputs(t)
+
+    monkeypatch.setattr(DistanceProbe, "_outputs", staticmethod(spy))
+    monkeypatch.setattr(models, "_native_bf16", lambda device: True)
+    before = torch.backends.mkldnn.matmul.fp32_precision
+    probe = DistanceProbe(**{**FAST, "max_epochs": 2}, precision="auto").fit(train, dev=dev)
+    assert len(seen) > 2 and set(seen) == {"bf16"} and probe.B_.dtype == np.float32
+    seen.clear()
+    probe.predict(dev)
+    DistanceProbe(**{**FAST, "max_epochs": 1}).fit(train, dev=dev)
+    assert seen and set(seen) == {before} == {torch.backends.mkldnn.matmul.fp32_precision}
+    with pytest.raises(BertologyError, match="share precision"):
+        fit_jointly([DistanceProbe(layer=3), DepthProbe(layer=3, precision="bf16")], train)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        DistanceProbe(precision="half").fit(train)
+
+
+def test_bf16_products_find_the_known_tree_geometry(train_dev):
+    """precision="bf16" (products from bfloat16-rounded inputs where this CPU has the units, fp32 elsewhere) fits
+    the vectors of known trees as float32 does."""
+    train, dev = train_dev
+    for cls, metric in ((DistanceProbe, "uuas"), (DepthProbe, "root_acc")):
+        probe = cls(**FAST, precision="bf16").fit(train, dev=dev)
+        assert probe.B_.dtype == np.float32 and probe.evaluate(dev)[metric] == 1.0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -526,6 +562,8 @@ def test_layer_scores_are_cached_by_model_data_and_settings(tiny_model_dirs, tmp
     assert not scores(seed=1).from_cache
     assert not scores(ranks=[1]).from_cache
     assert not scores(test=corpus[1:]).from_cache
+    # fp32 names no precision (entries stored before it still match); bf16 is another entry
+    assert scores(precision="fp32").from_cache and not scores(precision="bf16").from_cache
     assert scores(test=corpus[1:]).split == "test"
     assert not structural_probe_layers(load_model(tiny_model_dirs["roberta"]), corpus, corpus[:4], max_epochs=2,
                                        cache=True, cache_dir=cache).from_cache  # fmt: skip
