@@ -401,8 +401,9 @@ class DistanceProbe(_StructuralProbe):
     :param seed: the initial ``B`` and the data order, drawn on the CPU.
     :param n_jobs: torch threads while fitting and predicting; None leaves torch's setting.
     :param device: where to fit and predict (``"cuda"``, a ``torch.device``); None: the CPU.
-    :param precision: the training's matrix products: "fp32"; "bf16" or "auto" (:func:`~bertology_utils.core.models.
-        fast_fp32_products`), tensors staying float32. Predictions and scores are float32 whatever it is.
+    :param precision: the training's matrix products: "fp32", or "bf16" or "auto" as
+        :func:`~bertology_utils.core.models.fast_fp32_products` reads them (tensors stay float32); predictions and
+        scores are float32 whatever it is.
     """
 
     label = "distance"
