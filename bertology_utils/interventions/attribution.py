@@ -37,7 +37,9 @@ regression head, see :mod:`bertology_utils.interventions.finetuning`), per token
 * what judges context-mixing maps by these methods, by name and for a corpus, is in
   :mod:`~bertology_utils.interventions.references`.
 
-Models are run in eval mode (the previous mode is restored) and hooks are always removed.
+Models are run in eval mode (the previous mode is restored) and hooks are always removed. Every reference runs
+in float32 whatever the classifier's precision (a bf16 classifier's weights are float32; only its passes that
+read its outputs, such as dev scores, take bf16): bfloat16's rounding is the size of a small word's effect.
 """
 
 from __future__ import annotations
@@ -177,7 +179,7 @@ def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> ItemValues:
     :param batch: the items.
     :returns: (B,) class ids.
     """
-    with torch.no_grad(), classifier_inference(loaded):
+    with torch.no_grad(), classifier_inference(loaded, precision="fp32"):  # as the attributions it labels
         return explained_labels(loaded, loaded.model(**_inputs(batch)), None)
 
 
@@ -431,7 +433,8 @@ def blank_out(
     pairs = [(b, w) for b, a in enumerate(batch.items) for w in np.flatnonzero(a.word_kinds == WORD)]
     item = torch.tensor([b for b, _ in pairs], dtype=torch.long, device=device)
     word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
-    with torch.no_grad(), classifier_inference(loaded):
+    # float32 whatever the precision, as every attribution: bfloat16's noise is the size of a small word's effect
+    with torch.no_grad(), classifier_inference(loaded, precision="fp32"):
         clean_output = loaded.model(**_inputs(batch))
         labels = explained_labels(loaded, clean_output, labels)
         clean = _target_values(loaded, clean_output, labels, measure)

@@ -53,6 +53,7 @@ def sst2_objectives(
     train_examples: int | str | None,
     epochs: int | None,
     eval_examples: int | None,
+    precision: str | None = None,
     output_dir: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> dict[int, SeedObjective]:
@@ -67,6 +68,8 @@ def sst2_objectives(
     :param train_examples: the fine-tuning budget's training examples (``"default"``: the task's).
     :param epochs: its epochs (None: the task's).
     :param eval_examples: dev examples scored after fine-tuning (None: all).
+    :param precision: the fine-tuning's and dev scores' precision (:func:`~bertology_utils.core.models.resolve_precision`;
+        None: fp32). The losses, their gradients and the ablations read the float32 weights in float32.
     :param output_dir: where a skipped section is recorded.
     :param progress: progress bars.
     :returns: the classifiers by seed (empty without the data).
@@ -79,6 +82,7 @@ def sst2_objectives(
         train_examples=train_examples,
         epochs=epochs,
         eval_examples=eval_examples,
+        precision=precision,
         output_dir=output_dir,
         progress=progress,
     )
