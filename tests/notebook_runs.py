@@ -32,6 +32,7 @@ SMALL_PARAMETERS = {
         "sst2_eval_examples": 32,
         "n_ablation": 4,
         "batch_size": 4,
+        "precision": "fp32",
     },
     "03_syntax_coref": {"n_sentences": 40, "n_gap": 40, "gap_max_tokens": 128},
     "04_probes": {
@@ -85,6 +86,7 @@ SMALL_PARAMETERS = {
         "epochs": 1,
         "eval_examples": 32,
         "batch_size": 4,
+        "precision": "fp32",
     },
     "09_atlas": {},  # alone, it finds no other notebook's results and records that it skipped
     "10_sinks": {"n_sentences": 12, "batch_size": 4},

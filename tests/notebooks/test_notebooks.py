@@ -205,7 +205,7 @@ USER_DATA = {
     "03_syntax_coref": {"treebank": str(GERMAN)},
     "04_probes": {"treebank": str(GERMAN), "precision": "bf16"},
     "05_clustering": {"treebank": str(GERMAN)},
-    # 04, 06 and 07 also in bf16 precision, as a user with bfloat16 units (or a GPU) would run them
+    # 04, 06, 07 and 08 also in bf16 precision, as a user with bfloat16 units (or a GPU) would run them
     "06_pruning": {"tasks": [str(USER_TASK)], "train_examples": 48, "epochs": 2, "precision": "bf16"},
     "07_head_roles": {
         "treebank": str(GERMAN),
@@ -218,7 +218,13 @@ USER_DATA = {
         # (12 s in fp32); 10 steps still train every lambda's gates in bf16
         "gate_steps": 10,
     },
-    "08_context_mixing": {"treebank": str(GERMAN), "task": str(USER_TASK), "train_examples": 48, "epochs": 2},
+    "08_context_mixing": {
+        "treebank": str(GERMAN),
+        "task": str(USER_TASK),
+        "train_examples": 48,
+        "epochs": 2,
+        "precision": "bf16",
+    },
 }
 
 

@@ -23,6 +23,7 @@ from bertology_utils.present.findings import (
     load_findings,
     record_findings,
     runs_table,
+    runs_tables,
     save_findings,
     summary_table,
 )
@@ -234,6 +235,12 @@ def test_the_runs_table_sets_base_seeds_side_by_side(tmp_path, capsys):
     )
     same = [{**first, "run": "a"}, {**second, "run": "b", "parameters": {"seed": 0}}]
     assert runs_table(same).splitlines()[2] == "| notebook | claim | a | b | verdicts |"
+    # runs of other notebooks with each setting are compared apart, in the order their first record comes
+    other = [{**r, "notebooks": [{**nb, "name": "02_b"} for nb in r["notebooks"]]} for r in (fp32, auto)]
+    assert runs_tables([fp32, *other, auto]) == runs_table([fp32, auto]) + "\n\n" + runs_table(other)
+    assert runs_tables([fp32, auto]) == runs_table([fp32, auto])
+    with pytest.raises(BertologyError, match="at least two"):
+        runs_tables([fp32, auto, other[0]])
 
 
 def test_the_command_records_prints_and_updates_pages(tmp_path, capsys):
@@ -277,10 +284,10 @@ def test_the_committed_findings_tables_are_generated_from_the_committed_records(
     assert read_block(ROOT / "docs" / "mpnet.md", "findings-full") == "\n\n".join(map(claims_tables, mpnet))
     seeded = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "seeds").glob("*.json"))]
     assert len(seeded) >= 2, "docs/findings/seeds/ holds a record per base seed (docs/regression.md)"
-    assert read_block(ROOT / "docs" / "regression.md", "seeds") == runs_table(seeded), "run make findings"
+    assert read_block(ROOT / "docs" / "regression.md", "seeds") == runs_tables(seeded), "run make findings"
     precisions = [load_findings(path) for path in sorted((ROOT / "docs" / "findings" / "precision").glob("*.json"))]
     assert len(precisions) >= 2, "docs/findings/precision/ holds a record per precision (docs/guide/models.md)"
-    assert read_block(ROOT / "docs" / "guide" / "models.md", "precision") == runs_table(precisions), "make findings"
+    assert read_block(ROOT / "docs" / "guide" / "models.md", "precision") == runs_tables(precisions), "make findings"
 
 
 def test_the_readme_is_a_front_page():

@@ -228,6 +228,22 @@ def test_blank_out_matches_one_forward_per_word(model_and_batch, measure):
     assert np.nanmax(np.abs(expected)) > 1e-2
 
 
+def test_blank_out_and_the_labels_it_explains_are_float32_whatever_the_models_precision(tiny_model_dirs):
+    """A bf16 classifier (trained under autocast, its weights float32) is blanked out exactly as in float32,
+    as its gradients are: bfloat16's rounding is the size of a small word's effect."""
+    from bertology_utils.interventions.editing import classifier_inference
+
+    loaded = classifier(tiny_model_dirs["bert"])
+    batch = one_batch(loaded)
+    exact = blank_out(loaded, batch), predicted_labels(loaded, batch)
+    loaded.precision = "bf16"
+    for got, want in zip((blank_out(loaded, batch), predicted_labels(loaded, batch)), exact):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with torch.no_grad(), classifier_inference(loaded):  # the classifier's own passes do take bf16
+        rounded = loaded.model(**batch.model_inputs()).logits
+    assert not torch.equal(rounded, clean_logits(loaded, batch))
+
+
 # --------------------------------------------------------------------------- batches, labels, words
 
 
