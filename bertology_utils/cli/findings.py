@@ -54,7 +54,7 @@ def _handle(args: argparse.Namespace) -> int:
     from bertology_utils.present.findings import (
         claims_tables,
         load_findings,
-        runs_table,
+        runs_tables,
         save_findings,
         summary_table,
     )
@@ -70,8 +70,9 @@ def _handle(args: argparse.Namespace) -> int:
         "findings": lambda: summary_table(records),
         # every record of the first SOURCE's model in turn (one model's runs of different notebooks, one page)
         "findings-full": lambda: "\n\n".join(claims_tables(r) for r in records if r["model"] == records[0]["model"]),
-        "seeds": lambda: runs_table(records),
-        "precision": lambda: runs_table(records),
+        # records of runs of other notebooks are compared apart (runs_tables)
+        "seeds": lambda: runs_tables(records),
+        "precision": lambda: runs_tables(records),
     }
     for page in args.update:
         found = [name for name in blocks if has_block(page, name)]

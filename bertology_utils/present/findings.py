@@ -37,6 +37,7 @@ __all__ = [
     "summary_table",
     "claims_tables",
     "runs_table",
+    "runs_tables",
     "claim_uncertainty",
 ]
 
@@ -281,6 +282,16 @@ def runs_table(records: Sequence[Mapping]) -> str:
     )
     header = ["notebook", "claim", *_run_labels(records), "verdicts"]
     return f"{line}.\n\n" + _markdown(header, rows)
+
+
+def runs_tables(records: Sequence[Mapping]) -> str:
+    """:func:`runs_table` of each set of records that ran the same notebooks, one after the other, in the order
+    their first record comes: some notebooks run with each setting, and others with each setting apart (a
+    record holds one run). A set of one record is refused, as :func:`runs_table` refuses it."""
+    groups: dict[tuple[str, ...], list[Mapping]] = {}
+    for record in records:
+        groups.setdefault(tuple(sorted(nb["name"] for nb in record["notebooks"])), []).append(record)
+    return "\n\n".join(runs_table(group) for group in groups.values())
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
