@@ -70,9 +70,9 @@ def _handle(args: argparse.Namespace) -> int:
         "findings": lambda: summary_table(records),
         # every record of the first SOURCE's model in turn (one model's runs of different notebooks, one page)
         "findings-full": lambda: "\n\n".join(claims_tables(r) for r in records if r["model"] == records[0]["model"]),
-        # records of runs of other notebooks are compared apart (runs_tables)
-        "seeds": lambda: runs_tables(records),
-        "precision": lambda: runs_tables(records),
+        # records of runs of other notebooks are compared apart (runs_tables); on a page, long keys may break
+        "seeds": lambda: runs_tables(records, breakable_keys=bool(args.update)),
+        "precision": lambda: runs_tables(records, breakable_keys=bool(args.update)),
     }
     for page in args.update:
         found = [name for name in blocks if has_block(page, name)]

@@ -243,12 +243,14 @@ def _run_labels(records: Sequence[Mapping]) -> list[str]:
     return [", ".join(f"{k} {p[k]}" if k in p else f"{k} default" for k in differ) for p in given]
 
 
-def runs_table(records: Sequence[Mapping]) -> str:
+def runs_table(records: Sequence[Mapping], *, breakable_keys: bool = False) -> str:
     """Runs of one model that differ in one setting (a base seed, a precision), claim by claim, each column named
     by the parameters that differ (:func:`_run_labels`): each record's verdict with its interval
     and seed count ("one seed", "holds in k of n seeds"), and whether the verdicts are the same, one side
     inconclusive (no regression, as ``bertology check`` reads it), or flipped. A line above counts them, and those
-    on trained models (with a seed count) apart. Only the claims every record made are compared."""
+    on trained models (with a seed count) apart. Only the claims every record made are compared. ``breakable_keys``
+    (for a web page): a claim's key may break after its dots (``<wbr>``), else the longest keys make the table wider
+    than the page."""
     if len(records) < 2:
         raise BertologyError("a table of runs compares at least two findings records (runs with another setting)")
     models = sorted({str(r["model"]) for r in records})
@@ -268,7 +270,8 @@ def runs_table(records: Sequence[Mapping]) -> str:
         )
         outcomes[outcome, any(c.get("seeds") for c in claims)] += 1
         cells = [c["verdict"] + (f" ({text})" if (text := claim_uncertainty(c, short=True)) else "") for c in claims]
-        rows.append([key[0], _cell(key[1]), *map(_cell, cells), outcome])
+        shown = _cell(key[1]).replace(".", ".<wbr>") if breakable_keys else _cell(key[1])
+        rows.append([key[0], shown, *map(_cell, cells), outcome])
 
     def counted(trained: bool | None) -> str:
         totals = {
@@ -284,14 +287,15 @@ def runs_table(records: Sequence[Mapping]) -> str:
     return f"{line}.\n\n" + _markdown(header, rows)
 
 
-def runs_tables(records: Sequence[Mapping]) -> str:
+def runs_tables(records: Sequence[Mapping], *, breakable_keys: bool = False) -> str:
     """:func:`runs_table` of each set of records that ran the same notebooks, one after the other, in the order
     their first record comes: some notebooks run with each setting, and others with each setting apart (a
-    record holds one run). A set of one record is refused, as :func:`runs_table` refuses it."""
+    record holds one run). A set of one record is refused, as :func:`runs_table` refuses it; ``breakable_keys``: as
+    :func:`runs_table`'s."""
     groups: dict[tuple[str, ...], list[Mapping]] = {}
     for record in records:
         groups.setdefault(tuple(sorted(nb["name"] for nb in record["notebooks"])), []).append(record)
-    return "\n\n".join(runs_table(group) for group in groups.values())
+    return "\n\n".join(runs_table(group, breakable_keys=breakable_keys) for group in groups.values())
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
