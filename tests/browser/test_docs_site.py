@@ -14,6 +14,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 IMAGES_LOADED = """() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"""
+#: Material's script has sized the navigation: until it has, the left sidebar runs the length of its entries and
+#: on a short page its last ones lie under the footer (an overlap no reader sees, measured in a race with it).
+SIDEBARS_SIZED = """() => Array.from(document.querySelectorAll(".md-sidebar__scrollwrap"))
+    .every(w => w.offsetParent === null || w.style.height !== "")"""
 
 
 @pytest.fixture(scope="module", params=VARIANTS)
@@ -65,6 +69,7 @@ def test_the_notebook_pages_are_presentable(site, offline_page):
     for path in pages:
         page.goto(path.as_uri())
         page.wait_for_function(IMAGES_LOADED, timeout=30_000)
+        page.wait_for_function(SIDEBARS_SIZED, timeout=30_000)
         if found := audit_page(page, slides=False):
             defects[path.name] = [str(d) for d in found]
     assert defects == {}, defects
