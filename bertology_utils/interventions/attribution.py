@@ -149,6 +149,12 @@ def target_scores(loaded: LoadedModel, logits: Any, labels: Labels = None) -> It
     return values.gather(1, index[:, None])[:, 0]
 
 
+def _attributing(loaded: LoadedModel) -> contextlib.AbstractContextManager[bool]:
+    """:func:`classifier_inference` in float32 whatever the classifier's precision: every attribution here, and the
+    labels it explains, as head relevance's scores (bfloat16's rounding is the size of a small word's effect)."""
+    return classifier_inference(loaded, precision="fp32")
+
+
 def _inputs(batch: TokenBatch, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     inputs = batch.model_inputs()
     return inputs if rows is None else {k: v[rows] for k, v in inputs.items()}
@@ -179,7 +185,7 @@ def predicted_labels(loaded: LoadedModel, batch: TokenBatch) -> ItemValues:
     :param batch: the items.
     :returns: (B,) class ids.
     """
-    with torch.no_grad(), classifier_inference(loaded, precision="fp32"):  # as the attributions it labels
+    with torch.no_grad(), _attributing(loaded):
         return explained_labels(loaded, loaded.model(**_inputs(batch)), None)
 
 
@@ -258,7 +264,7 @@ def input_x_gradient(loaded: LoadedModel, batch: TokenBatch, labels: Labels = No
     :param labels: (B,) the classes to explain, or None for the predicted ones.
     :returns: (B, T), zero on padding.
     """
-    with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
+    with _attributing(loaded):
         embeddings = _word_embeddings(loaded, batch.input_ids)
         _, grad, _ = _scores_and_gradients(loaded, _inputs(batch), embeddings, labels)
     values = (embeddings * grad).sum(-1)
@@ -338,7 +344,7 @@ def integrated_gradients(
         raise ValueError("steps and internal_batch_size must be at least 1")
     check_adaptive(tolerance, max_panels)
     device, n = loaded.device, len(batch.items)
-    with classifier_inference(loaded, precision="fp32"):  # float32 whatever the precision: head_relevance._scores
+    with _attributing(loaded):
         with torch.no_grad():
             clean = classifier_logits(loaded, loaded.model(**_inputs(batch)))
         labels = explained_labels(loaded, clean, labels)
@@ -433,8 +439,7 @@ def blank_out(
     pairs = [(b, w) for b, a in enumerate(batch.items) for w in np.flatnonzero(a.word_kinds == WORD)]
     item = torch.tensor([b for b, _ in pairs], dtype=torch.long, device=device)
     word = torch.tensor([w for _, w in pairs], dtype=torch.long, device=device)
-    # float32 whatever the precision, as every attribution: bfloat16's noise is the size of a small word's effect
-    with torch.no_grad(), classifier_inference(loaded, precision="fp32"):
+    with torch.no_grad(), _attributing(loaded):
         clean_output = loaded.model(**_inputs(batch))
         labels = explained_labels(loaded, clean_output, labels)
         clean = _target_values(loaded, clean_output, labels, measure)
