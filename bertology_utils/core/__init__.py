@@ -1,7 +1,7 @@
 """core: what every layer stands on — settings, thread counts, errors, the version, heads, models and their
 architectures, figures, files written whole or not at all (``files``), tie-aware maxima of attention rows
-(``maxima``), the cache's shared machinery (entry names, locks, stored arrays), and Dask clusters
-(``cluster``, only with the optional ``[distributed]`` extra).
+(``maxima``), the cache's shared machinery (entry names, locks, stored arrays), the C allocator's settings notebook
+kernels start with (``allocator``), and Dask clusters (``cluster``, only with the optional ``[distributed]`` extra).
 
 ``bertology_utils.core.settings``, ``threads``, ``errors`` and the version import nothing heavy; the names
 below from ``models``, ``architectures`` and ``figures`` (torch, transformers, matplotlib) are

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertology_utils.core import library_versions, machine_environment, settings, threads
+from bertology_utils.core.allocator import allocator_environment
 from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.files import atomic_remove, atomic_write_text
 from bertology_utils.run.display import RunDisplay, expected_seconds, notebook_sections
@@ -308,6 +309,7 @@ def run_notebooks(
     # main thread, nbclient would take SIGINT and SIGTERM over to stop that notebook and go on to the next).
     with (
         display if display is not None else contextlib.nullcontext(),
+        allocator_environment(),  # the kernels keep freed memory for reuse (core.allocator)
         _SharedCores(jobs, len(paths)) if jobs > 1 else contextlib.nullcontext() as cores,
         ThreadPoolExecutor(jobs) as pool,
     ):

@@ -389,6 +389,23 @@ def test_resolve_unknown_notebook_lists_available(notebooks_dir):
 
 
 @pytest.mark.notebook
+def test_kernels_start_with_the_allocator_settings_and_the_harness_environment_is_restored(tmp_path, monkeypatch):
+    cells = (
+        "import os\nfrom bertology_utils.run.record import record_metrics",
+        "record_metrics({f't.{name}': os.environ.get(name) for name in ('MALLOC_MMAP_MAX_', 'MALLOC_TRIM_THRESHOLD_')},"
+        " output_dir=output_dir, declared=None)",
+    )
+    path = write_notebook(tmp_path / "00_env.ipynb", *cells)
+    monkeypatch.delenv("MALLOC_MMAP_MAX_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "4096")  # set by the user: kept
+    report = harness.run_notebooks([path], run_name="a", results_root=tmp_path / "results", progress=False)
+    assert report.ok
+    (seen,) = results.load_metrics(tmp_path / "results" / "a").values()
+    assert (seen["t.MALLOC_MMAP_MAX_"], seen["t.MALLOC_TRIM_THRESHOLD_"]) == ("0", "4096")
+    assert "MALLOC_MMAP_MAX_" not in harness.os.environ
+
+
+@pytest.mark.notebook
 def test_jobs_run_notebooks_side_by_side_with_their_share_of_the_threads(tmp_path, monkeypatch):
     cells = (
         "import os, time\nfrom bertology_utils.run.record import record_metrics",
