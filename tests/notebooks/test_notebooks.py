@@ -93,6 +93,21 @@ def test_notebook_without_data_or_network_finishes(notebook, small_runs):
         assert "to get it" in section["reason"] or "nothing below" in section["reason"], section
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("stem", ["02_sep_noop", "08_context_mixing"])
+def test_the_fine_tuning_precision_is_printed_only_where_a_classifier_is_fine_tuned(stem, small_runs):
+    """With SST-2's data the notebook says what precision its classifiers trained in; without it, nothing trained,
+    it says nothing of one under the recorded skip."""
+
+    def printed(variant: str) -> str:
+        executed = nbformat.read(small_runs.get(stem, variant).executed_notebook, as_version=4)
+        return "".join(out.get("text", "") for cell in executed.cells for out in cell.get("outputs", []))
+
+    assert "fine-tuning: fp32 (precision=fp32 on cpu)" in printed("data")  # the small parameters' precision
+    assert "fine-tuning:" not in printed("no-data")
+
+
 @pytest.fixture(scope="module")
 def unusual_model(tmp_path_factory):
     """A random BERT of 3 layers x 5 heads, saved with save_pretrained, as a user would pass it."""
