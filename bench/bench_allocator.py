@@ -1,17 +1,23 @@
-"""The kernels' allocator settings (``core.allocator``) against glibc's defaults: fine-tuning and integrated gradients.
+"""The kernels' allocator settings (``core.allocator``) against glibc's defaults: extraction, fine-tuning and
+integrated gradients.
 
 Each round starts two child processes one after the other, one with glibc's defaults and one with
-``ALLOCATOR_VARIABLES`` (the order alternating from round to round), one torch thread each. A child fine-tunes the
-default model on SST-2 (--examples examples, one epoch, seed 0, nothing cached, --precision: ``auto`` is bf16 where
-the CPU has bfloat16 units, as the notebooks' default), then computes notebook 08's integrated-gradients reference
-(Gauss-Legendre 4 nodes a panel, adaptive to 0.01, at most 48 tokens, batches of 8) on the first --ig-examples SST-2
-dev examples with the classifier it trained.
+``ALLOCATOR_VARIABLES`` (which goes first alternates from round to round), one torch thread each. A child runs three
+stages in turn, each in memory shaped by the ones before, as a notebook's kernel works:
+
+  extraction            the default model's attention maps of the first --sentences UD EWT train sentences, into an
+                        attention store of an empty cache of its own (as notebook 04 does)
+  fine-tuning           the default model on SST-2, --examples examples, one epoch, seed 0, nothing cached, in
+                        --precision (``auto``: bf16 where the CPU has bfloat16 units, the notebooks' default)
+  integrated gradients  notebook 08's reference (Gauss-Legendre 4 nodes a panel, adaptive to 0.01, at most 48
+                        tokens, batches of 8) on the first --ig-examples SST-2 dev examples, with that classifier
 
 Prints, per stage, the fastest seconds of each setting over the rounds and the ratio, each child's peak resident
-memory (VmHWM, read in the child), and whether the two settings gave the same weights and the same attributions,
-bit for bit (digests of their bytes). Needs the GLUE SST-2 data ($BERTOLOGY_DATA_DIR).
+memory (VmHWM, read in the child), and whether the two settings stored the same maps, trained the same weights and
+gave the same attributions, bit for bit (digests of their bytes). Needs UD EWT and GLUE SST-2 ($BERTOLOGY_DATA_DIR).
 
-    python bench/bench_allocator.py [--examples 1000] [--ig-examples 40] [--rounds 2] [--precision auto]
+    python bench/bench_allocator.py [--sentences 3000] [--examples 1000] [--ig-examples 40] [--rounds 2]
+                                    [--precision auto]
 """
 
 from __future__ import annotations
@@ -36,18 +42,29 @@ from bertology_utils.core.allocator import ALLOCATOR_VARIABLES  # noqa: E402
 SETTINGS = ("glibc's defaults", "kept for reuse")
 
 
-def child(examples: int, ig_examples: int, precision: str) -> None:
-    """Fine-tune, then attribute; print the seconds, the peak memory and the results' digests as JSON."""
+def child(examples: int, ig_examples: int, sentences: int, precision: str) -> None:
+    """The three stages in turn; print their seconds, the peak memory and the results' digests as JSON."""
+    import tempfile
+
     import numpy as np
     import torch
 
+    from bertology_utils.attention.extraction import extract_cached
     from bertology_utils.core.models import load_model
-    from bertology_utils.data import Corpus, load_glue
+    from bertology_utils.data import Corpus, load_glue, treebank_splits
     from bertology_utils.interventions.finetuning import Budget, fine_tune
     from bertology_utils.interventions.references import word_references
 
     torch.set_num_threads(1)
     model = load_model(None, device="cpu")
+    train = treebank_splits(None)[0]["train"][:sentences]
+    maps = hashlib.sha256()
+    with tempfile.TemporaryDirectory(prefix="bench-allocator-") as folder:
+        start = time.perf_counter()
+        store = extract_cached(train, model, cache_dir=folder, progress=False)
+        extracted = time.perf_counter() - start
+        for item in store.iter_items():
+            maps.update(np.ascontiguousarray(item.attention).tobytes())
     budget = Budget(train_examples=examples, epochs=1, max_tokens=64, eval_examples=100)
     start = time.perf_counter()
     tuned = fine_tune("SST-2", model, budget=budget, seed=0, cache=False, precision=precision, progress=False)
@@ -64,9 +81,11 @@ def child(examples: int, ig_examples: int, precision: str) -> None:
     record = {
         "fine-tuning": trained,
         "integrated gradients": attributed,
+        "extraction": extracted,
         "peak_mb": peak_mb(),
         "weights": weights.hexdigest()[:16],
         "attributions": hashlib.sha256(scores.tobytes()).hexdigest()[:16],
+        "maps": maps.hexdigest()[:16],
     }
     print(json.dumps(record), flush=True)
 
@@ -78,7 +97,8 @@ def run_child(setting: str, args: argparse.Namespace) -> dict:
         env.update(ALLOCATOR_VARIABLES)
     env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, __file__, "--child", "--examples", str(args.examples),
-               "--ig-examples", str(args.ig_examples), "--precision", args.precision]  # fmt: skip
+               "--ig-examples", str(args.ig_examples), "--sentences", str(args.sentences),
+               "--precision", args.precision]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode:
         raise SystemExit(f"the child with {setting} failed:\n{done.stderr[-2000:]}")
@@ -89,12 +109,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=1000, help="SST-2 training examples (one epoch)")
     parser.add_argument("--ig-examples", type=int, default=40, help="SST-2 dev examples attributed")
+    parser.add_argument("--sentences", type=int, default=3000, help="UD EWT train sentences extracted")
     parser.add_argument("--rounds", type=int, default=2, help="rounds, each setting once a round")
     parser.add_argument("--precision", default="auto", help="fine-tuning precision: auto, fp32 or bf16")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.examples, args.ig_examples, args.precision)
+        child(args.examples, args.ig_examples, args.sentences, args.precision)
         return
     print(machine())
     print(f"allocator settings: {' '.join(f'{k}={v}' for k, v in ALLOCATOR_VARIABLES.items())}")
@@ -105,14 +126,14 @@ def main() -> None:
             shown = ", ".join(f"{k} {v:.1f}" for k, v in records[setting][-1].items() if isinstance(v, float))
             print(f"  round {round_ + 1}, {setting}: {shown}", flush=True)
     before, after = SETTINGS
-    for stage in ("fine-tuning", "integrated gradients"):
+    for stage in ("extraction", "fine-tuning", "integrated gradients"):
         fast = {setting: min(r[stage] for r in records[setting]) for setting in SETTINGS}
         print(f"{stage}: {before} {fast[before]:.1f} s, {after} {fast[after]:.1f} s: "
               f"{fast[before] / fast[after]:.2f}x")  # fmt: skip
     peaks = {setting: max(r["peak_mb"] for r in records[setting]) for setting in SETTINGS}
     print(f"peak memory of a child: {before} {peaks[before]:.0f} MB, {after} {peaks[after]:.0f} MB "
           f"({peaks[after] / peaks[before] - 1:+.1%})")  # fmt: skip
-    for field in ("weights", "attributions"):
+    for field in ("maps", "weights", "attributions"):
         digests = {r[field] for rs in records.values() for r in rs}
         print(f"{field}: {'the same bit for bit' if len(digests) == 1 else 'DIFFERENT: ' + ', '.join(sorted(digests))}")
 
