@@ -7,8 +7,8 @@ at every step: MiniLM's word-embedding gradient alone is 30,522 x 384 floats, 47
 fine-tuning allocates it afresh at each step. :data:`ALLOCATOR_VARIABLES` make glibc serve every block from its
 heap (``MALLOC_MMAP_MAX_=0``) and keep up to 256 MB of freed memory at the heap's top for reuse
 (``MALLOC_TRIM_THRESHOLD_``) instead of handing it back: the same arithmetic on memory already mapped
-(``bench/bench_allocator.py`` measures the speed-up, the peak memory and that the results are bit for bit the
-same). glibc reads them when a process starts; other C libraries ignore them.
+(``bench/bench_allocator.py`` compares the two settings' seconds and peak memory, and checks that the results are
+bit for bit the same). glibc reads them when a process starts; other C libraries ignore them.
 
 ``bertology run`` starts its kernels with them (:func:`allocator_environment`), unless the variables are already set;
 to have them in JupyterLab, export them before starting it.
