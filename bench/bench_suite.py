@@ -14,7 +14,7 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
     python bench/bench_suite.py --from results/default --record --cache cold
         record RUN's wall time in bench/results/suite-runs.json, one entry per kind of machine and cache, which
-        the README lists; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md);
+        the README lists and docs/benchmarks.md sets against issue #54's targets; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md);
         a cold run on a CPU also sets each notebook's typical_seconds (its metadata), by which a first run of the
         suite, with no run of its own to go by, starts the longest notebooks first
 
@@ -50,6 +50,8 @@ README = ROOT / "README.md"
 NOTEBOOKS = ROOT / "notebooks"
 README_BLOCK = "make-run"
 CACHES = ("cold", "warm")
+#: The block of docs/benchmarks.md that sets each recorded run against issue #54's targets.
+TARGETS_BLOCK = "suite-targets"
 SAMPLES = "gpu-samples.json"
 PROFILED = ("04_probes", "06_pruning", "07_head_roles")
 #: nvidia-smi's reading of one GPU: utilisation in percent, memory used in MiB.
@@ -378,6 +380,38 @@ def runs_block(entries: list[dict]) -> str:
     return line[0].upper() + line[1:]
 
 
+def target(entry: dict) -> tuple[float, str] | None:
+    """Issue #54's target for a recorded run (:data:`RUNS`' entry), in seconds and words, or None where it sets none:
+    a cold ``make run`` at its defaults under 90 s on one H100 or H200, and under 15 minutes on 2 cores with bfloat16
+    units, setup included."""
+    if entry["cache"] != "cold":
+        return None
+    m = entry["machine"]
+    if m.get("gpu"):
+        return (90.0, "under 90 s") if any(card in m["gpu"] for card in ("H100", "H200")) else None
+    if m.get("cores") == 2 and {"amx_bf16", "avx512_bf16"} & set(m.get("cpu_flags", [])):
+        return 900.0, "under 15 min, setup included"
+    return None
+
+
+def targets_block(entries: list[dict]) -> str:
+    """The docs' table of every recorded run against its target (:func:`target`), the slowest kind of machine first."""
+    rows = ["| machine | `make run`, wall clock | target | against it |", "|---|---|---|---|"]
+    for e in sorted(entries, key=lambda e: (-e["wall_s"] if e["cache"] == "cold" else 0, CACHES.index(e["cache"]))):
+        goal = target(e)
+        if goal is None:
+            said, against = "none set", "—"
+        else:
+            seconds, said = goal
+            setup = " without the setup" if "setup" in said else ""
+            against = f"{e['wall_s'] / seconds:.1f}x the target{setup}" if e["wall_s"] > seconds else f"met{setup}"
+        wall = f"{e['wall_s'] / 60:.1f} min" if e["wall_s"] >= 600 else f"{e['wall_s']:.0f} s"
+        jobs = f", {e['jobs']} notebooks at a time" if e.get("jobs") else ""
+        run = f"**{wall}**, {e['cache']} cache{jobs} (`{e['commit']}`, {e['started'][:10]})"
+        rows.append(f"| {e['kind']} | {run} | {said} | {against} |")
+    return "\n".join(rows)
+
+
 def doc_block(record: dict) -> str:
     """The docs' table of a recorded suite profile (bench/results/suite.json)."""
     m = record["machine"]
@@ -493,6 +527,7 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
     entries = [e for e in entries if (e["kind"], e["cache"]) != (entry["kind"], cache)] + [entry]
     RUNS.write_text(json.dumps(entries, indent=1) + "\n")
     write_block(README, README_BLOCK, runs_block(entries))
+    write_block(PAGE, TARGETS_BLOCK, targets_block(entries))
     return record
 
 
