@@ -14,7 +14,8 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
     python bench/bench_suite.py --from RUN --write-baseline   make RUN's times the baseline
     python bench/bench_suite.py --from results/default --record --cache cold
         record RUN's wall time in bench/results/suite-runs.json, one entry per kind of machine and cache, which
-        the README lists and docs/benchmarks.md sets against issue #54's targets; and a cold run's profile (bench/results/suite.json and its table in docs/benchmarks.md);
+        the README lists and docs/benchmarks.md sets against issue #54's targets; and a cold run's profile
+        (bench/results/suite.json and its table in docs/benchmarks.md);
         a cold run on a CPU also sets each notebook's typical_seconds (its metadata), by which a first run of the
         suite, with no run of its own to go by, starts the longest notebooks first
 
@@ -389,7 +390,9 @@ def target(entry: dict) -> tuple[float, str] | None:
     m = entry["machine"]
     if m.get("gpu"):
         return (90.0, "under 90 s") if any(card in m["gpu"] for card in ("H100", "H200")) else None
-    if m.get("cores") == 2 and {"amx_bf16", "avx512_bf16"} & set(m.get("cpu_flags", [])):
+    from bertology_utils.run.perturb import BF16_FLAGS  # the package's list of the CPU flags for bfloat16 units
+
+    if m.get("cores") == 2 and BF16_FLAGS & set(m.get("cpu_flags", [])):
         return 900.0, "under 15 min, setup included"
     return None
 
