@@ -6,6 +6,7 @@ import papermill
 import pytest
 
 from bertology_utils.core import settings
+from bertology_utils.present.atlas_view import BOOL_COLOURS
 from bertology_utils.run import regression
 from bertology_utils.run.harness import DEFAULT_NOTEBOOKS_DIR
 
@@ -23,6 +24,12 @@ ALL_CELLS_RAN = """() => {
   const kernel = panel.sessionContext.session.kernel;
   return kernel && kernel.status === 'idle' && cells.every(c => c.model.executionCount !== null);
 }"""
+
+
+def _rgb(hex_colour: str) -> str:
+    """``#e6550d`` as the browser's computed style writes it."""
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
 
 
 def _open_lab(offline_page, jupyterlab, path="", workspace=None):
@@ -147,13 +154,17 @@ def test_the_atlas_widget_renders_and_opens_a_heads_card(jupyterlab, offline_pag
     before = colours()
     assert len(set(before)) == 6  # importance: six values, six shades
     page.locator(".bertology-atlas select").first.select_option(index=1)  # specialised: yes / no
+    # each button is a widget of its own and its new colour arrives in a message of its own: wait for the last,
+    # not the first (the grid is briefly part importance, part yes / no)
+    yes, no = (_rgb(BOOL_COLOURS[v]) for v in (True, False))
+    expected = [yes, no, no, no, yes, yes]
     page.wait_for_function(
-        "(before) => { const b = [...document.querySelectorAll('.bertology-atlas .bertology-atlas-head')];"
-        " return b.map(x => getComputedStyle(x).backgroundColor).join() !== before.join(); }",
-        arg=before,
+        "(expected) => { const b = [...document.querySelectorAll('.bertology-atlas .bertology-atlas-head')];"
+        " return b.map(x => getComputedStyle(x).backgroundColor).join() === expected.join(); }",
+        arg=expected,
         timeout=30_000,
     )
-    assert len(set(colours())) == 2
+    assert colours() == expected
     heads.nth(4).click()  # layer 2, head 2
     page.locator(".bertology-atlas", has_text="Layer 2, head 2").first.wait_for(timeout=30_000)
     assert page.locator(".bertology-atlas table").first.is_visible()
