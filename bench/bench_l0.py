@@ -12,20 +12,36 @@ its time against fp32's, and how far its keep mask and the pruned dev score agre
 Last, a sweep over ``--lambdas`` (notebook 07's) trained together, as :func:`~bertology_utils.interventions.l0.l0_sweep`
 does (each step's batch repeated once per lambda), against the same lambdas trained one after another: the
 ratio of times, the largest gap in ``log_alpha`` and how many heads each decides differently.
-Skipped, with the reason, when the SST-2 data or the default model are missing.
+``--settle`` instead asks whether fewer steps would do: the sweep of ``--lambdas`` on ``--task``, as notebook 07
+trains it (``--precision``, batches of ``--batch-size``), with each lambda's keep mask read after every step: the
+last step that changed it, and how many heads the mask after a fifth, two fifths, ... of the default steps
+decides otherwise than the last one; with ``--steps`` above the default, whether the default's mask had settled.
+``--record`` keeps it in ``bench/results/l0-settle.json``, by task, and writes the benchmarks page's table.
+Skipped, with the reason, when the task's data or the default model are missing.
 
     python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2] [--lambdas 0.01 0.03 0.1] [--only-sweep]
+    python bench/bench_l0.py --settle [--task MRPC] [--precision auto] [--batch-size 16] [--threads 1] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
+from pathlib import Path
 
-from _memory import peak_mb, reset_peak
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _machine import machine  # noqa: E402
+from _memory import peak_mb, reset_peak  # noqa: E402
 
 TARGET_SECONDS = 180.0
+#: ``--settle --record``: each task's latest run, and the benchmarks page's block made from them.
+SETTLE_RECORD = ROOT / "bench" / "results" / "l0-settle.json"
+SETTLE_BLOCK = "l0-settle"
+PAGE = ROOT / "docs" / "benchmarks.md"
 
 
 def main() -> None:
@@ -35,6 +51,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lambdas", type=float, nargs="+", default=[0.01, 0.03, 0.1], help="the sweep's penalties")
     parser.add_argument("--only-sweep", action="store_true", help="time only the sweep, together vs one by one")
+    parser.add_argument("--settle", action="store_true", help="when each lambda's keep mask stops changing")
+    parser.add_argument("--task", default="SST-2", help="--settle: the classifier's task")
+    parser.add_argument("--precision", default="fp32", help="--settle: fine-tuning's and the gates' (07: auto)")
+    parser.add_argument("--batch-size", type=int, default=16, help="--settle: examples per step (07's 16)")
+    parser.add_argument("--record", action="store_true", help="--settle: record it and the benchmarks page's table")
     args = parser.parse_args()
 
     import numpy as np
@@ -48,6 +69,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     steps = args.steps or DEFAULT_STEPS
+    if args.settle:
+        settle(args, steps)
+        return
     try:
         run = fine_tune("SST-2", progress=False)
         train = training_set(run.loaded, "SST-2")
@@ -81,6 +105,113 @@ def main() -> None:
         f"(peak RSS {together_peak:.0f} vs {apart_peak:.0f} MB); largest log_alpha gap {gap:.2g}, heads decided "
         f"differently per lambda {differ}, kept {[t.kept for t in together]} vs {[t.kept for t in apart]}"
     )
+
+
+def doc_block(record: dict) -> str:
+    """The benchmarks page's block for the recorded ``--settle`` runs."""
+    tasks = list(record["tasks"].values())
+    checks = tasks[0]["checkpoints"]
+    head = (
+        "Each task's sweep trained as notebook 07 trains it, its keep masks read after every step "
+        f"(`bench/bench_l0.py --settle --steps {tasks[0]['steps']} --record`; 07 trains "
+        f"{tasks[0]['default_steps']}): the last step that changed a lambda's mask, and how many heads the mask "
+        "after fewer steps decides otherwise than the last step's. "
+        + " ".join(
+            f"{t['task']}: {t['describe']}, {t['steps']} steps in {t['seconds']:.0f} s on {t['threads']} thread(s) "
+            f"of {t['machine']} ({t['date']})."
+            for t in tasks
+        )
+    )
+    table = [
+        "| task | lambda | heads kept | the mask last changed at step | "
+        + " | ".join(f"heads otherwise after {c} steps" for c in checks)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(checks),
+    ]
+    for t in tasks:
+        for row in t["lambdas"]:
+            differ = " | ".join(str(d) for d in row["differ"])
+            table.append(
+                f"| {t['task']} | {row['lambda']:g} | {row['kept']} of {row['heads']} | {row['last']} | {differ} |"
+            )
+    return "\n".join([head, "", *table])
+
+
+def settle(args, steps: int) -> None:
+    """Each lambda's keep mask after every step of a sweep trained as notebook 07 trains it."""
+    import json
+
+    import numpy as np
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from bertology_utils.core.errors import DataNotFoundError, ModelNotAvailableError
+    from bertology_utils.interventions.finetuning import fine_tune
+    from bertology_utils.interventions.hard_concrete import HardConcreteGates
+    from bertology_utils.interventions.l0 import DEFAULT_LR, DEFAULT_STEPS, _trainings, training_set
+
+    try:
+        run = fine_tune(args.task, precision=args.precision, progress=False)
+        train = training_set(run.loaded, args.task, batch_size=args.batch_size)
+    except (DataNotFoundError, ModelNotAvailableError) as missing:
+        print(f"skipped: {missing}")
+        return
+    print(run.describe())
+    masks: list[np.ndarray] = []
+
+    def read_masks(optimizer, _args, _kwargs) -> None:  # after each Adam step: (lambdas, L, H) heads kept
+        with torch.no_grad():
+            gates = HardConcreteGates(tuple(optimizer.param_groups[0]["params"][0].shape))
+            kept = []
+            for log_alpha in optimizer.param_groups[0]["params"]:
+                gates.log_alpha.copy_(log_alpha)
+                kept.append(gates.keep_mask().cpu().numpy())
+        masks.append(np.stack(kept))
+
+    handle = register_optimizer_step_post_hook(read_masks)
+    try:
+        trainings = _trainings(
+            run.loaded, train, args.lambdas, steps=steps, lr=DEFAULT_LR, seed=0, batch_size=None,
+            init=HardConcreteGates.INIT, cache=False, progress=False,
+        )  # fmt: skip
+    finally:
+        handle.remove()
+    kept = np.stack(masks)  # (steps, lambdas, L, H)
+    checkpoints = [c for c in (DEFAULT_STEPS * k // 5 for k in range(1, 6)) if c < steps]
+    rows = []
+    for k, training in enumerate(trainings):
+        flat = kept[:, k].reshape(steps, -1)
+        changed = np.flatnonzero((flat[1:] != flat[:-1]).any(1))
+        rows.append(
+            {
+                "lambda": training.lam,
+                "kept": training.kept,
+                "heads": int(flat.shape[1]),
+                "last": int(changed[-1]) + 2 if len(changed) else 1,  # the first step whose mask is the final one
+                "differ": [int((flat[c - 1] != flat[-1]).sum()) for c in checkpoints],
+            }
+        )
+    result = {
+        "task": args.task,
+        "describe": f"{len(train)} training examples in batches of {args.batch_size}, precision {run.loaded.precision}",
+        "steps": steps,
+        "default_steps": DEFAULT_STEPS,
+        "checkpoints": checkpoints,
+        "seconds": trainings[0].seconds,
+        "threads": torch.get_num_threads(),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "lambdas": rows,
+    }
+    record = json.loads(SETTLE_RECORD.read_text()) if args.record and SETTLE_RECORD.exists() else {"tasks": {}}
+    record["tasks"][args.task] = result
+    print(doc_block({"tasks": {args.task: result}}))
+    if args.record:
+        SETTLE_RECORD.parent.mkdir(parents=True, exist_ok=True)
+        SETTLE_RECORD.write_text(json.dumps(record, indent=2) + "\n")
+        from bertology_utils.present.generated import write_block
+
+        write_block(PAGE, SETTLE_BLOCK, doc_block(record))
 
 
 def one_lambda(args, loaded, train, dev_corpus, steps: int) -> None:

@@ -382,6 +382,20 @@ def test_the_structural_host_table_is_the_recorded_run():
     assert all(row["same"] for row in record["rows"])
 
 
+def test_the_l0_settle_table_is_the_recorded_run():
+    sys.path.insert(0, str(ROOT / "bench"))
+    bench = pytest.importorskip("bench_l0")
+    record = json.loads(bench.SETTLE_RECORD.read_text())
+    assert read_block(bench.PAGE, bench.SETTLE_BLOCK) == bench.doc_block(record).strip(), (
+        "run python bench/bench_l0.py --settle --steps 1000 --record, for each task"
+    )
+    # 07's tasks, each read at the default's fifths: one count per checkpoint and lambda
+    assert {"SST-2", "MRPC"} <= set(record["tasks"])
+    for task in record["tasks"].values():
+        assert task["steps"] > task["default_steps"] == task["checkpoints"][-1]
+        assert all(len(row["differ"]) == len(task["checkpoints"]) for row in task["lambdas"])
+
+
 def test_a_tiers_junit_record_gives_its_counts_and_the_sessions_seconds(tmp_path):
     bench_tests = _bench_tests()
     path = tmp_path / "test.xml"
