@@ -357,38 +357,40 @@ def test_a_broken_link_or_a_missing_figure_fails_the_build(tmp_path):
     assert "'nowhere.md'" in done.stderr and "'figures/missing.png'" in done.stderr
 
 
-def _bench_tests():
+def _bench(name: str):
     sys.path.insert(0, str(ROOT / "bench"))
-    return pytest.importorskip("bench_tests")
+    return pytest.importorskip(name)
+
+
+def _bench_tests():
+    return _bench("bench_tests")
+
+
+def _recorded(bench, record_path, block: str, how: str) -> dict:
+    """The record a bench wrote at ``record_path``, after checking that the page's ``block`` is made from it."""
+    record = json.loads(record_path.read_text())
+    assert read_block(bench.PAGE, block) == bench.doc_block(record).strip(), f"run {how}"
+    return record
 
 
 def test_the_test_tiers_table_is_the_recorded_run():
     bench_tests = _bench_tests()
-    record = json.loads(bench_tests.RECORD.read_text())
-    assert read_block(bench_tests.PAGE, bench_tests.BLOCK) == bench_tests.doc_block(record).strip(), (
-        "run make test, make test-slow, then python bench/bench_tests.py --record"
-    )
+    how = "make test, make test-slow, then python bench/bench_tests.py --record"
+    record = _recorded(bench_tests, bench_tests.RECORD, bench_tests.BLOCK, how)
     assert set(record["tiers"]) == set(bench_tests.TIERS)
     assert all(tier["failures"] + tier["errors"] == 0 for tier in record["tiers"].values())
 
 
 def test_the_structural_host_table_is_the_recorded_run():
-    sys.path.insert(0, str(ROOT / "bench"))
-    bench = pytest.importorskip("bench_structural_probes")
-    record = json.loads(bench.RECORD.read_text())
-    assert read_block(bench.PAGE, bench.BLOCK) == bench.doc_block(record).strip(), (
-        "run python bench/bench_structural_probes.py --host --record"
-    )
+    bench = _bench("bench_structural_probes")
+    record = _recorded(bench, bench.RECORD, bench.BLOCK, "python bench/bench_structural_probes.py --host --record")
     assert all(row["same"] for row in record["rows"])
 
 
 def test_the_l0_settle_table_is_the_recorded_run():
-    sys.path.insert(0, str(ROOT / "bench"))
-    bench = pytest.importorskip("bench_l0")
-    record = json.loads(bench.SETTLE_RECORD.read_text())
-    assert read_block(bench.PAGE, bench.SETTLE_BLOCK) == bench.doc_block(record).strip(), (
-        "run python bench/bench_l0.py --settle --steps 1000 --record, for each task"
-    )
+    bench = _bench("bench_l0")
+    how = "python bench/bench_l0.py --settle --steps 1000 --record, for each task"
+    record = _recorded(bench, bench.SETTLE_RECORD, bench.SETTLE_BLOCK, how)
     # 07's tasks, each read at the default's fifths: one count per checkpoint and lambda
     assert {"SST-2", "MRPC"} <= set(record["tasks"])
     for task in record["tasks"].values():
