@@ -117,20 +117,20 @@ def doc_block(record: dict) -> str:
         f"{tasks[0]['default_steps']}): the last step that changed a lambda's mask, and how many heads the mask "
         "after fewer steps decides otherwise than the last step's. "
         + " ".join(
-            f"{t['task']}: {t['describe']}, {t['steps']} steps in {t['seconds']:.0f} s on {t['threads']} thread(s) "
+            f"{t['task']}: {t['describe']}, {t['steps']} steps in {t['seconds']:.0f} s on {t['threads']} "
+            f"thread{'s' if t['threads'] != 1 else ''} "
             f"of {t['machine']} ({t['date']})."
             for t in tasks
         )
     )
+    after = " / ".join(str(c) for c in checks)
     table = [
-        "| task | lambda | heads kept | the mask last changed at step | "
-        + " | ".join(f"heads otherwise after {c} steps" for c in checks)
-        + " |",
-        "|---|---|---|---|" + "---|" * len(checks),
+        f"| task | lambda | heads kept | the mask last changed at step | heads otherwise after {after} steps |",
+        "|---|---|---|---|---|",
     ]
     for t in tasks:
         for row in t["lambdas"]:
-            differ = " | ".join(str(d) for d in row["differ"])
+            differ = " / ".join(str(d) for d in row["differ"])
             table.append(
                 f"| {t['task']} | {row['lambda']:g} | {row['kept']} of {row['heads']} | {row['last']} | {differ} |"
             )
