@@ -15,7 +15,8 @@
   scorer    one training step (forward and backward) of the Distances + words and the Attn + words
             scorers on the first --scorer-batches training batches: the package's fused, cache-sized
             chunks against the same formula op by op in autograd (how each was computed before), and
-            their ratio
+            their ratio; with a --device other than the CPU, the fused step there too, each batch one
+            chunk (the package's choice on such a device) against the CPU's 4 MB chunks
 
 The extraction (extract_cached) runs first and is not timed. Without EWT the project's sample
 treebank is used (and the numbers mean little). Peak memory (max RSS) is printed after each
@@ -24,7 +25,7 @@ step: kept blocks take at most the ProbeData's cache_size (about 1.1 GB for EWT 
     python bench/bench_probes.py [--epochs 2] [--n-train N] [--probes attn,words,distances] [--threads 1]
                                  [--scorer-batches 100] [--device cuda]
 
---device defaults to the model's (load_model's: cuda when there is one); the scorer step runs on the CPU.
+--device defaults to the model's (load_model's: cuda when there is one).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def main() -> None:
     kinds = {"attn": AttentionProbe, "words": AttentionWordsProbe, "distances": DistanceWordsProbe}
     names = args.probes.split(",")
     results = {"sentences_train": len(train), "sentences_dev": len(dev), "read_sentences_per_s": len(train) / read_s}
-    results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches)
+    results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches, device)
     fit_s: dict[str, dict[str, float]] = {}  # per device, each probe's fit alone (the CPU's from kept blocks)
     fits = [("streamed", streamed, "cpu"), ("kept", train, "cpu")] + (
         [(str(device), train, device)] if elsewhere else []
@@ -165,13 +166,16 @@ def main() -> None:
     print(json.dumps(results))
 
 
-def scorer_step(train, dim: int, n_batches: int) -> dict:
-    """Milliseconds per training step of the two fused pair scorers vs their formulas op by op (same weights)."""
+def scorer_step(train, dim: int, n_batches: int, device) -> dict:
+    """Milliseconds per training step of the two fused pair scorers vs their formulas op by op (same weights), on
+    the CPU; on ``device``, when it is another, the fused step in one chunk a batch vs the CPU's chunks."""
+    import copy
     import itertools
+    from unittest import mock
 
     import torch
 
-    from bertology_utils.analyses.probes import distance_features
+    from bertology_utils.analyses.probes import distance_features, scorers
     from bertology_utils.analyses.probes.scorers import AttentionWordsScorer, DistanceWordsScorer
 
     torch.manual_seed(0)
@@ -224,6 +228,27 @@ def scorer_step(train, dim: int, n_batches: int) -> dict:
         results[name] = {
             "op_by_op_ms": round(1e3 * seconds["op by op"], 2),
             "fused_ms": round(1e3 * seconds["fused"], 2),
+        }
+        if device.type == "cpu":
+            continue
+        there, scorer = [batch.to(device) for batch in batches], copy.deepcopy(fused).to(device)
+        on_device = {}
+        for label, chunk in (("one chunk", scorers._chunk_elements), ("CPU chunks", lambda t: scorers._PAIR_CHUNK)):
+            with mock.patch.object(scorers, "_chunk_elements", chunk):
+                for _ in range(2):  # the second round is timed (allocator warm)
+                    start = time.perf_counter()
+                    for batch in there:
+                        scorer(batch).sum().backward()
+                    torch.accelerator.synchronize(device)
+                    on_device[label] = (time.perf_counter() - start) / len(there)
+        print(
+            f"scorer    {name} step on {device}: {1e3 * on_device['CPU chunks']:.2f} ms in the CPU's 4 MB chunks, "
+            f"{1e3 * on_device['one chunk']:.2f} ms a batch in one chunk "
+            f"({on_device['CPU chunks'] / on_device['one chunk']:.2f}x)"
+        )
+        results[name] |= {
+            f"{device.type}_cpu_chunks_ms": round(1e3 * on_device["CPU chunks"], 3),
+            f"{device.type}_one_chunk_ms": round(1e3 * on_device["one chunk"], 3),
         }
     return results
 

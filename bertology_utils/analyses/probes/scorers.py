@@ -6,6 +6,7 @@ The attention-and-words and the distances-and-words scorers run through fused au
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,9 +52,17 @@ class AttentionScorer(torch.nn.Module):
 
 
 #: Elements of a pair tensor (:class:`_PairWeighted`'s maps, :class:`_PairTanh`'s hidden layer) handled at a
-#: time: 4 MB, in the cache (an AVX2 EPYC's L3) and large enough that the per-chunk Python calls cost little
-#: (1 MB chunks: 1.1x slower a Distances + words step).
+#: time on the CPU: 4 MB, in the cache (an AVX2 EPYC's L3) and large enough that the per-chunk Python calls cost
+#: little (1 MB chunks: 1.1x slower a Distances + words step).
 _PAIR_CHUNK = 1 << 20
+
+
+def _chunk_elements(t: torch.Tensor) -> int:
+    """Elements of a pair tensor handled at a time on ``t``'s device: :data:`_PAIR_CHUNK` on the CPU; on any other
+    device the whole batch. There no cache is to be kept to, every chunk is another round of kernel launches (a
+    4 MB chunk is microseconds of a GPU's work), and a chunk's temporaries are never larger than the batch's own
+    maps or hidden layer, which are on the device already."""
+    return _PAIR_CHUNK if t.device.type == "cpu" else sys.maxsize
 
 
 def _pair_chunks(B: int, N: int, rows: int) -> list[tuple[int, int, int, int]]:
@@ -79,8 +88,9 @@ class _PairWeighted(torch.autograd.Function):
     def _chunks(maps: torch.Tensor) -> Iterator[tuple[int, int, int, int, torch.Tensor, torch.Tensor]]:
         """Each chunk's slices, its maps and a maps-shaped view of one reused buffer (a chunk is at least one row)."""
         B, N, _, K = maps.shape
-        buffer = maps.new_empty(min(maps.numel(), max(_PAIR_CHUNK, N * K)))
-        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (N * K))):
+        chunk = _chunk_elements(maps)
+        buffer = maps.new_empty(min(maps.numel(), max(chunk, N * K)))
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, chunk // (N * K))):
             m = maps[b0:b1, j0:j1]
             yield b0, b1, j0, j1, m, buffer[: m.numel()].view(m.shape)
 
@@ -232,7 +242,7 @@ class _PairTanh(torch.autograd.Function):
         scores = dep.new_empty(B, N, M)
         hidden = dep.new_empty(B, N, M, H)
         batch_stride = table2.stride(0)
-        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _chunk_elements(hidden) // (M * H))):
             h = hidden[b0:b1, j0:j1]
             words = table2.as_strided(
                 (b1 - b0, j1 - j0, N, H), (batch_stride, H, H, 1), b0 * batch_stride + (1 + j0) * H
@@ -259,7 +269,7 @@ class _PairTanh(torch.autograd.Function):
         rows = _offset_index(N, hidden.device).flip(0)[None]
         rows = rows + (torch.arange(B, device=hidden.device) * ctx.table_shape[1])[:, None, None]
         grad = grad.flip(1).contiguous()  # j' order, as the hidden rows
-        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _PAIR_CHUNK // (M * H))):
+        for b0, b1, j0, j1 in _pair_chunks(B, N, max(1, _chunk_elements(hidden) // (M * H))):
             s, g = hidden[b0:b1, j0:j1], grad[b0:b1, j0:j1]
             d_o.addmv_(s.reshape(-1, H).T, g.reshape(-1))
             # From here on s holds s (1 - s) g: d score / d hidden, less its factor 4 o (applied to the sums).

@@ -263,6 +263,28 @@ def test_attention_words_scorer_is_its_formula(monkeypatch, chunk):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("device, chunks", [("cpu", 18), ("meta", 1)])
+def test_the_fused_scorers_cut_a_batch_in_chunks_on_the_cpu_only(monkeypatch, device, chunks):
+    """On the CPU a pass goes chunk by chunk (the cache); on any other device (meta, shapes only, stands for a GPU)
+    the whole batch is one chunk, each chunk being another round of kernel launches there."""
+    monkeypatch.setattr(scorers, "_PAIR_CHUNK", 4)  # the attention scorer's maps: one row of 4 features a chunk
+    cut = []
+    monkeypatch.setattr(
+        scorers, "_pair_chunks", lambda *a, split=scorers._pair_chunks: cut.append(split(*a)) or cut[-1]
+    )
+    lengths, vectors = torch.tensor([6, 3, 5], device=device), torch.randn(3, 6, 5).to(device)
+    heads = torch.zeros(3, 6, dtype=torch.long, device=device)
+    maps, root = torch.rand(3, 6, 6, 4).to(device), torch.rand(3, 6, 2, 8).to(device)
+    attention = probe_data.Batch(np.arange(3), lengths, heads, None, None, maps=maps, root=root, vectors=vectors)
+    distance = probe_data.Batch(np.arange(3), lengths, heads, None, None, vectors=vectors)
+    for scorer, batch in ((scorers.AttentionWordsScorer(n_features=8, dim=5), attention),
+                          (scorers.DistanceWordsScorer(dim=5, hidden=4), distance)):  # fmt: skip
+        scorer.to(device)(batch).sum().backward()
+    # each scorer's forward and backward pass; on the CPU a row (of 6 x 4 maps, of 7 x 4 hidden units) at a time,
+    # larger than the 4-element chunk, so 3 sentences x 6 rows
+    assert [len(c) for c in cut] == [chunks] * 4
+
+
 # --------------------------------------------------------------------------- clear errors
 
 
