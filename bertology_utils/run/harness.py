@@ -467,22 +467,17 @@ class _SharedCores:
     def __enter__(self) -> _SharedCores:
         self.folder = Path(tempfile.mkdtemp(prefix="bertology-threads-"))
         self.file = self.folder / "threads"
-        names = (*threads.THREAD_VARIABLES, threads.BUDGET_FILE_ENV)
-        self.before = {name: os.environ.get(name) for name in names}
         share = threads.threads_per_job(self.jobs)
         threads.write_budget(self.file, share)
         # kernels inherit this process's environment when they start
-        os.environ.update(
+        self.environment = settings.environment(
             {**dict.fromkeys(threads.THREAD_VARIABLES, str(share)), threads.BUDGET_FILE_ENV: str(self.file)}
         )
+        self.environment.__enter__()
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for name, value in self.before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        self.environment.__exit__(None, None, None)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def run(self, run: Callable[[Path], NotebookResult], path: Path) -> NotebookResult:

@@ -12,10 +12,9 @@ sets each metric's tolerance from how far it moved.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,21 +100,6 @@ def perturbed_run_name(run_name: str, perturbation: Perturbation) -> str:
     return f"{run_name}.perturbed-{perturbation.name}"
 
 
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` set in this process's environment (which kernels inherit when they start), then restored."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def run_perturbed(
     perturbation: Perturbation,
     notebooks: Iterable[str | os.PathLike],
@@ -128,7 +112,7 @@ def run_perturbed(
     time, with a fresh cache that is removed afterwards; ``run_options`` go to ``run_notebooks``."""
     with (
         tempfile.TemporaryDirectory(prefix="bertology-perturbed-cache-") as cache,
-        _environment({**perturbation.environment, settings.CACHE_DIR_ENV: str(Path(cache))}),
+        settings.environment({**perturbation.environment, settings.CACHE_DIR_ENV: str(Path(cache))}),
     ):
         return harness.run_notebooks(
             notebooks,
