@@ -160,13 +160,11 @@ def settle(args, steps: int) -> None:
     masks: list[np.ndarray] = []
 
     def read_masks(optimizer, _args, _kwargs) -> None:  # after each Adam step: (lambdas, L, H) heads kept
-        with torch.no_grad():
-            gates = HardConcreteGates(tuple(optimizer.param_groups[0]["params"][0].shape))
-            kept = []
-            for log_alpha in optimizer.param_groups[0]["params"]:
-                gates.log_alpha.copy_(log_alpha)
-                kept.append(gates.keep_mask().cpu().numpy())
-        masks.append(np.stack(kept))
+        with torch.no_grad():  # the gates' rule is elementwise: every lambda's log_alpha at once
+            stacked = torch.stack(optimizer.param_groups[0]["params"])
+            gates = HardConcreteGates(tuple(stacked.shape))
+            gates.log_alpha.copy_(stacked)
+            masks.append(gates.keep_mask().cpu().numpy())
 
     handle = register_optimizer_step_post_hook(read_masks)
     try:

@@ -280,12 +280,12 @@ def test_each_run_is_set_against_the_target_of_its_kind_of_machine(bench):
                 "notebooks": 11, "jobs": 2, "machine": machine}  # fmt: skip
 
     amx = {"cpu_flags": ["avx2", "avx512f", "amx_bf16"]}
-    assert bench.target(entry(1000, **amx)) == (900.0, "under 15 min, setup included")
-    assert bench.target(entry(1000, cpu_flags=["avx512_bf16"])) == (900.0, "under 15 min, setup included")
+    assert bench.target(entry(1000, **amx)) == (900.0, "under 15 min, setup included", True)
+    assert bench.target(entry(1000, cpu_flags=["avx512_bf16"])) == (900.0, "under 15 min, setup included", True)
     assert bench.target(entry(1000, "warm", **amx)) is None  # the targets are a cold run's
     assert bench.target(entry(1000, cores=4, **amx)) is None  # set for 2 cores
     assert bench.target(entry(1000)) is None  # an AVX2-only CPU: its figure said, no target
-    assert bench.target(entry(80, gpu="NVIDIA H200")) == (90.0, "under 90 s")
+    assert bench.target(entry(80, gpu="NVIDIA H200")) == (90.0, "under 90 s", False)
     assert bench.target(entry(80, gpu="NVIDIA A10G")) is None
     table = bench.targets_block(
         [entry(400, gpu="NVIDIA H100 80GB HBM3"), entry(1800, **amx), entry(85, gpu="NVIDIA H200")]

@@ -268,10 +268,13 @@ def test_the_fused_scorers_cut_a_batch_in_chunks_on_the_cpu_only(monkeypatch, de
     """On the CPU a pass goes chunk by chunk (the cache); on any other device (meta, shapes only, stands for a GPU)
     the whole batch is one chunk, each chunk being another round of kernel launches there."""
     monkeypatch.setattr(scorers, "_PAIR_CHUNK", 4)  # the attention scorer's maps: one row of 4 features a chunk
-    cut = []
-    monkeypatch.setattr(
-        scorers, "_pair_chunks", lambda *a, split=scorers._pair_chunks: cut.append(split(*a)) or cut[-1]
-    )
+    cut, split = [], scorers._pair_chunks
+
+    def counted(*args):
+        cut.append(split(*args))
+        return cut[-1]
+
+    monkeypatch.setattr(scorers, "_pair_chunks", counted)
     lengths, vectors = torch.tensor([6, 3, 5], device=device), torch.randn(3, 6, 5).to(device)
     heads = torch.zeros(3, 6, dtype=torch.long, device=device)
     maps, root = torch.rand(3, 6, 6, 4).to(device), torch.rand(3, 6, 2, 8).to(device)
