@@ -1,5 +1,5 @@
-"""What the atlas tests share: a synthetic run folder, and the check that every cell of an atlas
-table is the value its notebook recorded."""
+"""What the atlas tests share: a synthetic run folder, the check that every cell of an atlas
+table is the value its notebook recorded, and a colour as a browser's computed style writes it."""
 
 import json
 
@@ -10,6 +10,12 @@ from bertology_utils.attention.alignment import LEADING_SPECIAL, SEPARATOR, WORD
 from bertology_utils.attention.store import AttentionStore
 from bertology_utils.attention.word_attention import ItemAttention
 from bertology_utils.present.atlas import COLUMNS
+
+
+def rgb(hex_colour: str) -> str:
+    """``#e6550d`` as ``getComputedStyle`` gives it: ``rgb(230, 85, 13)``."""
+    r, g, b = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
 
 
 def write_json(path, data):

@@ -3,6 +3,7 @@ opens a head's card, filters mark exactly the heads the documented semantics pic
 brings the whole view back."""
 
 import pytest
+from atlas_checks import rgb
 from atlas_payloads import reference_query, synthetic_payload
 
 from bertology_utils.present import render_atlas_page
@@ -12,11 +13,6 @@ pytestmark = pytest.mark.browser
 CELLS = """() => Array.from(document.querySelectorAll('.cell')).map(c => ({
     run: c.dataset.run, layer: +c.dataset.layer, head: +c.dataset.head, value: c.dataset.value,
     color: getComputedStyle(c).backgroundColor, match: c.classList.contains('match')}))"""
-
-
-def rgb(hex_colour: str) -> str:
-    r, g, b = (int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
-    return f"rgb({r}, {g}, {b})"
 
 
 def expected_value(v) -> str:

@@ -4,6 +4,7 @@ import json
 
 import papermill
 import pytest
+from atlas_checks import rgb
 
 from bertology_utils.core import settings
 from bertology_utils.present.atlas_view import BOOL_COLOURS
@@ -24,12 +25,6 @@ ALL_CELLS_RAN = """() => {
   const kernel = panel.sessionContext.session.kernel;
   return kernel && kernel.status === 'idle' && cells.every(c => c.model.executionCount !== null);
 }"""
-
-
-def _rgb(hex_colour: str) -> str:
-    """``#e6550d`` as the browser's computed style writes it."""
-    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgb({r}, {g}, {b})"
 
 
 def _open_lab(offline_page, jupyterlab, path="", workspace=None):
@@ -156,7 +151,7 @@ def test_the_atlas_widget_renders_and_opens_a_heads_card(jupyterlab, offline_pag
     page.locator(".bertology-atlas select").first.select_option(index=1)  # specialised: yes / no
     # each button is a widget of its own and its new colour arrives in a message of its own: wait for the last,
     # not the first (the grid is briefly part importance, part yes / no)
-    yes, no = (_rgb(BOOL_COLOURS[v]) for v in (True, False))
+    yes, no = (rgb(BOOL_COLOURS[v]) for v in (True, False))
     expected = [yes, no, no, no, yes, yes]
     page.wait_for_function(
         "(expected) => { const b = [...document.querySelectorAll('.bertology-atlas .bertology-atlas-head')];"
