@@ -11,7 +11,11 @@
             cores, against the sum of their fits one after another (same data, same epochs); with a
             --device, fit_probes there too, its ratio to the CPU's, and the sum of the probes' fits there
             one after another (whether the threads overlap there at all)
-  score     predicting UD EWT dev with the trained probe (on --device)
+  score     predicting UD EWT dev with the trained probe (on --device); part of train
+  feed      with a --device other than the CPU: one training epoch's batches (attention and vectors) sent
+            there as the fits used to, padded on the host and copied whole (Batch.to), against
+            ProbeData.device_batches (each block sent once, each batch gathered there), the faster of two
+            passes each, their ratio, and whether the first batches are equal
   scorer    one training step (forward and backward) of the Distances + words and the Attn + words
             scorers on the first --scorer-batches training batches: the package's fused, cache-sized
             chunks against the same formula op by op in autograd (how each was computed before), and
@@ -23,9 +27,10 @@ treebank is used (and the numbers mean little). Peak memory (max RSS) is printed
 step: kept blocks take at most the ProbeData's cache_size (about 1.1 GB for EWT train).
 
     python bench/bench_probes.py [--epochs 2] [--n-train N] [--probes attn,words,distances] [--threads 1]
-                                 [--scorer-batches 100] [--device cuda]
+                                 [--scorer-batches 100] [--device cuda] [--steps read,train,...] [--no-cpu]
 
---device defaults to the model's (load_model's: cuda when there is one).
+--device defaults to the model's (load_model's: cuda when there is one). --steps picks steps (default: all);
+--no-cpu leaves out the CPU's fits in together, to time a device alone.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the probes' n_jobs)")
     parser.add_argument("--scorer-batches", type=int, default=100, help="training batches timed by the scorer step")
     parser.add_argument("--device", default=None, help="where the probes fit besides the CPU (default: the model's)")
+    parser.add_argument("--steps", default="read,train,together,scorer,feed", help="the steps to run, by name")
+    parser.add_argument("--no-cpu", action="store_true", help="together: fit on --device only")
     args = parser.parse_args()
+    steps = set(args.steps.split(","))
 
     import torch
 
@@ -60,7 +68,6 @@ def main() -> None:
         AttentionWordsProbe,
         DistanceWordsProbe,
         ProbeData,
-        fit_probes,
     )
     from bertology_utils.analyses.word_vectors import default_word_vectors
     from bertology_utils.attention.extraction import extract_cached
@@ -94,7 +101,7 @@ def main() -> None:
     # The first pass may read the store from disk, later ones from the OS page cache, as training does.
     # Same torch threads as the probes use (collation is torch work too).
     torch.set_num_threads(args.threads)
-    for which in ("first", "second"):
+    for which in ("first", "second") if "read" in steps else ():
         start = time.perf_counter()
         n_batches = sum(1 for _ in streamed.batches(attention=True, vectors=True))
         read_s = time.perf_counter() - start
@@ -105,13 +112,18 @@ def main() -> None:
 
     kinds = {"attn": AttentionProbe, "words": AttentionWordsProbe, "distances": DistanceWordsProbe}
     names = args.probes.split(",")
-    results = {"sentences_train": len(train), "sentences_dev": len(dev), "read_sentences_per_s": len(train) / read_s}
-    results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches, device)
+    results = {"sentences_train": len(train), "sentences_dev": len(dev)}
+    if "read" in steps:
+        results["read_sentences_per_s"] = len(train) / read_s
+    if "feed" in steps and elsewhere:
+        results["feed"] = feed_step(train, device)
+    if "scorer" in steps:
+        results["scorer"] = scorer_step(train, vectors.dim, args.scorer_batches, device)
     fit_s: dict[str, dict[str, float]] = {}  # per device, each probe's fit alone (the CPU's from kept blocks)
     fits = [("streamed", streamed, "cpu"), ("kept", train, "cpu")] + (
         [(str(device), train, device)] if elsewhere else []
     )
-    for name in names:
+    for name in names if "train" in steps else ():
         epochs = {}
         for label, data, on in fits:
             probe = kinds[name](max_epochs=args.epochs, patience=None, n_jobs=args.threads, device=on).fit(data)
@@ -138,32 +150,72 @@ def main() -> None:
             "score_sentences_per_s": round(len(dev) / score_s, 1),
             "dev_uas": round(uas, 4),
         }
+    if "together" in steps:
+        results |= together_step(kinds, names, train, args, device, fit_s)
+    results["max_rss_mb"] = round(max_rss_mb())
+    print(json.dumps(results))
+
+
+def together_step(kinds, names, train, args, device, fit_s: dict[str, dict[str, float]]) -> dict:
+    """fit_probes on each device against the same fits one after another (those of train when it ran)."""
+    import torch
+
+    from bertology_utils.analyses.probes import fit_probes
+
     cores = len(os.sched_getaffinity(0))
-    together_s = {}
-    for on in ("cpu", device) if elsewhere else ("cpu",):
+    where = ([] if args.no_cpu else ["cpu"]) + ([device] if device.type != "cpu" else [])
+    results = {}
+    for on in where:
+        if str(on) not in fit_s:
+            fit_s[str(on)] = {
+                name: kinds[name](max_epochs=args.epochs, patience=None, device=on).fit(train).fit_seconds_
+                for name in names
+            }
         start = time.perf_counter()
         jobs = {name: (kinds[name](max_epochs=args.epochs, patience=None), train, None) for name in names}
         fit_probes(jobs, n_jobs=cores, device=on)
-        together_s[str(on)] = time.perf_counter() - start
-    alone = {on: sum(seconds.values()) for on, seconds in fit_s.items()}
-    print(
-        f"together  {len(names)} probes side by side, {cores} at a time: {together_s['cpu']:.1f} s, "
-        f"one after another {alone['cpu']:.1f} s ({alone['cpu'] / together_s['cpu']:.2f}x)"
-        + (
-            # threads of one process: on a GPU a probe's step is mostly host Python, which they take turns at
-            f"; on {device} {together_s[str(device)]:.1f} s ({together_s['cpu'] / together_s[str(device)]:.1f}x the "
-            f"CPU's), one after another there {alone[str(device)]:.1f} s "
-            f"({alone[str(device)] / together_s[str(device)]:.2f}x)"
-            if elsewhere
-            else ""
+        together, alone = time.perf_counter() - start, sum(fit_s[str(on)].values())
+        # threads of one process: on a GPU what overlaps is only what is not host Python
+        print(
+            f"together  {len(names)} probes side by side on {on}, {cores} at a time: {together:.1f} s, "
+            f"one after another {alone:.1f} s ({alone / together:.2f}x)"
         )
+        suffix = "" if str(on) == "cpu" else f"_{torch.device(on).type}"
+        results[f"together_s{suffix}"], results[f"one_after_another_s{suffix}"] = round(together, 1), round(alone, 1)
+    return results
+
+
+def feed_step(train, device) -> dict:
+    """Seconds per epoch of batches on ``device``: padded on the host and copied vs gathered there."""
+    import itertools
+
+    import torch
+
+    options = dict(attention=True, vectors=True, shuffle=True, seed=0)
+    ways = {
+        "host": lambda: ((batch, batch.to(device)) for batch in train.batches(**options)),
+        "gathered": lambda: train.device_batches(device, **options),
+    }
+    seconds = {}
+    for label, batches in ways.items():
+        for _ in range(2):  # the first pass sends the blocks to the device; the second is the fits' later epochs
+            start = time.perf_counter()
+            for _ in batches():
+                pass
+            torch.accelerator.synchronize(device)
+            seconds[label] = time.perf_counter() - start
+    fields = ("heads", "scored", "candidates", "positions", "maps", "root", "vectors")
+    equal = all(
+        torch.equal(getattr(a, name), getattr(b, name))
+        for (_, a), (_, b) in itertools.islice(zip(ways["host"](), ways["gathered"]()), 50)
+        for name in fields
     )
-    results["together_s"], results["one_after_another_s"] = round(together_s["cpu"], 1), round(alone["cpu"], 1)
-    if elsewhere:
-        results[f"together_s_{device.type}"] = round(together_s[str(device)], 1)
-        results[f"one_after_another_s_{device.type}"] = round(alone[str(device)], 1)
-    results["max_rss_mb"] = round(max_rss_mb())
-    print(json.dumps(results))
+    print(
+        f"feed      an epoch's batches on {device}: {seconds['host']:.2f} s padded on the host and copied, "
+        f"{seconds['gathered']:.2f} s gathered there ({seconds['host'] / seconds['gathered']:.2f}x); "
+        f"the first 50 batches equal: {equal}"
+    )
+    return {"host_s": round(seconds["host"], 3), "gathered_s": round(seconds["gathered"], 3), "equal": equal}
 
 
 def scorer_step(train, dim: int, n_batches: int, device) -> dict:

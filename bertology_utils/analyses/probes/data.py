@@ -148,6 +148,9 @@ class ProbeData:
         self.cache_size = cache_size
         self._cache: dict[int, list[_Record]] = {}  # block -> its prepared records
         self._cached_bytes = 0
+        # (device, block, "attention" | "vectors") -> that block's features there, within cache_size of its own
+        self._device_cache: dict[tuple[str, int, str], _Packed] = {}
+        self._device_bytes = 0
         # Probes fitted side by side (fit_probes) share a ProbeData: one of them prepares a block at a time.
         self._lock = threading.Lock()
         self.name = name or corpus.name
@@ -345,6 +348,71 @@ class ProbeData:
         :param seed: the shuffle's seed.
         :returns: the batches.
         """
+        for _, _, group in self._groups(batch_size, max_pairs, attention, vectors, shuffle, seed):
+            yield _collate(group, attention, vectors)
+
+    def device_batches(
+        self,
+        device: str | torch.device,
+        batch_size: int = 32,
+        *,
+        max_pairs: int = 16384,
+        attention: bool = True,
+        vectors: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> Iterator[tuple[Batch, Batch]]:
+        """The batches of :meth:`batches`, each as ``(host, on_device)``, their features gathered on the device.
+
+        A block's features go to ``device`` once, packed (kept there for later passes within
+        ``cache_size``, a budget of its own); each batch is then one gather of them by an index built
+        on the host, instead of padded on the host and copied whole. ``on_device`` holds the values
+        :meth:`batches` gives, bit for bit; ``host`` has the same sentences, lengths and gold heads on
+        the host and no features. On a GPU this leaves the host a few small copies a step.
+
+        :param device: where the batches go.
+        :param batch_size: sentences per batch at most.
+        :param max_pairs: padded (dependent, candidate) pairs per batch at most.
+        :param attention: include the attention features.
+        :param vectors: include the word vectors.
+        :param shuffle: read blocks, and batches within a block, in a random order.
+        :param seed: the shuffle's seed.
+        :returns: ``(host, on_device)`` pairs.
+        """
+        device = torch.device(device)
+        parts = [part for part, wanted in (("attention", attention), ("vectors", vectors)) if wanted]
+        for block, records, group in self._groups(batch_size, max_pairs, attention, vectors, shuffle, seed):
+            host = _collate(group, attention=False, vectors=False)
+            moved = dataclasses.replace(host.to(device))  # a copy even on the CPU: host keeps no features
+            if not parts:
+                yield host, moved
+                continue
+            packed = {part: self._on_device(device, block, part, records) for part in parts}
+            words, pairs = packed[parts[0]].rows_of(group, device)
+            B, N = host.heads.shape
+            if attention:
+                maps, root = packed["attention"].tensors
+                moved.maps = maps.index_select(0, pairs).view(B, N, N, -1).to(torch.float32)
+                moved.root = root.index_select(0, words).view(B, N, 2, -1)
+            if vectors:
+                moved.vectors = packed["vectors"].tensors[0].index_select(0, words).view(B, N, -1)
+            yield host, moved
+
+    def _on_device(self, device: torch.device, block: int, part: str, records: list[_Record]) -> _Packed:
+        """One block's features of one part on ``device``, packed; kept for later passes while the budget allows."""
+        key = (str(device), block, part)
+        with self._lock:
+            if (packed := self._device_cache.get(key)) is None:
+                packed = _Packed.of(records, part, device)
+                if self._device_bytes + packed.nbytes <= self.cache_size * 2**20:
+                    self._device_cache[key] = packed
+                    self._device_bytes += packed.nbytes
+            return packed
+
+    def _groups(
+        self, batch_size: int, max_pairs: int, attention: bool, vectors: bool, shuffle: bool, seed: int
+    ) -> Iterator[tuple[int, list[_Record], list[_Record]]]:
+        """The sentences of each batch, with its block and the block's records: what :meth:`batches` pads."""
         if attention and self.attention is None:
             raise BertologyError("this probe reads attention: build the ProbeData with attention=<store>")
         rng = np.random.default_rng(seed)
@@ -359,7 +427,8 @@ class ProbeData:
             for k, block in enumerate(order):
                 if pending is None:
                     pending = pool.submit(self._block, block, blocks == block, attention, vectors)
-                records = list(pending.result())  # a new list: the cached one keeps its order
+                prepared = pending.result()
+                records = list(prepared)  # a new list: the prepared one keeps its order
                 pending = (
                     pool.submit(self._block, order[k + 1], blocks == order[k + 1], attention, vectors)
                     if k + 1 < len(order)
@@ -380,7 +449,7 @@ class ProbeData:
                 if shuffle:
                     groups = [groups[j] for j in rng.permutation(len(groups))]
                 for group in groups:
-                    yield _collate(group, attention, vectors)
+                    yield int(block), prepared, group
 
     def _block(self, block: int, where: np.ndarray, attention: bool, vectors: bool) -> list[_Record]:
         """Records of one block of sentences (those whose words differ from the treebank left out).
@@ -417,6 +486,65 @@ class ProbeData:
         if records and self._cached_bytes - freed + size <= self.cache_size * 2**20:
             self._cache[block] = records
             self._cached_bytes += size - freed
+
+
+@dataclass
+class _Packed:
+    """One block's features of one part on a device, every sentence's rows one after another.
+
+    ``tensors`` are ``(maps, root)`` for the attention, ``(vectors,)`` for the word vectors: maps
+    ``(pairs + 1, K)`` (sentence by sentence, row ``j * n + i`` of a sentence is ``maps[j, i]``),
+    root ``(words + 1, 4K)`` and vectors ``(words + 1, E)``; the last row of each is zeros, what
+    padding reads.
+    """
+
+    rows: dict[int, tuple[int, int]]  # corpus index -> (its first word row, its first pair row)
+    n_words: int
+    n_pairs: int
+    tensors: tuple[torch.Tensor, ...]
+
+    @classmethod
+    def of(cls, records: list[_Record], part: str, device: torch.device) -> _Packed:
+        ns = np.array([r.n for r in records], dtype=np.int64)
+        word_ends, pair_ends = np.cumsum(ns), np.cumsum(ns**2)
+        rows = {r.index: (int(w - n), int(p - n * n)) for r, n, w, p in zip(records, ns, word_ends, pair_ends)}
+        if part == "attention":
+            arrays = [_stack((r.maps for r in records), ns**2), _stack((r.root for r in records), ns)]
+        else:
+            arrays = [_stack((r.vectors for r in records), ns)]
+        tensors = tuple(to_device(a, device) for a in arrays)
+        return cls(rows, int(word_ends[-1]), int(pair_ends[-1]), tensors)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nelement() * t.element_size() for t in self.tensors)
+
+    def rows_of(self, group: list[_Record], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B * W,)`` word rows and ``(B * W * W,)`` pair rows of a padded batch of ``group``, on ``device``.
+
+        Built on the host with numpy and sent in one copy; padding reads the zero rows.
+        """
+        starts = np.array([self.rows[r.index] for r in group], dtype=np.int64)  # (B, 2)
+        ns = np.array([r.n for r in group], dtype=np.int64)
+        j = np.arange(ns.max())
+        real = j[None, :] < ns[:, None]  # (B, W)
+        words = np.where(real, starts[:, :1] + j[None, :], self.n_words)
+        pairs = np.where(
+            real[:, :, None] & real[:, None, :],
+            starts[:, 1, None, None] + j[None, :, None] * ns[:, None, None] + j[None, None, :],
+            self.n_pairs,
+        )
+        both = to_device(np.concatenate([words.ravel(), pairs.ravel()]), device)
+        return both[: words.size], both[words.size :]
+
+
+def _stack(arrays: Iterable[np.ndarray | None], rows: Iterable[int]) -> np.ndarray:
+    """The arrays one after another, each as ``rows[i]`` rows, then a row of zeros."""
+    stacked = []
+    for array, n in zip(arrays, rows):
+        assert array is not None  # ProbeData._groups prepared every record with the part asked for
+        stacked.append(array.reshape(int(n), -1))
+    return np.concatenate([*stacked, np.zeros_like(stacked[0][:1])])
 
 
 def _nbytes(record: _Record) -> int:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import safetensors.torch
@@ -174,9 +175,9 @@ class TrainedProbe(ProbeBase):
             raise BertologyError(f"could not read any attention from {X.name}")
         return X.shape
 
-    def _batches(self, X: ProbeData, shuffle: bool = False, epoch: int = 0) -> Iterator[Batch]:
-        return X.batches(
-            self.batch_size,
+    def _batch_options(self, shuffle: bool, epoch: int) -> dict[str, Any]:
+        return dict(
+            batch_size=self.batch_size,
             max_pairs=self.max_pairs,
             attention=self.uses_attention,
             vectors=self.uses_vectors,
@@ -185,26 +186,21 @@ class TrainedProbe(ProbeBase):
         )
 
     def _steps(self, X: ProbeData, shuffle: bool = False, epoch: int = 0) -> Iterator[tuple[Batch, Batch]]:
-        """:meth:`_batches`, each with its copy on ``device_`` (the batch itself on the CPU).
+        """X's batches as ``(host, on device_)`` pairs (the batch itself twice on the CPU).
 
-        On a GPU a thread builds and sends the next batch while the device computes this one, in the
-        same order; on the CPU that thread would take a core from the fit (fit_probes runs a fit per
-        core), so there is none.
+        Elsewhere the features are gathered on the device (:meth:`ProbeData.device_batches`), and a
+        thread prepares the next batch while the device computes this one, in the same order; on the
+        CPU that thread would take a core from the fit (fit_probes runs a fit per core), so there is none.
         """
-        batches = self._batches(X, shuffle, epoch)
-        device = self.device_
-        if device.type == "cpu":
-            yield from ((batch, batch) for batch in batches)
+        options = self._batch_options(shuffle, epoch)
+        if self.device_.type == "cpu":
+            yield from ((batch, batch) for batch in X.batches(**options))
             return
-
-        def ahead() -> tuple[Batch, Batch] | None:
-            batch = next(batches, None)
-            return None if batch is None else (batch, batch.to(device))
-
+        steps = X.device_batches(self.device_, **options)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(ahead)
+            pending = pool.submit(next, steps, None)
             while (step := pending.result()) is not None:
-                pending = pool.submit(ahead)
+                pending = pool.submit(next, steps, None)
                 yield step
 
     def _check_compatible(self, X: ProbeData) -> None:

@@ -6,6 +6,7 @@ left on the CPU fails the first operation that mixes it with the device's, and t
 back fails, so where a meta fit fails is the first place a GPU fit would wait for its device.
 """
 
+import dataclasses
 import traceback
 
 import numpy as np
@@ -14,7 +15,14 @@ import safetensors.torch
 import torch
 from synthetic_probes import synthetic, vectors
 
-from bertology_utils.analyses.probes import AttentionProbe, AttentionWordsProbe, DistanceWordsProbe, fit_probes
+from bertology_utils.analyses.probes import (
+    AttentionProbe,
+    AttentionWordsProbe,
+    DistanceWordsProbe,
+    ProbeData,
+    fit_probes,
+)
+from bertology_utils.analyses.probes import data as data_module
 from bertology_utils.core.errors import BertologyError
 
 FAST = dict(lr=0.1, max_epochs=3, batch_size=8)
@@ -150,3 +158,48 @@ def test_a_cuda_fit_equals_the_cpu_fit_within_tolerance(name, data, tmp_path):
     loaded = PROBES[name]().load_fitted(tmp_path, train)
     for key, value in _state(cuda).items():
         torch.testing.assert_close(_state(loaded)[key], value.cpu(), rtol=0, atol=0)
+
+
+FIELDS = ("lengths", "heads", "scored", "candidates", "positions", "maps", "root", "vectors")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])  # a store's maps are float16
+@pytest.mark.parametrize("parts", [(True, True), (True, False), (False, True), (False, False)])
+def test_batches_gathered_on_a_device_are_the_host_batches_bit_for_bit(dtype, parts, monkeypatch):
+    source = synthetic(40, 3, vectors=vectors())
+    items = [
+        dataclasses.replace(source._items[i], attention=source._items[i].attention.astype(dtype)) for i in range(40)
+    ]
+    data = ProbeData(source.corpus, items, source.vectors, block_size=16)
+    attention, vecs = parts
+    packed = []
+    of = data_module._Packed.of
+    monkeypatch.setattr(data_module._Packed, "of", classmethod(lambda cls, *a: packed.append(a[1]) or of(*a)))
+    for epoch in range(2):  # the second pass reads the blocks kept on the device
+        options = dict(batch_size=4, max_pairs=120, attention=attention, vectors=vecs, shuffle=True, seed=epoch)
+        expected = list(data.batches(**options))
+        pairs = list(data.device_batches("cpu", **options))
+        assert len(pairs) == len(expected) > 3
+        for (host, moved), batch in zip(pairs, expected):
+            assert host.maps is host.root is host.vectors is None  # the host keeps no features
+            np.testing.assert_array_equal(host.indices, batch.indices)
+            np.testing.assert_array_equal(moved.indices, batch.indices)
+            for name in FIELDS:
+                want, got = getattr(batch, name), getattr(moved, name)
+                assert (got is None) == (want is None), name
+                if want is not None:
+                    assert got.dtype == want.dtype and got.shape == want.shape, name
+                    assert torch.equal(got, want), name
+                    if name in ("lengths", "heads", "scored", "positions"):
+                        assert torch.equal(getattr(host, name), want), name
+    blocks = 3  # 40 sentences in blocks of 16, packed once for both passes
+    assert sorted(packed) == ["attention"] * blocks * attention + ["vectors"] * blocks * vecs
+
+
+def test_blocks_past_the_budget_are_gathered_all_the_same_and_not_kept():
+    source = synthetic(40, 3, vectors=vectors())
+    data = ProbeData(source.corpus, list(source._items.values()), source.vectors, block_size=16, cache_size=0)
+    options = dict(batch_size=4, attention=True, vectors=True, shuffle=True, seed=1)
+    for (_, moved), batch in zip(data.device_batches("cpu", **options), data.batches(**options), strict=True):
+        assert all(torch.equal(getattr(moved, name), getattr(batch, name)) for name in FIELDS)
+    assert data._device_cache == {} and data._device_bytes == 0
