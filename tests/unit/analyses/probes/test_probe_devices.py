@@ -139,12 +139,30 @@ def test_a_bad_device_is_refused_at_fit(data):
             AttentionProbe(device="cuda").fit(data[0])
 
 
+#: Parameters added to every candidate's score alike: the softmax does not see them, so their gradient is zero but
+#: for rounding, which Adam scales up to whole steps; they wander apart on two devices and decide nothing.
+SHIFTS_EVERY_SCORE = {"distances": ("out.bias",)}
+
+
+@pytest.mark.parametrize("name", PROBES)
+def test_the_parameters_left_out_of_the_device_comparison_get_only_rounding_as_gradient(name, data):
+    probe = PROBES[name](max_epochs=1).fit(data[0])
+    batch = next(data[0].batches(8, attention=probe.uses_attention, vectors=probe.uses_vectors))
+    scores = probe.module_(batch).masked_fill(~batch.candidates, -1e4)
+    loss = torch.nn.functional.cross_entropy(scores[batch.words], batch.heads[batch.words])
+    loss.backward()
+    gradients = {key: p.grad.abs().max().item() for key, p in probe.module_.named_parameters()}
+    free = SHIFTS_EVERY_SCORE.get(name, ())
+    assert all(gradients[key] < 1e-6 for key in free)
+    assert all(value > 1e-4 for key, value in gradients.items() if key not in free)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("name", PROBES)
 def test_a_cuda_fit_equals_the_cpu_fit_within_tolerance(name, data, tmp_path):
     """A GPU's kernels sum in other orders: the fit is the CPU's within the stated tolerance, dev and test
-    UAS within 1e-3 and the weights within rtol 1e-3 (atol 1e-5 for those near zero); stored, its weights
-    are CPU tensors that a CPU probe loads."""
+    UAS within 1e-3 and the weights within rtol 1e-3 (atol 1e-5 for those near zero), those that shift every
+    score alike left out; stored, its weights are CPU tensors that a CPU probe loads."""
     train, dev = data
     cpu = PROBES[name]().fit(train, dev=dev)
     cuda = PROBES[name](device="cuda").fit(train, dev=dev)
@@ -153,7 +171,8 @@ def test_a_cuda_fit_equals_the_cpu_fit_within_tolerance(name, data, tmp_path):
     assert abs(cuda.history_[-1]["dev_uas"] - cpu.history_[-1]["dev_uas"]) <= 1e-3
     assert abs(cuda.score(train) - cpu.score(train)) <= 1e-3
     for key, value in _state(cpu).items():
-        torch.testing.assert_close(_state(cuda)[key].cpu(), value, rtol=1e-3, atol=1e-5)
+        if key not in SHIFTS_EVERY_SCORE.get(name, ()):
+            torch.testing.assert_close(_state(cuda)[key].cpu(), value, rtol=1e-3, atol=1e-5)
     cuda.save_fitted(tmp_path)
     loaded = PROBES[name]().load_fitted(tmp_path, train)
     for key, value in _state(cuda).items():
