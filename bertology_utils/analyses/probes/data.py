@@ -119,7 +119,8 @@ class ProbeData:
     :param block_size: sentences read from the store at a time.
     :param cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
         UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are read again on
-        each pass, as if it were 0.
+        each pass, as if it were 0. :meth:`device_batches` keeps blocks on each device within a budget
+        of the same size (there, a block past it is sent again on each pass).
     :param name: what to call the data; the corpus's name by default.
     """
 
