@@ -14,7 +14,7 @@
   score     predicting UD EWT dev with the trained probe (on --device); part of train
   feed      with a --device other than the CPU: one training epoch's batches (attention and vectors) sent
             there as the fits used to, padded on the host and copied whole (Batch.to), against
-            ProbeData.device_batches (each block sent once, each batch gathered there), the faster of two
+            ProbeData.batches(device=...) (each block sent once, each batch gathered there), the faster of two
             passes each, their ratio, and whether the first batches are equal
   scorer    one training step (forward and backward) of the Distances + words and the Attn + words
             scorers on the first --scorer-batches training batches: the package's fused, cache-sized
@@ -193,8 +193,8 @@ def feed_step(train, device) -> dict:
 
     options = dict(attention=True, vectors=True, shuffle=True, seed=0)
     ways = {
-        "host": lambda: ((batch, batch.to(device)) for batch in train.batches(**options)),
-        "gathered": lambda: train.device_batches(device, **options),
+        "host": lambda: (batch.to(device) for batch in train.batches(**options)),
+        "gathered": lambda: train.batches(**options, device=device),
     }
     seconds = {}
     for label, batches in ways.items():
@@ -207,7 +207,7 @@ def feed_step(train, device) -> dict:
     fields = ("heads", "scored", "candidates", "positions", "maps", "root", "vectors")
     equal = all(
         torch.equal(getattr(a, name), getattr(b, name))
-        for (_, a), (_, b) in itertools.islice(zip(ways["host"](), ways["gathered"]()), 50)
+        for a, b in itertools.islice(zip(ways["host"](), ways["gathered"]()), 50)
         for name in fields
     )
     print(

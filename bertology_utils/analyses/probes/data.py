@@ -66,6 +66,8 @@ class Batch:
     :param positions: ``(M,)`` flat positions ``b * W + j`` of the real words in row-major order: the rows of
         a ``(B * W, ...)`` flattening that the loss and the predictions read, found on the host (on a GPU,
         finding them there would wait for the device).
+    :param host: for a batch gathered on a device (:meth:`ProbeData.batches` with ``device``), the same batch
+        on the host without its features: what a loop reads without waiting for the device.
     """
 
     indices: np.ndarray
@@ -77,6 +79,7 @@ class Batch:
     root: torch.Tensor | None = None
     vectors: torch.Tensor | None = None
     positions: torch.Tensor | None = None
+    host: Batch | None = None
 
     @property
     def words(self) -> WordCodes:
@@ -119,8 +122,8 @@ class ProbeData:
     :param block_size: sentences read from the store at a time.
     :param cache_size: MB of prepared blocks kept in memory for later passes (0: read every pass).
         UD EWT train takes about 1.1 GB with a 72-head model; blocks past the budget are read again on
-        each pass, as if it were 0. :meth:`device_batches` keeps blocks on each device within a budget
-        of the same size (there, a block past it is sent again on each pass).
+        each pass, as if it were 0. :meth:`batches` with a ``device`` keeps blocks there within a budget
+        of the same size (a block past it is sent again on each pass).
     :param name: what to call the data; the corpus's name by default.
     """
 
@@ -331,6 +334,7 @@ class ProbeData:
         vectors: bool = False,
         shuffle: bool = False,
         seed: int = 0,
+        device: str | torch.device | None = None,
     ) -> Iterator[Batch]:
         """Padded batches of sentences; every usable sentence once.
 
@@ -341,52 +345,32 @@ class ProbeData:
         batches of a block; the order depends only on ``seed``. Batches are built with torch: on a
         busy machine, ``torch.set_num_threads(1)`` keeps that fast (the probes do so, ``n_jobs``).
 
+        With ``device`` the same batches, to the bit, come on that device: a block's features go there
+        once, packed (kept for later passes within ``cache_size``, a budget of its own), and each batch
+        is one gather of them by an index built on the host, instead of padded on the host and copied
+        whole; its :attr:`Batch.host` is the batch on the host without features. On a GPU that leaves
+        the host a few small copies a batch.
+
         :param batch_size: sentences per batch at most.
         :param max_pairs: padded (dependent, candidate) pairs per batch at most.
         :param attention: include the attention features.
         :param vectors: include the word vectors.
         :param shuffle: read blocks, and batches within a block, in a random order.
         :param seed: the shuffle's seed.
+        :param device: where the batches go, gathered there; None: padded on the host.
         :returns: the batches.
         """
-        for _, _, group in self._groups(batch_size, max_pairs, attention, vectors, shuffle, seed):
-            yield _collate(group, attention, vectors)
-
-    def device_batches(
-        self,
-        device: str | torch.device,
-        batch_size: int = 32,
-        *,
-        max_pairs: int = 16384,
-        attention: bool = True,
-        vectors: bool = False,
-        shuffle: bool = False,
-        seed: int = 0,
-    ) -> Iterator[tuple[Batch, Batch]]:
-        """The batches of :meth:`batches`, each as ``(host, on_device)``, their features gathered on the device.
-
-        A block's features go to ``device`` once, packed (kept there for later passes within
-        ``cache_size``, a budget of its own); each batch is then one gather of them by an index built
-        on the host, instead of padded on the host and copied whole. ``on_device`` holds the values
-        :meth:`batches` gives, bit for bit; ``host`` has the same sentences, lengths and gold heads on
-        the host and no features. On a GPU this leaves the host a few small copies a step.
-
-        :param device: where the batches go.
-        :param batch_size: sentences per batch at most.
-        :param max_pairs: padded (dependent, candidate) pairs per batch at most.
-        :param attention: include the attention features.
-        :param vectors: include the word vectors.
-        :param shuffle: read blocks, and batches within a block, in a random order.
-        :param seed: the shuffle's seed.
-        :returns: ``(host, on_device)`` pairs.
-        """
+        groups = self._groups(batch_size, max_pairs, attention, vectors, shuffle, seed)
+        if device is None:
+            yield from (_collate(group, attention, vectors) for _, _, group in groups)
+            return
         device = torch.device(device)
         parts = [part for part, wanted in (("attention", attention), ("vectors", vectors)) if wanted]
-        for block, records, group in self._groups(batch_size, max_pairs, attention, vectors, shuffle, seed):
+        for block, records, group in groups:
             host = _collate(group, attention=False, vectors=False)
-            moved = dataclasses.replace(host.to(device))  # a copy even on the CPU: host keeps no features
+            moved = dataclasses.replace(host.to(device), host=host)  # a copy even on the CPU: host keeps no features
             if not parts:
-                yield host, moved
+                yield moved
                 continue
             packed = {part: self._on_device(device, block, part, records) for part in parts}
             words, pairs = packed[parts[0]].rows_of(group, device)
@@ -397,7 +381,7 @@ class ProbeData:
                 moved.root = root.index_select(0, words).view(B, N, 2, -1)
             if vectors:
                 moved.vectors = packed["vectors"].tensors[0].index_select(0, words).view(B, N, -1)
-            yield host, moved
+            yield moved
 
     def _on_device(self, device: torch.device, block: int, part: str, records: list[_Record]) -> _Packed:
         """One block's features of one part on ``device``, packed; kept for later passes while the budget allows."""

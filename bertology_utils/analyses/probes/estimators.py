@@ -186,22 +186,23 @@ class TrainedProbe(ProbeBase):
         )
 
     def _steps(self, X: ProbeData, shuffle: bool = False, epoch: int = 0) -> Iterator[tuple[Batch, Batch]]:
-        """X's batches as ``(host, on device_)`` pairs (the batch itself twice on the CPU).
+        """X's batches as ``(on the host, on device_)`` pairs (the batch itself twice on the CPU).
 
-        Elsewhere the features are gathered on the device (:meth:`ProbeData.device_batches`), and a
-        thread prepares the next batch while the device computes this one, in the same order; on the
+        Elsewhere the features are gathered on the device (:meth:`ProbeData.batches` with ``device``), and
+        a thread prepares the next batch while the device computes this one, in the same order; on the
         CPU that thread would take a core from the fit (fit_probes runs a fit per core), so there is none.
         """
         options = self._batch_options(shuffle, epoch)
         if self.device_.type == "cpu":
             yield from ((batch, batch) for batch in X.batches(**options))
             return
-        steps = X.device_batches(self.device_, **options)
+        batches = X.batches(**options, device=self.device_)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(next, steps, None)
-            while (step := pending.result()) is not None:
-                pending = pool.submit(next, steps, None)
-                yield step
+            pending = pool.submit(next, batches, None)
+            while (batch := pending.result()) is not None:
+                pending = pool.submit(next, batches, None)
+                assert batch.host is not None  # a batch gathered on a device has its host copy
+                yield batch.host, batch
 
     def _check_compatible(self, X: ProbeData) -> None:
         if self.uses_attention:

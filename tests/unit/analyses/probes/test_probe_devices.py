@@ -197,9 +197,11 @@ def test_batches_gathered_on_a_device_are_the_host_batches_bit_for_bit(dtype, pa
     for epoch in range(2):  # the second pass reads the blocks kept on the device
         options = dict(batch_size=4, max_pairs=120, attention=attention, vectors=vecs, shuffle=True, seed=epoch)
         expected = list(data.batches(**options))
-        pairs = list(data.device_batches("cpu", **options))
-        assert len(pairs) == len(expected) > 3
-        for (host, moved), batch in zip(pairs, expected):
+        gathered = list(data.batches(**options, device="cpu"))
+        assert len(gathered) == len(expected) > 3
+        for moved, batch in zip(gathered, expected):
+            host = moved.host
+            assert batch.host is None and host is not None and host.host is None
             assert host.maps is host.root is host.vectors is None  # the host keeps no features
             np.testing.assert_array_equal(host.indices, batch.indices)
             np.testing.assert_array_equal(moved.indices, batch.indices)
@@ -219,6 +221,6 @@ def test_blocks_past_the_budget_are_gathered_all_the_same_and_not_kept():
     source = synthetic(40, 3, vectors=vectors())
     data = ProbeData(source.corpus, list(source._items.values()), source.vectors, block_size=16, cache_size=0)
     options = dict(batch_size=4, attention=True, vectors=True, shuffle=True, seed=1)
-    for (_, moved), batch in zip(data.device_batches("cpu", **options), data.batches(**options), strict=True):
+    for moved, batch in zip(data.batches(**options, device="cpu"), data.batches(**options), strict=True):
         assert all(torch.equal(getattr(moved, name), getattr(batch, name)) for name in FIELDS)
     assert data._device_cache == {} and data._device_bytes == 0
