@@ -37,6 +37,7 @@ maps is in docs/guide/pattern-types.md.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -114,7 +115,8 @@ def template_scores(
         size = same.sum(-1)
         h = -(q * np.log(np.maximum(q, 1e-12))).sum(-1)
         spread = np.divide(h, np.log(size), out=np.full_like(h, np.nan), where=size > 1)
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():  # a row with no defined value (one-word segments) is NaN, as it should be
+            warnings.simplefilter("ignore", RuntimeWarning)
             block = np.nanmean(block, axis=-1) if block.shape[-1] else np.full(att.shape[:-2], np.nan)
             spread = np.nanmean(spread, axis=-1) if spread.shape[-1] else np.full(att.shape[:-2], np.nan)
     else:

@@ -466,10 +466,21 @@ def _wrap(title: Text) -> bool:
 
 def _relayout(fig: Figure) -> RendererBase:
     """Lay the figure out again after its text changed: a figure with no layout engine, or one laid out once by
-    ``tight_layout()`` (which leaves a placeholder), gets tight layout."""
-    if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+    ``tight_layout()`` (which leaves a placeholder), gets tight layout, unless tight layout can place none of its
+    axes (a grid spaced by its own ``wspace``/``hspace``, axes placed by hand), where it would only warn."""
+    engine = fig.get_layout_engine()
+    if (engine is None or isinstance(engine, PlaceHolderLayoutEngine)) and any(map(_tight_places, fig.axes)):
         fig.set_layout_engine("tight")
     return _renderer(fig)
+
+
+def _tight_places(ax: Axes) -> bool:
+    """Whether tight layout places ``ax``: an axes on a grid (or its locator) that sets no spacing of its own,
+    matplotlib's own test."""
+    locator = ax.get_axes_locator()
+    owner = ax if locator is None else locator
+    spec = owner.get_subplotspec() if hasattr(owner, "get_subplotspec") else None
+    return spec is not None and not spec.get_topmost_subplotspec().get_gridspec().locally_modified_subplot_params()
 
 
 # ---------------------------------------------------------------------------------------------------------------

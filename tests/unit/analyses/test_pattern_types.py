@@ -47,6 +47,13 @@ def test_sep_column_is_vertical():
     assert scores["vertical"] == pytest.approx(1.0) and np.isnan(scores["block"])
 
 
+def test_a_pair_of_one_word_sentences_has_no_spread_and_says_nothing(recwarn):
+    kinds, seg = pair(1, 1)  # every word alone in its segment: no spread to measure
+    scores = template_scores(np.full((2, 5, 5), 0.2), kinds, seg)
+    assert np.isnan(scores["block_spread"]).all() and scores["block"] == pytest.approx([1 / 2, 1 / 2])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # a notebook would show it
+
+
 def test_vertical_plus_diagonal():
     kinds, seg = single(10)
     m = 0.5 * np.eye(12)

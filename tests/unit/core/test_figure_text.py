@@ -291,3 +291,19 @@ def test_a_maps_tokens_are_enlarged_but_never_thinned():
     assert [t.get_text() for t in ax.get_xticklabels()] == tokens
     text = text_boxes(ax.figure, dpi=100)
     assert min(b.font_px for b in text.boxes if b.text in tokens) * shown_width(text.size) / text.size[0] >= MIN_TEXT_PX
+
+
+def test_a_grid_spaced_by_its_own_gaps_is_fitted_without_tight_layout_or_its_warning(recwarn):
+    from bertology_utils.core.figures import plot_attention_thumbnails
+
+    words = ["[CLS]", *(f"word{i}" for i in range(10)), "[SEP]"]  # too many labels for the panels: fitting relays
+    fig = plot_attention_thumbnails(np.full((6, 12, 12, 12), 1 / 12), words, title="every head")
+    positions = [ax.get_position().bounds for ax in fig.axes]
+    fit_for_slide(fig)
+    assert fig.get_layout_engine() is None  # tight layout could place none of its axes: it would only warn
+    assert [ax.get_position().bounds for ax in fig.axes] == positions
+    assert not [w for w in recwarn if "tight_layout" in str(w.message)]
+    plain = _grid_figure()  # subplots on a plain grid are still laid out tight
+    plain.set_layout_engine(None)
+    fit_for_slide(plain)
+    assert type(plain.get_layout_engine()).__name__ == "TightLayoutEngine"
