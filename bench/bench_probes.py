@@ -8,9 +8,9 @@
             --device other than the CPU, a third fit there from the kept blocks, and its ratio to the
             CPU's kept epoch measured just before
   together  every probe fitted by fit_probes, one thread each and as many at a time as there are
-            cores, against the sum of their fits one after another (same data, same epochs); with a
-            --device, fit_probes there too, its ratio to the CPU's, and the sum of the probes' fits there
-            one after another (whether the threads overlap there at all)
+            cores, in threads and in processes (fit_probes' choice on a GPU), against the sum of their fits
+            one after another (same data, same epochs); with a --device, the same there (whether threads
+            overlap there at all, and processes)
   score     predicting UD EWT dev with the trained probe (on --device); part of train
   feed      with a --device other than the CPU: one training epoch's batches (attention and vectors) sent
             there as the fits used to, padded on the host and copied whole (Batch.to), against
@@ -157,7 +157,8 @@ def main() -> None:
 
 
 def together_step(kinds, names, train, args, device, fit_s: dict[str, dict[str, float]]) -> dict:
-    """fit_probes on each device against the same fits one after another (those of train when it ran)."""
+    """fit_probes on each device, in threads and in processes, against the same fits one after another (those of
+    train when it ran)."""
     import torch
 
     from bertology_utils.analyses.probes import fit_probes
@@ -171,17 +172,23 @@ def together_step(kinds, names, train, args, device, fit_s: dict[str, dict[str, 
                 name: kinds[name](max_epochs=args.epochs, patience=None, device=on).fit(train).fit_seconds_
                 for name in names
             }
-        start = time.perf_counter()
-        jobs = {name: (kinds[name](max_epochs=args.epochs, patience=None), train, None) for name in names}
-        fit_probes(jobs, n_jobs=cores, device=on)
-        together, alone = time.perf_counter() - start, sum(fit_s[str(on)].values())
-        # threads of one process: on a GPU what overlaps is only what is not host Python
+        alone, together = sum(fit_s[str(on)].values()), {}
+        for label, processes in (("threads", False), ("processes", True)):
+            start = time.perf_counter()
+            jobs = {name: (kinds[name](max_epochs=args.epochs, patience=None), train, None) for name in names}
+            fit_probes(jobs, n_jobs=cores, device=on, processes=processes, progress=False)
+            together[label] = time.perf_counter() - start
+        # threads of one process: on a GPU what overlaps is only what is not host Python; processes (fit_probes'
+        # choice there) each read the data anew
         print(
-            f"together  {len(names)} probes side by side on {on}, {cores} at a time: {together:.1f} s, "
-            f"one after another {alone:.1f} s ({alone / together:.2f}x)"
+            f"together  {len(names)} probes side by side on {on}, {cores} at a time: in threads "
+            f"{together['threads']:.1f} s, in processes {together['processes']:.1f} s; one after another {alone:.1f} s "
+            f"({alone / together['threads']:.2f}x and {alone / together['processes']:.2f}x)"
         )
         suffix = "" if str(on) == "cpu" else f"_{torch.device(on).type}"
-        results[f"together_s{suffix}"], results[f"one_after_another_s{suffix}"] = round(together, 1), round(alone, 1)
+        results[f"together_s{suffix}"] = round(together["threads"], 1)
+        results[f"processes_s{suffix}"] = round(together["processes"], 1)
+        results[f"one_after_another_s{suffix}"] = round(alone, 1)
     return results
 
 

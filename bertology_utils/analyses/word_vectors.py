@@ -106,6 +106,25 @@ class WordVectors:
     def _identity(self) -> dict[str, Any] | None:
         return None
 
+    def add_counts(self, lookups: int, unknown: int) -> None:
+        """Count lookups made by a copy of these vectors elsewhere (a fit in another process).
+
+        :param lookups: word tokens the copy looked up.
+        :param unknown: those that got the zero vector.
+        """
+        with self._lock:
+            self.lookups += int(lookups)
+            self.unknown += int(unknown)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]  # a lock does not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def unknown_rate(self) -> float:
         """Share of the word tokens looked up so far that got the zero vector."""
@@ -271,7 +290,7 @@ class ModelEmbeddingVectors(WordVectors):
         self.table = table.numpy()
         self.tokenizer = loaded.tokenizer
         self.batch_size = batch_size
-        self._loaded = loaded
+        self.tokenizer_sha256 = loaded.tokenizer_sha256  # not the model itself: the vectors pickle without it
         self.description = (
             f"input embeddings of {loaded.name} averaged over word pieces (dimension {self.dim}; no GloVe file given)"
         )
@@ -280,7 +299,7 @@ class ModelEmbeddingVectors(WordVectors):
         return {
             "kind": "model input embeddings",
             "sha256": hashlib.sha256(np.ascontiguousarray(self.table).tobytes()).hexdigest(),
-            "tokenizer_sha256": self._loaded.tokenizer_sha256,
+            "tokenizer_sha256": self.tokenizer_sha256,
         }
 
     def _vectors(self, words: list[str]) -> tuple[np.ndarray, list[bool]]:

@@ -204,6 +204,17 @@ class ProbeData:
     def __len__(self) -> int:
         return len(self.indices)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the kept blocks (a copy reads its own) and the lock: what a fit in another process needs."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        state.update(_cache={}, _cached_bytes=0, _device_cache={}, _device_bytes=0)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def n_words(self) -> int:
         """Words of the usable sentences."""

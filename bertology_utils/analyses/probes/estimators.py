@@ -12,7 +12,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ __all__ = [
     "AttentionProbe",
     "AttentionWordsProbe",
     "DistanceWordsProbe",
+    "epoch_postfix",
 ]
 
 #: Score given to impossible candidates (padding, the word itself).
@@ -47,6 +48,15 @@ _MASKED = -1e9
 _SEEDING = threading.Lock()
 #: A trained probe's fitted attributes besides its weights, which :meth:`TrainedProbe.save_fitted` stores as JSON.
 _FITTED_STATE = ("history_", "best_epoch_", "n_sentences_fit_", "fit_seconds_")
+
+
+def epoch_postfix(row: dict[str, float]) -> dict[str, str]:
+    """What a fit's bar shows after an epoch: its loss and dev UAS.
+
+    :param row: the epoch's row of ``history_``.
+    :returns: the bar's postfix.
+    """
+    return {k: f"{v:.4f}" for k, v in row.items() if k in ("train_loss", "dev_uas")}
 
 
 def _check_data(X: object) -> ProbeData:
@@ -227,7 +237,7 @@ class TrainedProbe(ProbeBase):
         y: object = None,
         dev: ProbeData | None = None,
         verbose: bool = False,
-        progress: bool = False,
+        progress: bool | Callable[[dict[str, float]], object] = False,
         desc: str | None = None,
     ) -> TrainedProbe:
         """Train on ``X``; ``dev`` picks the epoch to keep.
@@ -240,7 +250,8 @@ class TrainedProbe(ProbeBase):
         :param dev: the data whose UAS picks the epoch (and stops early).
         :param verbose: print each epoch's loss and dev UAS.
         :param progress: a bar of the epochs with the last epoch's loss and dev UAS; it stops short of
-            ``max_epochs`` when early stopping ends the fit.
+            ``max_epochs`` when early stopping ends the fit. A function instead is called with each epoch's row of
+            ``history_`` as it ends (how :func:`fit_probes` follows a fit in another process), and no bar is shown.
         :param desc: the bar's label; the class name by default.
         :returns: the probe, fitted.
         """
@@ -251,12 +262,22 @@ class TrainedProbe(ProbeBase):
         with (
             torch_threads(self.n_jobs),
             tqdm(
-                total=int(self.max_epochs), desc=desc or type(self).__name__, unit="epoch", disable=not progress
+                total=int(self.max_epochs),
+                desc=desc or type(self).__name__,
+                unit="epoch",
+                disable=not progress or callable(progress),
             ) as bar,
         ):
-            return self._fit(X, dev, verbose, bar)
+            return self._fit(X, dev, verbose, bar, progress if callable(progress) else None)
 
-    def _fit(self, X: ProbeData, dev: ProbeData | None, verbose: bool, bar: tqdm) -> TrainedProbe:
+    def _fit(
+        self,
+        X: ProbeData,
+        dev: ProbeData | None,
+        verbose: bool,
+        bar: tqdm,
+        on_epoch: Callable[[dict[str, float]], object] | None,
+    ) -> TrainedProbe:
         started = time.perf_counter()
         self.device_ = self._fit_device()
         if self.uses_attention:
@@ -304,7 +325,9 @@ class TrainedProbe(ProbeBase):
             row["seconds"] = time.perf_counter() - tick
             history.append(row)
             bar.update()
-            bar.set_postfix({k: f"{v:.4f}" for k, v in row.items() if k in ("train_loss", "dev_uas")})
+            bar.set_postfix(epoch_postfix(row))
+            if on_epoch is not None:
+                on_epoch(row)
             if verbose:
                 print(
                     f"{type(self).__name__} epoch {epoch + 1}: loss {row['train_loss']:.4f}"
