@@ -10,6 +10,7 @@ import contextlib
 import functools
 import multiprocessing
 import os
+import pickle
 import queue
 import threading
 from collections.abc import Iterator, Mapping
@@ -25,6 +26,7 @@ from bertology_utils.analyses.probes.estimators import ProbeBase, TrainedProbe, 
 from bertology_utils.analyses.word_vectors import WordVectors
 from bertology_utils.core import settings
 from bertology_utils.core.cache import cached, entry_name
+from bertology_utils.core.errors import BertologyError
 from bertology_utils.core.threads import torch_threads
 
 __all__ = ["PROBE_VERSION", "fit_probes"]
@@ -161,7 +163,15 @@ class _ProcessFits:
             for row in _rows(epochs, future):
                 bar.update()
                 bar.set_postfix(epoch_postfix(row))
-        fitted, counts = future.result()
+        try:
+            fitted, counts = future.result()
+        except (pickle.PicklingError, TypeError, AttributeError) as error:  # how pickling says what it cannot send
+            if "pickle" not in str(error).lower():
+                raise  # the fit's own error
+            raise BertologyError(
+                f"probe {name}: its probe or data could not be sent to a process of its own ({error}); "
+                "fit_probes(..., processes=False) fits it in a thread of this one"
+            ) from error
         probe.__dict__.update(vars(fitted))
         probe.module_ = probe.module_.to(probe.device_)
         for vectors, (lookups, unknown) in zip(_vector_tables(train, dev), counts, strict=True):

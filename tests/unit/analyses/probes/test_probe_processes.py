@@ -19,6 +19,7 @@ from bertology_utils.analyses.probes import (
     fitting,
 )
 from bertology_utils.analyses.word_vectors import StaticVectors
+from bertology_utils.core.errors import BertologyError
 
 FAST = dict(lr=0.1, max_epochs=4, patience=2, batch_size=8)
 MADE = {
@@ -116,6 +117,15 @@ def test_processes_are_chosen_where_two_probes_fit_off_the_cpu(monkeypatch):
     with pytest.raises((RuntimeError, NotImplementedError), match="meta"):  # one probe alone: its thread, on meta
         fit_probes({"a": two()["a"]}, device="meta", progress=False)
     assert started == [2]
+
+
+def test_data_that_cannot_travel_to_a_process_get_a_clear_error():
+    vecs = vectors()
+    vecs.normalise = lambda word: word.lower()  # a user's table holding a function: it does not pickle
+    train = synthetic(10, 1, vectors=vecs)
+    jobs = {name: (AttentionWordsProbe(max_epochs=1), train, None) for name in "ab"}
+    with pytest.raises(BertologyError, match=r"could not be sent to a process.*processes=False"):
+        fit_probes(jobs, processes=True, n_jobs=2, progress=False)
 
 
 def test_probe_data_and_vectors_travel_without_their_kept_blocks_and_locks():
