@@ -14,8 +14,8 @@
   score     predicting UD EWT dev with the trained probe (on --device); part of train
   feed      with a --device other than the CPU: one training epoch's batches (attention and vectors) sent
             there as the fits used to, padded on the host and copied whole (Batch.to), against
-            ProbeData.batches(device=...) (each block sent once, each batch gathered there), the faster of two
-            passes each, their ratio, and whether the first batches are equal
+            ProbeData.batches(device=...) (each block sent once, each batch gathered there), the second of
+            two passes each (the first sends the blocks), their ratio, and whether the first batches are equal
   scorer    one training step (forward and backward) of the Distances + words and the Attn + words
             scorers on the first --scorer-batches training batches: the package's fused, cache-sized
             chunks against the same formula op by op in autograd (how each was computed before), and
@@ -36,10 +36,13 @@ step: kept blocks take at most the ProbeData's cache_size (about 1.1 GB for EWT 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
 import time
+
+from _timing import best_of
 
 
 def max_rss_mb() -> float:
@@ -203,14 +206,14 @@ def feed_step(train, device) -> dict:
         "host": lambda: (batch.to(device) for batch in train.batches(**options)),
         "gathered": lambda: train.batches(**options, device=device),
     }
-    seconds = {}
-    for label, batches in ways.items():
-        for _ in range(2):  # the first pass sends the blocks to the device; the second is the fits' later epochs
-            start = time.perf_counter()
-            for _ in batches():
-                pass
-            torch.accelerator.synchronize(device)
-            seconds[label] = time.perf_counter() - start
+
+    def epoch(batches) -> None:
+        for _ in batches():
+            pass
+        torch.accelerator.synchronize(device)
+
+    # the untimed pass sends the blocks to the device; the timed one is the fits' later epochs
+    seconds = {label: best_of(1, functools.partial(epoch, batches)) for label, batches in ways.items()}
     fields = ("heads", "scored", "candidates", "positions", "maps", "root", "vectors")
     equal = all(
         torch.equal(getattr(a, name), getattr(b, name))
@@ -266,19 +269,24 @@ def scorer_step(train, dim: int, n_batches: int, device) -> dict:
 
         return row(dep[..., :K]) + column(cand[..., :K]) + (row(cand[..., K:]) + column(dep[..., K:])).transpose(1, 2)
 
+    def steps(forward, batches, device) -> None:
+        for batch in batches:
+            forward(batch).sum().backward()
+        if device.type != "cpu":
+            torch.accelerator.synchronize(device)
+
     results = {}
     for name, fused, op_by_op, attention in (
         ("Distances + words", distances, distances_op_by_op, False),
         ("Attn + words", words, words_op_by_op, True),
     ):
         batches = list(itertools.islice(train.batches(attention=attention, vectors=True), n_batches))
-        seconds = {}
-        for label, forward in (("op by op", op_by_op), ("fused", fused)):
-            for _ in range(2):  # the second round is timed (allocator warm)
-                start = time.perf_counter()
-                for batch in batches:
-                    forward(batch).sum().backward()
-                seconds[label] = (time.perf_counter() - start) / len(batches)
+
+        # one untimed round (allocator warm), one timed
+        seconds = {
+            label: best_of(1, functools.partial(steps, forward, batches, torch.device("cpu"))) / len(batches)
+            for label, forward in (("op by op", op_by_op), ("fused", fused))
+        }
         ratio = seconds["op by op"] / seconds["fused"]
         print(
             f"scorer    {name} step: {1e3 * seconds['op by op']:.1f} ms op by op, "
@@ -294,12 +302,7 @@ def scorer_step(train, dim: int, n_batches: int, device) -> dict:
         on_device = {}
         for label, chunk in (("one chunk", scorers._chunk_elements), ("CPU chunks", lambda t: scorers._PAIR_CHUNK)):
             with mock.patch.object(scorers, "_chunk_elements", chunk):
-                for _ in range(2):  # the second round is timed (allocator warm)
-                    start = time.perf_counter()
-                    for batch in there:
-                        scorer(batch).sum().backward()
-                    torch.accelerator.synchronize(device)
-                    on_device[label] = (time.perf_counter() - start) / len(there)
+                on_device[label] = best_of(1, functools.partial(steps, scorer, there, device)) / len(there)
         print(
             f"scorer    {name} step on {device}: {1e3 * on_device['CPU chunks']:.2f} ms in the CPU's 4 MB chunks, "
             f"{1e3 * on_device['one chunk']:.2f} ms a batch in one chunk "

@@ -115,13 +115,12 @@ def fit_probes(
         )
         return probe
 
+    # the threads end before the processes they follow are shut down
     with (
-        contextlib.ExitStack() as stack,
+        apart if apart is not None else contextlib.nullcontext(),
         torch_threads(1),
         ThreadPoolExecutor(max_workers=min(workers, max(len(jobs), 1))) as pool,
     ):
-        if apart is not None:
-            stack.enter_context(apart.running())
         futures = {name: pool.submit(fit, name, probe, train, dev) for name, (probe, train, dev) in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
 
@@ -141,10 +140,11 @@ class _ProcessFits:
         self.pool: Executor | None = None
         self.manager: Any = None
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        with self.stack:
-            yield
+    def __enter__(self) -> _ProcessFits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()  # the pool and the manager, where the first fit started them
 
     def _started(self) -> tuple[Executor, Any]:
         with self.lock:
