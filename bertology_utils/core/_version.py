@@ -40,8 +40,9 @@ def library_versions() -> dict[str, str | None]:
 #: kernels by them): AVX2, AVX-512 (and its bf16 and VNNI parts), AMX.
 CPU_FLAGS = ("sse4_1", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
 
-#: Variables that change which kernels run or how many threads sum a result.
-_ENVIRONMENT_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+#: Variables that change which kernels run or how many threads sum a result: oneDNN's and ATen's instruction-set
+#: caps (together they make this CPU run an older one's kernels), the threads and the GPUs seen.
+_ENVIRONMENT_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 
 
 def machine_environment() -> dict[str, object]:
