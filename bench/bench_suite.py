@@ -18,6 +18,9 @@ ended, and how long the last one ran alone (with --jobs N it then has every core
         (bench/results/suite.json and its table in docs/benchmarks.md);
         a cold run on a CPU also sets each notebook's typical_seconds (its metadata), by which a first run of the
         suite, with no run of its own to go by, starts the longest notebooks first
+    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python bench/bench_suite.py --cold-only
+        an AVX2-only CPU's kernels on this one (fp32 under precision="auto"): recorded as a kind of machine of its
+        own, named with its caps, and setting no typical_seconds
 
 A number means something only on a quiet machine: other jobs on the cores slow every
 notebook (see the README's benchmark section).
@@ -317,15 +320,19 @@ def report(run: Path, label: str) -> dict[str, float]:
 
 def run_machine(run: Path) -> dict:
     """The machine ``run`` ran on, as its run.json recorded it: CPU, cores, the CPU flags that pick
-    kernels, the GPU's model (None without one) and torch's version."""
+    kernels (those the run's instruction-set caps left it, and the caps where it set any), the GPU's model (None
+    without one) and torch's version."""
     from bertology_utils.core import gpu_name
+    from bertology_utils.run.perturb import capped_flags
 
     record = json.loads((run / "run.json").read_text())
     env, here = record.get("environment", {}), machine()
+    flags, caps = capped_flags(env)
     return {
         "cpu": env.get("cpu", here["cpu"]),
         "cores": env.get("cores", here["cores"]),
-        "cpu_flags": env.get("cpu_flags", []),
+        "cpu_flags": flags,
+        **({"caps": caps} if caps else {}),
         "gpu": gpu_name(env["gpu"]) if env.get("gpu") else None,  # runs before gpu_name kept the card's UUID
         "torch": record.get("versions", {}).get("torch", here["torch"]),
     }
@@ -356,7 +363,13 @@ def machine_kind(m: dict) -> str:
         units = "AVX-512, no bfloat16 units"
     else:
         units = "AVX2 only" if "avx2" in flags else "no AVX2"
-    return f"{m['cores']} cores of {m['cpu']} ({units})"
+    return f"{m['cores']} cores of {m['cpu']} ({units}{_held(m)})"
+
+
+def _held(m: dict) -> str:
+    """How a run held the CPU to fewer kernels than it has (:func:`run_machine`'s caps), in words; "" if it did not."""
+    caps = m.get("caps") or {}
+    return (", held to it by " + " and ".join(f"{name}={level}" for name, level in caps.items())) if caps else ""
 
 
 def runs_block(entries: list[dict]) -> str:
@@ -442,7 +455,7 @@ def doc_block(record: dict) -> str:
     how = f" ({', '.join(said)})" if said else ""
     return (
         f"Run `{record['run']}` of {record['started'][:10]}{how}, recorded at {record['commit']}: {m['cpu']}, "
-        f"{m['cores']} cores (kernel-picking CPU flags: {flags}), GPU: {gpu or 'none'}, torch {m['torch']}. "
+        f"{m['cores']} cores (kernel-picking CPU flags: {flags}{_held(m)}), GPU: {gpu or 'none'}, torch {m['torch']}. "
         f"GPU busy is nvidia-smi's utilisation sampled once a second during the notebook or cell; the host share "
         f"is 100% less that mean.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(cells)
     )
@@ -483,8 +496,8 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
     """Record ``run``'s wall time in bench/results/suite-runs.json (replacing the entry of the same kind of machine and
     cache) and the README; and a cold run's profile in bench/results/suite.json (replacing that of the same kind of
     machine) and the tables in docs/benchmarks.md (a warm run's cells mostly read the cache: the profile says where
-    the time goes when they do not). A cold run on a CPU sets the notebooks' typical seconds
-    (:func:`write_typical_seconds`).
+    the time goes when they do not). A cold run on a CPU running its own kernels (no caps) sets the notebooks'
+    typical seconds (:func:`write_typical_seconds`).
 
     :param run: a finished run of the whole suite (one stopped early, by ``--limit`` say, is refused).
     :param cache: ``"cold"`` when the run started from an empty cache folder, else ``"warm"``.
@@ -524,7 +537,8 @@ def record_run(run: Path, cache: str, commit: str | None = None, jobs: int | Non
         "jobs": record["jobs"],
         "machine": record["machine"],
     }
-    if cache == "cold" and record["machine"].get("gpu") is None:
+    if cache == "cold" and record["machine"].get("gpu") is None and not record["machine"].get("caps"):
+        # the order of a first run comes from a CPU running its own kernels
         write_typical_seconds({stem: n["wall_s"] for stem, n in record["notebooks"].items()})
     entries = json.loads(RUNS.read_text()) if RUNS.is_file() else []
     entries = [e for e in entries if (e["kind"], e["cache"]) != (entry["kind"], cache)] + [entry]

@@ -26,6 +26,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.papers.claims import Claim, Verdict, uncertainty
 from bertology_utils.run import results
+from bertology_utils.run.perturb import capped_flags
 
 __all__ = [
     "FINDINGS_VERSION",
@@ -108,6 +109,8 @@ def record_findings(run_dir: str | os.PathLike) -> dict:
         "finished": run.get("finished"),
         "parameters": run.get("parameters", {}),
         "versions": run.get("versions", {}),
+        # the instruction-set caps the run held the CPU to (another CPU's kernels, and fp32 under "auto"); none: {}
+        "kernels": capped_flags(run.get("environment", {}))[1],
         "notebooks": notebooks,
     }
 
@@ -235,12 +238,28 @@ _OUTCOMES = (SAME, ONE_INCONCLUSIVE, FLIPPED)
 
 def _run_labels(records: Sequence[Mapping]) -> list[str]:
     """Each record's column in :func:`runs_table`: the run parameters whose values differ between the records
-    ("seed 3", "precision auto"; a parameter a run did not set reads "default"), else its run name."""
+    ("seed 3", "precision auto"; a parameter a run did not set reads "default"), else the kernels, where the runs
+    held the CPU to other instruction sets ("kernels held to AVX2", "the CPU's own kernels"; with the variables where
+    the levels alone would name two runs alike), else its run name."""
     given = [r.get("parameters") or {} for r in records]
     differ = sorted(k for k in set().union(*given) if len({repr(p.get(k)) for p in given}) > 1)
-    if not differ:
-        return [str(r.get("run", "run")) for r in records]
-    return [", ".join(f"{k} {p[k]}" if k in p else f"{k} default" for k in differ) for p in given]
+    if differ:
+        return [", ".join(f"{k} {p[k]}" if k in p else f"{k} default" for k in differ) for p in given]
+    kernels = [r.get("kernels") or {} for r in records]
+    if len({repr(sorted(k.items())) for k in kernels}) > 1:
+        for said in (_held_to, _held_by):  # the levels alone, unless two runs would read the same
+            labels = [said(k) if k else "the CPU's own kernels" for k in kernels]
+            if len(set(labels)) == len(labels):
+                return labels
+    return [str(r.get("run", "run")) for r in records]
+
+
+def _held_to(caps: Mapping[str, str]) -> str:
+    return "kernels held to " + ", ".join(dict.fromkeys(level.upper() for level in caps.values()))
+
+
+def _held_by(caps: Mapping[str, str]) -> str:
+    return "kernels held by " + ", ".join(f"{name}={level}" for name, level in caps.items())
 
 
 def runs_table(records: Sequence[Mapping], *, breakable_keys: bool = False) -> str:

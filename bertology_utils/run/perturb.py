@@ -27,6 +27,7 @@ __all__ = [
     "ISA_LEVELS",
     "BF16_PRODUCTS",
     "BF16_FLAGS",
+    "capped_flags",
     "standard_perturbations",
     "run_perturbed",
     "perturbed_run_name",
@@ -65,6 +66,31 @@ BF16_PRODUCTS = Perturbation(
 )
 #: CPU flags that say the machine multiplies bf16 natively.
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+#: The instruction-set caps a run's environment may set, each (variable, level) with the first CPU flag, in
+#: ``machine_environment``'s order, whose kernels it goes without: oneDNN's levels (:data:`ISA_LEVELS`) and ATen's.
+_CAP_CUTS: dict[tuple[str, str], str] = {
+    **{("ONEDNN_MAX_CPU_ISA", level): flag for level, flag in ISA_LEVELS},
+    ("ATEN_CPU_CAPABILITY", "AVX2"): "avx512f",
+    ("ATEN_CPU_CAPABILITY", "DEFAULT"): "avx",
+}
+
+
+def capped_flags(environment: Mapping) -> tuple[list[str], dict[str, str]]:
+    """The CPU flags whose kernels a run could use: the machine's, cut where the instruction-set caps its
+    environment sets begin to go without (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``); and those caps.
+
+    :param environment: :func:`machine_environment`'s, or a run.json's record of it.
+    :returns: the flags (in their recorded order), and each cap set, by variable. A level this does not know cuts
+        nothing, but is returned with the others.
+    """
+    flags = list(environment.get("cpu_flags") or [])
+    caps = {name: str(environment[name]) for name, _ in _CAP_CUTS if environment.get(name)}
+    for name, level in caps.items():
+        cut = _CAP_CUTS.get((name, level.upper()))
+        if cut in flags:
+            flags = flags[: flags.index(cut)]
+    return flags, caps
 
 
 def standard_perturbations(environment: Mapping | None = None) -> list[Perturbation]:

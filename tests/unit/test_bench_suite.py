@@ -193,7 +193,9 @@ def test_record_round_trips_into_the_docs_block(bench, tmp_path, monkeypatch):
     assert bench.read_profiles()[0]["commit"] == "def"
 
 
-def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, monkeypatch, notebooks):
+@pytest.fixture
+def pages(bench, tmp_path, monkeypatch) -> tuple[Path, Path]:
+    """The benchmarks page and the README a recorded run writes, and the records beside them: copies in tmp_path."""
     page = tmp_path / "benchmarks.md"
     page.write_text(
         "".join(
@@ -212,6 +214,11 @@ def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, monkeypatch, no
         ("README", readme),
     ):
         monkeypatch.setattr(bench, name, value)
+    return page, readme
+
+
+def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, notebooks, pages):
+    page, readme = pages
     before = {p.name: p.read_text() for p in notebooks.iterdir()}
     bench.record_run(_run(tmp_path / "warm", gpu=None), "warm", commit="abc")
     assert {p.name: p.read_text() for p in notebooks.iterdir()} == before  # a warm run's times read the cache
@@ -244,6 +251,37 @@ def test_each_kind_of_machine_keeps_its_profile(bench, tmp_path, monkeypatch, no
     assert again["jobs"] == 8 and bench.read_profiles() == [cpu, again]
     assert _typical(notebooks) == {"00_tour": 10, "04_probes": 4}  # a GPU's times do not reorder a CPU's run
     assert bench.write_typical_seconds({"04_probes": 4.2, "99_none": 5.0}) == []  # unchanged; no such notebook
+
+
+def test_a_run_held_to_fewer_kernels_is_a_kind_of_machine_of_its_own(bench, tmp_path, notebooks, pages):
+    page, readme = pages
+    amx = _run(tmp_path / "amx", gpu=None)
+    record = json.loads((amx / "run.json").read_text())
+    flags = ["sse4_1", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"]
+    (amx / "run.json").write_text(json.dumps({**record, "environment": {**record["environment"], "cpu_flags": flags}}))
+    own = bench.record_run(amx, "cold", commit="abc")
+    assert _typical(notebooks) == {"00_tour": 10, "04_probes": 4}
+    held = _run(tmp_path / "held", gpu=None)
+    caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    slower = [{**n, "duration_s": n["duration_s"] * 3} for n in record["notebooks"]]
+    environment = {**record["environment"], "cpu_flags": flags, **caps, "OMP_NUM_THREADS": "1"}
+    (held / "run.json").write_text(json.dumps({**record, "environment": environment, "notebooks": slower}))
+    capped = bench.record_run(held, "cold", commit="def")
+    # the flags its kernels could use, the caps that held it there, and a kind of its own beside the CPU's
+    assert capped["machine"]["cpu_flags"] == ["sse4_1", "avx", "avx2", "fma"]
+    assert capped["machine"]["caps"] == caps
+    kind = bench.machine_kind(capped["machine"])
+    assert kind == "2 cores of Test CPU (AVX2 only, held to it by ONEDNN_MAX_CPU_ISA=AVX2 and ATEN_CPU_CAPABILITY=avx2)"
+    assert bench.read_profiles() == [own, capped]
+    assert "(kernel-picking CPU flags: sse4_1, avx, avx2, fma, held to it by ONEDNN_MAX_CPU_ISA=AVX2" in read_block(
+        page, bench.BLOCK
+    )
+    assert f"on {kind}: **0 min** with a cold cache" in read_block(readme, bench.README_BLOCK)
+    assert f"| {kind} | **15 s**, cold cache (`def`, 2026-11-27) | none set | — |" in read_block(  # no target
+        page, bench.TARGETS_BLOCK
+    )
+    assert bench.target(json.loads(bench.RUNS.read_text())[-1]) is None
+    assert _typical(notebooks) == {"00_tour": 10, "04_probes": 4}  # the order stays the CPU's own kernels'
 
 
 def test_a_machine_is_named_by_what_sets_its_speed(bench):

@@ -202,11 +202,13 @@ def test_the_runs_table_sets_base_seeds_side_by_side(tmp_path, capsys):
         ]
         folder = _run(tmp_path, name, notebooks={"06_a": [*made, _claim("pretrained", "Not trained", "differs")]})
         info = json.loads((folder / "run.json").read_text())
-        (folder / "run.json").write_text(json.dumps({**info, "parameters": {"seed": seed}}))
+        caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "cpu_flags": ["avx2", "avx512f"]} if seed else {}  # kept in the record
+        (folder / "run.json").write_text(json.dumps({**info, "parameters": {"seed": seed}, "environment": caps}))
         return record_findings(folder)
 
     first = run("s0", 0, {"a": "holds", "b": "differs", "c": "inconclusive", "d": "holds"})
     second = run("s3", 3, {"a": "holds", "b": "holds", "c": "differs"})
+    assert (first["kernels"], second["kernels"]) == ({}, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
     lines = runs_table([first, second], breakable_keys=True).splitlines()
     assert lines[0] == (
         "4 claims: 2 same, 1 inconclusive on one side, 1 flipped; "
@@ -235,8 +237,19 @@ def test_the_runs_table_sets_base_seeds_side_by_side(tmp_path, capsys):
         runs_table([fp32, auto]).splitlines()[2]
         == "| notebook | claim | precision default | precision auto | verdicts |"
     )
-    same = [{**first, "run": "a"}, {**second, "run": "b", "parameters": {"seed": 0}}]
+    same = [{**first, "run": "a"}, {**second, "run": "b", "parameters": {"seed": 0}, "kernels": {}}]
     assert runs_table(same).splitlines()[2] == "| notebook | claim | a | b | verdicts |"
+    # runs of the same parameters on other kernels (the CPU held to fewer instruction sets) are named by them
+    held = {**same[1], "kernels": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}}
+    assert runs_table([held, same[0]]).splitlines()[2] == (
+        "| notebook | claim | kernels held to AVX2 | the CPU's own kernels | verdicts |"
+    )
+    # where the levels alone would name two runs alike, the variables are said
+    aten = {**same[1], "kernels": {"ATEN_CPU_CAPABILITY": "avx2"}}
+    assert runs_table([held, aten]).splitlines()[2] == (
+        "| notebook | claim | kernels held by ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2 "
+        "| kernels held by ATEN_CPU_CAPABILITY=avx2 | verdicts |"
+    )
     # runs of other notebooks with each setting are compared apart, in the order their first record comes
     other = [{**r, "notebooks": [{**nb, "name": "02_b"} for nb in r["notebooks"]]} for r in (fp32, auto)]
     assert runs_tables([fp32, *other, auto]) == runs_table([fp32, auto]) + "\n\n" + runs_table(other)

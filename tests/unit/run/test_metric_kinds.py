@@ -251,6 +251,25 @@ def test_standard_perturbations_follow_the_cpu():
     assert amx[-1].environment == {"BERTOLOGY_FP32_PRODUCTS": "bf16"}
 
 
+def test_the_instruction_set_caps_cut_the_flags_a_run_could_use():
+    amx = ["sse4_1", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"]
+    assert perturb.capped_flags({"cpu_flags": amx}) == (amx, {})
+    # the lower of oneDNN's and ATen's caps holds; case as either library reads it
+    both = {"cpu_flags": amx, "ONEDNN_MAX_CPU_ISA": "avx512_core", "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": 1}
+    assert perturb.capped_flags(both) == (amx[:4], {"ONEDNN_MAX_CPU_ISA": "avx512_core", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert perturb.capped_flags({"cpu_flags": amx, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})[0] == amx[:5]
+    assert perturb.capped_flags({"cpu_flags": amx, "ATEN_CPU_CAPABILITY": "default"})[0] == ["sse4_1"]
+    # a cap above what the CPU has cuts nothing; a level it does not know cuts nothing and is still said
+    assert perturb.capped_flags({"cpu_flags": amx[:3], "ONEDNN_MAX_CPU_ISA": "AVX2"}) == (
+        amx[:3],
+        {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+    )
+    assert perturb.capped_flags({"cpu_flags": amx, "ONEDNN_MAX_CPU_ISA": "AVX10_2"}) == (
+        amx,
+        {"ONEDNN_MAX_CPU_ISA": "AVX10_2"},
+    )
+
+
 def test_a_perturbation_of_the_precision_holds_the_verdicts_not_the_numbers(tmp_path):
     base = {"tour.mean_attention_to_cls": 0.5, "syntax.claims.table1.amod.verdict": "holds"}
     lower = {"tour.mean_attention_to_cls": 0.51, "syntax.claims.table1.amod.verdict": "holds"}
