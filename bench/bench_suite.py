@@ -368,8 +368,10 @@ def machine_kind(m: dict) -> str:
 
 def _held(m: dict) -> str:
     """How a run held the CPU to fewer kernels than it has (:func:`run_machine`'s caps), in words; "" if it did not."""
+    from bertology_utils.run.perturb import caps_said
+
     caps = m.get("caps") or {}
-    return (", held to it by " + " and ".join(f"{name}={level}" for name, level in caps.items())) if caps else ""
+    return f", held to it by {caps_said(caps)}" if caps else ""
 
 
 def runs_block(entries: list[dict]) -> str:

@@ -26,7 +26,7 @@ from bertology_utils.core.errors import BertologyError, DataFormatError
 from bertology_utils.core.files import atomic_write_text
 from bertology_utils.papers.claims import Claim, Verdict, uncertainty
 from bertology_utils.run import results
-from bertology_utils.run.perturb import capped_flags
+from bertology_utils.run.perturb import capped_flags, caps_said
 
 __all__ = [
     "FINDINGS_VERSION",
@@ -259,7 +259,7 @@ def _held_to(caps: Mapping[str, str]) -> str:
 
 
 def _held_by(caps: Mapping[str, str]) -> str:
-    return "kernels held by " + ", ".join(f"{name}={level}" for name, level in caps.items())
+    return "kernels held by " + caps_said(caps)
 
 
 def runs_table(records: Sequence[Mapping], *, breakable_keys: bool = False) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "BF16_PRODUCTS",
     "BF16_FLAGS",
     "capped_flags",
+    "caps_said",
     "standard_perturbations",
     "run_perturbed",
     "perturbed_run_name",
@@ -85,12 +86,21 @@ def capped_flags(environment: Mapping) -> tuple[list[str], dict[str, str]]:
         nothing, but is returned with the others.
     """
     flags = list(environment.get("cpu_flags") or [])
-    caps = {name: str(environment[name]) for name, _ in _CAP_CUTS if environment.get(name)}
+    caps = {name: str(environment[name]) for name in dict.fromkeys(n for n, _ in _CAP_CUTS) if environment.get(name)}
     for name, level in caps.items():
         cut = _CAP_CUTS.get((name, level.upper()))
         if cut in flags:
             flags = flags[: flags.index(cut)]
     return flags, caps
+
+
+def caps_said(caps: Mapping[str, str]) -> str:
+    """:func:`capped_flags`' caps in words, as records and tables name them: "ONEDNN_MAX_CPU_ISA=AVX2 and ...".
+
+    :param caps: the caps, by variable.
+    :returns: the words ("" for none).
+    """
+    return " and ".join(f"{name}={level}" for name, level in caps.items())
 
 
 def standard_perturbations(environment: Mapping | None = None) -> list[Perturbation]:

@@ -247,7 +247,7 @@ def test_the_runs_table_sets_base_seeds_side_by_side(tmp_path, capsys):
     # where the levels alone would name two runs alike, the variables are said
     aten = {**same[1], "kernels": {"ATEN_CPU_CAPABILITY": "avx2"}}
     assert runs_table([held, aten]).splitlines()[2] == (
-        "| notebook | claim | kernels held by ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2 "
+        "| notebook | claim | kernels held by ONEDNN_MAX_CPU_ISA=AVX2 and ATEN_CPU_CAPABILITY=avx2 "
         "| kernels held by ATEN_CPU_CAPABILITY=avx2 | verdicts |"
     )
     # runs of other notebooks with each setting are compared apart, in the order their first record comes

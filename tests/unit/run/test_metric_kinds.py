@@ -257,6 +257,11 @@ def test_the_instruction_set_caps_cut_the_flags_a_run_could_use():
     # the lower of oneDNN's and ATen's caps holds; case as either library reads it
     both = {"cpu_flags": amx, "ONEDNN_MAX_CPU_ISA": "avx512_core", "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": 1}
     assert perturb.capped_flags(both) == (amx[:4], {"ONEDNN_MAX_CPU_ISA": "avx512_core", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert (
+        perturb.caps_said(perturb.capped_flags(both)[1])
+        == "ONEDNN_MAX_CPU_ISA=avx512_core and ATEN_CPU_CAPABILITY=avx2"
+    )
+    assert perturb.caps_said({}) == ""
     assert perturb.capped_flags({"cpu_flags": amx, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})[0] == amx[:5]
     assert perturb.capped_flags({"cpu_flags": amx, "ATEN_CPU_CAPABILITY": "default"})[0] == ["sse4_1"]
     # a cap above what the CPU has cuts nothing; a level it does not know cuts nothing and is still said
