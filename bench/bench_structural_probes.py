@@ -19,11 +19,12 @@
               words, the squared norms' own and the gradient's three; both of those): seconds, the
               ratios, and how far apart the fits' B matrices and dev scores are
 
-  precision   (--precision) every layer's probes fitted together for --epochs epochs with float32
-              products and with products from bfloat16-rounded inputs (precision="bf16":
-              fast_fp32_products; the CPU must have bfloat16 units for it to differ), two rounds in
-              alternation: seconds, the ratio, and how far apart the fits' B matrices, kept epochs
-              and dev scores are
+  precision   (--precision) the word vectors of every layer read with float32 products and with
+              products from bfloat16-rounded inputs (StructuralData.from_model(precision=)), then every
+              layer's probes fitted together for --epochs epochs on the float32 vectors both ways
+              (precision="bf16": fast_fp32_products; the CPU must have bfloat16 units for it to
+              differ), each two rounds in alternation: seconds, the ratios, how far apart the vectors
+              are, and how far apart the fits' B matrices, kept epochs and dev scores are
 
   host        (--host) the host's part of the probes, what no device speeds up: every EWT test
               sentence's gold tree distances, and the paper's four metrics of one distance and
@@ -331,10 +332,30 @@ def precision(n_train: int, n_dev: int, epochs: int) -> None:
 
     loaded = load_model(None, device="cpu")
     train, dev = load_treebank("train")[:n_train], load_treebank("dev")[:n_dev]
-    data = {name: StructuralData.from_model(c, loaded) for name, c in (("train", train), ("dev", dev))}
     layers = list(range(loaded.num_layers + 1))
     print(f"{loaded.label}; train {len(train)}, dev {len(dev)} sentences of UD EWT; layers {layers}, full rank; "
           f"precision auto is {resolve_precision('auto', 'cpu')} on this CPU")  # fmt: skip
+
+    def read(name: str) -> dict:
+        return {
+            split: StructuralData.from_model(c, loaded, precision=name) for split, c in (("train", train), ("dev", dev))
+        }
+
+    reads: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    vectors = {}
+    for _ in range(2):
+        for name in reads:
+            seconds, vectors[name] = fastest_call(1, lambda name=name: read(name))
+            reads[name].append(seconds)
+    data = vectors["fp32"]
+    gaps = [
+        np.abs(a.astype(np.float32) - b.astype(np.float32)).max() / max(float(np.abs(a).max()), 1e-12)
+        for k in layers
+        for a, b in zip(data["train"].vectors[k], vectors["bf16"]["train"].vectors[k])
+    ]
+    print(f"word vectors: fp32 {min(reads['fp32']):.1f} s, bf16 products {min(reads['bf16']):.1f} s, "
+          f"{min(reads['fp32']) / min(reads['bf16']):.2f}x; per sentence and layer, largest |difference| / largest |vector| "
+          f"{np.median(gaps):.2g} in the median, {max(gaps):.2g} at most")  # fmt: skip
 
     def fit(name: str) -> list:
         probes = [
@@ -349,8 +370,8 @@ def precision(n_train: int, n_dev: int, epochs: int) -> None:
             took, fits[name] = fastest_call(1, lambda name=name: fit(name))
             seconds[name].append(took)
     for name, runs in seconds.items():
-        print(f"{name}: {min(runs):.1f} s (runs {', '.join(f'{t:.1f}' for t in runs)})")
-    print(f"fp32 / bf16: {min(seconds['fp32']) / min(seconds['bf16']):.2f}x")
+        print(f"fits {name}: {min(runs):.1f} s (runs {', '.join(f'{t:.1f}' for t in runs)})")
+    print(f"fits fp32 / bf16: {min(seconds['fp32']) / min(seconds['bf16']):.2f}x")
     before, now = fits["fp32"], fits["bf16"]
     gap = max(float(np.abs(a.B_ - b.B_).max() / np.abs(a.B_).max()) for a, b in zip(before, now))
     scores = [abs(a.score(data["dev"]) - b.score(data["dev"])) for a, b in zip(before, now)]

@@ -32,6 +32,7 @@ Sentences with fewer than two scored words have no edge to score: they are count
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections import defaultdict
@@ -613,8 +614,8 @@ def structural_probe_layers(
     :param device: where the probes fit (None: the CPU).
     :param seed: the probes' seed.
     :param max_epochs: epochs at most per fit.
-    :param precision: the fits' matrix products (:class:`DistanceProbe`'s ``precision``), resolved on the probes'
-        device; the word vectors and the scores are float32 whatever it is.
+    :param precision: the matrix products of the fits (:class:`DistanceProbe`'s ``precision``, resolved on the
+        probes' device) and of the passes reading the word vectors; the tensors and scores are float32 whatever it is.
     :param cache_size: MB of word vectors kept at a time, over the three splits.
     :param cache: read and store the scores on disk.
     :param cache_dir: where; ``$BERTOLOGY_CACHE_DIR/probes`` by default.
@@ -635,6 +636,7 @@ def structural_probe_layers(
     }
     if (resolved := resolve_precision(precision, probe_device(device))) != "fp32":
         fields["probe_precision"] = resolved  # fp32 keys as before precision: their stored entries still match
+        fields["vector_precision"] = resolved  # the word vectors' products too (entries of before it stop matching)
     split = "dev" if test is None else "test"
 
     def compute() -> dict[str, pd.DataFrame]:
@@ -666,11 +668,10 @@ def _fit_layers(
     rows: list[dict[str, object]] = []
     edges: list[pd.DataFrame] = []
     for group in _layer_groups(fields["layers"], bytes_per_layer, cache_size):
-        data = {
-            name: StructuralData.from_model(corpus, loaded, layers=group)
-            for name, corpus in (("train", train), ("dev", dev))
-        }
-        data["scored"] = data["dev"] if test is None else StructuralData.from_model(test, loaded, layers=group)
+        # the word vectors' forward passes take the fits' products: bf16's rounding there is the size of the fits' own
+        read = functools.partial(StructuralData.from_model, model=loaded, layers=group, precision=shared["precision"])
+        data = {name: read(corpus) for name, corpus in (("train", train), ("dev", dev))}
+        data["scored"] = data["dev"] if test is None else read(test)
         probes = [
             cls(layer=layer, rank=r, **shared)
             for layer in group

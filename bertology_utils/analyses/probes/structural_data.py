@@ -27,7 +27,7 @@ from bertology_utils.analyses.syntax.scoring import EXCLUDED_RELATIONS
 from bertology_utils.attention.alignment import WORD, align
 from bertology_utils.core.batching import Padding, length_grouped_batches, pad_rows, plan_batches, to_device
 from bertology_utils.core.errors import BertologyError
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.models import LoadedModel, fast_fp32_products
 from bertology_utils.data import Corpus
 
 __all__ = ["tree_distances", "word_hidden_states", "StructuralBatch", "StructuralData"]
@@ -74,6 +74,7 @@ def word_hidden_states(
     layers: Sequence[int] | None = None,
     batch_size: int = 32,
     max_batch_tokens: int = 16384,
+    precision: str = "fp32",
 ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Each sentence's word vectors at the layers asked for: its word pieces' hidden states averaged.
 
@@ -82,6 +83,8 @@ def word_hidden_states(
     :param layers: hidden-state layers to keep, 0 (the embeddings) to ``L``; all ``L + 1`` by default.
     :param batch_size: sentences per forward pass.
     :param max_batch_tokens: padded tokens per forward pass at most.
+    :param precision: the forward passes' matrix products (:func:`~bertology_utils.core.models.fast_fp32_products`:
+        bfloat16-rounded inputs under "bf16" or "auto" where the device has the units, every tensor float32).
     :returns: an iterator of ``(position in sentences, vectors)`` in order, ``vectors`` being ``(W, len(layers),
         hidden)`` float32 over the sentence's words, or None for a sentence longer than the model takes.
     """
@@ -96,7 +99,8 @@ def word_hidden_states(
     for rows in plan_batches([a.n_tokens for a in fits], batch_size, max_batch_tokens=max_batch_tokens):
         batch = [fits[i] for i in rows]
         inputs = padding.pad([a.input_ids for a in batch], [a.token_type_ids for a in batch]).inputs(loaded.device)
-        hidden = loaded.model(**inputs, output_hidden_states=True).hidden_states
+        with fast_fp32_products(precision, loaded.device):
+            hidden = loaded.model(**inputs, output_hidden_states=True).hidden_states
         # A (B, words, tokens) averaging matrix: word w of item b takes 1/pieces of each of its pieces.
         t2w = torch.from_numpy(pad_rows([a.token_to_word for a in batch], -1, inputs["input_ids"].shape[1]))
         n_words = max(a.n_words for a in batch)
@@ -213,6 +217,7 @@ class StructuralData:
         block_size: int = 256,
         batch_size: int = 32,
         dtype: np.dtype | type = np.float16,
+        precision: str = "fp32",
     ) -> StructuralData:
         """The word vectors of ``corpus`` at ``layers`` of ``model``, read ``block_size`` sentences at a time.
 
@@ -222,6 +227,7 @@ class StructuralData:
         :param block_size: sentences tokenized and run at a time: only their ``L + 1`` layers are ever in memory.
         :param batch_size: sentences per forward pass.
         :param dtype: the vectors' storage type.
+        :param precision: the forward passes' matrix products (:func:`word_hidden_states`).
         :returns: the data.
         """
         loaded = LoadedModel.of(model)
@@ -231,7 +237,7 @@ class StructuralData:
         for start in range(0, len(sentences), block_size):
             block = sentences[start : start + block_size]
             treed = [s for s in block if s.has_syntax]  # no forward pass for a sentence without a tree
-            found = dict(word_hidden_states(loaded, treed, layers=kept, batch_size=batch_size))
+            found = dict(word_hidden_states(loaded, treed, layers=kept, batch_size=batch_size, precision=precision))
             cast = {k: None if v is None else v.astype(dtype) for k, v in found.items()}
             positions = iter(range(len(treed)))
             vectors += [cast[next(positions)] if s.has_syntax else None for s in block]

@@ -505,6 +505,25 @@ def test_word_vectors_average_the_pieces_at_every_layer(tiny_model_dirs):
     assert vectors.shape == (len(words), 2, other.config.hidden_size)
 
 
+def test_word_vectors_are_read_with_the_products_asked_for(tiny_model_dirs, monkeypatch):
+    """precision="auto" where the device has bfloat16 units: the forward passes that read the word vectors run with
+    the fast products set, and structural_probe_layers reads them with its fits' precision; fp32 leaves them float32."""
+    loaded = load_model(tiny_model_dirs["bert"])
+    seen = []
+    loaded.model.register_forward_hook(lambda *_: seen.append(torch.backends.mkldnn.matmul.fp32_precision))
+    monkeypatch.setattr(models, "_native_bf16", lambda device: True)
+    before = torch.backends.mkldnn.matmul.fp32_precision
+    words = ["tiny", "models", "."]
+    ((_, fast),) = list(word_hidden_states(loaded, [words], precision="auto"))
+    assert seen == ["bf16"] and fast.dtype == np.float32
+    ((_, plain),) = list(word_hidden_states(loaded, [words]))
+    assert seen[-1] == before == torch.backends.mkldnn.matmul.fp32_precision
+    np.testing.assert_allclose(fast, plain, rtol=0.05, atol=0.05)  # bfloat16's rounding at most, or none
+    seen.clear()
+    structural_probe_layers(loaded, tiny_treebank(), tiny_treebank(), layers=[1], max_epochs=1, precision="auto")
+    assert seen and set(seen) == {"bf16"}
+
+
 def tiny_treebank() -> Corpus:
     rng = np.random.default_rng(0)
     trees = [random_heads(rng, n) for n in (3, 6, 4, 7, 5)]
