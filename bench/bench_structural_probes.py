@@ -49,7 +49,9 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -61,6 +63,7 @@ RECORD = ROOT / "bench" / "results" / "structural-host.json"
 #: The generated block (bertology_utils.present.generated) that shows the recorded --host run, and its page.
 BLOCK = "structural-host"
 PAGE = ROOT / "docs" / "benchmarks.md"
+T = TypeVar("T")
 
 
 def main() -> None:
@@ -321,6 +324,17 @@ def step(n_train: int, n_dev: int, epochs: int) -> None:
               f"largest dev UUAS / root% difference {scores:.2g}")  # fmt: skip
 
 
+def _in_alternation(run: Callable[[str], T]) -> tuple[dict[str, list[float]], dict[str, T]]:
+    """``run("fp32")`` and ``run("bf16")`` in turn, two rounds: each one's seconds per call, and its last result."""
+    seconds: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    results: dict[str, T] = {}
+    for _ in range(2):
+        for name in seconds:
+            took, results[name] = fastest_call(1, lambda name=name: run(name))
+            seconds[name].append(took)
+    return seconds, results
+
+
 def precision(n_train: int, n_dev: int, epochs: int) -> None:
     """Every layer's probes fitted together with float32 products and with bfloat16-rounded inputs, two rounds in
     alternation (the faster of each variant's runs is printed), and how far apart the fits are."""
@@ -341,12 +355,7 @@ def precision(n_train: int, n_dev: int, epochs: int) -> None:
             split: StructuralData.from_model(c, loaded, precision=name) for split, c in (("train", train), ("dev", dev))
         }
 
-    reads: dict[str, list[float]] = {"fp32": [], "bf16": []}
-    vectors = {}
-    for _ in range(2):
-        for name in reads:
-            seconds, vectors[name] = fastest_call(1, lambda name=name: read(name))
-            reads[name].append(seconds)
+    reads, vectors = _in_alternation(read)
     data = vectors["fp32"]
     gaps = [
         np.abs(a.astype(np.float32) - b.astype(np.float32)).max() / max(float(np.abs(a).max()), 1e-12)
@@ -363,12 +372,7 @@ def precision(n_train: int, n_dev: int, epochs: int) -> None:
         ]
         return fit_jointly(probes, data["train"], data["dev"])
 
-    seconds: dict[str, list[float]] = {"fp32": [], "bf16": []}
-    fits = {}
-    for _ in range(2):
-        for name in seconds:
-            took, fits[name] = fastest_call(1, lambda name=name: fit(name))
-            seconds[name].append(took)
+    seconds, fits = _in_alternation(fit)
     for name, runs in seconds.items():
         print(f"fits {name}: {min(runs):.1f} s (runs {', '.join(f'{t:.1f}' for t in runs)})")
     print(f"fits fp32 / bf16: {min(seconds['fp32']) / min(seconds['bf16']):.2f}x")
