@@ -17,10 +17,14 @@ trains it (``--precision``, batches of ``--batch-size``), with each lambda's kee
 last step that changed it, and how many heads the mask after a fifth, two fifths, ... of the default steps
 decides otherwise than the last one; with ``--steps`` above the default, whether the default's mask had settled.
 ``--record`` keeps it in ``bench/results/l0-settle.json``, by task, and writes the benchmarks page's table.
+``--casts`` times that sweep with the linear weights held as bfloat16 for the whole training (``frozen``, as the
+package trains) against the float32 weights only frozen (autocast then copies them to bfloat16 again at every step,
+as before), two rounds in alternation, and checks that the gates come out the same.
 Skipped, with the reason, when the task's data or the default model are missing.
 
     python bench/bench_l0.py [--lam 0.03] [--steps N] [--threads 2] [--lambdas 0.01 0.03 0.1] [--only-sweep]
     python bench/bench_l0.py --settle [--task MRPC] [--precision auto] [--batch-size 16] [--threads 1] [--record]
+    python bench/bench_l0.py --casts [--task MRPC] [--precision auto] [--steps 100] [--threads 1]
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", help="--settle: fine-tuning's and the gates' (07: auto)")
     parser.add_argument("--batch-size", type=int, default=16, help="--settle: examples per step (07's 16)")
     parser.add_argument("--record", action="store_true", help="--settle: record it and the benchmarks page's table")
+    parser.add_argument("--casts", action="store_true", help="bf16 weights held for the sweep vs copied every step")
     args = parser.parse_args()
 
     import numpy as np
@@ -71,6 +76,9 @@ def main() -> None:
     steps = args.steps or DEFAULT_STEPS
     if args.settle:
         settle(args, steps)
+        return
+    if args.casts:
+        casts(args, args.steps or 100)
         return
     try:
         run = fine_tune("SST-2", progress=False)
@@ -104,6 +112,49 @@ def main() -> None:
         f"{together[0].seconds:.1f} s vs one after another {seconds_apart:.1f} s, x{seconds_apart / together[0].seconds:.2f} "
         f"(peak RSS {together_peak:.0f} vs {apart_peak:.0f} MB); largest log_alpha gap {gap:.2g}, heads decided "
         f"differently per lambda {differ}, kept {[t.kept for t in together]} vs {[t.kept for t in apart]}"
+    )
+
+
+def casts(args, steps: int) -> None:
+    """The sweep of ``--lambdas`` with bfloat16 weights held for the training against float32 weights only frozen."""
+    import numpy as np
+    import torch
+
+    from bertology_utils.core.errors import DataNotFoundError, ModelNotAvailableError
+    from bertology_utils.core.models import frozen
+    from bertology_utils.interventions import l0
+    from bertology_utils.interventions.finetuning import fine_tune
+    from bertology_utils.interventions.hard_concrete import HardConcreteGates
+
+    try:
+        run = fine_tune(args.task, precision=args.precision, progress=False)
+        train = l0.training_set(run.loaded, args.task, batch_size=args.batch_size)
+    except (DataNotFoundError, ModelNotAvailableError) as missing:
+        print(f"skipped: {missing}")
+        return
+    print(run.describe())
+    variants = {"held": frozen, "cast": lambda loaded: frozen(loaded, "fp32")}  # "cast": the code before
+    best: dict[str, float] = {}
+    gates: dict[str, list[np.ndarray]] = {}
+    try:
+        for _ in range(2):
+            for name, freeze in variants.items():
+                l0.frozen = freeze  # the one name _train looks up
+                trainings = l0._trainings(
+                    run.loaded, train, args.lambdas, steps=steps, lr=l0.DEFAULT_LR, seed=0, batch_size=None,
+                    init=HardConcreteGates.INIT, cache=False, progress=False,
+                )  # fmt: skip
+                best[name] = min(best.get(name, np.inf), trainings[0].seconds)
+                gates[name] = [t.log_alpha for t in trainings]
+    finally:
+        l0.frozen = frozen
+    gap = max(float(np.abs(a - b).max()) for a, b in zip(gates["held"], gates["cast"]))
+    print(
+        f"{args.task} sweep of lambdas {', '.join(f'{lam:g}' for lam in args.lambdas)}, {steps} steps, precision "
+        f"{run.loaded.precision}, {torch.get_num_threads()} thread(s), faster of two rounds: float32 weights frozen "
+        f"{best['cast']:.1f} s ({best['cast'] / steps * 1e3:.0f} ms a step), bfloat16 weights held "
+        f"{best['held']:.1f} s ({best['held'] / steps * 1e3:.0f} ms a step), x{best['cast'] / best['held']:.2f}; "
+        f"largest log_alpha gap {gap:.2g}"
     )
 
 

@@ -38,6 +38,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "PRECISION_CHOICES",
             "resolve_precision",
             "autocast",
+            "frozen",
             "fast_fp32_products",
         ],
         "architectures": [

@@ -51,6 +51,7 @@ __all__ = [
     "check_precision",
     "resolve_precision",
     "autocast",
+    "frozen",
     "fast_fp32_products",
 ]
 
@@ -532,6 +533,46 @@ def autocast(loaded: LoadedModel, precision: str | None = None) -> Iterator[None
         )
     with torch.autocast(device.type, dtype=torch.bfloat16):
         yield
+
+
+@contextlib.contextmanager
+def frozen(loaded: LoadedModel, precision: str | None = None) -> Iterator[None]:
+    """No gradients for the model's weights inside the block: backward computes only what the block's own leaves
+    need (the L0 gates'). Where ``precision`` (None: ``loaded.precision``) resolves to bf16, the linear layers'
+    weights and biases are also held as bfloat16 copies for the block: autocast keeps its bfloat16 copy of a weight
+    only while the weight requires grad, so frozen float32 weights would be copied again at every pass. The outputs
+    are the same to the bit (autocast rounds the weights just so) and the float32 weights come back on leaving.
+
+    Weights a linear layer shares with another kind of module (tied embeddings), and the first weight, which the
+    model's ``dtype`` is read off (a linear layer's in some checkpoints), stay float32: those readers would see
+    bfloat16. Not for a model that other threads use meanwhile.
+    """
+    module = loaded.model
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    held: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+    if resolve_precision(loaded.precision if precision is None else precision, loaded.device) == "bf16":
+        # kept float32: weights shared with other kinds of module, and the one the model's dtype is read off
+        kept = {id(p) for m in module.modules() if not isinstance(m, torch.nn.Linear) for p in m.parameters(False)}
+        kept.add(id(next(p for p in module.parameters() if p.is_floating_point())))
+        linear = {
+            id(p): p
+            for m in module.modules()
+            if isinstance(m, torch.nn.Linear)
+            for p in m.parameters(recurse=False)
+            if p.dtype == torch.float32 and id(p) not in kept
+        }
+        held = [(p, p.data) for p in linear.values()]
+    for p in trainable:
+        p.requires_grad_(False)
+    try:
+        for p, weights in held:
+            p.data = weights.to(torch.bfloat16)
+        yield
+    finally:
+        for p, weights in held:
+            p.data = weights
+        for p in trainable:
+            p.requires_grad_(True)
 
 
 #: The backend whose float32 matrix products :func:`fast_fp32_products` speeds up, per device type, and the internal

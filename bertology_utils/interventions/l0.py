@@ -32,21 +32,19 @@ that do not matter to the loss feel no force at small ``lambda`` and drift at ra
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 from tqdm.auto import tqdm
 
 from bertology_utils.core.batching import to_device
-from bertology_utils.core.models import LoadedModel
+from bertology_utils.core.models import LoadedModel, frozen
 from bertology_utils.core.typing import HeadMatrix, HeadSamples, SampleValues
 from bertology_utils.data import Corpus, Task, load_glue
 from bertology_utils.interventions.dev_sets import DevSet, dev_set
@@ -162,19 +160,6 @@ class GateTraining:
         """
         p = self.open_probability()
         return int(((p > margin) & (p < 1 - margin)).sum())
-
-
-@contextlib.contextmanager
-def _frozen(model: nn.Module) -> Iterator[None]:
-    """No gradients for the model's weights inside the block (backward then computes only what the gates need)."""
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    for p in trainable:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in trainable:
-            p.requires_grad_(True)
 
 
 def _pieces(train: DevSet, batch_size: int | None) -> list[tuple[dict, np.ndarray]]:
@@ -339,7 +324,7 @@ def _train(
     order = torch.zeros(0, dtype=torch.long)
     shown = ("lambda " if len(lams) == 1 else "lambdas ") + ", ".join(f"{lam:g}" for lam in lams)
     start = time.perf_counter()
-    with classifier_inference(loaded), _frozen(model):
+    with classifier_inference(loaded), frozen(loaded):
         for step in tqdm(range(steps), desc=f"L0 gates {train.task}, {shown}", unit="step", disable=not progress):
             if step % len(pieces) == 0:
                 order = torch.randperm(len(pieces), generator=generator)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
-from tiny_models import MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
+from tiny_models import ALL_FAMILIES, MAX_POSITIONS, POSITION_OFFSET, TINY_SHAPES, build_tiny_model
 
 from bertology_utils.core import models, settings
 from bertology_utils.core.errors import ModelNotAvailableError
@@ -19,6 +19,7 @@ from bertology_utils.core.models import (
     default_model_path,
     describe_model,
     fast_fp32_products,
+    frozen,
     load_model,
     resolve_precision,
 )
@@ -285,3 +286,62 @@ def test_fast_fp32_products_round_the_inputs_and_keep_float32():
     plain = a @ b
     assert fast.dtype == torch.float32
     assert (plain - exact).abs().max() < 1e-4 < (fast - exact).abs().max() < 0.5
+
+
+def _gated_pass(loaded, batch, hold):
+    """Logits and the gradient of their sum for a scale on the embeddings' output, weights frozen, under bf16
+    autocast: inside :func:`frozen` (``hold``) or with the float32 weights only made not to require grad."""
+    scale = torch.ones((), requires_grad=True)
+    handle = loaded.model.get_input_embeddings().register_forward_hook(lambda _m, _a, out: out * scale)
+    weights = list(loaded.model.parameters())
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if hold:
+                with frozen(loaded, "bf16"):
+                    assert not any(p.requires_grad for p in weights)
+                    logits = loaded.model(**batch).logits.float()
+            else:
+                for p in weights:
+                    p.requires_grad_(False)
+                logits = loaded.model(**batch).logits.float()
+                for p in weights:
+                    p.requires_grad_(True)
+        logits.sum().backward()
+    finally:
+        handle.remove()
+    return logits.detach(), scale.grad
+
+
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_frozen_holds_bf16_linear_weights_with_the_same_outputs(family_model_dirs, family):
+    """Under bf16 the linear layers' weights are bfloat16 inside the block, the logits and a gradient through the
+    model the same to the bit as autocast's copies of the float32 weights, and every weight back as it was."""
+    torch.manual_seed(0)
+    loaded = load_model(family_model_dirs[family], head="sequence-classification", num_labels=2, device="cpu")
+    batch = loaded.tokenizer(["hello world", "the story was very good and the acting bad"], padding=True,
+                             return_tensors="pt")  # fmt: skip
+    before = {name: p.detach().clone() for name, p in loaded.model.named_parameters()}
+    first = next(loaded.model.parameters())  # the model's dtype reads it: a linear layer's in some checkpoints
+    linear = [m.weight for m in loaded.model.modules() if isinstance(m, torch.nn.Linear) and m.weight is not first]
+    with frozen(loaded, "bf16"):
+        assert {w.dtype for w in linear} == {torch.bfloat16}
+        assert loaded.model.dtype == first.dtype == torch.float32
+    expected, held = _gated_pass(loaded, batch, hold=False), _gated_pass(loaded, batch, hold=True)
+    assert torch.equal(expected[0], held[0]) and torch.equal(expected[1], held[1])
+    for name, p in loaded.model.named_parameters():
+        assert p.dtype == torch.float32 and p.requires_grad and p.grad is None and torch.equal(p, before[name]), name
+
+
+def test_frozen_in_fp32_and_with_tied_weights(tiny_model_dirs, tmp_path):
+    """fp32 keeps every weight float32; a masked-LM head's decoder, tied to the word embeddings, stays float32."""
+    loaded = load_model(tiny_model_dirs["bert"], device="cpu")
+    with frozen(loaded):
+        assert all(p.dtype == torch.float32 and not p.requires_grad for p in loaded.model.parameters())
+    assert all(p.requires_grad for p in loaded.model.parameters())
+    mlm = load_model(build_tiny_model("bert", tmp_path / "mlm", with_mlm_head=True), head="masked-lm", device="cpu")
+    decoder = mlm.model.get_output_embeddings()
+    assert decoder.weight is mlm.model.get_input_embeddings().weight
+    with frozen(mlm, "bf16"):
+        assert decoder.weight.dtype == torch.float32
+        assert mlm.model.bert.encoder.layer[0].attention.self.query.weight.dtype == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in mlm.model.parameters())

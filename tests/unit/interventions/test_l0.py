@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_utils.core.models import load_model
+from bertology_utils.core.models import frozen, load_model
 from bertology_utils.data import Corpus, Sentence
+from bertology_utils.interventions import l0
 from bertology_utils.interventions.dev_sets import dev_set
 from bertology_utils.interventions.editing import edit_attention
 from bertology_utils.interventions.gated_logits import gate_shape, predict_with_gates, scores_for_gates
@@ -188,6 +189,25 @@ def test_training_is_deterministic_and_penalty_prunes(tiny_model_dirs):
     run = runs[0]
     assert run.task_loss.shape == run.expected_l0_history.shape == (STEPS,) and np.isfinite(run.objective).all()
     assert run.expected_l0_history[-1] < run.expected_l0_history[0]
+
+
+@pytest.mark.filterwarnings("ignore:precision 'bf16' on cpu")
+def test_bf16_training_holds_bfloat16_weights_with_the_same_gates(tiny_model_dirs, monkeypatch):
+    """Under bf16 the gates train on bfloat16 copies of the linear weights (made once, not by autocast at every
+    step): the same gates to the bit as with the float32 weights only frozen, and the weights back as they were."""
+    torch.manual_seed(0)
+    loaded = load_model(tiny_model_dirs["bert"], head="sequence-classification", num_labels=2, device="cpu",
+                        precision="bf16")  # fmt: skip
+    train = self_labelled(loaded)
+    weights = [p.detach().clone() for p in loaded.model.parameters()]
+    held = train_gates(loaded, train, 1.0, steps=20, batch_size=4)
+    monkeypatch.setattr(l0, "frozen", lambda model: frozen(model, "fp32"))  # frozen float32 weights, as before
+    cast = train_gates(loaded, train, 1.0, steps=20, batch_size=4)
+    np.testing.assert_array_equal(held.log_alpha, cast.log_alpha)
+    np.testing.assert_array_equal(held.task_loss, cast.task_loss)
+    assert not np.array_equal(held.log_alpha, train_gates(loaded, train, 1.0, steps=20, batch_size=4, seed=1).log_alpha)
+    for before, p in zip(weights, loaded.model.parameters()):
+        assert p.dtype == torch.float32 and p.requires_grad and torch.equal(p, before)
 
 
 def test_sweep_from_no_penalty_to_a_huge_one(tiny_model_dirs):
